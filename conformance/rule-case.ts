@@ -1,0 +1,121 @@
+/**
+ * Inputs for the rule checks. A case is described by a small spec that fast-check generates and
+ * shrinks (sizes, hyperparameters, gate regime, state kind, seed); the tensors are then built
+ * deterministically from the spec's seed.
+ */
+import * as fc from "fast-check";
+import { paramNames, paramShapes, ruleForward, withDefaults, type Params } from "../src/rules/level.ts";
+import type { RuleConfig, RuleDecl, State } from "../src/rules/types.ts";
+import { Rng } from "../src/rng.ts";
+import { Tensor, type DType } from "../src/tensor.ts";
+
+/** Gate regimes of conformance.md: alpha near 0 / mid / near 1, theta small / large. */
+export const ALPHA_LEVELS = { low: 0.05, mid: 0.5, high: 0.95 } as const;
+export const THETA_LEVELS = { small: 0.05, large: 0.8 } as const;
+
+export interface RuleCaseSpec {
+  readonly d: number;
+  readonly seq_len: number;
+  readonly hyper: Readonly<Record<string, number | string>>;
+  readonly alpha: keyof typeof ALPHA_LEVELS;
+  readonly theta: keyof typeof THETA_LEVELS;
+  readonly state: "init" | "random";
+  readonly seed: number;
+}
+
+export interface RuleCase {
+  readonly decl: RuleDecl;
+  readonly cfg: RuleConfig;
+  readonly X: Tensor;
+  readonly params: Record<string, Tensor>;
+  readonly state: Record<string, Tensor>;
+  readonly dy: Tensor;
+}
+
+export interface SizeLimits {
+  readonly d: [number, number];
+  readonly seq_len: [number, number];
+}
+
+export const RULE_SIZES: SizeLimits = { d: [1, 12], seq_len: [1, 9] };
+
+/** fast-check arbitrary over case specs for a rule; hyperparameters range over their declared domains. */
+export function ruleCaseSpecArb(decl: RuleDecl, sizes: SizeLimits = RULE_SIZES): fc.Arbitrary<RuleCaseSpec> {
+  const hyperArbs: Record<string, fc.Arbitrary<number | string>> = {};
+  for (const [name, h] of Object.entries(decl.hyper)) {
+    hyperArbs[name] = h.kind === "enum" ? fc.constantFrom(...h.values)
+      : h.kind === "int" ? fc.integer({ min: h.min, max: h.max })
+      : h.atoms !== undefined && h.atoms.length > 0
+        ? fc.oneof(fc.constantFrom(...h.atoms), fc.double({ min: h.min, max: h.max, noNaN: true }))
+        : fc.double({ min: h.min, max: h.max, noNaN: true });
+  }
+  return fc.record({
+    d: fc.integer({ min: sizes.d[0], max: sizes.d[1] }),
+    seq_len: fc.integer({ min: sizes.seq_len[0], max: sizes.seq_len[1] }),
+    hyper: fc.record(hyperArbs),
+    alpha: fc.constantFrom("mid", "low", "high"),
+    theta: fc.constantFrom("small", "large"),
+    state: fc.constantFrom("init", "random"),
+    seed: fc.integer({ min: 1, max: 0x7fffffff }),
+  }).map((s) => clampHyper(decl, s));
+}
+
+/** Hyperparameters bounded by d (e.g. d_compress <= d) are clipped after generation. */
+function clampHyper(decl: RuleDecl, s: RuleCaseSpec): RuleCaseSpec {
+  const hyper = { ...s.hyper };
+  if ("d_compress" in hyper) hyper.d_compress = Math.min(Number(hyper.d_compress), s.d);
+  if ("heads" in hyper) {
+    let h = Math.min(Number(hyper.heads), s.d);
+    while (s.d % h !== 0) h--;
+    hyper.heads = h;
+  }
+  void decl;
+  return { ...s, hyper };
+}
+
+function logit(p: number): number {
+  return Math.log(p / (1 - p));
+}
+function softplusInv(y: number): number {
+  return Math.log(Math.expm1(y));
+}
+
+function uniformTensor(dtype: DType, shape: number[], rng: Rng, scale: number): Tensor {
+  const t = new Tensor(dtype, shape);
+  for (let i = 0; i < t.size; i++) t.data[i] = rng.uniform(-scale, scale);
+  return t;
+}
+
+/** Builds the tensors of a case. Scales keep every gradient well above rounding noise. */
+export function buildRuleCase(decl: RuleDecl, spec: RuleCaseSpec, dtype: DType = "f64"): RuleCase {
+  const cfg = withDefaults(decl, { d: spec.d, seq_len: spec.seq_len, ...spec.hyper });
+  const rng = new Rng(spec.seed);
+  const { d, seq_len: s } = cfg;
+  const X = uniformTensor(dtype, [s, d], rng, 1);
+  const dy = uniformTensor(dtype, [s, d], rng, 1);
+  const shapes = paramShapes(decl, cfg);
+  const params: Record<string, Tensor> = {};
+  for (const name of paramNames(decl)) {
+    const shape = shapes[name]!;
+    const fanIn = shape[shape.length - 1]!;
+    if (name.startsWith("W_")) params[name] = uniformTensor(dtype, shape, rng, 1 / Math.sqrt(fanIn));
+    else if (name.startsWith("w_")) params[name] = uniformTensor(dtype, shape, rng, 0.5 / Math.sqrt(fanIn));
+    else params[name] = new Tensor(dtype, [1]);
+  }
+  // Gate biases put each gate in the requested regime; the w·c term moves it around that value.
+  const bias = { alpha: logit(ALPHA_LEVELS[spec.alpha]), theta: softplusInv(THETA_LEVELS[spec.theta]), eta: logit(0.6) };
+  for (const g of ["alpha", "theta", "eta"] as const) {
+    const b = params[`b_${g}`];
+    if (b !== undefined) b.data[0] = bias[g];
+  }
+  const state = spec.state === "init" ? decl.init(cfg, dtype) : decl.randomState(cfg, dtype, () => rng.next());
+  return { decl, cfg, X, params, state, dy };
+}
+
+/** The rule-level loss of conformance C2: sum(y ⊙ dy), untraced. */
+export function ruleLoss(c: RuleCase, params: Params = c.params, state: State = c.state): number {
+  const { y } = ruleForward(c.decl, c.X, params, state, c.cfg);
+  let s = 0;
+  for (let i = 0; i < y.size; i++) s += y.data[i]! * c.dy.data[i]!;
+  return s;
+}

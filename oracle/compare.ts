@@ -1,0 +1,95 @@
+/**
+ * Comparison of computed tensors against an oracle, with the suite's vacuity rule: a compared
+ * tensor whose reference values are all (near) zero proves nothing and makes the comparison
+ * vacuous (spec README, tolerance policy).
+ */
+import type { Data } from "../src/tensor.ts";
+
+export interface Tolerance {
+  readonly rtol: number;
+  readonly atol: number;
+  /** Why the bound is what it is, when it is not the policy default. */
+  readonly reason?: string;
+}
+
+export interface Worst {
+  abs: number;
+  rel: number;
+  tensor: string;
+  index: number;
+}
+
+export interface Comparison {
+  ok: boolean;
+  vacuous: boolean;
+  worst: Worst;
+  message?: string;
+}
+
+/** Policy defaults (spec README): tape vs hand-written, tape vs finite differences. */
+export const TOL_ULP: Tolerance = { rtol: 1e-12, atol: 1e-12 };
+export const TOL_FD: Tolerance = { rtol: 1e-5, atol: 1e-8 };
+
+/** A tensor is non-vacuous when its largest reference magnitude is at least this multiple of atol. */
+export const VACUITY_FACTOR = 100;
+
+export function emptyWorst(): Worst {
+  return { abs: 0, rel: 0, tensor: "", index: -1 };
+}
+
+/** Keeps the larger of two worst records (by tolerance-normalised error). */
+export function worse(a: Worst, b: Worst): Worst {
+  return b.abs > a.abs ? b : a;
+}
+
+/**
+ * |actual − expected| <= atol + rtol·|expected| elementwise for every named pair. Vacuous when any
+ * compared tensor's reference is all below VACUITY_FACTOR·atol (name it in the message).
+ */
+export function compareTensors(
+  actual: Readonly<Record<string, ArrayLike<number>>>,
+  expected: Readonly<Record<string, ArrayLike<number>>>,
+  tol: Tolerance,
+  floor = VACUITY_FACTOR * tol.atol,
+): Comparison {
+  let worst = emptyWorst();
+  let worstExcess = -Infinity;
+  let ok = true;
+  const vacuousNames: string[] = [];
+  let firstBad: string | undefined;
+  for (const name of Object.keys(expected)) {
+    const e = expected[name]!, a = actual[name];
+    if (a === undefined) return { ok: false, vacuous: false, worst, message: `${name}: missing from the result` };
+    if (a.length !== e.length) return { ok: false, vacuous: false, worst, message: `${name}: ${a.length} elements, expected ${e.length}` };
+    let maxRef = 0;
+    for (let i = 0; i < e.length; i++) {
+      const ev = e[i]!, av = a[i]!;
+      maxRef = Math.max(maxRef, Math.abs(ev));
+      const abs = Math.abs(av - ev);
+      const bound = tol.atol + tol.rtol * Math.abs(ev);
+      const bad = !(abs <= bound); // NaN fails
+      const excess = Number.isNaN(abs) ? Infinity : abs / bound;
+      if (excess > worstExcess) {
+        worstExcess = excess;
+        worst = { abs: Number.isNaN(abs) ? Infinity : abs, rel: abs / Math.max(Math.abs(ev), 1e-300), tensor: name, index: i };
+      }
+      if (bad && ok) {
+        ok = false;
+        firstBad = `${name}[${i}]: got ${av}, expected ${ev} (|diff| ${abs.toExponential(3)} > ${bound.toExponential(3)})`;
+      }
+    }
+    if (maxRef < floor) vacuousNames.push(`${name} (max |ref| ${maxRef.toExponential(2)})`);
+  }
+  if (!ok) return { ok, vacuous: false, worst, message: firstBad };
+  if (vacuousNames.length > 0) {
+    return { ok: false, vacuous: true, worst, message: `near-zero reference, comparison proves nothing: ${vacuousNames.join(", ")}` };
+  }
+  return { ok: true, vacuous: false, worst };
+}
+
+/** Bitwise equality of two arrays (NaN never equal). */
+export function bitwiseEqual(a: Data | ArrayLike<number>, b: Data | ArrayLike<number>): number {
+  if (a.length !== b.length) return 0;
+  for (let i = 0; i < a.length; i++) if (!(a[i] === b[i]) || (a[i] === 0 && 1 / a[i]! !== 1 / b[i]!)) return i;
+  return -1;
+}

@@ -1,0 +1,60 @@
+/**
+ * One declarative record per tape op (in the manner of an OpInfo): its forward, its VJP, and
+ * how the conformance suite samples valid inputs for it. `apply` is the only place where an
+ * op meets the tape, so every op records the same way.
+ */
+import type * as fc from "fast-check";
+import { activeTape } from "../tape.ts";
+import type { Data, Tensor } from "../tensor.ts";
+
+/** Value domain of a sampled input: real numbers, or strictly positive ones (e.g. KL priors). */
+export type Domain = "real" | "positive";
+
+export interface OpSample<A> {
+  readonly shapes: number[][];
+  readonly domains: Domain[];
+  readonly attrs: A;
+}
+
+export interface OpDecl<A = unknown> {
+  /** The TapeOp name of spec tape.md. */
+  readonly name: string;
+  readonly forward: (x: readonly Tensor[], attrs: A) => Tensor;
+  readonly vjp: (x: readonly Tensor[], out: Tensor, dOut: Data, attrs: A) => (Data | null)[];
+  /** Draws a valid case (shapes, value domains, attributes) for C0, using fast-check's gen(). */
+  readonly sample: (g: fc.GeneratorValue) => OpSample<A>;
+  /** Elementwise ops: the scalar function as a mathjs expression in x (the symbolic oracle). */
+  readonly symbolic?: (attrs: A) => string;
+  /**
+   * "fd": the VJP is the true derivative (checked by finite differences).
+   * "surrogate": the VJP is a declared estimator, checked against `surrogateVjp`, not FD.
+   */
+  readonly oracle: "fd" | "surrogate";
+  readonly surrogateVjp?: (x: readonly Tensor[], dOut: Data, attrs: A) => (Data | null)[];
+}
+
+const registry: OpDecl<any>[] = [];
+
+export function defineOp<A>(decl: OpDecl<A>): (x: readonly Tensor[], attrs: A) => Tensor {
+  registry.push(decl);
+  return (x, attrs) => apply(decl, x, attrs);
+}
+
+export function allOps(): readonly OpDecl<any>[] {
+  return registry;
+}
+
+/** Computes the op and, when a tape is active and an input is on it, records it. */
+export function apply<A>(decl: OpDecl<A>, x: readonly Tensor[], attrs: A): Tensor {
+  const out = decl.forward(x, attrs);
+  const tape = activeTape();
+  if (tape !== null && tape.anyTracked(x)) {
+    tape.record({
+      op: decl.name,
+      inputs: x,
+      outputs: [out],
+      vjp: (d) => decl.vjp(x, out, d[0]!, attrs),
+    });
+  }
+  return out;
+}

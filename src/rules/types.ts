@@ -1,0 +1,115 @@
+/**
+ * The shape of a rule declaration. Each memory rule (and SWA) is declared once as a
+ * RuleDecl; the generic level machinery (level.ts) and every check are derived from it.
+ *
+ * A rule is split like a kernel pair: the projections and gates (shared, level.ts) stay
+ * outside, and the rule's `inner` pair is the recurrence over per-token k, v, q, x and gates.
+ */
+import type { DType, Tensor } from "../tensor.ts";
+
+export type RuleKey =
+  | "delta" | "titans" | "hebbian" | "moneta" | "yaad" | "memora" | "lattice" | "trellis" | "atlas" | "swa";
+
+export const MEMORY_RULES = [
+  "delta", "titans", "hebbian", "moneta", "yaad", "memora", "lattice", "trellis", "atlas",
+] as const satisfies readonly RuleKey[];
+
+export type GateName = "alpha" | "theta" | "eta";
+
+/** Rule configuration: `d`, `seq_len` and the rule's own hyperparameters (canonical names). */
+export interface RuleConfig {
+  readonly d: number;
+  readonly seq_len: number;
+  readonly [name: string]: number | string;
+}
+
+export type HyperSpec =
+  | { readonly kind: "int"; readonly default: number; readonly min: number; readonly max: number; readonly doc: string }
+  | {
+    readonly kind: "real"; readonly default: number; readonly min: number; readonly max: number; readonly doc: string;
+    /** Values with their own code path (e.g. Moneta's p = 1, p = 2 fast paths) that inputs must hit. */
+    readonly atoms?: readonly number[];
+  }
+  | { readonly kind: "enum"; readonly default: string; readonly values: readonly string[]; readonly doc: string };
+
+export type Named<K extends string> = { readonly [P in K]: Tensor };
+export type State = Readonly<Record<string, Tensor>>;
+
+/** Per-token inputs of an inner recurrence (all [s, d] or [s]); gates present iff the rule declares them. */
+export interface InnerInputs {
+  readonly k: Tensor;
+  readonly v: Tensor;
+  readonly q: Tensor;
+  /** The level input row itself (Trellis reads it directly). */
+  readonly x: Tensor;
+  readonly alpha?: Tensor;
+  readonly theta?: Tensor;
+  readonly eta?: Tensor;
+  /** Atlas: omega_t = W_omega silu([k_t; v_t]), [s, d]. */
+  readonly omega?: Tensor;
+}
+
+/** Gradients of the inner recurrence w.r.t. its per-token inputs. Absent = zero. */
+export interface InnerGrads {
+  dk?: Tensor;
+  dv?: Tensor;
+  dq?: Tensor;
+  dx?: Tensor;
+  dalpha?: Tensor;
+  dtheta?: Tensor;
+  deta?: Tensor;
+  domega?: Tensor;
+}
+
+export interface InnerPair<S extends string> {
+  /**
+   * Names of the tensors forward saves for backward, beyond its inputs (which the level keeps
+   * and hands back): declared here, once.
+   */
+  readonly saved: readonly S[];
+  forward(inp: InnerInputs, state: State, cfg: RuleConfig): { y: Tensor; finalState: State; saved: Named<S> };
+  backward(saved: Named<S>, inp: InnerInputs, dy: Tensor, cfg: RuleConfig): InnerGrads;
+}
+
+/** A frozen (read-only) read of the rule's state by a query q = X W_Q^T, and its own VJP (D3). */
+export interface FrozenPair<S extends string> {
+  readonly saved: readonly S[];
+  forward(q: Tensor, state: State, cfg: RuleConfig): { y: Tensor; saved: Named<S> };
+  backward(saved: Named<S>, q: Tensor, dy: Tensor, cfg: RuleConfig): { dq: Tensor };
+}
+
+/** A C8 invariant: returns null when it holds, or a message saying what broke. */
+export interface Invariant {
+  readonly name: string;
+  /** The sheet text it enforces, e.g. "rules-titans-family.md §2.5 write_read". */
+  readonly spec: string;
+  check(dtype: DType, seed: number): string | null;
+}
+
+/** Input-generation hints for the checks (e.g. MEMORA states live on the simplex). */
+export interface StateSampler {
+  (cfg: RuleConfig, dtype: DType, rnd: () => number): Record<string, Tensor>;
+}
+
+export interface RuleDecl {
+  readonly key: RuleKey;
+  /** Where the math is written down. */
+  readonly sheet: string;
+  /** Hyperparameters beyond d and seq_len, with defaults and valid ranges. */
+  readonly hyper: Readonly<Record<string, HyperSpec>>;
+  /** Which projections feed the inner pair: memory levels (W_K, W_V, W_Q + gates) or attention (W_q, W_k, W_v). */
+  readonly projection: "memory" | "attention";
+  readonly gates: readonly GateName[];
+  /** L2 row normalisation of k and q on the active path (Delta and Titans only, D1). */
+  readonly normalizeKQ: boolean;
+  /** Atlas: the inner pair receives omega = W_omega silu([k; v]). */
+  readonly omega: boolean;
+  stateShapes(cfg: RuleConfig): Record<string, number[]>;
+  /** The rule's initial state (D4). */
+  init(cfg: RuleConfig, dtype: DType): Record<string, Tensor>;
+  /** A random valid state for the checks (random initial states are part of C1/C2). */
+  randomState: StateSampler;
+  readonly inner: InnerPair<string>;
+  readonly frozen: FrozenPair<string> | null;
+  readonly invariants: readonly Invariant[];
+}
