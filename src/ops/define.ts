@@ -23,8 +23,11 @@ export interface OpDecl<A = unknown> {
   readonly vjp: (x: readonly Tensor[], out: Tensor, dOut: Data, attrs: A) => (Data | null)[];
   /** Draws a valid case (shapes, value domains, attributes) for C0, using fast-check's gen(). */
   readonly sample: (g: fc.GeneratorValue) => OpSample<A>;
-  /** Elementwise ops: the scalar function as a mathjs expression in x (the symbolic oracle). */
-  readonly symbolic?: (attrs: A) => string;
+  /**
+   * Elementwise ops: the scalar function as a mathjs expression in x (the symbolic oracle);
+   * other free symbols are the op's numeric attributes by name.
+   */
+  readonly symbolic?: string;
   /**
    * "fd": the VJP is the true derivative (checked by finite differences).
    * "surrogate": the VJP is a declared estimator, checked against `surrogateVjp`, not FD.

@@ -199,7 +199,7 @@ export const scale = defineOp<{ c: number }>({
     const c = g(fc.double, { min: 0.25, max: 3, noNaN: true }) * (g(fc.boolean) ? -1 : 1);
     return { shapes: [elementwise(g)], domains: ["real"], attrs: { c } };
   },
-  symbolic: ({ c }) => `(${c}) * x`,
+  symbolic: "c * x",
   oracle: "fd",
 });
 
@@ -214,7 +214,7 @@ export const negate = defineOp<{}>({
   sample(g) {
     return { shapes: [elementwise(g)], domains: ["real"], attrs: {} };
   },
-  symbolic: () => "-x",
+  symbolic: "-x",
   oracle: "fd",
 });
 
@@ -232,7 +232,7 @@ function unary(name: string, f: (v: number) => number, df: (x: number, y: number
     sample(g) {
       return { shapes: [elementwise(g)], domains: ["real"], attrs: {} };
     },
-    symbolic: () => expr,
+    symbolic: expr,
     oracle: "fd",
   });
 }
@@ -254,7 +254,7 @@ export const l2Retention = defineOp<{ lambda: number }>({
     const lambda = g(fc.double, { min: 0.05, max: 1, noNaN: true });
     return { shapes: [elementwise(g)], domains: ["real"], attrs: { lambda } };
   },
-  symbolic: ({ lambda }) => `(${lambda}) * x`,
+  symbolic: "lambda * x",
   oracle: "fd",
 });
 
@@ -612,7 +612,8 @@ export const normalizedSilu = defineOp<{}>({
     return [dx];
   },
   sample(g) {
-    return { shapes: [[dim(g), dim(g, 1, 7)]], domains: ["real"], attrs: {} };
+    // A row of length 1 normalises to ±1, a constant: its gradient is 0, so rows have >= 2 entries.
+    return { shapes: [[dim(g), dim(g, 2, 7)]], domains: ["real"], attrs: {} };
   },
   oracle: "fd",
 });

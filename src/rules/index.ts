@@ -1,9 +1,15 @@
 /** The rule registry: every rule, declared once. Adding a rule here adds all of its checks. */
+import { atlas } from "./atlas.ts";
 import { delta } from "./delta.ts";
+import { hebbian } from "./hebbian.ts";
+import { lattice } from "./lattice.ts";
 import { registerRuleBlocks } from "./level.ts";
+import { moneta } from "./moneta.ts";
+import { titans } from "./titans.ts";
+import { trellis } from "./trellis.ts";
 import type { RuleDecl, RuleKey } from "./types.ts";
 
-export const RULES: readonly RuleDecl[] = [delta];
+export const RULES: readonly RuleDecl[] = [delta, titans, hebbian, atlas, lattice, trellis, moneta];
 
 for (const r of RULES) registerRuleBlocks(r);
 

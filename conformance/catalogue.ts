@@ -1,0 +1,43 @@
+/**
+ * The catalogue: every check the suite runs, generated from the declarations (ops, rules,
+ * backends, fixtures). Adding a rule to the registry adds its checks here without edits.
+ */
+import type { CheckDef } from "../src/harness/check.ts";
+import type { BackendInfo } from "../src/harness/report.ts";
+import { c0OpChecks } from "./c0-ops.ts";
+import { c0TapeChecks } from "./c0-tape.ts";
+import { ruleChecks } from "./rule-checks.ts";
+
+export interface CatalogueOptions {
+  /** Extra fixture directories (C6), besides fixtures/. */
+  readonly fixtureDirs: readonly string[];
+}
+
+export interface Catalogue {
+  readonly checks: CheckDef<any>[];
+  readonly backends: BackendInfo[];
+}
+
+export function buildCatalogue(opts: CatalogueOptions): Catalogue {
+  void opts;
+  const checks: CheckDef<any>[] = [...c0OpChecks(), ...c0TapeChecks(), ...ruleChecks()];
+  const ids = new Set<string>();
+  for (const c of checks) {
+    if (ids.has(c.id)) throw new Error(`duplicate check id ${c.id}`);
+    ids.add(c.id);
+  }
+  return { checks, backends: [{ name: "ref", available: true }] };
+}
+
+/**
+ * `--filter`: a class (C2), a rule key (moneta, moneta.frozen), or any substring of a check id.
+ * Several filters are alternatives.
+ */
+export function matchesFilter(c: CheckDef<any>, filters: readonly string[]): boolean {
+  if (filters.length === 0) return true;
+  return filters.some((f) =>
+    c.class === f ||
+    c.subject.rule === f ||
+    (c.subject.rule !== undefined && `${c.subject.rule}${c.subject.frozen ? ".frozen" : ""}` === f) ||
+    c.id.includes(f));
+}

@@ -1,0 +1,23 @@
+/**
+ * `bun test` entry: one test per check of the catalogue. A check that is not `pass` or `skip`
+ * fails its test with the check's message and replay command.
+ */
+import { test } from "bun:test";
+import { collected, envOptions } from "../src/harness/collect.ts";
+import { runCheck } from "../src/harness/run.ts";
+import { buildCatalogue, matchesFilter } from "./catalogue.ts";
+import { backendsSeen } from "./preload.ts";
+
+const opts = envOptions();
+const cat = buildCatalogue({ fixtureDirs: opts.fixtureDirs });
+backendsSeen.push(...cat.backends.filter((b) => !backendsSeen.some((x) => x.name === b.name)));
+
+for (const def of cat.checks.filter((c) => matchesFilter(c, opts.filters))) {
+  test(def.id, () => {
+    const r = runCheck(def, { seed: opts.seed, profile: opts.profile });
+    collected.push(r);
+    if (r.status !== "pass" && r.status !== "skip") {
+      throw new Error(`${r.id}: ${r.status}: ${r.message ?? ""}\n  replay: ${r.replay}`);
+    }
+  }, 600_000);
+}

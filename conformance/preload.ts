@@ -1,0 +1,22 @@
+/** `bun test` preload: after all test files ran, write the conformance report of what ran. */
+import { afterAll } from "bun:test";
+import { collected, envOptions } from "../src/harness/collect.ts";
+import { runInfo, summarize, writeReport, type BackendInfo } from "../src/harness/report.ts";
+
+const started = new Date();
+export const backendsSeen: BackendInfo[] = [];
+
+afterAll(() => {
+  if (collected.length === 0) return;
+  const opts = envOptions();
+  const sorted = [...collected].sort((a, b) => a.id.localeCompare(b.id));
+  const report = {
+    format: "nlc-report/1" as const,
+    run: runInfo(started, opts.seed, opts.profile, opts.filters.join(",") || null, backendsSeen),
+    summary: summarize(sorted),
+    checks: sorted,
+  };
+  writeReport(report, opts.report);
+  const s = report.summary;
+  console.log(`\nnlc report: ${s.pass} pass, ${s.fail} fail, ${s.vacuous} vacuous, ${s.error} error, ${s.skip} skip -> ${opts.report ?? "reports/conformance.json"}`);
+});

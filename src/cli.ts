@@ -1,0 +1,149 @@
+/**
+ * `bun run conformance` — runs the conformance catalogue and writes the JSON report.
+ * The same engine serves `bun test` (conformance/conformance.test.ts).
+ */
+import { parseArgs } from "node:util";
+import { buildCatalogue, matchesFilter } from "../conformance/catalogue.ts";
+import { buildRuleCase, type RuleCaseSpec } from "../conformance/rule-case.ts";
+import { PROFILES, type CheckResult, type Profile } from "./harness/check.ts";
+import { DEFAULT_SEED } from "./harness/collect.ts";
+import { DEFAULT_REPORT, runInfo, summarize, writeReport } from "./harness/report.ts";
+import { runCheck } from "./harness/run.ts";
+import { ruleFixture } from "./fixtures/rule-case.ts";
+import { ruleByKey } from "./rules/index.ts";
+
+const HELP = `usage: bun run conformance [options]
+
+Runs the nl-conformance checks (classes C0-C8) and writes an nlc-report/1 JSON report.
+
+  --filter F       run checks matching F: a class (C2), a rule (moneta, moneta.frozen),
+                   or any substring of a check id; repeatable, or comma-separated
+  --rule KEY       same as --filter KEY (with --case: the rule of the case)
+  --seed N         run seed (default ${DEFAULT_SEED}); the same seed gives the same report
+  --profile P      quick | default | deep: property runs per check (default: default)
+  --report PATH    where to write the report (default reports/conformance.json)
+  --replay R       re-run one case exactly: R = <check id>:<seed>:<path>, as printed
+                   in a report's "replay" field
+  --fixtures DIR   also replay the nlc-fixture/1 files in DIR (C6); repeatable
+  --case JSON      with --rule: print one rule case (inputs, outputs, gradients) as an
+                   nlc-fixture/1 document, e.g.
+                   --rule moneta --case '{"d":4,"seq_len":3,"seed":7,"hyper":{"p":3}}'
+                   fields: d, seq_len, seed, hyper, frozen, state ("init"|"random"),
+                   alpha ("low"|"mid"|"high"), theta ("small"|"large")
+  --list           list the check ids and exit
+  -h, --help       this text
+
+Exit status: 0 when every check passed or was skipped; 1 when any check failed, was vacuous
+or errored; 2 on a usage error.`;
+
+function usage(msg: string): never {
+  console.error(`conformance: ${msg}\n(see --help)`);
+  process.exit(2);
+}
+
+function main(): void {
+  let args;
+  try {
+    args = parseArgs({
+      args: process.argv.slice(2),
+      options: {
+        filter: { type: "string", multiple: true },
+        rule: { type: "string" },
+        seed: { type: "string" },
+        profile: { type: "string" },
+        report: { type: "string" },
+        replay: { type: "string" },
+        fixtures: { type: "string", multiple: true },
+        case: { type: "string" },
+        list: { type: "boolean" },
+        help: { type: "boolean", short: "h" },
+      },
+      allowPositionals: false,
+    }).values;
+  } catch (e) {
+    usage(e instanceof Error ? e.message : String(e));
+  }
+  if (args.help) {
+    console.log(HELP);
+    return;
+  }
+  const seed = args.seed === undefined ? DEFAULT_SEED : Number(args.seed);
+  if (!Number.isInteger(seed)) usage(`--seed ${args.seed}: expected an integer`);
+  const profile = (args.profile ?? "default") as Profile;
+  if (!PROFILES.includes(profile)) usage(`--profile ${args.profile}: expected ${PROFILES.join(" | ")}`);
+
+  if (args.case !== undefined) {
+    if (args.rule === undefined) usage("--case needs --rule");
+    printCase(args.rule, args.case);
+    return;
+  }
+
+  const filters = (args.filter ?? []).flatMap((f) => f.split(",")).map((f) => f.trim()).filter(Boolean);
+  if (args.rule !== undefined) filters.push(args.rule);
+  let replay: { id: string; seed: number; path: string } | undefined;
+  if (args.replay !== undefined) {
+    const m = /^(.+?):(\d+):([\d:]*)$/.exec(args.replay);
+    if (m === null) usage(`--replay ${args.replay}: expected <check id>:<seed>:<path>`);
+    replay = { id: m[1]!, seed: Number(m[2]), path: m[3]! };
+  }
+
+  const cat = buildCatalogue({ fixtureDirs: args.fixtures ?? [] });
+  const defs = replay !== undefined
+    ? cat.checks.filter((c) => c.id === replay!.id)
+    : cat.checks.filter((c) => matchesFilter(c, filters));
+  if (replay !== undefined && defs.length === 0) usage(`--replay: no check with id '${replay.id}' (try --list)`);
+  if (defs.length === 0) usage(`no check matches ${filters.join(", ")} (try --list)`);
+  if (args.list) {
+    for (const d of defs) console.log(d.id);
+    return;
+  }
+
+  const started = new Date();
+  const results: CheckResult[] = [];
+  const width = String(defs.length).length;
+  console.log(`nl-conformance: ${defs.length} checks, seed ${seed}, profile ${profile}`);
+  for (const b of cat.backends) console.log(`  backend ${b.name}: ${b.available ? "available" : `unavailable (${b.reason ?? "?"})`}`);
+  defs.forEach((def, i) => {
+    const r = runCheck(def, { seed, profile, replay: replay && { seed: replay.seed, path: replay.path } });
+    results.push(r);
+    const n = `[${String(i + 1).padStart(width)}/${defs.length}]`;
+    console.log(`${n} ${r.status.padEnd(7)} ${r.id} (${r.runs} run${r.runs === 1 ? "" : "s"}, ${r.ms.toFixed(0)} ms)`);
+    if (r.status !== "pass" && r.status !== "skip" && r.message) console.log(`      ${r.message}\n      replay: ${r.replay}`);
+    else if (r.status === "skip") console.log(`      ${r.message ?? ""}`);
+  });
+
+  const summary = summarize(results);
+  if (replay === undefined || args.report !== undefined) {
+    const path = args.report ?? DEFAULT_REPORT;
+    writeReport({
+      format: "nlc-report/1",
+      run: runInfo(started, seed, profile, filters.join(",") || null, cat.backends),
+      summary,
+      checks: results,
+    }, path);
+    console.log(`report: ${path}`);
+  }
+  const bad = summary.fail + summary.vacuous + summary.error;
+  console.log(`conformance: ${summary.pass} passed, ${bad} failed${summary.skip ? `, ${summary.skip} skipped` : ""}`);
+  process.exit(bad === 0 ? 0 : 1);
+}
+
+function printCase(ruleKey: string, json: string): void {
+  let req: Partial<RuleCaseSpec> & { frozen?: boolean };
+  try {
+    req = JSON.parse(json);
+  } catch (e) {
+    usage(`--case: not valid JSON (${e instanceof Error ? e.message : e})`);
+  }
+  const key = ruleKey.replace(/\.frozen$/, "");
+  const decl = ruleByKey(key);
+  const frozen = req.frozen ?? ruleKey.endsWith(".frozen");
+  const spec: RuleCaseSpec = {
+    d: req.d ?? 4, seq_len: req.seq_len ?? 3, hyper: req.hyper ?? {}, alpha: req.alpha ?? "mid",
+    theta: req.theta ?? "small", state: req.state ?? (frozen ? "random" : "init"), seed: req.seed ?? 1,
+  };
+  const c = buildRuleCase(decl, spec);
+  console.log(JSON.stringify(ruleFixture({ ...c, frozen }, `${ruleKey}-case-${spec.seed}`, "nl-conformance --case"), null, 1));
+}
+
+main();

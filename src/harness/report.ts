@@ -1,0 +1,104 @@
+/**
+ * The nlc-report/1 JSON report: assembled from check results, validated against the checked-in
+ * schema BEFORE it is written, and written atomically (temp file + rename).
+ */
+import Ajv from "ajv";
+import { execSync } from "node:child_process";
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { cpus, platform, release } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import type { CheckResult, Profile, Status } from "./check.ts";
+
+export const ROOT = resolve(import.meta.dir, "../..");
+export const DEFAULT_REPORT = join(ROOT, "reports", "conformance.json");
+const SCHEMA = join(ROOT, "reports", "schema", "nlc-report.schema.json");
+
+export interface BackendInfo {
+  name: string;
+  available: boolean;
+  reason?: string;
+  device?: string;
+}
+
+export interface RunInfo {
+  started: string;
+  ended: string;
+  version: string;
+  revision: string | null;
+  runtime: string;
+  os: string;
+  cpu: string;
+  seed: number;
+  profile: Profile;
+  filter: string | null;
+  backends: BackendInfo[];
+}
+
+export type Summary = Record<Status, number>;
+
+export interface Report {
+  format: "nlc-report/1";
+  run: RunInfo;
+  summary: Summary;
+  checks: CheckResult[];
+}
+
+export function summarize(checks: readonly CheckResult[]): Summary {
+  const s: Summary = { pass: 0, fail: 0, vacuous: 0, skip: 0, error: 0 };
+  for (const c of checks) s[c.status]++;
+  return s;
+}
+
+function revision(): string | null {
+  try {
+    return execSync("git rev-parse HEAD", { cwd: ROOT, stdio: ["ignore", "pipe", "ignore"] }).toString().trim() || null;
+  } catch {
+    return null;
+  }
+}
+
+export function runInfo(started: Date, seed: number, profile: Profile, filter: string | null, backends: BackendInfo[]): RunInfo {
+  const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { version: string };
+  return {
+    started: started.toISOString(),
+    ended: new Date().toISOString(),
+    version: pkg.version,
+    revision: revision(),
+    runtime: `bun ${Bun.version}`,
+    os: `${platform()} ${release()}`,
+    cpu: `${cpus()[0]?.model ?? "unknown"} x${cpus().length}`,
+    seed,
+    profile,
+    filter,
+    backends,
+  };
+}
+
+let validator: ((data: unknown) => boolean) & { errors?: unknown } | undefined;
+
+/** Throws naming the first schema violation (JSON path and message). */
+export function validateReport(report: unknown): void {
+  if (validator === undefined) {
+    const ajv = new Ajv({ allErrors: true, strict: true, validateFormats: false });
+    validator = ajv.compile(JSON.parse(readFileSync(SCHEMA, "utf8")));
+  }
+  if (!validator(report)) {
+    const errs = (validator.errors ?? []) as { instancePath: string; message?: string }[];
+    const first = errs.slice(0, 5).map((e) => `${e.instancePath || "/"} ${e.message ?? ""}`).join("; ");
+    throw new Error(`report does not match ${SCHEMA}: ${first}`);
+  }
+}
+
+/** JSON cannot hold Infinity/NaN: they are written as null. */
+function jsonSafe(report: Report): string {
+  return JSON.stringify(report, (_k, v) => (typeof v === "number" && !Number.isFinite(v) ? null : v), 2);
+}
+
+export function writeReport(report: Report, path = DEFAULT_REPORT): void {
+  const text = jsonSafe(report);
+  validateReport(JSON.parse(text));
+  mkdirSync(dirname(path), { recursive: true });
+  const tmp = `${path}.${process.pid}.tmp`;
+  writeFileSync(tmp, text + "\n");
+  renameSync(tmp, path);
+}

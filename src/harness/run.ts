@@ -1,0 +1,106 @@
+/**
+ * Runs checks with fast-check: every failure is shrunk, and the result names the seed and the
+ * path that replay exactly the (shrunk) failing case.
+ */
+import * as fc from "fast-check";
+import { emptyWorst, type Worst } from "../../oracle/compare.ts";
+import type { CaseOutcome, CheckDef, CheckResult, Profile } from "./check.ts";
+
+export interface RunOptions {
+  /** The run's seed; each check derives its own from it and its id, so filtering changes nothing. */
+  readonly seed: number;
+  readonly profile: Profile;
+  /** Replay: the check's own seed and the fast-check path of one case. */
+  readonly replay?: { seed: number; path: string };
+}
+
+/** 32-bit FNV-1a of a string, mixed with the run seed. */
+export function checkSeed(runSeed: number, id: string): number {
+  let h = 0x811c9dc5 ^ (runSeed >>> 0);
+  for (let i = 0; i < id.length; i++) {
+    h ^= id.charCodeAt(i);
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  return h & 0x7fffffff;
+}
+
+export function replayCommand(id: string, seed: number, path: string): string {
+  return `bun run conformance --replay '${id}:${seed}:${path}'`;
+}
+
+class VacuousCase extends Error {}
+class CaseFailed extends Error {}
+
+export function runCheck<T>(def: CheckDef<T>, opts: RunOptions): CheckResult {
+  const seed = opts.replay?.seed ?? checkSeed(opts.seed, def.id);
+  const base = { id: def.id, class: def.class, subject: def.subject, tolerance: def.tolerance, seed, spec: def.spec };
+  const t0 = performance.now();
+  const done = (r: Omit<CheckResult, keyof typeof base | "ms" | "replay">): CheckResult => ({
+    ...base, ...r, ms: Math.round((performance.now() - t0) * 1000) / 1000, replay: replayCommand(def.id, seed, r.path),
+  });
+  if (def.skip !== undefined) return done({ status: "skip", runs: 0, path: "", message: def.skip });
+  if (def.delegate !== undefined) {
+    try {
+      const r = def.delegate({ seed, profile: opts.profile });
+      return { ...done({ status: r.status, runs: r.runs, path: r.path, worst: r.worst, message: r.message }), seed: r.seed, replay: replayCommand(def.id, r.seed, r.path) };
+    } catch (e) {
+      return done({ status: "error", runs: 0, path: "", message: errText(e) });
+    }
+  }
+
+  if (def.arb === undefined) {
+    let out: CaseOutcome;
+    try {
+      out = def.run(undefined as T);
+    } catch (e) {
+      return done({ status: "error", runs: 1, path: "", message: errText(e) });
+    }
+    return done({ status: statusOf(out), runs: 1, path: "", worst: out.worst, message: out.message });
+  }
+
+  let worst: Worst = emptyWorst();
+  const property = fc.property(def.arb, (input) => {
+    const out = def.run(input);
+    if (out.worst !== undefined && out.worst.abs >= worst.abs) worst = out.worst;
+    if (out.vacuous) throw new VacuousCase(out.message ?? "vacuous comparison");
+    if (!out.ok) throw new CaseFailed(out.message ?? "check failed");
+  });
+  const numRuns = opts.replay !== undefined ? 1 : def.runs?.[opts.profile] ?? 1;
+  const details = fc.check(property, {
+    seed,
+    numRuns,
+    path: opts.replay?.path || undefined,
+    endOnFailure: false,
+  });
+  const runs = details.numRuns;
+  if (!details.failed) {
+    return done({ status: "pass", runs, path: "", worst: worst.index >= 0 ? worst : undefined });
+  }
+  const path = details.counterexamplePath ?? "";
+  const example = details.counterexample === null ? "" : ` — case ${fc.stringify(details.counterexample[0])}`;
+  const err = details.errorInstance;
+  // The worst error reported is the shrunk counterexample's own, so run it once more.
+  let shrunk: CaseOutcome | undefined;
+  try {
+    if (details.counterexample !== null) shrunk = def.run(details.counterexample[0]);
+  } catch {
+    shrunk = undefined;
+  }
+  if (err instanceof VacuousCase) {
+    return done({ status: "vacuous", runs, path, worst: shrunk?.worst, message: `${err.message}${example}` });
+  }
+  if (err instanceof CaseFailed) {
+    return done({ status: "fail", runs, path, worst: shrunk?.worst, message: `${err.message}${example}` });
+  }
+  return done({ status: "error", runs, path, message: `${errText(err)}${example}` });
+}
+
+function statusOf(out: CaseOutcome): CheckResult["status"] {
+  if (out.vacuous) return "vacuous";
+  return out.ok ? "pass" : "fail";
+}
+
+function errText(e: unknown): string {
+  if (e instanceof Error) return `${e.message}`;
+  return String(e);
+}

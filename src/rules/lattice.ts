@@ -1,0 +1,271 @@
+/**
+ * Lattice OSR (rules-miras-compression.md §5): m unit-norm slots, READ BEFORE WRITE.
+ *   READ   ρ_i = S_t[i]·q_t ;  w = softmax(ρ) ;  y_t = Σ_i w_i S_t[i]
+ *   WRITE  γ_i = σ(S_t[i]·k_t) ;  u_i = v_t | k_t | v_t − (S_t[i]·v_t) S_t[i]   (decode | encode | similarity)
+ *          δ_i = α_t γ_i u_i ;  p_i = S_t[i]·δ_i ;  ũ_i = (1 − p_i) S_t[i] + δ_i
+ *          S_{t+1}[i] = ũ_i / ‖ũ_i‖  if ‖ũ_i‖ > 1e-8  else  S_t[i]
+ * α is the write scale; θ is unused (its parameters get zero gradient). Frozen read: the READ
+ * line on a fixed S (§5.4).
+ */
+import * as K from "../numeric.ts";
+import { Rng, initHash } from "../rng.ts";
+import { Tensor, alloc, zeros, type Data, type DType } from "../tensor.ts";
+import type { FrozenPair, InnerInputs, Invariant, RuleConfig, RuleDecl, State } from "./types.ts";
+
+const VARIANTS = ["decode", "encode", "similarity"] as const;
+type Variant = (typeof VARIANTS)[number];
+
+/** Below this the tangent step is degenerate and the slot keeps its old value (§5.3, §5.6). */
+const FALLBACK = 1e-8;
+
+/** Divides each row of S [m, d] by its norm, leaving (near-)zero rows as they are (§5.2). */
+function normalizeSlots(S: Data, m: number, d: number): void {
+  for (let i = 0; i < m; i++) {
+    const n = Math.sqrt(K.dot(S, S, d, i * d, i * d));
+    if (n > FALLBACK) for (let j = 0; j < d; j++) S[i * d + j] = S[i * d + j]! / n;
+  }
+}
+
+/** u_i of the chosen variant into `out` (f64 scratch), from slot S[si..si+d). */
+function writeVector(variant: Variant, S: Data, si: number, k: Data, v: Data, o: number, d: number, out: Float64Array): void {
+  const src = variant === "encode" ? k : v;
+  for (let j = 0; j < d; j++) out[j] = src[o + j]!;
+  if (variant === "similarity") {
+    // Only the part of v orthogonal to the slot moves it.
+    const sv = K.dot(S, v, d, si, o);
+    for (let j = 0; j < d; j++) out[j]! -= sv * S[si + j]!;
+  }
+}
+
+/** Read weights w = softmax(S q_t) into w[wo..wo+m) and y_t = Σ_i w_i S[i] into y[o..o+d). */
+function readSlots(S: Data, so: number, m: number, d: number, q: Data, o: number, rho: Float64Array,
+  yt: Float64Array, w: Data, wo: number, y: Data): void {
+  K.matvec(S, so, m, d, q, o, rho, 0);
+  K.softmaxRows(rho, 1, m, rho);
+  for (let i = 0; i < m; i++) w[wo + i] = rho[i]!;
+  // y is summed in f64 and stored once, so f32 rounds each output once
+  K.matTvec(S, so, m, d, w, wo, yt, 0);
+  for (let j = 0; j < d; j++) y[o + j] = yt[j]!;
+}
+
+/** VJP of the read: P[i] += w_i dy + dρ_i q (when P is given) and dq += Σ_i dρ_i S[i]. */
+function readSlotsVjp(S: Data, so: number, m: number, d: number, q: Data, o: number, w: Data, wo: number,
+  dy: Data, dw: Float64Array, P: Float64Array | null, dq: Float64Array): void {
+  K.matvec(S, so, m, d, dy, o, dw, 0);
+  let wdw = 0;
+  for (let i = 0; i < m; i++) wdw += w[wo + i]! * dw[i]!;
+  for (let i = 0; i < m; i++) {
+    const wi = w[wo + i]!;
+    const drho = wi * (dw[i]! - wdw);
+    const si = so + i * d;
+    for (let j = 0; j < d; j++) {
+      dq[j]! += drho * S[si + j]!;
+      if (P !== null) P[i * d + j]! += wi * dy[o + j]! + drho * q[o + j]!;
+    }
+  }
+}
+
+const latticeFrozen: FrozenPair<"S" | "readW"> = {
+  saved: ["S", "readW"],
+  forward(q, state, cfg) {
+    const { d, seq_len: s } = cfg;
+    const m = cfg.m_slots as number;
+    const S = state.S!;
+    const readW = alloc(q.dtype, s * m), y = alloc(q.dtype, s * d);
+    const rho = new Float64Array(m), yt = new Float64Array(d);
+    for (let t = 0; t < s; t++) readSlots(S.data, 0, m, d, q.data, t * d, rho, yt, readW, t * m, y);
+    return { y: new Tensor(q.dtype, [s, d], y), saved: { S, readW: new Tensor(q.dtype, [s, m], readW) } };
+  },
+  backward({ S, readW }, q, dy, cfg) {
+    const { d, seq_len: s } = cfg;
+    const m = cfg.m_slots as number;
+    const dq = alloc(q.dtype, s * d);
+    const dw = new Float64Array(m), dqt = new Float64Array(d);
+    for (let t = 0; t < s; t++) {
+      dqt.fill(0);
+      readSlotsVjp(S!.data, 0, m, d, q.data, t * d, readW!.data, t * m, dy.data, dw, null, dqt);
+      for (let j = 0; j < d; j++) dq[t * d + j] = dqt[j]!;
+    }
+    return { dq: new Tensor(q.dtype, [s, d], dq) };
+  },
+};
+
+export const lattice: RuleDecl = {
+  key: "lattice",
+  sheet: "rules-miras-compression.md §5",
+  hyper: {
+    m_slots: { kind: "int", default: 4, min: 1, max: 6, doc: "number of unit-norm slots m (§5.1)" },
+    variant: { kind: "enum", default: "decode", values: VARIANTS, doc: "write vector u_i: v (decode), k (encode), v minus its slot component (similarity)" },
+  },
+  projection: "memory",
+  gates: ["alpha"],
+  normalizeKQ: false,
+  omega: false,
+  stateShapes: (cfg) => ({ S: [cfg.m_slots as number, cfg.d] }),
+  init(cfg, dtype) {
+    const m = cfg.m_slots as number, d = cfg.d;
+    const S = zeros(dtype, [m, d]);
+    for (let i = 0; i < m * d; i++) S.data[i] = initHash(i) - 0.5;
+    normalizeSlots(S.data, m, d);
+    return { S };
+  },
+  randomState(cfg, dtype, rnd) {
+    const m = cfg.m_slots as number, d = cfg.d;
+    const S = zeros(dtype, [m, d]);
+    for (let i = 0; i < m * d; i++) S.data[i] = rnd() - 0.5;
+    normalizeSlots(S.data, m, d);
+    return { S };
+  },
+  inner: {
+    saved: ["sStates", "readW", "gamma", "pDot", "uNorm"],
+    forward({ k, v, q, alpha }, state, cfg) {
+      const { d, seq_len: s } = cfg;
+      const m = cfg.m_slots as number, variant = cfg.variant as Variant;
+      const dt = k.dtype, md = m * d;
+      const S = alloc(dt, (s + 1) * md);
+      S.set(state.S!.data);
+      const readW = alloc(dt, s * m), gamma = alloc(dt, s * m), pDot = alloc(dt, s * m), uNorm = alloc(dt, s * m);
+      const y = alloc(dt, s * d);
+      const rho = new Float64Array(m), yt = new Float64Array(d), u = new Float64Array(d), ut = new Float64Array(d);
+      for (let t = 0; t < s; t++) {
+        const st = t * md, sn = (t + 1) * md, o = t * d;
+        readSlots(S, st, m, d, q.data, o, rho, yt, readW, t * m, y);
+        const a = alpha!.data[t]!;
+        for (let i = 0; i < m; i++) {
+          const si = st + i * d, ni = sn + i * d, ti = t * m + i;
+          gamma[ti] = K.sigmoid(K.dot(S, k.data, d, si, o));
+          writeVector(variant, S, si, k.data, v.data, o, d, u);
+          const beta = a * gamma[ti]!;
+          pDot[ti] = beta * K.dot(S, u, d, si, 0);
+          const p = pDot[ti]!;
+          for (let j = 0; j < d; j++) ut[j] = (1 - p) * S[si + j]! + beta * u[j]!;
+          uNorm[ti] = Math.sqrt(K.dot(ut, ut, d));
+          const n = uNorm[ti]!;
+          if (n > FALLBACK) for (let j = 0; j < d; j++) S[ni + j] = ut[j]! / n;
+          else for (let j = 0; j < d; j++) S[ni + j] = S[si + j]!;
+        }
+      }
+      return {
+        y: new Tensor(dt, [s, d], y),
+        finalState: { S: new Tensor(dt, [m, d], S.slice(s * md)) },
+        saved: {
+          sStates: new Tensor(dt, [s + 1, m, d], S),
+          readW: new Tensor(dt, [s, m], readW),
+          gamma: new Tensor(dt, [s, m], gamma),
+          pDot: new Tensor(dt, [s, m], pDot),
+          uNorm: new Tensor(dt, [s, m], uNorm),
+        },
+      };
+    },
+    backward({ sStates, readW, gamma, pDot, uNorm }, { k, v, q, alpha }, dy, cfg) {
+      const { d, seq_len: s } = cfg;
+      const m = cfg.m_slots as number, variant = cfg.variant as Variant;
+      const dt = k.dtype, md = m * d;
+      const S = sStates!.data, W = readW!.data, G = gamma!.data, Pd = pDot!.data, N = uNorm!.data;
+      const dk = alloc(dt, s * d), dv = alloc(dt, s * d), dq = alloc(dt, s * d), dalpha = alloc(dt, s);
+      let Sh = new Float64Array(md); // Ŝ = ∂L/∂S_{t+1}
+      let P = new Float64Array(md); //  ∂L/∂S_t, built at token t
+      const dw = new Float64Array(m), u = new Float64Array(d), du = new Float64Array(d), dut = new Float64Array(d);
+      const dkt = new Float64Array(d), dvt = new Float64Array(d), dqt = new Float64Array(d);
+      for (let t = s - 1; t >= 0; t--) {
+        const st = t * md, sn = (t + 1) * md, o = t * d;
+        P.fill(0); dkt.fill(0); dvt.fill(0); dqt.fill(0);
+        readSlotsVjp(S, st, m, d, q.data, o, W, t * m, dy.data, dw, P, dqt);
+        const a = alpha!.data[t]!;
+        let da = 0;
+        for (let i = 0; i < m; i++) {
+          const si = st + i * d, ni = sn + i * d, ti = t * m + i, pi = i * d;
+          const n = N[ti]!;
+          if (!(n > FALLBACK)) {
+            // The forward copied S_t[i], so ∂L/∂S_{t+1}[i] passes straight through (D2).
+            for (let j = 0; j < d; j++) P[pi + j]! += Sh[pi + j]!;
+            continue;
+          }
+          // dũ = (Ŝ[i] − s'(s'·Ŝ[i])) / n with s' = S_{t+1}[i]
+          const sh = K.dot(S, Sh, d, ni, pi);
+          for (let j = 0; j < d; j++) dut[j] = (Sh[pi + j]! - S[ni + j]! * sh) / n;
+          const c = K.dot(dut, S, d, 0, si);
+          const g = G[ti]!, p = Pd[ti]!, beta = a * g;
+          writeVector(variant, S, si, k.data, v.data, o, d, u);
+          // dδ = dũ − c S_t[i]; δ = β u enters P[i] through p = S_t[i]·δ
+          let ddu = 0;
+          for (let j = 0; j < d; j++) {
+            const ddelta = dut[j]! - c * S[si + j]!;
+            P[pi + j]! += (1 - p) * dut[j]! - c * beta * u[j]!;
+            ddu += ddelta * u[j]!;
+            du[j] = beta * ddelta;
+          }
+          da += g * ddu;
+          const dsc = a * ddu * g * (1 - g);
+          if (variant === "decode") for (let j = 0; j < d; j++) dvt[j]! += du[j]!;
+          else if (variant === "encode") for (let j = 0; j < d; j++) dkt[j]! += du[j]!;
+          else {
+            const c2 = K.dot(du, S, d, 0, si), sv = K.dot(S, v.data, d, si, o);
+            for (let j = 0; j < d; j++) {
+              dvt[j]! += du[j]! - c2 * S[si + j]!;
+              P[pi + j]! -= sv * du[j]! + c2 * v.data[o + j]!;
+            }
+          }
+          for (let j = 0; j < d; j++) {
+            P[pi + j]! += dsc * k.data[o + j]!;
+            dkt[j]! += dsc * S[si + j]!;
+          }
+        }
+        dalpha[t] = da;
+        for (let j = 0; j < d; j++) {
+          dk[o + j] = dkt[j]!;
+          dv[o + j] = dvt[j]!;
+          dq[o + j] = dqt[j]!;
+        }
+        [Sh, P] = [P, Sh];
+      }
+      return {
+        dk: new Tensor(dt, [s, d], dk), dv: new Tensor(dt, [s, d], dv), dq: new Tensor(dt, [s, d], dq),
+        dalpha: new Tensor(dt, [s], dalpha),
+      };
+    },
+  },
+  frozen: latticeFrozen,
+  invariants: VARIANTS.map((variant): Invariant => ({
+    name: `slots stay unit-norm (${variant})`,
+    spec: "rules-miras-compression.md §5.2–5.3, §5.8 sphere_preserved: every slot of every state S_0..S_s has norm 1",
+    check: (dtype, seed) => unitSlots(variant, dtype, seed),
+  })),
+};
+
+/**
+ * Runs the write from a unit init state, a random unit state and the zero state (§5.2 allows it; only
+ * S_1.. are then unit) and checks every slot norm. f32 stores each entry once rounded, so its norm is
+ * within about 2^-24 of 1; 1e-6 leaves room for that and nothing else.
+ */
+function unitSlots(variant: Variant, dtype: DType, seed: number): string | null {
+  const rng = new Rng(seed);
+  const d = 7, s = 12, m = 5;
+  const cfg: RuleConfig = { d, seq_len: s, m_slots: m, variant };
+  const tol = dtype === "f64" ? 1e-12 : 1e-6;
+  const rand = (shape: number[], lo: number, hi: number): Tensor => {
+    const t = zeros(dtype, shape);
+    for (let i = 0; i < t.size; i++) t.data[i] = rng.uniform(lo, hi);
+    return t;
+  };
+  const inp: InnerInputs = {
+    k: rand([s, d], -2, 2), v: rand([s, d], -2, 2), q: rand([s, d], -1, 1), x: rand([s, d], -1, 1),
+    alpha: rand([s], 0.01, 0.99),
+  };
+  const starts: [string, State, number][] = [
+    ["init", lattice.init(cfg, dtype), 0],
+    ["random", lattice.randomState(cfg, dtype, () => rng.next()), 0],
+    ["zero", { S: zeros(dtype, [m, d]) }, 1],
+  ];
+  for (const [name, state, from] of starts) {
+    const S = lattice.inner.forward(inp, state, cfg).saved.sStates!.data;
+    for (let t = from; t <= s; t++) {
+      for (let i = 0; i < m; i++) {
+        const o = (t * m + i) * d;
+        const n = Math.sqrt(K.dot(S, S, d, o, o));
+        if (!(Math.abs(n - 1) <= tol)) return `${name} start: ‖S_${t}[${i}]‖ = ${n}, expected 1 within ${tol}`;
+      }
+    }
+  }
+  return null;
+}

@@ -1,0 +1,147 @@
+/**
+ * Titans LMM (rules-titans-family.md §3.2–3.3): linear matrix memory, EMA momentum, L2
+ * attentional bias (D7, D9), read after write.
+ *   e_t = M_t k_t − v_t ;  G_t = e_t k_tᵀ
+ *   S_{t+1} = η_t S_t − θ_t G_t ;  M_{t+1} = (1 − α_t) M_t + S_{t+1} ;  y_t = M_{t+1} q_t
+ * k and q are L2-normalised by the level (D1). S_0 is the caller's S: zeros at the model
+ * level (D7), any matrix in a rule-level case. No m_norm clamp, no error clip (D7).
+ * Frozen read: y_t = M q_t (§6).
+ */
+import { Rng } from "../rng.ts";
+import * as K from "../numeric.ts";
+import { Tensor, alloc, zeros, type DType } from "../tensor.ts";
+import { delta } from "./delta.ts";
+import { matrixFrozenRead, randomMatrixState } from "./matrix.ts";
+import type { RuleDecl } from "./types.ts";
+
+export const titans: RuleDecl = {
+  key: "titans",
+  sheet: "rules-titans-family.md §3",
+  hyper: {},
+  projection: "memory",
+  gates: ["alpha", "theta", "eta"],
+  normalizeKQ: true,
+  omega: false,
+  stateShapes: ({ d }) => ({ M: [d, d], S: [d, d] }),
+  init: ({ d }, dtype) => ({ M: zeros(dtype, [d, d]), S: zeros(dtype, [d, d]) }),
+  randomState: randomMatrixState(["M", "S"]),
+  inner: {
+    saved: ["mStates", "sStates", "e"],
+    forward({ k, v, q, alpha, theta, eta }, state, { d, seq_len: s }) {
+      const dt = k.dtype, dd = d * d;
+      const mStates = alloc(dt, (s + 1) * dd);
+      mStates.set(state.M!.data);
+      const sStates = alloc(dt, (s + 1) * dd);
+      sStates.set(state.S!.data);
+      const e = alloc(dt, s * d);
+      const y = alloc(dt, s * d);
+      const sNext = new Float64Array(dd);
+      for (let t = 0; t < s; t++) {
+        const mt = t * dd, mn = (t + 1) * dd, o = t * d;
+        K.matvec(mStates, mt, d, d, k.data, o, e, o);
+        for (let i = 0; i < d; i++) e[o + i]! -= v.data[o + i]!;
+        const a = alpha!.data[t]!, th = theta!.data[t]!, et = eta!.data[t]!;
+        for (let i = 0; i < d; i++) {
+          const gi = -th * e[o + i]!;
+          for (let j = 0; j < d; j++) sNext[i * d + j] = et * sStates[mt + i * d + j]! + gi * k.data[o + j]!;
+        }
+        // (1−α)M_t is rounded to the state dtype before the (still f64) S_{t+1} is added,
+        // the same two roundings Delta makes, so η = 0 reproduces Delta bit for bit in f32 too.
+        for (let i = 0; i < dd; i++) {
+          mStates[mn + i] = (1 - a) * mStates[mt + i]!;
+          mStates[mn + i]! += sNext[i]!;
+        }
+        sStates.set(sNext, mn);
+        K.matvec(mStates, mn, d, d, q.data, o, y, o);
+      }
+      return {
+        y: new Tensor(dt, [s, d], y),
+        finalState: {
+          M: new Tensor(dt, [d, d], mStates.slice(s * dd)),
+          S: new Tensor(dt, [d, d], sStates.slice(s * dd)),
+        },
+        saved: {
+          mStates: new Tensor(dt, [s + 1, d, d], mStates),
+          sStates: new Tensor(dt, [s + 1, d, d], sStates),
+          e: new Tensor(dt, [s, d], e),
+        },
+      };
+    },
+    backward({ mStates, sStates, e }, { k, q, alpha, theta, eta }, dy, { d, seq_len: s }) {
+      const dt = k.dtype, dd = d * d;
+      const M = mStates!.data, S = sStates!.data, Ev = e!.data;
+      const dk = alloc(dt, s * d), dv = alloc(dt, s * d), dq = alloc(dt, s * d);
+      const dalpha = alloc(dt, s), dtheta = alloc(dt, s), deta = alloc(dt, s);
+      const D = new Float64Array(dd); // ∂L/∂M_{t+1}
+      const E = new Float64Array(dd); // ∂L/∂S_{t+1}
+      const ek = new Float64Array(d), ete = new Float64Array(d), de = new Float64Array(d), tmp = new Float64Array(d);
+      for (let t = s - 1; t >= 0; t--) {
+        const mt = t * dd, mn = (t + 1) * dd, o = t * d;
+        const a = alpha!.data[t]!, th = theta!.data[t]!, et = eta!.data[t]!;
+        // read y_t = M_{t+1} q_t
+        K.addOuter(D, 0, d, d, 1, dy.data, o, q.data, o);
+        K.matTvec(M, mn, d, d, dy.data, o, tmp, 0);
+        for (let j = 0; j < d; j++) dq[o + j] = tmp[j]!;
+        // M_{t+1} = (1−α)M_t + S_{t+1}: S_{t+1} receives all of D
+        for (let i = 0; i < dd; i++) E[i]! += D[i]!;
+        dalpha[t] = -K.frob(D, 0, M, mt, dd);
+        // EMA: dη = ⟨S_t, E⟩, dθ = −⟨G_t, E⟩ = −eᵀ E k
+        deta[t] = K.frob(S, mt, E, 0, dd);
+        K.matvec(E, 0, d, d, k.data, o, ek, 0);
+        dtheta[t] = -K.dot(Ev, ek, d, o, 0);
+        // dG = −θ E:  de = dG k = −θ E k ;  dk = dGᵀ e = −θ Eᵀ e
+        for (let i = 0; i < d; i++) {
+          de[i] = -th * ek[i]!;
+          dv[o + i] = -de[i]!;
+        }
+        K.matTvec(E, 0, d, d, Ev, o, ete, 0);
+        // prediction M_t k_t: ∂/∂k += M_tᵀ de, ∂/∂M_t += de kᵀ
+        K.matTvec(M, mt, d, d, de, 0, tmp, 0);
+        for (let j = 0; j < d; j++) dk[o + j] = -th * ete[j]! + tmp[j]!;
+        for (let i = 0; i < dd; i++) {
+          D[i]! *= 1 - a;
+          E[i]! *= et;
+        }
+        K.addOuter(D, 0, d, d, 1, de, 0, k.data, o);
+      }
+      return {
+        dk: new Tensor(dt, [s, d], dk), dv: new Tensor(dt, [s, d], dv), dq: new Tensor(dt, [s, d], dq),
+        dalpha: new Tensor(dt, [s], dalpha), dtheta: new Tensor(dt, [s], dtheta), deta: new Tensor(dt, [s], deta),
+      };
+    },
+  },
+  frozen: matrixFrozenRead,
+  invariants: [
+    {
+      name: "eta = 0 equals Delta",
+      spec: "rules-titans-family.md §3.2: Delta is the special case eta = 0 (S_{t+1} = -theta G, M_{t+1} = (1-alpha)M - theta G)",
+      check(dtype, seed) {
+        const d = 5, s = 6;
+        const rng = new Rng(seed);
+        const k = uniform(dtype, [s, d], rng, -1, 1), v = uniform(dtype, [s, d], rng, -1, 1);
+        const q = uniform(dtype, [s, d], rng, -1, 1);
+        const alpha = uniform(dtype, [s], rng, 0.05, 0.95), theta = uniform(dtype, [s], rng, 0.05, 0.9);
+        const eta = zeros(dtype, [s]);
+        // η S_t vanishes for any S_t, so M_0 and S_0 need not be zero: random ones make the check stronger.
+        const M0 = uniform(dtype, [d, d], rng, -0.3, 0.3), S0 = uniform(dtype, [d, d], rng, -0.3, 0.3);
+        const cfg = { d, seq_len: s };
+        const rt = titans.inner.forward({ k, v, q, x: k, alpha, theta, eta }, { M: M0, S: S0 }, cfg);
+        const rd = delta.inner.forward({ k, v, q, x: k, alpha, theta }, { M: M0 }, cfg);
+        return firstDiff("y", rt.y.data, rd.y.data) ?? firstDiff("final M", rt.finalState.M!.data, rd.finalState.M!.data);
+      },
+    },
+  ],
+};
+
+function uniform(dtype: DType, shape: number[], rng: Rng, lo: number, hi: number): Tensor {
+  const t = new Tensor(dtype, shape);
+  for (let i = 0; i < t.size; i++) t.data[i] = rng.uniform(lo, hi);
+  return t;
+}
+
+function firstDiff(what: string, a: ArrayLike<number>, b: ArrayLike<number>): string | null {
+  for (let i = 0; i < a.length; i++) {
+    if (!Object.is(a[i], b[i])) return `${what}[${i}]: titans(eta=0) ${a[i]} vs delta ${b[i]}`;
+  }
+  return null;
+}

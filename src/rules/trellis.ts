@@ -1,0 +1,247 @@
+/**
+ * Trellis (rules-miras-compression.md §6): two-pass key/value compression, READ BEFORE WRITE.
+ *   READ    r_t = S_K^t q_t ;  ĉ_t = nsilu(r_t) ;  y_t = S_V^t ĉ_t
+ *   PASS 1  e^k_t = S_K^t x_t − k_t[0:dk] ;  S_K^{t+1} = (1−α_t) S_K^t − θ_t (e^k_t x_tᵀ + λ_k S_K^t)
+ *   PASS 2  u_t = S_K^{t+1} x_t ;  c_t = nsilu(u_t) ;  e^v_t = S_V^t c_t − v_t
+ *           S_V^{t+1} = (1−α_t) S_V^t − θ_t (e^v_t c_tᵀ + λ_v S_V^t)
+ * x_t is the level input row itself, so the backward returns a direct dx (D2: the repo omits it).
+ * α is a forget rate here, θ the inner learning rate. Frozen read: y_t = S_V nsilu(S_K q_t) (§6.5).
+ */
+import * as K from "../numeric.ts";
+import { nsiluRow, nsiluRowVjp } from "../ops/index.ts";
+import { Rng } from "../rng.ts";
+import { Tensor, alloc, zeros, type DType } from "../tensor.ts";
+import type { FrozenPair, InnerInputs, RuleConfig, RuleDecl, State } from "./types.ts";
+
+function compressedSize(cfg: RuleConfig): number {
+  const dk = cfg.d_compress as number;
+  if (dk > cfg.d) throw new Error(`rule 'trellis': d_compress = ${dk} must be <= d = ${cfg.d} (§6.1)`);
+  return dk;
+}
+
+const trellisFrozen: FrozenPair<"S_K" | "S_V" | "r"> = {
+  saved: ["S_K", "S_V", "r"],
+  forward(q, state, cfg) {
+    const { d, seq_len: s } = cfg;
+    const dk = compressedSize(cfg);
+    const SK = state.S_K!, SV = state.S_V!;
+    const r = alloc(q.dtype, s * dk), cHat = new Float64Array(s * dk), y = alloc(q.dtype, s * d);
+    const yt = new Float64Array(d);
+    for (let t = 0; t < s; t++) {
+      K.matvec(SK.data, 0, dk, d, q.data, t * d, r, t * dk);
+      nsiluRow(r, t * dk, dk, cHat);
+      K.matvec(SV.data, 0, d, dk, cHat, t * dk, yt, 0);
+      for (let i = 0; i < d; i++) y[t * d + i] = yt[i]!;
+    }
+    return { y: new Tensor(q.dtype, [s, d], y), saved: { S_K: SK, S_V: SV, r: new Tensor(q.dtype, [s, dk], r) } };
+  },
+  backward({ S_K, S_V, r }, q, dy, cfg) {
+    const { d, seq_len: s } = cfg;
+    const dk = compressedSize(cfg);
+    const dq = alloc(q.dtype, s * d);
+    const dcHat = new Float64Array(dk), dr = new Float64Array(dk), dqt = new Float64Array(d);
+    for (let t = 0; t < s; t++) {
+      K.matTvec(S_V!.data, 0, d, dk, dy.data, t * d, dcHat, 0);
+      nsiluRowVjp(r!.data, dcHat, t * dk, dk, dr, 0);
+      K.matTvec(S_K!.data, 0, dk, d, dr, 0, dqt, 0);
+      for (let j = 0; j < d; j++) dq[t * d + j] = dqt[j]!;
+    }
+    return { dq: new Tensor(q.dtype, [s, d], dq) };
+  },
+};
+
+export const trellis: RuleDecl = {
+  key: "trellis",
+  sheet: "rules-miras-compression.md §6",
+  hyper: {
+    d_compress: { kind: "int", default: 4, min: 1, max: 12, doc: "compressed size dk (<= d) of S_K [dk,d] and S_V [d,dk] (§6.1)" },
+    lambda_k: { kind: "real", default: 0.01, min: 0, max: 0.1, doc: "L2 retention on S_K inside the θ step (λ, not 2λ)" },
+    lambda_v: { kind: "real", default: 0.01, min: 0, max: 0.1, doc: "L2 retention on S_V inside the θ step (λ, not 2λ)" },
+  },
+  projection: "memory",
+  gates: ["alpha", "theta"],
+  normalizeKQ: false,
+  omega: false,
+  stateShapes: (cfg) => {
+    const dk = cfg.d_compress as number;
+    return { S_K: [dk, cfg.d], S_V: [cfg.d, dk] };
+  },
+  init(cfg, dtype) {
+    const dk = compressedSize(cfg);
+    return { S_K: zeros(dtype, [dk, cfg.d]), S_V: zeros(dtype, [cfg.d, dk]) };
+  },
+  randomState(cfg, dtype, rnd) {
+    const dk = compressedSize(cfg), d = cfg.d;
+    const SK = zeros(dtype, [dk, d]), SV = zeros(dtype, [d, dk]);
+    for (const t of [SK, SV]) for (let i = 0; i < t.size; i++) t.data[i] = (rnd() - 0.5) / Math.sqrt(d);
+    return { S_K: SK, S_V: SV };
+  },
+  inner: {
+    saved: ["skStates", "svStates", "r", "cHat", "eK", "u", "c", "eV"],
+    forward({ k, v, q, x, alpha, theta }, state, cfg) {
+      const { d, seq_len: s } = cfg;
+      const dk = compressedSize(cfg);
+      const lk = cfg.lambda_k as number, lv = cfg.lambda_v as number;
+      const dt = k.dtype, n = dk * d;
+      const SK = alloc(dt, (s + 1) * n), SV = alloc(dt, (s + 1) * n);
+      SK.set(state.S_K!.data);
+      SV.set(state.S_V!.data);
+      const r = alloc(dt, s * dk), cHat = alloc(dt, s * dk), eK = alloc(dt, s * dk);
+      const u = alloc(dt, s * dk), c = alloc(dt, s * dk), eV = alloc(dt, s * d), y = alloc(dt, s * d);
+      const yt = new Float64Array(d);
+      for (let t = 0; t < s; t++) {
+        const at = t * n, an = (t + 1) * n, o = t * d, oc = t * dk;
+        const a = alpha!.data[t]!, th = theta!.data[t]!;
+        K.matvec(SK, at, dk, d, q.data, o, r, oc);
+        nsiluRow(r, oc, dk, cHat);
+        K.matvec(SV, at, d, dk, cHat, oc, yt, 0);
+        for (let i = 0; i < d; i++) y[o + i] = yt[i]!;
+
+        K.matvec(SK, at, dk, d, x.data, o, eK, oc);
+        for (let i = 0; i < dk; i++) eK[oc + i]! -= k.data[o + i]!;
+        const rk = 1 - a - th * lk;
+        for (let i = 0; i < n; i++) SK[an + i] = rk * SK[at + i]!;
+        K.addOuter(SK, an, dk, d, -th, eK, oc, x.data, o);
+
+        K.matvec(SK, an, dk, d, x.data, o, u, oc);
+        nsiluRow(u, oc, dk, c);
+        K.matvec(SV, at, d, dk, c, oc, eV, o);
+        for (let i = 0; i < d; i++) eV[o + i]! -= v.data[o + i]!;
+        const rv = 1 - a - th * lv;
+        for (let i = 0; i < n; i++) SV[an + i] = rv * SV[at + i]!;
+        K.addOuter(SV, an, d, dk, -th, eV, o, c, oc);
+      }
+      const T = (shape: number[], data: Float64Array | Float32Array) => new Tensor(dt, shape, data);
+      return {
+        y: T([s, d], y),
+        finalState: { S_K: T([dk, d], SK.slice(s * n)), S_V: T([d, dk], SV.slice(s * n)) },
+        saved: {
+          skStates: T([s + 1, dk, d], SK), svStates: T([s + 1, d, dk], SV),
+          r: T([s, dk], r), cHat: T([s, dk], cHat), eK: T([s, dk], eK), u: T([s, dk], u), c: T([s, dk], c), eV: T([s, d], eV),
+        },
+      };
+    },
+    backward({ skStates, svStates, r, cHat, eK, u, c, eV }, { k, q, x, alpha, theta }, dy, cfg) {
+      const { d, seq_len: s } = cfg;
+      const dk = compressedSize(cfg);
+      const lk = cfg.lambda_k as number, lv = cfg.lambda_v as number;
+      const dt = k.dtype, n = dk * d;
+      const SK = skStates!.data, SV = svStates!.data, R = r!.data, CH = cHat!.data;
+      const EK = eK!.data, U = u!.data, C = c!.data, EV = eV!.data, X = x.data;
+      const dK = alloc(dt, s * d), dV = alloc(dt, s * d), dQ = alloc(dt, s * d), dX = alloc(dt, s * d);
+      const dalpha = alloc(dt, s), dtheta = alloc(dt, s);
+      // Ĝ = ∂L/∂S^{t+1} from later tokens; P = ∂L/∂S^t being built at token t.
+      let GK = new Float64Array(n), GV = new Float64Array(n), PK = new Float64Array(n), PV = new Float64Array(n);
+      const dcHat = new Float64Array(dk), dr = new Float64Array(dk), dc = new Float64Array(dk), du = new Float64Array(dk);
+      const gc = new Float64Array(d), gx = new Float64Array(dk), dev = new Float64Array(d), dek = new Float64Array(dk);
+      const tmpD = new Float64Array(d), tmpC = new Float64Array(dk), dxt = new Float64Array(d), dqt = new Float64Array(d);
+      for (let t = s - 1; t >= 0; t--) {
+        const at = t * n, an = (t + 1) * n, o = t * d, oc = t * dk;
+        const a = alpha!.data[t]!, th = theta!.data[t]!;
+
+        // (read)
+        PV.fill(0);
+        K.addOuter(PV, 0, d, dk, 1, dy.data, o, CH, oc);
+        K.matTvec(SV, at, d, dk, dy.data, o, dcHat, 0);
+        nsiluRowVjp(R, dcHat, oc, dk, dr, 0);
+        PK.fill(0);
+        K.addOuter(PK, 0, dk, d, 1, dr, 0, q.data, o);
+        K.matTvec(SK, at, dk, d, dr, 0, dqt, 0);
+
+        // (pass 2)  Ĝ_V c_t serves both de^v and dθ
+        const rv = 1 - a - th * lv;
+        for (let i = 0; i < n; i++) PV[i]! += rv * GV[i]!;
+        K.matvec(GV, 0, d, dk, C, oc, gc, 0);
+        for (let i = 0; i < d; i++) dev[i] = -th * gc[i]!;
+        const gvS = K.frob(GV, 0, SV, at, n);
+        let da = -gvS;
+        let dth = -K.dot(EV, gc, d, o, 0) - lv * gvS;
+        K.addOuter(PV, 0, d, dk, 1, dev, 0, C, oc);
+        for (let i = 0; i < d; i++) dV[o + i] = -dev[i]!;
+        K.matTvec(GV, 0, d, dk, EV, o, dc, 0);
+        K.matTvec(SV, at, d, dk, dev, 0, tmpC, 0);
+        for (let i = 0; i < dk; i++) dc[i] = -th * dc[i]! + tmpC[i]!;
+        nsiluRowVjp(U, dc, oc, dk, du, 0);
+        // pass 2 reads the UPDATED S_K and the input row x_t directly
+        K.addOuter(GK, 0, dk, d, 1, du, 0, X, o);
+        K.matTvec(SK, an, dk, d, du, 0, dxt, 0);
+
+        // (pass 1)  GK now holds Ĝ_K'
+        const rk = 1 - a - th * lk;
+        for (let i = 0; i < n; i++) PK[i]! += rk * GK[i]!;
+        K.matvec(GK, 0, dk, d, X, o, gx, 0);
+        for (let i = 0; i < dk; i++) dek[i] = -th * gx[i]!;
+        const gkS = K.frob(GK, 0, SK, at, n);
+        da -= gkS;
+        dth += -K.dot(EK, gx, dk, oc, 0) - lk * gkS;
+        K.addOuter(PK, 0, dk, d, 1, dek, 0, X, o);
+        for (let i = 0; i < dk; i++) dK[o + i] = -dek[i]!;
+        // x_t enters e^k_t = S_K^t x_t − k_t and the outer product e^k_t x_tᵀ
+        K.matTvec(SK, at, dk, d, dek, 0, tmpD, 0);
+        for (let j = 0; j < d; j++) dxt[j]! += tmpD[j]!;
+        K.matTvec(GK, 0, dk, d, EK, oc, tmpD, 0);
+        for (let j = 0; j < d; j++) dX[o + j] = dxt[j]! - th * tmpD[j]!;
+
+        for (let j = 0; j < d; j++) dQ[o + j] = dqt[j]!;
+        dalpha[t] = da;
+        dtheta[t] = dth;
+        [GK, PK] = [PK, GK];
+        [GV, PV] = [PV, GV];
+      }
+      return {
+        dk: new Tensor(dt, [s, d], dK), dv: new Tensor(dt, [s, d], dV), dq: new Tensor(dt, [s, d], dQ),
+        dx: new Tensor(dt, [s, d], dX), dalpha: new Tensor(dt, [s], dalpha), dtheta: new Tensor(dt, [s], dtheta),
+      };
+    },
+  },
+  frozen: trellisFrozen,
+  invariants: [
+    {
+      name: "nsilu output norm is sqrt(dk)",
+      spec: "rules-miras-compression.md §6.3, §6.8 normalized_silu_output_scale: ‖nsilu(u)‖ = √dk whenever it is non-zero; exactly 0 below the 1e-8 guard",
+      check: nsiluScale,
+    },
+  ],
+};
+
+/**
+ * Every read ĉ_t and pass-2 code c_t, from the zero init (whose first read must hit the guard and be
+ * exactly 0) and from a random state. f32 stores each entry once rounded, so the norm is within about
+ * 2^-24 relative; 1e-6 allows that and nothing else.
+ */
+function nsiluScale(dtype: DType, seed: number): string | null {
+  const rng = new Rng(seed);
+  const d = 9, s = 10;
+  const tol = dtype === "f64" ? 1e-12 : 1e-6;
+  const rand = (shape: number[], lo: number, hi: number): Tensor => {
+    const t = zeros(dtype, shape);
+    for (let i = 0; i < t.size; i++) t.data[i] = rng.uniform(lo, hi);
+    return t;
+  };
+  for (const dk of [1, 4, d]) {
+    const cfg: RuleConfig = { d, seq_len: s, d_compress: dk, lambda_k: 0.01, lambda_v: 0.01 };
+    const inp: InnerInputs = {
+      k: rand([s, d], -1, 1), v: rand([s, d], -1, 1), q: rand([s, d], -1, 1), x: rand([s, d], -1, 1),
+      alpha: rand([s], 0.05, 0.95), theta: rand([s], 0.05, 0.8),
+    };
+    const starts: [string, State][] = [
+      ["zero", trellis.init(cfg, dtype)],
+      ["random", trellis.randomState(cfg, dtype, () => rng.next())],
+    ];
+    for (const [name, state] of starts) {
+      const sv = trellis.inner.forward(inp, state, cfg).saved;
+      for (const key of ["cHat", "c"] as const) {
+        const A = sv[key]!.data;
+        for (let t = 0; t < s; t++) {
+          const nrm = Math.sqrt(K.dot(A, A, dk, t * dk, t * dk));
+          if (name === "zero" && key === "cHat" && t === 0) {
+            if (nrm !== 0) return `zero start: ĉ_0 has norm ${nrm}, expected exactly 0 (S_K^0 = 0 hits the guard)`;
+          } else if (nrm !== 0 && !(Math.abs(nrm - Math.sqrt(dk)) <= tol * Math.sqrt(dk))) {
+            return `${name} start, dk=${dk}: ‖${key}_${t}‖ = ${nrm}, expected √dk = ${Math.sqrt(dk)}`;
+          }
+        }
+      }
+    }
+  }
+  return null;
+}
