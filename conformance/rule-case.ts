@@ -41,17 +41,18 @@ export const RULE_SIZES: SizeLimits = { d: [1, 12], seq_len: [1, 9] };
 
 /** fast-check arbitrary over case specs for a rule; hyperparameters range over their declared domains. */
 export function ruleCaseSpecArb(decl: RuleDecl, sizes: SizeLimits = RULE_SIZES): fc.Arbitrary<RuleCaseSpec> {
+  const mins = decl.checkMinimums ?? {};
   const hyperArbs: Record<string, fc.Arbitrary<number | string>> = {};
   for (const [name, h] of Object.entries(decl.hyper)) {
     hyperArbs[name] = h.kind === "enum" ? fc.constantFrom(...h.values)
-      : h.kind === "int" ? fc.integer({ min: h.min, max: h.max })
+      : h.kind === "int" ? fc.integer({ min: Math.max(h.min, mins.hyper?.[name] ?? h.min), max: h.max })
       : h.atoms !== undefined && h.atoms.length > 0
         ? fc.oneof(fc.constantFrom(...h.atoms), fc.double({ min: h.min, max: h.max, noNaN: true }))
         : fc.double({ min: h.min, max: h.max, noNaN: true });
   }
   return fc.record({
-    d: fc.integer({ min: sizes.d[0], max: sizes.d[1] }),
-    seq_len: fc.integer({ min: sizes.seq_len[0], max: sizes.seq_len[1] }),
+    d: fc.integer({ min: Math.max(sizes.d[0], mins.d ?? 1), max: sizes.d[1] }),
+    seq_len: fc.integer({ min: Math.max(sizes.seq_len[0], mins.seq_len ?? 1), max: sizes.seq_len[1] }),
     hyper: fc.record(hyperArbs),
     alpha: fc.constantFrom("mid", "low", "high"),
     theta: fc.constantFrom("small", "large"),
@@ -61,7 +62,7 @@ export function ruleCaseSpecArb(decl: RuleDecl, sizes: SizeLimits = RULE_SIZES):
 }
 
 /** Hyperparameters bounded by d (e.g. d_compress <= d) are clipped after generation. */
-function clampHyper(decl: RuleDecl, s: RuleCaseSpec): RuleCaseSpec {
+export function clampHyper(decl: RuleDecl, s: RuleCaseSpec): RuleCaseSpec {
   const hyper = { ...s.hyper };
   if ("d_compress" in hyper) hyper.d_compress = Math.min(Number(hyper.d_compress), s.d);
   if ("heads" in hyper) {
@@ -86,19 +87,23 @@ function uniformTensor(dtype: DType, shape: number[], rng: Rng, scale: number): 
   return t;
 }
 
-/** Builds the tensors of a case. Scales keep every gradient well above rounding noise. */
+/**
+ * Builds the tensors of a case. Scales keep every gradient well above rounding noise and the
+ * recurrences in their stable range: rows of X have norm about 1 and the projections preserve it
+ * (so e.g. Trellis' effective inner step theta·|x|^2 stays below 1 in every regime).
+ */
 export function buildRuleCase(decl: RuleDecl, spec: RuleCaseSpec, dtype: DType = "f64"): RuleCase {
   const cfg = withDefaults(decl, { d: spec.d, seq_len: spec.seq_len, ...spec.hyper });
   const rng = new Rng(spec.seed);
   const { d, seq_len: s } = cfg;
-  const X = uniformTensor(dtype, [s, d], rng, 1);
+  const X = uniformTensor(dtype, [s, d], rng, Math.sqrt(3 / d));
   const dy = uniformTensor(dtype, [s, d], rng, 1);
   const shapes = paramShapes(decl, cfg);
   const params: Record<string, Tensor> = {};
   for (const name of paramNames(decl)) {
     const shape = shapes[name]!;
     const fanIn = shape[shape.length - 1]!;
-    if (name.startsWith("W_")) params[name] = uniformTensor(dtype, shape, rng, 1 / Math.sqrt(fanIn));
+    if (name.startsWith("W_")) params[name] = uniformTensor(dtype, shape, rng, Math.sqrt(3 / fanIn));
     else if (name.startsWith("w_")) params[name] = uniformTensor(dtype, shape, rng, 0.5 / Math.sqrt(fanIn));
     else params[name] = new Tensor(dtype, [1]);
   }

@@ -7,7 +7,8 @@ import { buildCatalogue, matchesFilter } from "../conformance/catalogue.ts";
 import { buildRuleCase, type RuleCaseSpec } from "../conformance/rule-case.ts";
 import { PROFILES, type CheckResult, type Profile } from "./harness/check.ts";
 import { DEFAULT_SEED } from "./harness/collect.ts";
-import { DEFAULT_REPORT, runInfo, summarize, writeReport } from "./harness/report.ts";
+import { DEFAULT_REPORT, runInfo, summarize, validateReport, writeReport, type Summary } from "./harness/report.ts";
+import { readFileSync } from "node:fs";
 import { runCheck } from "./harness/run.ts";
 import { ruleFixture } from "./fixtures/rule-case.ts";
 import { ruleByKey } from "./rules/index.ts";
@@ -31,6 +32,8 @@ Runs the nl-conformance checks (classes C0-C8) and writes an nlc-report/1 JSON r
                    fields: d, seq_len, seed, hyper, frozen, state ("init"|"random"),
                    alpha ("low"|"mid"|"high"), theta ("small"|"large")
   --list           list the check ids and exit
+  --summary [PATH] print the closing line of an existing report (default
+                   reports/conformance.json) and exit 1 unless it is all pass/skip
   -h, --help       this text
 
 Exit status: 0 when every check passed or was skipped; 1 when any check failed, was vacuous
@@ -42,9 +45,9 @@ function usage(msg: string): never {
 }
 
 function main(): void {
-  let args;
+  let args, positionals: string[];
   try {
-    args = parseArgs({
+    ({ values: args, positionals } = parseArgs({
       args: process.argv.slice(2),
       options: {
         filter: { type: "string", multiple: true },
@@ -56,10 +59,11 @@ function main(): void {
         fixtures: { type: "string", multiple: true },
         case: { type: "string" },
         list: { type: "boolean" },
+        summary: { type: "boolean" },
         help: { type: "boolean", short: "h" },
       },
-      allowPositionals: false,
-    }).values;
+      allowPositionals: true,
+    }));
   } catch (e) {
     usage(e instanceof Error ? e.message : String(e));
   }
@@ -67,6 +71,11 @@ function main(): void {
     console.log(HELP);
     return;
   }
+  if (args.summary) {
+    printSummary(positionals[0] ?? DEFAULT_REPORT);
+    return;
+  }
+  if (positionals.length > 0) usage(`unexpected argument ${positionals[0]}`);
   const seed = args.seed === undefined ? DEFAULT_SEED : Number(args.seed);
   if (!Number.isInteger(seed)) usage(`--seed ${args.seed}: expected an integer`);
   const profile = (args.profile ?? "default") as Profile;
@@ -123,9 +132,33 @@ function main(): void {
     }, path);
     console.log(`report: ${path}`);
   }
-  const bad = summary.fail + summary.vacuous + summary.error;
-  console.log(`conformance: ${summary.pass} passed, ${bad} failed${summary.skip ? `, ${summary.skip} skipped` : ""}`);
-  process.exit(bad === 0 ? 0 : 1);
+  process.exit(closingLine(summary) ? 0 : 1);
+}
+
+/** The closing line CI reads; vacuous and error count as failed. Returns true when nothing failed. */
+function closingLine(s: Summary): boolean {
+  const bad = s.fail + s.vacuous + s.error;
+  console.log(`conformance: ${s.pass} passed, ${bad} failed${s.skip ? `, ${s.skip} skipped` : ""}`);
+  return bad === 0;
+}
+
+function printSummary(path: string): void {
+  let report: { summary?: Summary; checks?: unknown[] };
+  try {
+    report = JSON.parse(readFileSync(path, "utf8"));
+  } catch (e) {
+    console.error(`conformance: cannot read report ${path}: ${e instanceof Error ? e.message : e}`);
+    console.log("conformance: 0 passed, 1 failed");
+    process.exit(1);
+  }
+  try {
+    validateReport(report);
+  } catch (e) {
+    console.error(`conformance: ${e instanceof Error ? e.message : e}`);
+    console.log("conformance: 0 passed, 1 failed");
+    process.exit(1);
+  }
+  process.exit(closingLine(report.summary!) && (report.checks?.length ?? 0) > 0 ? 0 : 1);
 }
 
 function printCase(ruleKey: string, json: string): void {

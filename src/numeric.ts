@@ -130,14 +130,19 @@ export function matvec(A: Data, ao: number, rows: number, cols: number, x: Data,
 
 /** out[oo..oo+cols) = A[ao: rows x cols]^T · x[xo..xo+rows) */
 export function matTvec(A: Data, ao: number, rows: number, cols: number, x: Data, xo: number, out: Data, oo = 0): void {
-  for (let j = 0; j < cols; j++) out[oo + j] = 0;
+  // Accumulate in f64 scratch and store once, so f32 outputs round once per element.
+  if (scratch.length < cols) scratch = new Float64Array(cols * 2);
+  const acc = scratch;
+  acc.fill(0, 0, cols);
   for (let i = 0; i < rows; i++) {
     const xi = x[xo + i]!;
     if (xi === 0) continue;
     const r = ao + i * cols;
-    for (let j = 0; j < cols; j++) out[oo + j]! += A[r + j]! * xi;
+    for (let j = 0; j < cols; j++) acc[j]! += A[r + j]! * xi;
   }
+  for (let j = 0; j < cols; j++) out[oo + j] = acc[j]!;
 }
+let scratch = new Float64Array(64);
 
 /** A[ao: rows x cols] += c · u[uo..uo+rows) w[wo..wo+cols)^T */
 export function addOuter(A: Data, ao: number, rows: number, cols: number, c: number, u: Data, uo: number, w: Data, wo: number): void {

@@ -15,6 +15,24 @@ export interface TapeEntry {
 
 type Named<K extends string> = { readonly [P in K]: Tensor };
 
+export type OpVjp<A> = (inputs: readonly Tensor[], out: Tensor, dOut: Data, attrs: A) => readonly (Data | null)[];
+
+class OpEntry implements TapeEntry {
+  readonly outputs: readonly Tensor[];
+  constructor(
+    readonly op: string,
+    private readonly fn: OpVjp<unknown>,
+    readonly inputs: readonly Tensor[],
+    out: Tensor,
+    private readonly attrs: unknown,
+  ) {
+    this.outputs = [out];
+  }
+  vjp(dOutputs: readonly (Data | null)[]): readonly (Data | null)[] {
+    return this.fn(this.inputs, this.outputs[0]!, dOutputs[0]!, this.attrs);
+  }
+}
+
 /**
  * An opaque block: a forward computed outside the tape whose VJP is registered once.
  * Inputs, outputs and saved tensors are named; the names are declared here and nowhere else.
@@ -67,10 +85,14 @@ export function withTape<R>(fn: (tape: Tape) => R): R {
   }
 }
 
+let nextTapeId = 1;
+
 export class Tape {
+  /** Tensors on this tape carry this id (a field check is cheaper than a set lookup per op). */
+  private readonly id = nextTapeId++;
   private readonly entries: TapeEntry[] = [];
-  private readonly onTape = new Set<Tensor>();
-  private readonly held = new Set<Data>();
+  private heldBytes = 0;
+  private readonly heldShared = new Set<Data>();
   private readonly grads = new Map<Tensor, Data>();
   private readonly owned = new Set<Data>();
   private used = false;
@@ -78,8 +100,8 @@ export class Tape {
   /** Registers a parameter or input: the tape keeps a snapshot, later writes to `t` do not reach it. */
   param(t: Tensor): Tensor {
     const snap = clone(t);
-    this.onTape.add(snap);
-    this.hold(snap);
+    snap.tapeId = this.id;
+    this.heldBytes += snap.data.byteLength;
     return snap;
   }
 
@@ -89,11 +111,11 @@ export class Tape {
   }
 
   tracks(t: Tensor): boolean {
-    return this.onTape.has(t);
+    return t.tapeId === this.id;
   }
 
   anyTracked(ts: readonly Tensor[]): boolean {
-    for (const t of ts) if (this.onTape.has(t)) return true;
+    for (let i = 0; i < ts.length; i++) if (ts[i]!.tapeId === this.id) return true;
     return false;
   }
 
@@ -101,12 +123,25 @@ export class Tape {
     return this.entries.length;
   }
 
+  /**
+   * Records a single-output op whose VJP is `vjp(inputs, out, dOut, attrs)`. This is the hot
+   * path of every tape op, so it stores a plain record instead of building a closure.
+   */
+  recordOp<A>(op: string, vjp: OpVjp<A>, inputs: readonly Tensor[], out: Tensor, attrs: A): void {
+    if (this.used) throw new Error("tape already ran backward: it is single-use");
+    this.entries.push(new OpEntry(op, vjp as OpVjp<unknown>, inputs, out, attrs));
+    if (out.tapeId !== this.id) this.heldBytes += out.data.byteLength;
+    out.tapeId = this.id;
+  }
+
   record(entry: TapeEntry): void {
     if (this.used) throw new Error("tape already ran backward: it is single-use");
     this.entries.push(entry);
-    for (const o of entry.outputs) {
-      this.onTape.add(o);
-      this.hold(o);
+    for (let i = 0; i < entry.outputs.length; i++) {
+      const o = entry.outputs[i]!;
+      // Op outputs are fresh buffers; a tensor already on the tape is not counted twice.
+      if (o.tapeId !== this.id) this.heldBytes += o.data.byteLength;
+      o.tapeId = this.id;
     }
   }
 
@@ -117,7 +152,13 @@ export class Tape {
     checkNames(`opaque '${key}' inputs`, decl.inputs, inputs);
     checkNames(`opaque '${key}' outputs`, decl.outputs, outputs);
     checkNames(`opaque '${key}' saved`, decl.saved, saved);
-    for (const s of Object.values(saved)) this.hold(s);
+    // Saved tensors may alias inputs or each other: count each buffer once.
+    for (const s of Object.values(saved)) {
+      if (s.tapeId !== this.id && !this.heldShared.has(s.data)) {
+        this.heldShared.add(s.data);
+        this.heldBytes += s.data.byteLength;
+      }
+    }
     const inNames = decl.inputs;
     const outNames = decl.outputs;
     this.record({
@@ -149,7 +190,7 @@ export class Tape {
    */
   backward(out: Tensor, seed?: Tensor): void {
     if (this.used) throw new Error("tape already ran backward: it is single-use");
-    if (!this.onTape.has(out)) throw new Error("backward: the output is not on this tape");
+    if (out.tapeId !== this.id) throw new Error("backward: the output is not on this tape");
     this.used = true;
     let g: Data;
     if (seed === undefined) {
@@ -176,7 +217,7 @@ export class Tape {
       const dIns = entry.vjp(dOuts);
       entry.inputs.forEach((inp, i) => {
         const d = dIns[i];
-        if (d === null || d === undefined || !this.onTape.has(inp)) return;
+        if (d === null || d === undefined || inp.tapeId !== this.id) return;
         const acc = this.grads.get(inp);
         if (acc === undefined) {
           // A VJP may pass an upstream gradient through (Add) or return one array twice:
@@ -199,13 +240,7 @@ export class Tape {
 
   /** Bytes of tensor storage the tape holds (snapshots, op outputs, saved tensors). */
   bytes(): number {
-    let n = 0;
-    for (const d of this.held) n += d.byteLength;
-    return n;
-  }
-
-  private hold(t: Tensor): void {
-    this.held.add(t.data);
+    return this.heldBytes;
   }
 
 }

@@ -7,18 +7,21 @@ export class Tensor {
   readonly dtype: DType;
   readonly shape: readonly number[];
   readonly data: Data;
+  /** Id of the tape that tracks this tensor (0: none). Written only by the tape. */
+  tapeId = 0;
 
   constructor(dtype: DType, shape: readonly number[], data?: Data) {
     const n = sizeOf(shape);
     if (data === undefined) data = alloc(dtype, n);
-    if (data.length !== n) {
+    else if (data.length !== n) {
       throw new Error(`tensor data has ${data.length} elements, shape [${shape.join(",")}] needs ${n}`);
     }
-    if ((dtype === "f64") !== data instanceof Float64Array) {
+    if ((dtype === "f64") !== (data instanceof Float64Array)) {
       throw new Error(`tensor dtype ${dtype} does not match storage ${data.constructor.name}`);
     }
     this.dtype = dtype;
-    this.shape = Object.freeze([...shape]);
+    // A private copy: callers keep no handle on a tensor's shape (readonly by type, not frozen: freezing is slow).
+    this.shape = shape.slice();
     this.data = data;
   }
 
@@ -29,8 +32,10 @@ export class Tensor {
 
 export function sizeOf(shape: readonly number[]): number {
   let n = 1;
-  for (const s of shape) {
-    if (!Number.isInteger(s) || s < 0) throw new Error(`invalid dimension ${s} in shape [${shape.join(",")}]`);
+  for (let i = 0; i < shape.length; i++) {
+    const s = shape[i]!;
+    // s >>> 0 === s holds exactly for integers in [0, 2^32)
+    if (s >>> 0 !== s) throw new Error(`invalid dimension ${s} in shape [${shape.join(",")}]`);
     n *= s;
   }
   return n;

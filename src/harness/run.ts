@@ -28,7 +28,6 @@ export function replayCommand(id: string, seed: number, path: string): string {
   return `bun run conformance --replay '${id}:${seed}:${path}'`;
 }
 
-class VacuousCase extends Error {}
 class CaseFailed extends Error {}
 
 export function runCheck<T>(def: CheckDef<T>, opts: RunOptions): CheckResult {
@@ -59,10 +58,19 @@ export function runCheck<T>(def: CheckDef<T>, opts: RunOptions): CheckResult {
   }
 
   let worst: Worst = emptyWorst();
+  // A case whose comparison is over near-zero values proves nothing: it is discarded (as a
+  // fast-check precondition) and counted. The check is vacuous when such cases are the majority.
+  let informative = 0, discarded = 0;
+  let lastVacuous = "";
   const property = fc.property(def.arb, (input) => {
     const out = def.run(input);
+    if (out.vacuous) {
+      discarded++;
+      lastVacuous = out.message ?? "vacuous comparison";
+      fc.pre(false);
+    }
+    informative++;
     if (out.worst !== undefined && out.worst.abs >= worst.abs) worst = out.worst;
-    if (out.vacuous) throw new VacuousCase(out.message ?? "vacuous comparison");
     if (!out.ok) throw new CaseFailed(out.message ?? "check failed");
   });
   const numRuns = opts.replay !== undefined ? 1 : def.runs?.[opts.profile] ?? 1;
@@ -71,10 +79,18 @@ export function runCheck<T>(def: CheckDef<T>, opts: RunOptions): CheckResult {
     numRuns,
     path: opts.replay?.path || undefined,
     endOnFailure: false,
+    maxSkipsPerRun: 2,
   });
   const runs = details.numRuns;
-  if (!details.failed) {
-    return done({ status: "pass", runs, path: "", worst: worst.index >= 0 ? worst : undefined });
+  const discardNote = discarded > 0 ? ` (${discarded} near-zero case${discarded === 1 ? "" : "s"} discarded; last: ${lastVacuous})` : "";
+  const tooFew = informative < Math.ceil(numRuns / 2);
+  if (!details.failed || (details.counterexample === null && details.numSkips > 0)) {
+    if (tooFew) {
+      return done({ status: "vacuous", runs, path: "", message: `only ${informative} of ${numRuns} cases compared non-negligible values${discardNote}` });
+    }
+    if (!details.failed) {
+      return done({ status: "pass", runs, path: "", worst: worst.index >= 0 ? worst : undefined, message: discardNote ? discardNote.trim() : undefined });
+    }
   }
   const path = details.counterexamplePath ?? "";
   const example = details.counterexample === null ? "" : ` — case ${fc.stringify(details.counterexample[0])}`;
@@ -85,9 +101,6 @@ export function runCheck<T>(def: CheckDef<T>, opts: RunOptions): CheckResult {
     if (details.counterexample !== null) shrunk = def.run(details.counterexample[0]);
   } catch {
     shrunk = undefined;
-  }
-  if (err instanceof VacuousCase) {
-    return done({ status: "vacuous", runs, path, worst: shrunk?.worst, message: `${err.message}${example}` });
   }
   if (err instanceof CaseFailed) {
     return done({ status: "fail", runs, path, worst: shrunk?.worst, message: `${err.message}${example}` });

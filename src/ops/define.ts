@@ -52,12 +52,7 @@ export function apply<A>(decl: OpDecl<A>, x: readonly Tensor[], attrs: A): Tenso
   const out = decl.forward(x, attrs);
   const tape = activeTape();
   if (tape !== null && tape.anyTracked(x)) {
-    tape.record({
-      op: decl.name,
-      inputs: x,
-      outputs: [out],
-      vjp: (d) => decl.vjp(x, out, d[0]!, attrs),
-    });
+    tape.recordOp(decl.name, decl.vjp, x, out, attrs);
   }
   return out;
 }

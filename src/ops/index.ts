@@ -12,15 +12,16 @@ export { allOps, type OpDecl } from "./define.ts";
 type G = fc.GeneratorValue;
 const dim = (g: G, min = 1, max = 7): number => g(fc.integer, { min, max });
 
-function need(cond: boolean, op: string, msg: string): void {
-  if (!cond) throw new Error(`${op}: ${msg}`);
+/** Messages are built only on failure: ops run millions of times. */
+function need(cond: boolean, op: string, msg: () => string): void {
+  if (!cond) throw new Error(`${op}: ${msg()}`);
 }
 function rank(t: Tensor, r: number, op: string, what: string): void {
-  need(t.shape.length === r, op, `${what} must have rank ${r}, got shape ${shapeStr(t.shape)}`);
+  need(t.shape.length === r, op, () => `${what} must have rank ${r}, got shape ${shapeStr(t.shape)}`);
 }
 function sameShapes(op: string, a: Tensor, b: Tensor): void {
-  need(sameShape(a.shape, b.shape), op, `shapes differ: ${shapeStr(a.shape)} vs ${shapeStr(b.shape)}`);
-  need(a.dtype === b.dtype, op, `dtypes differ: ${a.dtype} vs ${b.dtype}`);
+  need(sameShape(a.shape, b.shape), op, () => `shapes differ: ${shapeStr(a.shape)} vs ${shapeStr(b.shape)}`);
+  need(a.dtype === b.dtype, op, () => `dtypes differ: ${a.dtype} vs ${b.dtype}`);
 }
 function mapData(x: Tensor, f: (v: number) => number): Tensor {
   const out = alloc(x.dtype, x.size);
@@ -52,7 +53,7 @@ export const matmul = defineOp<{}>({
     rank(b!, 2, "Matmul", "B");
     const [m, k] = a!.shape as [number, number];
     const [k2, n] = b!.shape as [number, number];
-    need(k === k2, "Matmul", `inner dimensions differ: A ${shapeStr(a!.shape)}, B ${shapeStr(b!.shape)}`);
+    need(k === k2, "Matmul", () => `inner dimensions differ: A ${shapeStr(a!.shape)}, B ${shapeStr(b!.shape)}`);
     return new Tensor(a!.dtype, [m, n], K.matmul(a!.data, b!.data, m, k, n, alloc(a!.dtype, m * n)));
   },
   vjp([a, b], _out, d) {
@@ -77,7 +78,7 @@ export const matmulTransposeB = defineOp<{}>({
     rank(b!, 2, "MatmulTransposeB", "B");
     const [m, k] = a!.shape as [number, number];
     const [n, k2] = b!.shape as [number, number];
-    need(k === k2, "MatmulTransposeB", `inner dimensions differ: A ${shapeStr(a!.shape)}, B ${shapeStr(b!.shape)}`);
+    need(k === k2, "MatmulTransposeB", () => `inner dimensions differ: A ${shapeStr(a!.shape)}, B ${shapeStr(b!.shape)}`);
     return new Tensor(a!.dtype, [m, n], K.matmulTB(a!.data, b!.data, m, k, n, alloc(a!.dtype, m * n)));
   },
   vjp([a, b], _out, d) {
@@ -298,7 +299,7 @@ export const sumReduce = defineOp<{}>({
 export const softmax = defineOp<{}>({
   name: "Softmax",
   forward([x]) {
-    need(x!.shape.length >= 1, "Softmax", "needs rank >= 1");
+    need(x!.shape.length >= 1, "Softmax", () => "needs rank >= 1");
     const [r, c] = rowsCols(x!);
     return new Tensor(x!.dtype, x!.shape, K.softmaxRows(x!.data, r, c, alloc(x!.dtype, x!.size)));
   },
@@ -379,7 +380,7 @@ export const embedLookup = defineOp<{ indices: readonly number[] }>({
     const [V, d] = table!.shape as [number, number];
     const out = alloc(table!.dtype, indices.length * d);
     indices.forEach((ix, t) => {
-      need(Number.isInteger(ix) && ix >= 0 && ix < V, "EmbedLookup", `index[${t}] = ${ix} is out of range [0, ${V})`);
+      need(Number.isInteger(ix) && ix >= 0 && ix < V, "EmbedLookup", () => `index[${t}] = ${ix} is out of range [0, ${V})`);
       out.set(table!.data.subarray(ix * d, ix * d + d), t * d);
     });
     return new Tensor(table!.dtype, [indices.length, d], out);
@@ -467,14 +468,13 @@ export const l2NormalizeRows = rowNormOp("L2NormalizeRows");
 export const concat = defineOp<{ axis: number }>({
   name: "Concat",
   forward(parts, { axis }) {
-    need(parts.length >= 1, "Concat", "needs at least one input");
+    need(parts.length >= 1, "Concat", () => "needs at least one input");
     const r = parts[0]!.shape.length;
-    need(axis >= 0 && axis < r, "Concat", `axis ${axis} out of range for rank ${r}`);
+    need(axis >= 0 && axis < r, "Concat", () => `axis ${axis} out of range for rank ${r}`);
     const shape = [...parts[0]!.shape];
     let along = 0;
     parts.forEach((p, i) => {
-      need(p.shape.length === r && p.shape.every((s, j) => j === axis || s === shape[j]),
-        "Concat", `input ${i} has shape ${shapeStr(p.shape)}, incompatible with ${shapeStr(parts[0]!.shape)} along axis ${axis}`);
+      need(p.shape.length === r && p.shape.every((s, j) => j === axis || s === shape[j]), "Concat", () => `input ${i} has shape ${shapeStr(p.shape)}, incompatible with ${shapeStr(parts[0]!.shape)} along axis ${axis}`);
       along += p.shape[axis]!;
     });
     shape[axis] = along;
@@ -517,9 +517,9 @@ export const slice = defineOp<{ axis: number; start: number; len: number }>({
   name: "Slice",
   forward([x], { axis, start, len }) {
     const r = x!.shape.length;
-    need(axis >= 0 && axis < r, "Slice", `axis ${axis} out of range for rank ${r}`);
+    need(axis >= 0 && axis < r, "Slice", () => `axis ${axis} out of range for rank ${r}`);
     need(start >= 0 && len >= 0 && start + len <= x!.shape[axis]!, "Slice",
-      `range [${start}, ${start + len}) exceeds dimension ${x!.shape[axis]} of ${shapeStr(x!.shape)}`);
+      () => `range [${start}, ${start + len}) exceeds dimension ${x!.shape[axis]} of ${shapeStr(x!.shape)}`);
     const shape = [...x!.shape];
     shape[axis] = len;
     const outer = sizeOf(x!.shape.slice(0, axis));
@@ -595,7 +595,7 @@ export function nsiluRowVjp(u: Data, g: Data, o: number, n: number, out: Data, o
 export const normalizedSilu = defineOp<{}>({
   name: "NormalizedSiLU",
   forward([x]) {
-    need(x!.shape.length >= 1, "NormalizedSiLU", "needs rank >= 1");
+    need(x!.shape.length >= 1, "NormalizedSiLU", () => "needs rank >= 1");
     const [r, c] = rowsCols(x!);
     const out = alloc(x!.dtype, x!.size);
     for (let i = 0; i < r; i++) nsiluRow(x!.data, i * c, c, out);

@@ -94,6 +94,8 @@ export const atlas: RuleDecl = {
     },
   },
   frozen: matrixFrozenRead,
+  // s = 1 from zero states: alpha and eta never act.
+  checkMinimums: { seq_len: 2 },
   invariants: [
     {
       name: "omega is state-independent",

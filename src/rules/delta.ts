@@ -77,6 +77,8 @@ export const delta: RuleDecl = {
     },
   },
   frozen: matrixFrozenRead,
+  // d = 1: a normalised key or query is the constant ±1; s = 1 from M_0 = 0: alpha never acts.
+  checkMinimums: { d: 2, seq_len: 2 },
   invariants: [
     {
       name: "write-read identity",

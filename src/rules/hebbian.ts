@@ -69,6 +69,8 @@ export const hebbian: RuleDecl = {
     },
   },
   frozen: matrixFrozenRead,
+  // s = 1 from M_0 = 0: alpha never acts.
+  checkMinimums: { seq_len: 2 },
   invariants: [
     {
       name: "write-read identity",

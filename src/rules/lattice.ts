@@ -226,6 +226,9 @@ export const lattice: RuleDecl = {
     },
   },
   frozen: latticeFrozen,
+  // Read before write: s = 1 never sees a write. d = 1: a unit slot is ±1 and never moves.
+  // One slot: the read softmax is constant, so W_Q gets no gradient.
+  checkMinimums: { d: 2, seq_len: 2, hyper: { m_slots: 2 } },
   invariants: VARIANTS.map((variant): Invariant => ({
     name: `slots stay unit-norm (${variant})`,
     spec: "rules-miras-compression.md §5.2–5.3, §5.8 sphere_preserved: every slot of every state S_0..S_s has norm 1",

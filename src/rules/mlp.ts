@@ -35,15 +35,17 @@ export function hashInit(cfg: RuleConfig, dtype: DType): Record<string, Tensor> 
 }
 
 /**
- * Random MONETA/YAAD states: entries U(−0.5, 0.5), W1 times 4/√d and W2 times 2/√dh, so that
- * with the generated k, q (entries ~0.3) the pre-activations a, b reach the curved part of
- * silu (|a| ~ 0.4) and y is O(0.1–1); tiny states would leave the silu'' term unexercised.
+ * Random MONETA/YAAD states: entries U(−0.5, 0.5) times 2/√d in both matrices. The generated k
+ * are not normalised (‖k‖² ≈ d/9), and the inner step on W1 has curvature ≈ φ'·‖W2[:,j]‖²·‖k‖²/4,
+ * which grows like d²·scale²: with W2 entries much above 1/√d the inner gradient descent at
+ * θ = 0.8 overshoots and the states blow up within a few tokens. These scales keep it stable
+ * while a, b (std ≈ 0.2) stay where silu'' ≈ 0.5 is far from 0.
  */
 export const randomMlpState: StateSampler = (cfg, dtype, rnd) => {
   const { d } = cfg, dh = dHidden(cfg);
   const W1 = new Tensor(dtype, [dh, d]), W2 = new Tensor(dtype, [d, dh]);
-  for (let i = 0; i < W1.size; i++) W1.data[i] = (rnd() - 0.5) * 4 / Math.sqrt(d);
-  for (let i = 0; i < W2.size; i++) W2.data[i] = (rnd() - 0.5) * 2 / Math.sqrt(dh);
+  for (let i = 0; i < W1.size; i++) W1.data[i] = (rnd() - 0.5) * 2 / Math.sqrt(d);
+  for (let i = 0; i < W2.size; i++) W2.data[i] = (rnd() - 0.5) * 2 / Math.sqrt(d);
   return { W1, W2 };
 };
 

@@ -82,8 +82,10 @@ function lqNormalizeVjpAdd(A: Data, ao: number, len: number, q: number, Wbar: Fl
     for (let i = 0; i < len; i++) out[i]! += Wbar[i]!;
     return;
   }
-  const n2s2 = n * n * s * s;
-  const c = n2s2 <= LQ_TINY ? 0 : (q - 2) / n2s2;
+  // The sheet zeroes c when n²s² ≤ 1e-30; that cut is not part of the forward function (which
+  // divides by s whenever s ≥ 1e-30), so it would make the VJP inexact (D2). n ≥ 1e-6 thanks to
+  // the 1e-12 inside the power, so n²s² = n^{2q−2} never vanishes for q in the declared range.
+  const c = (q - 2) / (n * n * s * s);
   const wa = c * K.dot(Wbar, A, len, 0, ao);
   for (let i = 0; i < len; i++) {
     const x = A[ao + i]!;
@@ -158,7 +160,8 @@ export const moneta: RuleDecl = {
   hyper: {
     d_hidden: D_HIDDEN,
     p: { kind: "real", default: 2, min: 1, max: 4, atoms: [1, 2], doc: "l_p attentional bias exponent (§2.3); 1 and 2 are fast paths" },
-    q: { kind: "real", default: 2, min: 1.5, max: 4, atoms: [2], doc: "L_q accumulator exponent (§2.5); 2 is plain L2 retention" },
+    // q < 2 makes W = A·‖A‖^{2−q} grow with A, and with λ₂ > 0 the map A ← αA − 2θλ₂W then diverges: q ≥ 2 only.
+    q: { kind: "real", default: 2, min: 2, max: 3, atoms: [2], doc: "L_q accumulator exponent (§2.5); 2 is plain L2 retention" },
     lambda_2: { kind: "real", default: 0.01, min: 0, max: 0.5, doc: "L2 retention strength λ₂" },
     sign_sharpness: { kind: "real", default: 10, min: 2, max: 10, doc: "tanh sharpness a of the smooth sign (§2.3)" },
   },

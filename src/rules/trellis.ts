@@ -10,7 +10,7 @@
 import * as K from "../numeric.ts";
 import { nsiluRow, nsiluRowVjp } from "../ops/index.ts";
 import { Rng } from "../rng.ts";
-import { Tensor, alloc, zeros, type DType } from "../tensor.ts";
+import { Tensor, alloc, zeros, type Data, type DType } from "../tensor.ts";
 import type { FrozenPair, InnerInputs, RuleConfig, RuleDecl, State } from "./types.ts";
 
 function compressedSize(cfg: RuleConfig): number {
@@ -111,7 +111,7 @@ export const trellis: RuleDecl = {
         for (let i = 0; i < n; i++) SV[an + i] = rv * SV[at + i]!;
         K.addOuter(SV, an, d, dk, -th, eV, o, c, oc);
       }
-      const T = (shape: number[], data: Float64Array | Float32Array) => new Tensor(dt, shape, data);
+      const T = (shape: number[], data: Data) => new Tensor(dt, shape, data);
       return {
         y: T([s, d], y),
         finalState: { S_K: T([dk, d], SK.slice(s * n)), S_V: T([d, dk], SV.slice(s * n)) },
@@ -195,6 +195,9 @@ export const trellis: RuleDecl = {
     },
   },
   frozen: trellisFrozen,
+  // Read before write from S = 0: the first two reads see no alpha. d_compress = 1: nsilu of a
+  // scalar is ±1, so the read carries no gradient to W_Q.
+  checkMinimums: { d: 2, seq_len: 3, hyper: { d_compress: 2 } },
   invariants: [
     {
       name: "nsilu output norm is sqrt(dk)",

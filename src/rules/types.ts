@@ -91,6 +91,18 @@ export interface StateSampler {
   (cfg: RuleConfig, dtype: DType, rnd: () => number): Record<string, Tensor>;
 }
 
+/**
+ * Smallest sizes at which every gradient of the rule is informative. Below them some gradient is
+ * identically zero by the math (e.g. a 1-d L2-normalised key is the constant ±1; a read-before-write
+ * rule's first token never sees a write), so a check there could only be vacuous.
+ */
+export interface CheckMinimums {
+  readonly d?: number;
+  readonly seq_len?: number;
+  /** Per integer hyperparameter, e.g. { m_slots: 2 }. */
+  readonly hyper?: Readonly<Record<string, number>>;
+}
+
 export interface RuleDecl {
   readonly key: RuleKey;
   /** Where the math is written down. */
@@ -112,4 +124,5 @@ export interface RuleDecl {
   readonly inner: InnerPair<string>;
   readonly frozen: FrozenPair<string> | null;
   readonly invariants: readonly Invariant[];
+  readonly checkMinimums?: CheckMinimums;
 }

@@ -9,6 +9,7 @@
  * B = W_0, the state at the start of this call (§3.2; README "Fixture details": not an input).
  */
 import * as K from "../numeric.ts";
+import { Rng } from "../rng.ts";
 import { Tensor, alloc, zeros } from "../tensor.ts";
 import {
   D_HIDDEN, MlpScratch, chainIn, chainOut, dHidden, hashInit, innerGradDot, innerGradient, mlpFrozenRead, mlpRead,
@@ -140,11 +141,7 @@ export const yaad: RuleDecl = {
       check(dtype, seed) {
         const d = 5, dh = 3, s = 4, delta = 0.7;
         const cfg = { d, seq_len: s, d_hidden: dh, delta, lambda_local: 0, lambda_2: 0 };
-        let st = (seed >>> 0) || 1;
-        const rnd = () => {
-          st = (Math.imul(st, 1664525) + 1013904223) >>> 0;
-          return st / 4294967296;
-        };
+        const rng = new Rng(seed), rnd = () => rng.next();
         const state = randomMlpState(cfg, dtype, rnd);
         const mk = (n: number[], f: () => number) => {
           const t = zeros(dtype, n);
