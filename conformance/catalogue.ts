@@ -2,10 +2,13 @@
  * The catalogue: every check the suite runs, generated from the declarations (ops, rules,
  * backends, fixtures). Adding a rule to the registry adds its checks here without edits.
  */
+import { join } from "node:path";
 import type { CheckDef } from "../src/harness/check.ts";
-import type { BackendInfo } from "../src/harness/report.ts";
+import { ROOT, type BackendInfo } from "../src/harness/report.ts";
 import { c0OpChecks } from "./c0-ops.ts";
 import { c0TapeChecks } from "./c0-tape.ts";
+import { fixtureChecks } from "./fixture-checks.ts";
+import { modelChecks } from "./model-checks.ts";
 import { ruleChecks } from "./rule-checks.ts";
 
 export interface CatalogueOptions {
@@ -19,8 +22,10 @@ export interface Catalogue {
 }
 
 export function buildCatalogue(opts: CatalogueOptions): Catalogue {
-  void opts;
-  const checks: CheckDef<any>[] = [...c0OpChecks(), ...c0TapeChecks(), ...ruleChecks()];
+  const checks: CheckDef<any>[] = [
+    ...c0OpChecks(), ...c0TapeChecks(), ...ruleChecks(),
+    ...modelChecks(), ...fixtureChecks([join(ROOT, "fixtures"), ...opts.fixtureDirs]),
+  ];
   const ids = new Set<string>();
   for (const c of checks) {
     if (ids.has(c.id)) throw new Error(`duplicate check id ${c.id}`);

@@ -77,6 +77,10 @@ export const memora: RuleDecl = {
   stateShapes: mlpStateShapes,
   init: memoraInit,
   randomState: randomSimplexState,
+  // Read before write: with s = 1 the only read sees W_0, so k, v and the gates get no gradient.
+  // d = 1: every W1 row is the 1-simplex [1], so h_j = silu(k) is the same for all j, G2's row is
+  // constant and the softmax ignores it: k, v and θ get no gradient either.
+  checkMinimums: { d: 2, seq_len: 2 },
   inner: {
     saved: ["w1States", "w2States"],
     forward({ k, v, q, alpha, theta }, state, cfg) {

@@ -35,16 +35,16 @@ export function hashInit(cfg: RuleConfig, dtype: DType): Record<string, Tensor> 
 }
 
 /**
- * Random MONETA/YAAD states: entries U(−0.5, 0.5) times 2/√d in both matrices. The generated k
- * are not normalised (‖k‖² ≈ d/9), and the inner step on W1 has curvature ≈ φ'·‖W2[:,j]‖²·‖k‖²/4,
- * which grows like d²·scale²: with W2 entries much above 1/√d the inner gradient descent at
- * θ = 0.8 overshoots and the states blow up within a few tokens. These scales keep it stable
- * while a, b (std ≈ 0.2) stay where silu'' ≈ 0.5 is far from 0.
+ * Random MONETA/YAAD states: entries U(−0.5, 0.5), times 1.5 in W1 and 2/√d in W2. With the
+ * generated keys (‖k‖ ≈ 1) the pre-activations a, b have std ≈ 0.4, where silu'' ≈ 0.5 is far
+ * from 0. W2 is kept small in d because the inner step on W1 has curvature
+ * ≈ θ φ'(e) silu'(a)² ‖W2[:, j]‖² ‖k‖², and ‖W2[:, j]‖² = d·scale²/12: larger columns make the
+ * inner gradient descent at θ ≈ 0.8 overshoot and the states blow up within a few tokens.
  */
 export const randomMlpState: StateSampler = (cfg, dtype, rnd) => {
   const { d } = cfg, dh = dHidden(cfg);
   const W1 = new Tensor(dtype, [dh, d]), W2 = new Tensor(dtype, [d, dh]);
-  for (let i = 0; i < W1.size; i++) W1.data[i] = (rnd() - 0.5) * 2 / Math.sqrt(d);
+  for (let i = 0; i < W1.size; i++) W1.data[i] = (rnd() - 0.5) * 1.5;
   for (let i = 0; i < W2.size; i++) W2.data[i] = (rnd() - 0.5) * 2 / Math.sqrt(d);
   return { W1, W2 };
 };

@@ -159,10 +159,15 @@ export const moneta: RuleDecl = {
   sheet: "rules-miras-compression.md §2",
   hyper: {
     d_hidden: D_HIDDEN,
-    p: { kind: "real", default: 2, min: 1, max: 4, atoms: [1, 2], doc: "l_p attentional bias exponent (§2.3); 1 and 2 are fast paths" },
-    // q < 2 makes W = A·‖A‖^{2−q} grow with A, and with λ₂ > 0 the map A ← αA − 2θλ₂W then diverges: q ≥ 2 only.
+    // p ≤ 3 (the design target, §2.10): φ' grows like p(p−1)|e|^{p−2}, and from p ≈ 4 the inner step
+    // θ φ'(e) ‖h‖² passes 2 for |e| ~ 1 (d = 1 keys and values reach 3): the states diverge.
+    p: { kind: "real", default: 2, min: 1, max: 3, atoms: [1, 2], doc: "l_p attentional bias exponent (§2.3); 1 and 2 are fast paths" },
+    // ‖N_q(A)‖_q = ‖A‖_q^{3−q}. q < 2: W outgrows A and with λ₂ > 0 the map A ← αA − 2θλ₂W diverges.
+    // q > 3: W blows up as A shrinks (from W2_0 = 0 the first write gives W2_1 ~ 1e4), the loss is
+    // then dominated by one huge output and f64 central differences lose every other gradient.
     q: { kind: "real", default: 2, min: 2, max: 3, atoms: [2], doc: "L_q accumulator exponent (§2.5); 2 is plain L2 retention" },
-    lambda_2: { kind: "real", default: 0.01, min: 0, max: 0.5, doc: "L2 retention strength λ₂" },
+    // ≤ 0.25 keeps the retain factor α − 2λ₂θ above −1/2 in every gate regime.
+    lambda_2: { kind: "real", default: 0.01, min: 0, max: 0.25, doc: "L2 retention strength λ₂" },
     sign_sharpness: { kind: "real", default: 10, min: 2, max: 10, doc: "tanh sharpness a of the smooth sign (§2.3)" },
   },
   projection: "memory",

@@ -37,8 +37,9 @@ export const yaad: RuleDecl = {
   hyper: {
     d_hidden: D_HIDDEN,
     delta: { kind: "real", default: 1, min: 0.05, max: 2, doc: "Huber threshold δ (§3.3)" },
-    lambda_local: { kind: "real", default: 0.01, min: 0, max: 0.5, doc: "pull toward the boundary snapshot B, λ_loc" },
-    lambda_2: { kind: "real", default: 0.01, min: 0, max: 0.5, doc: "global L2 retention λ₂" },
+    // ≤ 0.25 each keeps the retain factor α − θ(2λ_loc + 2λ₂) in (−1, 1) in every gate regime.
+    lambda_local: { kind: "real", default: 0.01, min: 0, max: 0.25, doc: "pull toward the boundary snapshot B, λ_loc" },
+    lambda_2: { kind: "real", default: 0.01, min: 0, max: 0.25, doc: "global L2 retention λ₂" },
   },
   projection: "memory",
   gates: ["alpha", "theta"],

@@ -1,0 +1,240 @@
+/**
+ * The hand-written oracle for the whole MAG + CMS model (rules-titans-family §8.2, §9.3–§9.4,
+ * §9.7 with README D10–D13): a forward that keeps what the backward needs, written with the
+ * numeric kernels and the rules' hand-written pieces (ruleForwardSaved / ruleBackward,
+ * frozenForwardSaved / frozenBackward), and the model's backward written out by hand. Nothing
+ * here touches the tape or the tape ops, so C3 compares two independent derivations.
+ */
+import * as K from "../src/numeric.ts";
+import { frozenBackward, frozenForwardSaved, ruleBackward, ruleForwardSaved } from "../src/rules/level.ts";
+import { Tensor, alloc, type Data, type DType } from "../src/tensor.ts";
+import { levelParamNames, type Model } from "../src/model/config.ts";
+import { callState, keepContext, type LevelContext } from "../src/model/context.ts";
+import type { Batch } from "../src/model/mag.ts";
+import { validateParams, zeroGrads, type ModelParams } from "../src/model/params.ts";
+import { FROZEN_BUFFERED, type StepResult, type Stepper } from "../src/model/step.ts";
+
+interface LevelCache {
+  readonly active: boolean;
+  readonly y: Tensor;
+  readonly saved: Record<string, Tensor>;
+}
+
+interface GateCache {
+  /** m̄ as the forward rounded it, [d]. */
+  readonly mean: Data;
+  readonly g: Data;
+}
+
+export interface CmsCache {
+  readonly model: Model;
+  readonly params: ModelParams;
+  readonly batch: Batch;
+  readonly dtype: DType;
+  readonly X: Data;
+  readonly swaSaved: Record<string, Tensor>;
+  readonly A: Data;
+  readonly levels: readonly LevelCache[];
+  readonly gate: GateCache | null;
+  readonly G: Data;
+  readonly O: Data;
+  readonly Pr: Data;
+  readonly Z: Data;
+  readonly loss: number;
+  readonly context: readonly LevelContext[];
+}
+
+/** Stores f(i) into a fresh array of the run's dtype: one rounding per element, like the ops. */
+function fill(dt: DType, n: number, f: (i: number) => number): Data {
+  const out = alloc(dt, n);
+  for (let i = 0; i < n; i++) out[i] = f(i);
+  return out;
+}
+
+function checkIds(ids: readonly number[], V: number): void {
+  ids.forEach((ix, t) => {
+    if (!Number.isInteger(ix) || ix < 0 || ix >= V) throw new Error(`input id [${t}] = ${ix} is out of range [0, ${V})`);
+  });
+}
+
+/** D12 validation and the mean cross entropy over valid targets, accumulated as the op does. */
+function crossEntropy(Z: Data, targets: readonly number[], s: number, V: number, dt: DType): number {
+  if (targets.length !== s) throw new Error(`targets: length ${targets.length}, expected ${s}`);
+  let total = 0, n = 0;
+  for (let t = 0; t < s; t++) {
+    const tg = targets[t]!;
+    if (!Number.isInteger(tg) || tg < -1 || tg >= V) throw new Error(`targets[${t}] = ${tg} is invalid (D12)`);
+    if (tg < 0) continue;
+    const o = t * V;
+    let mx = -Infinity;
+    for (let j = 0; j < V; j++) mx = Math.max(mx, Z[o + j]!);
+    let se = 0;
+    for (let j = 0; j < V; j++) se += Math.exp(Z[o + j]! - mx);
+    total += mx + Math.log(se) - Z[o + tg]!;
+    n++;
+  }
+  return fill(dt, 1, () => (n === 0 ? 0 : total / n))[0]!;
+}
+
+function gateForward(model: Model, params: ModelParams, X: Data, dt: DType): GateCache {
+  const { seq_len: s, d } = model.spec;
+  const sums = new Float64Array(d);
+  for (let t = 0; t < s; t++) for (let j = 0; j < d; j++) sums[j]! += X[t * d + j]!;
+  const rounded = fill(dt, d, (j) => sums[j]!);
+  const mean = fill(dt, d, (j) => (1 / s) * rounded[j]!);
+  const g = fill(dt, model.k, (l) => {
+    const p = params.levels[l]!;
+    const dot = fill(dt, 1, () => K.dot(mean, p.w_freq!.data, d))[0]!;
+    return K.sigmoid(fill(dt, 1, () => dot + p.b_freq!.data[0]!)[0]!);
+  });
+  return { mean, g };
+}
+
+/** The forward, keeping every intermediate the backward reads. */
+export function cmsForward(model: Model, params: ModelParams, batch: Batch, pulse: readonly boolean[],
+  context: readonly LevelContext[]): CmsCache {
+  const dt = params.model.W_embed.dtype;
+  validateParams(model, params, dt);
+  const { seq_len: s, d, vocab: V } = model.spec;
+  if (batch.ids.length !== s) throw new Error(`input ids: length ${batch.ids.length}, expected seq_len = ${s}`);
+  checkIds(batch.ids, V);
+  const P = params.model;
+  const X = alloc(dt, s * d);
+  batch.ids.forEach((ix, t) => X.set(P.W_embed.data.subarray(ix * d, ix * d + d), t * d));
+  const Xt = new Tensor(dt, [s, d], X);
+
+  const swa = ruleForwardSaved(model.swa.decl, Xt, { W_q: P.W_q, W_k: P.W_k, W_v: P.W_v }, {}, model.swa.cfg);
+  const freq = model.spec.freq;
+  const threshold = freq.kind === "learned" ? freq.threshold : null;
+  const gate = threshold === null ? null : gateForward(model, params, X, dt);
+  const active = gate === null ? pulse : model.levels.map((_, l) => l === 0 || gate.g[l]! > threshold!);
+  if (active.length !== model.k) throw new Error(`pulse has ${active.length} entries, k = ${model.k}`);
+
+  const levels: LevelCache[] = [];
+  const next: LevelContext[] = [];
+  model.levels.forEach((lv, l) => {
+    const state = callState(lv, context[l]!, dt);
+    if (active[l]) {
+      const r = ruleForwardSaved(lv.decl, Xt, params.levels[l]!, state, lv.cfg);
+      levels.push({ active: true, y: r.y, saved: r.saved });
+      next.push(keepContext(lv, r.finalState));
+    } else {
+      const r = frozenForwardSaved(lv.decl, Xt, params.levels[l]!, state, lv.cfg);
+      levels.push({ active: false, y: r.y, saved: r.saved });
+      next.push(context[l]!);
+    }
+  });
+
+  // Σ_l y_l, left to right, each partial sum rounded to the dtype (the order the model adds in).
+  let sum: Data = levels[0]!.y.data;
+  for (let l = 1; l < levels.length; l++) {
+    const prev = sum, y = levels[l]!.y.data;
+    sum = fill(dt, s * d, (i) => prev[i]! + y[i]!);
+  }
+  const c = model.combineScale;
+  const combined = c === null ? sum : fill(dt, s * d, (i) => c * sum[i]!);
+  const G = fill(dt, s * d, (i) => K.sigmoid(combined[i]!));
+  const A = swa.y.data;
+  const O = fill(dt, s * d, (i) => A[i]! * G[i]!);
+  const Pr = K.matmulTB(O, P.W_o.data, s, d, d, alloc(dt, s * d));
+  const Z = K.matmul(Pr, P.W_unembed.data, s, d, V, alloc(dt, s * V));
+  const loss = crossEntropy(Z, batch.targets, s, V, dt);
+  return { model, params, batch, dtype: dt, X, swaSaved: swa.saved, A, levels, gate, G, O, Pr, Z, loss, context: next };
+}
+
+export interface CmsGrads {
+  readonly grads: StepResult["grads"];
+  readonly buffers: StepResult["buffers"];
+}
+
+/** dL/dlogits of the mean cross entropy: (softmax − onehot)/n on valid rows, 0 on padding. */
+function logitGrad(Z: Data, targets: readonly number[], s: number, V: number, dt: DType): Data {
+  const n = targets.filter((t) => t >= 0).length;
+  const dZ = alloc(dt, s * V);
+  if (n === 0) return dZ;
+  const p = K.softmaxRows(Z, s, V, new Float64Array(s * V));
+  for (let t = 0; t < s; t++) {
+    const tg = targets[t]!;
+    if (tg < 0) continue;
+    for (let j = 0; j < V; j++) dZ[t * V + j] = (p[t * V + j]! - (j === tg ? 1 : 0)) / n;
+  }
+  return dZ;
+}
+
+function addInto(acc: Data, x: Data): void {
+  for (let i = 0; i < acc.length; i++) acc[i]! += x[i]!;
+}
+
+/** The model's backward by hand (§8.2 with §9.3's level sum and routing, §9.7 under D10). */
+export function cmsBackward(c: CmsCache): CmsGrads {
+  const { model, params, dtype: dt } = c;
+  const { seq_len: s, d, vocab: V } = model.spec;
+  const P = params.model;
+  const out = zeroGrads(model, dt);
+
+  const dZ = logitGrad(c.Z, c.batch.targets, s, V, dt);
+  const dPr = K.matmulTB(dZ, P.W_unembed.data, s, V, d, alloc(dt, s * d));
+  K.matmulTA(c.Pr, dZ, d, s, V, out.model.W_unembed.data);
+  const dO = K.matmul(dPr, P.W_o.data, s, d, d, alloc(dt, s * d));
+  K.matmulTA(dPr, c.O, d, s, d, out.model.W_o.data);
+  const dA = fill(dt, s * d, (i) => dO[i]! * c.G[i]!);
+  // Through O = A ⊙ G and G = sigmoid(combined); then every level gets the same gradient of the
+  // unscaled sum (the 1/sqrt(k) applied here, §9.3).
+  const dComb = fill(dt, s * d, (i) => dO[i]! * c.A[i]! * (c.G[i]! * (1 - c.G[i]!)));
+  const scaleC = model.combineScale;
+  const dSum = new Tensor(dt, [s, d], scaleC === null ? dComb : fill(dt, s * d, (i) => scaleC * dComb[i]!));
+
+  const dX = alloc(dt, s * d);
+  const swaG = ruleBackward(model.swa.decl, c.swaSaved, new Tensor(dt, [s, d], dA), model.swa.cfg);
+  addInto(dX, swaG.X!.data);
+  for (const n of ["W_q", "W_k", "W_v"] as const) out.model[n].data.set(swaG[n]!.data);
+
+  const buffers: Record<string, Tensor>[] = [];
+  c.levels.forEach((lv, l) => {
+    const { decl, cfg } = model.levels[l]!;
+    if (lv.active) {
+      const g = ruleBackward(decl, lv.saved, dSum, cfg);
+      addInto(dX, g.X!.data);
+      for (const n of levelParamNames(model, l)) if (g[n] !== undefined) out.levels[l]![n]!.data.set(g[n]!.data);
+      buffers.push({});
+    } else {
+      const g = frozenBackward(decl, lv.saved, dSum, cfg);
+      addInto(dX, g.X.data);
+      const buf: Record<string, Tensor> = {};
+      for (const n of FROZEN_BUFFERED) buf[n] = g[n];
+      buffers.push(buf);
+    }
+  });
+
+  if (c.gate !== null) {
+    // D10: dg_l = <dSum, y_l> for every level (true sign); dp_l = dg_l g_l (1 − g_l).
+    const dMean = new Float64Array(d);
+    c.levels.forEach((lv, l) => {
+      const g = c.gate!.g[l]!;
+      const dp = K.dot(dSum.data, lv.y.data) * (g * (1 - g));
+      const rec = out.levels[l]!, w = params.levels[l]!.w_freq!.data;
+      for (let j = 0; j < d; j++) {
+        rec.w_freq!.data[j] = dp * c.gate!.mean[j]!;
+        dMean[j]! += dp * w[j]!;
+      }
+      rec.b_freq!.data[0] = dp;
+    });
+    for (let t = 0; t < s; t++) for (let j = 0; j < d; j++) dX[t * d + j]! += dMean[j]! / s;
+  }
+
+  const dE = out.model.W_embed.data;
+  c.batch.ids.forEach((ix, t) => {
+    for (let j = 0; j < d; j++) dE[ix * d + j]! += dX[t * d + j]!;
+  });
+  return { grads: out, buffers };
+}
+
+/** One step through the oracle, in the build loop's form. */
+export const cmsStep: Stepper = (model, params, batch, pulse, context) => {
+  const c = cmsForward(model, params, batch, pulse, context);
+  const { grads, buffers } = cmsBackward(c);
+  return {
+    loss: c.loss, grads, buffers, active: c.levels.map((lv) => lv.active), gates: c.gate === null ? null : Array.from(c.gate.g),
+    levelOutputs: c.levels.map((lv) => lv.y), context: c.context,
+  };
+};

@@ -1,0 +1,117 @@
+/**
+ * Model cases for the checks and the golden fixtures: a small serialisable spec (sizes, level
+ * rules and hyperparameters, context kind, seed) from which every tensor is drawn
+ * deterministically. Scales keep gradients well above rounding noise: embeddings U(−1, 1),
+ * gate biases at mid-range values (alpha 0.5, theta 0.3, eta 0.6), not the sheet's defaults
+ * (b_alpha 3, b_theta −4.6), under which many gradients are tiny.
+ */
+import { Rng } from "../rng.ts";
+import { Tensor, type DType } from "../tensor.ts";
+import {
+  DEFAULT_CHUNK_SIZES, MODEL_PARAMS, compileModel, levelParamShapes, modelParamShapes,
+  type FreqSchedule, type LevelSpec, type Model, type ModelParamName,
+} from "./config.ts";
+import { initContext, keepContext, type LevelContext } from "./context.ts";
+import { magForward, type Batch } from "./mag.ts";
+import type { ModelParams } from "./params.ts";
+
+export type ContextKind = "init" | "random" | "warm";
+
+export interface ModelCaseSpec {
+  readonly d: number;
+  readonly seq_len: number;
+  readonly vocab: number;
+  readonly heads: number;
+  readonly window: number;
+  readonly levels: readonly LevelSpec[];
+  /** Absent: the D11 defaults for k. */
+  readonly chunk_sizes?: readonly number[];
+  readonly freq: FreqSchedule;
+  /** "init": D4; "random": each rule's random valid state; "warm": after one all-active step from init. */
+  readonly context: ContextKind;
+  /** Mark one target as padding (-1, D12). */
+  readonly pad: boolean;
+  readonly seed: number;
+}
+
+export interface ModelCase {
+  readonly model: Model;
+  readonly params: ModelParams;
+  readonly batch: Batch;
+  readonly context: LevelContext[];
+}
+
+const GATE_BIAS: Readonly<Record<string, number>> = {
+  b_alpha: 0, // sigmoid(0) = 0.5
+  b_theta: Math.log(Math.expm1(0.3)), // softplus⁻¹(0.3)
+  b_eta: Math.log(0.6 / 0.4), // sigmoid⁻¹(0.6)
+};
+
+function uniform(dtype: DType, shape: readonly number[], rng: Rng, scale: number): Tensor {
+  const t = new Tensor(dtype, shape);
+  for (let i = 0; i < t.size; i++) t.data[i] = rng.uniform(-scale, scale);
+  return t;
+}
+
+/** Hyperparameters bounded by the model's sizes (Trellis' d_compress <= d). */
+export function fitHyper(hyper: Readonly<Record<string, number | string>>, d: number): Record<string, number | string> {
+  const out = { ...hyper };
+  if ("d_compress" in out) out.d_compress = Math.min(Number(out.d_compress), d);
+  return out;
+}
+
+export function chunkSizesFor(k: number): readonly number[] {
+  const c = DEFAULT_CHUNK_SIZES[k];
+  if (c === undefined) throw new Error(`no default chunk sizes for k = ${k} (D11 defines k = 1, 2, 4)`);
+  return c;
+}
+
+export function buildModelCase(spec: ModelCaseSpec, dtype: DType = "f64"): ModelCase {
+  const model = compileModel({
+    d: spec.d, seq_len: spec.seq_len, vocab: spec.vocab, heads: spec.heads, window: spec.window,
+    chunk_sizes: spec.chunk_sizes ?? chunkSizesFor(spec.levels.length),
+    levels: spec.levels.map((lv) => ({ rule: lv.rule, hyper: fitHyper(lv.hyper, spec.d) })),
+    freq: spec.freq,
+  });
+  const rng = new Rng(spec.seed);
+  const { d, vocab: V, seq_len: s } = spec;
+  const shapes = modelParamShapes(spec);
+  const mp = {} as Record<ModelParamName, Tensor>;
+  for (const n of MODEL_PARAMS) mp[n] = uniform(dtype, shapes[n], rng, n === "W_embed" ? 1 : 1.5 / Math.sqrt(d));
+  const levels = model.levels.map((_, l) => {
+    const rec: Record<string, Tensor> = {};
+    for (const [n, shape] of Object.entries(levelParamShapes(model, l))) {
+      const fanIn = shape[shape.length - 1]!;
+      if (n in GATE_BIAS) rec[n] = biasTensor(dtype, GATE_BIAS[n]!);
+      else if (n === "b_freq") rec[n] = uniform(dtype, [1], rng, 1);
+      else if (n.startsWith("W_")) rec[n] = uniform(dtype, shape, rng, 1 / Math.sqrt(fanIn));
+      else rec[n] = uniform(dtype, shape, rng, 0.5 / Math.sqrt(fanIn));
+    }
+    return rec;
+  });
+  const params: ModelParams = { model: mp, levels };
+  // Neighbouring ids differ: a window of identical tokens has identical keys and values, and
+  // attention then passes no gradient to W_q, W_k.
+  const ids: number[] = [];
+  for (let t = 0; t < s; t++) ids.push(t === 0 || V < 2 ? rng.int(0, V - 1) : (ids[t - 1]! + rng.int(1, V - 1)) % V);
+  const targets = Array.from({ length: s }, () => rng.int(0, V - 1));
+  // With two positions, padding one can leave only position 0, which attends to itself alone.
+  if (spec.pad && s > 2) targets[rng.int(0, s - 1)] = -1;
+  const batch: Batch = { ids, targets };
+  return { model, params, batch, context: makeContext(spec.context, model, params, batch, dtype, rng) };
+}
+
+function biasTensor(dtype: DType, v: number): Tensor {
+  const t = new Tensor(dtype, [1]);
+  t.data[0] = v;
+  return t;
+}
+
+function makeContext(kind: ContextKind, model: Model, params: ModelParams, batch: Batch, dtype: DType, rng: Rng): LevelContext[] {
+  const init = initContext(model, dtype);
+  if (kind === "init") return init;
+  if (kind === "random") {
+    return model.levels.map((lv) => keepContext(lv, lv.decl.randomState(lv.cfg, dtype, () => rng.next())));
+  }
+  return [...magForward(model, params, batch, model.levels.map(() => true), init).context];
+}

@@ -1,0 +1,81 @@
+/**
+ * The MAG model with CMS memory levels, forward (rules-titans-family §8.1, §9.3; README D11, D12):
+ *   X = W_embed[ids] ;  A = SWA(X W_qᵀ, X W_kᵀ, X W_vᵀ)
+ *   y_l = rule_l(X) when level l is active, its frozen read of the context when not
+ *   y_c = Σ_l y_l  (× 1/sqrt(k) when k > 2) ;  O = A ⊙ sigmoid(y_c)
+ *   logits = (O W_oᵀ) W_unembed ;  loss = cross entropy (D12)
+ * ONE code path: built from tape ops and the rules' opaque blocks, so it records when a tape is
+ * active (and the parameters are on it) and computes the same bits when not.
+ */
+import { add, crossEntropy, embedLookup, matmul, matmulTransposeB, mul, scale, sigmoid } from "../ops/index.ts";
+import { frozenForward, ruleForward } from "../rules/level.ts";
+import type { Tensor } from "../tensor.ts";
+import type { Model } from "./config.ts";
+import { callState, keepContext, type LevelContext } from "./context.ts";
+import { freqGate } from "./freq-gate.ts";
+import { validateParams, type ModelParams } from "./params.ts";
+
+export interface Batch {
+  readonly ids: readonly number[];
+  /** D12: ids in [0, V), or -1 for padding. */
+  readonly targets: readonly number[];
+}
+
+export interface MagOutput {
+  /** Scalar, shape []. */
+  readonly loss: Tensor;
+  /** y_l per level, before the sum (unscaled). */
+  readonly levelOutputs: readonly Tensor[];
+  /** Which levels ran their rule (the rest read frozen). */
+  readonly active: readonly boolean[];
+  /** g_l per level under the learned gate, else null. */
+  readonly gates: readonly number[] | null;
+  /** The context after this call: active levels' final memories, frozen levels' unchanged. */
+  readonly context: readonly LevelContext[];
+}
+
+/**
+ * `pulse` decides which levels are active under the fixed schedule; the learned gate replaces it
+ * (§9.7), and then `pulse` is ignored.
+ */
+export function magForward(model: Model, params: ModelParams, batch: Batch, pulse: readonly boolean[],
+  context: readonly LevelContext[]): MagOutput {
+  const dtype = params.model.W_embed.dtype;
+  validateParams(model, params, dtype);
+  const { seq_len: s } = model.spec;
+  if (batch.ids.length !== s) throw new Error(`input ids: length ${batch.ids.length}, expected seq_len = ${s}`);
+  if (context.length !== model.k) throw new Error(`context has ${context.length} levels, k = ${model.k}`);
+  const P = params.model;
+
+  const X = embedLookup([P.W_embed], { indices: batch.ids });
+  const A = ruleForward(model.swa.decl, X, { W_q: P.W_q, W_k: P.W_k, W_v: P.W_v }, {}, model.swa.cfg).y;
+
+  const freq = model.spec.freq;
+  const gate = freq.kind === "learned" ? freqGate(X, params.levels, freq.threshold) : null;
+  const active = gate?.active ?? pulse;
+  if (active.length !== model.k) throw new Error(`pulse has ${active.length} entries, k = ${model.k}`);
+
+  const ys: Tensor[] = [];
+  const next: LevelContext[] = [];
+  model.levels.forEach((lv, l) => {
+    const state = callState(lv, context[l]!, dtype);
+    if (active[l]) {
+      const r = ruleForward(lv.decl, X, params.levels[l]!, state, lv.cfg);
+      ys.push(r.y);
+      next.push(keepContext(lv, r.finalState));
+    } else {
+      ys.push(frozenForward(lv.decl, X, params.levels[l]!, state, lv.cfg));
+      next.push(context[l]!);
+    }
+  });
+
+  const parts = gate === null ? ys : ys.map((y, l) => mul([gate.multipliers[l]!, y], {}));
+  let sum = parts[0]!;
+  for (let l = 1; l < parts.length; l++) sum = add([sum, parts[l]!], {});
+  const combined = model.combineScale === null ? sum : scale([sum], { c: model.combineScale });
+
+  const O = mul([A, sigmoid([combined], {})], {});
+  const logits = matmul([matmulTransposeB([O, P.W_o], {}), P.W_unembed], {});
+  const loss = crossEntropy([logits], { targets: batch.targets });
+  return { loss, levelOutputs: ys, active: [...active], gates: gate?.values ?? null, context: next };
+}
