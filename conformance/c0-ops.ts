@@ -6,7 +6,7 @@
 import * as fc from "fast-check";
 import { derivative, type EvalFunction } from "mathjs";
 import { compareTensors, TOL_FD, type Comparison, type Tolerance } from "../oracle/compare.ts";
-import { fdGradient } from "../oracle/fd.ts";
+import { FD_METHOD, fdGradient } from "../oracle/fd.ts";
 import type { CheckDef, Profile } from "../src/harness/check.ts";
 import { allOps, type OpDecl } from "../src/ops/index.ts";
 import { apply, type Domain } from "../src/ops/define.ts";
@@ -117,7 +117,7 @@ export function c0OpChecks(): CheckDef<OpCase>[] {
     spec: "conformance.md C0; tape.md Ops; seeds/wengert-tape.md VJP rules",
     tolerance: op.oracle === "surrogate"
       ? { kind: "surrogate-exact", rtol: 0, atol: 0 }
-      : { kind: "finite-differences", ...TOL_FD, ...(op.symbolic ? { symbolic: TOL_SYMBOLIC } : {}) },
+      : { kind: "finite-differences", ...TOL_FD, ...FD_METHOD, ...(op.symbolic ? { symbolic: TOL_SYMBOLIC } : {}) },
     runs: RUNS,
     arb: opCaseArb(op),
     run: (c: OpCase) => {

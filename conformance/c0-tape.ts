@@ -5,7 +5,7 @@
 import * as fc from "fast-check";
 import { symbolicDerivative } from "./c0-ops.ts";
 import { bitwiseEqual, compareTensors, TOL_FD, type Tolerance } from "../oracle/compare.ts";
-import { fdGradient } from "../oracle/fd.ts";
+import { FD_METHOD, fdGradient } from "../oracle/fd.ts";
 import type { CaseOutcome, CheckDef, Profile } from "../src/harness/check.ts";
 import * as K from "../src/numeric.ts";
 import { add, matmul, mul, scale, sigmoid, sumReduce } from "../src/ops/index.ts";
@@ -191,7 +191,7 @@ export function c0TapeChecks(): CheckDef<any>[] {
     spec, tolerance: tol, runs: RUNS, arb: shapeSeed, run,
   });
   return [
-    def("opaque", "tape.md Opaque blocks; conformance.md C0", opaqueCheck, { kind: "finite-differences", ...TOL_FD }),
+    def("opaque", "tape.md Opaque blocks; conformance.md C0", opaqueCheck, { kind: "finite-differences", ...TOL_FD, ...FD_METHOD }),
     def("diamond-reuse", `${SPEC}: gradients accumulate (x = 2w, sum(x*x) gives dw = 8w)`, diamondCheck, { kind: "exact", rtol: 1e-15, atol: 0 }),
     def("recording-identity", `${SPEC}: opt-in, bitwise-identical values with and without a tape (f64, f32)`, recordingIdentityCheck, { kind: "bitwise" }),
     def("snapshot", `${SPEC}: parameters are snapshotted when registered`, snapshotCheck, { kind: "exact", rtol: 1e-15, atol: 0 }),

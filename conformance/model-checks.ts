@@ -5,7 +5,7 @@
 import * as fc from "fast-check";
 import { cmsForward, cmsStep } from "../oracle/cms-backward.ts";
 import { bitwiseEqual, compareTensors, emptyWorst, TOL_FD, TOL_ULP, VACUITY_FACTOR, worse, type Comparison, type Worst } from "../oracle/compare.ts";
-import { fdDirectional, fdGradient } from "../oracle/fd.ts";
+import { FD_METHOD, fdDirectional, fdGradient } from "../oracle/fd.ts";
 import type { CaseOutcome, CheckDef, Profile } from "../src/harness/check.ts";
 import { runBuild, type BuildStepRecord } from "../src/model/build.ts";
 import { buildModelCase, chunkSizesFor, type ContextKind, type ModelCase, type ModelCaseSpec } from "../src/model/case.ts";
@@ -533,7 +533,7 @@ export function modelChecks(): CheckDef<any>[] {
         id: `C2/model/${t.key}/k${k}/${c2Pattern.name}`, class: "C2", subject: t.subject(k, c2Pattern),
         spec: "conformance.md C2 (MAG cross entropy); rules-titans-family.md §8; README D2, D12",
         tolerance: {
-          kind: "finite-differences", ...TOL_FD, eps: 1e-6, full_max_elements: FULL_FD_MAX, directions: DIRECTIONS,
+          kind: "finite-differences", ...TOL_FD, ...FD_METHOD, full_max_elements: FULL_FD_MAX, directions: DIRECTIONS,
           vacuity: "per group (model, each level): max |grad| >= 100·atol",
         },
         runs: RUNS_C2, arb: specArb(t.rules(k), k === 1 ? TINY : SIZES, FIXED), run: (s: ModelCaseSpec) => c2Case(s, c2Pattern),

@@ -4,7 +4,7 @@
  * deterministically from the spec's seed.
  */
 import * as fc from "fast-check";
-import { paramNames, paramShapes, ruleForward, withDefaults, type Params } from "../src/rules/level.ts";
+import { frozenForward, paramNames, paramShapes, ruleForward, withDefaults, type Params } from "../src/rules/level.ts";
 import type { RuleConfig, RuleDecl, State } from "../src/rules/types.ts";
 import { Rng } from "../src/rng.ts";
 import { Tensor, type DType } from "../src/tensor.ts";
@@ -44,11 +44,17 @@ export function ruleCaseSpecArb(decl: RuleDecl, sizes: SizeLimits = RULE_SIZES):
   const mins = decl.checkMinimums ?? {};
   const hyperArbs: Record<string, fc.Arbitrary<number | string>> = {};
   for (const [name, h] of Object.entries(decl.hyper)) {
-    hyperArbs[name] = h.kind === "enum" ? fc.constantFrom(...h.values)
-      : h.kind === "int" ? fc.integer({ min: Math.max(h.min, mins.hyper?.[name] ?? h.min), max: h.max })
-      : h.atoms !== undefined && h.atoms.length > 0
-        ? fc.oneof(fc.constantFrom(...h.atoms), fc.double({ min: h.min, max: h.max, noNaN: true }))
-        : fc.double({ min: h.min, max: h.max, noNaN: true });
+    if (h.kind === "enum") {
+      hyperArbs[name] = fc.constantFrom(...h.values);
+      continue;
+    }
+    const [lo, hi] = h.sample ?? [h.min, h.max];
+    if (h.kind === "int") {
+      hyperArbs[name] = fc.integer({ min: Math.max(lo, mins.hyper?.[name] ?? lo), max: hi });
+    } else {
+      const range = fc.double({ min: lo, max: hi, noNaN: true });
+      hyperArbs[name] = h.atoms !== undefined && h.atoms.length > 0 ? fc.oneof(fc.constantFrom(...h.atoms), range) : range;
+    }
   }
   return fc.record({
     d: fc.integer({ min: Math.max(sizes.d[0], mins.d ?? 1), max: sizes.d[1] }),
@@ -89,32 +95,56 @@ function uniformTensor(dtype: DType, shape: number[], rng: Rng, scale: number): 
 
 /**
  * Builds the tensors of a case. Scales keep every gradient well above rounding noise and the
- * recurrences in their stable range: rows of X have norm about 1 and the projections preserve it
- * (so e.g. Trellis' effective inner step theta·|x|^2 stays below 1 in every regime).
+ * recurrences in their stable range at every gate regime: each row of X has norm in [0.5, 1] and
+ * the projections do not amplify (|W_ij| <= 1/sqrt(fan_in)), so an inner step theta·|k|^2 stays
+ * below 1 even at d = 1, where a uniform draw has no averaging to keep it small.
  */
-export function buildRuleCase(decl: RuleDecl, spec: RuleCaseSpec, dtype: DType = "f64"): RuleCase {
+export function buildRuleCase(decl: RuleDecl, spec: RuleCaseSpec, dtype: DType = "f64", frozen = false): RuleCase {
   const cfg = withDefaults(decl, { d: spec.d, seq_len: spec.seq_len, ...spec.hyper });
   const rng = new Rng(spec.seed);
   const { d, seq_len: s } = cfg;
-  const X = uniformTensor(dtype, [s, d], rng, Math.sqrt(3 / d));
+  const X = new Tensor(dtype, [s, d]);
+  for (let t = 0; t < s; t++) {
+    const row = Float64Array.from({ length: d }, () => rng.uniform(-1, 1));
+    const norm = Math.hypot(...row) || 1;
+    const r = rng.uniform(0.5, 1);
+    for (let j = 0; j < d; j++) X.data[t * d + j] = (r * row[j]!) / norm;
+  }
   const dy = uniformTensor(dtype, [s, d], rng, 1);
   const shapes = paramShapes(decl, cfg);
   const params: Record<string, Tensor> = {};
   for (const name of paramNames(decl)) {
     const shape = shapes[name]!;
     const fanIn = shape[shape.length - 1]!;
-    if (name.startsWith("W_")) params[name] = uniformTensor(dtype, shape, rng, Math.sqrt(3 / fanIn));
+    if (name.startsWith("W_")) params[name] = uniformTensor(dtype, shape, rng, 1 / Math.sqrt(fanIn));
     else if (name.startsWith("w_")) params[name] = uniformTensor(dtype, shape, rng, 0.5 / Math.sqrt(fanIn));
     else params[name] = new Tensor(dtype, [1]);
   }
   // Gate biases put each gate in the requested regime; the w·c term moves it around that value.
-  const bias = { alpha: logit(ALPHA_LEVELS[spec.alpha]), theta: softplusInv(THETA_LEVELS[spec.theta]), eta: logit(0.6) };
+  const theta = THETA_LEVELS[spec.theta] / Math.max(1, decl.thetaScale?.(cfg) ?? 1);
+  const bias = { alpha: logit(ALPHA_LEVELS[spec.alpha]), theta: softplusInv(theta), eta: logit(0.6) };
   for (const g of ["alpha", "theta", "eta"] as const) {
     const b = params[`b_${g}`];
     if (b !== undefined) b.data[0] = bias[g];
   }
   const state = spec.state === "init" ? decl.init(cfg, dtype) : decl.randomState(cfg, dtype, () => rng.next());
+  // Upstream gradient in the units of y: from a small initial state (the MLP rules' D4 init is
+  // ~1e-2) y is tiny, and so is every gradient against the absolute atol. The loss is linear in
+  // dy and finite differences keep their relative accuracy, so dy is scaled up to |y| ~ 1.
+  const y = frozen ? frozenForward(decl, X, params, state, cfg) : ruleForward(decl, X, params, state, cfg).y;
+  const yMax = maxAbs(y.data);
+  const up = yMax > 0 && yMax < 1 ? Math.min(1 / yMax, DY_SCALE_MAX) : 1;
+  for (let i = 0; i < dy.size; i++) dy.data[i]! *= up;
   return { decl, cfg, X, params, state, dy };
+}
+
+/** Bound on the dy rescaling: a y below 1e-4 of unit scale is left small (and vacuous if it stays so). */
+const DY_SCALE_MAX = 1e4;
+
+function maxAbs(d: ArrayLike<number>): number {
+  let m = 0;
+  for (let i = 0; i < d.length; i++) m = Math.max(m, Math.abs(d[i]!));
+  return m;
 }
 
 /** The rule-level loss of conformance C2: sum(y ⊙ dy), untraced. */

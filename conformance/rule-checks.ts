@@ -3,7 +3,7 @@
  * (conformance.md; rules-*.md). Generated from the declarations: nothing here is per rule.
  */
 import { bitwiseEqual, compareTensors, TOL_FD, type Comparison, type Worst } from "../oracle/compare.ts";
-import { fdDirectional, fdGradient } from "../oracle/fd.ts";
+import { FD_METHOD, fdDirectional, fdGradient } from "../oracle/fd.ts";
 import type { CaseOutcome, CheckDef, Profile } from "../src/harness/check.ts";
 import { RULES } from "../src/rules/index.ts";
 import {
@@ -85,7 +85,7 @@ const out = (r: Comparison): CaseOutcome => ({ ok: r.ok, vacuous: r.vacuous, wor
 // ── C1: opaque isolation ────────────────────────────────────────────────────
 
 function c1Case(v: Variant, spec: RuleCaseSpec): CaseOutcome {
-  const c = buildRuleCase(v.decl, spec);
+  const c = buildRuleCase(v.decl, spec, "f64", v.frozen);
   const hand = handGrads(v, c);
   const stateBefore = Object.fromEntries(Object.entries(c.state).map(([n, t]) => [n, t.data.slice()]));
   // The originals are mutated after recording: the tape's snapshots must not see it.
@@ -154,7 +154,7 @@ function c2Full(v: Variant, c: RuleCase, got: Record<string, Tensor | null>): Co
 }
 
 function c2Case(v: Variant, spec: RuleCaseSpec): CaseOutcome {
-  const c = buildRuleCase(v.decl, spec);
+  const c = buildRuleCase(v.decl, spec, "f64", v.frozen);
   const { grads } = tapeGrads(v, c);
   for (const n of gradNames(v)) if (grads[n] === null) return { ok: false, message: `no tape gradient reached ${n}` };
   for (const n of paramNames(v.decl)) {
@@ -225,12 +225,12 @@ export function ruleChecks(): CheckDef<any>[] {
       spec: `conformance.md C1; tape.md Opaque blocks; ${v.decl.sheet}`,
       tolerance: { kind: "bitwise", rtol: 0, atol: 0 },
       runs: RUNS_C1, arb,
-      run: (spec: RuleCaseSpec) => checkSavedUntouched(v, buildRuleCase(v.decl, spec)) ?? c1Case(v, spec),
+      run: (spec: RuleCaseSpec) => checkSavedUntouched(v, buildRuleCase(v.decl, spec, "f64", v.frozen)) ?? c1Case(v, spec),
     });
     checks.push({
       id: `C2/${key}`, class: "C2", subject,
       spec: `conformance.md C2 (loss sum(y*dy)); ${v.decl.sheet}; README D2`,
-      tolerance: { kind: "finite-differences", ...TOL_FD, eps: 1e-6, full_max_elements: FULL_FD_MAX, directions: DIRECTIONS },
+      tolerance: { kind: "finite-differences", ...TOL_FD, ...FD_METHOD, full_max_elements: FULL_FD_MAX, directions: DIRECTIONS },
       runs: RUNS_C2, arb,
       run: (spec: RuleCaseSpec) => c2Case(v, spec),
     });

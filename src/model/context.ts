@@ -5,20 +5,15 @@
  * momentum S restarts at zero every call, and Moneta's A1/A2 and YAAD's B1/B2 are derived from
  * W1/W2 inside each call, so they are not in a rule's state at all.
  */
-import type { RuleKey, State } from "../rules/types.ts";
+import type { State } from "../rules/types.ts";
 import { zeros, type DType } from "../tensor.ts";
 import type { Level, Model } from "./config.ts";
 
 export type LevelContext = State;
 
-/**
- * State entries that restart at zero every call (README "Fixture details"). RuleDecl has no
- * field for this yet, so the two momentum states the README names are listed here.
- */
-const TRANSIENT_STATE: Partial<Record<RuleKey, readonly string[]>> = { titans: ["S"], atlas: ["S"] };
-
+/** State entries that restart at zero every call, as the rule declares them. */
 export function transientKeys(level: Level): readonly string[] {
-  return TRANSIENT_STATE[level.decl.key] ?? [];
+  return level.decl.stepLocalState ?? [];
 }
 
 /** The state names a level's context keeps. */

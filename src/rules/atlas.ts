@@ -96,6 +96,7 @@ export const atlas: RuleDecl = {
   frozen: matrixFrozenRead,
   // s = 1 from zero states: alpha and eta never act.
   checkMinimums: { seq_len: 2 },
+  stepLocalState: ["S"],
   invariants: [
     {
       name: "omega is state-independent",

@@ -94,7 +94,7 @@ export const lattice: RuleDecl = {
   key: "lattice",
   sheet: "rules-miras-compression.md §5",
   hyper: {
-    m_slots: { kind: "int", default: 4, min: 1, max: 6, doc: "number of unit-norm slots m (§5.1)" },
+    m_slots: { kind: "int", default: 4, min: 1, max: 4096, sample: [1, 6], doc: "number of unit-norm slots m (§5.1)" },
     variant: { kind: "enum", default: "decode", values: VARIANTS, doc: "write vector u_i: v (decode), k (encode), v minus its slot component (similarity)" },
   },
   projection: "memory",

@@ -11,7 +11,7 @@ import { initHash } from "../rng.ts";
 import { Tensor, alloc, type DType, type Data } from "../tensor.ts";
 import type { FrozenPair, HyperSpec, RuleConfig, StateSampler } from "./types.ts";
 
-export const D_HIDDEN: HyperSpec = { kind: "int", default: 4, min: 1, max: 8, doc: "MLP width dh (d_hidden)" };
+export const D_HIDDEN: HyperSpec = { kind: "int", default: 4, min: 1, max: 4096, sample: [1, 8], doc: "MLP width dh (d_hidden)" };
 
 export function dHidden(cfg: RuleConfig): number {
   return Number(cfg.d_hidden);
@@ -35,17 +35,17 @@ export function hashInit(cfg: RuleConfig, dtype: DType): Record<string, Tensor> 
 }
 
 /**
- * Random MONETA/YAAD states: entries U(−0.5, 0.5), times 1.5 in W1 and 2/√d in W2. With the
- * generated keys (‖k‖ ≈ 1) the pre-activations a, b have std ≈ 0.4, where silu'' ≈ 0.5 is far
- * from 0. W2 is kept small in d because the inner step on W1 has curvature
- * ≈ θ φ'(e) silu'(a)² ‖W2[:, j]‖² ‖k‖², and ‖W2[:, j]‖² = d·scale²/12: larger columns make the
- * inner gradient descent at θ ≈ 0.8 overshoot and the states blow up within a few tokens.
+ * Random MONETA/YAAD states: entries U(−0.5, 0.5), W2's divided by √d. With the generated keys
+ * (‖k‖ ≈ 1) a, b have std ≈ 0.3, where silu'' ≈ 0.5 is far from 0. W2 stays small in d because
+ * the inner step on W1 has curvature ≈ θ φ'(e) silu'(a)² ‖W2[:, j]‖² ‖k‖² with
+ * ‖W2[:, j]‖² = d·scale²/12: larger columns make the inner gradient descent at θ ≈ 0.8 overshoot
+ * and the states blow up within a few tokens.
  */
 export const randomMlpState: StateSampler = (cfg, dtype, rnd) => {
   const { d } = cfg, dh = dHidden(cfg);
   const W1 = new Tensor(dtype, [dh, d]), W2 = new Tensor(dtype, [d, dh]);
-  for (let i = 0; i < W1.size; i++) W1.data[i] = (rnd() - 0.5) * 1.5;
-  for (let i = 0; i < W2.size; i++) W2.data[i] = (rnd() - 0.5) * 2 / Math.sqrt(d);
+  for (let i = 0; i < W1.size; i++) W1.data[i] = rnd() - 0.5;
+  for (let i = 0; i < W2.size; i++) W2.data[i] = (rnd() - 0.5) / Math.sqrt(d);
   return { W1, W2 };
 };
 

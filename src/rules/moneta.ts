@@ -161,14 +161,14 @@ export const moneta: RuleDecl = {
     d_hidden: D_HIDDEN,
     // p ≤ 3 (the design target, §2.10): φ' grows like p(p−1)|e|^{p−2}, and from p ≈ 4 the inner step
     // θ φ'(e) ‖h‖² passes 2 for |e| ~ 1 (d = 1 keys and values reach 3): the states diverge.
-    p: { kind: "real", default: 2, min: 1, max: 3, atoms: [1, 2], doc: "l_p attentional bias exponent (§2.3); 1 and 2 are fast paths" },
+    p: { kind: "real", default: 2, min: 1, max: 16, sample: [1, 3], atoms: [1, 2], doc: "l_p attentional bias exponent (§2.3); 1 and 2 are fast paths" },
     // ‖N_q(A)‖_q = ‖A‖_q^{3−q}. q < 2: W outgrows A and with λ₂ > 0 the map A ← αA − 2θλ₂W diverges.
     // q > 3: W blows up as A shrinks (from W2_0 = 0 the first write gives W2_1 ~ 1e4), the loss is
     // then dominated by one huge output and f64 central differences lose every other gradient.
-    q: { kind: "real", default: 2, min: 2, max: 3, atoms: [2], doc: "L_q accumulator exponent (§2.5); 2 is plain L2 retention" },
-    // ≤ 0.25 keeps the retain factor α − 2λ₂θ above −1/2 in every gate regime.
-    lambda_2: { kind: "real", default: 0.01, min: 0, max: 0.25, doc: "L2 retention strength λ₂" },
-    sign_sharpness: { kind: "real", default: 10, min: 2, max: 10, doc: "tanh sharpness a of the smooth sign (§2.3)" },
+    q: { kind: "real", default: 2, min: 1, max: 16, sample: [2, 3], atoms: [2], doc: "L_q accumulator exponent (§2.5); 2 is plain L2 retention" },
+    // ≤ 0.25 keeps the retain factor α − 2λ₂θ above −1/2 at the checks' gate levels (θ ≤ 0.8).
+    lambda_2: { kind: "real", default: 0.01, min: 0, max: 10, sample: [0, 0.25], doc: "L2 retention strength λ₂" },
+    sign_sharpness: { kind: "real", default: 10, min: 1e-3, max: 1000, sample: [2, 10], doc: "tanh sharpness a of the smooth sign (§2.3)" },
   },
   projection: "memory",
   gates: ["alpha", "theta"],
@@ -241,6 +241,7 @@ export const moneta: RuleDecl = {
     },
   },
   frozen: mlpFrozenRead,
+  derivedState: ["A1", "A2"],
   invariants: [
     {
       name: "p=2 fast path vs general formula",
@@ -313,6 +314,7 @@ export const moneta: RuleDecl = {
         const direct = cmp(W, "N_4(A)");
         if (direct !== null) return direct;
         // Through the rule: α = 1, θ = 0 makes A_1 = A_0 = W_0, so W_1 = N_4(W_0) for both matrices.
+        // (q = 4 lies outside the declared range, which only bounds generated and validated configs.)
         const d = 4, cfg = { d, seq_len: 1, d_hidden: 1, p: 2, q: 4, lambda_2: 0.01, sign_sharpness: 10 };
         const state = { W1: new Tensor(dtype, [1, d], Ad.slice()), W2: new Tensor(dtype, [d, 1], Ad.slice()) };
         const k = zeros(dtype, [1, d]), alpha = zeros(dtype, [1]), theta = zeros(dtype, [1]);

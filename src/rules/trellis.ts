@@ -54,9 +54,9 @@ export const trellis: RuleDecl = {
   key: "trellis",
   sheet: "rules-miras-compression.md §6",
   hyper: {
-    d_compress: { kind: "int", default: 4, min: 1, max: 12, doc: "compressed size dk (<= d) of S_K [dk,d] and S_V [d,dk] (§6.1)" },
-    lambda_k: { kind: "real", default: 0.01, min: 0, max: 0.1, doc: "L2 retention on S_K inside the θ step (λ, not 2λ)" },
-    lambda_v: { kind: "real", default: 0.01, min: 0, max: 0.1, doc: "L2 retention on S_V inside the θ step (λ, not 2λ)" },
+    d_compress: { kind: "int", default: 4, min: 1, max: 4096, sample: [1, 12], doc: "compressed size dk (<= d) of S_K [dk,d] and S_V [d,dk] (§6.1)" },
+    lambda_k: { kind: "real", default: 0.01, min: 0, max: 10, sample: [0, 0.1], doc: "L2 retention on S_K inside the θ step (λ, not 2λ)" },
+    lambda_v: { kind: "real", default: 0.01, min: 0, max: 10, sample: [0, 0.1], doc: "L2 retention on S_V inside the θ step (λ, not 2λ)" },
   },
   projection: "memory",
   gates: ["alpha", "theta"],
@@ -198,6 +198,8 @@ export const trellis: RuleDecl = {
   // Read before write from S = 0: the first two reads see no alpha. d_compress = 1: nsilu of a
   // scalar is ±1, so the read carries no gradient to W_Q.
   checkMinimums: { d: 2, seq_len: 3, hyper: { d_compress: 2 } },
+  // Pass 2 writes S_V with c_t = nsilu(...), |c_t|^2 = dk: the effective step is θ·dk.
+  thetaScale: (cfg) => Number(cfg.d_compress),
   invariants: [
     {
       name: "nsilu output norm is sqrt(dk)",

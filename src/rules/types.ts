@@ -23,10 +23,19 @@ export interface RuleConfig {
   readonly [name: string]: number | string;
 }
 
+/**
+ * A hyperparameter: [min, max] is what the rule accepts (inputs outside are rejected); `sample`,
+ * when given, is the narrower range the checks generate from (e.g. where the inner recurrence is
+ * stable at the generated gate levels and f64 finite differences are well conditioned).
+ */
 export type HyperSpec =
-  | { readonly kind: "int"; readonly default: number; readonly min: number; readonly max: number; readonly doc: string }
+  | {
+    readonly kind: "int"; readonly default: number; readonly min: number; readonly max: number; readonly doc: string;
+    readonly sample?: readonly [number, number];
+  }
   | {
     readonly kind: "real"; readonly default: number; readonly min: number; readonly max: number; readonly doc: string;
+    readonly sample?: readonly [number, number];
     /** Values with their own code path (e.g. Moneta's p = 1, p = 2 fast paths) that inputs must hit. */
     readonly atoms?: readonly number[];
   }
@@ -125,4 +134,20 @@ export interface RuleDecl {
   readonly frozen: FrozenPair<string> | null;
   readonly invariants: readonly Invariant[];
   readonly checkMinimums?: CheckMinimums;
+  /**
+   * State entries that restart at zero on every model step (Titans' and Atlas' momentum S, D7);
+   * a level's context keeps the others (README "Fixture details").
+   */
+  readonly stepLocalState?: readonly string[];
+  /**
+   * Names a fixture may pass in `state` that the rule derives from its state inside every call
+   * and so ignores (Moneta's A1/A2, YAAD's B1/B2).
+   */
+  readonly derivedState?: readonly string[];
+  /**
+   * The squared norm of what the rule's θ step multiplies, when it is not O(1): the checks divide
+   * their θ levels by it so the generated inner steps stay stable (Trellis writes S_V with nsilu
+   * codes of norm √dk, so its step is θ·dk).
+   */
+  readonly thetaScale?: (cfg: RuleConfig) => number;
 }

@@ -36,10 +36,10 @@ export const yaad: RuleDecl = {
   sheet: "rules-miras-compression.md §3",
   hyper: {
     d_hidden: D_HIDDEN,
-    delta: { kind: "real", default: 1, min: 0.05, max: 2, doc: "Huber threshold δ (§3.3)" },
-    // ≤ 0.25 each keeps the retain factor α − θ(2λ_loc + 2λ₂) in (−1, 1) in every gate regime.
-    lambda_local: { kind: "real", default: 0.01, min: 0, max: 0.25, doc: "pull toward the boundary snapshot B, λ_loc" },
-    lambda_2: { kind: "real", default: 0.01, min: 0, max: 0.25, doc: "global L2 retention λ₂" },
+    delta: { kind: "real", default: 1, min: 1e-6, max: 1e6, sample: [0.05, 2], doc: "Huber threshold δ (§3.3)" },
+    // ≤ 0.25 each keeps the retain factor α − θ(2λ_loc + 2λ₂) in (−1, 1) at the checks' gate levels (θ ≤ 0.8).
+    lambda_local: { kind: "real", default: 0.01, min: 0, max: 10, sample: [0, 0.25], doc: "pull toward the boundary snapshot B, λ_loc" },
+    lambda_2: { kind: "real", default: 0.01, min: 0, max: 10, sample: [0, 0.25], doc: "global L2 retention λ₂" },
   },
   projection: "memory",
   gates: ["alpha", "theta"],
@@ -122,6 +122,7 @@ export const yaad: RuleDecl = {
     },
   },
   frozen: mlpFrozenRead,
+  derivedState: ["B1", "B2"],
   invariants: [
     {
       name: "Huber clipping values",
