@@ -8,6 +8,7 @@ import { ROOT, type BackendInfo } from "../src/harness/report.ts";
 import { c0OpChecks } from "./c0-ops.ts";
 import { c0TapeChecks } from "./c0-tape.ts";
 import { fixtureChecks } from "./fixture-checks.ts";
+import { kernelBackends, kernelChecks } from "./kernel-checks.ts";
 import { modelChecks } from "./model-checks.ts";
 import { ruleChecks } from "./rule-checks.ts";
 
@@ -18,20 +19,25 @@ export interface CatalogueOptions {
 
 export interface Catalogue {
   readonly checks: CheckDef<any>[];
-  readonly backends: BackendInfo[];
+  /**
+   * The backends for the report, asked for after the checks ran: kernel backends are probed (and
+   * built) only when a C5 check needs them.
+   */
+  backends(): BackendInfo[];
 }
 
 export function buildCatalogue(opts: CatalogueOptions): Catalogue {
   const checks: CheckDef<any>[] = [
     ...c0OpChecks(), ...c0TapeChecks(), ...ruleChecks(),
     ...modelChecks(), ...fixtureChecks([join(ROOT, "fixtures"), ...opts.fixtureDirs]),
+    ...kernelChecks(),
   ];
   const ids = new Set<string>();
   for (const c of checks) {
     if (ids.has(c.id)) throw new Error(`duplicate check id ${c.id}`);
     ids.add(c.id);
   }
-  return { checks, backends: [{ name: "ref", available: true }] };
+  return { checks, backends: () => [{ name: "ref", available: true }, ...kernelBackends()] };
 }
 
 /**

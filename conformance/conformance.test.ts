@@ -6,15 +6,17 @@ import { test } from "bun:test";
 import { collected, envOptions } from "../src/harness/collect.ts";
 import { runCheck } from "../src/harness/run.ts";
 import { buildCatalogue, matchesFilter } from "./catalogue.ts";
-import { backendsSeen } from "./preload.ts";
+import { reportBackends } from "./preload.ts";
 
 const opts = envOptions();
 const cat = buildCatalogue({ fixtureDirs: opts.fixtureDirs });
-backendsSeen.push(...cat.backends.filter((b) => !backendsSeen.some((x) => x.name === b.name)));
+reportBackends.get = () => cat.backends();
+const defs = cat.checks.filter((c) => matchesFilter(c, opts.filters));
+const selected = new Set(defs.map((d) => d.id));
 
-for (const def of cat.checks.filter((c) => matchesFilter(c, opts.filters))) {
+for (const def of defs) {
   test(def.id, () => {
-    const r = runCheck(def, { seed: opts.seed, profile: opts.profile });
+    const r = runCheck(def, { seed: opts.seed, profile: opts.profile, selected });
     collected.push(r);
     if (r.status !== "pass" && r.status !== "skip") {
       throw new Error(`${r.id}: ${r.status}: ${r.message ?? ""}\n  replay: ${r.replay}`);

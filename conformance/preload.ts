@@ -4,7 +4,8 @@ import { collected, envOptions } from "../src/harness/collect.ts";
 import { runInfo, summarize, writeReport, type BackendInfo } from "../src/harness/report.ts";
 
 const started = new Date();
-export const backendsSeen: BackendInfo[] = [];
+/** Set by the test file: the backends of the catalogue it ran, read when the report is written. */
+export const reportBackends: { get: () => BackendInfo[] } = { get: () => [] };
 
 afterAll(() => {
   if (collected.length === 0) return;
@@ -12,7 +13,7 @@ afterAll(() => {
   const sorted = [...collected].sort((a, b) => a.id.localeCompare(b.id));
   const report = {
     format: "nlc-report/1" as const,
-    run: runInfo(started, opts.seed, opts.profile, opts.filters.join(",") || null, backendsSeen),
+    run: runInfo(started, opts.seed, opts.profile, opts.filters.join(",") || null, reportBackends.get()),
     summary: summarize(sorted),
     checks: sorted,
   };

@@ -26,6 +26,8 @@ Runs the nl-conformance checks (classes C0-C8) and writes an nlc-report/1 JSON r
   --replay R       re-run one case exactly: R = <check id>:<seed>:<path>, as printed
                    in a report's "replay" field
   --fixtures DIR   also replay the nlc-fixture/1 files in DIR (C6); repeatable
+  --backend B      kernel backend for C5: cpu-emu, cuda, or lib:<path> (a library
+                   implementing ffi/nlk.h); repeatable; default cpu-emu and cuda
   --case JSON      with --rule: print one rule case (inputs, outputs, gradients) as an
                    nlc-fixture/1 document, e.g.
                    --rule moneta --case '{"d":4,"seq_len":3,"seed":7,"hyper":{"p":3}}'
@@ -57,6 +59,7 @@ function main(): void {
         report: { type: "string" },
         replay: { type: "string" },
         fixtures: { type: "string", multiple: true },
+        backend: { type: "string", multiple: true },
         case: { type: "string" },
         list: { type: "boolean" },
         summary: { type: "boolean" },
@@ -96,7 +99,14 @@ function main(): void {
     replay = { id: m[1]!, seed: Number(m[2]), path: m[3]! };
   }
 
-  const cat = buildCatalogue({ fixtureDirs: args.fixtures ?? [] });
+  // The kernel backends are read from the environment, which the C5 child processes inherit too.
+  if (args.backend !== undefined) process.env.NLC_BACKENDS = args.backend.join(",");
+  let cat;
+  try {
+    cat = buildCatalogue({ fixtureDirs: args.fixtures ?? [] });
+  } catch (e) {
+    usage(e instanceof Error ? e.message : String(e));
+  }
   const defs = replay !== undefined
     ? cat.checks.filter((c) => c.id === replay!.id)
     : cat.checks.filter((c) => matchesFilter(c, filters));
@@ -111,9 +121,9 @@ function main(): void {
   const results: CheckResult[] = [];
   const width = String(defs.length).length;
   console.log(`nl-conformance: ${defs.length} checks, seed ${seed}, profile ${profile}`);
-  for (const b of cat.backends) console.log(`  backend ${b.name}: ${b.available ? "available" : `unavailable (${b.reason ?? "?"})`}`);
+  const selected = new Set(defs.map((d) => d.id));
   defs.forEach((def, i) => {
-    const r = runCheck(def, { seed, profile, replay: replay && { seed: replay.seed, path: replay.path } });
+    const r = runCheck(def, { seed, profile, replay: replay && { seed: replay.seed, path: replay.path }, selected });
     results.push(r);
     const n = `[${String(i + 1).padStart(width)}/${defs.length}]`;
     console.log(`${n} ${r.status.padEnd(7)} ${r.id} (${r.runs} run${r.runs === 1 ? "" : "s"}, ${r.ms.toFixed(0)} ms)`);
@@ -122,11 +132,13 @@ function main(): void {
   });
 
   const summary = summarize(results);
+  const backends = cat.backends();
+  for (const b of backends) console.log(`backend ${b.name}: ${b.available ? "available" : `unavailable (${b.reason ?? "?"})`}`);
   if (replay === undefined || args.report !== undefined) {
     const path = args.report ?? DEFAULT_REPORT;
     writeReport({
       format: "nlc-report/1",
-      run: runInfo(started, seed, profile, filters.join(",") || null, cat.backends),
+      run: runInfo(started, seed, profile, filters.join(",") || null, backends),
       summary,
       checks: results,
     }, path);
@@ -175,7 +187,7 @@ function printCase(ruleKey: string, json: string): void {
     d: req.d ?? 4, seq_len: req.seq_len ?? 3, hyper: req.hyper ?? {}, alpha: req.alpha ?? "mid",
     theta: req.theta ?? "small", state: req.state ?? (frozen ? "random" : "init"), seed: req.seed ?? 1,
   };
-  const c = buildRuleCase(decl, spec);
+  const c = buildRuleCase(decl, spec, "f64", frozen);
   console.log(JSON.stringify(ruleFixture({ ...c, frozen }, `${ruleKey}-case-${spec.seed}`, "nl-conformance --case"), null, 1));
 }
 

@@ -46,7 +46,19 @@ export interface CheckDef<T = unknown> {
    * For checks that run elsewhere (a child process per kernel backend, for crash isolation):
    * returns the finished result; `run` is then not called by the engine.
    */
-  readonly delegate?: (opts: { seed: number; profile: Profile }) => DelegatedResult;
+  readonly delegate?: (opts: DelegateOptions) => DelegatedResult;
+}
+
+export interface DelegateOptions {
+  /** This check's own seed (derived from the run seed and its id, or the replayed one). */
+  readonly seed: number;
+  /** The run's seed, so a delegate can derive its siblings' seeds exactly as the engine does. */
+  readonly runSeed: number;
+  readonly profile: Profile;
+  /** Set when this check is being replayed: the fast-check path of the one case. */
+  readonly replayPath?: string;
+  /** Ids of every check selected in this run (a delegate may batch its siblings among them). */
+  readonly selected: ReadonlySet<string>;
 }
 
 export interface DelegatedResult {
@@ -56,6 +68,8 @@ export interface DelegatedResult {
   path: string;
   worst?: Worst;
   message?: string;
+  /** The check's own time where it ran elsewhere (else the delegate call's time is reported). */
+  ms?: number;
 }
 
 export interface CheckResult {

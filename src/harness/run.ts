@@ -12,6 +12,8 @@ export interface RunOptions {
   readonly profile: Profile;
   /** Replay: the check's own seed and the fast-check path of one case. */
   readonly replay?: { seed: number; path: string };
+  /** Ids of every check selected in this run (for delegates that batch their siblings). */
+  readonly selected?: ReadonlySet<string>;
 }
 
 /** 32-bit FNV-1a of a string, mixed with the run seed. */
@@ -40,8 +42,11 @@ export function runCheck<T>(def: CheckDef<T>, opts: RunOptions): CheckResult {
   if (def.skip !== undefined) return done({ status: "skip", runs: 0, path: "", message: def.skip });
   if (def.delegate !== undefined) {
     try {
-      const r = def.delegate({ seed, profile: opts.profile });
-      return { ...done({ status: r.status, runs: r.runs, path: r.path, worst: r.worst, message: r.message }), seed: r.seed, replay: replayCommand(def.id, r.seed, r.path) };
+      const r = def.delegate({
+        seed, runSeed: opts.seed, profile: opts.profile, replayPath: opts.replay?.path, selected: opts.selected ?? new Set([def.id]),
+      });
+      const res = done({ status: r.status, runs: r.runs, path: r.path, worst: r.worst, message: r.message });
+      return { ...res, seed: r.seed, replay: replayCommand(def.id, r.seed, r.path), ms: r.ms ?? res.ms };
     } catch (e) {
       return done({ status: "error", runs: 0, path: "", message: errText(e) });
     }

@@ -1,0 +1,69 @@
+/* Identity and diagnostics of the library (nlk.h "identity and diagnostics"). */
+#include "common.cuh"
+
+#include <stdio.h>
+#include <string.h>
+
+namespace nlk {
+thread_local double last_kernel_ms = 0.0;
+}
+
+extern "C" {
+
+NLK_API int nlk_abi_version(void) { return NLK_ABI_VERSION; }
+
+NLK_API const char* nlk_backend_name(void) {
+#if defined(__CUDACC__)
+  return "cuda";
+#else
+  return "cpu-emu";
+#endif
+}
+
+NLK_API int nlk_device_info(char* name, int cap) {
+  if (name == nullptr || cap < 1) return NLK_ERR_NULL_POINTER;
+  name[0] = '\0';
+#if defined(__CUDACC__)
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) return static_cast<int>(e);
+  if (count < 1) return static_cast<int>(cudaErrorNoDevice);
+  cudaDeviceProp p;
+  e = cudaGetDeviceProperties(&p, 0);
+  if (e != cudaSuccess) return static_cast<int>(e);
+  snprintf(name, static_cast<size_t>(cap), "%s (sm_%d%d, %d SMs, %.1f GiB)", p.name, p.major, p.minor,
+           p.multiProcessorCount, static_cast<double>(p.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0));
+#else
+  snprintf(name, static_cast<size_t>(cap), "cpu-emu (%d worker threads, fibers)", nlk_emu_workers());
+#endif
+  return 0;
+}
+
+NLK_API double nlk_device_peak_gbps(void) {
+#if defined(__CUDACC__)
+  int khz = 0, bits = 0;
+  if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, 0) != cudaSuccess) return 0.0;
+  if (cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, 0) != cudaSuccess) return 0.0;
+  return 2.0 * khz * 1e3 * (bits / 8.0) / 1e9;  // double data rate
+#else
+  return 0.0;
+#endif
+}
+
+NLK_API double nlk_last_kernel_ms(void) { return nlk::last_kernel_ms; }
+
+NLK_API const char* nlk_status_string(int status) {
+  switch (status) {
+    case NLK_OK: return "ok";
+    case NLK_ERR_NULL_POINTER: return "a required pointer is NULL";
+    case NLK_ERR_BAD_SIZE: return "bad size (B, s, d must be >= 1; or too large for the kernel)";
+    case NLK_ERR_BAD_HYPER: return "hyperparameter outside its domain";
+    case NLK_ERR_EMU_SYNC_DIVERGENT: return "cpu-emu: __syncthreads() reached from different call sites";
+    case NLK_ERR_EMU_SYNC_EXITED: return "cpu-emu: __syncthreads() reached after other threads of the block returned";
+    default: break;
+  }
+  if (status > 0) return cudaGetErrorString(static_cast<cudaError_t>(status));
+  return "unknown status";
+}
+
+}  // extern "C"

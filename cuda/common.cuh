@@ -1,0 +1,238 @@
+/*
+ * Shared by every kernel pair: device math, shared-memory carving, block reductions, and the
+ * host-side call helper (argument checks, device buffers, launch status, kernel timing).
+ *
+ * Kernel shape, for every pair: one block per sequence (blockIdx.x = b), the block's threads
+ * split the rows (or columns, or tokens) of the state between them, per-token vectors live in
+ * dynamic shared memory, and __syncthreads() separates the phases of a token. Reductions are
+ * written to shared memory and summed by thread 0 in a fixed order: results do not depend on
+ * thread scheduling, which the cpu-emu race check verifies bit for bit.
+ */
+#pragma once
+
+#include "portable.cuh"
+#include "../ffi/nlk.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/**
+ * Precision. Every tensor crossing the ABI, and every per-token state the forward saves, is f32.
+ * Dot products and reductions accumulate in acc_t, and the backward's running adjoints (∂L/∂state,
+ * carried across the whole sequence) live in adj_t — f64 by default, as in the reference's f32 mode
+ * (f32 storage, f64 accumulation). With both set to float (-DNLK_ACC=float -DNLK_ADJ=float) the
+ * kernels are all-f32 and C5's 2x bound is exceeded on some cases (see cuda/README.md).
+ */
+#ifndef NLK_ACC
+#define NLK_ACC double
+#endif
+#ifndef NLK_ADJ
+#define NLK_ADJ double
+#endif
+typedef NLK_ACC acc_t;
+typedef NLK_ADJ adj_t;
+
+namespace nlk {
+
+// ── device math (exact formulas; no fast-math intrinsics), in f32 or f64 ──────────────────
+
+template <class T>
+__host__ __device__ inline T sigmoid(T x) {
+  // the stable form (spec D6): no exp of a large positive argument, no saturation cut
+  if (x >= T(0)) return T(1) / (T(1) + exp(-x));
+  const T e = exp(x);
+  return e / (T(1) + e);
+}
+template <class T>
+__host__ __device__ inline T silu(T x) {
+  return x * sigmoid(x);
+}
+template <class T>
+__host__ __device__ inline T silu_prime(T x) {
+  const T s = sigmoid(x);
+  return s * (T(1) + x * (T(1) - s));
+}
+template <class T>
+__host__ __device__ inline T silu_second(T x) {
+  const T s = sigmoid(x);
+  return s * (T(1) - s) * (T(2) + x * (T(1) - T(2) * s));
+}
+
+// ── shared memory ───────────────────────────────────────────────────────────────────────────
+
+/**
+ * Carves typed arrays out of one dynamic shared-memory buffer. A kernel's layout struct takes a
+ * Carver: the host runs it on a null base to get the byte count, the kernel on the real buffer,
+ * so the two can never disagree.
+ */
+struct Carver {
+  uintptr_t base;
+  size_t off;
+  __host__ __device__ explicit Carver(void* b) : base(reinterpret_cast<uintptr_t>(b)), off(0) {}
+  template <class T>
+  __host__ __device__ T* take(size_t n) {
+    off = (off + 15) & ~static_cast<size_t>(15);
+    T* p = reinterpret_cast<T*>(base + off);
+    off += n * sizeof(T);
+    return p;
+  }
+};
+
+/** Copies n floats from global src to shared dst, spread over the block (no barrier). */
+__device__ inline void load_vec(float* dst, const float* src, int n) {
+  for (int j = threadIdx.x; j < n; j += blockDim.x) dst[j] = src[j];
+}
+
+/**
+ * Sum over the block of each thread's `k` partials red[i * nt + tid] into red[i * nt] (i < k),
+ * in thread order, by thread 0. Barrier before (the partials) and after (the result).
+ */
+__device__ inline void block_sums(acc_t* red, int k) {
+  __syncthreads();
+  const int nt = blockDim.x;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < k; i++) {
+      acc_t s = 0;
+      for (int t = 0; t < nt; t++) s += red[i * nt + t];
+      red[i * nt] = s;
+    }
+  }
+  __syncthreads();
+}
+
+}  // namespace nlk
+
+// ── host side ───────────────────────────────────────────────────────────────────────────────
+
+namespace nlk {
+
+/** Kernel time of the calling thread's last call (nlk_last_kernel_ms). */
+extern thread_local double last_kernel_ms;
+
+/** Threads per block for `work` rows: whole warps on a GPU, few fibers on the CPU. */
+inline int threads_for(int work) {
+#if defined(__CUDACC__)
+  const bool gpu_sized = true;
+#else
+  // Few fibers keep the emulation fast; 16 also makes the deep profile's d = 33..40 give several
+  // rows per thread. nlk_emu_set_block_policy(1) sizes blocks as the GPU build does (idle threads).
+  const bool gpu_sized = nlk_emu::block_policy() == 1;
+#endif
+  const int cap = gpu_sized ? 256 : 16;
+  int n = gpu_sized ? ((work + 31) / 32) * 32 : work;
+  if (n < 1) n = 1;
+  return n < cap ? n : cap;
+}
+
+template <class... P>
+inline bool any_null(P... p) {
+  bool bad = false;
+  ((bad = bad || p == nullptr), ...);
+  return bad;
+}
+
+/** B, s, d >= 1 and every pointer non-null, else the negative status. */
+#define NLK_REQUIRE_DIMS(B, s, d) \
+  do {                            \
+    if ((B) < 1 || (s) < 1 || (d) < 1) return NLK_ERR_BAD_SIZE; \
+  } while (0)
+#define NLK_REQUIRE_PTRS(...) \
+  do {                        \
+    if (::nlk::any_null(__VA_ARGS__)) return NLK_ERR_NULL_POINTER; \
+  } while (0)
+
+/**
+ * One ABI call: device copies of the inputs, device outputs copied back by finish(), zeroed
+ * scratch, and kernel timing. The first failing CUDA call's status is kept; later steps are
+ * skipped, and every device buffer is freed on every path.
+ */
+class Call {
+ public:
+  Call() = default;
+  Call(const Call&) = delete;
+  Call& operator=(const Call&) = delete;
+  ~Call() { release(); }
+
+  int status() const { return status_; }
+
+  const float* in(const float* host, size_t n) {
+    float* dev = alloc(n);
+    if (dev != nullptr) check(cudaMemcpy(dev, host, n * sizeof(float), cudaMemcpyHostToDevice));
+    return dev;
+  }
+  float* out(float* host, size_t n) {
+    float* dev = alloc(n);
+    if (dev != nullptr && nouts_ < kMax) outs_[nouts_++] = Out{dev, host, n};
+    return dev;
+  }
+  /** Zeroed device scratch of n elements of T. */
+  template <class T = float>
+  T* scratch(size_t n) {
+    T* dev = reinterpret_cast<T*>(alloc((n * sizeof(T) + sizeof(float) - 1) / sizeof(float)));
+    if (dev != nullptr) check(cudaMemset(dev, 0, n * sizeof(T)));
+    return dev;
+  }
+
+  /** Call before the launches: their time is what nlk_last_kernel_ms reports. */
+  void start() {
+    if (status_ != 0) return;
+    if (check(cudaEventCreate(&ev0_)) && check(cudaEventCreate(&ev1_))) check(cudaEventRecord(ev0_, 0));
+  }
+
+  /** After the launches: launch status, synchronisation, copies back, timing. */
+  int finish() {
+    if (status_ == 0) check(cudaGetLastError());
+    if (status_ == 0 && ev1_ != nullptr) check(cudaEventRecord(ev1_, 0));
+    if (status_ == 0) check(cudaDeviceSynchronize());
+    for (int i = 0; i < nouts_ && status_ == 0; i++) {
+      check(cudaMemcpy(outs_[i].host, outs_[i].dev, outs_[i].n * sizeof(float), cudaMemcpyDeviceToHost));
+    }
+    if (status_ == 0 && ev0_ != nullptr && ev1_ != nullptr) {
+      float ms = 0;
+      if (check(cudaEventElapsedTime(&ms, ev0_, ev1_))) last_kernel_ms = ms;
+    }
+    release();
+    return status_;
+  }
+
+ private:
+  static constexpr int kMax = 32;
+  struct Out {
+    float* dev;
+    float* host;
+    size_t n;
+  };
+
+  bool check(cudaError_t e) {
+    if (e != cudaSuccess && status_ == 0) status_ = static_cast<int>(e);
+    return e == cudaSuccess;
+  }
+  float* alloc(size_t n) {
+    if (status_ != 0) return nullptr;
+    if (nallocs_ >= kMax) {
+      status_ = NLK_ERR_BAD_SIZE;
+      return nullptr;
+    }
+    void* p = nullptr;
+    if (!check(cudaMalloc(&p, (n == 0 ? 1 : n) * sizeof(float)))) return nullptr;
+    allocs_[nallocs_++] = p;
+    return static_cast<float*>(p);
+  }
+  void release() {
+    for (int i = 0; i < nallocs_; i++) cudaFree(allocs_[i]);
+    nallocs_ = 0;
+    nouts_ = 0;
+    if (ev0_ != nullptr) cudaEventDestroy(ev0_);
+    if (ev1_ != nullptr) cudaEventDestroy(ev1_);
+    ev0_ = ev1_ = nullptr;
+  }
+
+  int status_ = 0;
+  void* allocs_[kMax] = {};
+  int nallocs_ = 0;
+  Out outs_[kMax] = {};
+  int nouts_ = 0;
+  cudaEvent_t ev0_ = nullptr, ev1_ = nullptr;
+};
+
+}  // namespace nlk

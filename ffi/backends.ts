@@ -1,0 +1,87 @@
+/**
+ * Kernel backends: `ref` (the TypeScript reference, the oracle), `cpu-emu` (the .cu sources built
+ * with g++ and the CUDA emulation), `cuda` (the same sources built with nvcc) and `lib:<path>` (any
+ * library implementing ffi/nlk.h). Resolving a backend builds what is missing and loads it; the
+ * result says whether it can run kernels and, if not, why.
+ */
+import { existsSync } from "node:fs";
+import { resolve } from "node:path";
+import { ruleByKey } from "../src/rules/index.ts";
+import type { BackendInfo } from "../src/harness/report.ts";
+import type { RuleConfig } from "../src/rules/types.ts";
+import { BuildError, buildLib, type LibKind } from "./build.ts";
+import { LibraryError, openKernelLib, type KernelLib } from "./lib.ts";
+
+/** The backends C5 runs on unless NLC_BACKENDS says otherwise. */
+export const DEFAULT_KERNEL_BACKENDS = ["cpu-emu", "cuda"] as const;
+
+/** NLC_BACKENDS=cpu-emu,cuda,lib:/path/libx.so (comma-separated); `ref` is always there. */
+export function kernelBackendNames(env: Record<string, string | undefined> = process.env): string[] {
+  const raw = env.NLC_BACKENDS;
+  if (raw === undefined || raw.trim() === "") return [...DEFAULT_KERNEL_BACKENDS];
+  const names = raw.split(",").map((s) => s.trim()).filter((s) => s !== "" && s !== "ref");
+  for (const n of names) {
+    if (n !== "cpu-emu" && n !== "cuda" && !n.startsWith("lib:")) {
+      throw new Error(`NLC_BACKENDS: unknown backend '${n}' (expected cpu-emu, cuda, or lib:<path to a library implementing ffi/nlk.h>)`);
+    }
+  }
+  return [...new Set(names)];
+}
+
+/** A backend's id segment in check ids: lib:/a/b/libfoo.so -> lib-libfoo. */
+export function backendSlug(name: string): string {
+  if (!name.startsWith("lib:")) return name;
+  const base = name.slice(4).split("/").pop() ?? "lib";
+  return `lib-${base.replace(/\.(so|dylib|dll)(\.\d+)*$/, "").replace(/[^A-Za-z0-9_.-]/g, "_")}`;
+}
+
+export function stateShapesOf(rule: string, cfg: RuleConfig): Record<string, number[]> {
+  return ruleByKey(rule).stateShapes(cfg);
+}
+
+export interface Resolved {
+  info: BackendInfo;
+  /** Present when the backend can run kernels. */
+  lib?: KernelLib;
+  /** unavailable: a legitimate skip (no GPU, no compiler); broken: the backend should work but does not. */
+  problem?: "unavailable" | "broken";
+}
+
+async function build(kind: LibKind, log: (s: string) => void): Promise<string> {
+  return (await buildLib(kind, { log })).path;
+}
+
+/** Builds (if needed), loads and probes one backend. Never throws: problems come back in the result. */
+export async function resolveBackend(name: string, log: (s: string) => void = () => {}): Promise<Resolved> {
+  if (name === "ref") return { info: { name, available: true, device: "TypeScript reference (oracle)" } };
+  let path: string;
+  try {
+    if (name === "cpu-emu") path = await build("cpu", log);
+    else if (name === "cpu-test") path = await build("cpu-test", log);
+    else if (name === "cuda") path = await build("cuda", log);
+    else if (name.startsWith("lib:")) {
+      path = resolve(name.slice(4));
+      if (!existsSync(path)) return { info: { name, available: false, reason: `${path} does not exist` }, problem: "broken" };
+    } else return { info: { name, available: false, reason: `unknown backend '${name}'` }, problem: "broken" };
+  } catch (e) {
+    const msg = e instanceof Error ? e.message : String(e);
+    // A missing tool is a reason to skip; a compile error is a defect.
+    const missing = e instanceof BuildError && /not found/.test(msg) && !/failed/.test(msg);
+    return { info: { name, available: false, reason: msg }, problem: missing ? "unavailable" : "broken" };
+  }
+  let lib: KernelLib;
+  try {
+    lib = openKernelLib(path, stateShapesOf);
+  } catch (e) {
+    const msg = e instanceof LibraryError ? e.message : `cannot load ${path}: ${e instanceof Error ? e.message : String(e)}`;
+    return { info: { name, available: false, reason: msg }, problem: "broken" };
+  }
+  const dev = lib.device();
+  if (dev.status !== 0) {
+    return {
+      info: { name, available: false, reason: `every kernel call returns status ${dev.status} (${lib.statusString(dev.status)}); library ${path}` },
+      problem: "unavailable",
+    };
+  }
+  return { info: { name, available: true, device: dev.name }, lib };
+}

@@ -1,0 +1,215 @@
+/**
+ * Builds the kernel libraries from cuda/ — the same .cu sources two ways:
+ *   cpu       build/libnlk-cpu.so        g++ -x c++ with the emulation header (cuda/portable.cuh)
+ *   cpu-test  build/libnlk-cpu-test.so   the cpu objects plus cuda/test/*.cu (planted crashes, races)
+ *   cpu-tsan  build/libnlk-cpu-tsan.so   the cpu build with -fsanitize=thread (thread mode)
+ *   cuda      build/libnlk-cuda.so       nvcc -arch=sm_90 (SASS + PTX), static cudart
+ * Incremental: each object is rebuilt only when its source, a header, the compiler or the flags
+ * change (content hashes, not mtimes), and sources compile in parallel.
+ *
+ *   bun ffi/build.ts [cpu|cpu-test|cpu-tsan|cuda|all]   build (default: cpu)
+ *   bun ffi/build.ts --check-cuda                        compile every kernel for sm_90 (CI gate)
+ */
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, writeFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
+import { basename, join, resolve } from "node:path";
+
+export const ROOT = resolve(import.meta.dir, "..");
+const CUDA_DIR = join(ROOT, "cuda");
+const TEST_DIR = join(CUDA_DIR, "test");
+export const BUILD_DIR = join(ROOT, "build");
+
+export type LibKind = "cpu" | "cpu-test" | "cpu-tsan" | "cuda";
+export const LIB_KINDS: readonly LibKind[] = ["cpu", "cpu-test", "cpu-tsan", "cuda"];
+
+export function libPath(kind: LibKind): string {
+  return join(BUILD_DIR, `libnlk-${kind}.so`);
+}
+
+/** A build that cannot run or did not succeed; the message says what to install or what failed. */
+export class BuildError extends Error {}
+
+interface Toolchain {
+  compiler: string;
+  /** Flags for one translation unit (before -c src -o obj). */
+  compile(src: string): string[];
+  link(objs: string[], out: string): string[];
+}
+
+const CPU_FLAGS = ["-std=c++20", "-O2", "-g", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra", "-Werror", "-pthread"];
+
+function cpuToolchain(extra: string[]): Toolchain {
+  return {
+    compiler: "g++",
+    compile: (src) => [...CPU_FLAGS, ...extra, ...(src.endsWith(".cu") ? ["-x", "c++"] : []), `-I${CUDA_DIR}`],
+    link: (objs, out) => ["g++", "-shared", "-pthread", ...extra, "-o", out, ...objs],
+  };
+}
+
+const NVCC_FLAGS = [
+  "-std=c++20", "-O2", "-arch=sm_90", "-Xcompiler", "-fPIC,-fvisibility=hidden,-Wall", "--Werror", "all-warnings",
+];
+
+const cudaToolchain: Toolchain = {
+  compiler: "nvcc",
+  compile: (src) => [...NVCC_FLAGS, ...(src.endsWith(".cu") ? ["-x", "cu"] : []), `-I${CUDA_DIR}`],
+  // Static cudart (no libcudart.so needed at run time), and none of its symbols exported.
+  link: (objs, out) => ["nvcc", "-shared", "-cudart", "static", "-arch=sm_90", "-Xlinker", "--exclude-libs,ALL", "-o", out, ...objs],
+};
+
+function which(cmd: string): string | null {
+  return Bun.which(cmd) ?? (cmd === "nvcc" && existsSync("/usr/local/cuda/bin/nvcc") ? "/usr/local/cuda/bin/nvcc" : null);
+}
+
+function toolVersion(cmd: string): string {
+  const r = Bun.spawnSync({ cmd: [cmd, "--version"], stdout: "pipe", stderr: "pipe" });
+  return r.stdout.toString().trim();
+}
+
+function listSources(dir: string, exts: string[]): string[] {
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir).filter((f) => exts.some((e) => f.endsWith(e))).sort().map((f) => join(dir, f));
+}
+
+/** Every source that goes into a library of this kind. */
+export function sourcesOf(kind: LibKind): string[] {
+  const kernels = listSources(CUDA_DIR, [".cu"]);
+  if (kind === "cuda") return kernels;
+  const runtime = join(CUDA_DIR, "emu_runtime.cpp");
+  return kind === "cpu-test" ? [...kernels, runtime, ...listSources(TEST_DIR, [".cu"])] : [...kernels, runtime];
+}
+
+function headersHash(): string {
+  const h = createHash("sha256");
+  for (const f of [...listSources(CUDA_DIR, [".cuh", ".h"]), join(ROOT, "ffi", "nlk.h")]) h.update(f).update(readFileSync(f));
+  return h.digest("hex");
+}
+
+function hashOf(...parts: string[]): string {
+  const h = createHash("sha256");
+  for (const p of parts) h.update(p).update("\0");
+  return h.digest("hex").slice(0, 32);
+}
+
+function readKey(path: string): string | null {
+  try {
+    return readFileSync(path, "utf8");
+  } catch {
+    return null;
+  }
+}
+
+function toolchainFor(kind: LibKind): { tc: Toolchain; objDir: string } {
+  if (kind === "cuda") return { tc: cudaToolchain, objDir: join(BUILD_DIR, "obj", "cuda") };
+  if (kind === "cpu-tsan") return { tc: cpuToolchain(["-fsanitize=thread", "-DNLK_TSAN=1"]), objDir: join(BUILD_DIR, "obj", "cpu-tsan") };
+  return { tc: cpuToolchain([]), objDir: join(BUILD_DIR, "obj", "cpu") };
+}
+
+function requireTools(kind: LibKind): string {
+  if (kind === "cuda") {
+    const nvcc = which("nvcc");
+    if (nvcc === null) throw new BuildError("nvcc not found (install the CUDA toolkit, e.g. Debian 'nvidia-cuda-toolkit', or put /usr/local/cuda/bin on PATH)");
+    return nvcc;
+  }
+  const gxx = which("g++");
+  if (gxx === null) throw new BuildError("g++ not found: the cpu-emu backend needs a C++20 compiler (Debian: apt-get install g++)");
+  if (!existsSync("/usr/include/ucontext.h") && !existsSync("/usr/include/x86_64-linux-gnu/sys/ucontext.h")) {
+    throw new BuildError("ucontext.h not found: the cpu-emu fibers need the glibc headers (Debian: apt-get install libc6-dev)");
+  }
+  return gxx;
+}
+
+export interface BuildResult {
+  path: string;
+  /** Objects compiled by this call (0 when everything was up to date). */
+  compiled: number;
+  linked: boolean;
+}
+
+async function run(cmd: string[], what: string): Promise<void> {
+  const p = Bun.spawn({ cmd, stdout: "pipe", stderr: "pipe", cwd: ROOT });
+  const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+  if (code !== 0) throw new BuildError(`${what} failed (exit ${code}):\n$ ${cmd.join(" ")}\n${(err + out).trim()}`);
+}
+
+async function parallel<T>(items: T[], limit: number, fn: (t: T) => Promise<void>): Promise<void> {
+  const errors: unknown[] = [];
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const it = items[next++]!;
+      try {
+        await fn(it);
+      } catch (e) {
+        errors.push(e);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  if (errors.length > 0) throw new BuildError(errors.map((e) => (e instanceof Error ? e.message : String(e))).join("\n\n"));
+}
+
+/** Compiles what changed and links; `objectsOnly` stops before linking (the CI compile gate). */
+export async function buildLib(kind: LibKind, opts: { log?: (s: string) => void; objectsOnly?: boolean } = {}): Promise<BuildResult> {
+  const log = opts.log ?? (() => {});
+  const compiler = requireTools(kind);
+  const { tc, objDir } = toolchainFor(kind);
+  mkdirSync(objDir, { recursive: true });
+  const env = hashOf(compiler, toolVersion(compiler), headersHash(), ...tc.compile("x.cu"));
+  const sources = sourcesOf(kind);
+  const jobs: { src: string; obj: string; key: string }[] = [];
+  const objs: string[] = [];
+  for (const src of sources) {
+    const obj = join(objDir, `${basename(src)}.o`);
+    objs.push(obj);
+    const key = hashOf(env, src, readFileSync(src, "utf8"));
+    if (!existsSync(obj) || readKey(`${obj}.key`) !== key) jobs.push({ src, obj, key });
+  }
+  if (jobs.length > 0) log(`nlk build ${kind}: compiling ${jobs.length} of ${sources.length} sources with ${tc.compiler}`);
+  await parallel(jobs, Math.max(1, availableParallelism()), async ({ src, obj, key }) => {
+    const tmp = `${obj}.${process.pid}.tmp`;
+    await run([compiler, ...tc.compile(src), "-c", src, "-o", tmp], `compiling ${basename(src)} (${kind})`);
+    renameSync(tmp, obj);
+    writeFileSync(`${obj}.key`, key);
+  });
+  const out = libPath(kind);
+  if (opts.objectsOnly) return { path: out, compiled: jobs.length, linked: false };
+  const linkKey = hashOf(...objs.map((o) => readKey(`${o}.key`) ?? ""), ...tc.link([], ""));
+  if (jobs.length === 0 && existsSync(out) && readKey(`${out}.key`) === linkKey) return { path: out, compiled: 0, linked: false };
+  const tmp = `${out}.${process.pid}.tmp`;
+  const cmd = tc.link(objs, tmp);
+  if (cmd[0] === "nvcc") cmd[0] = compiler;
+  await run(cmd, `linking ${basename(out)}`);
+  renameSync(tmp, out);
+  writeFileSync(`${out}.key`, linkKey);
+  log(`nlk build ${kind}: ${out}`);
+  return { path: out, compiled: jobs.length, linked: true };
+}
+
+async function main(argv: string[]): Promise<number> {
+  const log = (s: string) => console.error(s);
+  try {
+    if (argv.includes("--check-cuda")) {
+      const r = await buildLib("cuda", { log, objectsOnly: true });
+      console.log(`cuda compile gate: every kernel source compiles for sm_90 (${sourcesOf("cuda").length} sources, ${r.compiled} recompiled)`);
+      return 0;
+    }
+    const kinds = argv.filter((a) => !a.startsWith("-"));
+    const wanted = kinds.includes("all") ? LIB_KINDS : kinds.length > 0 ? kinds : ["cpu"];
+    for (const k of wanted) {
+      if (!LIB_KINDS.includes(k as LibKind)) {
+        console.error(`unknown library kind '${k}' (expected ${LIB_KINDS.join(", ")} or all)`);
+        return 2;
+      }
+      const r = await buildLib(k as LibKind, { log });
+      console.log(`${k}: ${r.path}${r.compiled === 0 && !r.linked ? " (up to date)" : ""}`);
+    }
+    return 0;
+  } catch (e) {
+    console.error(e instanceof Error ? e.message : String(e));
+    return 1;
+  }
+}
+
+if (import.meta.main) process.exit(await main(process.argv.slice(2)));
