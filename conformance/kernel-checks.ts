@@ -210,6 +210,9 @@ let probed: Resolved[] | undefined;
 function probeBackends(): Resolved[] {
   if (probed !== undefined) return probed;
   const names = kernelBackendNames();
+  // Building is incremental, but a fresh checkout compiles every kernel (a minute with nvcc): say so.
+  const t0 = performance.now();
+  console.error(`kernel backends: building (if needed) and loading ${names.join(", ")} ...`);
   const proc = Bun.spawnSync({
     cmd: [bunPath(), CHILD, "--probe", "--backends", names.join(",")],
     cwd: ROOT, stdout: "pipe", stderr: "pipe", timeout: 900_000, killSignal: "SIGKILL", env: childEnv(),
@@ -223,6 +226,7 @@ function probeBackends(): Resolved[] {
     const reason = `probing the kernel backends failed (${why}): ${tail(proc.stderr.toString() + text)}`;
     probed = names.map((name) => ({ info: { name, available: false, reason }, problem: "broken" as const }));
   }
+  console.error(`kernel backends: ready in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
   return probed;
 }
 
