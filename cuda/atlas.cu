@@ -20,16 +20,11 @@ __global__ void atlas_forward_kernel(int s, int d, const float* __restrict__ K, 
                                      float* __restrict__ Mout, float* __restrict__ Sout, float* __restrict__ mStates,
                                      float* __restrict__ sStates) {
   const int b = blockIdx.x, tid = threadIdx.x, nt = blockDim.x;
-  nlk::Carver carve(nlk_shared<unsigned char>());
-  FwdSmem sm(carve, d);
+  const auto sm = nlk::carve_shared<FwdSmem>(d);
   const size_t dd = static_cast<size_t>(d) * d, sd = static_cast<size_t>(s) * d, gs = static_cast<size_t>(b) * s;
   const float *k = K + b * sd, *q = Q + b * sd, *w = W + b * sd;
-  float *Ms = mStates + b * (s + 1) * dd, *Ss = sStates + b * (s + 1) * dd, *y = Y + b * sd;
-  for (int i = tid; i < d; i += nt)
-    for (int j = 0; j < d; j++) {
-      Ms[i * d + j] = M0[b * dd + i * d + j];
-      Ss[i * d + j] = S0[b * dd + i * d + j];
-    }
+  float *Ms = nlk::start_states(mStates, M0, b, s, dd), *Ss = nlk::start_states(sStates, S0, b, s, dd);
+  float* y = Y + b * sd;
   for (int t = 0; t < s; t++) {
     nlk::load_vec(sm.k, k + t * d, d);
     nlk::load_vec(sm.w, w + t * d, d);
@@ -53,11 +48,8 @@ __global__ void atlas_forward_kernel(int s, int d, const float* __restrict__ K, 
     }
     __syncthreads();
   }
-  for (int i = tid; i < d; i += nt)
-    for (int j = 0; j < d; j++) {
-      Mout[b * dd + i * d + j] = Ms[s * dd + i * d + j];
-      Sout[b * dd + i * d + j] = Ss[s * dd + i * d + j];
-    }
+  nlk::store_final_state(Mout, Ms, b, s, dd);
+  nlk::store_final_state(Sout, Ss, b, s, dd);
 }
 
 struct BwdSmem {
@@ -75,11 +67,10 @@ __global__ void atlas_backward_kernel(int s, int d, const float* __restrict__ K,
                                       float* __restrict__ dalpha, float* __restrict__ dtheta, float* __restrict__ deta,
                                       float* __restrict__ DW, adj_t* __restrict__ Dall, adj_t* __restrict__ Eall) {
   const int b = blockIdx.x, tid = threadIdx.x, nt = blockDim.x;
-  nlk::Carver carve(nlk_shared<unsigned char>());
-  BwdSmem sm(carve, d, nt);
+  const auto sm = nlk::carve_shared<BwdSmem>(d, nt);
   const size_t dd = static_cast<size_t>(d) * d, sd = static_cast<size_t>(s) * d, gs = static_cast<size_t>(b) * s;
   const float *k = K + b * sd, *q = Q + b * sd, *w = W + b * sd, *dy = DY + b * sd;
-  const float *Ms = mStates + b * (s + 1) * dd, *Ss = sStates + b * (s + 1) * dd;
+  const float *Ms = nlk::seq_states(mStates, b, s, dd), *Ss = nlk::seq_states(sStates, b, s, dd);
   float *dk = DK + b * sd, *dq = DQ + b * sd, *dw = DW + b * sd;
   adj_t *D = Dall + b * dd, *E = Eall + b * dd;
   for (int t = s - 1; t >= 0; t--) {
@@ -121,15 +112,9 @@ __global__ void atlas_backward_kernel(int s, int d, const float* __restrict__ K,
       dk[t * d + j] = static_cast<float>(-tht * gw);  // dk = −θ Eᵀ ω
     }
     if (tid == 0) {
-      acc_t sa = 0, se = 0, st = 0;
-      for (int i = 0; i < nt; i++) {
-        sa += sm.red[i];
-        se += sm.red[nt + i];
-        st += sm.red[2 * nt + i];
-      }
-      dalpha[gs + t] = static_cast<float>(-sa);
-      deta[gs + t] = static_cast<float>(se);
-      dtheta[gs + t] = static_cast<float>(-st);
+      dalpha[gs + t] = static_cast<float>(-nlk::ordered_sum(sm.red, 0));
+      deta[gs + t] = static_cast<float>(nlk::ordered_sum(sm.red, 1));
+      dtheta[gs + t] = static_cast<float>(-nlk::ordered_sum(sm.red, 2));
     }
     __syncthreads();
     const adj_t keep = 1.0 - a;
@@ -161,11 +146,9 @@ NLK_API int nlk_atlas_forward(int B, int s, int d, const float* k, const float* 
         *oss = call.out(sStates, ns);
   if (call.status() != 0) return call.finish();
   const int nt = nlk::threads_for(d);
-  nlk::Carver c(nullptr);
-  FwdSmem layout(c, d);
-  (void)layout;
+  const size_t smem = nlk::smem_bytes<FwdSmem>(d);
   call.start();
-  NLK_LAUNCH(atlas_forward_kernel, B, nt, c.off)(s, d, gk, gq, ga, gt, ge, gw, gm0, gs0, oy, om, os, oms, oss);
+  NLK_LAUNCH(atlas_forward_kernel, B, nt, smem)(s, d, gk, gq, ga, gt, ge, gw, gm0, gs0, oy, om, os, oms, oss);
   return call.finish();
 }
 
@@ -186,11 +169,9 @@ NLK_API int nlk_atlas_backward(int B, int s, int d, const float* k, const float*
   adj_t *D = call.scratch<adj_t>(static_cast<size_t>(B) * d * d), *E = call.scratch<adj_t>(static_cast<size_t>(B) * d * d);
   if (call.status() != 0) return call.finish();
   const int nt = nlk::threads_for(d);
-  nlk::Carver c(nullptr);
-  BwdSmem layout(c, d, nt);
-  (void)layout;
+  const size_t smem = nlk::smem_bytes<BwdSmem>(d, nt);
   call.start();
-  NLK_LAUNCH(atlas_backward_kernel, B, nt, c.off)(s, d, gk, gq, ga, gt, gh, gw, gm, gs, gdy, odk, odq, oda, odt, ode, odw,
+  NLK_LAUNCH(atlas_backward_kernel, B, nt, smem)(s, d, gk, gq, ga, gt, gh, gw, gm, gs, gdy, odk, odq, oda, odt, ode, odw,
                                                   D, E);
   return call.finish();
 }

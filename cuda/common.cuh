@@ -78,9 +78,61 @@ struct Carver {
   }
 };
 
+/** The layout struct `Layout(Carver&, args...)` on this block's dynamic shared memory. */
+template <class Layout, class... A>
+__device__ inline Layout carve_shared(A... args) {
+  Carver c(nlk_shared<unsigned char>());
+  return Layout(c, args...);
+}
+
+/** The dynamic shared-memory bytes of carve_shared<Layout>(args...), for the launch. */
+template <class Layout, class... A>
+inline size_t smem_bytes(A... args) {
+  Carver c(nullptr);
+  Layout layout(c, args...);
+  (void)layout;
+  return c.off;
+}
+
+/** Copies n floats, spread over the block (no barrier). */
+__device__ inline void block_copy(float* dst, const float* src, size_t n) {
+  for (size_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
+}
+
+// A forward saves each sequence's states W_0 .. W_s as a stack [s + 1, n]; the ABI tensor is [B, s + 1, n].
+
+/** Sequence b's stack. */
+template <class T>
+__device__ inline T* seq_states(T* all, int b, int s, size_t n) {
+  return all + b * (s + 1) * n;
+}
+
+/** Sequence b's stack, with its initial state (of init, [B, n]) copied into slot 0 (no barrier). */
+__device__ inline float* start_states(float* all, const float* init, int b, int s, size_t n) {
+  float* W = seq_states(all, b, s, n);
+  block_copy(W, init + b * n, n);
+  return W;
+}
+
+/** Copies the final state, slot s of sequence b's stack W, to its row of out ([B, n]) (no barrier). */
+__device__ inline void store_final_state(float* out, const float* W, int b, int s, size_t n) {
+  block_copy(out + b * n, W + s * n, n);
+}
+
 /** Copies n floats from global src to shared dst, spread over the block (no barrier). */
 __device__ inline void load_vec(float* dst, const float* src, int n) {
   for (int j = threadIdx.x; j < n; j += blockDim.x) dst[j] = src[j];
+}
+
+/** This thread's row of n f64 dynamic shared scratch, for kernels where a thread owns a token. */
+__device__ inline acc_t* thread_row(int n) { return nlk_shared<acc_t>() + static_cast<size_t>(threadIdx.x) * n; }
+
+/** Σ over the block's threads of partial row i, red[i * nt + t], in thread order (one thread). */
+__device__ inline acc_t ordered_sum(const acc_t* red, int i) {
+  const int nt = blockDim.x;
+  acc_t s = 0;
+  for (int t = 0; t < nt; t++) s += red[i * nt + t];
+  return s;
 }
 
 /**
@@ -91,13 +143,17 @@ __device__ inline void block_sums(acc_t* red, int k) {
   __syncthreads();
   const int nt = blockDim.x;
   if (threadIdx.x == 0) {
-    for (int i = 0; i < k; i++) {
-      acc_t s = 0;
-      for (int t = 0; t < nt; t++) s += red[i * nt + t];
-      red[i * nt] = s;
-    }
+    for (int i = 0; i < k; i++) red[i * nt] = ordered_sum(red, i);
   }
   __syncthreads();
+}
+
+/** Swaps two pointers: the adjoint buffer pairs that trade roles after each token. */
+template <class T>
+__device__ inline void swap(T*& a, T*& b) {
+  T* t = a;
+  a = b;
+  b = t;
 }
 
 }  // namespace nlk

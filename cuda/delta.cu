@@ -4,42 +4,30 @@
  * Threads own rows of M (and of the adjoint D = ∂L/∂M_{t+1} in the backward); products with
  * Mᵀ or Dᵀ are column loops that run after a barrier, when every row is final.
  */
-#include "common.cuh"
+#include "matrix.cuh"
 
 namespace {
-
-struct FwdSmem {
-  float *k, *v, *q;
-  __host__ __device__ FwdSmem(nlk::Carver& c, int d) : k(c.take<float>(d)), v(c.take<float>(d)), q(c.take<float>(d)) {}
-};
 
 __global__ void delta_forward_kernel(int s, int d, const float* __restrict__ K, const float* __restrict__ V,
                                      const float* __restrict__ Q, const float* __restrict__ alpha,
                                      const float* __restrict__ theta, const float* __restrict__ M0, float* __restrict__ Y,
                                      float* __restrict__ Mout, float* __restrict__ mStates, float* __restrict__ E) {
   const int b = blockIdx.x, tid = threadIdx.x, nt = blockDim.x;
-  nlk::Carver carve(nlk_shared<unsigned char>());
-  FwdSmem sm(carve, d);
+  const auto sm = nlk::carve_shared<nlk::KvqSmem>(d);
   const size_t dd = static_cast<size_t>(d) * d, sd = static_cast<size_t>(s) * d;
   const float *k = K + b * sd, *v = V + b * sd, *q = Q + b * sd, *al = alpha + static_cast<size_t>(b) * s,
               *th = theta + static_cast<size_t>(b) * s;
-  float* Ms = mStates + b * (s + 1) * dd;
+  float* Ms = nlk::start_states(mStates, M0, b, s, dd);
   float *y = Y + b * sd, *e = E + b * sd;
-  for (int i = tid; i < d; i += nt)
-    for (int j = 0; j < d; j++) Ms[i * d + j] = M0[b * dd + i * d + j];
   for (int t = 0; t < s; t++) {
-    nlk::load_vec(sm.k, k + t * d, d);
-    nlk::load_vec(sm.v, v + t * d, d);
-    nlk::load_vec(sm.q, q + t * d, d);
+    sm.load(t, d, k, v, q);
     __syncthreads();
     const acc_t keep = 1.0 - static_cast<acc_t>(al[t]), tht = th[t];
     const float* Mt = Ms + t * dd;
     float* Mn = Ms + (t + 1) * dd;
     for (int i = tid; i < d; i += nt) {
-      acc_t pred = 0;
-      for (int j = 0; j < d; j++) pred += static_cast<acc_t>(Mt[i * d + j]) * sm.k[j];
       // rounded where the reference stores: e, (1 − α)M_t, and M_{t+1}
-      const float ei = static_cast<float>(static_cast<float>(pred) - static_cast<acc_t>(sm.v[i]));
+      const float ei = nlk::error_row(Mt, sm, i, d);
       e[t * d + i] = ei;
       const acc_t c = -tht * ei;
       acc_t read = 0;
@@ -52,17 +40,8 @@ __global__ void delta_forward_kernel(int s, int d, const float* __restrict__ K, 
     }
     __syncthreads();  // the next token overwrites the shared vectors
   }
-  for (int i = tid; i < d; i += nt)
-    for (int j = 0; j < d; j++) Mout[b * dd + i * d + j] = Ms[s * dd + i * d + j];
+  nlk::store_final_state(Mout, Ms, b, s, dd);
 }
-
-struct BwdSmem {
-  float *dy, *q, *k, *e;
-  acc_t *de, *red;
-  __host__ __device__ BwdSmem(nlk::Carver& c, int d, int nt)
-      : dy(c.take<float>(d)), q(c.take<float>(d)), k(c.take<float>(d)), e(c.take<float>(d)), de(c.take<acc_t>(d)),
-        red(c.take<acc_t>(2 * nt)) {}
-};
 
 __global__ void delta_backward_kernel(int s, int d, const float* __restrict__ K, const float* __restrict__ Q,
                                       const float* __restrict__ alpha, const float* __restrict__ theta,
@@ -71,19 +50,15 @@ __global__ void delta_backward_kernel(int s, int d, const float* __restrict__ K,
                                       float* __restrict__ DQ, float* __restrict__ dalpha, float* __restrict__ dtheta,
                                       adj_t* __restrict__ Dscratch) {
   const int b = blockIdx.x, tid = threadIdx.x, nt = blockDim.x;
-  nlk::Carver carve(nlk_shared<unsigned char>());
-  BwdSmem sm(carve, d, nt);
+  const auto sm = nlk::carve_shared<nlk::ErrorBwdSmem>(d, nt, 2);
   const size_t dd = static_cast<size_t>(d) * d, sd = static_cast<size_t>(s) * d;
   const float *k = K + b * sd, *q = Q + b * sd, *e = E + b * sd, *dy = DY + b * sd;
   const float *al = alpha + static_cast<size_t>(b) * s, *th = theta + static_cast<size_t>(b) * s;
-  const float* Ms = mStates + b * (s + 1) * dd;
+  const float* Ms = nlk::seq_states(mStates, b, s, dd);
   float *dk = DK + b * sd, *dv = DV + b * sd, *dq = DQ + b * sd;
   adj_t* D = Dscratch + b * dd;  // ∂L/∂M_{t+1}, zero on entry
   for (int t = s - 1; t >= 0; t--) {
-    nlk::load_vec(sm.dy, dy + t * d, d);
-    nlk::load_vec(sm.q, q + t * d, d);
-    nlk::load_vec(sm.k, k + t * d, d);
-    nlk::load_vec(sm.e, e + t * d, d);
+    sm.load(t, d, dy, q, k, e);
     __syncthreads();
     const float a = al[t], tht = th[t];
     const float *Mt = Ms + t * dd, *Mn = Ms + (t + 1) * dd;
@@ -116,13 +91,8 @@ __global__ void delta_backward_kernel(int s, int d, const float* __restrict__ K,
       dk[t * d + j] = static_cast<float>(-tht * ge + gm);
     }
     if (tid == 0) {
-      acc_t sa = 0, st = 0;
-      for (int i = 0; i < nt; i++) {
-        sa += sm.red[i];
-        st += sm.red[nt + i];
-      }
-      dalpha[static_cast<size_t>(b) * s + t] = -static_cast<float>(sa);
-      dtheta[static_cast<size_t>(b) * s + t] = -static_cast<float>(st);
+      dalpha[static_cast<size_t>(b) * s + t] = -static_cast<float>(nlk::ordered_sum(sm.red, 0));
+      dtheta[static_cast<size_t>(b) * s + t] = -static_cast<float>(nlk::ordered_sum(sm.red, 1));
     }
     __syncthreads();  // every column loop has read D before it is carried to M_t
     const adj_t keep = 1.0 - static_cast<adj_t>(a);
@@ -148,11 +118,9 @@ NLK_API int nlk_delta_forward(int B, int s, int d, const float* k, const float* 
         *de = call.out(e, sd);
   if (call.status() != 0) return call.finish();
   const int nt = nlk::threads_for(d);
-  nlk::Carver c(nullptr);
-  FwdSmem layout(c, d);
-  (void)layout;
+  const size_t smem = nlk::smem_bytes<nlk::KvqSmem>(d);
   call.start();
-  NLK_LAUNCH(delta_forward_kernel, B, nt, c.off)(s, d, dk_, dv_, dq_, da, dt, dm0, dy, dm, dms, de);
+  NLK_LAUNCH(delta_forward_kernel, B, nt, smem)(s, d, dk_, dv_, dq_, da, dt, dm0, dy, dm, dms, de);
   return call.finish();
 }
 
@@ -170,11 +138,9 @@ NLK_API int nlk_delta_backward(int B, int s, int d, const float* k, const float*
   adj_t* D = call.scratch<adj_t>(static_cast<size_t>(B) * d * d);
   if (call.status() != 0) return call.finish();
   const int nt = nlk::threads_for(d);
-  nlk::Carver c(nullptr);
-  BwdSmem layout(c, d, nt);
-  (void)layout;
+  const size_t smem = nlk::smem_bytes<nlk::ErrorBwdSmem>(d, nt, 2);
   call.start();
-  NLK_LAUNCH(delta_backward_kernel, B, nt, c.off)(s, d, gk, gq, ga, gt, gm, ge, gdy, odk, odv, odq, oda, odt, D);
+  NLK_LAUNCH(delta_backward_kernel, B, nt, smem)(s, d, gk, gq, ga, gt, gm, ge, gdy, odk, odv, odq, oda, odt, D);
   return call.finish();
 }
 

@@ -3,31 +3,21 @@
  *   M_{t+1} = (1 − α_t) M_t + v_t k_tᵀ ;  y_t = M_{t+1} q_t
  * Threads own rows of M and of the adjoint D = ∂L/∂M_{t+1}.
  */
-#include "common.cuh"
+#include "matrix.cuh"
 
 namespace {
-
-struct FwdSmem {
-  float *k, *v, *q;
-  __host__ __device__ FwdSmem(nlk::Carver& c, int d) : k(c.take<float>(d)), v(c.take<float>(d)), q(c.take<float>(d)) {}
-};
 
 __global__ void hebbian_forward_kernel(int s, int d, const float* __restrict__ K, const float* __restrict__ V,
                                        const float* __restrict__ Q, const float* __restrict__ alpha,
                                        const float* __restrict__ M0, float* __restrict__ Y, float* __restrict__ Mout,
                                        float* __restrict__ mStates) {
   const int b = blockIdx.x, tid = threadIdx.x, nt = blockDim.x;
-  nlk::Carver carve(nlk_shared<unsigned char>());
-  FwdSmem sm(carve, d);
+  const auto sm = nlk::carve_shared<nlk::KvqSmem>(d);
   const size_t dd = static_cast<size_t>(d) * d, sd = static_cast<size_t>(s) * d, gs = static_cast<size_t>(b) * s;
   const float *k = K + b * sd, *v = V + b * sd, *q = Q + b * sd;
-  float *Ms = mStates + b * (s + 1) * dd, *y = Y + b * sd;
-  for (int i = tid; i < d; i += nt)
-    for (int j = 0; j < d; j++) Ms[i * d + j] = M0[b * dd + i * d + j];
+  float *Ms = nlk::start_states(mStates, M0, b, s, dd), *y = Y + b * sd;
   for (int t = 0; t < s; t++) {
-    nlk::load_vec(sm.k, k + t * d, d);
-    nlk::load_vec(sm.v, v + t * d, d);
-    nlk::load_vec(sm.q, q + t * d, d);
+    sm.load(t, d, k, v, q);
     __syncthreads();
     const acc_t keep = 1.0 - static_cast<acc_t>(alpha[gs + t]);
     const float* Mt = Ms + t * dd;
@@ -44,8 +34,7 @@ __global__ void hebbian_forward_kernel(int s, int d, const float* __restrict__ K
     }
     __syncthreads();
   }
-  for (int i = tid; i < d; i += nt)
-    for (int j = 0; j < d; j++) Mout[b * dd + i * d + j] = Ms[s * dd + i * d + j];
+  nlk::store_final_state(Mout, Ms, b, s, dd);
 }
 
 struct BwdSmem {
@@ -61,11 +50,10 @@ __global__ void hebbian_backward_kernel(int s, int d, const float* __restrict__ 
                                         float* __restrict__ DK, float* __restrict__ DV, float* __restrict__ DQ,
                                         float* __restrict__ dalpha, adj_t* __restrict__ Dall) {
   const int b = blockIdx.x, tid = threadIdx.x, nt = blockDim.x;
-  nlk::Carver carve(nlk_shared<unsigned char>());
-  BwdSmem sm(carve, d, nt);
+  const auto sm = nlk::carve_shared<BwdSmem>(d, nt);
   const size_t dd = static_cast<size_t>(d) * d, sd = static_cast<size_t>(s) * d, gs = static_cast<size_t>(b) * s;
   const float *k = K + b * sd, *v = V + b * sd, *q = Q + b * sd, *dy = DY + b * sd;
-  const float* Ms = mStates + b * (s + 1) * dd;
+  const float* Ms = nlk::seq_states(mStates, b, s, dd);
   float *dk = DK + b * sd, *dv = DV + b * sd, *dq = DQ + b * sd;
   adj_t* D = Dall + b * dd;
   for (int t = s - 1; t >= 0; t--) {
@@ -99,11 +87,7 @@ __global__ void hebbian_backward_kernel(int s, int d, const float* __restrict__ 
       dq[t * d + j] = static_cast<float>(gq);
       dk[t * d + j] = static_cast<float>(gk);
     }
-    if (tid == 0) {
-      acc_t sa = 0;
-      for (int i = 0; i < nt; i++) sa += sm.red[i];
-      dalpha[gs + t] = static_cast<float>(-sa);
-    }
+    if (tid == 0) dalpha[gs + t] = static_cast<float>(-nlk::ordered_sum(sm.red, 0));
     __syncthreads();
     const adj_t keep = 1.0 - static_cast<adj_t>(alpha[gs + t]);
     for (int i = tid; i < d; i += nt)
@@ -127,11 +111,9 @@ NLK_API int nlk_hebbian_forward(int B, int s, int d, const float* k, const float
   float *oy = call.out(y, sd), *om = call.out(M, dd), *oms = call.out(mStates, static_cast<size_t>(B) * (s + 1) * d * d);
   if (call.status() != 0) return call.finish();
   const int nt = nlk::threads_for(d);
-  nlk::Carver c(nullptr);
-  FwdSmem layout(c, d);
-  (void)layout;
+  const size_t smem = nlk::smem_bytes<nlk::KvqSmem>(d);
   call.start();
-  NLK_LAUNCH(hebbian_forward_kernel, B, nt, c.off)(s, d, gk, gv, gq, ga, gm0, oy, om, oms);
+  NLK_LAUNCH(hebbian_forward_kernel, B, nt, smem)(s, d, gk, gv, gq, ga, gm0, oy, om, oms);
   return call.finish();
 }
 
@@ -148,11 +130,9 @@ NLK_API int nlk_hebbian_backward(int B, int s, int d, const float* k, const floa
   adj_t* D = call.scratch<adj_t>(static_cast<size_t>(B) * d * d);
   if (call.status() != 0) return call.finish();
   const int nt = nlk::threads_for(d);
-  nlk::Carver c(nullptr);
-  BwdSmem layout(c, d, nt);
-  (void)layout;
+  const size_t smem = nlk::smem_bytes<BwdSmem>(d, nt);
   call.start();
-  NLK_LAUNCH(hebbian_backward_kernel, B, nt, c.off)(s, d, gk, gv, gq, ga, gm, gdy, odk, odv, odq, oda, D);
+  NLK_LAUNCH(hebbian_backward_kernel, B, nt, smem)(s, d, gk, gv, gq, ga, gm, gdy, odk, odv, odq, oda, D);
   return call.finish();
 }
 

@@ -67,11 +67,9 @@ __global__ void lattice_forward_kernel(int s, int d, int m, int variant, const f
                                        float* __restrict__ readW, float* __restrict__ gamma, float* __restrict__ pDot,
                                        float* __restrict__ uNorm) {
   const int b = blockIdx.x, tid = threadIdx.x, nt = blockDim.x;
-  nlk::Carver carve(nlk_shared<unsigned char>());
-  Smem sm(carve, d, m);
+  const auto sm = nlk::carve_shared<Smem>(d, m);
   const size_t md = static_cast<size_t>(m) * d, sd = static_cast<size_t>(s) * d, sm_ = static_cast<size_t>(s) * m;
-  float* S = sStates + b * (s + 1) * md;
-  for (size_t i = tid; i < md; i += nt) S[i] = S0[b * md + i];
+  float* S = nlk::start_states(sStates, S0, b, s, md);
   for (int t = 0; t < s; t++) {
     nlk::load_vec(sm.k, K + b * sd + static_cast<size_t>(t) * d, d);
     nlk::load_vec(sm.v, V + b * sd + static_cast<size_t>(t) * d, d);
@@ -107,7 +105,7 @@ __global__ void lattice_forward_kernel(int s, int d, int m, int variant, const f
     }
     __syncthreads();
   }
-  for (size_t i = tid; i < md; i += nt) Sout[b * md + i] = S[s * md + i];
+  nlk::store_final_state(Sout, S, b, s, md);
 }
 
 __global__ void lattice_backward_kernel(int s, int d, int m, int variant, const float* __restrict__ K,
@@ -118,10 +116,9 @@ __global__ void lattice_backward_kernel(int s, int d, int m, int variant, const 
                                         const float* __restrict__ DY, float* __restrict__ DK, float* __restrict__ DV,
                                         float* __restrict__ DQ, float* __restrict__ dalpha, adj_t* __restrict__ scratch) {
   const int b = blockIdx.x, tid = threadIdx.x, nt = blockDim.x;
-  nlk::Carver carve(nlk_shared<unsigned char>());
-  Smem sm(carve, d, m);
+  const auto sm = nlk::carve_shared<Smem>(d, m);
   const size_t md = static_cast<size_t>(m) * d, sd = static_cast<size_t>(s) * d, sm_ = static_cast<size_t>(s) * m;
-  const float* S = sStates + b * (s + 1) * md;
+  const float* S = nlk::seq_states(sStates, b, s, md);
   adj_t* Sh = scratch + b * 2 * md;  // ∂L/∂S_{t+1}
   adj_t* P = Sh + md;                 // ∂L/∂S_t, built at token t
   // per-slot scalars in sm.scal: [0,m) dρ, [m,2m) dα share, [2m,3m) dσ-chain, [3m,4m) c2 (similarity)
@@ -206,9 +203,7 @@ __global__ void lattice_backward_kernel(int s, int d, int m, int variant, const 
       dalpha[static_cast<size_t>(b) * s + t] = static_cast<float>(sa);
     }
     __syncthreads();
-    adj_t* tmp = Sh;
-    Sh = P;
-    P = tmp;
+    nlk::swap(Sh, P);
   }
 }
 
@@ -237,11 +232,9 @@ NLK_API int nlk_lattice_forward(int B, int s, int d, int m_slots, int variant, c
         *ow = call.out(readW, sm), *og = call.out(gamma, sm), *op = call.out(pDot, sm), *on = call.out(uNorm, sm);
   if (call.status() != 0) return call.finish();
   const int nt = nlk::threads_for(d > m_slots ? d : m_slots);
-  nlk::Carver c(nullptr);
-  Smem layout(c, d, m_slots);
-  (void)layout;
+  const size_t smem = nlk::smem_bytes<Smem>(d, m_slots);
   call.start();
-  NLK_LAUNCH(lattice_forward_kernel, B, nt, c.off)(s, d, m_slots, variant, gk, gv, gq, ga, gs0, oy, os, oss, ow, og, op, on);
+  NLK_LAUNCH(lattice_forward_kernel, B, nt, smem)(s, d, m_slots, variant, gk, gv, gq, ga, gs0, oy, os, oss, ow, og, op, on);
   return call.finish();
 }
 
@@ -261,11 +254,9 @@ NLK_API int nlk_lattice_backward(int B, int s, int d, int m_slots, int variant, 
   adj_t* scratch = call.scratch<adj_t>(static_cast<size_t>(B) * 2 * m_slots * d);
   if (call.status() != 0) return call.finish();
   const int nt = nlk::threads_for(d > m_slots ? d : m_slots);
-  nlk::Carver c(nullptr);
-  Smem layout(c, d, m_slots);
-  (void)layout;
+  const size_t smem = nlk::smem_bytes<Smem>(d, m_slots);
   call.start();
-  NLK_LAUNCH(lattice_backward_kernel, B, nt, c.off)(s, d, m_slots, variant, gk, gv, gq, ga, gss, gw, gg, gp, gn, gdy, odk,
+  NLK_LAUNCH(lattice_backward_kernel, B, nt, smem)(s, d, m_slots, variant, gk, gv, gq, ga, gss, gw, gg, gp, gn, gdy, odk,
                                                     odv, odq, oda, scratch);
   return call.finish();
 }

@@ -8,14 +8,11 @@
 
 namespace {
 
-/** One row of ρ (or of dw) per thread: the thread's token's m slot products. */
-__device__ inline acc_t* my_row(int m) { return nlk_shared<acc_t>() + static_cast<size_t>(threadIdx.x) * m; }
-
 __global__ void lattice_frozen_read_kernel(int s, int d, int m, const float* __restrict__ Q, const float* __restrict__ Sall,
                                            float* __restrict__ Y, float* __restrict__ readW) {
   const int b = blockIdx.x;
   const float* S = Sall + b * static_cast<size_t>(m) * d;
-  acc_t* rho = my_row(m);
+  acc_t* rho = nlk::thread_row(m);  // the thread's token's m slot products
   for (int t = threadIdx.x; t < s; t += blockDim.x) {
     const size_t o = (static_cast<size_t>(b) * s + t) * d, wo = (static_cast<size_t>(b) * s + t) * m;
     acc_t mx = -INFINITY, sum = 0;
@@ -39,7 +36,7 @@ __global__ void lattice_frozen_vjp_kernel(int s, int d, int m, const float* __re
                                           const float* __restrict__ DY, float* __restrict__ DQ) {
   const int b = blockIdx.x;
   const float* S = Sall + b * static_cast<size_t>(m) * d;
-  acc_t* drho = my_row(m);
+  acc_t* drho = nlk::thread_row(m);
   for (int t = threadIdx.x; t < s; t += blockDim.x) {
     const size_t o = (static_cast<size_t>(b) * s + t) * d, wo = (static_cast<size_t>(b) * s + t) * m;
     acc_t wdw = 0;

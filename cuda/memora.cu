@@ -33,14 +33,11 @@ __global__ void memora_forward_kernel(int s, int d, int dh, const float* __restr
                                       const float* __restrict__ W20, float* __restrict__ Y, float* __restrict__ W1out,
                                       float* __restrict__ W2out, float* __restrict__ w1States, float* __restrict__ w2States) {
   const int b = blockIdx.x, tid = threadIdx.x, nt = blockDim.x;
-  nlk::Carver carve(nlk_shared<unsigned char>());
-  nlk::MlpSmem sm(carve, d, dh, nt);
+  const auto sm = nlk::carve_shared<nlk::MlpSmem>(d, dh, nt);
   const nlk::Bias bias{nlk::Bias::kIdentity, 0, 0, 0};
   const int n1 = dh * d, n2 = d * dh;
   const size_t sd = static_cast<size_t>(s) * d, gs = static_cast<size_t>(b) * s;
-  float *W1 = w1States + b * (s + 1) * static_cast<size_t>(n1), *W2 = w2States + b * (s + 1) * static_cast<size_t>(n2);
-  for (int i = tid; i < n1; i += nt) W1[i] = W10[static_cast<size_t>(b) * n1 + i];
-  for (int i = tid; i < n2; i += nt) W2[i] = W20[static_cast<size_t>(b) * n2 + i];
+  float *W1 = nlk::start_states(w1States, W10, b, s, n1), *W2 = nlk::start_states(w2States, W20, b, s, n2);
   for (int t = 0; t < s; t++) {
     nlk::load_token(sm, d, t, K + b * sd, V + b * sd, Q + b * sd, nullptr);
     __syncthreads();
@@ -52,8 +49,8 @@ __global__ void memora_forward_kernel(int s, int d, int dh, const float* __restr
     for (int i = tid; i < d; i += nt) softmax_row(W2 + c2 + i * dh, dh, al, th * sm.g[i], sm.h, W2 + c2 + n2 + i * dh);
     __syncthreads();
   }
-  for (int i = tid; i < n1; i += nt) W1out[static_cast<size_t>(b) * n1 + i] = W1[static_cast<size_t>(s) * n1 + i];
-  for (int i = tid; i < n2; i += nt) W2out[static_cast<size_t>(b) * n2 + i] = W2[static_cast<size_t>(s) * n2 + i];
+  nlk::store_final_state(W1out, W1, b, s, n1);
+  nlk::store_final_state(W2out, W2, b, s, n2);
 }
 
 /** In place, one row per thread: Ŵ ← dZ = P ⊙ (Ŵ − ⟨P, Ŵ⟩) with P = W_{t+1} (the softmax output). */
@@ -72,12 +69,11 @@ __global__ void memora_backward_kernel(int s, int d, int dh, const float* __rest
                                        float* __restrict__ DK, float* __restrict__ DV, float* __restrict__ DQ,
                                        float* __restrict__ dalpha, float* __restrict__ dtheta, adj_t* __restrict__ scratch) {
   const int b = blockIdx.x, tid = threadIdx.x, nt = blockDim.x;
-  nlk::Carver carve(nlk_shared<unsigned char>());
-  nlk::MlpSmem sm(carve, d, dh, nt);
+  const auto sm = nlk::carve_shared<nlk::MlpSmem>(d, dh, nt);
   const nlk::Bias bias{nlk::Bias::kIdentity, 0, 0, 0};
   const int n1 = dh * d, n2 = d * dh;
   const size_t sd = static_cast<size_t>(s) * d, gs = static_cast<size_t>(b) * s;
-  const float *W1 = w1States + b * (s + 1) * static_cast<size_t>(n1), *W2 = w2States + b * (s + 1) * static_cast<size_t>(n2);
+  const float *W1 = nlk::seq_states(w1States, b, s, n1), *W2 = nlk::seq_states(w2States, b, s, n2);
   // Ŵ = ∂L/∂W_{t+1} (turned into dZ in place) and D = ∂L/∂W_t, swapped after each token
   adj_t* base = scratch + static_cast<size_t>(b) * 2 * (n1 + n2);
   adj_t *Wh1 = base, *Wh2 = Wh1 + n1, *D1 = Wh2 + n2, *D2 = D1 + n1;
@@ -97,9 +93,7 @@ __global__ void memora_backward_kernel(int s, int d, int dh, const float* __rest
     nlk::inner_gradient(sm, d, dh, W1 + c1, W2 + c2, bias);
     nlk::chain_in(sm, d, dh, Wh1, Wh2);
     if (tid == 0) {
-      acc_t sa = 0;
-      for (int i = 0; i < nt; i++) sa += sm.red[i];
-      dalpha[gs + t] = static_cast<float>(sa);
+      dalpha[gs + t] = static_cast<float>(nlk::ordered_sum(sm.red, 0));
       dtheta[gs + t] = static_cast<float>(-nlk::inner_grad_dot(sm, d, dh));  // dθ = −⟨dZ, G_t⟩
     }
     // (direct) D = α dZ ⊙ logc'(W_t); dG = −θ dZ, then the inner-gradient chain
@@ -110,12 +104,8 @@ __global__ void memora_backward_kernel(int s, int d, int dh, const float* __rest
                    dv + static_cast<size_t>(t) * d);
     // (read before write: at W_t)
     nlk::read_vjp(sm, d, dh, W1 + c1, W2 + c2, D1, D2, true, dq + static_cast<size_t>(t) * d);
-    adj_t* tmp = Wh1;
-    Wh1 = D1;
-    D1 = tmp;
-    tmp = Wh2;
-    Wh2 = D2;
-    D2 = tmp;
+    nlk::swap(Wh1, D1);
+    nlk::swap(Wh2, D2);
   }
 }
 
@@ -137,12 +127,10 @@ NLK_API int nlk_memora_forward(int B, int s, int d, int d_hidden, const float* k
   float *oy = call.out(y, sd), *o1 = call.out(W1, n), *o2 = call.out(W2, n), *os1 = call.out(w1States, ns),
         *os2 = call.out(w2States, ns);
   if (call.status() != 0) return call.finish();
-  const int nt = nlk::threads_for(d > d_hidden ? d : d_hidden);
-  nlk::Carver c(nullptr);
-  nlk::MlpSmem layout(c, d, d_hidden, nt);
-  (void)layout;
+  const int nt = nlk::mlp_threads(d, d_hidden);
+  const size_t smem = nlk::smem_bytes<nlk::MlpSmem>(d, d_hidden, nt);
   call.start();
-  NLK_LAUNCH(memora_forward_kernel, B, nt, c.off)(s, d, d_hidden, gk, gv, gq, ga, gt, g1, g2, oy, o1, o2, os1, os2);
+  NLK_LAUNCH(memora_forward_kernel, B, nt, smem)(s, d, d_hidden, gk, gv, gq, ga, gt, g1, g2, oy, o1, o2, os1, os2);
   return call.finish();
 }
 
@@ -161,12 +149,10 @@ NLK_API int nlk_memora_backward(int B, int s, int d, int d_hidden, const float* 
         *odt = call.out(dtheta, g);
   adj_t* scratch = call.scratch<adj_t>(static_cast<size_t>(B) * 4 * d * d_hidden);
   if (call.status() != 0) return call.finish();
-  const int nt = nlk::threads_for(d > d_hidden ? d : d_hidden);
-  nlk::Carver c(nullptr);
-  nlk::MlpSmem layout(c, d, d_hidden, nt);
-  (void)layout;
+  const int nt = nlk::mlp_threads(d, d_hidden);
+  const size_t smem = nlk::smem_bytes<nlk::MlpSmem>(d, d_hidden, nt);
   call.start();
-  NLK_LAUNCH(memora_backward_kernel, B, nt, c.off)(s, d, d_hidden, gk, gv, gq, ga, gt, g1, g2, gdy, odk, odv, odq, oda,
+  NLK_LAUNCH(memora_backward_kernel, B, nt, smem)(s, d, d_hidden, gk, gv, gq, ga, gt, g1, g2, gdy, odk, odv, odq, oda,
                                                    odt, scratch);
   return call.finish();
 }

@@ -221,4 +221,7 @@ __device__ inline void load_token(const MlpSmem& sm, int d, int t, const float* 
 /** Hyperparameter check shared by the three MLP rules. */
 inline bool valid_hidden(int dh) { return dh >= 1; }
 
+/** Threads per block of an MLP kernel: its loops run over the d rows of W2 or the dh rows of W1. */
+inline int mlp_threads(int d, int dh) { return threads_for(d > dh ? d : dh); }
+
 }  // namespace nlk

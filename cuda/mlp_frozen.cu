@@ -12,8 +12,7 @@ namespace {
 __global__ void mlp_frozen_read_kernel(int s, int d, int dh, const float* __restrict__ Q, const float* __restrict__ W1all,
                                        const float* __restrict__ W2all, float* __restrict__ Y) {
   const int b = blockIdx.x;
-  nlk::Carver carve(nlk_shared<unsigned char>());
-  nlk::MlpSmem sm(carve, d, dh, blockDim.x);
+  const auto sm = nlk::carve_shared<nlk::MlpSmem>(d, dh, static_cast<int>(blockDim.x));
   const size_t n = static_cast<size_t>(d) * dh, sd = static_cast<size_t>(s) * d;
   for (int t = 0; t < s; t++) {
     nlk::load_token(sm, d, t, nullptr, nullptr, Q + b * sd, nullptr);
@@ -26,8 +25,7 @@ __global__ void mlp_frozen_vjp_kernel(int s, int d, int dh, const float* __restr
                                       const float* __restrict__ W2all, const float* __restrict__ DY,
                                       float* __restrict__ DQ) {
   const int b = blockIdx.x;
-  nlk::Carver carve(nlk_shared<unsigned char>());
-  nlk::MlpSmem sm(carve, d, dh, blockDim.x);
+  const auto sm = nlk::carve_shared<nlk::MlpSmem>(d, dh, static_cast<int>(blockDim.x));
   const size_t n = static_cast<size_t>(d) * dh, sd = static_cast<size_t>(s) * d;
   for (int t = 0; t < s; t++) {
     nlk::load_token(sm, d, t, nullptr, nullptr, Q + b * sd, DY + b * sd);
@@ -45,12 +43,10 @@ int frozen_forward(int B, int s, int d, int dh, const float* q, const float* W1,
   const float *gq = call.in(q, sd), *g1 = call.in(W1, n), *g2 = call.in(W2, n);
   float* oy = call.out(y, sd);
   if (call.status() != 0) return call.finish();
-  const int nt = nlk::threads_for(d > dh ? d : dh);
-  nlk::Carver c(nullptr);
-  nlk::MlpSmem layout(c, d, dh, nt);
-  (void)layout;
+  const int nt = nlk::mlp_threads(d, dh);
+  const size_t smem = nlk::smem_bytes<nlk::MlpSmem>(d, dh, nt);
   call.start();
-  NLK_LAUNCH(mlp_frozen_read_kernel, B, nt, c.off)(s, d, dh, gq, g1, g2, oy);
+  NLK_LAUNCH(mlp_frozen_read_kernel, B, nt, smem)(s, d, dh, gq, g1, g2, oy);
   return call.finish();
 }
 
@@ -64,12 +60,10 @@ int frozen_backward(int B, int s, int d, int dh, const float* q, const float* W1
   const float *gq = call.in(q, sd), *g1 = call.in(W1, n), *g2 = call.in(W2, n), *gdy = call.in(dy, sd);
   float* odq = call.out(dq, sd);
   if (call.status() != 0) return call.finish();
-  const int nt = nlk::threads_for(d > dh ? d : dh);
-  nlk::Carver c(nullptr);
-  nlk::MlpSmem layout(c, d, dh, nt);
-  (void)layout;
+  const int nt = nlk::mlp_threads(d, dh);
+  const size_t smem = nlk::smem_bytes<nlk::MlpSmem>(d, dh, nt);
   call.start();
-  NLK_LAUNCH(mlp_frozen_vjp_kernel, B, nt, c.off)(s, d, dh, gq, g1, g2, gdy, odq);
+  NLK_LAUNCH(mlp_frozen_vjp_kernel, B, nt, smem)(s, d, dh, gq, g1, g2, gdy, odq);
   return call.finish();
 }
 

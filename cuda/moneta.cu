@@ -102,15 +102,12 @@ __global__ void moneta_forward_kernel(int s, int d, Hyper hp, const float* __res
                                       float* __restrict__ W2out, float* __restrict__ w1States, float* __restrict__ w2States,
                                       float* __restrict__ a1States, float* __restrict__ a2States) {
   const int b = blockIdx.x, tid = threadIdx.x, nt = blockDim.x, dh = hp.dh;
-  nlk::Carver carve(nlk_shared<unsigned char>());
-  nlk::MlpSmem sm(carve, d, dh, nt);
+  const auto sm = nlk::carve_shared<nlk::MlpSmem>(d, dh, nt);
   const nlk::Bias bias = hp.bias();
   const int n1 = dh * d, n2 = d * dh;
   const size_t sd = static_cast<size_t>(s) * d, gs = static_cast<size_t>(b) * s;
-  float *W1 = w1States + b * (s + 1) * static_cast<size_t>(n1), *W2 = w2States + b * (s + 1) * static_cast<size_t>(n2);
-  float *A1 = a1States + b * (s + 1) * static_cast<size_t>(n1), *A2 = a2States + b * (s + 1) * static_cast<size_t>(n2);
-  for (int i = tid; i < n1; i += nt) W1[i] = A1[i] = W10[static_cast<size_t>(b) * n1 + i];
-  for (int i = tid; i < n2; i += nt) W2[i] = A2[i] = W20[static_cast<size_t>(b) * n2 + i];
+  float *W1 = nlk::start_states(w1States, W10, b, s, n1), *W2 = nlk::start_states(w2States, W20, b, s, n2);
+  float *A1 = nlk::start_states(a1States, W10, b, s, n1), *A2 = nlk::start_states(a2States, W20, b, s, n2);
   for (int t = 0; t < s; t++) {
     nlk::load_token(sm, d, t, K + b * sd, V + b * sd, Q + b * sd, nullptr);
     __syncthreads();
@@ -135,8 +132,8 @@ __global__ void moneta_forward_kernel(int s, int d, Hyper hp, const float* __res
     }
     nlk::mlp_read(sm, d, dh, W1 + c1 + n1, W2 + c2 + n2, Y + b * sd + static_cast<size_t>(t) * d);
   }
-  for (int i = tid; i < n1; i += nt) W1out[static_cast<size_t>(b) * n1 + i] = W1[static_cast<size_t>(s) * n1 + i];
-  for (int i = tid; i < n2; i += nt) W2out[static_cast<size_t>(b) * n2 + i] = W2[static_cast<size_t>(s) * n2 + i];
+  nlk::store_final_state(W1out, W1, b, s, n1);
+  nlk::store_final_state(W2out, W2, b, s, n2);
 }
 
 __global__ void moneta_backward_kernel(int s, int d, Hyper hp, const float* __restrict__ K, const float* __restrict__ V,
@@ -147,14 +144,13 @@ __global__ void moneta_backward_kernel(int s, int d, Hyper hp, const float* __re
                                        float* __restrict__ DK, float* __restrict__ DV, float* __restrict__ DQ,
                                        float* __restrict__ dalpha, float* __restrict__ dtheta, adj_t* __restrict__ scratch) {
   const int b = blockIdx.x, tid = threadIdx.x, nt = blockDim.x, dh = hp.dh;
-  nlk::Carver carve(nlk_shared<unsigned char>());
-  nlk::MlpSmem sm(carve, d, dh, nt);
+  const auto sm = nlk::carve_shared<nlk::MlpSmem>(d, dh, nt);
   const nlk::Bias bias = hp.bias();
   const bool l2path = hp.l2path();
   const int n1 = dh * d, n2 = d * dh;
   const size_t sd = static_cast<size_t>(s) * d, gs = static_cast<size_t>(b) * s;
-  const float *W1 = w1States + b * (s + 1) * static_cast<size_t>(n1), *W2 = w2States + b * (s + 1) * static_cast<size_t>(n2);
-  const float *A1 = a1States + b * (s + 1) * static_cast<size_t>(n1), *A2 = a2States + b * (s + 1) * static_cast<size_t>(n2);
+  const float *W1 = nlk::seq_states(w1States, b, s, n1), *W2 = nlk::seq_states(w2States, b, s, n2);
+  const float *A1 = nlk::seq_states(a1States, b, s, n1), *A2 = nlk::seq_states(a2States, b, s, n2);
   // Ā = ∂L/∂A_{t+1} (Ab); on the L_q path also R (the read's ∂L/∂W_{t+1}) and D (∂L/∂W_t)
   adj_t* base = scratch + static_cast<size_t>(b) * 3 * (n1 + n2);
   adj_t *Ab1 = base, *Ab2 = Ab1 + n1, *R1 = Ab2 + n2, *R2 = R1 + n1, *D1 = R2 + n2, *D2 = D1 + n1;
@@ -240,12 +236,10 @@ NLK_API int nlk_moneta_forward(int B, int s, int d, int d_hidden, double p, doub
   float *oy = call.out(y, sd), *o1 = call.out(W1, n), *o2 = call.out(W2, n), *os1 = call.out(w1States, ns),
         *os2 = call.out(w2States, ns), *oa1 = call.out(a1States, ns), *oa2 = call.out(a2States, ns);
   if (call.status() != 0) return call.finish();
-  const int nt = nlk::threads_for(d > d_hidden ? d : d_hidden);
-  nlk::Carver c(nullptr);
-  nlk::MlpSmem layout(c, d, d_hidden, nt);
-  (void)layout;
+  const int nt = nlk::mlp_threads(d, d_hidden);
+  const size_t smem = nlk::smem_bytes<nlk::MlpSmem>(d, d_hidden, nt);
   call.start();
-  NLK_LAUNCH(moneta_forward_kernel, B, nt, c.off)(s, d, hp, gk, gv, gq, ga, gt, g1, g2, oy, o1, o2, os1, os2, oa1, oa2);
+  NLK_LAUNCH(moneta_forward_kernel, B, nt, smem)(s, d, hp, gk, gv, gq, ga, gt, g1, g2, oy, o1, o2, os1, os2, oa1, oa2);
   return call.finish();
 }
 
@@ -268,12 +262,10 @@ NLK_API int nlk_moneta_backward(int B, int s, int d, int d_hidden, double p, dou
         *odt = call.out(dtheta, g);
   adj_t* scratch = call.scratch<adj_t>(static_cast<size_t>(B) * 6 * d * d_hidden);
   if (call.status() != 0) return call.finish();
-  const int nt = nlk::threads_for(d > d_hidden ? d : d_hidden);
-  nlk::Carver c(nullptr);
-  nlk::MlpSmem layout(c, d, d_hidden, nt);
-  (void)layout;
+  const int nt = nlk::mlp_threads(d, d_hidden);
+  const size_t smem = nlk::smem_bytes<nlk::MlpSmem>(d, d_hidden, nt);
   call.start();
-  NLK_LAUNCH(moneta_backward_kernel, B, nt, c.off)(s, d, hp, gk, gv, gq, ga, gt, g1, g2, ga1, ga2, gdy, odk, odv, odq, oda,
+  NLK_LAUNCH(moneta_backward_kernel, B, nt, smem)(s, d, hp, gk, gv, gq, ga, gt, g1, g2, ga1, ga2, gdy, odk, odv, odq, oda,
                                                    odt, scratch);
   return call.finish();
 }

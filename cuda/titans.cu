@@ -5,14 +5,9 @@
  * Threads own rows of M and S (and of the adjoints D = ∂L/∂M_{t+1}, E = ∂L/∂S_{t+1}); products
  * with a transposed matrix are column loops after a barrier.
  */
-#include "common.cuh"
+#include "matrix.cuh"
 
 namespace {
-
-struct FwdSmem {
-  float *k, *v, *q;
-  __host__ __device__ FwdSmem(nlk::Carver& c, int d) : k(c.take<float>(d)), v(c.take<float>(d)), q(c.take<float>(d)) {}
-};
 
 __global__ void titans_forward_kernel(int s, int d, const float* __restrict__ K, const float* __restrict__ V,
                                       const float* __restrict__ Q, const float* __restrict__ alpha,
@@ -21,28 +16,19 @@ __global__ void titans_forward_kernel(int s, int d, const float* __restrict__ K,
                                       float* __restrict__ Mout, float* __restrict__ Sout, float* __restrict__ mStates,
                                       float* __restrict__ sStates, float* __restrict__ E) {
   const int b = blockIdx.x, tid = threadIdx.x, nt = blockDim.x;
-  nlk::Carver carve(nlk_shared<unsigned char>());
-  FwdSmem sm(carve, d);
+  const auto sm = nlk::carve_shared<nlk::KvqSmem>(d);
   const size_t dd = static_cast<size_t>(d) * d, sd = static_cast<size_t>(s) * d, gs = static_cast<size_t>(b) * s;
   const float *k = K + b * sd, *v = V + b * sd, *q = Q + b * sd;
-  float *Ms = mStates + b * (s + 1) * dd, *Ss = sStates + b * (s + 1) * dd, *y = Y + b * sd, *e = E + b * sd;
-  for (int i = tid; i < d; i += nt)
-    for (int j = 0; j < d; j++) {
-      Ms[i * d + j] = M0[b * dd + i * d + j];
-      Ss[i * d + j] = S0[b * dd + i * d + j];
-    }
+  float *Ms = nlk::start_states(mStates, M0, b, s, dd), *Ss = nlk::start_states(sStates, S0, b, s, dd);
+  float *y = Y + b * sd, *e = E + b * sd;
   for (int t = 0; t < s; t++) {
-    nlk::load_vec(sm.k, k + t * d, d);
-    nlk::load_vec(sm.v, v + t * d, d);
-    nlk::load_vec(sm.q, q + t * d, d);
+    sm.load(t, d, k, v, q);
     __syncthreads();
     const acc_t keep = 1.0 - static_cast<acc_t>(alpha[gs + t]), tht = theta[gs + t], et = eta[gs + t];
     const float *Mt = Ms + t * dd, *St = Ss + t * dd;
     float *Mn = Ms + (t + 1) * dd, *Sn = Ss + (t + 1) * dd;
     for (int i = tid; i < d; i += nt) {
-      acc_t pred = 0;
-      for (int j = 0; j < d; j++) pred += static_cast<acc_t>(Mt[i * d + j]) * sm.k[j];
-      const float ei = static_cast<float>(static_cast<float>(pred) - static_cast<acc_t>(sm.v[i]));
+      const float ei = nlk::error_row(Mt, sm, i, d);
       e[t * d + i] = ei;
       const acc_t g = -tht * ei;
       acc_t read = 0;
@@ -58,20 +44,9 @@ __global__ void titans_forward_kernel(int s, int d, const float* __restrict__ K,
     }
     __syncthreads();
   }
-  for (int i = tid; i < d; i += nt)
-    for (int j = 0; j < d; j++) {
-      Mout[b * dd + i * d + j] = Ms[s * dd + i * d + j];
-      Sout[b * dd + i * d + j] = Ss[s * dd + i * d + j];
-    }
+  nlk::store_final_state(Mout, Ms, b, s, dd);
+  nlk::store_final_state(Sout, Ss, b, s, dd);
 }
-
-struct BwdSmem {
-  float *dy, *q, *k, *e;
-  acc_t *de, *red;
-  __host__ __device__ BwdSmem(nlk::Carver& c, int d, int nt)
-      : dy(c.take<float>(d)), q(c.take<float>(d)), k(c.take<float>(d)), e(c.take<float>(d)), de(c.take<acc_t>(d)),
-        red(c.take<acc_t>(3 * nt)) {}
-};
 
 __global__ void titans_backward_kernel(int s, int d, const float* __restrict__ K, const float* __restrict__ Q,
                                        const float* __restrict__ alpha, const float* __restrict__ theta,
@@ -81,18 +56,14 @@ __global__ void titans_backward_kernel(int s, int d, const float* __restrict__ K
                                        float* __restrict__ DQ, float* __restrict__ dalpha, float* __restrict__ dtheta,
                                        float* __restrict__ deta, adj_t* __restrict__ Dall, adj_t* __restrict__ Eall) {
   const int b = blockIdx.x, tid = threadIdx.x, nt = blockDim.x;
-  nlk::Carver carve(nlk_shared<unsigned char>());
-  BwdSmem sm(carve, d, nt);
+  const auto sm = nlk::carve_shared<nlk::ErrorBwdSmem>(d, nt, 3);
   const size_t dd = static_cast<size_t>(d) * d, sd = static_cast<size_t>(s) * d, gs = static_cast<size_t>(b) * s;
   const float *k = K + b * sd, *q = Q + b * sd, *ev = Ev + b * sd, *dy = DY + b * sd;
-  const float *Ms = mStates + b * (s + 1) * dd, *Ss = sStates + b * (s + 1) * dd;
+  const float *Ms = nlk::seq_states(mStates, b, s, dd), *Ss = nlk::seq_states(sStates, b, s, dd);
   float *dk = DK + b * sd, *dv = DV + b * sd, *dq = DQ + b * sd;
   adj_t *D = Dall + b * dd, *E = Eall + b * dd;  // ∂L/∂M_{t+1}, ∂L/∂S_{t+1}
   for (int t = s - 1; t >= 0; t--) {
-    nlk::load_vec(sm.dy, dy + t * d, d);
-    nlk::load_vec(sm.q, q + t * d, d);
-    nlk::load_vec(sm.k, k + t * d, d);
-    nlk::load_vec(sm.e, ev + t * d, d);
+    sm.load(t, d, dy, q, k, ev);
     __syncthreads();
     const acc_t a = alpha[gs + t], tht = theta[gs + t], et = eta[gs + t];
     const float *Mt = Ms + t * dd, *Mn = Ms + (t + 1) * dd, *St = Ss + t * dd;
@@ -130,15 +101,9 @@ __global__ void titans_backward_kernel(int s, int d, const float* __restrict__ K
       dk[t * d + j] = static_cast<float>(-tht * ge + gm);
     }
     if (tid == 0) {
-      acc_t sa = 0, se = 0, st = 0;
-      for (int i = 0; i < nt; i++) {
-        sa += sm.red[i];
-        se += sm.red[nt + i];
-        st += sm.red[2 * nt + i];
-      }
-      dalpha[gs + t] = static_cast<float>(-sa);
-      deta[gs + t] = static_cast<float>(se);
-      dtheta[gs + t] = static_cast<float>(-st);
+      dalpha[gs + t] = static_cast<float>(-nlk::ordered_sum(sm.red, 0));
+      deta[gs + t] = static_cast<float>(nlk::ordered_sum(sm.red, 1));
+      dtheta[gs + t] = static_cast<float>(-nlk::ordered_sum(sm.red, 2));
     }
     __syncthreads();
     const adj_t keep = 1.0 - a;
@@ -170,11 +135,9 @@ NLK_API int nlk_titans_forward(int B, int s, int d, const float* k, const float*
         *oss = call.out(sStates, ns), *oe = call.out(e, sd);
   if (call.status() != 0) return call.finish();
   const int nt = nlk::threads_for(d);
-  nlk::Carver c(nullptr);
-  FwdSmem layout(c, d);
-  (void)layout;
+  const size_t smem = nlk::smem_bytes<nlk::KvqSmem>(d);
   call.start();
-  NLK_LAUNCH(titans_forward_kernel, B, nt, c.off)(s, d, gk, gv, gq, ga, gt, ge, gm0, gs0, oy, om, os, oms, oss, oe);
+  NLK_LAUNCH(titans_forward_kernel, B, nt, smem)(s, d, gk, gv, gq, ga, gt, ge, gm0, gs0, oy, om, os, oms, oss, oe);
   return call.finish();
 }
 
@@ -195,11 +158,9 @@ NLK_API int nlk_titans_backward(int B, int s, int d, const float* k, const float
   adj_t *D = call.scratch<adj_t>(static_cast<size_t>(B) * d * d), *E = call.scratch<adj_t>(static_cast<size_t>(B) * d * d);
   if (call.status() != 0) return call.finish();
   const int nt = nlk::threads_for(d);
-  nlk::Carver c(nullptr);
-  BwdSmem layout(c, d, nt);
-  (void)layout;
+  const size_t smem = nlk::smem_bytes<nlk::ErrorBwdSmem>(d, nt, 3);
   call.start();
-  NLK_LAUNCH(titans_backward_kernel, B, nt, c.off)(s, d, gk, gq, ga, gt, gh, gm, gs, ge, gdy, odk, odv, odq, oda, odt,
+  NLK_LAUNCH(titans_backward_kernel, B, nt, smem)(s, d, gk, gq, ga, gt, gh, gm, gs, ge, gdy, odk, odv, odq, oda, odt,
                                                    ode, D, E);
   return call.finish();
 }

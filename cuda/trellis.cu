@@ -7,11 +7,9 @@
  * nsilu(u) = √dk · silu(u)/‖silu(u)‖ (0 when ‖silu(u)‖ <= 1e-8). Threads own rows of S_K ([dk, d])
  * or of S_V ([d, dk]); the nsilu norms are taken by thread 0 (dk is small).
  */
-#include "common.cuh"
+#include "trellis.cuh"
 
 namespace {
-
-constexpr double kNsiluEps = 1e-8;
 
 struct Smem {
   float *q, *x, *k, *v, *dy;  // [d]
@@ -30,13 +28,8 @@ struct Smem {
 
 /** out = nsilu(in) over n entries (one thread). */
 __device__ inline void nsilu(const float* in, int n, float* out) {
-  acc_t ss = 0;
-  for (int j = 0; j < n; j++) {
-    const acc_t sj = nlk::silu<acc_t>(in[j]);
-    ss += sj * sj;
-  }
-  const acc_t norm = sqrt(ss);
-  if (norm <= kNsiluEps) {
+  const acc_t norm = nlk::silu_norm(in, n);
+  if (norm <= nlk::kNsiluEps) {
     for (int j = 0; j < n; j++) out[j] = 0.0f;
     return;
   }
@@ -46,20 +39,41 @@ __device__ inline void nsilu(const float* in, int n, float* out) {
 
 /** out = VJP of nsilu at u for upstream g (one thread); 0 below the norm guard. */
 __device__ inline void nsilu_vjp(const float* u, const acc_t* g, int n, acc_t* out) {
-  acc_t ss = 0;
-  for (int j = 0; j < n; j++) {
-    const acc_t sj = nlk::silu<acc_t>(u[j]);
-    ss += sj * sj;
-  }
-  const acc_t norm = sqrt(ss);
-  if (norm <= kNsiluEps) {
+  const acc_t norm = nlk::silu_norm(u, n);
+  if (norm <= nlk::kNsiluEps) {
     for (int j = 0; j < n; j++) out[j] = 0;
     return;
   }
-  acc_t c = 0;
-  for (int j = 0; j < n; j++) c += (nlk::silu<acc_t>(u[j]) / norm) * g[j];
-  const acc_t k = sqrt(static_cast<acc_t>(n)) / norm;
-  for (int j = 0; j < n; j++) out[j] = k * (g[j] - nlk::silu<acc_t>(u[j]) / norm * c) * nlk::silu_prime<acc_t>(u[j]);
+  nlk::nsilu_vjp_at(u, g, n, norm, out);
+}
+
+/**
+ * One row of a pass on the row Si of S_t (n columns): returns e = Si·x − target and writes the next
+ * row Sni = r Si − θ e xᵀ, both rounded as the reference stores them; the read Si·a shares the sweep
+ * over Si and goes to *read.
+ */
+__device__ inline float pass_row(const float* Si, int n, const float* a, const float* x, float target, acc_t r, acc_t th,
+                                 float* Sni, acc_t* read) {
+  acc_t ra = 0, ex = 0;
+  for (int j = 0; j < n; j++) {
+    ra += static_cast<acc_t>(Si[j]) * a[j];
+    ex += static_cast<acc_t>(Si[j]) * x[j];
+  }
+  *read = ra;
+  const float e = static_cast<float>(static_cast<float>(ex) - static_cast<acc_t>(target));
+  const acc_t ce = -th * e;
+  for (int j = 0; j < n; j++) Sni[j] = static_cast<float>(static_cast<float>(r * Si[j]) + ce * x[j]);
+  return e;
+}
+
+/** Ĝi·x for the row Gi of an adjoint Ĝ (n columns); adds ⟨Ĝi, Si⟩, the retention's share of dα and dθ, into pg. */
+__device__ inline acc_t grad_row(const adj_t* Gi, const float* Si, const float* x, int n, acc_t& pg) {
+  acc_t gx = 0;
+  for (int j = 0; j < n; j++) {
+    gx += Gi[j] * x[j];
+    pg += Gi[j] * Si[j];
+  }
+  return gx;
 }
 
 struct Hyper {
@@ -76,14 +90,9 @@ __global__ void trellis_forward_kernel(int s, int d, Hyper hp, const float* __re
                                        float* __restrict__ EK, float* __restrict__ U, float* __restrict__ C,
                                        float* __restrict__ EV) {
   const int b = blockIdx.x, tid = threadIdx.x, nt = blockDim.x, dk = hp.dk;
-  nlk::Carver carve(nlk_shared<unsigned char>());
-  Smem sm(carve, d, dk, nt);
+  const auto sm = nlk::carve_shared<Smem>(d, dk, nt);
   const size_t n = static_cast<size_t>(dk) * d, sd = static_cast<size_t>(s) * d, sk = static_cast<size_t>(s) * dk;
-  float *SK = skStates + b * (s + 1) * n, *SV = svStates + b * (s + 1) * n;
-  for (size_t i = tid; i < n; i += nt) {
-    SK[i] = SK0[b * n + i];
-    SV[i] = SV0[b * n + i];
-  }
+  float *SK = nlk::start_states(skStates, SK0, b, s, n), *SV = nlk::start_states(svStates, SV0, b, s, n);
   for (int t = 0; t < s; t++) {
     const size_t o = b * sd + static_cast<size_t>(t) * d, oc = b * sk + static_cast<size_t>(t) * dk;
     nlk::load_vec(sm.q, Q + o, d);
@@ -97,16 +106,9 @@ __global__ void trellis_forward_kernel(int s, int d, Hyper hp, const float* __re
     // READ and PASS 1 (rows of S_K): r = S_K q, e^k = S_K x − k, then the S_K update
     const acc_t rk = 1.0 - a - th * hp.lk;
     for (int l = tid; l < dk; l += nt) {
-      acc_t rr = 0, ex = 0;
-      for (int j = 0; j < d; j++) {
-        rr += static_cast<acc_t>(SKt[l * d + j]) * sm.q[j];
-        ex += static_cast<acc_t>(SKt[l * d + j]) * sm.x[j];
-      }
+      acc_t rr;
+      sm.ek[l] = EK[oc + l] = pass_row(SKt + l * d, d, sm.q, sm.x, sm.k[l], rk, th, SKn + l * d, &rr);
       sm.r[l] = R[oc + l] = static_cast<float>(rr);
-      const float e = static_cast<float>(static_cast<float>(ex) - static_cast<acc_t>(sm.k[l]));
-      sm.ek[l] = EK[oc + l] = e;
-      const acc_t ce = -th * e;
-      for (int j = 0; j < d; j++) SKn[l * d + j] = static_cast<float>(static_cast<float>(rk * SKt[l * d + j]) + ce * sm.x[j]);
     }
     __syncthreads();
     if (tid == 0) nsilu(sm.r, dk, sm.ch);
@@ -122,16 +124,9 @@ __global__ void trellis_forward_kernel(int s, int d, Hyper hp, const float* __re
     // y = S_V ĉ ; e^v = S_V c − v ; the S_V update (rows of S_V)
     const acc_t rv = 1.0 - a - th * hp.lv;
     for (int i = tid; i < d; i += nt) {
-      acc_t yy = 0, ee = 0;
-      for (int l = 0; l < dk; l++) {
-        yy += static_cast<acc_t>(SVt[i * dk + l]) * sm.ch[l];
-        ee += static_cast<acc_t>(SVt[i * dk + l]) * sm.c[l];
-      }
+      acc_t yy;
+      EV[o + i] = pass_row(SVt + i * dk, dk, sm.ch, sm.c, sm.v[i], rv, th, SVn + i * dk, &yy);
       Y[o + i] = static_cast<float>(yy);
-      const float e = static_cast<float>(static_cast<float>(ee) - static_cast<acc_t>(sm.v[i]));
-      EV[o + i] = e;
-      const acc_t ce = -th * e;
-      for (int l = 0; l < dk; l++) SVn[i * dk + l] = static_cast<float>(static_cast<float>(rv * SVt[i * dk + l]) + ce * sm.c[l]);
     }
     for (int l = tid; l < dk; l += nt) {
       CH[oc + l] = sm.ch[l];
@@ -139,10 +134,8 @@ __global__ void trellis_forward_kernel(int s, int d, Hyper hp, const float* __re
     }
     __syncthreads();
   }
-  for (size_t i = tid; i < n; i += nt) {
-    SKout[b * n + i] = SK[s * n + i];
-    SVout[b * n + i] = SV[s * n + i];
-  }
+  nlk::store_final_state(SKout, SK, b, s, n);
+  nlk::store_final_state(SVout, SV, b, s, n);
 }
 
 __global__ void trellis_backward_kernel(int s, int d, Hyper hp, const float* __restrict__ Q, const float* __restrict__ X,
@@ -155,10 +148,9 @@ __global__ void trellis_backward_kernel(int s, int d, Hyper hp, const float* __r
                                         float* __restrict__ DQ, float* __restrict__ DX, float* __restrict__ dalpha,
                                         float* __restrict__ dtheta, adj_t* __restrict__ scratch) {
   const int b = blockIdx.x, tid = threadIdx.x, nt = blockDim.x, dk = hp.dk;
-  nlk::Carver carve(nlk_shared<unsigned char>());
-  Smem sm(carve, d, dk, nt);
+  const auto sm = nlk::carve_shared<Smem>(d, dk, nt);
   const size_t n = static_cast<size_t>(dk) * d, sd = static_cast<size_t>(s) * d, sk = static_cast<size_t>(s) * dk;
-  const float *SK = skStates + b * (s + 1) * n, *SV = svStates + b * (s + 1) * n;
+  const float *SK = nlk::seq_states(skStates, b, s, n), *SV = nlk::seq_states(svStates, b, s, n);
   // Ĝ = ∂L/∂S^{t+1} from later tokens; P = ∂L/∂S^t being built at token t
   adj_t* base = scratch + b * 4 * n;
   adj_t *GK = base, *GV = GK + n, *PK = GV + n, *PV = PK + n;
@@ -186,12 +178,7 @@ __global__ void trellis_backward_kernel(int s, int d, Hyper hp, const float* __r
     // (pass 2, rows of S_V) P_V = dy ĉᵀ + r_v Ĝ_V + de^v cᵀ ; de^v = −θ Ĝ_V c
     acc_t pgv = 0, pec = 0;
     for (int i = tid; i < d; i += nt) {
-      acc_t gc = 0;
-      for (int l = 0; l < dk; l++) {
-        const size_t il = static_cast<size_t>(i) * dk + l;
-        gc += GV[il] * sm.c[l];
-        pgv += GV[il] * SVt[il];
-      }
+      const acc_t gc = grad_row(GV + static_cast<size_t>(i) * dk, SVt + static_cast<size_t>(i) * dk, sm.c, dk, pgv);
       const acc_t dev = -th * gc;
       pec += sm.ev[i] * gc;
       sm.dev[i] = dev;
@@ -240,12 +227,7 @@ __global__ void trellis_backward_kernel(int s, int d, Hyper hp, const float* __r
     // (pass 1, rows of S_K) P_K += r_k Ĝ_K' + de^k xᵀ ; de^k = −θ Ĝ_K' x
     acc_t pgk = 0, pex = 0;
     for (int l = tid; l < dk; l += nt) {
-      acc_t gx = 0;
-      for (int j = 0; j < d; j++) {
-        const size_t lj = static_cast<size_t>(l) * d + j;
-        gx += GK[lj] * sm.x[j];
-        pgk += GK[lj] * SKt[lj];
-      }
+      const acc_t gx = grad_row(GK + static_cast<size_t>(l) * d, SKt + static_cast<size_t>(l) * d, sm.x, d, pgk);
       const acc_t dek = -th * gx;
       pex += sm.ek[l] * gx;
       sm.dek[l] = dek;
@@ -268,23 +250,14 @@ __global__ void trellis_backward_kernel(int s, int d, Hyper hp, const float* __r
       DX[o + j] = static_cast<float>(sm.dxt[j] + sx - th * ge);
     }
     if (tid == 0) {
-      acc_t gvS = 0, egc = 0, gkS = 0, egx = 0;
-      for (int i = 0; i < nt; i++) {
-        gvS += sm.red[i];
-        egc += sm.red[nt + i];
-        gkS += sm.red[2 * nt + i];
-        egx += sm.red[3 * nt + i];
-      }
+      const acc_t gvS = nlk::ordered_sum(sm.red, 0), egc = nlk::ordered_sum(sm.red, 1);
+      const acc_t gkS = nlk::ordered_sum(sm.red, 2), egx = nlk::ordered_sum(sm.red, 3);
       dalpha[static_cast<size_t>(b) * s + t] = static_cast<float>(-gvS - gkS);
       dtheta[static_cast<size_t>(b) * s + t] = static_cast<float>(-egc - hp.lv * gvS - egx - hp.lk * gkS);
     }
     __syncthreads();
-    adj_t* tmp = GK;
-    GK = PK;
-    PK = tmp;
-    tmp = GV;
-    GV = PV;
-    PV = tmp;
+    nlk::swap(GK, PK);
+    nlk::swap(GV, PV);
   }
 }
 
@@ -317,11 +290,9 @@ NLK_API int nlk_trellis_forward(int B, int s, int d, int d_compress, double lamb
         *ou = call.out(u, sk), *oc = call.out(c, sk), *oev = call.out(eV, sd);
   if (call.status() != 0) return call.finish();
   const int nt = nlk::threads_for(d);
-  nlk::Carver cv(nullptr);
-  Smem layout(cv, d, d_compress, nt);
-  (void)layout;
+  const size_t smem = nlk::smem_bytes<Smem>(d, d_compress, nt);
   call.start();
-  NLK_LAUNCH(trellis_forward_kernel, B, nt, cv.off)(s, d, hp, gk, gv, gq, gx, ga, gt, gk0, gv0, oy, oK, oV, osk, osv, or_,
+  NLK_LAUNCH(trellis_forward_kernel, B, nt, smem)(s, d, hp, gk, gv, gq, gx, ga, gt, gk0, gv0, oy, oK, oV, osk, osv, or_,
                                                     och, oek, ou, oc, oev);
   return call.finish();
 }
@@ -347,11 +318,9 @@ NLK_API int nlk_trellis_backward(int B, int s, int d, int d_compress, double lam
   adj_t* scratch = call.scratch<adj_t>(static_cast<size_t>(B) * 4 * d_compress * d);
   if (call.status() != 0) return call.finish();
   const int nt = nlk::threads_for(d);
-  nlk::Carver cv(nullptr);
-  Smem layout(cv, d, d_compress, nt);
-  (void)layout;
+  const size_t smem = nlk::smem_bytes<Smem>(d, d_compress, nt);
   call.start();
-  NLK_LAUNCH(trellis_backward_kernel, B, nt, cv.off)(s, d, hp, gq, gx, ga, gt, gsk, gsv, gr, gch, gek, gu, gc, gev, gdy, odk,
+  NLK_LAUNCH(trellis_backward_kernel, B, nt, smem)(s, d, hp, gq, gx, ga, gt, gsk, gsv, gr, gch, gek, gu, gc, gev, gdy, odk,
                                                      odv, odq, odx, oda, odt, scratch);
   return call.finish();
 }

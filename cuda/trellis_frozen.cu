@@ -3,32 +3,25 @@
  * trellisFrozen): r_t = S_K q_t, y_t = S_V nsilu(r_t); the VJP dq_t = S_Kᵀ nsilu'(r_t)ᵀ (S_Vᵀ dy_t).
  * A thread owns a token (tokens are independent); ĉ stays in f64 here, as in the reference.
  */
-#include "common.cuh"
+#include "trellis.cuh"
 
 namespace {
-
-constexpr double kNsiluEps = 1e-8;
-
-/** A dk-row of f64 shared scratch per thread. */
-__device__ inline acc_t* my_row(int dk) { return nlk_shared<acc_t>() + static_cast<size_t>(threadIdx.x) * dk; }
 
 __global__ void trellis_frozen_read_kernel(int s, int d, int dk, const float* __restrict__ Q, const float* __restrict__ SKall,
                                            const float* __restrict__ SVall, float* __restrict__ Y, float* __restrict__ R) {
   const int b = blockIdx.x;
   const size_t n = static_cast<size_t>(dk) * d;
   const float *SK = SKall + b * n, *SV = SVall + b * n;
-  acc_t* ch = my_row(dk);
+  acc_t* ch = nlk::thread_row(dk);
   for (int t = threadIdx.x; t < s; t += blockDim.x) {
     const size_t o = (static_cast<size_t>(b) * s + t) * d, oc = (static_cast<size_t>(b) * s + t) * dk;
-    acc_t ss = 0;
     for (int l = 0; l < dk; l++) {
       acc_t acc = 0;
       for (int j = 0; j < d; j++) acc += static_cast<acc_t>(SK[l * d + j]) * Q[o + j];
       R[oc + l] = static_cast<float>(acc);
-      const acc_t sl = nlk::silu<acc_t>(R[oc + l]);
-      ss += sl * sl;
     }
-    const acc_t norm = sqrt(ss), scale = norm <= kNsiluEps ? 0.0 : sqrt(static_cast<acc_t>(dk)) / norm;
+    const acc_t norm = nlk::silu_norm(R + oc, dk);
+    const acc_t scale = norm <= nlk::kNsiluEps ? 0.0 : sqrt(static_cast<acc_t>(dk)) / norm;
     for (int l = 0; l < dk; l++) ch[l] = scale * nlk::silu<acc_t>(R[oc + l]);
     for (int i = 0; i < d; i++) {
       acc_t acc = 0;
@@ -44,32 +37,21 @@ __global__ void trellis_frozen_vjp_kernel(int s, int d, int dk, const float* __r
   const int b = blockIdx.x;
   const size_t n = static_cast<size_t>(dk) * d;
   const float *SK = SKall + b * n, *SV = SVall + b * n;
-  acc_t* dr = my_row(dk);
+  acc_t* dr = nlk::thread_row(dk);
   for (int t = threadIdx.x; t < s; t += blockDim.x) {
     const size_t o = (static_cast<size_t>(b) * s + t) * d, oc = (static_cast<size_t>(b) * s + t) * dk;
-    acc_t ss = 0;
-    for (int l = 0; l < dk; l++) {
-      const acc_t sl = nlk::silu<acc_t>(R[oc + l]);
-      ss += sl * sl;
-    }
-    const acc_t norm = sqrt(ss);
-    if (norm <= kNsiluEps) {
+    const acc_t norm = nlk::silu_norm(R + oc, dk);
+    if (norm <= nlk::kNsiluEps) {
       for (int j = 0; j < d; j++) DQ[o + j] = 0.0f;
       continue;
     }
     // dĉ = S_Vᵀ dy into dr, then the nsilu VJP in place
-    acc_t c = 0;
     for (int l = 0; l < dk; l++) {
       acc_t acc = 0;
       for (int i = 0; i < d; i++) acc += static_cast<acc_t>(SV[i * dk + l]) * DY[o + i];
       dr[l] = acc;
-      c += nlk::silu<acc_t>(R[oc + l]) / norm * acc;
     }
-    const acc_t k = sqrt(static_cast<acc_t>(dk)) / norm;
-    for (int l = 0; l < dk; l++) {
-      const acc_t r = R[oc + l];
-      dr[l] = k * (dr[l] - nlk::silu<acc_t>(r) / norm * c) * nlk::silu_prime<acc_t>(r);
-    }
+    nlk::nsilu_vjp_at(R + oc, dr, dk, norm, dr);
     for (int j = 0; j < d; j++) {
       acc_t acc = 0;
       for (int l = 0; l < dk; l++) acc += static_cast<acc_t>(SK[l * d + j]) * dr[l];

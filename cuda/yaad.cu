@@ -19,14 +19,11 @@ __global__ void yaad_forward_kernel(int s, int d, Hyper hp, const float* __restr
                                     const float* __restrict__ W20, float* __restrict__ Y, float* __restrict__ W1out,
                                     float* __restrict__ W2out, float* __restrict__ w1States, float* __restrict__ w2States) {
   const int b = blockIdx.x, tid = threadIdx.x, nt = blockDim.x, dh = hp.dh;
-  nlk::Carver carve(nlk_shared<unsigned char>());
-  nlk::MlpSmem sm(carve, d, dh, nt);
+  const auto sm = nlk::carve_shared<nlk::MlpSmem>(d, dh, nt);
   const nlk::Bias bias = hp.bias();
   const int n1 = dh * d, n2 = d * dh;
   const size_t sd = static_cast<size_t>(s) * d, gs = static_cast<size_t>(b) * s;
-  float *W1 = w1States + b * (s + 1) * static_cast<size_t>(n1), *W2 = w2States + b * (s + 1) * static_cast<size_t>(n2);
-  for (int i = tid; i < n1; i += nt) W1[i] = W10[static_cast<size_t>(b) * n1 + i];
-  for (int i = tid; i < n2; i += nt) W2[i] = W20[static_cast<size_t>(b) * n2 + i];
+  float *W1 = nlk::start_states(w1States, W10, b, s, n1), *W2 = nlk::start_states(w2States, W20, b, s, n2);
   for (int t = 0; t < s; t++) {
     nlk::load_token(sm, d, t, K + b * sd, V + b * sd, Q + b * sd, nullptr);
     __syncthreads();
@@ -47,8 +44,8 @@ __global__ void yaad_forward_kernel(int s, int d, Hyper hp, const float* __restr
     __syncthreads();
     nlk::mlp_read(sm, d, dh, W1 + c1 + n1, W2 + c2 + n2, Y + b * sd + static_cast<size_t>(t) * d);
   }
-  for (int i = tid; i < n1; i += nt) W1out[static_cast<size_t>(b) * n1 + i] = W1[static_cast<size_t>(s) * n1 + i];
-  for (int i = tid; i < n2; i += nt) W2out[static_cast<size_t>(b) * n2 + i] = W2[static_cast<size_t>(s) * n2 + i];
+  nlk::store_final_state(W1out, W1, b, s, n1);
+  nlk::store_final_state(W2out, W2, b, s, n2);
 }
 
 __global__ void yaad_backward_kernel(int s, int d, Hyper hp, const float* __restrict__ K, const float* __restrict__ V,
@@ -58,12 +55,11 @@ __global__ void yaad_backward_kernel(int s, int d, Hyper hp, const float* __rest
                                      float* __restrict__ DK, float* __restrict__ DV, float* __restrict__ DQ,
                                      float* __restrict__ dalpha, float* __restrict__ dtheta, adj_t* __restrict__ scratch) {
   const int b = blockIdx.x, tid = threadIdx.x, nt = blockDim.x, dh = hp.dh;
-  nlk::Carver carve(nlk_shared<unsigned char>());
-  nlk::MlpSmem sm(carve, d, dh, nt);
+  const auto sm = nlk::carve_shared<nlk::MlpSmem>(d, dh, nt);
   const nlk::Bias bias = hp.bias();
   const int n1 = dh * d, n2 = d * dh;
   const size_t sd = static_cast<size_t>(s) * d, gs = static_cast<size_t>(b) * s;
-  const float *W1 = w1States + b * (s + 1) * static_cast<size_t>(n1), *W2 = w2States + b * (s + 1) * static_cast<size_t>(n2);
+  const float *W1 = nlk::seq_states(w1States, b, s, n1), *W2 = nlk::seq_states(w2States, b, s, n2);
   adj_t *Wh1 = scratch + static_cast<size_t>(b) * (n1 + n2), *Wh2 = Wh1 + n1;  // Ŵ = ∂L/∂W_{t+1}
   float *dk = DK + b * sd, *dv = DV + b * sd, *dq = DQ + b * sd;
   for (int t = s - 1; t >= 0; t--) {
@@ -127,12 +123,10 @@ NLK_API int nlk_yaad_forward(int B, int s, int d, int d_hidden, double delta, do
   float *oy = call.out(y, sd), *o1 = call.out(W1, n), *o2 = call.out(W2, n), *os1 = call.out(w1States, ns),
         *os2 = call.out(w2States, ns);
   if (call.status() != 0) return call.finish();
-  const int nt = nlk::threads_for(d > d_hidden ? d : d_hidden);
-  nlk::Carver c(nullptr);
-  nlk::MlpSmem layout(c, d, d_hidden, nt);
-  (void)layout;
+  const int nt = nlk::mlp_threads(d, d_hidden);
+  const size_t smem = nlk::smem_bytes<nlk::MlpSmem>(d, d_hidden, nt);
   call.start();
-  NLK_LAUNCH(yaad_forward_kernel, B, nt, c.off)(s, d, hp, gk, gv, gq, ga, gt, g1, g2, oy, o1, o2, os1, os2);
+  NLK_LAUNCH(yaad_forward_kernel, B, nt, smem)(s, d, hp, gk, gv, gq, ga, gt, g1, g2, oy, o1, o2, os1, os2);
   return call.finish();
 }
 
@@ -153,12 +147,10 @@ NLK_API int nlk_yaad_backward(int B, int s, int d, int d_hidden, double delta, d
         *odt = call.out(dtheta, g);
   adj_t* scratch = call.scratch<adj_t>(static_cast<size_t>(B) * 2 * d * d_hidden);
   if (call.status() != 0) return call.finish();
-  const int nt = nlk::threads_for(d > d_hidden ? d : d_hidden);
-  nlk::Carver c(nullptr);
-  nlk::MlpSmem layout(c, d, d_hidden, nt);
-  (void)layout;
+  const int nt = nlk::mlp_threads(d, d_hidden);
+  const size_t smem = nlk::smem_bytes<nlk::MlpSmem>(d, d_hidden, nt);
   call.start();
-  NLK_LAUNCH(yaad_backward_kernel, B, nt, c.off)(s, d, hp, gk, gv, gq, ga, gt, g1, g2, gdy, odk, odv, odq, oda, odt,
+  NLK_LAUNCH(yaad_backward_kernel, B, nt, smem)(s, d, hp, gk, gv, gq, ga, gt, g1, g2, gdy, odk, odv, odq, oda, odt,
                                                  scratch);
   return call.finish();
 }
