@@ -16,7 +16,7 @@ import { abiOf, symbolName, type KernelFn, type RuleAbi } from "../ffi/abi.ts";
 import { resolveBackend, type Resolved } from "../ffi/backends.ts";
 import { kernelInnerPair } from "../ffi/kernel-pair.ts";
 import type { Arrays, KernelLib, RulePair } from "../ffi/lib.ts";
-import type { Worst } from "../oracle/compare.ts";
+import { flashRule, type Worst } from "../oracle/compare.ts";
 import type { CaseOutcome, CheckDef, CheckResult, Profile } from "../src/harness/check.ts";
 import { runCheck } from "../src/harness/run.ts";
 import { RULES } from "../src/rules/index.ts";
@@ -146,19 +146,6 @@ interface Compared {
   ref32: ArrayLike<number>;
 }
 
-function maxAbsDiff(a: ArrayLike<number>, b: ArrayLike<number>): { err: number; at: number } {
-  let err = 0, at = 0;
-  for (let i = 0; i < b.length; i++) {
-    const e = Math.abs(a[i]! - b[i]!);
-    if (!(e <= err)) {
-      err = Number.isNaN(e) ? Infinity : e;
-      at = i;
-      if (err === Infinity) break;
-    }
-  }
-  return { err, at };
-}
-
 function maxAbs(a: ArrayLike<number>): number {
   let m = 0;
   for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i]!));
@@ -186,18 +173,17 @@ function flashCompare(items: Compared[], exercised: Set<string>, who: string): C
       exercised.add(it.name);
       anyLive = true;
     }
-    const k = maxAbsDiff(it.kernel, it.ref64);
-    const r = maxAbsDiff(it.ref32, it.ref64);
-    const bound = 2 * r.err + FLOOR_REL * mag;
+    const k = flashRule(it.kernel, it.ref64, it.ref32, FLOOR_REL * mag);
+    const bound = k.bound;
     const ratio = bound > 0 ? k.err / bound : k.err === 0 ? 0 : Infinity;
     if (ratio > worstRatio) {
       worstRatio = ratio;
       const ref = it.ref64[k.at]!;
       worst = { abs: k.err, rel: k.err / Math.max(Math.abs(ref), 1e-300), tensor: `${it.name}[seq ${it.seq}]`, index: k.at };
     }
-    if (!(k.err <= bound) && failure === undefined) {
+    if (!k.ok && failure === undefined) {
       failure = `${where}: max |kernel - ref64| = ${k.err.toExponential(3)} at [${k.at}] (kernel ${it.kernel[k.at]}, ref64 ${it.ref64[k.at]}) ` +
-        `> 2 x ${r.err.toExponential(3)} (f32 reference) + ${(FLOOR_REL * mag).toExponential(3)} (floor)`;
+        `> 2 x ${k.errRef.toExponential(3)} (f32 reference) + ${(FLOOR_REL * mag).toExponential(3)} (floor)`;
     }
   }
   if (failure !== undefined) return { ok: false, worst, message: failure };

@@ -99,3 +99,34 @@ export function bitwiseEqual(a: Data | ArrayLike<number>, b: Data | ArrayLike<nu
   for (let i = 0; i < a.length; i++) if (!(a[i] === b[i]) || (a[i] === 0 && 1 / a[i]! !== 1 / b[i]!)) return i;
   return -1;
 }
+
+export interface FlashResult {
+  /** max |candidate − ref64| and where. */
+  err: number;
+  at: number;
+  /** max |ref32 − ref64|: the error of a plain f32 run. */
+  errRef: number;
+  bound: number;
+  ok: boolean;
+}
+
+/**
+ * The flash-attention rule of the README's tolerance policy for one tensor: the candidate's max
+ * error against the f64 reference is at most twice a plain f32 reference's, plus `floor` (the
+ * rounding-noise allowance each caller states with its reason). NaN never passes, in either run.
+ */
+export function flashRule(candidate: ArrayLike<number>, ref64: ArrayLike<number>, ref32: ArrayLike<number>, floor: number): FlashResult {
+  let err = 0, at = 0, errRef = 0;
+  for (let i = 0; i < ref64.length; i++) {
+    const e = Math.abs(candidate[i]! - ref64[i]!);
+    if (!(e <= err)) {
+      err = Number.isNaN(e) ? Infinity : e;
+      at = i;
+    }
+    const r = Math.abs(ref32[i]! - ref64[i]!);
+    errRef = Number.isNaN(r) ? Infinity : Math.max(errRef, r);
+  }
+  const bound = 2 * errRef + floor;
+  // A non-finite f32 reference makes the bound meaningless: that is a failure, not a free pass.
+  return { err, at, errRef, bound, ok: Number.isFinite(errRef) && err <= bound };
+}
