@@ -5,7 +5,7 @@
  */
 import * as K from "../numeric.ts";
 import { Tensor, alloc, zeros } from "../tensor.ts";
-import { matrixFrozenRead, randomMatrixState } from "./matrix.ts";
+import { matrixFrozenRead, randomMatrixState, writeReadIdentity } from "./matrix.ts";
 import type { RuleDecl } from "./types.ts";
 
 export const hebbian: RuleDecl = {
@@ -75,20 +75,7 @@ export const hebbian: RuleDecl = {
     {
       name: "write-read identity",
       spec: "rules-titans-family.md §4.4 write_read: alpha=0, M_0=0 gives M_1 = v k^T, and q = e0 reads y[1] = 1",
-      check(dtype) {
-        const d = 4;
-        const k = zeros(dtype, [1, d]), v = zeros(dtype, [1, d]), q = zeros(dtype, [1, d]);
-        k.data[0] = 1; v.data[1] = 1; q.data[0] = 1;
-        const alpha = zeros(dtype, [1]);
-        const r = hebbian.inner.forward({ k, v, q, x: k, alpha }, { M: zeros(dtype, [d, d]) }, { d, seq_len: 1 });
-        const M = r.finalState.M!.data;
-        for (let i = 0; i < d; i++) for (let j = 0; j < d; j++) {
-          const want = i === 1 && j === 0 ? 1 : 0;
-          if (M[i * d + j] !== want) return `M[${i},${j}] = ${M[i * d + j]}, expected ${want}`;
-        }
-        if (r.y.data[1] !== 1) return `read with q = e0 gave y[1] = ${r.y.data[1]}, expected 1`;
-        return null;
-      },
+      check: (dtype) => writeReadIdentity(hebbian.inner, dtype, { alpha: 0 }),
     },
   ],
 };

@@ -1,7 +1,7 @@
 /** Pieces shared by the matrix-memory rules (Delta, Titans, Hebbian, Atlas): state M [d, d]. */
 import * as K from "../numeric.ts";
-import { Tensor, alloc } from "../tensor.ts";
-import type { FrozenPair, StateSampler } from "./types.ts";
+import { Tensor, alloc, zeros, type DType } from "../tensor.ts";
+import type { FrozenPair, GateName, InnerPair, StateSampler } from "./types.ts";
 
 /** Frozen read y_t = M q_t with its VJP dq_t = Mᵀ dy_t (rules-titans-family §2.4, §6). */
 export const matrixFrozenRead: FrozenPair<"M"> = {
@@ -30,4 +30,31 @@ export function randomMatrixState(names: readonly string[]): StateSampler {
     }
     return out;
   };
+}
+
+/**
+ * The write-read identity of the matrix rules (rules-titans-family §2.5, §4.4): one token with
+ * k = e0, v = e1 from M_0 = 0, gates chosen so the write is exactly v kᵀ, must leave M_1 = v kᵀ and
+ * read y[1] = 1 with q = e0. Returns null when it holds.
+ */
+export function writeReadIdentity(inner: InnerPair<string>, dtype: DType, gates: Partial<Record<GateName, number>>): string | null {
+  const d = 4;
+  const k = zeros(dtype, [1, d]), v = zeros(dtype, [1, d]), q = zeros(dtype, [1, d]);
+  k.data[0] = 1;
+  v.data[1] = 1;
+  q.data[0] = 1;
+  const g: Partial<Record<GateName, Tensor>> = {};
+  for (const [name, value] of Object.entries(gates)) {
+    const t = zeros(dtype, [1]);
+    t.data[0] = value;
+    g[name as GateName] = t;
+  }
+  const r = inner.forward({ k, v, q, x: k, ...g }, { M: zeros(dtype, [d, d]) }, { d, seq_len: 1 });
+  const M = r.finalState.M!.data;
+  for (let i = 0; i < d; i++) for (let j = 0; j < d; j++) {
+    const want = i === 1 && j === 0 ? 1 : 0;
+    if (M[i * d + j] !== want) return `M[${i},${j}] = ${M[i * d + j]}, expected ${want}`;
+  }
+  if (r.y.data[1] !== 1) return `read with q = e0 gave y[1] = ${r.y.data[1]}, expected 1`;
+  return null;
 }
