@@ -67,16 +67,15 @@ export function ruleCaseSpecArb(decl: RuleDecl, sizes: SizeLimits = RULE_SIZES):
   }).map((s) => clampHyper(decl, s));
 }
 
-/** Hyperparameters bounded by d (e.g. d_compress <= d) are clipped after generation. */
+/** Hyperparameters the declaration bounds by d (at most d, or a divisor of d) are clipped after generation. */
 export function clampHyper(decl: RuleDecl, s: RuleCaseSpec): RuleCaseSpec {
   const hyper = { ...s.hyper };
-  if ("d_compress" in hyper) hyper.d_compress = Math.min(Number(hyper.d_compress), s.d);
-  if ("heads" in hyper) {
-    let h = Math.min(Number(hyper.heads), s.d);
-    while (s.d % h !== 0) h--;
-    hyper.heads = h;
+  for (const [name, h] of Object.entries(decl.hyper)) {
+    if (h.kind !== "int" || h.boundByD === undefined || !(name in hyper)) continue;
+    let v = Math.min(Number(hyper[name]), s.d);
+    if (h.boundByD === "divides") while (s.d % v !== 0) v--;
+    hyper[name] = v;
   }
-  void decl;
   return { ...s, hyper };
 }
 

@@ -181,14 +181,25 @@ function printCase(ruleKey: string, json: string): void {
     usage(`--case: not valid JSON (${e instanceof Error ? e.message : e})`);
   }
   const key = ruleKey.replace(/\.frozen$/, "");
-  const decl = ruleByKey(key);
+  let decl;
+  try {
+    decl = ruleByKey(key);
+  } catch (e) {
+    usage(e instanceof Error ? e.message : String(e));
+  }
   const frozen = req.frozen ?? ruleKey.endsWith(".frozen");
   const spec: RuleCaseSpec = {
     d: req.d ?? 4, seq_len: req.seq_len ?? 3, hyper: req.hyper ?? {}, alpha: req.alpha ?? "mid",
     theta: req.theta ?? "small", state: req.state ?? (frozen ? "random" : "init"), seed: req.seed ?? 1,
   };
-  const c = buildRuleCase(decl, spec, "f64", frozen);
-  console.log(JSON.stringify(ruleFixture({ ...c, frozen }, `${ruleKey}-case-${spec.seed}`, "nl-conformance --case"), null, 1));
+  let doc;
+  try {
+    const c = buildRuleCase(decl, spec, "f64", frozen);
+    doc = ruleFixture({ ...c, frozen }, `${ruleKey}-case-${spec.seed}`, "nl-conformance --case");
+  } catch (e) {
+    usage(`--case: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  console.log(JSON.stringify(doc, null, 1));
 }
 
 main();

@@ -64,6 +64,10 @@ export function validateInputs(decl: RuleDecl, X: Tensor, params: Params, state:
       if (!spec.values.includes(String(v))) throw new Error(`${who}: ${name} = ${v}, expected one of ${spec.values.join("|")}`);
     } else if (typeof v !== "number" || v < spec.min || v > spec.max || (spec.kind === "int" && !Number.isInteger(v))) {
       throw new Error(`${who}: ${name} = ${v}, expected ${spec.kind} in [${spec.min}, ${spec.max}]`);
+    } else if (spec.kind === "int" && spec.boundByD === "at-most" && v > cfg.d) {
+      throw new Error(`${who}: ${name} = ${v} must be <= d = ${cfg.d}`);
+    } else if (spec.kind === "int" && spec.boundByD === "divides" && cfg.d % v !== 0) {
+      throw new Error(`${who}: ${name} = ${v} must divide d = ${cfg.d}`);
     }
   }
 }

@@ -20,7 +20,7 @@ export const swa: RuleDecl = {
   key: "swa",
   sheet: "rules-titans-family.md §7",
   hyper: {
-    heads: { kind: "int", default: 1, min: 1, max: 4096, sample: [1, 4], doc: "number of heads nh; must divide d (hd = d / nh)" },
+    heads: { kind: "int", default: 1, min: 1, max: 4096, sample: [1, 4], boundByD: "divides", doc: "number of heads nh; must divide d (hd = d / nh)" },
     window: { kind: "int", default: 4, min: 1, max: 1 << 20, sample: [1, 9], doc: "window ws: position i attends to i−ws+1 .. i" },
   },
   projection: "attention",

@@ -54,7 +54,7 @@ export const trellis: RuleDecl = {
   key: "trellis",
   sheet: "rules-miras-compression.md §6",
   hyper: {
-    d_compress: { kind: "int", default: 4, min: 1, max: 4096, sample: [1, 12], doc: "compressed size dk (<= d) of S_K [dk,d] and S_V [d,dk] (§6.1)" },
+    d_compress: { kind: "int", default: 4, min: 1, max: 4096, sample: [1, 12], boundByD: "at-most", doc: "compressed size dk (<= d) of S_K [dk,d] and S_V [d,dk] (§6.1)" },
     lambda_k: { kind: "real", default: 0.01, min: 0, max: 10, sample: [0, 0.1], doc: "L2 retention on S_K inside the θ step (λ, not 2λ)" },
     lambda_v: { kind: "real", default: 0.01, min: 0, max: 10, sample: [0, 0.1], doc: "L2 retention on S_V inside the θ step (λ, not 2λ)" },
   },

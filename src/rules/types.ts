@@ -32,6 +32,8 @@ export type HyperSpec =
   | {
     readonly kind: "int"; readonly default: number; readonly min: number; readonly max: number; readonly doc: string;
     readonly sample?: readonly [number, number];
+    /** A bound by the model width d: at most d (Trellis' d_compress), or a divisor of d (SWA heads). */
+    readonly boundByD?: "at-most" | "divides";
   }
   | {
     readonly kind: "real"; readonly default: number; readonly min: number; readonly max: number; readonly doc: string;
