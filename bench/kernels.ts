@@ -15,7 +15,7 @@ import { Bench } from "tinybench";
 import { inputShape, type InnerInputName } from "../ffi/abi.ts";
 import { resolveBackend } from "../ffi/backends.ts";
 import { argSizes, type Arrays, type KernelLib, type RulePair } from "../ffi/lib.ts";
-import { ROOT } from "../src/harness/report.ts";
+import { ROOT } from "../paths.ts";
 import { withDefaults } from "../src/rules/level.ts";
 import { RULES } from "../src/rules/index.ts";
 import type { RuleConfig, RuleDecl } from "../src/rules/types.ts";

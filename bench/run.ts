@@ -6,8 +6,8 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Bench } from "tinybench";
-import { buildRuleCase } from "../conformance/rule-case.ts";
-import { ROOT } from "../src/harness/report.ts";
+import { buildRuleCase } from "../cases/rule-case.ts";
+import { ROOT } from "../paths.ts";
 import { add, matmulTransposeB, mul, scale, sigmoid, sumReduce } from "../src/ops/index.ts";
 import { RULES } from "../src/rules/index.ts";
 import { frozenBackward, frozenForwardSaved, ruleBackward, ruleForwardSaved } from "../src/rules/level.ts";

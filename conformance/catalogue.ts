@@ -3,12 +3,13 @@
  * backends, fixtures). Adding a rule to the registry adds its checks here without edits.
  */
 import { join } from "node:path";
-import type { CheckDef } from "../src/harness/check.ts";
-import { ROOT, type BackendInfo } from "../src/harness/report.ts";
-import { c0OpChecks } from "./c0-ops.ts";
-import { c0TapeChecks } from "./c0-tape.ts";
-import { fixtureChecks } from "./fixture-checks.ts";
-import { kernelBackends, kernelChecks } from "./kernel-checks.ts";
+import type { CheckDef } from "../harness/check.ts";
+import { ROOT } from "../paths.ts";
+import type { BackendInfo } from "../harness/report.ts";
+import { c0OpChecks } from "./c0/ops.ts";
+import { c0TapeChecks } from "./c0/tape.ts";
+import { fixtureChecks } from "./c6/fixtures.ts";
+import { kernelBackends, kernelChecks } from "./c5/checks.ts";
 import { modelChecks } from "./model-checks.ts";
 import { ruleChecks } from "./rule-checks.ts";
 

@@ -3,8 +3,8 @@
  * fails its test with the check's message and replay command.
  */
 import { test } from "bun:test";
-import { collected, envOptions } from "../src/harness/collect.ts";
-import { runCheck } from "../src/harness/run.ts";
+import { collected, envOptions } from "../harness/collect.ts";
+import { runCheck } from "../harness/run.ts";
 import { buildCatalogue, matchesFilter } from "./catalogue.ts";
 import { reportBackends } from "./preload.ts";
 

@@ -7,9 +7,9 @@ import { cmsForward, cmsStep } from "../oracle/cms-backward.ts";
 import { bitwiseEqual, compareTensors, emptyWorst, TOL_FD, TOL_ULP, VACUITY_FACTOR, worse, type Comparison, type Worst } from "../oracle/compare.ts";
 import { FD_METHOD } from "../oracle/fd.ts";
 import { gradCheck } from "../oracle/gradcheck.ts";
-import type { CaseOutcome, CheckDef, Profile } from "../src/harness/check.ts";
+import type { CaseOutcome, CheckDef, Profile } from "../harness/check.ts";
 import { runBuild, type BuildStepRecord } from "../src/model/build.ts";
-import { buildModelCase, chunkSizesFor, type ContextKind, type ModelCase, type ModelCaseSpec } from "../src/model/case.ts";
+import { buildModelCase, chunkSizesFor, type ContextKind, type ModelCase, type ModelCaseSpec } from "../cases/model-case.ts";
 import { Conductor, pulseAt } from "../src/model/conductor.ts";
 import {
   DEFAULT_FREQ_THRESHOLD, MODEL_PARAMS, levelParamNames, type FreqSchedule, type Model, type MemoryRuleKey,
@@ -23,7 +23,7 @@ import { usedParams } from "../src/rules/level.ts";
 import { MEMORY_RULES } from "../src/rules/types.ts";
 import { withTape } from "../src/tape.ts";
 import { Tensor, clone, type Data } from "../src/tensor.ts";
-import { ruleCaseSpecArb } from "./rule-case.ts";
+import { ruleCaseSpecArb } from "../cases/rule-case.ts";
 
 const RUNS_C3: Record<Profile, number> = { quick: 1, default: 3, deep: 30 };
 const RUNS_C4: Record<Profile, number> = { quick: 1, default: 2, deep: 20 };

@@ -1,7 +1,7 @@
 /** `bun test` preload: after all test files ran, write the conformance report of what ran. */
 import { afterAll } from "bun:test";
-import { collected, envOptions } from "../src/harness/collect.ts";
-import { runInfo, summarize, writeReport, type BackendInfo } from "../src/harness/report.ts";
+import { collected, envOptions } from "../harness/collect.ts";
+import { runInfo, summarize, writeReport, type BackendInfo } from "../harness/report.ts";
 
 const started = new Date();
 /** Set by the test file: the backends of the catalogue it ran, read when the report is written. */

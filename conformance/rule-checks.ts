@@ -5,7 +5,7 @@
 import { bitwiseEqual, compareTensors, TOL_FD, type Comparison } from "../oracle/compare.ts";
 import { FD_METHOD } from "../oracle/fd.ts";
 import { gradCheck } from "../oracle/gradcheck.ts";
-import type { CaseOutcome, CheckDef, Profile } from "../src/harness/check.ts";
+import type { CaseOutcome, CheckDef, Profile } from "../harness/check.ts";
 import { RULES } from "../src/rules/index.ts";
 import {
   frozenBackward, frozenForward, frozenForwardSaved, paramNames, ruleBackward, ruleForward, ruleForwardSaved, usedParams,
@@ -13,7 +13,7 @@ import {
 import type { RuleDecl } from "../src/rules/types.ts";
 import { withTape } from "../src/tape.ts";
 import { Tensor, zeros } from "../src/tensor.ts";
-import { buildRuleCase, ruleCaseSpecArb, type RuleCase, type RuleCaseSpec } from "./rule-case.ts";
+import { buildRuleCase, ruleCaseSpecArb, type RuleCase, type RuleCaseSpec } from "../cases/rule-case.ts";
 
 const RUNS_C1: Record<Profile, number> = { quick: 5, default: 20, deep: 200 };
 const RUNS_C2: Record<Profile, number> = { quick: 4, default: 15, deep: 150 };

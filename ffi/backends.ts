@@ -7,10 +7,17 @@
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { ruleByKey } from "../src/rules/index.ts";
-import type { BackendInfo } from "../src/harness/report.ts";
 import type { RuleConfig } from "../src/rules/types.ts";
 import { BuildError, buildLib, type LibKind } from "./build.ts";
 import { LibraryError, openKernelLib, type KernelLib } from "./lib.ts";
+
+/** A kernel backend as the report lists it. */
+export interface BackendInfo {
+  name: string;
+  available: boolean;
+  reason?: string;
+  device?: string;
+}
 
 /** The backends C5 runs on unless NLC_BACKENDS says otherwise. */
 export const DEFAULT_KERNEL_BACKENDS = ["cpu-emu", "cuda"] as const;

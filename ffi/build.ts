@@ -13,9 +13,10 @@
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, writeFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
-import { basename, join, resolve } from "node:path";
+import { basename, join } from "node:path";
 
-export const ROOT = resolve(import.meta.dir, "..");
+import { ROOT } from "../paths.ts";
+
 const CUDA_DIR = join(ROOT, "cuda");
 const TEST_DIR = join(CUDA_DIR, "test");
 export const BUILD_DIR = join(ROOT, "build");

@@ -3,12 +3,25 @@
  * how the conformance suite samples valid inputs for it. `apply` is the only place where an
  * op meets the tape, so every op records the same way.
  */
-import type * as fc from "fast-check";
 import { activeTape } from "../tape.ts";
 import type { Data, Tensor } from "../tensor.ts";
 
 /** Value domain of a sampled input: real numbers, or strictly positive ones (e.g. KL priors). */
 export type Domain = "real" | "positive";
+
+/**
+ * What an op's sampler may draw. The case generator supplies it (cases/ops.ts, from fast-check),
+ * so the reference carries the sampling declaration without depending on a generator library.
+ */
+export interface Draw {
+  int(min: number, max: number): number;
+  real(min: number, max: number): number;
+  bool(): boolean;
+  /** `length` integers in [min, max]. */
+  ints(length: number, min: number, max: number): number[];
+  /** A shape of rank in [minRank, maxRank] with every extent in [1, maxDim]. */
+  shape(minRank: number, maxRank: number, maxDim: number): number[];
+}
 
 export interface OpSample<A> {
   readonly shapes: number[][];
@@ -21,8 +34,8 @@ export interface OpDecl<A = unknown> {
   readonly name: string;
   readonly forward: (x: readonly Tensor[], attrs: A) => Tensor;
   readonly vjp: (x: readonly Tensor[], out: Tensor, dOut: Data, attrs: A) => (Data | null)[];
-  /** Draws a valid case (shapes, value domains, attributes) for C0, using fast-check's gen(). */
-  readonly sample: (g: fc.GeneratorValue) => OpSample<A>;
+  /** Draws a valid case (shapes, value domains, attributes) for C0. */
+  readonly sample: (g: Draw) => OpSample<A>;
   /**
    * Elementwise ops: the scalar function as a mathjs expression in x (the symbolic oracle);
    * other free symbols are the op's numeric attributes by name.

@@ -2,15 +2,14 @@
  * The tape ops of spec tape.md (the seed's TapeOp list, plus SumReduce and row L2
  * normalisation). Each is declared once; the exported function is the op.
  */
-import * as fc from "fast-check";
 import * as K from "../numeric.ts";
 import { Tensor, alloc, sameShape, shapeStr, sizeOf, type Data } from "../tensor.ts";
-import { defineOp } from "./define.ts";
+import { defineOp, type Draw } from "./define.ts";
 
 export { allOps, type OpDecl } from "./define.ts";
 
-type G = fc.GeneratorValue;
-const dim = (g: G, min = 1, max = 7): number => g(fc.integer, { min, max });
+type G = Draw;
+const dim = (g: G, min = 1, max = 7): number => g.int(min, max);
 
 /** Messages are built only on failure: ops run millions of times. */
 function need(cond: boolean, op: string, msg: () => string): void {
@@ -40,7 +39,7 @@ function rowsCols(t: Tensor): [number, number] {
   return [cols === 0 ? 0 : t.size / cols, cols];
 }
 const elementwise = (g: G) => {
-  const shape = g(fc.array, fc.integer({ min: 1, max: 6 }), { minLength: 1, maxLength: 3 });
+  const shape = g.shape(1, 3, 6);
   return shape;
 };
 
@@ -197,7 +196,7 @@ export const scale = defineOp<{ c: number }>({
     return [scaled(d, c)];
   },
   sample(g) {
-    const c = g(fc.double, { min: 0.25, max: 3, noNaN: true }) * (g(fc.boolean) ? -1 : 1);
+    const c = g.real(0.25, 3) * (g.bool() ? -1 : 1);
     return { shapes: [elementwise(g)], domains: ["real"], attrs: { c } };
   },
   symbolic: "c * x",
@@ -252,7 +251,7 @@ export const l2Retention = defineOp<{ lambda: number }>({
     return [scaled(d, lambda)];
   },
   sample(g) {
-    const lambda = g(fc.double, { min: 0.05, max: 1, noNaN: true });
+    const lambda = g.real(0.05, 1);
     return { shapes: [elementwise(g)], domains: ["real"], attrs: { lambda } };
   },
   symbolic: "lambda * x",
@@ -269,7 +268,7 @@ export const straightThroughBool = defineOp<{ threshold: number }>({
     return [d];
   },
   sample(g) {
-    const threshold = g(fc.double, { min: -0.5, max: 0.5, noNaN: true });
+    const threshold = g.real(-0.5, 0.5);
     return { shapes: [elementwise(g)], domains: ["real"], attrs: { threshold } };
   },
   oracle: "surrogate",
@@ -366,7 +365,7 @@ export const crossEntropy = defineOp<{ targets: readonly number[] }>({
   },
   sample(g) {
     const s = dim(g), V = dim(g, 2, 7);
-    const targets = g(fc.array, fc.integer({ min: -1, max: V - 1 }), { minLength: s, maxLength: s });
+    const targets = g.ints(s, -1, V - 1);
     if (targets.every((t) => t < 0)) targets[0] = 0;
     return { shapes: [[s, V]], domains: ["real"], attrs: { targets } };
   },
@@ -395,7 +394,7 @@ export const embedLookup = defineOp<{ indices: readonly number[] }>({
   },
   sample(g) {
     const V = dim(g), d = dim(g), s = dim(g);
-    const indices = g(fc.array, fc.integer({ min: 0, max: V - 1 }), { minLength: s, maxLength: s });
+    const indices = g.ints(s, 0, V - 1);
     return { shapes: [[V, d]], domains: ["real"], attrs: { indices } };
   },
   oracle: "fd",
@@ -538,7 +537,7 @@ export const slice = defineOp<{ axis: number; start: number; len: number }>({
     return [dx];
   },
   sample(g) {
-    const shape = g(fc.array, fc.integer({ min: 1, max: 6 }), { minLength: 1, maxLength: 3 });
+    const shape = g.shape(1, 3, 6);
     const axis = dim(g, 0, shape.length - 1);
     const start = dim(g, 0, shape[axis]! - 1);
     const len = dim(g, 1, shape[axis]! - start);
@@ -648,8 +647,8 @@ export const klRetention = defineOp<{ alpha: number; theta: number }>({
   },
   sample(g) {
     const r = dim(g), c = dim(g, 2, 7);
-    const alpha = g(fc.double, { min: 0.1, max: 1, noNaN: true });
-    const theta = g(fc.double, { min: 0.1, max: 2, noNaN: true });
+    const alpha = g.real(0.1, 1);
+    const theta = g.real(0.1, 2);
     return { shapes: [[r, c], [r, c]], domains: ["positive", "real"], attrs: { alpha, theta } };
   },
   oracle: "fd",

@@ -3,7 +3,7 @@
  * a tolerance, and either one deterministic case or a fast-check property over generated cases.
  */
 import type * as fc from "fast-check";
-import type { Worst } from "../../oracle/compare.ts";
+import type { Worst } from "../oracle/compare.ts";
 
 export const CHECK_CLASSES = ["C0", "C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8"] as const;
 export type CheckClass = (typeof CHECK_CLASSES)[number];

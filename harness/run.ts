@@ -3,7 +3,7 @@
  * path that replay exactly the (shrunk) failing case.
  */
 import * as fc from "fast-check";
-import { emptyWorst, type Worst } from "../../oracle/compare.ts";
+import { emptyWorst, type Worst } from "../oracle/compare.ts";
 import type { CaseOutcome, CheckDef, CheckResult, Profile } from "./check.ts";
 
 export interface RunOptions {

@@ -17,16 +17,16 @@
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { ABI, pointerArgs, symbolName, type KernelFn } from "../ffi/abi.ts";
-import { backendSlug, kernelBackendNames, type Resolved } from "../ffi/backends.ts";
-import type { CaseOutcome, CheckDef, CheckResult, DelegatedResult, Profile, Subject } from "../src/harness/check.ts";
-import type { BackendInfo } from "../src/harness/report.ts";
-import { checkSeed } from "../src/harness/run.ts";
-import { RULES } from "../src/rules/index.ts";
-import type { RuleDecl } from "../src/rules/types.ts";
+import { ABI, pointerArgs, symbolName, type KernelFn } from "../../ffi/abi.ts";
+import { backendSlug, kernelBackendNames, type Resolved } from "../../ffi/backends.ts";
+import type { CaseOutcome, CheckDef, CheckResult, DelegatedResult, Profile, Subject } from "../../harness/check.ts";
+import type { BackendInfo } from "../../harness/report.ts";
+import { checkSeed } from "../../harness/run.ts";
+import { RULES } from "../../src/rules/index.ts";
+import type { RuleDecl } from "../../src/rules/types.ts";
 
-const ROOT = join(import.meta.dir, "..");
-const CHILD = join(import.meta.dir, "kernel-child.ts");
+import { ROOT } from "../../paths.ts";
+const CHILD = join(import.meta.dir, "child.ts");
 
 export const RUNS: Record<Profile, number> = { quick: 5, default: 30, deep: 300 };
 export const RUNS_E2E: Record<Profile, number> = { quick: 4, default: 10, deep: 100 };

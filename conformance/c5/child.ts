@@ -12,22 +12,22 @@
 import * as fc from "fast-check";
 import { writeSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { abiOf, symbolName, type KernelFn, type RuleAbi } from "../ffi/abi.ts";
-import { resolveBackend, type Resolved } from "../ffi/backends.ts";
-import { kernelInnerPair } from "../ffi/kernel-pair.ts";
-import type { Arrays, KernelLib, RulePair } from "../ffi/lib.ts";
-import { flashRule, type Worst } from "../oracle/compare.ts";
-import type { CaseOutcome, CheckDef, CheckResult, Profile } from "../src/harness/check.ts";
-import { runCheck } from "../src/harness/run.ts";
-import { RULES } from "../src/rules/index.ts";
-import { frozenForwardSaved, paramNames, ruleForward, ruleForwardSaved, usedParams } from "../src/rules/level.ts";
-import type { InnerInputs, RuleConfig, RuleDecl, State } from "../src/rules/types.ts";
-import { withTape } from "../src/tape.ts";
-import { Tensor, cast } from "../src/tensor.ts";
+import { abiOf, symbolName, type KernelFn, type RuleAbi } from "../../ffi/abi.ts";
+import { resolveBackend, type Resolved } from "../../ffi/backends.ts";
+import { kernelInnerPair } from "../../ffi/kernel-pair.ts";
+import type { Arrays, KernelLib, RulePair } from "../../ffi/lib.ts";
+import { flashRule, type Worst } from "../../oracle/compare.ts";
+import type { CaseOutcome, CheckDef, CheckResult, Profile } from "../../harness/check.ts";
+import { runCheck } from "../../harness/run.ts";
+import { RULES } from "../../src/rules/index.ts";
+import { frozenForwardSaved, paramNames, ruleForward, ruleForwardSaved, usedParams } from "../../src/rules/level.ts";
+import type { InnerInputs, RuleConfig, RuleDecl, State } from "../../src/rules/types.ts";
+import { withTape } from "../../src/tape.ts";
+import { Tensor, cast } from "../../src/tensor.ts";
 import {
   EXERCISED, FLOOR_REL, RUNS, RUNS_E2E, RUNS_GPU_BLOCKS, TOLERANCE, TOL_BITWISE, childPlan, type ChildRequest, type PlanEntry,
-} from "./kernel-checks.ts";
-import { ALPHA_LEVELS, THETA_LEVELS, buildRuleCase, ruleCaseSpecArb, type RuleCaseSpec, type SizeLimits } from "./rule-case.ts";
+} from "./checks.ts";
+import { ALPHA_LEVELS, THETA_LEVELS, buildRuleCase, ruleCaseSpecArb, type RuleCaseSpec, type SizeLimits } from "../../cases/rule-case.ts";
 
 // ── case generation ────────────────────────────────────────────────────────────────────────
 

@@ -3,15 +3,15 @@
  * The same engine serves `bun test` (conformance/conformance.test.ts).
  */
 import { parseArgs } from "node:util";
-import { buildCatalogue, matchesFilter } from "../conformance/catalogue.ts";
-import { buildRuleCase, type RuleCaseSpec } from "../conformance/rule-case.ts";
-import { PROFILES, type CheckResult, type Profile } from "./harness/check.ts";
-import { DEFAULT_SEED } from "./harness/collect.ts";
-import { DEFAULT_REPORT, runInfo, summarize, validateReport, writeReport, type Summary } from "./harness/report.ts";
+import { buildCatalogue, matchesFilter } from "./catalogue.ts";
+import { buildRuleCase, type RuleCaseSpec } from "../cases/rule-case.ts";
+import { PROFILES, type CheckResult, type Profile } from "../harness/check.ts";
+import { DEFAULT_SEED } from "../harness/collect.ts";
+import { DEFAULT_REPORT, runInfo, summarize, validateReport, writeReport, type Summary } from "../harness/report.ts";
 import { readFileSync } from "node:fs";
-import { runCheck } from "./harness/run.ts";
-import { ruleFixture } from "./fixtures/rule-case.ts";
-import { ruleByKey } from "./rules/index.ts";
+import { runCheck } from "../harness/run.ts";
+import { ruleFixture } from "../cases/fixtures/rule-fixture.ts";
+import { ruleByKey } from "../src/rules/index.ts";
 
 const HELP = `usage: bun run conformance [options]
 

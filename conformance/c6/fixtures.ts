@@ -6,12 +6,12 @@
  */
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { basename, join, relative } from "node:path";
-import type { CaseOutcome, CheckDef, Subject } from "../src/harness/check.ts";
-import { ROOT } from "../src/harness/report.ts";
-import { runCheck } from "../src/harness/run.ts";
-import { findFixtureFiles, loadFixture } from "../src/fixtures/load.ts";
-import { replayFixture } from "../src/fixtures/replay.ts";
-import { TOL_ULP } from "../oracle/compare.ts";
+import type { CaseOutcome, CheckDef, Subject } from "../../harness/check.ts";
+import { ROOT } from "../../paths.ts";
+import { runCheck } from "../../harness/run.ts";
+import { findFixtureFiles, loadFixture } from "../../cases/fixtures/load.ts";
+import { replayFixture } from "./replay.ts";
+import { TOL_ULP } from "../../oracle/compare.ts";
 
 const SPEC = "conformance.md C6; spec README 'Fixture format nlc-fixture/1', 'Fixture details', 'Tolerance policy'";
 const TOLERANCE = {

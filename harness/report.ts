@@ -6,19 +6,17 @@ import Ajv from "ajv";
 import { execSync } from "node:child_process";
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { cpus, platform, release } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { dirname, join } from "node:path";
+import type { BackendInfo } from "../ffi/backends.ts";
 import type { CheckResult, Profile, Status } from "./check.ts";
 
-export const ROOT = resolve(import.meta.dir, "../..");
+export type { BackendInfo };
+
+import { ROOT } from "../paths.ts";
+
 export const DEFAULT_REPORT = join(ROOT, "reports", "conformance.json");
 const SCHEMA = join(ROOT, "reports", "schema", "nlc-report.schema.json");
 
-export interface BackendInfo {
-  name: string;
-  available: boolean;
-  reason?: string;
-  device?: string;
-}
 
 export interface RunInfo {
   started: string;

@@ -5,15 +5,15 @@
  * gate biases at mid-range values (alpha 0.5, theta 0.3, eta 0.6), not the sheet's defaults
  * (b_alpha 3, b_theta −4.6), under which many gradients are tiny.
  */
-import { Rng } from "../rng.ts";
-import { Tensor, type DType } from "../tensor.ts";
+import { Rng } from "../src/rng.ts";
+import { Tensor, type DType } from "../src/tensor.ts";
 import {
   DEFAULT_CHUNK_SIZES, MODEL_PARAMS, compileModel, levelParamShapes, modelParamShapes,
   type FreqSchedule, type LevelSpec, type Model, type ModelParamName,
-} from "./config.ts";
-import { initContext, keepContext, type LevelContext } from "./context.ts";
-import { magForward, type Batch } from "./mag.ts";
-import type { ModelParams } from "./params.ts";
+} from "../src/model/config.ts";
+import { initContext, keepContext, type LevelContext } from "../src/model/context.ts";
+import { magForward, type Batch } from "../src/model/mag.ts";
+import type { ModelParams } from "../src/model/params.ts";
 
 export type ContextKind = "init" | "random" | "warm";
 

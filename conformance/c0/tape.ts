@@ -3,15 +3,15 @@
  * differentiate by hand (symbolic oracle). One check per property.
  */
 import * as fc from "fast-check";
-import { symbolicDerivative } from "./c0-ops.ts";
-import { bitwiseEqual, compareTensors, TOL_FD, type Tolerance } from "../oracle/compare.ts";
-import { FD_METHOD, fdGradient } from "../oracle/fd.ts";
-import type { CaseOutcome, CheckDef, Profile } from "../src/harness/check.ts";
-import * as K from "../src/numeric.ts";
-import { add, matmul, mul, scale, sigmoid, sumReduce } from "../src/ops/index.ts";
-import { Rng } from "../src/rng.ts";
-import { activeTape, registerOpaque, withTape, type OpaqueDecl } from "../src/tape.ts";
-import { Tensor } from "../src/tensor.ts";
+import { symbolicDerivative } from "./ops.ts";
+import { bitwiseEqual, compareTensors, TOL_FD, type Tolerance } from "../../oracle/compare.ts";
+import { FD_METHOD, fdGradient } from "../../oracle/fd.ts";
+import type { CaseOutcome, CheckDef, Profile } from "../../harness/check.ts";
+import * as K from "../../src/numeric.ts";
+import { add, matmul, mul, scale, sigmoid, sumReduce } from "../../src/ops/index.ts";
+import { Rng } from "../../src/rng.ts";
+import { activeTape, registerOpaque, withTape, type OpaqueDecl } from "../../src/tape.ts";
+import { Tensor } from "../../src/tensor.ts";
 
 const RUNS: Record<Profile, number> = { quick: 10, default: 40, deep: 300 };
 const SPEC = "tape.md Must hold";
