@@ -5,7 +5,7 @@
  * gate biases at mid-range values (alpha 0.5, theta 0.3, eta 0.6), not the sheet's defaults
  * (b_alpha 3, b_theta −4.6), under which many gradients are tiny.
  */
-import { Rng } from "../src/rng.ts";
+import { Rng, uniformTensor } from "../src/rng.ts";
 import { Tensor, type DType } from "../src/tensor.ts";
 import {
   DEFAULT_CHUNK_SIZES, MODEL_PARAMS, compileModel, levelParamShapes, modelParamShapes,
@@ -47,11 +47,6 @@ const GATE_BIAS: Readonly<Record<string, number>> = {
   b_eta: Math.log(0.6 / 0.4), // sigmoid⁻¹(0.6)
 };
 
-function uniform(dtype: DType, shape: readonly number[], rng: Rng, scale: number): Tensor {
-  const t = new Tensor(dtype, shape);
-  for (let i = 0; i < t.size; i++) t.data[i] = rng.uniform(-scale, scale);
-  return t;
-}
 
 /** Hyperparameters bounded by the model's sizes (Trellis' d_compress <= d). */
 export function fitHyper(hyper: Readonly<Record<string, number | string>>, d: number): Record<string, number | string> {
@@ -77,15 +72,18 @@ export function buildModelCase(spec: ModelCaseSpec, dtype: DType = "f64"): Model
   const { d, vocab: V, seq_len: s } = spec;
   const shapes = modelParamShapes(spec);
   const mp = {} as Record<ModelParamName, Tensor>;
-  for (const n of MODEL_PARAMS) mp[n] = uniform(dtype, shapes[n], rng, n === "W_embed" ? 1 : 1.5 / Math.sqrt(d));
+  for (const n of MODEL_PARAMS) {
+    const scale = n === "W_embed" ? 1 : 1.5 / Math.sqrt(d);
+    mp[n] = uniformTensor(dtype, shapes[n], rng, -scale, scale);
+  }
   const levels = model.levels.map((_, l) => {
     const rec: Record<string, Tensor> = {};
     for (const [n, shape] of Object.entries(levelParamShapes(model, l))) {
       const fanIn = shape[shape.length - 1]!;
       if (n in GATE_BIAS) rec[n] = biasTensor(dtype, GATE_BIAS[n]!);
-      else if (n === "b_freq") rec[n] = uniform(dtype, [1], rng, 1);
-      else if (n.startsWith("W_")) rec[n] = uniform(dtype, shape, rng, 1 / Math.sqrt(fanIn));
-      else rec[n] = uniform(dtype, shape, rng, 0.5 / Math.sqrt(fanIn));
+      else if (n === "b_freq") rec[n] = uniformTensor(dtype, [1], rng, -1, 1);
+      else if (n.startsWith("W_")) rec[n] = uniformTensor(dtype, shape, rng, -1 / Math.sqrt(fanIn), 1 / Math.sqrt(fanIn));
+      else rec[n] = uniformTensor(dtype, shape, rng, -0.5 / Math.sqrt(fanIn), 0.5 / Math.sqrt(fanIn));
     }
     return rec;
   });

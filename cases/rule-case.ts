@@ -6,10 +6,11 @@
 import * as fc from "fast-check";
 import { frozenForward, paramNames, paramShapes, ruleForward, withDefaults, type Params } from "../src/rules/level.ts";
 import type { RuleConfig, RuleDecl, State } from "../src/rules/types.ts";
-import { Rng } from "../src/rng.ts";
+import { Rng, uniformTensor } from "../src/rng.ts";
 import { Tensor, type DType } from "../src/tensor.ts";
+import { maxAbs } from "../src/numeric.ts";
 
-/** Gate regimes of conformance.md: alpha near 0 / mid / near 1, theta small / large. */
+/** Gate regimes of docs/spec/conformance.md: alpha near 0 / mid / near 1, theta small / large. */
 export const ALPHA_LEVELS = { low: 0.05, mid: 0.5, high: 0.95 } as const;
 export const THETA_LEVELS = { small: 0.05, large: 0.8 } as const;
 
@@ -86,11 +87,6 @@ function softplusInv(y: number): number {
   return Math.log(Math.expm1(y));
 }
 
-function uniformTensor(dtype: DType, shape: number[], rng: Rng, scale: number): Tensor {
-  const t = new Tensor(dtype, shape);
-  for (let i = 0; i < t.size; i++) t.data[i] = rng.uniform(-scale, scale);
-  return t;
-}
 
 /**
  * Builds the tensors of a case. Scales keep every gradient well above rounding noise and the
@@ -109,14 +105,14 @@ export function buildRuleCase(decl: RuleDecl, spec: RuleCaseSpec, dtype: DType =
     const r = rng.uniform(0.5, 1);
     for (let j = 0; j < d; j++) X.data[t * d + j] = (r * row[j]!) / norm;
   }
-  const dy = uniformTensor(dtype, [s, d], rng, 1);
+  const dy = uniformTensor(dtype, [s, d], rng, -1, 1);
   const shapes = paramShapes(decl, cfg);
   const params: Record<string, Tensor> = {};
   for (const name of paramNames(decl)) {
     const shape = shapes[name]!;
     const fanIn = shape[shape.length - 1]!;
-    if (name.startsWith("W_")) params[name] = uniformTensor(dtype, shape, rng, 1 / Math.sqrt(fanIn));
-    else if (name.startsWith("w_")) params[name] = uniformTensor(dtype, shape, rng, 0.5 / Math.sqrt(fanIn));
+    if (name.startsWith("W_")) params[name] = uniformTensor(dtype, shape, rng, -1 / Math.sqrt(fanIn), 1 / Math.sqrt(fanIn));
+    else if (name.startsWith("w_")) params[name] = uniformTensor(dtype, shape, rng, -0.5 / Math.sqrt(fanIn), 0.5 / Math.sqrt(fanIn));
     else params[name] = new Tensor(dtype, [1]);
   }
   // Gate biases put each gate in the requested regime; the w·c term moves it around that value.
@@ -140,11 +136,6 @@ export function buildRuleCase(decl: RuleDecl, spec: RuleCaseSpec, dtype: DType =
 /** Bound on the dy rescaling: a y below 1e-4 of unit scale is left small (and vacuous if it stays so). */
 const DY_SCALE_MAX = 1e4;
 
-function maxAbs(d: ArrayLike<number>): number {
-  let m = 0;
-  for (let i = 0; i < d.length; i++) m = Math.max(m, Math.abs(d[i]!));
-  return m;
-}
 
 /** The rule-level loss of conformance C2: sum(y ⊙ dy), untraced. */
 export function ruleLoss(c: RuleCase, params: Params = c.params, state: State = c.state): number {

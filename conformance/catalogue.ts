@@ -2,6 +2,7 @@
  * The catalogue: every check the suite runs, generated from the declarations (ops, rules,
  * backends, fixtures). Adding a rule to the registry adds its checks here without edits.
  */
+import { variantKey } from "../src/rules/level.ts";
 import { join } from "node:path";
 import type { CheckDef } from "../harness/check.ts";
 import { ROOT } from "../paths.ts";
@@ -50,6 +51,6 @@ export function matchesFilter(c: CheckDef<any>, filters: readonly string[]): boo
   return filters.some((f) =>
     c.class === f ||
     c.subject.rule === f ||
-    (c.subject.rule !== undefined && `${c.subject.rule}${c.subject.frozen ? ".frozen" : ""}` === f) ||
+    (c.subject.rule !== undefined && variantKey(c.subject.rule, c.subject.frozen === true) === f) ||
     c.id.includes(f));
 }

@@ -2,6 +2,7 @@
  * `bun run conformance` — runs the conformance catalogue and writes the JSON report.
  * The same engine serves `bun test` (conformance/conformance.test.ts).
  */
+import { parseVariantKey } from "../src/rules/level.ts";
 import { parseArgs } from "node:util";
 import { buildCatalogue, matchesFilter } from "./catalogue.ts";
 import { buildRuleCase, type RuleCaseSpec } from "../cases/rule-case.ts";
@@ -180,14 +181,15 @@ function printCase(ruleKey: string, json: string): void {
   } catch (e) {
     usage(`--case: not valid JSON (${e instanceof Error ? e.message : e})`);
   }
-  const key = ruleKey.replace(/\.frozen$/, "");
+  const variant = parseVariantKey(ruleKey);
+  const key = variant.key;
   let decl;
   try {
     decl = ruleByKey(key);
   } catch (e) {
     usage(e instanceof Error ? e.message : String(e));
   }
-  const frozen = req.frozen ?? ruleKey.endsWith(".frozen");
+  const frozen = req.frozen ?? variant.frozen;
   const spec: RuleCaseSpec = {
     d: req.d ?? 4, seq_len: req.seq_len ?? 3, hyper: req.hyper ?? {}, alpha: req.alpha ?? "mid",
     theta: req.theta ?? "small", state: req.state ?? (frozen ? "random" : "init"), seed: req.seed ?? 1,

@@ -1,6 +1,6 @@
 /**
- * C3, model C2, C4 and C7 for the MAG + CMS model (conformance.md; rules-titans-family §6–§9;
- * README D10–D13). Generated from the rule registry and k ∈ {1, 2, 4}: nothing here is per rule.
+ * C3, model C2, C4 and C7 for the MAG + CMS model (docs/spec/conformance.md; docs/spec/titans-family.md#frozen-reads, docs/spec/titans-family.md#swa, docs/spec/titans-family.md#mag, docs/spec/titans-family.md#cms;
+ * docs/spec/decisions.md#d10, docs/spec/decisions.md#d11, docs/spec/decisions.md#d12, docs/spec/decisions.md#d13). Generated from the rule registry and k ∈ {1, 2, 4}: nothing here is per rule.
  */
 import * as fc from "fast-check";
 import { cmsForward, cmsStep } from "../oracle/cms-backward.ts";
@@ -20,10 +20,11 @@ import { tapeParams, tapeStep, type StepResult, type Stepper } from "../src/mode
 import { add, crossEntropy, matmul, matmulTransposeB, mul, scale, sigmoid } from "../src/ops/index.ts";
 import { ruleByKey } from "../src/rules/index.ts";
 import { usedParams } from "../src/rules/level.ts";
-import { MEMORY_RULES } from "../src/rules/types.ts";
+import { MEMORY_RULES } from "../src/rules/index.ts";
 import { withTape } from "../src/tape.ts";
 import { Tensor, clone, type Data } from "../src/tensor.ts";
 import { ruleCaseSpecArb } from "../cases/rule-case.ts";
+import { maxAbs } from "../src/numeric.ts";
 
 const RUNS_C3: Record<Profile, number> = { quick: 1, default: 3, deep: 30 };
 const RUNS_C4: Record<Profile, number> = { quick: 1, default: 2, deep: 20 };
@@ -37,7 +38,7 @@ const LR = 0.01;
 /** C7: the build-loop trajectories after step 0 (ULP-level parameter differences grow a little). */
 const TRAJECTORY_RTOL = 1e-12;
 
-const SPEC_C3 = "conformance.md C3; rules-titans-family.md §8.2, §9.3–§9.4; README D11–D13";
+const SPEC_C3 = "docs/spec/conformance.md#c3; docs/spec/titans-family.md#mag-backward, docs/spec/titans-family.md#cms-combine, docs/spec/titans-family.md#cms-error-buffers; docs/spec/decisions.md#d11, docs/spec/decisions.md#d12, docs/spec/decisions.md#d13";
 
 // ── cases ───────────────────────────────────────────────────────────────────
 
@@ -119,11 +120,6 @@ function targets(): Target[] {
 
 const outcome = (r: Comparison): CaseOutcome => ({ ok: r.ok, vacuous: r.vacuous, worst: r.worst, message: r.message });
 
-function maxAbs(t: ArrayLike<number>): number {
-  let m = 0;
-  for (let i = 0; i < t.length; i++) m = Math.max(m, Math.abs(t[i]!));
-  return m;
-}
 
 function firstNonZero(t: ArrayLike<number>): number {
   for (let i = 0; i < t.length; i++) if (t[i] !== 0) return i;
@@ -488,7 +484,7 @@ export function modelChecks(): CheckDef<any>[] {
         });
         checks.push({
           id: `C4/${id}`, class: "C4", subject,
-          spec: "conformance.md C4; tape.md Must hold (opt-in recording, same bits); rules-titans-family.md §8.1, §9.2",
+          spec: "docs/spec/conformance.md#c4; docs/spec/tape.md#must-hold (opt-in recording, same bits); docs/spec/titans-family.md#mag-forward, docs/spec/titans-family.md#cms-context",
           tolerance: { kind: "bitwise", dtypes: ["f64", "f32"], compared: "loss, level outputs, final context" },
           runs: RUNS_C4, arb: specArb(t.rules(k), SIZES, FIXED), run: (s: ModelCaseSpec) => c4Case(s, p),
         });
@@ -497,7 +493,7 @@ export function modelChecks(): CheckDef<any>[] {
       const c2Pattern = k === 1 ? patterns(1)[0]! : k === 2 ? patterns(2)[1]! : patterns(4).find((p) => p.name === "step-8")!;
       checks.push({
         id: `C2/model/${t.key}/k${k}/${c2Pattern.name}`, class: "C2", subject: t.subject(k, c2Pattern),
-        spec: "conformance.md C2 (MAG cross entropy); rules-titans-family.md §8; README D2, D12",
+        spec: "docs/spec/conformance.md#c2 (MAG cross entropy); docs/spec/titans-family.md#mag; docs/spec/decisions.md#d2, docs/spec/decisions.md#d12",
         tolerance: {
           kind: "finite-differences", ...TOL_FD, ...FD_METHOD, full_max_elements: FULL_FD_MAX, directions: DIRECTIONS,
           vacuity: "per group (model, each level): max |grad| >= 100·atol",
@@ -506,14 +502,14 @@ export function modelChecks(): CheckDef<any>[] {
       });
       checks.push({
         id: `C7/build-loop/${t.key}/k${k}`, class: "C7", subject: { rule: t.key, k, frozen: k > 1 },
-        spec: "conformance.md C7; rules-titans-family.md §9.4 (training loop); README D13",
+        spec: "docs/spec/conformance.md#c7; docs/spec/titans-family.md#cms-error-buffers (training loop); docs/spec/decisions.md#d13",
         tolerance: { kind: "trajectory", step0: "bitwise", rtol: TRAJECTORY_RTOL, steps: 10, reason: "after step 0 the two paths' parameters differ by ULPs, which the loss carries forward" },
         run: () => trajectoryCase(fixedSpec(levelRules(t.key, k), 101 + k), 10),
       });
       if (k > 1) {
         checks.push({
           id: `C7/learned-gate/${t.key}/k${k}`, class: "C7", subject: { rule: t.key, k, frozen: true },
-          spec: "conformance.md C7; rules-titans-family.md §9.7; README D10 (straight-through, true sign)",
+          spec: "docs/spec/conformance.md#c7; docs/spec/titans-family.md#learned-gate; docs/spec/decisions.md#d10 (straight-through, true sign)",
           tolerance: {
             kind: "tape-vs-hand-written", ...TOL_ULP,
             sign: { kind: "finite-differences", ...TOL_FD, compared: "dg_l = <dSum, y_l> per level", vacuity: "max_l |dg_l| >= 100·atol" },
@@ -525,13 +521,13 @@ export function modelChecks(): CheckDef<any>[] {
     if (t.key !== "mixed") {
       checks.push({
         id: `C7/error-buffers/${t.key}/k2`, class: "C7", subject: { rule: t.key, k: 2, frozen: true },
-        spec: "conformance.md C7; rules-titans-family.md §9.4; README D13",
+        spec: "docs/spec/conformance.md#c7; docs/spec/titans-family.md#cms-error-buffers; docs/spec/decisions.md#d13",
         tolerance: { kind: "exact", steps: 9, chunk_sizes: [1, 8] },
         run: () => errorBufferCase(fixedSpec(levelRules(t.key, 2), 211), 9, tapeStep),
       });
       checks.push({
         id: `C7/loss-decreases/${t.key}/k1`, class: "C7", subject: { rule: t.key, k: 1, frozen: false },
-        spec: "conformance.md C7 (smoke: forward, tape backward, SGD, advance); rules-titans-family.md §8.2",
+        spec: "docs/spec/conformance.md#c7 (smoke: forward, tape backward, SGD, advance); docs/spec/titans-family.md#mag-backward",
         tolerance: { kind: "smoke", steps: 50, lr: LR, criterion: "last loss < first loss" },
         run: () => lossDecreases(fixedSpec([t.key as MemoryRuleKey], 307)),
       });
@@ -542,14 +538,14 @@ export function modelChecks(): CheckDef<any>[] {
     const p = patterns(k)[0]!;
     checks.push({
       id: `C4/mixed/k${k}/learned`, class: "C4", subject: { rule: "mixed", k, frozen: true },
-      spec: "conformance.md C4; tape.md Must hold; rules-titans-family.md §9.7; README D10",
+      spec: "docs/spec/conformance.md#c4; docs/spec/tape.md#must-hold; docs/spec/titans-family.md#learned-gate; docs/spec/decisions.md#d10",
       tolerance: { kind: "bitwise", dtypes: ["f64", "f32"], compared: "loss, level outputs, final context" },
       runs: RUNS_C4, arb: specArb(mixedRules(k), SIZES, LEARNED), run: (s: ModelCaseSpec) => c4Case(s, p),
     });
   }
   for (const k of KS) {
     checks.push({
-      id: `C7/pulse/k${k}`, class: "C7", subject: { k }, spec: "rules-titans-family.md §9.1; README D11",
+      id: `C7/pulse/k${k}`, class: "C7", subject: { k }, spec: "docs/spec/titans-family.md#cms-pulse; docs/spec/decisions.md#d11",
       tolerance: { kind: "exact", steps: 600 }, run: () => pulseSchedule(k),
     });
   }
@@ -557,14 +553,14 @@ export function modelChecks(): CheckDef<any>[] {
   for (const [name, stepper] of [["tape", tapeStep], ["hand-written", cmsStep]] as const) {
     checks.push({
       id: `C7/error-buffers/mixed/k4/${name}`, class: "C7", subject: { rule: "mixed", k: 4, frozen: true },
-      spec: "conformance.md C7; rules-titans-family.md §9.4; README D13",
+      spec: "docs/spec/conformance.md#c7; docs/spec/titans-family.md#cms-error-buffers; docs/spec/decisions.md#d13",
       tolerance: { kind: "exact", steps: 9, chunk_sizes: [1, 2, 3, 4] },
       run: () => errorBufferCase(fixedSpec(["delta", "moneta", "lattice", "trellis"], 223, { context: "random", chunk_sizes: [1, 2, 3, 4] }), 9, stepper),
     });
   }
   checks.push({
     id: "C7/build-loop/mixed/k4/learned", class: "C7", subject: { rule: "mixed", k: 4, frozen: true },
-    spec: "conformance.md C7; rules-titans-family.md §9.4, §9.7; README D10, D13",
+    spec: "docs/spec/conformance.md#c7; docs/spec/titans-family.md#cms-error-buffers, docs/spec/titans-family.md#learned-gate; docs/spec/decisions.md#d10, docs/spec/decisions.md#d13",
     tolerance: { kind: "trajectory", step0: "bitwise", rtol: TRAJECTORY_RTOL, steps: 10 },
     run: () => trajectoryCase(fixedSpec(["titans", "yaad", "atlas", "memora"], 131, { freq: LEARNED, context: "random" }), 10),
   });

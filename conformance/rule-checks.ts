@@ -1,6 +1,6 @@
 /**
  * C1, C2 and C8 for every rule of the registry, its frozen variant, and SWA
- * (conformance.md; rules-*.md). Generated from the declarations: nothing here is per rule.
+ * (docs/spec/conformance.md; rules-*.md). Generated from the declarations: nothing here is per rule.
  */
 import { bitwiseEqual, compareTensors, TOL_FD, type Comparison } from "../oracle/compare.ts";
 import { FD_METHOD } from "../oracle/fd.ts";
@@ -177,14 +177,14 @@ export function ruleChecks(): CheckDef<any>[] {
     const arb = v.frozen ? ruleCaseSpecArb(v.decl).map((s) => ({ ...s, state: "random" as const })) : ruleCaseSpecArb(v.decl);
     checks.push({
       id: `C1/${key}`, class: "C1", subject,
-      spec: `conformance.md C1; tape.md Opaque blocks; ${v.decl.sheet}`,
+      spec: `docs/spec/conformance.md#c1; docs/spec/tape.md#opaque blocks; ${v.decl.sheet}`,
       tolerance: { kind: "bitwise", rtol: 0, atol: 0 },
       runs: RUNS_C1, arb,
       run: (spec: RuleCaseSpec) => checkSavedUntouched(v, buildRuleCase(v.decl, spec, "f64", v.frozen)) ?? c1Case(v, spec),
     });
     checks.push({
       id: `C2/${key}`, class: "C2", subject,
-      spec: `conformance.md C2 (loss sum(y*dy)); ${v.decl.sheet}; README D2`,
+      spec: `docs/spec/conformance.md#c2 (loss sum(y*dy)); ${v.decl.sheet}; docs/spec/decisions.md#d2`,
       tolerance: { kind: "finite-differences", ...TOL_FD, ...FD_METHOD, full_max_elements: FULL_FD_MAX, directions: DIRECTIONS },
       runs: RUNS_C2, arb,
       run: (spec: RuleCaseSpec) => c2Case(v, spec),
@@ -192,7 +192,7 @@ export function ruleChecks(): CheckDef<any>[] {
     if (v.frozen) {
       checks.push({
         id: `C8/${key}/zero-state-reads-zero`, class: "C8", subject,
-        spec: "conformance.md C8; rules sheets (a zero frozen memory reads zero)",
+        spec: "docs/spec/conformance.md#c8; rules sheets (a zero frozen memory reads zero)",
         tolerance: { kind: "exact" }, run: () => zeroStateRead(v.decl),
       });
     } else {

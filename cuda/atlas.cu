@@ -1,5 +1,5 @@
 /*
- * Atlas Omega kernel pair, implemented version (rules-titans-family.md §5.1–5.2, D8; reference
+ * Atlas Omega kernel pair, implemented version (docs/spec/titans-family.md#atlas-forward, docs/spec/titans-family.md#atlas-backward, docs/spec/decisions.md#d8; reference
  * src/rules/atlas.ts). ω_t = W_omega silu([k_t; v_t]) is computed by the caller:
  *   S_{t+1} = η_t S_t − θ_t ω_t k_tᵀ ;  M_{t+1} = (1 − α_t) M_t + S_{t+1} ;  y_t = M_{t+1} q_t
  * No error term: v is not read (and gets no gradient). Threads own rows of M, S, D, E.

@@ -1,5 +1,5 @@
 /*
- * Delta rule kernel pair (rules-titans-family.md §2; reference src/rules/delta.ts):
+ * Delta rule kernel pair (docs/spec/titans-family.md#delta; reference src/rules/delta.ts):
  *   e_t = M_t k_t − v_t ;  M_{t+1} = (1 − α_t) M_t − θ_t e_t k_tᵀ ;  y_t = M_{t+1} q_t
  * Threads own rows of M (and of the adjoint D = ∂L/∂M_{t+1} in the backward); products with
  * Mᵀ or Dᵀ are column loops that run after a barrier, when every row is final.

@@ -1,5 +1,5 @@
 /*
- * Hebbian kernel pair (rules-titans-family.md §4; reference src/rules/hebbian.ts):
+ * Hebbian kernel pair (docs/spec/titans-family.md#hebbian; reference src/rules/hebbian.ts):
  *   M_{t+1} = (1 − α_t) M_t + v_t k_tᵀ ;  y_t = M_{t+1} q_t
  * Threads own rows of M and of the adjoint D = ∂L/∂M_{t+1}.
  */

@@ -1,5 +1,5 @@
 /*
- * Lattice OSR kernel pair (rules-miras-compression.md §5; reference src/rules/lattice.ts): m
+ * Lattice OSR kernel pair (docs/spec/miras-compression.md#lattice; reference src/rules/lattice.ts): m
  * unit-norm slots, READ BEFORE WRITE.
  *   READ   w = softmax(S_t q_t) ;  y_t = Σ_i w_i S_t[i]
  *   WRITE  γ_i = σ(S_t[i]·k_t) ;  u_i = v | k | v − (S_t[i]·v) S_t[i]  (decode | encode | similarity)

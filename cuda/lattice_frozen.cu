@@ -1,5 +1,5 @@
 /*
- * Frozen read of Lattice OSR (rules-miras-compression.md §5.4, D3; reference src/rules/lattice.ts
+ * Frozen read of Lattice OSR (docs/spec/miras-compression.md#lattice-frozen, docs/spec/decisions.md#d3; reference src/rules/lattice.ts
  * latticeFrozen): w_t = softmax(S q_t), y_t = Σ_i w_i S[i]; the VJP
  *   dρ_i = w_i (S[i]·dy_t − Σ_i' w_i' S[i']·dy_t) ;  dq_t = Σ_i dρ_i S[i]
  * A thread owns a token (tokens are independent): no barrier, and an m-row of shared scratch each.

@@ -1,5 +1,5 @@
 /*
- * Frozen read of the matrix-memory rules (Delta, Titans, Hebbian, Atlas; rules-titans-family.md
+ * Frozen read of the matrix-memory rules (Delta, Titans, Hebbian, Atlas; docs/spec/titans-family.md
  * §2.4, §3, §4.3, §5.2, §6; reference src/rules/matrix.ts): y_t = M q_t, and its VJP
  * dq_t = Mᵀ dy_t. Titans and Atlas keep S too; the read ignores it (it is still an argument, so
  * every rule's frozen ABI takes its whole state). Tokens are independent: threads take rows for

@@ -1,5 +1,5 @@
 /*
- * MEMORA kernel pair (rules-miras-compression.md §4; reference src/rules/memora.ts): MLP memory
+ * MEMORA kernel pair (docs/spec/miras-compression.md#memora; reference src/rules/memora.ts): MLP memory
  * with simplex rows, L2 bias (g = e), KL retention as a row softmax, READ BEFORE WRITE:
  *   y_t = read(W_t, q_t) ;  W_{t+1}[i,:] = softmax(α_t logc(W_t[i,:]) − θ_t G_t[i,:]) ,  logc(w) = ln max(w, 1e-8)
  * One thread per row for the softmax and its VJP; the logits are recomputed in each pass.

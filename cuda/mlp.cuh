@@ -1,5 +1,5 @@
 /*
- * The 2-layer MLP memory of MONETA, YAAD and MEMORA (rules-miras-compression.md §2–§4; reference
+ * The 2-layer MLP memory of MONETA, YAAD and MEMORA (docs/spec/miras-compression.md#moneta, docs/spec/miras-compression.md#yaad, docs/spec/miras-compression.md#memora; reference
  * src/rules/mlp.ts), as block-cooperative device steps. State W1 [dh, d], W2 [d, dh]; per token:
  *   a = W1 k ; h = silu(a) ; e = W2 h − v ; g = φ(e) ; r = W2ᵀ g ; u = r ⊙ silu'(a)
  *   G1 = u kᵀ ; G2 = g hᵀ (never materialised) ; read: b = W1 q ; z = silu(b) ; y = W2 z

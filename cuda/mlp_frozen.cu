@@ -1,5 +1,5 @@
 /*
- * Frozen read of the MLP-memory rules (MONETA, YAAD, MEMORA; rules-miras-compression.md §2.6,
+ * Frozen read of the MLP-memory rules (MONETA, YAAD, MEMORA; docs/spec/miras-compression.md#moneta-frozen,
  * §3.4, §4.4, D3; reference src/rules/mlp.ts mlpFrozenRead):
  *   y_t = W2 silu(W1 q_t) ;  dq_t = W1ᵀ((W2ᵀ dy_t) ⊙ silu'(W1 q_t))
  * The state gets no gradient. Each rule's entry points take its full hyperparameter list; only

@@ -1,5 +1,5 @@
 /*
- * MONETA kernel pair (rules-miras-compression.md §2, D9; reference src/rules/moneta.ts):
+ * MONETA kernel pair (docs/spec/miras-compression.md#moneta, docs/spec/decisions.md#d9; reference src/rules/moneta.ts):
  *   g = φ_p(e) ;  A_{t+1} = α_t A_t − θ_t (G_t + 2λ₂ W_t) ;  W_{t+1} = N_q(A_{t+1}) ;  y_t = read(W_{t+1}, q_t)
  * for both matrices. N_q(A) = A / n^{q−2}, n = (Σ (A²+1e-12)^{q/2})^{1/q} (each matrix its own n);
  * with q = 2 it is the identity and A = W (the accumulator states then equal the W states).

@@ -1,5 +1,5 @@
 /*
- * Sliding-window attention kernel pair (rules-titans-family.md §7; reference src/rules/swa.ts).
+ * Sliding-window attention kernel pair (docs/spec/titans-family.md#swa; reference src/rules/swa.ts).
  * Per head h (columns [h·hd, (h+1)·hd)) and position i, τ = 1/√hd, j0 = max(0, i − ws + 1):
  *   P[h,i,w] = softmax_w(τ ⟨Q[i,h], K[j0+w,h]⟩) for w < L = i − j0 + 1, 0 beyond ;  A[i,h] = Σ_w P_w V[j0+w,h]
  * A thread owns a (head, position) row. The backward first writes dS = τ P (dP − ⟨P, dP⟩) per

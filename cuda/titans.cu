@@ -1,5 +1,5 @@
 /*
- * Titans LMM kernel pair (rules-titans-family.md §3.2–3.3, D7; reference src/rules/titans.ts):
+ * Titans LMM kernel pair (docs/spec/titans-family.md#titans-forward, docs/spec/titans-family.md#titans-backward, docs/spec/decisions.md#d7; reference src/rules/titans.ts):
  *   e_t = M_t k_t − v_t ;  S_{t+1} = η_t S_t − θ_t e_t k_tᵀ ;  M_{t+1} = (1 − α_t) M_t + S_{t+1}
  *   y_t = M_{t+1} q_t
  * Threads own rows of M and S (and of the adjoints D = ∂L/∂M_{t+1}, E = ∂L/∂S_{t+1}); products

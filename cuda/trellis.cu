@@ -1,5 +1,5 @@
 /*
- * Trellis kernel pair (rules-miras-compression.md §6, D2; reference src/rules/trellis.ts): two-pass
+ * Trellis kernel pair (docs/spec/miras-compression.md#trellis, docs/spec/decisions.md#d2; reference src/rules/trellis.ts): two-pass
  * key/value compression, READ BEFORE WRITE; x_t is the level input row itself.
  *   READ    r = S_K q ;  ĉ = nsilu(r) ;  y = S_V ĉ
  *   PASS 1  e^k = S_K x − k[0:dk] ;  S_K' = (1−α−θλ_k) S_K − θ e^k xᵀ

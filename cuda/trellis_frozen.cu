@@ -1,5 +1,5 @@
 /*
- * Frozen read of Trellis (rules-miras-compression.md §6.5, D3; reference src/rules/trellis.ts
+ * Frozen read of Trellis (docs/spec/miras-compression.md#trellis-frozen, docs/spec/decisions.md#d3; reference src/rules/trellis.ts
  * trellisFrozen): r_t = S_K q_t, y_t = S_V nsilu(r_t); the VJP dq_t = S_Kᵀ nsilu'(r_t)ᵀ (S_Vᵀ dy_t).
  * A thread owns a token (tokens are independent); ĉ stays in f64 here, as in the reference.
  */

@@ -1,5 +1,5 @@
 /*
- * YAAD kernel pair (rules-miras-compression.md §3; reference src/rules/yaad.ts): Huber bias
+ * YAAD kernel pair (docs/spec/miras-compression.md#yaad; reference src/rules/yaad.ts): Huber bias
  * ψ(e) = e if |e| < δ else δ·sign(e), decoupled L2 retention toward the boundary snapshot B = W_0:
  *   W_{t+1} = α_t W_t − θ_t (G_t + 2λ_loc (W_t − B) + 2λ₂ W_t) ;  y_t = read(W_{t+1}, q_t)
  */

@@ -4,7 +4,8 @@
  * that calls a kernel library (the ffi wrappers, the C5 checks, the benchmark) is derived from
  * this table; the C5 check `C5/abi/header-matches-table` keeps it and nlk.h in step.
  */
-import type { RuleConfig, RuleKey } from "../src/rules/types.ts";
+import type { RuleKey } from "../src/rules/index.ts";
+import type { RuleConfig } from "../src/rules/types.ts";
 
 export const ABI_VERSION = 1;
 

@@ -1,5 +1,5 @@
 /**
- * What a conformance check is (conformance.md): a class, a subject, the spec text it enforces,
+ * What a conformance check is (docs/spec/conformance.md): a class, a subject, the spec text it enforces,
  * a tolerance, and either one deterministic case or a fast-check property over generated cases.
  */
 import type * as fc from "fast-check";

@@ -1,6 +1,6 @@
 /**
- * The hand-written oracle for the whole MAG + CMS model (rules-titans-family §8.2, §9.3–§9.4,
- * §9.7 with README D10–D13): a forward that keeps what the backward needs, written with the
+ * The hand-written oracle for the whole MAG + CMS model (docs/spec/titans-family.md#mag-backward, docs/spec/titans-family.md#cms-combine, docs/spec/titans-family.md#cms-error-buffers,
+ * §9.7 with docs/spec/decisions.md#d10, docs/spec/decisions.md#d11, docs/spec/decisions.md#d12, docs/spec/decisions.md#d13): a forward that keeps what the backward needs, written with the
  * numeric kernels and the rules' hand-written pieces (ruleForwardSaved / ruleBackward,
  * frozenForwardSaved / frozenBackward), and the model's backward written out by hand. Nothing
  * here touches the tape or the tape ops, so C3 compares two independent derivations.

@@ -1,7 +1,7 @@
 /**
  * Comparison of computed tensors against an oracle, with the suite's vacuity rule: a compared
  * tensor whose reference values are all (near) zero proves nothing and makes the comparison
- * vacuous (spec README, tolerance policy).
+ * vacuous (docs/spec/README.md, tolerance policy).
  */
 import type { Data } from "../src/tensor.ts";
 
@@ -28,7 +28,7 @@ export interface Comparison {
   message?: string;
 }
 
-/** Policy defaults (spec README): tape vs hand-written, tape vs finite differences. */
+/** Policy defaults (docs/spec/README.md): tape vs hand-written, tape vs finite differences. */
 export const TOL_ULP: Tolerance = { rtol: 1e-12, atol: 1e-12, form: "max" };
 export const TOL_FD: Tolerance = { rtol: 1e-5, atol: 1e-8 };
 

@@ -1,5 +1,5 @@
 /**
- * Gradients vs finite differences of a scalar loss (conformance.md C2): the full Jacobian when the
+ * Gradients vs finite differences of a scalar loss (docs/spec/conformance.md#c2): the full Jacobian when the
  * inputs are few, otherwise random directions v^T J u (v folded into the loss), and on a
  * directional failure the full check, whose per-element result is what a user needs.
  */

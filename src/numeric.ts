@@ -66,7 +66,7 @@ export function dot(a: Data, b: Data, n = a.length, ao = 0, bo = 0): number {
   return s;
 }
 
-/** Numerically stable logistic, no saturation cut (spec README D6). */
+/** Numerically stable logistic, no saturation cut (docs/spec/decisions.md#d6). */
 export function sigmoid(x: number): number {
   if (x >= 0) return 1 / (1 + Math.exp(-x));
   const e = Math.exp(x);
@@ -159,4 +159,11 @@ export function frob(A: Data, ao: number, B: Data, bo: number, n: number): numbe
   let s = 0;
   for (let i = 0; i < n; i++) s += A[ao + i]! * B[bo + i]!;
   return s;
+}
+
+/** max_i |a_i| (0 for an empty array). */
+export function maxAbs(a: ArrayLike<number>): number {
+  let m = 0;
+  for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i]!));
+  return m;
 }

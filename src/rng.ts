@@ -1,6 +1,8 @@
 /** Deterministic random numbers: every input the suite makes comes from a seed. */
 
 /** splitmix32-style generator; small state, good enough statistics for test inputs. */
+import { Tensor, type DType } from "./tensor.ts";
+
 export class Rng {
   private state: number;
 
@@ -39,9 +41,16 @@ export class Rng {
 }
 
 /**
- * The rule-init hash of the spec (README "Fixture details"): fround(u32) / 2^32 with
+ * The rule-init hash of the spec (docs/spec/fixtures.md#rule-state): fround(u32) / 2^32 with
  * u32 = (i * 2654435761) mod 2^32, rounded to f32 in both dtypes.
  */
 export function initHash(i: number): number {
   return Math.fround(Math.imul(i, 2654435761 | 0) >>> 0) / 4294967296;
+}
+
+/** A tensor of independent U(lo, hi) draws, in row-major order. */
+export function uniformTensor(dtype: DType, shape: readonly number[], rng: Rng, lo: number, hi: number): Tensor {
+  const t = new Tensor(dtype, shape);
+  for (let i = 0; i < t.size; i++) t.data[i] = rng.uniform(lo, hi);
+  return t;
 }

@@ -1,5 +1,5 @@
 /**
- * The Wengert tape (spec tape.md). Recording is opt-in: ops consult `activeTape()` and
+ * The Wengert tape (docs/spec/tape.md). Recording is opt-in: ops consult `activeTape()` and
  * record only when a tape is active and one of their inputs is on it, so the same forward
  * code serves traced and untraced runs and computes the same bits either way.
  */

@@ -1,4 +1,4 @@
-/** Dense row-major tensors over f64 or f32 storage (spec README D5: no other dtype). */
+/** Dense row-major tensors over f64 or f32 storage (docs/spec/decisions.md#d5: no other dtype). */
 
 export type DType = "f64" | "f32";
 export type Data = Float64Array | Float32Array;

@@ -1,5 +1,5 @@
 /**
- * C0 — op VJPs (conformance.md C0, tape.md "Ops"). Generated from the op declarations: for every
+ * C0 — op VJPs (docs/spec/conformance.md#c0, docs/spec/tape.md#ops). Generated from the op declarations: for every
  * op, fast-check draws shapes, values and attributes; the tape's VJP must match central finite
  * differences in f64 and, for elementwise ops, the mathjs symbolic derivative.
  */
@@ -115,7 +115,7 @@ export function c0OpChecks(): CheckDef<OpCase>[] {
     id: `C0/op/${op.name}`,
     class: "C0" as const,
     subject: { op: op.name },
-    spec: "conformance.md C0; tape.md Ops; seeds/wengert-tape.md VJP rules",
+    spec: "docs/spec/conformance.md#c0; docs/spec/tape.md#ops",
     tolerance: op.oracle === "surrogate"
       ? { kind: "surrogate-exact", rtol: 0, atol: 0 }
       : { kind: "finite-differences", ...TOL_FD, ...FD_METHOD, ...(op.symbolic ? { symbolic: TOL_SYMBOLIC } : {}) },

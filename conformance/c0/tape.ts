@@ -1,5 +1,5 @@
 /**
- * C0 — tape semantics (tape.md "Must hold", "Opaque blocks") and the scalar functions the rules
+ * C0 — tape semantics (docs/spec/tape.md#must-hold, "Opaque blocks") and the scalar functions the rules
  * differentiate by hand (symbolic oracle). One check per property.
  */
 import * as fc from "fast-check";
@@ -9,18 +9,15 @@ import { FD_METHOD, fdGradient } from "../../oracle/fd.ts";
 import type { CaseOutcome, CheckDef, Profile } from "../../harness/check.ts";
 import * as K from "../../src/numeric.ts";
 import { add, matmul, mul, scale, sigmoid, sumReduce } from "../../src/ops/index.ts";
-import { Rng } from "../../src/rng.ts";
+import { Rng, uniformTensor } from "../../src/rng.ts";
 import { activeTape, registerOpaque, withTape, type OpaqueDecl } from "../../src/tape.ts";
 import { Tensor } from "../../src/tensor.ts";
 
 const RUNS: Record<Profile, number> = { quick: 10, default: 40, deep: 300 };
-const SPEC = "tape.md Must hold";
+const SPEC = "docs/spec/tape.md#must-hold";
 
-function randomTensor(shape: number[], rng: Rng, lo = -1.5, hi = 1.5): Tensor {
-  const t = new Tensor("f64", shape);
-  for (let i = 0; i < t.size; i++) t.data[i] = rng.uniform(lo, hi);
-  return t;
-}
+/** Tape inputs: f64, U(lo, hi). */
+const randomTensor = (shape: number[], rng: Rng, lo = -1.5, hi = 1.5): Tensor => uniformTensor("f64", shape, rng, lo, hi);
 
 const shapeSeed = fc.record({ r: fc.integer({ min: 1, max: 6 }), c: fc.integer({ min: 1, max: 6 }), seed: fc.integer({ min: 1, max: 0x7fffffff }) });
 type ShapeSeed = { r: number; c: number; seed: number };
@@ -191,19 +188,19 @@ export function c0TapeChecks(): CheckDef<any>[] {
     spec, tolerance: tol, runs: RUNS, arb: shapeSeed, run,
   });
   return [
-    def("opaque", "tape.md Opaque blocks; conformance.md C0", opaqueCheck, { kind: "finite-differences", ...TOL_FD, ...FD_METHOD }),
+    def("opaque", "docs/spec/tape.md#opaque blocks; docs/spec/conformance.md#c0", opaqueCheck, { kind: "finite-differences", ...TOL_FD, ...FD_METHOD }),
     def("diamond-reuse", `${SPEC}: gradients accumulate (x = 2w, sum(x*x) gives dw = 8w)`, diamondCheck, { kind: "exact", rtol: 1e-15, atol: 0 }),
     def("recording-identity", `${SPEC}: opt-in, bitwise-identical values with and without a tape (f64, f32)`, recordingIdentityCheck, { kind: "bitwise" }),
     def("snapshot", `${SPEC}: parameters are snapshotted when registered`, snapshotCheck, { kind: "exact", rtol: 1e-15, atol: 0 }),
     def("bytes", `${SPEC}: memory is accounted`, bytesCheck, { kind: "exact" }),
     {
       id: "C0/tape/rejections", class: "C0", subject: { op: "tape:rejections" },
-      spec: "tape.md Opaque blocks (a key with no backward is rejected at registration); ops reject mismatched shapes",
+      spec: "docs/spec/tape.md#opaque blocks (a key with no backward is rejected at registration); ops reject mismatched shapes",
       tolerance: { kind: "error-expected" }, run: () => rejectionsCheck(),
     },
     {
       id: "C0/scalar/derivatives", class: "C0", subject: { op: "scalars" },
-      spec: "conformance.md C0 (symbolic oracle for the scalar pieces of the NL ops)",
+      spec: "docs/spec/conformance.md#c0 (symbolic oracle for the scalar pieces of the NL ops)",
       tolerance: { kind: "symbolic", ...TOL_SYM }, runs: RUNS,
       arb: fc.array(fc.double({ min: -8, max: 8, noNaN: true }), { minLength: 1, maxLength: 16 }),
       run: scalarCheck,

@@ -1,5 +1,5 @@
 /**
- * C5 — kernel pairs (conformance.md C5; spec README tolerance policy, the flash-attention rule):
+ * C5 — kernel pairs (docs/spec/conformance.md#c5; docs/spec/README.md tolerance policy, the flash-attention rule):
  * the catalogue side. For every backend, every rule of the registry, its frozen variant and SWA:
  *   C5/<backend>/<rule>[.frozen]/forward      y and the final state vs the f64 reference
  *   C5/<backend>/<rule>[.frozen]/backward     every gradient of the inner inputs vs the f64 reference
@@ -15,6 +15,7 @@
  * back; a crash, abort or hang of the child turns the check it was running, and every check it did
  * not reach, into `error` naming the signal or the timeout, and the suite goes on.
  */
+import { variantKey } from "../../src/rules/level.ts";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { ABI, pointerArgs, symbolName, type KernelFn } from "../../ffi/abi.ts";
@@ -38,7 +39,7 @@ export const FLOOR_REL = 1e-6;
 export const EXERCISED = 1e-6;
 
 export const TOLERANCE = {
-  kind: "flash-attention rule (spec README, tolerance policy)",
+  kind: "flash-attention rule (docs/spec/README.md, tolerance policy)",
   bound: "per tensor and sequence: max|kernel - ref64| <= 2 * max|ref32 - ref64| + floor",
   ref32: "the TypeScript reference run on f32 tensors (same inputs, rounded to f32 once)",
   floor: `${FLOOR_REL} * max|ref64|`,
@@ -64,9 +65,7 @@ export interface PlanEntry {
   mode?: number;
 }
 
-function variantKey(decl: RuleDecl, frozen: boolean): string {
-  return frozen ? `${decl.key}.frozen` : decl.key;
-}
+
 
 /** Whether the backend's library has the emulation controls (known by name before it is loaded). */
 function isEmu(backend: string): boolean {
@@ -78,11 +77,11 @@ export function c5Plan(backend: string): PlanEntry[] {
   const out: PlanEntry[] = [];
   for (const decl of RULES) {
     for (const frozen of decl.frozen === null ? [false] : [false, true]) {
-      const key = variantKey(decl, frozen);
+      const key = variantKey(decl.key, frozen);
       const subject = { rule: decl.key, frozen, backend };
-      const sheet = `conformance.md C5; ${decl.sheet}${frozen ? " (frozen read, D3)" : ""}; ffi/nlk.h`;
+      const sheet = `docs/spec/conformance.md#c5; ${decl.sheet}${frozen ? " (frozen read, D3)" : ""}; ffi/nlk.h`;
       out.push({ id: `C5/${slug}/${key}/forward`, kind: "forward", subject, spec: `${sheet}; README tolerance policy (f32)`, decl, frozen });
-      out.push({ id: `C5/${slug}/${key}/backward`, kind: "backward", subject, spec: `${sheet}; README D2, tolerance policy (f32)`, decl, frozen });
+      out.push({ id: `C5/${slug}/${key}/backward`, kind: "backward", subject, spec: `${sheet}; docs/spec/decisions.md#d2, tolerance policy (f32)`, decl, frozen });
       if (isEmu(backend)) {
         out.push({ id: `C5/${slug}/${key}/race`, kind: "race", subject, spec: `${sheet}; cuda/README.md (race check)`, decl, frozen });
         out.push({
@@ -93,7 +92,7 @@ export function c5Plan(backend: string): PlanEntry[] {
       if (!frozen) {
         out.push({
           id: `C5/${slug}/${key}/tape-e2e`, kind: "tape-e2e", subject, decl, frozen,
-          spec: `conformance.md C5; tape.md Opaque blocks; src/rules/level.ts ruleForward(…, inner); ${decl.sheet}`,
+          spec: `docs/spec/conformance.md#c5; docs/spec/tape.md#opaque blocks; src/rules/level.ts ruleForward(…, inner); ${decl.sheet}`,
         });
       }
     }
@@ -367,7 +366,7 @@ export function kernelChecks(): CheckDef<any>[] {
     },
     run: () => ({ ok: false, message: "delegated" }),
   });
-  checks.push(meta("C5/cpu-emu/emu/crash-isolation", "conformance.md C5; cuda/README.md (crash isolation): a kernel that segfaults becomes an error check, the run goes on",
+  checks.push(meta("C5/cpu-emu/emu/crash-isolation", "docs/spec/conformance.md#c5; cuda/README.md (crash isolation): a kernel that segfaults becomes an error check, the run goes on",
     (profile) => crashIsolation(0, profile)));
   checks.push(meta("C5/cpu-emu/emu/abort-isolation", "cuda/README.md (crash isolation): a kernel that aborts becomes an error check",
     (profile) => crashIsolation(1, profile)));

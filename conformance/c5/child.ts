@@ -28,6 +28,7 @@ import {
   EXERCISED, FLOOR_REL, RUNS, RUNS_E2E, RUNS_GPU_BLOCKS, TOLERANCE, TOL_BITWISE, childPlan, type ChildRequest, type PlanEntry,
 } from "./checks.ts";
 import { ALPHA_LEVELS, THETA_LEVELS, buildRuleCase, ruleCaseSpecArb, type RuleCaseSpec, type SizeLimits } from "../../cases/rule-case.ts";
+import { maxAbs } from "../../src/numeric.ts";
 
 // ── case generation ────────────────────────────────────────────────────────────────────────
 
@@ -146,11 +147,6 @@ interface Compared {
   ref32: ArrayLike<number>;
 }
 
-function maxAbs(a: ArrayLike<number>): number {
-  let m = 0;
-  for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i]!));
-  return m;
-}
 
 /** Applies the flash-attention bound to every item; records which tensors were exercised. */
 function flashCompare(items: Compared[], exercised: Set<string>, who: string): CaseOutcome {

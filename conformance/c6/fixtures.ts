@@ -1,6 +1,6 @@
 /**
- * C6: one check per `nlc-fixture/1` file found under the given directories (conformance.md C6;
- * spec README "Fixture format"). A fixture that cannot be loaded is an `error` check naming the
+ * C6: one check per `nlc-fixture/1` file found under the given directories (docs/spec/conformance.md#c6;
+ * docs/spec/fixtures.md#format). A fixture that cannot be loaded is an `error` check naming the
  * file and the JSON pointer of the problem; it never stops the other fixtures. Plus one check
  * that the loader behaves that way on known-bad test data.
  */
@@ -13,7 +13,7 @@ import { findFixtureFiles, loadFixture } from "../../cases/fixtures/load.ts";
 import { replayFixture } from "./replay.ts";
 import { TOL_ULP } from "../../oracle/compare.ts";
 
-const SPEC = "conformance.md C6; spec README 'Fixture format nlc-fixture/1', 'Fixture details', 'Tolerance policy'";
+const SPEC = "docs/spec/conformance.md#c6; docs/spec/README.md 'Fixture format nlc-fixture/1', 'Fixture details', 'Tolerance policy'";
 const TOLERANCE = {
   kind: "fixture",
   policy: "the fixture's {rtol, atol} if given; else f64: |a−b| <= atol + rtol·|b| with the suite's tape-vs-hand-written bound; f32: max |fixture − f64 reference| <= 2 · max |plain f32 run − f64 reference| + 8 f32 ulp of the tensor's scale",

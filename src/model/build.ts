@@ -1,5 +1,5 @@
 /**
- * The build loop (rules-titans-family §9.4, README D13): per step, read the pulse, forward and
+ * The build loop (docs/spec/titans-family.md#cms-error-buffers, docs/spec/decisions.md#d13): per step, read the pulse, forward and
  * backward (tape or hand-written, whichever Stepper is given), SGD on the step's gradients, buffer
  * the frozen levels' W_Q gradients, apply a level's buffer at its next active step, advance.
  */

@@ -1,5 +1,5 @@
 /**
- * Conductor and Pulse (rules-titans-family §9.1, README D11): level l is active at step n iff
+ * Conductor and Pulse (docs/spec/titans-family.md#cms-pulse, docs/spec/decisions.md#d11): level l is active at step n iff
  * n % C_l == 0. "Observe then advance": every reader of a step sees the same pulse, and only
  * `advance()` moves to the next step. A step is one whole forward call over seq_len tokens.
  */

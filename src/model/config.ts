@@ -1,25 +1,21 @@
 /**
- * The MAG + CMS model's declaration (rules-titans-family.md §8–§9, README D10–D11): sizes, the
+ * The MAG + CMS model's declaration (docs/spec/titans-family.md#mag, docs/spec/titans-family.md#cms, docs/spec/decisions.md#d10, docs/spec/decisions.md#d11): sizes, the
  * rule of each memory level, chunk sizes and the frequency schedule. `compileModel` resolves it
  * once into rule declarations and rule configurations, so the forward, the hand-written oracle,
  * the fixtures and the checks all read one resolved object.
  */
-import { ruleByKey } from "../rules/index.ts";
+import { isMemoryRule, ruleByKey, type MemoryRuleKey } from "../rules/index.ts";
 import { paramNames, paramShapes, withDefaults } from "../rules/level.ts";
-import { MEMORY_RULES, type RuleConfig, type RuleDecl } from "../rules/types.ts";
+import type { RuleConfig, RuleDecl } from "../rules/types.ts";
 
-export type MemoryRuleKey = (typeof MEMORY_RULES)[number];
-
-export function isMemoryRule(key: string): key is MemoryRuleKey {
-  return (MEMORY_RULES as readonly string[]).includes(key);
-}
+export { isMemoryRule, type MemoryRuleKey };
 
 /** D11 default chunk sizes per k. */
 export const DEFAULT_CHUNK_SIZES: Readonly<Record<number, readonly number[]>> = {
   1: [1], 2: [1, 8], 4: [1, 8, 64, 512],
 };
 
-/** The learned gate's threshold default (rules-titans-family §9.7, README "Fixture details"). */
+/** The learned gate's threshold default (docs/spec/titans-family.md#learned-gate, docs/spec/fixtures.md#rule-state). */
 export const DEFAULT_FREQ_THRESHOLD = 0.5;
 
 export type FreqSchedule =

@@ -1,5 +1,5 @@
 /**
- * Context memory per level (rules-titans-family §9.2, README D4 and "Fixture details"). It
+ * Context memory per level (docs/spec/titans-family.md#cms-context, docs/spec/decisions.md#d4 and "Fixture details"). It
  * persists across steps; an active level starts its call from it and leaves its final state
  * there, a frozen level reads it without writing. Only the memory persists: Titans' and Atlas'
  * momentum S restarts at zero every call, and Moneta's A1/A2 and YAAD's B1/B2 are derived from

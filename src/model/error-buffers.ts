@@ -1,5 +1,5 @@
 /**
- * Error buffers (README D13, rules-titans-family §9.4): a frozen level's parameter gradient is
+ * Error buffers (docs/spec/decisions.md#d13, docs/spec/titans-family.md#cms-error-buffers): a frozen level's parameter gradient is
  * summed into its buffer; at the level's next active step, after that step's own gradient was
  * applied, params −= lr · buffer (the plain sum, not the mean) and the buffer is zeroed.
  */

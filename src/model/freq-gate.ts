@@ -1,5 +1,5 @@
 /**
- * The learned frequency gate (rules-titans-family §9.7 with README D10), built from tape ops so
+ * The learned frequency gate (docs/spec/titans-family.md#learned-gate with docs/spec/decisions.md#d10), built from tape ops so
  * that the tape derives its surrogate gradient:
  *   m̄ = (1/s) Σ_t X[t] ;  g_l = sigmoid(b_freq_l + w_freq_l · m̄) ;  active_l = l == 0 || g_l > threshold
  * Every level's output enters the sum with a multiplier whose VALUE is exactly 1 (the forward is

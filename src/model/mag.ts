@@ -1,5 +1,5 @@
 /**
- * The MAG model with CMS memory levels, forward (rules-titans-family §8.1, §9.3; README D11, D12):
+ * The MAG model with CMS memory levels, forward (docs/spec/titans-family.md#mag-forward, docs/spec/titans-family.md#cms-combine; docs/spec/decisions.md#d11, docs/spec/decisions.md#d12):
  *   X = W_embed[ids] ;  A = SWA(X W_qᵀ, X W_kᵀ, X W_vᵀ)
  *   y_l = rule_l(X) when level l is active, its frozen read of the context when not
  *   y_c = Σ_l y_l  (× 1/sqrt(k) when k > 2) ;  O = A ⊙ sigmoid(y_c)

@@ -14,7 +14,7 @@ import { asTensor, type ModelGrads, type ModelParams, type TensorRecord } from "
 export interface StepResult {
   readonly loss: number;
   readonly grads: ModelGrads;
-  /** Per level: {W_Q} for a frozen level, {} for an active one (README "Fixture details"). */
+  /** Per level: {W_Q} for a frozen level, {} for an active one (docs/spec/fixtures.md#rule-state). */
   readonly buffers: readonly TensorRecord[];
   readonly active: readonly boolean[];
   readonly gates: readonly number[] | null;

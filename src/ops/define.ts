@@ -30,7 +30,7 @@ export interface OpSample<A> {
 }
 
 export interface OpDecl<A = unknown> {
-  /** The TapeOp name of spec tape.md. */
+  /** The TapeOp name of docs/spec/tape.md. */
   readonly name: string;
   readonly forward: (x: readonly Tensor[], attrs: A) => Tensor;
   readonly vjp: (x: readonly Tensor[], out: Tensor, dOut: Data, attrs: A) => (Data | null)[];

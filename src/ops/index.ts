@@ -1,5 +1,5 @@
 /**
- * The tape ops of spec tape.md (the seed's TapeOp list, plus SumReduce and row L2
+ * The tape ops of docs/spec/tape.md (the seed's TapeOp list, plus SumReduce and row L2
  * normalisation). Each is declared once; the exported function is the op.
  */
 import * as K from "../numeric.ts";
@@ -312,7 +312,7 @@ export const softmax = defineOp<{}>({
   oracle: "fd",
 });
 
-/** Validates target ids per spec README D12: integers in [0, V) or -1 (padding). */
+/** Validates target ids per docs/spec/decisions.md#d12: integers in [0, V) or -1 (padding). */
 export function checkTargets(targets: readonly number[], s: number, vocab: number, what = "targets"): void {
   if (targets.length !== s) throw new Error(`${what}: length ${targets.length}, expected ${s}`);
   targets.forEach((t, i) => {
@@ -419,7 +419,7 @@ export const l2Norm = defineOp<{}>({
   oracle: "fd",
 });
 
-/** Row-wise r / max(||r||, eps) and its exact VJP (spec rules-titans-family §1.2). */
+/** Row-wise r / max(||r||, eps) and its exact VJP (docs/spec/titans-family.md#l2-normalization). */
 function normalizeRows(x: Data, rows: number, cols: number, out: Data): Data {
   for (let r = 0; r < rows; r++) {
     const o = r * cols;
@@ -552,7 +552,7 @@ const NSILU_EPS = 1e-8;
 
 /**
  * Trellis' normalised SiLU per row of length n: sqrt(n) · silu(u) / ||silu(u)||, and the zero
- * vector when ||silu(u)|| <= 1e-8 (rules-miras-compression §6.3). The seed's op has no sqrt(n)
+ * vector when ||silu(u)|| <= 1e-8 (docs/spec/miras-compression.md#trellis-nsilu). The seed's op has no sqrt(n)
  * factor; we follow the rule that uses it, so the op and Trellis agree.
  */
 export function nsiluRow(u: Data, o: number, n: number, out: Data): void {
@@ -638,7 +638,7 @@ export const klRetention = defineOp<{ alpha: number; theta: number }>({
     const dPrior = alloc(prior!.dtype, prior!.size);
     const dGrad = alloc(prior!.dtype, prior!.size);
     for (let i = 0; i < dz.length; i++) {
-      // Below the clamp the log is constant, so its exact derivative is 0 (spec README D2).
+      // Below the clamp the log is constant, so its exact derivative is 0 (docs/spec/decisions.md#d2).
       const p = prior!.data[i]!;
       dPrior[i] = p > KL_FLOOR ? (dz[i]! * alpha) / p : 0;
       dGrad[i] = -theta * dz[i]!;

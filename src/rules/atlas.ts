@@ -1,19 +1,19 @@
 /**
- * Atlas Omega, the implemented version (rules-titans-family.md §5.1–5.2, D8), read after write:
+ * Atlas Omega, the implemented version (docs/spec/titans-family.md#atlas-forward, docs/spec/titans-family.md#atlas-backward, docs/spec/decisions.md#d8), read after write:
  *   Ω_t = ω_t k_tᵀ   with ω_t = W_omega silu([k_t; v_t]) supplied by the level
  *   S_{t+1} = η_t S_t − θ_t Ω_t ;  M_{t+1} = (1 − α_t) M_t + S_{t+1} ;  y_t = M_{t+1} q_t
  * No error term: M never enters the update direction. k and q stay raw (D1, §1.2).
  * Frozen read: y_t = M q_t (§5.2, §6).
  */
-import { Rng } from "../rng.ts";
+import { Rng, uniformTensor } from "../rng.ts";
 import * as K from "../numeric.ts";
-import { Tensor, alloc, zeros, type DType } from "../tensor.ts";
+import { Tensor, alloc, zeros } from "../tensor.ts";
 import { matrixFrozenRead, randomMatrixState } from "./matrix.ts";
 import type { RuleDecl } from "./types.ts";
 
-export const atlas: RuleDecl = {
+export const atlas: RuleDecl<"atlas"> = {
   key: "atlas",
-  sheet: "rules-titans-family.md §5.1–5.2 (implemented version, D8)",
+  sheet: "docs/spec/titans-family.md#atlas-forward, docs/spec/titans-family.md#atlas-backward (implemented version, D8)",
   hyper: {},
   projection: "memory",
   gates: ["alpha", "theta", "eta"],
@@ -100,18 +100,18 @@ export const atlas: RuleDecl = {
   invariants: [
     {
       name: "omega is state-independent",
-      spec: "rules-titans-family.md §5.1 (no error term, M never enters the update direction); §5.3 omega_state_independent",
+      spec: "docs/spec/titans-family.md#atlas-forward (no error term, M never enters the update direction); §5.3 omega_state_independent",
       check(dtype, seed) {
         const d = 5, s = 6;
         const rng = new Rng(seed);
-        const k = uniform(dtype, [s, d], rng, -1, 1), v = uniform(dtype, [s, d], rng, -1, 1);
-        const q = uniform(dtype, [s, d], rng, -1, 1), omega = uniform(dtype, [s, d], rng, -1, 1);
-        const alpha = uniform(dtype, [s], rng, 0.05, 0.95), theta = uniform(dtype, [s], rng, 0.05, 0.9);
-        const eta = uniform(dtype, [s], rng, 0.05, 0.95);
-        const S0 = uniform(dtype, [d, d], rng, -0.3, 0.3);
+        const k = uniformTensor(dtype, [s, d], rng, -1, 1), v = uniformTensor(dtype, [s, d], rng, -1, 1);
+        const q = uniformTensor(dtype, [s, d], rng, -1, 1), omega = uniformTensor(dtype, [s, d], rng, -1, 1);
+        const alpha = uniformTensor(dtype, [s], rng, 0.05, 0.95), theta = uniformTensor(dtype, [s], rng, 0.05, 0.9);
+        const eta = uniformTensor(dtype, [s], rng, 0.05, 0.95);
+        const S0 = uniformTensor(dtype, [d, d], rng, -0.3, 0.3);
         const inp = { k, v, q, x: k, alpha, theta, eta, omega };
         const cfg = { d, seq_len: s };
-        const runs = [zeros(dtype, [d, d]), uniform(dtype, [d, d], rng, -0.3, 0.3)].map((M0) => {
+        const runs = [zeros(dtype, [d, d]), uniformTensor(dtype, [d, d], rng, -0.3, 0.3)].map((M0) => {
           const r = atlas.inner.forward(inp, { M: M0, S: S0 }, cfg);
           return { M: r.saved.mStates!.data, S: r.saved.sStates!.data };
         });
@@ -143,8 +143,3 @@ export const atlas: RuleDecl = {
   ],
 };
 
-function uniform(dtype: DType, shape: number[], rng: Rng, lo: number, hi: number): Tensor {
-  const t = new Tensor(dtype, shape);
-  for (let i = 0; i < t.size; i++) t.data[i] = rng.uniform(lo, hi);
-  return t;
-}

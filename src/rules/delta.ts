@@ -1,5 +1,5 @@
 /**
- * Delta rule (rules-titans-family.md §2), L2 attentional bias (D9), read after write.
+ * Delta rule (docs/spec/titans-family.md#delta), L2 attentional bias (D9), read after write.
  *   e_t = M_t k_t − v_t ;  M_{t+1} = (1 − α_t) M_t − θ_t e_t k_tᵀ ;  y_t = M_{t+1} q_t
  * k and q are L2-normalised by the level (D1). Frozen read: y_t = M q_t (§2.4).
  */
@@ -8,9 +8,9 @@ import { Tensor, alloc, zeros } from "../tensor.ts";
 import { matrixFrozenRead, randomMatrixState, writeReadIdentity } from "./matrix.ts";
 import type { RuleDecl } from "./types.ts";
 
-export const delta: RuleDecl = {
+export const delta: RuleDecl<"delta"> = {
   key: "delta",
-  sheet: "rules-titans-family.md §2",
+  sheet: "docs/spec/titans-family.md#delta",
   hyper: {},
   projection: "memory",
   gates: ["alpha", "theta"],
@@ -82,7 +82,7 @@ export const delta: RuleDecl = {
   invariants: [
     {
       name: "write-read identity",
-      spec: "rules-titans-family.md §2.5 write_read: alpha=0, theta=1, M_0=0 gives M_1 = v k^T",
+      spec: "docs/spec/titans-family.md#delta-tests write_read: alpha=0, theta=1, M_0=0 gives M_1 = v k^T",
       check: (dtype) => writeReadIdentity(delta.inner, dtype, { alpha: 0, theta: 1 }),
     },
   ],

@@ -1,5 +1,5 @@
 /**
- * Hebbian rule (rules-titans-family.md §4), read after write:
+ * Hebbian rule (docs/spec/titans-family.md#hebbian), read after write:
  *   M_{t+1} = (1 − α_t) M_t + v_t k_tᵀ ;  y_t = M_{t+1} q_t
  * Only the α gate; k and q stay raw (D1, §1.2). Frozen read: y_t = M q_t (§4.3, §6).
  */
@@ -8,9 +8,9 @@ import { Tensor, alloc, zeros } from "../tensor.ts";
 import { matrixFrozenRead, randomMatrixState, writeReadIdentity } from "./matrix.ts";
 import type { RuleDecl } from "./types.ts";
 
-export const hebbian: RuleDecl = {
+export const hebbian: RuleDecl<"hebbian"> = {
   key: "hebbian",
-  sheet: "rules-titans-family.md §4",
+  sheet: "docs/spec/titans-family.md#hebbian",
   hyper: {},
   projection: "memory",
   gates: ["alpha"],
@@ -74,7 +74,7 @@ export const hebbian: RuleDecl = {
   invariants: [
     {
       name: "write-read identity",
-      spec: "rules-titans-family.md §4.4 write_read: alpha=0, M_0=0 gives M_1 = v k^T, and q = e0 reads y[1] = 1",
+      spec: "docs/spec/titans-family.md#hebbian-tests write_read: alpha=0, M_0=0 gives M_1 = v k^T, and q = e0 reads y[1] = 1",
       check: (dtype) => writeReadIdentity(hebbian.inner, dtype, { alpha: 0 }),
     },
   ],

@@ -1,4 +1,7 @@
-/** The rule registry: every rule, declared once. Adding a rule here adds all of its checks. */
+/**
+ * The rule registry: every rule, declared once. Adding a memory rule is one line in
+ * MEMORY_RULE_DECLS; every key type, list and check is derived from these arrays.
+ */
 import { atlas } from "./atlas.ts";
 import { delta } from "./delta.ts";
 import { hebbian } from "./hebbian.ts";
@@ -10,9 +13,18 @@ import { swa } from "./swa.ts";
 import { titans } from "./titans.ts";
 import { trellis } from "./trellis.ts";
 import { yaad } from "./yaad.ts";
-import type { RuleDecl, RuleKey } from "./types.ts";
+import type { RuleDecl } from "./types.ts";
 
-export const RULES: readonly RuleDecl[] = [delta, titans, hebbian, atlas, lattice, trellis, moneta, yaad, memora, swa];
+/** The memory rules: any of them can be a memory level of the model. */
+const MEMORY_RULE_DECLS = [delta, titans, hebbian, moneta, yaad, memora, lattice, trellis, atlas] as const;
+
+/** Every rule: the memory rules and sliding-window attention. */
+export const RULES: readonly RuleDecl[] = [...MEMORY_RULE_DECLS, swa];
+
+export type MemoryRuleKey = (typeof MEMORY_RULE_DECLS)[number]["key"];
+export type RuleKey = MemoryRuleKey | typeof swa.key;
+
+export const MEMORY_RULES: readonly MemoryRuleKey[] = MEMORY_RULE_DECLS.map((r) => r.key);
 
 for (const r of RULES) registerRuleBlocks(r);
 
@@ -22,4 +34,8 @@ export function ruleByKey(key: string): RuleDecl {
   return r;
 }
 
-export type { RuleDecl, RuleKey };
+export function isMemoryRule(key: string): key is MemoryRuleKey {
+  return (MEMORY_RULES as readonly string[]).includes(key);
+}
+
+export type { RuleDecl };

@@ -1,5 +1,5 @@
 /**
- * Lattice OSR (rules-miras-compression.md §5): m unit-norm slots, READ BEFORE WRITE.
+ * Lattice OSR (docs/spec/miras-compression.md#lattice): m unit-norm slots, READ BEFORE WRITE.
  *   READ   ρ_i = S_t[i]·q_t ;  w = softmax(ρ) ;  y_t = Σ_i w_i S_t[i]
  *   WRITE  γ_i = σ(S_t[i]·k_t) ;  u_i = v_t | k_t | v_t − (S_t[i]·v_t) S_t[i]   (decode | encode | similarity)
  *          δ_i = α_t γ_i u_i ;  p_i = S_t[i]·δ_i ;  ũ_i = (1 − p_i) S_t[i] + δ_i
@@ -90,9 +90,9 @@ const latticeFrozen: FrozenPair<"S" | "readW"> = {
   },
 };
 
-export const lattice: RuleDecl = {
+export const lattice: RuleDecl<"lattice"> = {
   key: "lattice",
-  sheet: "rules-miras-compression.md §5",
+  sheet: "docs/spec/miras-compression.md#lattice",
   hyper: {
     m_slots: { kind: "int", default: 4, min: 1, max: 4096, sample: [1, 6], doc: "number of unit-norm slots m (§5.1)" },
     variant: { kind: "enum", default: "decode", values: VARIANTS, doc: "write vector u_i: v (decode), k (encode), v minus its slot component (similarity)" },
@@ -231,7 +231,7 @@ export const lattice: RuleDecl = {
   checkMinimums: { d: 2, seq_len: 2, hyper: { m_slots: 2 } },
   invariants: VARIANTS.map((variant): Invariant => ({
     name: `slots stay unit-norm (${variant})`,
-    spec: "rules-miras-compression.md §5.2–5.3, §5.8 sphere_preserved: every slot of every state S_0..S_s has norm 1",
+    spec: "docs/spec/miras-compression.md#lattice-state, docs/spec/miras-compression.md#lattice-forward, docs/spec/miras-compression.md#lattice-tests sphere_preserved: every slot of every state S_0..S_s has norm 1",
     check: (dtype, seed) => unitSlots(variant, dtype, seed),
   })),
 };

@@ -1,8 +1,8 @@
 /**
  * The generic level machinery, written once for every rule: projections, L2 row
  * normalisation (Delta/Titans), scalar gates from c_t = [k_t; v_t], Atlas' omega, the
- * rule's inner pair, and the shared backward tail (rules-titans-family §1.3–1.4,
- * rules-miras-compression §1.3–1.4). A rule forward records ONE opaque block when traced.
+ * rule's inner pair, and the shared backward tail (docs/spec/titans-family.md#projections, docs/spec/titans-family.md#gates,
+ * docs/spec/miras-compression.md#outer-projections, docs/spec/miras-compression.md#backward-tail). A rule forward records ONE opaque block when traced.
  */
 import * as K from "../numeric.ts";
 import { activeTape, registerOpaque } from "../tape.ts";
@@ -11,7 +11,7 @@ import type { InnerGrads, InnerInputs, InnerPair, Named, RuleConfig, RuleDecl, S
 
 const EPS = 1e-8;
 
-/** Canonical per-level parameter names (spec README "Names and shapes"). */
+/** Canonical per-level parameter names (docs/spec/names.md#layout). */
 export const MEMORY_PARAMS = ["W_K", "W_V", "W_Q", "w_alpha", "b_alpha", "w_theta", "b_theta", "w_eta", "b_eta"] as const;
 export const ATTENTION_PARAMS = ["W_q", "W_k", "W_v"] as const;
 
@@ -333,8 +333,19 @@ export function savedNames(decl: RuleDecl, inner: InnerPair<string> = decl.inner
 
 // ── frozen reads ────────────────────────────────────────────────────────────
 
+/** A rule variant's key: `<rule>` for the active rule, `<rule>.frozen` for its frozen read. */
+export function variantKey(key: string, frozen: boolean): string {
+  return frozen ? `${key}.frozen` : key;
+}
+
+/** The inverse of variantKey. */
+export function parseVariantKey(variant: string): { key: string; frozen: boolean } {
+  const frozen = variant.endsWith(".frozen");
+  return { key: frozen ? variant.slice(0, -".frozen".length) : variant, frozen };
+}
+
 export function frozenKey(decl: RuleDecl): string {
-  return `${decl.key}.frozen`;
+  return variantKey(decl.key, true);
 }
 
 /** Frozen read: q = X W_Q^T (no normalisation, D1), y = the rule's own read of the state. */

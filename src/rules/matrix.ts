@@ -3,7 +3,7 @@ import * as K from "../numeric.ts";
 import { Tensor, alloc, zeros, type DType } from "../tensor.ts";
 import type { FrozenPair, GateName, InnerPair, StateSampler } from "./types.ts";
 
-/** Frozen read y_t = M q_t with its VJP dq_t = Mᵀ dy_t (rules-titans-family §2.4, §6). */
+/** Frozen read y_t = M q_t with its VJP dq_t = Mᵀ dy_t (docs/spec/titans-family.md#delta-frozen, docs/spec/titans-family.md#frozen-reads). */
 export const matrixFrozenRead: FrozenPair<"M"> = {
   saved: ["M"],
   forward(q, state, { d, seq_len: s }) {
@@ -33,7 +33,7 @@ export function randomMatrixState(names: readonly string[]): StateSampler {
 }
 
 /**
- * The write-read identity of the matrix rules (rules-titans-family §2.5, §4.4): one token with
+ * The write-read identity of the matrix rules (docs/spec/titans-family.md#delta-tests, docs/spec/titans-family.md#hebbian-tests): one token with
  * k = e0, v = e1 from M_0 = 0, gates chosen so the write is exactly v kᵀ, must leave M_1 = v kᵀ and
  * read y[1] = 1 with q = e0. Returns null when it holds.
  */

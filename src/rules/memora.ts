@@ -1,5 +1,5 @@
 /**
- * MEMORA (rules-miras-compression.md §4): 2-layer MLP memory whose weight rows live on the
+ * MEMORA (docs/spec/miras-compression.md#memora): 2-layer MLP memory whose weight rows live on the
  * probability simplex; L2 bias (g = e, no factor 2); KL retention as a row softmax; the read
  * happens BEFORE the write.
  *   b_t = W1_t q_t ; z_t = silu(b_t) ; y_t = W2_t z_t
@@ -23,7 +23,7 @@ function logc(w: number): number {
   return Math.log(Math.max(w, LOG_FLOOR));
 }
 
-/** Exact derivative of logc: 1/w above the clamp, 0 where the clamp is active (README D2). */
+/** Exact derivative of logc: 1/w above the clamp, 0 where the clamp is active (docs/spec/decisions.md#d2). */
 function logcPrime(w: number): number {
   return w > LOG_FLOOR ? 1 / w : 0;
 }
@@ -66,9 +66,9 @@ const randomSimplexState: StateSampler = (cfg, dtype, rnd) => {
   return { W1: rows(dh, d), W2: rows(d, dh) };
 };
 
-export const memora: RuleDecl = {
+export const memora: RuleDecl<"memora"> = {
   key: "memora",
-  sheet: "rules-miras-compression.md §4",
+  sheet: "docs/spec/miras-compression.md#memora",
   hyper: { d_hidden: D_HIDDEN },
   projection: "memory",
   gates: ["alpha", "theta"],
@@ -161,7 +161,7 @@ export const memora: RuleDecl = {
   invariants: [
     {
       name: "rows stay on the simplex",
-      spec: "rules-miras-compression.md §4.3: every row of W1 and W2 sums to 1 and every entry is > 0, at every t",
+      spec: "docs/spec/miras-compression.md#memora-forward: every row of W1 and W2 sums to 1 and every entry is > 0, at every t",
       check(dtype, seed) {
         const d = 5, dh = 3, s = 12;
         const cfg = { d, seq_len: s, d_hidden: dh };
@@ -173,7 +173,7 @@ export const memora: RuleDecl = {
     },
     {
       name: "zero start gives uniform rows",
-      spec: "rules-miras-compression.md §4.2: from W = 0, logc maps 0 to ln(1e-8) and the t=0 inner gradient is 0, so every row of W_1 is uniform",
+      spec: "docs/spec/miras-compression.md#memora-state: from W = 0, logc maps 0 to ln(1e-8) and the t=0 inner gradient is 0, so every row of W_1 is uniform",
       check(dtype, seed) {
         const d = 4, dh = 3, s = 3;
         const cfg = { d, seq_len: s, d_hidden: dh };

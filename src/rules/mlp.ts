@@ -1,5 +1,5 @@
 /**
- * The 2-layer MLP memory shared by MONETA, YAAD and MEMORA (rules-miras-compression.md §2–§4).
+ * The 2-layer MLP memory shared by MONETA, YAAD and MEMORA (docs/spec/miras-compression.md#moneta, docs/spec/miras-compression.md#yaad, docs/spec/miras-compression.md#memora).
  * State W1 [dh, d], W2 [d, dh]. Per token, with the bias function g = φ(e) of the rule:
  *   a_t = W1_t k_t ; h_t = silu(a_t) ; e_t = W2_t h_t − v_t ; g_t = φ(e_t)
  *   G2_t = g_t h_tᵀ ; r_t = W2_tᵀ g_t ; u_t = r_t ⊙ silu'(a_t) ; G1_t = u_t k_tᵀ

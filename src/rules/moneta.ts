@@ -1,5 +1,5 @@
 /**
- * MONETA (rules-miras-compression.md §2): 2-layer MLP memory, l_p attentional bias, L2 retention
+ * MONETA (docs/spec/miras-compression.md#moneta): 2-layer MLP memory, l_p attentional bias, L2 retention
  * with α as the retain multiplier and the L_q accumulator (D9), read after the write.
  *   a_t = W1_t k_t ; h_t = silu(a_t) ; e_t = W2_t h_t − v_t ; g_t = φ_p(e_t)
  *   G2_t = g_t h_tᵀ ; u_t = (W2_tᵀ g_t) ⊙ silu'(a_t) ; G1_t = u_t k_tᵀ
@@ -154,9 +154,9 @@ function monetaForward({ k, v, q, alpha, theta }: InnerInputs, state: State, cfg
   };
 }
 
-export const moneta: RuleDecl = {
+export const moneta: RuleDecl<"moneta"> = {
   key: "moneta",
-  sheet: "rules-miras-compression.md §2",
+  sheet: "docs/spec/miras-compression.md#moneta",
   hyper: {
     d_hidden: D_HIDDEN,
     // p ≤ 3 (the design target, §2.10): φ' grows like p(p−1)|e|^{p−2}, and from p ≈ 4 the inner step
@@ -245,7 +245,7 @@ export const moneta: RuleDecl = {
   invariants: [
     {
       name: "p=2 fast path vs general formula",
-      spec: "rules-miras-compression.md §2.3: p≈2 gives φ = 2e, the general path p tanh(a e)(e²+ε)^{(p−1)/2} at p = 2",
+      spec: "docs/spec/miras-compression.md#moneta-bias: p≈2 gives φ = 2e, the general path p tanh(a e)(e²+ε)^{(p−1)/2} at p = 2",
       check(dtype) {
         const a = 10;
         const fast = lpBias(2, a), gen = lpBiasGeneral(2, a);
@@ -295,7 +295,7 @@ export const moneta: RuleDecl = {
     },
     {
       name: "L_q normalisation unit anchor",
-      spec: "rules-miras-compression.md §2.5: A=[1,−2,3,0.5], q=4 gives ‖A‖₄ = 98.0625^{1/4} and W = A/‖A‖₄²",
+      spec: "docs/spec/miras-compression.md#moneta-lq: A=[1,−2,3,0.5], q=4 gives ‖A‖₄ = 98.0625^{1/4} and W = A/‖A‖₄²",
       check(dtype) {
         const A = [1, -2, 3, 0.5];
         const norm2 = Math.sqrt(98.0625);

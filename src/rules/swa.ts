@@ -1,5 +1,5 @@
 /**
- * Sliding-window attention (rules-titans-family.md §7), rule-level form of the spec README
+ * Sliding-window attention (docs/spec/titans-family.md#swa), rule-level form of the docs/spec/README.md
  * "Fixture details": y = SWA(X W_qᵀ, X W_kᵀ, X W_vᵀ), no state, no output projection.
  * Per head h (columns [h·hd, (h+1)·hd)), per position i, with τ = 1/√hd:
  *   j0 = max(0, i − ws + 1) ;  L = i − j0 + 1
@@ -16,9 +16,9 @@ function heads(cfg: RuleConfig): { nh: number; hd: number; ws: number } {
   return { nh, hd: cfg.d / nh, ws };
 }
 
-export const swa: RuleDecl = {
+export const swa: RuleDecl<"swa"> = {
   key: "swa",
-  sheet: "rules-titans-family.md §7",
+  sheet: "docs/spec/titans-family.md#swa",
   hyper: {
     heads: { kind: "int", default: 1, min: 1, max: 4096, sample: [1, 4], boundByD: "divides", doc: "number of heads nh; must divide d (hd = d / nh)" },
     window: { kind: "int", default: 4, min: 1, max: 1 << 20, sample: [1, 9], doc: "window ws: position i attends to i−ws+1 .. i" },
@@ -111,7 +111,7 @@ export const swa: RuleDecl = {
   invariants: [
     {
       name: "single position copies V",
-      spec: "rules-titans-family.md §7 single_position: with s = 1 the only weight is 1, so A[0] = V[0]",
+      spec: "docs/spec/titans-family.md#swa single_position: with s = 1 the only weight is 1, so A[0] = V[0]",
       check(dtype, seed) {
         const rng = new Rng(seed);
         const d = 6, cfg: RuleConfig = { d, seq_len: 1, heads: 2, window: 3 };
@@ -121,7 +121,7 @@ export const swa: RuleDecl = {
     },
     {
       name: "window limiting",
-      spec: "rules-titans-family.md §7 window_limiting: s = 4, ws = 2, equal scores ⇒ A[3] = mean(V[2], V[3])",
+      spec: "docs/spec/titans-family.md#swa window_limiting: s = 4, ws = 2, equal scores ⇒ A[3] = mean(V[2], V[3])",
       check(dtype, seed) {
         const rng = new Rng(seed);
         const d = 4, s = 4, cfg: RuleConfig = { d, seq_len: s, heads: 2, window: 2 };
@@ -134,7 +134,7 @@ export const swa: RuleDecl = {
     },
     {
       name: "causal",
-      spec: "rules-titans-family.md §7 causal_masking: A[i] depends only on positions j <= i",
+      spec: "docs/spec/titans-family.md#swa causal_masking: A[i] depends only on positions j <= i",
       check(dtype, seed) {
         const rng = new Rng(seed);
         const d = 6, s = 7, cfg: RuleConfig = { d, seq_len: s, heads: 3, window: 4 };
@@ -153,7 +153,7 @@ export const swa: RuleDecl = {
     },
     {
       name: "weights are a distribution over the window",
-      spec: "rules-titans-family.md §7 multi_head: per head and position the weights sum to 1 over w < L and are 0 beyond",
+      spec: "docs/spec/titans-family.md#swa multi_head: per head and position the weights sum to 1 over w < L and are 0 beyond",
       check(dtype, seed) {
         const rng = new Rng(seed);
         const d = 8, s = 9, ws = 4, nh = 4, cfg: RuleConfig = { d, seq_len: s, heads: nh, window: ws };

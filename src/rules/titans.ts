@@ -1,5 +1,5 @@
 /**
- * Titans LMM (rules-titans-family.md §3.2–3.3): linear matrix memory, EMA momentum, L2
+ * Titans LMM (docs/spec/titans-family.md#titans-forward, docs/spec/titans-family.md#titans-backward): linear matrix memory, EMA momentum, L2
  * attentional bias (D7, D9), read after write.
  *   e_t = M_t k_t − v_t ;  G_t = e_t k_tᵀ
  *   S_{t+1} = η_t S_t − θ_t G_t ;  M_{t+1} = (1 − α_t) M_t + S_{t+1} ;  y_t = M_{t+1} q_t
@@ -7,16 +7,16 @@
  * level (D7), any matrix in a rule-level case. No m_norm clamp, no error clip (D7).
  * Frozen read: y_t = M q_t (§6).
  */
-import { Rng } from "../rng.ts";
+import { Rng, uniformTensor } from "../rng.ts";
 import * as K from "../numeric.ts";
-import { Tensor, alloc, zeros, type DType } from "../tensor.ts";
+import { Tensor, alloc, zeros } from "../tensor.ts";
 import { delta } from "./delta.ts";
 import { matrixFrozenRead, randomMatrixState } from "./matrix.ts";
 import type { RuleDecl } from "./types.ts";
 
-export const titans: RuleDecl = {
+export const titans: RuleDecl<"titans"> = {
   key: "titans",
-  sheet: "rules-titans-family.md §3",
+  sheet: "docs/spec/titans-family.md#titans",
   hyper: {},
   projection: "memory",
   gates: ["alpha", "theta", "eta"],
@@ -117,16 +117,16 @@ export const titans: RuleDecl = {
   invariants: [
     {
       name: "eta = 0 equals Delta",
-      spec: "rules-titans-family.md §3.2: Delta is the special case eta = 0 (S_{t+1} = -theta G, M_{t+1} = (1-alpha)M - theta G)",
+      spec: "docs/spec/titans-family.md#titans-forward: Delta is the special case eta = 0 (S_{t+1} = -theta G, M_{t+1} = (1-alpha)M - theta G)",
       check(dtype, seed) {
         const d = 5, s = 6;
         const rng = new Rng(seed);
-        const k = uniform(dtype, [s, d], rng, -1, 1), v = uniform(dtype, [s, d], rng, -1, 1);
-        const q = uniform(dtype, [s, d], rng, -1, 1);
-        const alpha = uniform(dtype, [s], rng, 0.05, 0.95), theta = uniform(dtype, [s], rng, 0.05, 0.9);
+        const k = uniformTensor(dtype, [s, d], rng, -1, 1), v = uniformTensor(dtype, [s, d], rng, -1, 1);
+        const q = uniformTensor(dtype, [s, d], rng, -1, 1);
+        const alpha = uniformTensor(dtype, [s], rng, 0.05, 0.95), theta = uniformTensor(dtype, [s], rng, 0.05, 0.9);
         const eta = zeros(dtype, [s]);
         // η S_t vanishes for any S_t, so M_0 and S_0 need not be zero: random ones make the check stronger.
-        const M0 = uniform(dtype, [d, d], rng, -0.3, 0.3), S0 = uniform(dtype, [d, d], rng, -0.3, 0.3);
+        const M0 = uniformTensor(dtype, [d, d], rng, -0.3, 0.3), S0 = uniformTensor(dtype, [d, d], rng, -0.3, 0.3);
         const cfg = { d, seq_len: s };
         const rt = titans.inner.forward({ k, v, q, x: k, alpha, theta, eta }, { M: M0, S: S0 }, cfg);
         const rd = delta.inner.forward({ k, v, q, x: k, alpha, theta }, { M: M0 }, cfg);
@@ -136,11 +136,6 @@ export const titans: RuleDecl = {
   ],
 };
 
-function uniform(dtype: DType, shape: number[], rng: Rng, lo: number, hi: number): Tensor {
-  const t = new Tensor(dtype, shape);
-  for (let i = 0; i < t.size; i++) t.data[i] = rng.uniform(lo, hi);
-  return t;
-}
 
 function firstDiff(what: string, a: ArrayLike<number>, b: ArrayLike<number>): string | null {
   for (let i = 0; i < a.length; i++) {

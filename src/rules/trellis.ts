@@ -1,5 +1,5 @@
 /**
- * Trellis (rules-miras-compression.md §6): two-pass key/value compression, READ BEFORE WRITE.
+ * Trellis (docs/spec/miras-compression.md#trellis): two-pass key/value compression, READ BEFORE WRITE.
  *   READ    r_t = S_K^t q_t ;  ĉ_t = nsilu(r_t) ;  y_t = S_V^t ĉ_t
  *   PASS 1  e^k_t = S_K^t x_t − k_t[0:dk] ;  S_K^{t+1} = (1−α_t) S_K^t − θ_t (e^k_t x_tᵀ + λ_k S_K^t)
  *   PASS 2  u_t = S_K^{t+1} x_t ;  c_t = nsilu(u_t) ;  e^v_t = S_V^t c_t − v_t
@@ -50,9 +50,9 @@ const trellisFrozen: FrozenPair<"S_K" | "S_V" | "r"> = {
   },
 };
 
-export const trellis: RuleDecl = {
+export const trellis: RuleDecl<"trellis"> = {
   key: "trellis",
-  sheet: "rules-miras-compression.md §6",
+  sheet: "docs/spec/miras-compression.md#trellis",
   hyper: {
     d_compress: { kind: "int", default: 4, min: 1, max: 4096, sample: [1, 12], boundByD: "at-most", doc: "compressed size dk (<= d) of S_K [dk,d] and S_V [d,dk] (§6.1)" },
     lambda_k: { kind: "real", default: 0.01, min: 0, max: 10, sample: [0, 0.1], doc: "L2 retention on S_K inside the θ step (λ, not 2λ)" },
@@ -203,7 +203,7 @@ export const trellis: RuleDecl = {
   invariants: [
     {
       name: "nsilu output norm is sqrt(dk)",
-      spec: "rules-miras-compression.md §6.3, §6.8 normalized_silu_output_scale: ‖nsilu(u)‖ = √dk whenever it is non-zero; exactly 0 below the 1e-8 guard",
+      spec: "docs/spec/miras-compression.md#trellis-nsilu, docs/spec/miras-compression.md#trellis-tests normalized_silu_output_scale: ‖nsilu(u)‖ = √dk whenever it is non-zero; exactly 0 below the 1e-8 guard",
       check: nsiluScale,
     },
   ],

@@ -7,13 +7,6 @@
  */
 import type { DType, Tensor } from "../tensor.ts";
 
-export type RuleKey =
-  | "delta" | "titans" | "hebbian" | "moneta" | "yaad" | "memora" | "lattice" | "trellis" | "atlas" | "swa";
-
-export const MEMORY_RULES = [
-  "delta", "titans", "hebbian", "moneta", "yaad", "memora", "lattice", "trellis", "atlas",
-] as const satisfies readonly RuleKey[];
-
 export type GateName = "alpha" | "theta" | "eta";
 
 /** Rule configuration: `d`, `seq_len` and the rule's own hyperparameters (canonical names). */
@@ -92,7 +85,7 @@ export interface FrozenPair<S extends string> {
 /** A C8 invariant: returns null when it holds, or a message saying what broke. */
 export interface Invariant {
   readonly name: string;
-  /** The sheet text it enforces, e.g. "rules-titans-family.md §2.5 write_read". */
+  /** The sheet text it enforces, e.g. "docs/spec/titans-family.md#delta-tests write_read". */
   readonly spec: string;
   check(dtype: DType, seed: number): string | null;
 }
@@ -114,8 +107,9 @@ export interface CheckMinimums {
   readonly hyper?: Readonly<Record<string, number>>;
 }
 
-export interface RuleDecl {
-  readonly key: RuleKey;
+/** A rule declaration; K is its key (lower-case, as used in ids, flags, reports and fixture files). */
+export interface RuleDecl<K extends string = string> {
+  readonly key: K;
   /** Where the math is written down. */
   readonly sheet: string;
   /** Hyperparameters beyond d and seq_len, with defaults and valid ranges. */
@@ -138,7 +132,7 @@ export interface RuleDecl {
   readonly checkMinimums?: CheckMinimums;
   /**
    * State entries that restart at zero on every model step (Titans' and Atlas' momentum S, D7);
-   * a level's context keeps the others (README "Fixture details").
+   * a level's context keeps the others (docs/spec/fixtures.md#rule-state).
    */
   readonly stepLocalState?: readonly string[];
   /**

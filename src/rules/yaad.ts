@@ -1,12 +1,12 @@
 /**
- * YAAD (rules-miras-compression.md §3): 2-layer MLP memory, Huber attentional bias, decoupled L2
+ * YAAD (docs/spec/miras-compression.md#yaad): 2-layer MLP memory, Huber attentional bias, decoupled L2
  * retention toward the boundary snapshot B, read after the write.
  *   a_t = W1_t k_t ; h_t = silu(a_t) ; e_t = W2_t h_t − v_t ; g_t = ψ(e_t)
  *   ψ(e) = e if |e| < δ else δ·sign(e)                      (no factor 2; |e| = δ is clipped)
  *   G2_t = g_t h_tᵀ ; u_t = (W2_tᵀ g_t) ⊙ silu'(a_t) ; G1_t = u_t k_tᵀ
  *   W_{t+1} = α_t W_t − θ_t (G_t + 2λ_loc (W_t − B) + 2λ₂ W_t)      for (W, G, B) ∈ {(W1,G1,B1), (W2,G2,B2)}
  *   y_t = W2_{t+1} silu(W1_{t+1} q_t)
- * B = W_0, the state at the start of this call (§3.2; README "Fixture details": not an input).
+ * B = W_0, the state at the start of this call (§3.2; docs/spec/fixtures.md#rule-state: not an input).
  */
 import * as K from "../numeric.ts";
 import { Rng } from "../rng.ts";
@@ -31,9 +31,9 @@ function hyperOf(cfg: RuleConfig): YaadHyper {
   return { dh: dHidden(cfg), delta: Number(cfg.delta), lLoc: Number(cfg.lambda_local), l2: Number(cfg.lambda_2) };
 }
 
-export const yaad: RuleDecl = {
+export const yaad: RuleDecl<"yaad"> = {
   key: "yaad",
-  sheet: "rules-miras-compression.md §3",
+  sheet: "docs/spec/miras-compression.md#yaad",
   hyper: {
     d_hidden: D_HIDDEN,
     delta: { kind: "real", default: 1, min: 1e-6, max: 1e6, sample: [0.05, 2], doc: "Huber threshold δ (§3.3)" },
@@ -126,7 +126,7 @@ export const yaad: RuleDecl = {
   invariants: [
     {
       name: "Huber clipping values",
-      spec: "rules-miras-compression.md §3.7 test_yaad_huber_gradient_bounded (δ=1: ψ(0.5)=0.5, ψ(−0.3)=−0.3, ψ(5)=1, ψ(−10)=−1, ψ(0.99)=0.99) and §10.11 (|e| = δ is clipped: ψ'(δ) = 0)",
+      spec: "docs/spec/miras-compression.md#yaad-tests test_yaad_huber_gradient_bounded (δ=1: ψ(0.5)=0.5, ψ(−0.3)=−0.3, ψ(5)=1, ψ(−10)=−1, ψ(0.99)=0.99) and §10.11 (|e| = δ is clipped: ψ'(δ) = 0)",
       check() {
         const psi = huber(1);
         const cases: [number, number, number][] = [[0.5, 0.5, 1], [-0.3, -0.3, 1], [5, 1, 0], [-10, -1, 0], [0.99, 0.99, 1], [1, 1, 0], [-1, -1, 0]];
@@ -139,7 +139,7 @@ export const yaad: RuleDecl = {
     },
     {
       name: "Huber-bounded write under huge errors",
-      spec: "rules-miras-compression.md §3.3: g = ψ(e) with |ψ| ≤ δ, so the inner gradient is bounded whatever v is",
+      spec: "docs/spec/miras-compression.md#yaad-forward: g = ψ(e) with |ψ| ≤ δ, so the inner gradient is bounded whatever v is",
       check(dtype, seed) {
         const d = 5, dh = 3, s = 4, delta = 0.7;
         const cfg = { d, seq_len: s, d_hidden: dh, delta, lambda_local: 0, lambda_2: 0 };
