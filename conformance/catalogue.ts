@@ -11,8 +11,13 @@ import { c0OpChecks } from "./c0/ops.ts";
 import { c0TapeChecks } from "./c0/tape.ts";
 import { fixtureChecks } from "./c6/fixtures.ts";
 import { kernelBackends, kernelChecks } from "./c5/checks.ts";
-import { modelChecks } from "./model-checks.ts";
-import { ruleChecks } from "./rule-checks.ts";
+import { c2ModelChecks } from "./c2/model.ts";
+import { c3Checks } from "./c3/hand-written.ts";
+import { c4Checks } from "./c4/traced.ts";
+import { c7Checks } from "./c7/checks.ts";
+import { c1Checks } from "./c1/opaque.ts";
+import { c2RuleChecks } from "./c2/rule.ts";
+import { c8Checks } from "./c8/invariants.ts";
 
 export interface CatalogueOptions {
   /** Extra fixture directories (C6), besides fixtures/. */
@@ -30,8 +35,8 @@ export interface Catalogue {
 
 export function buildCatalogue(opts: CatalogueOptions): Catalogue {
   const checks: CheckDef<any>[] = [
-    ...c0OpChecks(), ...c0TapeChecks(), ...ruleChecks(),
-    ...modelChecks(), ...fixtureChecks([join(ROOT, "fixtures"), ...opts.fixtureDirs]),
+    ...c0OpChecks(), ...c0TapeChecks(), ...c1Checks(), ...c2RuleChecks(), ...c8Checks(),
+    ...c2ModelChecks(), ...c3Checks(), ...c4Checks(), ...c7Checks(), ...fixtureChecks([join(ROOT, "fixtures"), ...opts.fixtureDirs]),
     ...kernelChecks(),
   ];
   const ids = new Set<string>();

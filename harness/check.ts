@@ -3,7 +3,7 @@
  * a tolerance, and either one deterministic case or a fast-check property over generated cases.
  */
 import type * as fc from "fast-check";
-import type { Worst } from "../oracle/compare.ts";
+import type { Comparison, Worst } from "../oracle/compare.ts";
 
 export const CHECK_CLASSES = ["C0", "C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8"] as const;
 export type CheckClass = (typeof CHECK_CLASSES)[number];
@@ -26,28 +26,54 @@ export interface CaseOutcome {
   message?: string;
 }
 
+/** A comparison's verdict as a case outcome. */
+export function fromComparison(r: Comparison): CaseOutcome {
+  return { ok: r.ok, vacuous: r.vacuous, worst: r.worst, message: r.message };
+}
+
 export type Profile = "quick" | "default" | "deep";
 export const PROFILES: readonly Profile[] = ["quick", "default", "deep"];
 
-export interface CheckDef<T = unknown> {
+/** What every check declares: its id, class, subject, the spec anchor it enforces and its tolerance. */
+interface CheckBase {
   readonly id: string;
   readonly class: CheckClass;
   readonly subject: Subject;
-  /** The spec text this check enforces (file and section). */
+  /** The docs/spec anchors this check enforces. */
   readonly spec: string;
   readonly tolerance: Readonly<Record<string, unknown>>;
-  /** Property runs per profile; absent for single-case checks. */
-  readonly runs?: Readonly<Record<Profile, number>>;
-  readonly arb?: fc.Arbitrary<T>;
-  /** A reason to skip instead of running (e.g. a backend that is not available). */
-  readonly skip?: string;
-  run(input: T): CaseOutcome;
-  /**
-   * For checks that run elsewhere (a child process per kernel backend, for crash isolation):
-   * returns the finished result; `run` is then not called by the engine.
-   */
-  readonly delegate?: (opts: DelegateOptions) => DelegatedResult;
 }
+
+/** A fast-check property over generated cases: shrunk on failure, replayable by seed and path. */
+export interface PropertyCheck<T> extends CheckBase {
+  readonly kind: "property";
+  readonly runs: Readonly<Record<Profile, number>>;
+  readonly arb: fc.Arbitrary<T>;
+  run(input: T): CaseOutcome;
+}
+
+/** One deterministic case. */
+export interface SingleCheck extends CheckBase {
+  readonly kind: "single";
+  run(): CaseOutcome;
+}
+
+/**
+ * A check that runs elsewhere (a child process per kernel backend, for crash isolation): the
+ * delegate returns the finished result.
+ */
+export interface DelegatedCheck extends CheckBase {
+  readonly kind: "delegated";
+  delegate(opts: DelegateOptions): DelegatedResult;
+}
+
+/** A check that cannot run here (e.g. a backend that is not available), with the reason. */
+export interface SkippedCheck extends CheckBase {
+  readonly kind: "skipped";
+  readonly reason: string;
+}
+
+export type CheckDef<T = any> = PropertyCheck<T> | SingleCheck | DelegatedCheck | SkippedCheck;
 
 export interface DelegateOptions {
   /** This check's own seed (derived from the run seed and its id, or the replayed one). */

@@ -39,8 +39,8 @@ export function runCheck<T>(def: CheckDef<T>, opts: RunOptions): CheckResult {
   const done = (r: Omit<CheckResult, keyof typeof base | "ms" | "replay">): CheckResult => ({
     ...base, ...r, ms: Math.round((performance.now() - t0) * 1000) / 1000, replay: replayCommand(def.id, seed, r.path),
   });
-  if (def.skip !== undefined) return done({ status: "skip", runs: 0, path: "", message: def.skip });
-  if (def.delegate !== undefined) {
+  if (def.kind === "skipped") return done({ status: "skip", runs: 0, path: "", message: def.reason });
+  if (def.kind === "delegated") {
     try {
       const r = def.delegate({
         seed, runSeed: opts.seed, profile: opts.profile, replayPath: opts.replay?.path, selected: opts.selected ?? new Set([def.id]),
@@ -52,10 +52,10 @@ export function runCheck<T>(def: CheckDef<T>, opts: RunOptions): CheckResult {
     }
   }
 
-  if (def.arb === undefined) {
+  if (def.kind === "single") {
     let out: CaseOutcome;
     try {
-      out = def.run(undefined as T);
+      out = def.run();
     } catch (e) {
       return done({ status: "error", runs: 1, path: "", message: errText(e) });
     }
@@ -78,7 +78,7 @@ export function runCheck<T>(def: CheckDef<T>, opts: RunOptions): CheckResult {
     if (out.worst !== undefined && out.worst.abs >= worst.abs) worst = out.worst;
     if (!out.ok) throw new CaseFailed(out.message ?? "check failed");
   });
-  const numRuns = opts.replay !== undefined ? 1 : def.runs?.[opts.profile] ?? 1;
+  const numRuns = opts.replay !== undefined ? 1 : def.runs[opts.profile];
   const details = fc.check(property, {
     seed,
     numRuns,

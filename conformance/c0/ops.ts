@@ -112,6 +112,7 @@ function runOpCase(op: OpDecl<unknown>, c: OpCase): Comparison {
 
 export function c0OpChecks(): CheckDef<OpCase>[] {
   return allOps().map((op) => ({
+    kind: "property",
     id: `C0/op/${op.name}`,
     class: "C0" as const,
     subject: { op: op.name },

@@ -184,7 +184,7 @@ function scalarCheck(xs: number[]): CaseOutcome {
 
 export function c0TapeChecks(): CheckDef<any>[] {
   const def = (name: string, spec: string, run: (c: ShapeSeed) => CaseOutcome, tol: Record<string, unknown>): CheckDef<ShapeSeed> => ({
-    id: `C0/tape/${name}`, class: "C0", subject: { op: name === "opaque" ? "Opaque" : `tape:${name}` },
+    kind: "property", id: `C0/tape/${name}`, class: "C0", subject: { op: name === "opaque" ? "Opaque" : `tape:${name}` },
     spec, tolerance: tol, runs: RUNS, arb: shapeSeed, run,
   });
   return [
@@ -194,12 +194,12 @@ export function c0TapeChecks(): CheckDef<any>[] {
     def("snapshot", `${SPEC}: parameters are snapshotted when registered`, snapshotCheck, { kind: "exact", rtol: 1e-15, atol: 0 }),
     def("bytes", `${SPEC}: memory is accounted`, bytesCheck, { kind: "exact" }),
     {
-      id: "C0/tape/rejections", class: "C0", subject: { op: "tape:rejections" },
+      kind: "single", id: "C0/tape/rejections", class: "C0", subject: { op: "tape:rejections" },
       spec: "docs/spec/tape.md#opaque blocks (a key with no backward is rejected at registration); ops reject mismatched shapes",
       tolerance: { kind: "error-expected" }, run: () => rejectionsCheck(),
     },
     {
-      id: "C0/scalar/derivatives", class: "C0", subject: { op: "scalars" },
+      kind: "property", id: "C0/scalar/derivatives", class: "C0", subject: { op: "scalars" },
       spec: "docs/spec/conformance.md#c0 (symbolic oracle for the scalar pieces of the NL ops)",
       tolerance: { kind: "symbolic", ...TOL_SYM }, runs: RUNS,
       arb: fc.array(fc.double({ min: -8, max: 8, noNaN: true }), { minLength: 1, maxLength: 16 }),

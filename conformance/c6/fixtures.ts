@@ -60,7 +60,7 @@ function replayFile(file: string): CaseOutcome {
 }
 
 function fileCheck(file: string, id: string): CheckDef<unknown> {
-  return { id, class: "C6", subject: peekSubject(file), spec: SPEC, tolerance: TOLERANCE, run: () => replayFile(file) };
+  return { kind: "single", id, class: "C6", subject: peekSubject(file), spec: SPEC, tolerance: TOLERANCE, run: () => replayFile(file) };
 }
 
 /** One check per fixture file; a directory that is missing is itself an error check. */
@@ -71,7 +71,7 @@ function dirChecks(dirs: readonly string[]): CheckDef<unknown>[] {
     const rel = shown(dir);
     if (!existsSync(dir) || !statSync(dir).isDirectory()) {
       checks.push({
-        id: `C6/${rel}`, class: "C6", subject: { fixture: rel }, spec: SPEC, tolerance: TOLERANCE,
+        kind: "single", id: `C6/${rel}`, class: "C6", subject: { fixture: rel }, spec: SPEC, tolerance: TOLERANCE,
         run: () => { throw new Error(`fixture directory ${dir} does not exist or is not a directory`); },
       });
       continue;
@@ -123,7 +123,7 @@ export function fixtureChecks(dirs: readonly string[]): CheckDef<any>[] {
   return [
     ...dirChecks(dirs),
     {
-      id: "C6/loader/malformed-is-error", class: "C6", subject: { fixture: shown(MALFORMED_DIR) }, spec: SPEC,
+      kind: "single", id: "C6/loader/malformed-is-error", class: "C6", subject: { fixture: shown(MALFORMED_DIR) }, spec: SPEC,
       tolerance: { kind: "exact", expected_errors: MALFORMED }, run: malformedCase,
     },
   ];

@@ -1,0 +1,114 @@
+/**
+ * Generated model cases for C2, C3, C4 and C7: sizes, level rules (each rule alone, or levels
+ * mixing rules), active/frozen patterns per k, and the fixed cases of the deterministic C7 loops.
+ */
+import * as fc from "fast-check";
+import { chunkSizesFor, type ContextKind, type ModelCaseSpec } from "./model-case.ts";
+import { ruleCaseSpecArb } from "./rule-case.ts";
+import { pulseAt } from "../src/model/conductor.ts";
+import { DEFAULT_FREQ_THRESHOLD, type FreqSchedule } from "../src/model/config.ts";
+import { MEMORY_RULES, ruleByKey, type MemoryRuleKey } from "../src/rules/index.ts";
+
+/** The CMS sizes every model check covers (D11). */
+export const KS = [1, 2, 4] as const;
+
+export interface Sizes {
+  readonly d: [number, number];
+  readonly seq_len: [number, number];
+  readonly vocab: [number, number];
+}
+
+/** The issue's bounds: d <= 8, seq_len <= 8, vocab <= 16 (d = 1 makes row-normalised keys constant). */
+export const SIZES: Sizes = { d: [2, 8], seq_len: [3, 8], vocab: [3, 16] };
+/** Full finite differences need tiny shapes. */
+export const TINY: Sizes = { d: [2, 4], seq_len: [2, 4], vocab: [3, 5] };
+
+function hyperArb(rule: MemoryRuleKey): fc.Arbitrary<Record<string, number | string>> {
+  return ruleCaseSpecArb(ruleByKey(rule)).map((s) => ({ ...s.hyper }));
+}
+
+function divisorsUpTo4(d: number): number[] {
+  return [1, 2, 3, 4].filter((h) => d % h === 0);
+}
+
+/**
+ * Case specs for a list of level rules. The context is each rule's random valid state: a
+ * frozen level reading the D4 init of a zero-init rule reads zero, and the MLP rules' hash init
+ * is small enough to push their gradients to ~1e-10.
+ */
+export function specArb(rules: fc.Arbitrary<MemoryRuleKey[]>, sizes: Sizes, freq: FreqSchedule,
+  context: ContextKind = "random"): fc.Arbitrary<ModelCaseSpec> {
+  return fc.record({
+    d: fc.integer({ min: sizes.d[0], max: sizes.d[1] }),
+    seq_len: fc.integer({ min: sizes.seq_len[0], max: sizes.seq_len[1] }),
+    vocab: fc.integer({ min: sizes.vocab[0], max: sizes.vocab[1] }),
+    headPick: fc.nat({ max: 3 }),
+    window: fc.integer({ min: 2, max: 9 }),
+    pad: fc.boolean(),
+    seed: fc.integer({ min: 1, max: 0x7fffffff }),
+    levels: rules.chain((rs) => fc.tuple(...rs.map((r) => hyperArb(r).map((hyper) => ({ rule: r, hyper }))))),
+  }).map(({ headPick, ...s }) => {
+    const hs = divisorsUpTo4(s.d);
+    return { ...s, heads: hs[headPick % hs.length]!, freq, context };
+  });
+}
+
+export const sameRule = (rule: MemoryRuleKey, k: number) => fc.constant(Array.from({ length: k }, () => rule));
+export const mixedRules = (k: number) => fc.array(fc.constantFrom(...MEMORY_RULES), { minLength: k, maxLength: k });
+
+export interface Pattern {
+  readonly name: string;
+  readonly active: readonly boolean[];
+}
+
+/** All active; each non-zero level frozen; for k = 4 the Conductor's pulses at steps 1, 8 and 64 (step 0 = all active). */
+export function patterns(k: number): Pattern[] {
+  const out: Pattern[] = [{ name: "all-active", active: Array.from({ length: k }, () => true) }];
+  for (let l = 1; l < k; l++) out.push({ name: `frozen-${l}`, active: Array.from({ length: k }, (_, i) => i !== l) });
+  if (k === 4) for (const n of [1, 8, 64]) out.push({ name: `step-${n}`, active: pulseAt(n, chunkSizesFor(4)).active });
+  return out;
+}
+
+export type ModelSubject = { rule: string; k: number; frozen: boolean };
+
+/** Every (subject, k, pattern) the model checks cover: each rule alone, and levels mixing rules. */
+export interface Target {
+  readonly key: string;
+  readonly subject: (k: number, p: Pattern) => ModelSubject;
+  readonly rules: (k: number) => fc.Arbitrary<MemoryRuleKey[]>;
+}
+
+export function targets(): Target[] {
+  const out: Target[] = MEMORY_RULES.map((rule) => ({
+    key: rule as string,
+    subject: (k: number, p: Pattern) => ({ rule, k, frozen: p.active.some((a) => !a) }),
+    rules: (k: number) => sameRule(rule, k),
+  }));
+  out.push({ key: "mixed", subject: (k, p) => ({ rule: "mixed", k, frozen: p.active.some((a) => !a) }), rules: mixedRules });
+  return out;
+}
+
+export const FIXED: FreqSchedule = { kind: "fixed" };
+export const LEARNED: FreqSchedule = { kind: "learned", threshold: DEFAULT_FREQ_THRESHOLD };
+
+/** One fixed, representative case (C7 loops are deterministic single runs). */
+export function fixedSpec(rules: readonly MemoryRuleKey[], seed: number, over: Partial<ModelCaseSpec> = {}): ModelCaseSpec {
+  return {
+    d: 6, seq_len: 6, vocab: 11, heads: 2, window: 4, pad: true, seed, freq: FIXED, context: "init",
+    levels: rules.map((rule) => ({ rule, hyper: {} })), ...over,
+  };
+}
+
+/** The levels of the mixed C7 loops, by name (adding a rule to the registry changes nothing here). */
+const MIXED_LEVELS: Readonly<Record<number, readonly MemoryRuleKey[]>> = {
+  2: ["hebbian", "lattice"],
+  4: ["yaad", "atlas", "moneta", "trellis"],
+};
+
+/** The C7 loops' level rules: one rule everywhere, or the fixed mix for "mixed". */
+export function levelRules(key: string, k: number): MemoryRuleKey[] {
+  if (key !== "mixed") return Array.from({ length: k }, () => key as MemoryRuleKey);
+  const mix = MIXED_LEVELS[k];
+  if (mix === undefined) throw new Error(`no mixed levels declared for k = ${k}`);
+  return [...mix];
+}

@@ -1,0 +1,68 @@
+/**
+ * C4 — traced vs untraced forward (docs/spec/conformance.md#c4): the model's loss, level outputs
+ * and final context are bitwise identical with the tape recording and without, in f64 and f32.
+ */
+import { bitwiseEqual } from "../../oracle/compare.ts";
+import type { CaseOutcome, CheckDef, Profile } from "../../harness/check.ts";
+import { magForward } from "../../src/model/mag.ts";
+import { tapeParams } from "../../src/model/step.ts";
+import { maxAbs } from "../../src/numeric.ts";
+import { withTape } from "../../src/tape.ts";
+import { buildModelCase, type ModelCaseSpec } from "../../cases/model-case.ts";
+import { FIXED, KS, LEARNED, SIZES, mixedRules, patterns, specArb, targets, type Pattern } from "../../cases/model-arb.ts";
+
+const RUNS_C4: Record<Profile, number> = { quick: 1, default: 2, deep: 20 };
+const TOLERANCE = { kind: "bitwise", dtypes: ["f64", "f32"], compared: "loss, level outputs, final context" };
+
+function c4Case(spec: ModelCaseSpec, p: Pattern): CaseOutcome {
+  for (const dtype of ["f64", "f32"] as const) {
+    const c = buildModelCase(spec, dtype);
+    const plain = magForward(c.model, c.params, c.batch, p.active, c.context);
+    const { out: traced, entries } = withTape((tape) => {
+      const out = magForward(c.model, tapeParams(tape, c.params), c.batch, p.active, c.context);
+      return { out, entries: tape.length };
+    });
+    // SWA and every level are opaque blocks, plus at least the embedding and the loss.
+    if (entries < c.model.k + 3) return { ok: false, message: `${dtype}: the traced forward recorded only ${entries} tape entries` };
+    const diffs: string[] = [];
+    const cmp = (what: string, x: ArrayLike<number>, y: ArrayLike<number>) => {
+      const i = bitwiseEqual(x, y);
+      if (i !== -1) diffs.push(`${what}[${i}]: traced ${x[i]}, untraced ${y[i]}`);
+    };
+    cmp("loss", traced.loss.data, plain.loss.data);
+    plain.levelOutputs.forEach((y, l) => cmp(`y_${l}`, traced.levelOutputs[l]!.data, y.data));
+    plain.context.forEach((ctx, l) => {
+      for (const [n, t] of Object.entries(ctx)) cmp(`context ${l} ${n}`, traced.context[l]![n]!.data, t.data);
+    });
+    if (diffs.length > 0) return { ok: false, message: `${dtype}: ${diffs.slice(0, 3).join("; ")}` };
+    if (!Number.isFinite(plain.loss.data[0]!)) return { ok: false, message: `${dtype}: loss is ${plain.loss.data[0]}` };
+    const flat = plain.levelOutputs.findIndex((y) => maxAbs(y.data) === 0);
+    if (flat !== -1) return { ok: false, vacuous: true, message: `${dtype}: level ${flat}'s output is all zero, the comparison proves little` };
+  }
+  return { ok: true };
+}
+
+export function c4Checks(): CheckDef[] {
+  const checks: CheckDef[] = [];
+  for (const t of targets()) {
+    for (const k of t.key === "mixed" ? KS.filter((k) => k > 1) : KS) {
+      for (const p of patterns(k)) {
+        checks.push({
+          kind: "property", id: `C4/${t.key}/k${k}/${p.name}`, class: "C4", subject: t.subject(k, p),
+          spec: "docs/spec/conformance.md#c4; docs/spec/tape.md#must-hold (opt-in recording, same bits); docs/spec/titans-family.md#mag-forward, docs/spec/titans-family.md#cms-context",
+          tolerance: TOLERANCE, runs: RUNS_C4, arb: specArb(t.rules(k), SIZES, FIXED), run: (s: ModelCaseSpec) => c4Case(s, p),
+        });
+      }
+    }
+  }
+  // The learned gate's extra ops (mean, sigmoid, straight-through multipliers) under C4 too.
+  for (const k of KS.filter((k) => k > 1)) {
+    const p = patterns(k)[0]!;
+    checks.push({
+      kind: "property", id: `C4/mixed/k${k}/learned`, class: "C4", subject: { rule: "mixed", k, frozen: true },
+      spec: "docs/spec/conformance.md#c4; docs/spec/tape.md#must-hold; docs/spec/titans-family.md#learned-gate; docs/spec/decisions.md#d10",
+      tolerance: TOLERANCE, runs: RUNS_C4, arb: specArb(mixedRules(k), SIZES, LEARNED), run: (s: ModelCaseSpec) => c4Case(s, p),
+    });
+  }
+  return checks;
+}
