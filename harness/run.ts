@@ -4,6 +4,7 @@
  */
 import * as fc from "fast-check";
 import { emptyWorst, type Worst } from "../oracle/compare.ts";
+import { fnv1a } from "../src/rng.ts";
 import type { CaseOutcome, CheckDef, CheckResult, Profile } from "./check.ts";
 
 export interface RunOptions {
@@ -16,14 +17,9 @@ export interface RunOptions {
   readonly selected?: ReadonlySet<string>;
 }
 
-/** 32-bit FNV-1a of a string, mixed with the run seed. */
+/** A check's own seed: FNV-1a of its id, mixed with the run seed (so filtering changes nothing). */
 export function checkSeed(runSeed: number, id: string): number {
-  let h = 0x811c9dc5 ^ (runSeed >>> 0);
-  for (let i = 0; i < id.length; i++) {
-    h ^= id.charCodeAt(i);
-    h = Math.imul(h, 0x01000193) >>> 0;
-  }
-  return h & 0x7fffffff;
+  return fnv1a(id, 0x811c9dc5 ^ (runSeed >>> 0)) & 0x7fffffff;
 }
 
 export function replayCommand(id: string, seed: number, path: string): string {

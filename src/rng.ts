@@ -54,3 +54,18 @@ export function uniformTensor(dtype: DType, shape: readonly number[], rng: Rng, 
   for (let i = 0; i < t.size; i++) t.data[i] = rng.uniform(lo, hi);
   return t;
 }
+
+/** 32-bit FNV-1a of a text, from `basis` (the standard offset basis by default). */
+export function fnv1a(text: string, basis = 0x811c9dc5): number {
+  let h = basis >>> 0;
+  for (let i = 0; i < text.length; i++) {
+    h ^= text.charCodeAt(i);
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  return h;
+}
+
+/** A positive 31-bit seed named by a text (e.g. a fixture id): stable whatever else exists. */
+export function seedFromText(text: string): number {
+  return fnv1a(text) & 0x7fffffff || 1;
+}
