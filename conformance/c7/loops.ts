@@ -84,7 +84,7 @@ export function errorBufferCase(spec: ModelCaseSpec, steps: number, stepper: Ste
         }
       } else {
         // Expected: p − lr·g (the step), then − lr·buffer when one was pending.
-        const pending = running[l];
+        const pending = running[l] ?? null;
         const want: Record<string, Tensor> = {};
         for (const [n, t] of Object.entries(before.levels[l]!)) {
           const w = clone(t);
