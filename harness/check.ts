@@ -42,6 +42,11 @@ interface CheckBase {
   /** The docs/spec anchors this check enforces. */
   readonly spec: string;
   readonly tolerance: Readonly<Record<string, unknown>>;
+  /**
+   * The command-line options that rebuild the catalogue this check came from (e.g. `--fixtures DIR`,
+   * `--backend lib:PATH`), so its replay command works verbatim.
+   */
+  readonly replayArgs?: readonly string[];
 }
 
 /** A fast-check property over generated cases: shrunk on failure, replayable by seed and path. */

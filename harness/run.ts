@@ -22,8 +22,17 @@ export function checkSeed(runSeed: number, id: string): number {
   return fnv1a(id, 0x811c9dc5 ^ (runSeed >>> 0)) & 0x7fffffff;
 }
 
-export function replayCommand(id: string, seed: number, path: string): string {
-  return `bun run conformance --replay '${id}:${seed}:${path}'`;
+/** Quotes a word for a POSIX shell when it needs it. */
+function shellWord(w: string): string {
+  return /^[\w./:=@%+,-]+$/.test(w) ? w : `'${w.replace(/'/g, `'\\''`)}'`;
+}
+
+/**
+ * The command that replays one case on a fresh clone: through npm, so no global Bun is needed, with
+ * the options that rebuild the check's catalogue (extra fixtures, a library backend).
+ */
+export function replayCommand(id: string, seed: number, path: string, args: readonly string[] = []): string {
+  return ["npm", "run", "conformance", "--", ...args, "--replay", `${id}:${seed}:${path}`].map(shellWord).join(" ");
 }
 
 class CaseFailed extends Error {}
@@ -33,7 +42,7 @@ export function runCheck<T>(def: CheckDef<T>, opts: RunOptions): CheckResult {
   const base = { id: def.id, class: def.class, subject: def.subject, tolerance: def.tolerance, seed, spec: def.spec };
   const t0 = performance.now();
   const done = (r: Omit<CheckResult, keyof typeof base | "ms" | "replay">): CheckResult => ({
-    ...base, ...r, ms: Math.round((performance.now() - t0) * 1000) / 1000, replay: replayCommand(def.id, seed, r.path),
+    ...base, ...r, ms: Math.round((performance.now() - t0) * 1000) / 1000, replay: replayCommand(def.id, seed, r.path, def.replayArgs),
   });
   if (def.kind === "skipped") return done({ status: "skip", runs: 0, path: "", message: def.reason });
   if (def.kind === "delegated") {
@@ -42,7 +51,7 @@ export function runCheck<T>(def: CheckDef<T>, opts: RunOptions): CheckResult {
         seed, runSeed: opts.seed, profile: opts.profile, replayPath: opts.replay?.path, selected: opts.selected ?? new Set([def.id]),
       });
       const res = done({ status: r.status, runs: r.runs, path: r.path, worst: r.worst, message: r.message });
-      return { ...res, seed: r.seed, replay: replayCommand(def.id, r.seed, r.path), ms: r.ms ?? res.ms };
+      return { ...res, seed: r.seed, replay: replayCommand(def.id, r.seed, r.path, def.replayArgs), ms: r.ms ?? res.ms };
     } catch (e) {
       return done({ status: "error", runs: 0, path: "", message: errText(e) });
     }

@@ -5,7 +5,7 @@
  * that the loader behaves that way on known-bad test data.
  */
 import { existsSync, readFileSync, statSync } from "node:fs";
-import { basename, join, relative } from "node:path";
+import { basename, join, relative, resolve } from "node:path";
 import type { CaseOutcome, CheckDef, Subject } from "../../harness/check.ts";
 import { ROOT } from "../../paths.ts";
 import { runCheck } from "../../harness/run.ts";
@@ -59,8 +59,8 @@ function replayFile(file: string): CaseOutcome {
   return replayFixture(loaded.fixture);
 }
 
-function fileCheck(file: string, id: string): CheckDef<unknown> {
-  return { kind: "single", id, class: "C6", subject: peekSubject(file), spec: SPEC, tolerance: TOLERANCE, run: () => replayFile(file) };
+function fileCheck(file: string, id: string, replayArgs: readonly string[]): CheckDef<unknown> {
+  return { kind: "single", id, class: "C6", subject: peekSubject(file), spec: SPEC, tolerance: TOLERANCE, replayArgs, run: () => replayFile(file) };
 }
 
 /** One check per fixture file; a directory that is missing is itself an error check. */
@@ -69,9 +69,11 @@ function dirChecks(dirs: readonly string[]): CheckDef<unknown>[] {
   const ids = new Set<string>();
   for (const dir of dirs) {
     const rel = shown(dir);
+    // The project's own fixtures are always in the catalogue; a directory given on the command line is named again to replay.
+    const replayArgs = resolve(dir) === resolve(ROOT, "fixtures") ? [] : ["--fixtures", dir];
     if (!existsSync(dir) || !statSync(dir).isDirectory()) {
       checks.push({
-        kind: "single", id: `C6/${rel}`, class: "C6", subject: { fixture: rel }, spec: SPEC, tolerance: TOLERANCE,
+        kind: "single", id: `C6/${rel}`, class: "C6", subject: { fixture: rel }, spec: SPEC, tolerance: TOLERANCE, replayArgs,
         run: () => { throw new Error(`fixture directory ${dir} does not exist or is not a directory`); },
       });
       continue;
@@ -81,7 +83,7 @@ function dirChecks(dirs: readonly string[]): CheckDef<unknown>[] {
       let id = `C6/${basename(file)}`;
       if (ids.has(id)) id = `C6/${shown(file)}`;
       ids.add(id);
-      checks.push(fileCheck(file, id));
+      checks.push(fileCheck(file, id, replayArgs));
     }
   }
   return checks;
@@ -100,7 +102,7 @@ function malformedCase(): CaseOutcome {
     } catch (e) {
       return { ok: false, message: `${name}: the loader threw (${e instanceof Error ? e.message : String(e)}) instead of reporting` };
     }
-    const r = runCheck(fileCheck(file, `C6/${name}`), { seed: 1, profile: "quick" });
+    const r = runCheck(fileCheck(file, `C6/${name}`, []), { seed: 1, profile: "quick" });
     const pointer = MALFORMED[name];
     if (pointer === undefined) {
       if (!loaded.ok || r.status !== "pass") return { ok: false, message: `${name}: a good fixture next to malformed ones gave ${r.status}: ${r.message ?? ""}` };
