@@ -14,7 +14,7 @@ import { runCheck } from "../harness/run.ts";
 import { ruleFixture } from "../cases/fixtures/rule-fixture.ts";
 import { ruleByKey } from "../src/rules/index.ts";
 
-const HELP = `usage: bun run conformance [options]
+const HELP = `usage: npm run conformance -- [options]   (or: bun run conformance [options])
 
 Runs the nl-conformance checks (classes C0-C8) and writes an nlc-report/1 JSON report.
 
