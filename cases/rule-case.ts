@@ -144,3 +144,61 @@ export function ruleLoss(c: RuleCase, params: Params = c.params, state: State = 
   for (let i = 0; i < y.size; i++) s += y.data[i]! * c.dy.data[i]!;
   return s;
 }
+
+/** A `--case` request: the fields of a RuleCaseSpec, all optional, plus `frozen`. */
+export interface RuleCaseRequest {
+  readonly spec: RuleCaseSpec;
+  readonly frozen: boolean;
+}
+
+const REQUEST_KEYS = ["d", "seq_len", "seed", "hyper", "frozen", "state", "alpha", "theta"] as const;
+
+/**
+ * Reads a `--case` request strictly: every key known, every value of its type and range
+ * (hyperparameters by the rule's declaration); the error names the field.
+ */
+export function parseRuleCaseRequest(decl: RuleDecl, raw: unknown, frozenDefault: boolean): RuleCaseRequest {
+  if (typeof raw !== "object" || raw === null || Array.isArray(raw)) throw new Error("expected a JSON object");
+  const req = raw as Record<string, unknown>;
+  for (const k of Object.keys(req)) {
+    if (!(REQUEST_KEYS as readonly string[]).includes(k)) throw new Error(`unknown field '${k}' (known: ${REQUEST_KEYS.join(", ")})`);
+  }
+  const int = (name: string, dflt: number, min: number, max: number): number => {
+    const v = req[name] ?? dflt;
+    if (typeof v !== "number" || !Number.isInteger(v) || v < min || v > max) throw new Error(`${name}: expected an integer in [${min}, ${max}], got ${JSON.stringify(v)}`);
+    return v;
+  };
+  const oneOf = <T extends string>(name: string, dflt: T, values: readonly T[]): T => {
+    const v = req[name] ?? dflt;
+    if (typeof v !== "string" || !(values as readonly string[]).includes(v)) throw new Error(`${name}: expected one of ${values.map((x) => `"${x}"`).join(", ")}, got ${JSON.stringify(v)}`);
+    return v as T;
+  };
+  const frozenRaw = req.frozen ?? frozenDefault;
+  if (typeof frozenRaw !== "boolean") throw new Error(`frozen: expected true or false, got ${JSON.stringify(frozenRaw)}`);
+  if (frozenRaw && decl.frozen === null) throw new Error(`frozen: ${decl.key} has no frozen read`);
+  const d = int("d", 4, 1, 256), seq_len = int("seq_len", 3, 1, 4096);
+  const hyperRaw = req.hyper ?? {};
+  if (typeof hyperRaw !== "object" || hyperRaw === null || Array.isArray(hyperRaw)) throw new Error("hyper: expected an object of hyperparameters");
+  const hyper: Record<string, number | string> = {};
+  for (const [name, v] of Object.entries(hyperRaw as Record<string, unknown>)) {
+    const h = decl.hyper[name];
+    if (h === undefined) {
+      const known = Object.keys(decl.hyper);
+      throw new Error(`hyper.${name}: ${decl.key} has no such hyperparameter (${known.length > 0 ? `known: ${known.join(", ")}` : "it has none"})`);
+    }
+    if (h.kind === "enum") {
+      if (typeof v !== "string" || !h.values.includes(v)) throw new Error(`hyper.${name}: expected one of ${h.values.join(", ")}, got ${JSON.stringify(v)}`);
+    } else if (typeof v !== "number" || !Number.isFinite(v) || v < h.min || v > h.max || (h.kind === "int" && !Number.isInteger(v))) {
+      throw new Error(`hyper.${name}: expected ${h.kind === "int" ? "an integer" : "a number"} in [${h.min}, ${h.max}], got ${JSON.stringify(v)}`);
+    }
+    hyper[name] = v;
+  }
+  const spec = clampHyper(decl, {
+    d, seq_len, hyper,
+    alpha: oneOf("alpha", "mid", Object.keys(ALPHA_LEVELS) as (keyof typeof ALPHA_LEVELS)[]),
+    theta: oneOf("theta", "small", Object.keys(THETA_LEVELS) as (keyof typeof THETA_LEVELS)[]),
+    state: oneOf("state", frozenRaw ? "random" : "init", ["init", "random"] as const),
+    seed: int("seed", 1, 0, 0x7fffffff),
+  });
+  return { spec, frozen: frozenRaw };
+}

@@ -2,14 +2,15 @@
  * `bun run conformance` — runs the conformance catalogue and writes the JSON report.
  * The same engine serves `bun test` (conformance/conformance.test.ts).
  */
-import { parseVariantKey } from "../src/rules/level.ts";
+import { parseVariantKey, variantKey } from "../src/rules/level.ts";
 import { parseArgs } from "node:util";
 import { buildCatalogue, matchesFilter } from "./catalogue.ts";
-import { buildRuleCase, type RuleCaseSpec } from "../cases/rule-case.ts";
+import { buildRuleCase, parseRuleCaseRequest, type RuleCaseRequest } from "../cases/rule-case.ts";
 import { PROFILES, type CheckResult, type Profile } from "../harness/check.ts";
 import { DEFAULT_SEED } from "../harness/collect.ts";
 import { DEFAULT_REPORT, runInfo, summarize, validateReport, writeReport, type Summary } from "../harness/report.ts";
-import { readFileSync } from "node:fs";
+import { mkdirSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
+import { dirname, resolve } from "node:path";
 import { runCheck } from "../harness/run.ts";
 import { ruleFixture } from "../cases/fixtures/rule-fixture.ts";
 import { ruleByKey } from "../src/rules/index.ts";
@@ -101,6 +102,9 @@ function main(): void {
   }
 
   // The kernel backends are read from the environment, which the C5 child processes inherit too.
+  for (const b of args.backend ?? []) {
+    if (b === "lib:" || b.trim() === "") usage(`--backend '${b}': a library backend needs a path, e.g. lib:/path/to/libnlk.so`);
+  }
   if (args.backend !== undefined) process.env.NLC_BACKENDS = args.backend.join(",");
   let cat;
   try {
@@ -113,11 +117,18 @@ function main(): void {
     : cat.checks.filter((c) => matchesFilter(c, filters));
   if (replay !== undefined && defs.length === 0) usage(`--replay: no check with id '${replay.id}' (try --list)`);
   if (defs.length === 0) usage(`no check matches ${filters.join(", ")} (try --list)`);
+  const idle = replay === undefined ? filters.filter((f) => !cat.checks.some((c) => matchesFilter(c, [f]))) : [];
+  if (idle.length > 0) usage(`--filter: ${idle.map((f) => `'${f}'`).join(", ")} matches no check (try --list)`);
   if (args.list) {
     for (const d of defs) console.log(d.id);
     return;
   }
 
+  const reportPath = replay === undefined || args.report !== undefined ? args.report ?? DEFAULT_REPORT : null;
+  if (reportPath !== null) {
+    const problem = unwritable(reportPath);
+    if (problem !== null) usage(`--report ${reportPath}: ${problem}`);
+  }
   const started = new Date();
   const results: CheckResult[] = [];
   const width = String(defs.length).length;
@@ -135,8 +146,8 @@ function main(): void {
   const summary = summarize(results);
   const backends = cat.backends();
   for (const b of backends) console.log(`backend ${b.name}: ${b.available ? "available" : `unavailable (${b.reason ?? "?"})`}`);
-  if (replay === undefined || args.report !== undefined) {
-    const path = args.report ?? DEFAULT_REPORT;
+  if (reportPath !== null) {
+    const path = reportPath;
     writeReport({
       format: "nlc-report/1",
       run: runInfo(started, seed, profile, filters.join(",") || null, backends),
@@ -151,8 +162,25 @@ function main(): void {
 /** The closing line CI reads; vacuous and error count as failed. Returns true when nothing failed. */
 function closingLine(s: Summary): boolean {
   const bad = s.fail + s.vacuous + s.error;
+  // The closing line keeps the plain "N passed, M failed" form CI readers parse; the kinds of failure come first.
+  if (bad > 0) console.log(`failed: ${s.fail} fail, ${s.error} error, ${s.vacuous} vacuous`);
   console.log(`conformance: ${s.pass} passed, ${bad} failed${s.skip ? `, ${s.skip} skipped` : ""}`);
   return bad === 0;
+}
+
+/** Why a report cannot be written at `path` (checked before the run, so no result is lost), or null. */
+function unwritable(path: string): string | null {
+  const dir = dirname(resolve(path));
+  try {
+    mkdirSync(dir, { recursive: true });
+    // The report is written as a temp file next to it, then renamed: try exactly that.
+    const probe = `${resolve(path)}.${process.pid}.probe`;
+    writeFileSync(probe, "");
+    unlinkSync(probe);
+  } catch (e) {
+    return `cannot write into ${dir} (${e instanceof Error ? e.message : String(e)})`;
+  }
+  return null;
 }
 
 function printSummary(path: string): void {
@@ -162,7 +190,7 @@ function printSummary(path: string): void {
   } catch (e) {
     console.error(`conformance: cannot read report ${path}: ${e instanceof Error ? e.message : e}`);
     console.log("conformance: 0 passed, 1 failed");
-    process.exit(1);
+    process.exit(2);
   }
   try {
     validateReport(report);
@@ -175,33 +203,38 @@ function printSummary(path: string): void {
 }
 
 function printCase(ruleKey: string, json: string): void {
-  let req: Partial<RuleCaseSpec> & { frozen?: boolean };
+  let raw: unknown;
   try {
-    req = JSON.parse(json);
+    raw = JSON.parse(json);
   } catch (e) {
     usage(`--case: not valid JSON (${e instanceof Error ? e.message : e})`);
   }
   const variant = parseVariantKey(ruleKey);
-  const key = variant.key;
   let decl;
   try {
-    decl = ruleByKey(key);
+    decl = ruleByKey(variant.key);
   } catch (e) {
-    usage(e instanceof Error ? e.message : String(e));
+    usage(`--rule: ${e instanceof Error ? e.message : String(e)}`);
   }
-  const frozen = req.frozen ?? variant.frozen;
-  const spec: RuleCaseSpec = {
-    d: req.d ?? 4, seq_len: req.seq_len ?? 3, hyper: req.hyper ?? {}, alpha: req.alpha ?? "mid",
-    theta: req.theta ?? "small", state: req.state ?? (frozen ? "random" : "init"), seed: req.seed ?? 1,
-  };
-  let doc;
+  let req: RuleCaseRequest;
   try {
-    const c = buildRuleCase(decl, spec, "f64", frozen);
-    doc = ruleFixture({ ...c, frozen }, `${ruleKey}-case-${spec.seed}`, "nl-conformance --case");
+    req = parseRuleCaseRequest(decl, raw, variant.frozen);
   } catch (e) {
     usage(`--case: ${e instanceof Error ? e.message : String(e)}`);
   }
-  console.log(JSON.stringify(doc, null, 1));
+  const { spec, frozen } = req;
+  let doc;
+  try {
+    const c = buildRuleCase(decl, spec, "f64", frozen);
+    doc = ruleFixture({ ...c, frozen }, `${variantKey(decl.key, frozen)}-case-${spec.seed}`, "nl-conformance --case");
+  } catch (e) {
+    usage(`--case: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  const text = JSON.stringify(doc, (_k, v) => {
+    if (typeof v === "number" && !Number.isFinite(v)) throw new Error(`the case computed a non-finite value (${v})`);
+    return v;
+  }, 1);
+  console.log(text);
 }
 
 main();
