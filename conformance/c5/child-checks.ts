@@ -1,0 +1,91 @@
+/**
+ * The child's definitions of the plan's entries: the CheckDef runCheck runs, and for the
+ * flash-attention checks the coverage rule applied to its result.
+ */
+import type { KernelLib } from "../../ffi/lib.ts";
+import type { CaseOutcome, CheckDef, CheckResult, Profile, PropertyCheck } from "../../harness/check.ts";
+import { ruleCaseSpecArb, type RuleCaseSpec } from "../../cases/rule-case.ts";
+import { ruleByKey } from "../../src/rules/index.ts";
+import { batchArb, sizesFor, type KSpec } from "./batch.ts";
+import { coverage, expectedTensors } from "./compare.ts";
+import { THREAD_MODE_RULE, plantedFault, raceDetector, syncMisuse, threadMode } from "./emu-selftest.ts";
+import { backwardCase, forwardCase } from "./forward-backward.ts";
+import { e2eCase, gpuBlocksCase, raceCase } from "./phases.ts";
+import type { ChildEntry, RuleEntry } from "./plan.ts";
+import { TOL_PRESENCE } from "./tolerance.ts";
+
+export interface ChildCheck {
+  def: CheckDef;
+  /** Applied to the finished result (coverage: a tensor never exercised makes a pass vacuous). */
+  after?: (r: CheckResult) => CheckResult;
+}
+
+function base(e: ChildEntry) {
+  return { id: e.id, class: "C5", subject: e.subject, spec: e.spec, tolerance: e.tolerance } as const;
+}
+
+/** Why the library cannot run the entry's kernels at all, or null. */
+function missingKernels(e: RuleEntry, lib: KernelLib): string | null {
+  const pair = lib.pair(e.decl.key);
+  if (typeof pair === "string") return pair;
+  if (e.frozen && pair.frozen === null) return `no frozen kernel pair for ${e.decl.key} in ${lib.path}`;
+  return null;
+}
+
+function ruleCheck(e: RuleEntry, lib: KernelLib, profile: Profile): ChildCheck {
+  const missing = missingKernels(e, lib);
+  if (missing !== null) {
+    // a rule without a kernel pair fails once, with the reason, instead of once per generated case
+    return { def: { ...base(e), kind: "single", tolerance: TOL_PRESENCE, run: () => ({ ok: false, message: missing }) } };
+  }
+  const { decl, frozen, runs } = e;
+  const exercised = new Set<string>();
+  const covered = (expected: string[]) => (r: CheckResult) => coverage(r, expected, exercised);
+  const batches = (run: (k: KSpec) => CaseOutcome): PropertyCheck<KSpec> =>
+    ({ ...base(e), kind: "property", runs, arb: batchArb(decl, frozen, profile), run });
+  switch (e.kind) {
+    case "forward":
+      return { def: batches((k) => forwardCase(decl, frozen, lib, k, exercised)), after: covered(expectedTensors("forward", decl, frozen)) };
+    case "backward":
+      return { def: batches((k) => backwardCase(decl, frozen, lib, k, exercised)), after: covered(expectedTensors("backward", decl, frozen)) };
+    case "gpu-blocks":
+      return {
+        def: batches((k) => gpuBlocksCase(decl, frozen, lib, k, exercised)),
+        after: covered([...expectedTensors("forward", decl, frozen), ...expectedTensors("backward", decl, frozen)]),
+      };
+    case "race":
+      return { def: batches((k) => raceCase(decl, frozen, lib, k)) };
+    case "tape-e2e": {
+      // one sequence through the whole rule: the rule's own case generator
+      const def: PropertyCheck<RuleCaseSpec> = {
+        ...base(e), kind: "property", runs, arb: ruleCaseSpecArb(decl, sizesFor(profile)), run: (spec) => e2eCase(decl, lib, spec, exercised),
+      };
+      return { def, after: covered(expectedTensors("tape-e2e", decl, frozen)) };
+    }
+  }
+}
+
+/** The definition of an entry. `lib` is the backend's library; `testLib` the cpu-test build (loaded on demand). */
+export function childCheck(e: ChildEntry, lib: KernelLib, profile: Profile, testLib: () => KernelLib): ChildCheck {
+  switch (e.kind) {
+    case "forward":
+    case "backward":
+    case "gpu-blocks":
+    case "race":
+    case "tape-e2e":
+      return ruleCheck(e, lib, profile);
+    case "emu-race-detector":
+      return { def: { ...base(e), kind: "single", run: () => raceDetector(testLib()) } };
+    case "emu-sync":
+      return { def: { ...base(e), kind: "single", run: () => syncMisuse(testLib()) } };
+    case "emu-thread-mode":
+      return { def: { ...base(e), kind: "property", runs: e.runs, arb: batchArb(ruleByKey(THREAD_MODE_RULE), false, profile), run: (k) => threadMode(lib, k) } };
+    case "planted":
+      return { def: { ...base(e), kind: "single", run: () => plantedFault(testLib(), e.fault) } };
+  }
+}
+
+/** Whether the entry runs kernels of the cpu-test library (planted race, sync misuse, faults). */
+export function needsTestLib(e: ChildEntry): boolean {
+  return e.kind === "planted" || e.kind === "emu-race-detector" || e.kind === "emu-sync";
+}

@@ -1,0 +1,79 @@
+/**
+ * The flash-attention comparison of the C5 checks (docs/spec/README.md, tolerance policy), per
+ * tensor and sequence, and the check-level vacuity rule: a passing check in which some compared
+ * tensor never carried a non-trivial reference value proves nothing about that tensor.
+ */
+import { abiOf } from "../../ffi/abi.ts";
+import type { CaseOutcome, CheckResult } from "../../harness/check.ts";
+import { flashRule, type Worst } from "../../oracle/compare.ts";
+import { maxAbs } from "../../src/numeric.ts";
+import { usedParams, withDefaults } from "../../src/rules/level.ts";
+import type { RuleDecl } from "../../src/rules/types.ts";
+import { EXERCISED, FLOOR_REL } from "./tolerance.ts";
+
+/** One tensor of one sequence: the kernel's values (undefined when it does not return them) and both references. */
+export interface Compared {
+  name: string;
+  seq: number;
+  kernel: ArrayLike<number> | undefined;
+  ref64: ArrayLike<number>;
+  ref32: ArrayLike<number>;
+}
+
+/** Applies the flash-attention bound to every item; records which tensors were exercised. */
+export function flashCompare(items: Compared[], exercised: Set<string>, who: string): CaseOutcome {
+  let worst: Worst | undefined;
+  let worstRatio = -1;
+  let failure: string | undefined;
+  let anyLive = false;
+  for (const it of items) {
+    const where = `${it.name}${it.seq > 0 || items.some((x) => x.seq > 0) ? ` (sequence ${it.seq})` : ""}`;
+    if (it.kernel === undefined) {
+      failure ??= `${who} does not return ${it.name}, which the reference computes`;
+      continue;
+    }
+    if (it.kernel.length !== it.ref64.length) {
+      failure ??= `${where}: kernel gave ${it.kernel.length} values, reference ${it.ref64.length}`;
+      continue;
+    }
+    const mag = maxAbs(it.ref64);
+    if (mag > EXERCISED) {
+      exercised.add(it.name);
+      anyLive = true;
+    }
+    const k = flashRule(it.kernel, it.ref64, it.ref32, FLOOR_REL * mag);
+    const ratio = k.bound > 0 ? k.err / k.bound : k.err === 0 ? 0 : Infinity;
+    if (ratio > worstRatio) {
+      worstRatio = ratio;
+      const ref = it.ref64[k.at]!;
+      worst = { abs: k.err, rel: k.err / Math.max(Math.abs(ref), 1e-300), tensor: `${it.name}[seq ${it.seq}]`, index: k.at };
+    }
+    if (!k.ok && failure === undefined) {
+      failure = `${where}: max |kernel - ref64| = ${k.err.toExponential(3)} at [${k.at}] (kernel ${it.kernel[k.at]}, ref64 ${it.ref64[k.at]}) ` +
+        `> 2 x ${k.errRef.toExponential(3)} (f32 reference) + ${(FLOOR_REL * mag).toExponential(3)} (floor)`;
+    }
+  }
+  if (failure !== undefined) return { ok: false, worst, message: failure };
+  if (!anyLive) return { ok: false, vacuous: true, worst, message: `every compared reference value is below ${EXERCISED}` };
+  return { ok: true, worst };
+}
+
+/** The names flashCompare gives the tensors of a check of this kind (what `coverage` expects to see exercised). */
+export function expectedTensors(kind: "forward" | "backward" | "tape-e2e", decl: RuleDecl, frozen: boolean): string[] {
+  switch (kind) {
+    case "forward":
+      return frozen ? ["y"] : ["y", ...Object.keys(decl.stateShapes(withDefaults(decl, { d: 2, seq_len: 1 }))).map((n) => `state ${n}`)];
+    case "backward":
+      return frozen ? ["dq"] : [...(abiOf(decl.key)?.grads ?? [])];
+    case "tape-e2e":
+      return ["y", "grad X", ...usedParams(decl).map((n) => `grad ${n}`)];
+  }
+}
+
+/** A passing check in which some compared tensor never carried a non-trivial reference value is vacuous. */
+export function coverage(r: CheckResult, expected: string[], exercised: Set<string>): CheckResult {
+  if (r.status !== "pass") return r;
+  const never = expected.filter((n) => !exercised.has(n));
+  if (never.length === 0) return r;
+  return { ...r, status: "vacuous", message: `never exercised in ${r.runs} cases (|ref64| <= ${EXERCISED} throughout): ${never.join(", ")}` };
+}

@@ -1,0 +1,83 @@
+/**
+ * The C5 checks beyond forward and backward: race (thread order reversed, bitwise), gpu-blocks
+ * (forward and backward with blocks sized as in the cuda build), and tape-e2e (the rule with the
+ * kernel as its inner loop, one opaque block on the tape, against the reference rule).
+ */
+import { kernelInnerPair } from "../../ffi/kernel-pair.ts";
+import type { KernelLib } from "../../ffi/lib.ts";
+import type { CaseOutcome } from "../../harness/check.ts";
+import { buildRuleCase, type RuleCase, type RuleCaseSpec } from "../../cases/rule-case.ts";
+import { paramNames, ruleForward, usedParams } from "../../src/rules/level.ts";
+import type { RuleDecl } from "../../src/rules/types.ts";
+import { withTape } from "../../src/tape.ts";
+import { Tensor, cast } from "../../src/tensor.ts";
+import type { KSpec } from "./batch.ts";
+import { compareRuns, runAllKernels } from "./bitwise.ts";
+import { flashCompare, type Compared } from "./compare.ts";
+import { backwardCase, forwardCase } from "./forward-backward.ts";
+import { requireEmu, requirePair } from "./kernel-lib.ts";
+
+/** Every kernel of the variant in thread order 0..n-1 and n-1..0: the bits must agree. */
+export function raceCase(decl: RuleDecl, frozen: boolean, lib: KernelLib, k: KSpec): CaseOutcome {
+  const pair = requirePair(lib, decl.key);
+  const emu = requireEmu(lib);
+  try {
+    emu.setOrder(false);
+    const fwd = runAllKernels(decl, frozen, pair, k);
+    emu.setOrder(true);
+    const rev = runAllKernels(decl, frozen, pair, k);
+    return compareRuns(fwd, rev, "between thread order 0..n-1 and n-1..0");
+  } finally {
+    emu.setOrder(false);
+  }
+}
+
+/** The forward case, then (if it passed) the backward case, with GPU-sized blocks (idle threads). */
+export function gpuBlocksCase(decl: RuleDecl, frozen: boolean, lib: KernelLib, k: KSpec, exercised: Set<string>): CaseOutcome {
+  const emu = requireEmu(lib);
+  emu.setGpuBlocks(true);
+  try {
+    const f = forwardCase(decl, frozen, lib, k, exercised);
+    return f.ok ? backwardCase(decl, frozen, lib, k, exercised) : f;
+  } finally {
+    emu.setGpuBlocks(false);
+  }
+}
+
+interface TapeRun {
+  y: Tensor;
+  grads: Record<string, Tensor | null>;
+}
+
+type TapeCase = Pick<RuleCase, "X" | "params" | "state" | "dy" | "cfg">;
+
+function tapeRun(decl: RuleDecl, c: TapeCase, inner: RuleDecl["inner"]): TapeRun {
+  return withTape((tape) => {
+    const X = tape.input(c.X);
+    const params: Record<string, Tensor> = {};
+    for (const n of paramNames(decl)) params[n] = tape.param(c.params[n]!);
+    const y = ruleForward(decl, X, params, c.state, c.cfg, inner).y;
+    if (tape.length !== 1) throw new Error(`expected the rule as ONE opaque block on the tape, found ${tape.length} entries`);
+    tape.backward(y, c.dy);
+    const grads: Record<string, Tensor | null> = { X: tape.grad(X) };
+    for (const n of usedParams(decl)) grads[n] = tape.grad(params[n]!);
+    return { y, grads };
+  });
+}
+
+/** y and every gradient of the rule's inputs and parameters, kernel inside the tape vs the reference rule. */
+export function e2eCase(decl: RuleDecl, lib: KernelLib, spec: RuleCaseSpec, exercised: Set<string>): CaseOutcome {
+  const pair = requirePair(lib, decl.key);
+  const c32 = buildRuleCase(decl, spec, "f32");
+  const to64 = (rec: Record<string, Tensor>) => Object.fromEntries(Object.entries(rec).map(([n, t]) => [n, cast(t, "f64")]));
+  const c64: TapeCase = { ...c32, X: cast(c32.X, "f64"), params: to64(c32.params), state: to64(c32.state), dy: cast(c32.dy, "f64") };
+  const kern = tapeRun(decl, c32, kernelInnerPair(decl, pair));
+  const r64 = tapeRun(decl, c64, decl.inner), r32 = tapeRun(decl, c32, decl.inner);
+  const items: Compared[] = [{ name: "y", seq: 0, kernel: kern.y.data, ref64: r64.y.data, ref32: r32.y.data }];
+  for (const n of Object.keys(r64.grads)) {
+    const g64 = r64.grads[n], g32 = r32.grads[n], gk = kern.grads[n];
+    if (g64 === null || g64 === undefined) return { ok: false, message: `no reference gradient reached ${n}` };
+    items.push({ name: `grad ${n}`, seq: 0, kernel: gk?.data, ref64: g64.data, ref32: g32?.data ?? new Float64Array(g64.data.length) });
+  }
+  return flashCompare(items, exercised, `rule '${decl.key}' with the ${lib.backend} kernel as its inner loop`);
+}

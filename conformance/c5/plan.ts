@@ -1,0 +1,168 @@
+/**
+ * The C5 plan (docs/spec/conformance.md#c5): every C5 check's id, subject, spec anchor, tolerance
+ * and run count, generated from the rule registry. Shared by the parent (which turns entries into
+ * catalogue checks) and the child (which resolves a requested id to the entry it runs).
+ *
+ * Per backend, per rule of the registry, its frozen variant and SWA:
+ *   C5/<backend>/<rule>[.frozen]/forward      y and the final state vs the f64 reference
+ *   C5/<backend>/<rule>[.frozen]/backward     every gradient of the inner inputs vs the f64 reference
+ *   C5/<backend>/<rule>/tape-e2e              the rule with the kernel as its inner loop, inside the tape
+ *   C5/cpu-emu/<rule>[.frozen]/race           thread order reversed: outputs must be bitwise equal
+ *   C5/cpu-emu/<rule>[.frozen]/gpu-blocks     forward and backward with blocks sized as on a GPU
+ * plus self-tests of the emulation (cpu-emu only), and the checks the parent runs itself: crash,
+ * abort and hang isolation, and the ABI header against the table in ffi/abi.ts.
+ */
+import { backendSlug } from "../../ffi/backends.ts";
+import type { Subject } from "../../harness/check.ts";
+import { RULES } from "../../src/rules/index.ts";
+import { variantKey } from "../../src/rules/level.ts";
+import type { RuleDecl } from "../../src/rules/types.ts";
+import {
+  RUNS, RUNS_E2E, RUNS_GPU_BLOCKS, RUNS_THREAD_MODE, TOLERANCE, TOL_BITWISE, TOL_CRASH, TOL_EXACT, TOL_ISOLATION,
+  type Runs, type CheckTolerance,
+} from "./tolerance.ts";
+
+interface EntryBase {
+  readonly id: string;
+  readonly subject: Subject;
+  readonly spec: string;
+  readonly tolerance: CheckTolerance;
+}
+
+/** A check of one rule variant's kernels: against the reference, against themselves, or inside the tape. */
+export interface RuleEntry extends EntryBase {
+  readonly kind: "forward" | "backward" | "race" | "gpu-blocks" | "tape-e2e";
+  readonly decl: RuleDecl;
+  readonly frozen: boolean;
+  readonly runs: Runs;
+}
+
+/** A self-test of the emulation on the cpu-test library's planted kernels: one deterministic case. */
+export interface EmuProbeEntry extends EntryBase {
+  readonly kind: "emu-race-detector" | "emu-sync";
+}
+
+/** Thread mode against fiber mode, over generated batches of the Delta rule. */
+export interface ThreadModeEntry extends EntryBase {
+  readonly kind: "emu-thread-mode";
+  readonly runs: Runs;
+}
+
+/** The faults the test-only kernel nlk_test_crash plants, by its `mode` argument. */
+export const FAULTS = ["segv", "abort", "hang"] as const;
+export type Fault = (typeof FAULTS)[number];
+
+/** Test only (requested by the isolation checks): a kernel that takes the child process down. */
+export interface PlantedEntry extends EntryBase {
+  readonly kind: "planted";
+  readonly fault: Fault;
+}
+
+/** Runs in the parent: a planted fault in a child must become an `error` check, and the suite goes on. */
+export interface IsolationEntry extends EntryBase {
+  readonly kind: "isolation";
+  readonly fault: Fault;
+}
+
+/** Runs in the parent: ffi/nlk.h declares what ffi/abi.ts says. */
+export interface HeaderEntry extends EntryBase {
+  readonly kind: "header";
+}
+
+/** The entries a backend's child process runs. */
+export type ChildEntry = RuleEntry | EmuProbeEntry | ThreadModeEntry | PlantedEntry;
+/** The entries the suite's own process runs. */
+export type ParentEntry = IsolationEntry | HeaderEntry;
+export type PlanEntry = ChildEntry | ParentEntry;
+
+/** Whether the backend's library has the emulation controls (known by name before it is loaded). */
+function isEmu(backend: string): boolean {
+  return backend === "cpu-emu";
+}
+
+function ruleEntries(backend: string, decl: RuleDecl, frozen: boolean): RuleEntry[] {
+  const slug = backendSlug(backend);
+  const key = variantKey(decl.key, frozen);
+  const subject = { rule: decl.key, frozen, backend };
+  const sheet = `docs/spec/conformance.md#c5; ${decl.sheet}${frozen ? " (frozen read, D3)" : ""}; ffi/nlk.h`;
+  const entry = (kind: RuleEntry["kind"], spec: string, tolerance: CheckTolerance, runs: Runs): RuleEntry =>
+    ({ id: `C5/${slug}/${key}/${kind}`, kind, subject, spec, tolerance, runs, decl, frozen });
+  const out = [
+    entry("forward", `${sheet}; README tolerance policy (f32)`, TOLERANCE, RUNS),
+    entry("backward", `${sheet}; docs/spec/decisions.md#d2, tolerance policy (f32)`, TOLERANCE, RUNS),
+  ];
+  if (isEmu(backend)) {
+    out.push(entry("race", `${sheet}; cuda/README.md (race check)`, TOL_BITWISE, RUNS));
+    out.push(entry("gpu-blocks",
+      `${sheet}; cuda/README.md (emulation model): forward and backward with blocks sized as in the cuda build (idle threads)`,
+      TOLERANCE, RUNS_GPU_BLOCKS));
+  }
+  if (!frozen) {
+    out.push(entry("tape-e2e",
+      `docs/spec/conformance.md#c5; docs/spec/tape.md#opaque blocks; src/rules/level.ts ruleForward(…, inner); ${decl.sheet}`,
+      TOLERANCE, RUNS_E2E));
+  }
+  return out;
+}
+
+/** Every check a backend's child runs in a normal run, in catalogue order. */
+export function c5Plan(backend: string): ChildEntry[] {
+  const out: ChildEntry[] = [];
+  for (const decl of RULES) {
+    for (const frozen of decl.frozen === null ? [false] : [false, true]) out.push(...ruleEntries(backend, decl, frozen));
+  }
+  if (isEmu(backend)) {
+    const slug = backendSlug(backend), subject = { backend };
+    out.push({
+      id: `C5/${slug}/emu/race-detector`, kind: "emu-race-detector", subject, tolerance: TOL_BITWISE,
+      spec: "docs/spec/conformance.md#c5; cuda/README.md (race check): a planted missing __syncthreads() is caught",
+    });
+    out.push({
+      // reported with the bitwise tolerance, as it always was; the check compares status codes
+      id: `C5/${slug}/emu/sync-misuse`, kind: "emu-sync", subject, tolerance: TOL_BITWISE,
+      spec: "docs/spec/conformance.md#c5; cuda/README.md (emulation model): divergent or abandoned __syncthreads() is an error status, never a hang",
+    });
+    out.push({
+      id: `C5/${slug}/emu/thread-mode`, kind: "emu-thread-mode", subject, tolerance: TOL_BITWISE, runs: RUNS_THREAD_MODE,
+      spec: "docs/spec/conformance.md#c5; cuda/README.md (emulation model): thread-per-CUDA-thread mode gives the fiber mode's bits",
+    });
+  }
+  return out;
+}
+
+export function plantedEntry(backend: string, fault: Fault): PlantedEntry {
+  return {
+    id: `C5/${backendSlug(backend)}/emu/planted-${fault}`, kind: "planted", subject: { backend }, tolerance: TOL_CRASH,
+    spec: "docs/spec/conformance.md#c5; test-only kernel nlk_test_crash", fault,
+  };
+}
+
+/** The entry the child resolves a requested id to (the planted fault only when asked for). */
+export function childPlan(backend: string, plant: Fault | undefined): Map<string, ChildEntry> {
+  const m = new Map<string, ChildEntry>(c5Plan(backend).map((e) => [e.id, e]));
+  if (plant !== undefined) {
+    const p = plantedEntry(backend, plant);
+    m.set(p.id, p);
+  }
+  return m;
+}
+
+const ISOLATION_SPEC: Record<Fault, string> = {
+  segv: "docs/spec/conformance.md#c5; cuda/README.md (crash isolation): a kernel that segfaults becomes an error check, the run goes on",
+  abort: "docs/spec/conformance.md#c5; cuda/README.md (crash isolation): a kernel that aborts becomes an error check",
+  hang: "docs/spec/conformance.md#c5; cuda/README.md (crash isolation): a kernel that never returns is killed at the timeout and becomes an error check",
+};
+const ISOLATION_NAME: Record<Fault, string> = { segv: "crash", abort: "abort", hang: "hang" };
+
+/** The checks of the machinery itself, run by the parent (after every backend's checks). */
+export function parentPlan(): ParentEntry[] {
+  const isolation = FAULTS.map((fault): IsolationEntry => ({
+    id: `C5/cpu-emu/emu/${ISOLATION_NAME[fault]}-isolation`, kind: "isolation", fault,
+    subject: { backend: "cpu-emu" }, spec: ISOLATION_SPEC[fault], tolerance: TOL_ISOLATION,
+  }));
+  const header: HeaderEntry = {
+    id: "C5/abi/header-matches-table", kind: "header", subject: {}, tolerance: TOL_EXACT,
+    spec: "docs/spec/conformance.md#c5; ffi/nlk.h vs ffi/abi.ts (the table every caller is derived from)",
+  };
+  return [...isolation, header];
+}

@@ -1,0 +1,36 @@
+/**
+ * C5's tolerances and run counts (docs/spec/README.md, tolerance policy; the flash-attention rule):
+ * the values the plan attaches to its entries and the comparison applies.
+ */
+import type { Profile } from "../../harness/check.ts";
+
+export type Runs = Readonly<Record<Profile, number>>;
+/** A check's tolerance as the report states it. */
+export type CheckTolerance = Readonly<Record<string, unknown>>;
+
+export const RUNS: Runs = { quick: 5, default: 30, deep: 300 };
+export const RUNS_E2E: Runs = { quick: 4, default: 10, deep: 100 };
+export const RUNS_GPU_BLOCKS: Runs = { quick: 2, default: 8, deep: 60 };
+export const RUNS_THREAD_MODE: Runs = { quick: 2, default: 3, deep: 20 };
+
+/** Relative floor of the flash-attention bound, per tensor and sequence. */
+export const FLOOR_REL = 1e-6;
+/** A compared tensor whose |ref64| never exceeds this in any case of a check was never exercised. */
+export const EXERCISED = 1e-6;
+
+export const TOLERANCE: CheckTolerance = {
+  kind: "flash-attention rule (docs/spec/README.md, tolerance policy)",
+  bound: "per tensor and sequence: max|kernel - ref64| <= 2 * max|ref32 - ref64| + floor",
+  ref32: "the TypeScript reference run on f32 tensors (same inputs, rounded to f32 once)",
+  floor: `${FLOOR_REL} * max|ref64|`,
+  floor_reason:
+    "on tiny cases (s = 1, d = 1) the f32 reference can be exact, while a kernel that sums in another order (threads, " +
+    "FMA on a GPU) is a few f32 roundings (2^-24 relative each) off; 1e-6 relative is ~16 roundings of the largest value",
+  vacuity: `a case whose compared references are all below ${EXERCISED} is vacuous; so is a check in which some compared tensor never exceeds it`,
+};
+export const TOL_BITWISE: CheckTolerance = { kind: "bitwise", reason: "the same kernel and inputs with the thread order reversed must give identical bits" };
+export const TOL_ISOLATION: CheckTolerance = { kind: "process isolation" };
+export const TOL_EXACT: CheckTolerance = { kind: "exact" };
+export const TOL_CRASH: CheckTolerance = { kind: "crash" };
+/** What a child-side check reports when the kernel pair it needs is missing. */
+export const TOL_PRESENCE: CheckTolerance = { kind: "presence" };
