@@ -5,7 +5,8 @@
  * builders, run through the TypeScript reference (hand-written backward) and through the
  * independent PyTorch implementation (python/nlc_torch, autograd), both in f64. Prints, per case,
  * the worst relative difference max|torch − ts| / max|ts| of y, the final state, every gradient,
- * the loss and the error buffers.
+ * the loss and the error buffers (max|ts| floored at 1e-3 of the largest tensor of the same
+ * group in the case, so that exactly-cancelling gradients compare their rounding to a scale).
  *
  *   ./node_modules/.bin/bun bridge/cross-check.ts [--cases N] [--seed S] [--large] [--rule KEY]...
  *       [--no-rules] [--no-model] [--verbose] [--tol X] [--json PATH]
@@ -14,7 +15,7 @@
  * bridge is unavailable.
  */
 import * as fc from "fast-check";
-import { buildRuleCase, clampHyper, ruleCaseSpecArb, type RuleCaseSpec, type SizeLimits } from "../conformance/rule-case.ts";
+import { buildRuleCase, clampHyper, ruleCaseSpecArb, type RuleCase, type RuleCaseSpec, type SizeLimits } from "../conformance/rule-case.ts";
 import { cmsStep } from "../oracle/cms-backward.ts";
 import { buildModelCase, chunkSizesFor, type ModelCaseSpec } from "../src/model/case.ts";
 import { pulseAt } from "../src/model/conductor.ts";
@@ -22,7 +23,9 @@ import { DEFAULT_FREQ_THRESHOLD, type MemoryRuleKey } from "../src/model/config.
 import { contextKeys } from "../src/model/context.ts";
 import { tapeStep } from "../src/model/step.ts";
 import { RULES } from "../src/rules/index.ts";
-import { frozenBackward, frozenForwardSaved, ruleBackward, ruleForwardSaved } from "../src/rules/level.ts";
+import { frozenBackward, frozenForward, frozenForwardSaved, ruleBackward, ruleForward, ruleForwardSaved } from "../src/rules/level.ts";
+import { Rng } from "../src/rng.ts";
+import { fdDirectional } from "../oracle/fd.ts";
 import { MEMORY_RULES, type RuleDecl } from "../src/rules/types.ts";
 import { Tensor } from "../src/tensor.ts";
 import { TorchBridge, probeTorch, type ModelReply } from "./torch-bridge.ts";
@@ -103,6 +106,33 @@ function diff(name: string, torch: Tensor | undefined, ts: Tensor | number | und
   return { name, rel, abs, refMax };
 }
 
+/**
+ * A tensor whose true value is (nearly) zero, e.g. a gate gradient that cancels exactly by a
+ * symmetry, compares its rounding residue to itself; the reference scale of each tensor is
+ * therefore at least FLOOR times the largest max|ts| of its group in the same case (y, final
+ * state, gradients + error buffers, context, level outputs).
+ */
+const FLOOR = 1e-3;
+
+function groupOf(name: string): string {
+  if (name.startsWith("grads.") || name.startsWith("error_buffers.")) return "grads";
+  return name.split(".")[0]!;
+}
+
+function withFloor(ds: readonly Diff[]): Diff[] {
+  const scale = new Map<string, number>();
+  for (const d of ds) {
+    const g = groupOf(d.name);
+    if (Number.isFinite(d.refMax)) scale.set(g, Math.max(scale.get(g) ?? 0, d.refMax));
+  }
+  return ds.map((d) => {
+    if (d.note !== undefined && !Number.isFinite(d.rel) && d.refMax === 0 && !Number.isFinite(d.abs)) return d;
+    const ref = Math.max(d.refMax, FLOOR * (scale.get(groupOf(d.name)) ?? 0));
+    const rel = d.abs === 0 ? 0 : ref === 0 ? Infinity : d.abs / ref;
+    return { ...d, rel };
+  });
+}
+
 function scalar(x: number): Tensor {
   return new Tensor("f64", [], Float64Array.of(x));
 }
@@ -128,7 +158,38 @@ interface RuleCaseResult {
   readonly ms: number;
   readonly roundTripMs: number;
   readonly skipped: string[];
+  readonly stateFd: StateFd | null;
 }
+
+/** torch's d loss / d initial state along u vs central differences (with a Richardson step) of the TS forward. */
+interface StateFd {
+  readonly an: number;
+  readonly fd: number;
+  /** The step that was used (the first of FD_STEPS that agrees, else the last). */
+  readonly h: number;
+  readonly ok: boolean;
+}
+
+const FD_STEPS = [1e-5, 1e-6, 1e-7];
+
+/**
+ * States at which the loss is not differentiable, so that finite differences measure a jump:
+ * Trellis' first read of S_K = 0 (nsilu's zero guard is a discontinuity), MEMORA entries at or
+ * below the 1e-8 log clamp (a kink), Lattice zero slots (the norm fallback).
+ */
+function fdSkipReason(key: string, state: Readonly<Record<string, Tensor>>): string | null {
+  const allZero = (t: Tensor | undefined) => t !== undefined && t.data.every((x) => x === 0);
+  if (key === "trellis" && allZero(state.S_K)) return "S_K = 0: nsilu guard";
+  if (key === "memora" && Object.values(state).some((t) => t.data.some((x) => x <= 1e-8 + 1e-5))) return "W <= 1e-8: log clamp";
+  if (key === "lattice" && state.S !== undefined) {
+    const S = state.S, d = S.shape[1]!;
+    for (let i = 0; i < S.shape[0]!; i++) if (S.data.subarray(i * d, (i + 1) * d).every((x) => x === 0)) return "zero slot: norm fallback";
+  }
+  return null;
+}
+
+/** The suite's finite-difference tolerance (README: rtol 1e-5, atol 1e-8). */
+const FD_RTOL = 1e-5, FD_ATOL = 1e-8;
 
 /** Hyperparameter points every run includes (fast paths, variants, clipping regimes). */
 const PINNED_HYPER: Readonly<Record<string, readonly Record<string, number | string>[]>> = {
@@ -158,8 +219,10 @@ function ruleSpecs(decl: RuleDecl, o: Options, frozen: boolean): RuleCaseSpec[] 
   return specs;
 }
 
-async function runRuleCase(br: TorchBridge, decl: RuleDecl, frozen: boolean, spec: RuleCaseSpec): Promise<RuleCaseResult> {
+async function runRuleCase(br: TorchBridge, decl: RuleDecl, frozen: boolean, spec: RuleCaseSpec,
+  edit?: (c: RuleCase) => void): Promise<RuleCaseResult> {
   const c = buildRuleCase(decl, spec, "f64", frozen);
+  edit?.(c);
   let y: Tensor, finalState: Readonly<Record<string, Tensor>>, grads: Record<string, Tensor>;
   if (frozen) {
     const r = frozenForwardSaved(decl, c.X, c.params, c.state, c.cfg);
@@ -184,12 +247,65 @@ async function runRuleCase(br: TorchBridge, decl: RuleDecl, frozen: boolean, spe
       diffs.push({ name: `grads.${n}`, rel: z === 0 ? 0 : Infinity, abs: z, refMax: 0, note: "TS returns none: torch must be 0" });
     }
   }
-  const skipped = [
-    ...Object.keys(t.state).filter((n) => !(n in finalState)).map((n) => `state.${n}`),
-    ...Object.keys(t.stateGrads).map((n) => `grads.state.${n}`),
-  ];
-  return { key: frozen ? `${decl.key}.frozen` : decl.key, spec, diffs, ms: t.ms, roundTripMs: t.roundTripMs, skipped };
+  const skipped = Object.keys(t.state).filter((n) => !(n in finalState)).map((n) => `state.${n}`);
+  // The TS reference has no gradient of the initial state: torch's is checked against central
+  // differences of the TS forward along one random direction instead.
+  const names = Object.keys(c.state).filter((n) => t.stateGrads[n] !== undefined);
+  let stateFd: StateFd | null = null;
+  const skip = fdSkipReason(decl.key, c.state);
+  if (names.length > 0 && skip === null) {
+    const rng = new Rng(spec.seed ^ 0x5eed);
+    const us = names.map((n) => Float64Array.from({ length: c.state[n]!.size }, () => rng.uniform(-1, 1)));
+    const loss = () => {
+      const y2 = frozen ? frozenForward(decl, c.X, c.params, c.state, c.cfg) : ruleForward(decl, c.X, c.params, c.state, c.cfg).y;
+      let acc = 0;
+      for (let i = 0; i < y2.size; i++) acc += y2.data[i]! * c.dy.data[i]!;
+      return acc;
+    };
+    let an = 0;
+    names.forEach((n, k) => {
+      const g = t.stateGrads[n]!.data, u = us[k]!;
+      for (let i = 0; i < u.length; i++) an += g[i]! * u[i]!;
+    });
+    // Strongly curved states (an L_q normalisation of a near-zero accumulator) need smaller steps.
+    for (const h of FD_STEPS) {
+      const fd = fdDirectional(loss, names.map((n) => c.state[n]!), us, h);
+      stateFd = { an, fd, h, ok: Math.abs(an - fd) <= FD_ATOL + FD_RTOL * Math.abs(fd) };
+      if (stateFd.ok) break;
+    }
+  }
+  return { key: frozen ? `${decl.key}.frozen` : decl.key, spec, diffs: withFloor(diffs), ms: t.ms, roundTripMs: t.roundTripMs, skipped, stateFd };
 }
+
+/**
+ * Edge cases at the guards of the math: a zero input row (L2 normalisation below its eps, the
+ * gates' pre-activation exactly at the bias 0, so softplus'(0) = 1/2), zero states (MLP
+ * stationary point, MEMORA's log clamp, Trellis' nsilu guard, Lattice's norm fallback).
+ */
+interface Edge {
+  readonly id: string;
+  readonly rules: readonly string[];
+  edit(c: RuleCase): void;
+}
+
+function zeroRow(c: RuleCase, t: number): void {
+  const d = c.cfg.d;
+  if (t < c.cfg.seq_len) c.X.data.fill(0, t * d, (t + 1) * d);
+}
+
+function zeroBiases(c: RuleCase): void {
+  for (const n of ["b_alpha", "b_theta", "b_eta"]) c.params[n]?.data.fill(0);
+}
+
+function zeroState(c: RuleCase): void {
+  for (const t of Object.values(c.state)) t.data.fill(0);
+}
+
+const EDGES: readonly Edge[] = [
+  { id: "zero X row, zero gate biases", rules: [...MEMORY_RULES, "swa"], edit: (c) => { zeroRow(c, 1); zeroBiases(c); } },
+  { id: "zero state", rules: MEMORY_RULES, edit: zeroState },
+  { id: "zero state and zero X rows 0, 2", rules: MEMORY_RULES, edit: (c) => { zeroState(c); zeroRow(c, 0); zeroRow(c, 2); } },
+];
 
 // ── model cases ─────────────────────────────────────────────────────────────────────────────
 
@@ -198,6 +314,8 @@ interface ModelCaseResult {
   readonly diffs: Diff[];
   readonly tapeDiffs: Diff[];
   readonly activeMatch: boolean;
+  /** torch's active levels, e.g. "TTFF". */
+  readonly pattern: string;
   readonly ms: number;
 }
 
@@ -282,10 +400,11 @@ async function runModelCase(br: TorchBridge, def: ModelCaseDef): Promise<ModelCa
     });
     r.levelOutputs.forEach((y, l) => ds.push(diff(`level_outputs.${l}`, t.levelOutputs[l], y)));
     if (r.gates !== null) r.gates.forEach((g, l) => ds.push(diff(`gates.${l}`, scalar(t.gates?.[l] ?? NaN), g)));
-    return ds;
+    return withFloor(ds);
   };
   const activeMatch = ref.active.length === t.active.length && ref.active.every((a, l) => a === t.active[l]);
-  return { id: def.id, diffs: compare(ref), tapeDiffs: compare(tape), activeMatch, ms: t.ms };
+  const pattern = t.active.map((a) => (a ? "T" : "F")).join("");
+  return { id: def.id, diffs: compare(ref), tapeDiffs: compare(tape), activeMatch, pattern, ms: t.ms };
 }
 
 // ── main ────────────────────────────────────────────────────────────────────────────────────
@@ -305,7 +424,15 @@ function median(xs: number[]): number {
   return s.length === 0 ? NaN : s[Math.floor(s.length / 2)]!;
 }
 
-interface RuleAgg { y: Diff[]; st: Diff[]; gr: Diff[]; ms: number[]; rt: number[]; n: number; vac: number }
+interface RuleAgg { y: Diff[]; st: Diff[]; gr: Diff[]; fd: StateFd[]; ms: number[]; rt: number[]; n: number; vac: number }
+
+/** Worst |torch − FD| / max(|FD|, atol/rtol) over the cases, and how many were within the FD tolerance. */
+function fdCell(fds: readonly StateFd[]): string {
+  if (fds.length === 0) return "-";
+  let w = 0;
+  for (const f of fds) w = Math.max(w, Math.abs(f.an - f.fd) / Math.max(Math.abs(f.fd), FD_ATOL / FD_RTOL));
+  return `${fmt(w)} ${fds.filter((f) => f.ok).length}/${fds.length}`;
+}
 
 async function main(): Promise<number> {
   const o = parseArgs(process.argv.slice(2));
@@ -324,11 +451,12 @@ async function main(): Promise<number> {
     console.log("\n== rule cases: max|torch − ts| / max|ts| ==");
     const perRule: Record<string, RuleAgg> = {};
     const all: RuleCaseResult[] = [];
+    const edgeRows: string[] = [];
     for (const decl of RULES) {
       for (const frozen of decl.frozen === null ? [false] : [false, true]) {
         const key = frozen ? `${decl.key}.frozen` : decl.key;
         if (o.rules.length > 0 && !o.rules.includes(key) && !o.rules.includes(decl.key)) continue;
-        const agg: RuleAgg = { y: [], st: [], gr: [], ms: [], rt: [], n: 0, vac: 0 };
+        const agg: RuleAgg = { y: [], st: [], gr: [], fd: [], ms: [], rt: [], n: 0, vac: 0 };
         perRule[key] = agg;
         for (const spec of ruleSpecs(decl, o, frozen)) {
           const r = await runRuleCase(br, decl, frozen, spec);
@@ -342,31 +470,53 @@ async function main(): Promise<number> {
           if (gr) agg.gr.push(gr);
           if (r.diffs.some((d) => d.refMax === 0 && d.abs === 0 && d.name === "y")) agg.vac++;
           const bad = r.diffs.filter((d) => !(d.rel <= o.tol));
-          failures += bad.length > 0 ? 1 : 0;
+          if (r.stateFd !== null) agg.fd.push(r.stateFd);
+          const fdBad = r.stateFd !== null && !r.stateFd.ok;
+          failures += bad.length > 0 || fdBad ? 1 : 0;
           const h = Object.entries(spec.hyper).map(([n, v]) => `${n}=${typeof v === "number" ? +v.toPrecision(3) : v}`).join(",");
-          if (o.verbose || bad.length > 0) {
+          if (o.verbose || bad.length > 0 || fdBad) {
             console.log(`${key.padEnd(15)} d=${spec.d} s=${spec.seq_len} ${spec.alpha}/${spec.theta}/${spec.state} seed=${spec.seed} ${h}` +
-              ` | y ${cell(y)} | state ${cell(st, true)} | grads ${cell(gr, true)} | ${r.ms.toFixed(2)} ms` +
-              (bad.length ? `  FAIL: ${bad.map((d) => `${d.name} ${fmt(d.rel)}${d.note ? ` (${d.note})` : ""}`).join("; ")}` : ""));
+              ` | y ${cell(y)} | state ${cell(st, true)} | grads ${cell(gr, true)} | d/dstate FD ${fdCell(r.stateFd === null ? [] : [r.stateFd])} | ${r.ms.toFixed(2)} ms` +
+              (bad.length ? `  FAIL: ${bad.map((d) => `${d.name} ${fmt(d.rel)}${d.note ? ` (${d.note})` : ""}`).join("; ")}` : "") +
+              (fdBad ? `  FAIL: d/dstate torch ${r.stateFd!.an} vs FD ${r.stateFd!.fd} (h ${r.stateFd!.h})` : ""));
           }
         }
       }
     }
-    console.log(`\n${"rule".padEnd(16)}${"cases".padStart(6)}  ${"y".padEnd(9)}${"state".padEnd(22)}${"grads".padEnd(26)}ms(bridge) ms(round trip)`);
+    console.log("\n-- edge cases --");
+    for (const edge of EDGES) {
+      for (const decl of RULES) {
+        if (!edge.rules.includes(decl.key)) continue;
+        for (const frozen of decl.frozen === null ? [false] : [false, true]) {
+          const key = frozen ? `${decl.key}.frozen` : decl.key;
+          if (o.rules.length > 0 && !o.rules.includes(key) && !o.rules.includes(decl.key)) continue;
+          const spec: RuleCaseSpec = { d: 4, seq_len: 4, hyper: {}, alpha: "mid", theta: "large", state: "random", seed: 77 };
+          const r = await runRuleCase(br, decl, frozen, spec, edge.edit);
+          const bad = r.diffs.filter((d) => !(d.rel <= o.tol));
+          failures += bad.length > 0 ? 1 : 0;
+          const y = group(r.diffs, "y"), st = group(r.diffs, "state."), gr = group(r.diffs, "grads.");
+          const zero = r.diffs.filter((d) => d.refMax === 0 && d.abs === 0).length;
+          edgeRows.push(`${edge.id.padEnd(34)} ${key.padEnd(15)} y ${cell(y).padEnd(8)} state ${cell(st).padEnd(8)} grads ${cell(gr, true).padEnd(20)} all-zero ${zero}/${r.diffs.length}  d/dstate FD ${fdCell(r.stateFd === null ? [] : [r.stateFd])}` +
+            (bad.length ? `  FAIL: ${bad.map((d) => `${d.name} ${fmt(d.rel)}`).join("; ")}` : ""));
+        }
+      }
+    }
+    console.log(edgeRows.join("\n"));
+    console.log(`\n${"rule".padEnd(16)}${"cases".padStart(6)}  ${"y".padEnd(9)}${"state".padEnd(22)}${"grads".padEnd(26)}${"d/dstate vs FD".padEnd(18)}ms(bridge) ms(round trip)`);
     for (const [key, a] of Object.entries(perRule)) {
       console.log(`${key.padEnd(16)}${String(a.n).padStart(6)}  ${cell(worst(a.y)).padEnd(9)}${cell(worst(a.st), true).padEnd(22)}` +
-        `${cell(worst(a.gr), true).padEnd(26)}${median(a.ms).toFixed(2).padStart(6)}     ${median(a.rt).toFixed(2).padStart(6)}`);
+        `${cell(worst(a.gr), true).padEnd(26)}${fdCell(a.fd).padEnd(18)}${median(a.ms).toFixed(2).padStart(6)}     ${median(a.rt).toFixed(2).padStart(6)}`);
     }
     const skipped = new Set(all.flatMap((r) => r.skipped.map((s) => `${r.key}:${s.replace(/^grads\.state\..*/, "grads.state.*")}`)));
     console.log(`\nnot compared (torch only): ${[...skipped].sort().join(", ")}`);
     report.rules = Object.fromEntries(Object.entries(perRule).map(([k, a]) => [k, {
-      cases: a.n, y: worst(a.y), state: worst(a.st), grads: worst(a.gr), medianMs: median(a.ms), medianRoundTripMs: median(a.rt),
+      cases: a.n, y: worst(a.y), state: worst(a.st), grads: worst(a.gr), stateFd: fdCell(a.fd), medianMs: median(a.ms), medianRoundTripMs: median(a.rt),
     }]));
   }
 
   if (o.doModel) {
     console.log("\n== model cases (MAG + CMS): torch vs hand-written oracle [vs tape] ==");
-    console.log(`${"case".padEnd(44)}${"loss".padEnd(9)}${"model grads".padEnd(24)}${"level grads".padEnd(26)}${"buffers".padEnd(10)}${"context".padEnd(10)}active  [tape worst]   ms`);
+    console.log(`${"case".padEnd(46)}${"loss".padEnd(9)}${"model grads".padEnd(24)}${"level grads".padEnd(26)}${"buffers".padEnd(10)}${"context".padEnd(10)}active  [tape worst]   ms`);
     const rows: unknown[] = [];
     for (const def of modelCases(o)) {
       const r = await runModelCase(br, def);
@@ -374,8 +524,8 @@ async function main(): Promise<number> {
       const eb = group(r.diffs, "error_buffers."), cx = group(r.diffs, "context."), tw = worst(r.tapeDiffs);
       const bad = r.diffs.filter((d) => !(d.rel <= o.tol));
       if (bad.length > 0 || !r.activeMatch) failures++;
-      console.log(`${def.id.padEnd(44)}${cell(loss).padEnd(9)}${cell(gm, true).padEnd(24)}${cell(gl, true).padEnd(26)}${cell(eb).padEnd(10)}` +
-        `${cell(cx).padEnd(10)}${(r.activeMatch ? "same" : "DIFF").padEnd(8)}${cell(tw).padEnd(13)}${r.ms.toFixed(1)}` +
+      console.log(`${def.id.padEnd(46)}${cell(loss).padEnd(9)}${cell(gm, true).padEnd(24)}${cell(gl, true).padEnd(26)}${cell(eb).padEnd(10)}` +
+        `${cell(cx).padEnd(10)}${(r.pattern + (r.activeMatch ? "" : "≠ts")).padEnd(8)}${cell(tw).padEnd(13)}${r.ms.toFixed(1)}` +
         (bad.length ? `  FAIL: ${bad.slice(0, 4).map((d) => `${d.name} ${fmt(d.rel)}${d.note ? ` (${d.note})` : ""}`).join("; ")}` : ""));
       if (o.verbose) for (const d of r.diffs) console.log(`    ${d.name.padEnd(32)} ${fmt(d.rel)}  (max|ts| ${fmt(d.refMax)})`);
       rows.push({ id: def.id, worst: worst(r.diffs), loss, activeMatch: r.activeMatch, tapeWorst: tw, ms: r.ms });
