@@ -384,6 +384,11 @@ export class TorchBridge {
     return b;
   }
 
+  /** The live process id (null before start or after it died). */
+  get pid(): number | null {
+    return this.proc !== null && this.proc.dead === null ? this.proc.sub.pid : null;
+  }
+
   get info(): HelloInfo {
     if (this._info === null) throw new TorchBridgeError("protocol", "torch bridge: not started");
     return this._info;

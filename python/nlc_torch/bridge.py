@@ -85,9 +85,9 @@ class Channel:
         return b"".join(chunks)
 
     def write(self, header: dict, tensors: List[Tuple[str, "object"]] = ()) -> None:
-        import torch
         specs, blobs = [], []
-        for name, t in tensors:
+        for name, t in tensors:  # torch is imported only when there are tensors to send
+            import torch
             t = t.detach().to(torch.float64).contiguous().cpu()
             b = t.numpy().tobytes() if hasattr(t, "numpy") and _has_numpy() else _tensor_bytes(t)
             specs.append({"name": name, "shape": list(t.shape), "nbytes": len(b)})
