@@ -1,0 +1,5 @@
+"""nlc_torch: an independent PyTorch implementation of the nl-conformance memory rules and the
+MAG + CMS model (spec README D19: forwards only, every gradient from torch.autograd), and the
+bridge process through which the TypeScript suite talks to it. f64 throughout."""
+
+PROTOCOL_VERSION = 1

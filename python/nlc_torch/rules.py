@@ -1,0 +1,509 @@
+"""Torch forwards of every memory rule (active and frozen) and of SWA, written from the math sheets
+(/work/shared/spec/rules-titans-family.md, rules-miras-compression.md) and the README decisions.
+
+Only FORWARDS live here: every gradient (parameters, level input X, initial state) comes from
+torch.autograd. f64 throughout. Nothing is modified in place, so autograd sees the whole graph.
+
+Level machinery (D1, sheets §1.3-§1.4):
+    k = X W_K^T, v = X W_V^T, q = X W_Q^T
+    Delta/Titans (active path only): k, q <- rows / max(||row||, 1e-8)
+    c_t = [k_t; v_t];  alpha = sigmoid(b + w.c), theta = softplus(b + w.c), eta = sigmoid(b + w.c)
+    Atlas: omega_t = W_omega silu(c_t)
+Frozen reads use q = X W_Q^T only (no normalisation) and each rule's own read (D3).
+"""
+from __future__ import annotations
+
+import math
+import struct
+from typing import Callable, Dict, List, Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+
+DT = torch.float64
+Tensor = torch.Tensor
+State = Dict[str, Tensor]
+Config = Dict[str, object]
+
+NORM_EPS = 1e-8  # L2 row normalisation (sheet 1 §1.2)
+
+
+class InputError(ValueError):
+    """Bad input: the message names the field."""
+
+
+# ── scalar functions (D6: stable formulas, no saturation cut) ────────────────────────────────
+
+def sigmoid(x: Tensor) -> Tensor:
+    return torch.sigmoid(x)
+
+
+def softplus(x: Tensor) -> Tensor:
+    # ln(1 + e^x) = -log(sigmoid(-x)); torch's logsigmoid is max/log1p-stable, and its derivative
+    # is exactly sigmoid(x). (F.softplus has a threshold=20 cut, which D6 forbids.)
+    return -F.logsigmoid(-x)
+
+
+def silu(x: Tensor) -> Tensor:
+    return x * torch.sigmoid(x)
+
+
+def silu_prime(x: Tensor) -> Tensor:
+    """silu'(x) = s(1 + x(1 - s)), written as a differentiable expression so that autograd
+    supplies the silu'' terms of the MLP rules' inner gradient (D2)."""
+    s = torch.sigmoid(x)
+    return s * (1 + x * (1 - s))
+
+
+def init_hash(n: int) -> Tensor:
+    """README "Fixture details": fround(u32) / 2^32, u32 = (i * 2654435761) mod 2^32, the u32
+    rounded to f32 (round to nearest even, via struct's C cast) in both dtypes."""
+    out = []
+    for i in range(n):
+        u = (i * 2654435761) % (1 << 32)
+        f32 = struct.unpack("<f", struct.pack("<f", float(u)))[0]
+        out.append(f32 / 4294967296.0)
+    return torch.tensor(out, dtype=DT)
+
+
+def l2_rows(x: Tensor) -> Tensor:
+    n = torch.linalg.vector_norm(x, dim=1, keepdim=True)
+    return x / torch.clamp(n, min=NORM_EPS)
+
+
+# ── declarations ─────────────────────────────────────────────────────────────────────────────
+
+MEMORY_PARAMS = ["W_K", "W_V", "W_Q", "w_alpha", "b_alpha", "w_theta", "b_theta", "w_eta", "b_eta"]
+ATTENTION_PARAMS = ["W_q", "W_k", "W_v"]
+
+# hyperparameter: (kind, default). Defaults are the TypeScript declarations' defaults; a caller
+# should pass every hyperparameter explicitly.
+HYPER: Dict[str, Dict[str, Tuple[str, object]]] = {
+    "delta": {}, "titans": {}, "hebbian": {}, "atlas": {},
+    "moneta": {"d_hidden": ("int", 4), "p": ("real", 2.0), "q": ("real", 2.0), "lambda_2": ("real", 0.01),
+               "sign_sharpness": ("real", 10.0)},
+    "yaad": {"d_hidden": ("int", 4), "delta": ("real", 1.0), "lambda_local": ("real", 0.01), "lambda_2": ("real", 0.01)},
+    "memora": {"d_hidden": ("int", 4)},
+    "lattice": {"m_slots": ("int", 4), "variant": ("enum:decode|encode|similarity", "decode")},
+    "trellis": {"d_compress": ("int", 4), "lambda_k": ("real", 0.01), "lambda_v": ("real", 0.01)},
+    "swa": {"heads": ("int", 1), "window": ("int", 4)},
+}
+
+GATES = {
+    "delta": ("alpha", "theta"), "titans": ("alpha", "theta", "eta"), "hebbian": ("alpha",),
+    "atlas": ("alpha", "theta", "eta"), "moneta": ("alpha", "theta"), "yaad": ("alpha", "theta"),
+    "memora": ("alpha", "theta"), "lattice": ("alpha",), "trellis": ("alpha", "theta"), "swa": (),
+}
+NORMALIZE_KQ = {"delta", "titans"}
+# Names a caller may pass in `state` that the rule derives from W1/W2 at call start (ignored).
+DERIVED_STATE = {"moneta": ("A1", "A2"), "yaad": ("B1", "B2")}
+# State that restarts at zero on every model step (D7: Titans/Atlas momentum).
+STEP_LOCAL_STATE = {"titans": ("S",), "atlas": ("S",)}
+
+RULE_KEYS = ["delta", "titans", "hebbian", "atlas", "moneta", "yaad", "memora", "lattice", "trellis", "swa"]
+MEMORY_RULES = [k for k in RULE_KEYS if k != "swa"]
+
+
+def param_shapes(key: str, cfg: Config) -> Dict[str, Tuple[int, ...]]:
+    d = int(cfg["d"])
+    if key == "swa":
+        return {"W_q": (d, d), "W_k": (d, d), "W_v": (d, d)}
+    s = {"W_K": (d, d), "W_V": (d, d), "W_Q": (d, d), "w_alpha": (2 * d,), "b_alpha": (1,),
+         "w_theta": (2 * d,), "b_theta": (1,), "w_eta": (2 * d,), "b_eta": (1,)}
+    if key == "atlas":
+        s["W_omega"] = (d, 2 * d)
+    return s
+
+
+def state_shapes(key: str, cfg: Config) -> Dict[str, Tuple[int, ...]]:
+    d = int(cfg["d"])
+    if key in ("delta", "hebbian"):
+        return {"M": (d, d)}
+    if key in ("titans", "atlas"):
+        return {"M": (d, d), "S": (d, d)}
+    if key in ("moneta", "yaad", "memora"):
+        dh = int(cfg["d_hidden"])
+        return {"W1": (dh, d), "W2": (d, dh)}
+    if key == "lattice":
+        return {"S": (int(cfg["m_slots"]), d)}
+    if key == "trellis":
+        dk = int(cfg["d_compress"])
+        return {"S_K": (dk, d), "S_V": (d, dk)}
+    return {}
+
+
+def init_state(key: str, cfg: Config) -> State:
+    """D4 initial states."""
+    d = int(cfg["d"])
+    shapes = state_shapes(key, cfg)
+    if key in ("moneta", "yaad"):
+        dh = int(cfg["d_hidden"])
+        c = 0.1 * math.sqrt(2.0 / (d + dh))
+        return {"W1": (c * (init_hash(dh * d) - 0.5)).reshape(dh, d), "W2": torch.zeros(d, dh, dtype=DT)}
+    if key == "memora":
+        dh = int(cfg["d_hidden"])
+        W1 = torch.softmax((0.1 * (init_hash(dh * d) - 0.5)).reshape(dh, d), dim=1)
+        return {"W1": W1, "W2": torch.full((d, dh), 1.0 / dh, dtype=DT)}
+    if key == "lattice":
+        m = int(cfg["m_slots"])
+        S = (init_hash(m * d) - 0.5).reshape(m, d)
+        n = torch.linalg.vector_norm(S, dim=1, keepdim=True)
+        return {"S": torch.where(n > 1e-8, S / torch.where(n > 1e-8, n, torch.ones_like(n)), S)}
+    return {name: torch.zeros(*shape, dtype=DT) for name, shape in shapes.items()}
+
+
+def resolve_config(key: str, cfg: Config) -> Config:
+    """Fills defaults and checks what the math needs; errors name the field."""
+    if key not in HYPER:
+        raise InputError(f"rule: unknown rule key '{key}' (known: {', '.join(RULE_KEYS)})")
+    out: Dict[str, object] = {}
+    for name in ("d", "seq_len"):
+        v = cfg.get(name)
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or v != int(v) or v < 1:
+            raise InputError(f"config.{name}: expected a positive integer, got {v!r}")
+        out[name] = int(v)
+    for name, (kind, default) in HYPER[key].items():
+        v = cfg.get(name, default)
+        if kind.startswith("enum:"):
+            if v not in kind[5:].split("|"):
+                raise InputError(f"config.{name}: expected one of {kind[5:]}, got {v!r}")
+        elif kind == "int":
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or v != int(v) or v < 1:
+                raise InputError(f"config.{name}: expected a positive integer, got {v!r}")
+            v = int(v)
+        else:
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
+                raise InputError(f"config.{name}: expected a finite number, got {v!r}")
+            v = float(v)
+        out[name] = v
+    if key == "trellis" and out["d_compress"] > out["d"]:
+        raise InputError(f"config.d_compress: {out['d_compress']} must be <= d = {out['d']}")
+    if key == "swa" and out["d"] % out["heads"] != 0:
+        raise InputError(f"config.heads: {out['heads']} must divide d = {out['d']}")
+    for name, v in cfg.items():
+        if name not in out and name not in ("d", "seq_len"):
+            out[name] = v  # unknown keys are carried, not used
+    return out
+
+
+# ── per-token inner recurrences (active path) ────────────────────────────────────────────────
+# Arguments: k, v, q, x [s,d]; gates {name: [s]}; omega [s,d] or None; state; cfg.
+# Return: y [s,d], final state.
+
+def _delta(k, v, q, x, g, omega, st, cfg):
+    M = st["M"]
+    ys = []
+    for t in range(k.shape[0]):
+        e = M @ k[t] - v[t]                                   # L2 bias: psi(e) = e
+        M = (1 - g["alpha"][t]) * M - g["theta"][t] * torch.outer(e, k[t])
+        ys.append(M @ q[t])                                   # read after write
+    return torch.stack(ys), {"M": M}
+
+
+def _titans(k, v, q, x, g, omega, st, cfg):
+    M, S = st["M"], st["S"]
+    ys = []
+    for t in range(k.shape[0]):
+        e = M @ k[t] - v[t]
+        S = g["eta"][t] * S - g["theta"][t] * torch.outer(e, k[t])   # EMA momentum
+        M = (1 - g["alpha"][t]) * M + S
+        ys.append(M @ q[t])
+    return torch.stack(ys), {"M": M, "S": S}
+
+
+def _hebbian(k, v, q, x, g, omega, st, cfg):
+    M = st["M"]
+    ys = []
+    for t in range(k.shape[0]):
+        M = (1 - g["alpha"][t]) * M + torch.outer(v[t], k[t])
+        ys.append(M @ q[t])
+    return torch.stack(ys), {"M": M}
+
+
+def _atlas(k, v, q, x, g, omega, st, cfg):
+    M, S = st["M"], st["S"]
+    ys = []
+    for t in range(k.shape[0]):
+        S = g["eta"][t] * S - g["theta"][t] * torch.outer(omega[t], k[t])  # state-independent direction
+        M = (1 - g["alpha"][t]) * M + S
+        ys.append(M @ q[t])
+    return torch.stack(ys), {"M": M, "S": S}
+
+
+def _mlp_read(W1: Tensor, W2: Tensor, q: Tensor) -> Tensor:
+    return W2 @ silu(W1 @ q)
+
+
+def _mlp_inner_grad(W1, W2, k, v, psi: Callable[[Tensor], Tensor]):
+    """The inner gradient of the 2-layer MLP memory at (W1, W2) for key k, value v, with the
+    attentional bias psi applied to the error (sheet 2 §2.4): G1 = (W2^T g ⊙ silu'(a)) k^T, G2 = g h^T."""
+    a = W1 @ k
+    h = silu(a)
+    e = W2 @ h - v
+    gg = psi(e)
+    G2 = torch.outer(gg, h)
+    u = (W2.t() @ gg) * silu_prime(a)
+    G1 = torch.outer(u, k)
+    return G1, G2, e
+
+
+def lp_bias(p: float, a: float) -> Callable[[Tensor], Tensor]:
+    """Sheet 2 §2.3 dispatch; p = 2 keeps the factor 2."""
+    if abs(p - 2) < 1e-6:
+        return lambda e: 2 * e
+    if abs(p - 1) < 1e-6:
+        return lambda e: torch.tanh(a * e)
+    return lambda e: p * torch.tanh(a * e) * torch.pow(e * e + 1e-6, (p - 1) / 2)
+
+
+def lq_normalize(A: Tensor, q: float) -> Tensor:
+    """Sheet 2 §2.5: N_q(A) = A / n^{q-2}, n = (sum (A^2 + 1e-12)^{q/2})^{1/q}; A where n^{q-2} < 1e-30."""
+    n = torch.pow(torch.pow(A * A + 1e-12, q / 2).sum(), 1.0 / q)
+    s = torch.pow(n, q - 2)
+    if float(s) < 1e-30:
+        return A
+    return A / s
+
+
+def _moneta(k, v, q, x, g, omega, st, cfg):
+    p, lq, l2, a = float(cfg["p"]), float(cfg["q"]), float(cfg["lambda_2"]), float(cfg["sign_sharpness"])
+    psi = lp_bias(p, a)
+    l2path = abs(lq - 2) < 1e-6
+    W1, W2 = st["W1"], st["W2"]
+    A1, A2 = W1, W2            # A_0 = W_0 at the start of every call (README "Fixture details")
+    ys = []
+    for t in range(k.shape[0]):
+        al, th = g["alpha"][t], g["theta"][t]
+        G1, G2, _ = _mlp_inner_grad(W1, W2, k[t], v[t], psi)
+        if l2path:
+            W1, W2 = al * W1 - th * (G1 + 2 * l2 * W1), al * W2 - th * (G2 + 2 * l2 * W2)
+        else:
+            A1 = al * A1 - th * (G1 + 2 * l2 * W1)       # G and the lambda term at the normalised W_t
+            A2 = al * A2 - th * (G2 + 2 * l2 * W2)
+            W1, W2 = lq_normalize(A1, lq), lq_normalize(A2, lq)
+        ys.append(_mlp_read(W1, W2, q[t]))                # read after write
+    final = {"W1": W1, "W2": W2}
+    if not l2path:
+        final.update({"A1": A1, "A2": A2})
+    return torch.stack(ys), final
+
+
+def _yaad(k, v, q, x, g, omega, st, cfg):
+    delta, lloc, l2 = float(cfg["delta"]), float(cfg["lambda_local"]), float(cfg["lambda_2"])
+
+    def huber(e):  # |e| = delta takes the clipped branch (sheet 2 §3.3)
+        return torch.where(e.abs() < delta, e, delta * torch.sign(e))
+
+    W1, W2 = st["W1"], st["W2"]
+    B1, B2 = W1, W2            # boundary snapshot: the state at the start of this call
+    ys = []
+    for t in range(k.shape[0]):
+        al, th = g["alpha"][t], g["theta"][t]
+        G1, G2, _ = _mlp_inner_grad(W1, W2, k[t], v[t], huber)
+        W1, W2 = (al * W1 - th * (G1 + 2 * lloc * (W1 - B1) + 2 * l2 * W1),
+                  al * W2 - th * (G2 + 2 * lloc * (W2 - B2) + 2 * l2 * W2))
+        ys.append(_mlp_read(W1, W2, q[t]))
+    return torch.stack(ys), {"W1": W1, "W2": W2, "B1": B1, "B2": B2}
+
+
+def _logc(w: Tensor) -> Tensor:
+    return torch.log(torch.clamp(w, min=1e-8))
+
+
+def _memora(k, v, q, x, g, omega, st, cfg):
+    W1, W2 = st["W1"], st["W2"]
+    ys = []
+    for t in range(k.shape[0]):
+        al, th = g["alpha"][t], g["theta"][t]
+        ys.append(_mlp_read(W1, W2, q[t]))                # read BEFORE write
+        G1, G2, _ = _mlp_inner_grad(W1, W2, k[t], v[t], lambda e: e)   # L2 bias, no factor 2
+        W1 = torch.softmax(al * _logc(W1) - th * G1, dim=1)
+        W2 = torch.softmax(al * _logc(W2) - th * G2, dim=1)
+    return torch.stack(ys), {"W1": W1, "W2": W2}
+
+
+def _lattice_read(S: Tensor, q: Tensor) -> Tensor:
+    w = torch.softmax(S @ q, dim=0)
+    return w @ S
+
+
+def _lattice(k, v, q, x, g, omega, st, cfg):
+    variant = cfg["variant"]
+    S = st["S"]
+    ys = []
+    for t in range(k.shape[0]):
+        ys.append(_lattice_read(S, q[t]))                 # read BEFORE write
+        gamma = sigmoid(S @ k[t])                         # [m] slot gates
+        if variant == "decode":
+            u = v[t].expand_as(S)
+        elif variant == "encode":
+            u = k[t].expand_as(S)
+        else:
+            u = v[t] - (S @ v[t])[:, None] * S
+        delta = g["alpha"][t] * gamma[:, None] * u
+        p = (S * delta).sum(dim=1)
+        ut = (1 - p)[:, None] * S + delta                 # tangent-plane step
+        n = torch.linalg.vector_norm(ut, dim=1, keepdim=True)
+        ok = n > 1e-8
+        S = torch.where(ok, ut / torch.where(ok, n, torch.ones_like(n)), S)   # fallback: keep the slot
+    return torch.stack(ys), {"S": S}
+
+
+def nsilu(u: Tensor) -> Tensor:
+    """Sheet 2 §6.3: sqrt(dk) silu(u) / ||silu(u)||, the zero vector when the norm <= 1e-8."""
+    s = silu(u)
+    n = torch.linalg.vector_norm(s)
+    if not float(n) > 1e-8:
+        return torch.zeros_like(u)
+    return math.sqrt(u.shape[0]) * s / n
+
+
+def _trellis(k, v, q, x, g, omega, st, cfg):
+    lk, lv = float(cfg["lambda_k"]), float(cfg["lambda_v"])
+    SK, SV = st["S_K"], st["S_V"]
+    dk = SK.shape[0]
+    ys = []
+    for t in range(k.shape[0]):
+        al, th = g["alpha"][t], g["theta"][t]
+        ys.append(SV @ nsilu(SK @ q[t]))                  # read BEFORE write
+        ek = SK @ x[t] - k[t][:dk]                        # pass 1: target = first dk comps of k
+        SK_new = (1 - al) * SK - th * (torch.outer(ek, x[t]) + lk * SK)   # lambda, not 2 lambda
+        c = nsilu(SK_new @ x[t])                          # pass 2 uses the UPDATED S_K
+        ev = SV @ c - v[t]
+        SV = (1 - al) * SV - th * (torch.outer(ev, c) + lv * SV)
+        SK = SK_new
+    return torch.stack(ys), {"S_K": SK, "S_V": SV}
+
+
+INNER = {
+    "delta": _delta, "titans": _titans, "hebbian": _hebbian, "atlas": _atlas, "moneta": _moneta,
+    "yaad": _yaad, "memora": _memora, "lattice": _lattice, "trellis": _trellis,
+}
+
+
+# ── frozen reads (D3: each rule's own read of its state) ─────────────────────────────────────
+
+def _frozen_read(key: str, q: Tensor, st: State, cfg: Config) -> Tensor:
+    if key in ("delta", "titans", "hebbian", "atlas"):
+        return q @ st["M"].t()                                       # y_t = M q_t
+    if key in ("moneta", "yaad", "memora"):
+        return silu(q @ st["W1"].t()) @ st["W2"].t()                 # y_t = W2 silu(W1 q_t)
+    if key == "lattice":
+        S = st["S"]
+        return torch.softmax(q @ S.t(), dim=1) @ S                   # y_t = sum_i softmax(S q_t)_i S_i
+    if key == "trellis":
+        return torch.stack([st["S_V"] @ nsilu(st["S_K"] @ q[t]) for t in range(q.shape[0])])
+    raise InputError(f"rule: '{key}' has no frozen variant")
+
+
+# ── SWA (sheet 1 §7) ─────────────────────────────────────────────────────────────────────────
+
+def swa(Q: Tensor, K: Tensor, V: Tensor, heads: int, window: int) -> Tensor:
+    s, d = Q.shape
+    hd = d // heads
+    i = torch.arange(s)[:, None]
+    j = torch.arange(s)[None, :]
+    allowed = (j <= i) & (j > i - window)
+    outs = []
+    for h in range(heads):
+        sl = slice(h * hd, (h + 1) * hd)
+        scores = (Q[:, sl] @ K[:, sl].t()) / math.sqrt(hd)
+        P = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=1)
+        outs.append(P @ V[:, sl])
+    return torch.cat(outs, dim=1)
+
+
+# ── whole level ──────────────────────────────────────────────────────────────────────────────
+
+def level_forward(key: str, X: Tensor, P: Dict[str, Tensor], st: State, cfg: Config) -> Tuple[Tensor, State]:
+    """Active path of one level (or SWA): returns y [s,d] and the final state."""
+    if key == "swa":
+        y = swa(X @ P["W_q"].t(), X @ P["W_k"].t(), X @ P["W_v"].t(), int(cfg["heads"]), int(cfg["window"]))
+        return y, {}
+    k = X @ P["W_K"].t()
+    v = X @ P["W_V"].t()
+    q = X @ P["W_Q"].t()
+    if key in NORMALIZE_KQ:
+        k, q = l2_rows(k), l2_rows(q)
+    c = torch.cat([k, v], dim=1)                      # c_t = [k_t; v_t], k first
+    gate_fn = {"alpha": sigmoid, "theta": softplus, "eta": sigmoid}
+    gates = {name: gate_fn[name](c @ P[f"w_{name}"] + P[f"b_{name}"][0]) for name in GATES[key]}
+    omega = silu(c) @ P["W_omega"].t() if key == "atlas" else None
+    return INNER[key](k, v, q, X, gates, omega, st, cfg)
+
+
+def frozen_forward(key: str, X: Tensor, P: Dict[str, Tensor], st: State, cfg: Config) -> Tensor:
+    """Frozen read of one level: q = X W_Q^T without normalisation (D1), then the rule's read."""
+    return _frozen_read(key, X @ P["W_Q"].t(), st, cfg)
+
+
+def resolve_state(key: str, cfg: Config, given: Dict[str, Tensor], where: str = "state") -> State:
+    """The call's initial state: given entries, the rule's init (D4) for absent ones; derived
+    names (Moneta A1/A2, YAAD B1/B2) are ignored; anything else is an error."""
+    shapes = state_shapes(key, cfg)
+    for name, t in given.items():
+        if name in DERIVED_STATE.get(key, ()):
+            continue
+        if name not in shapes:
+            raise InputError(f"{where}.{name}: rule '{key}' has no state '{name}' (expected {', '.join(shapes) or 'none'})")
+        if tuple(t.shape) != shapes[name]:
+            raise InputError(f"{where}.{name}: expected shape {list(shapes[name])}, got {list(t.shape)}")
+    init = None
+    out: State = {}
+    for name in shapes:
+        if name in given:
+            out[name] = given[name]
+        else:
+            init = init if init is not None else init_state(key, cfg)
+            out[name] = init[name]
+    return out
+
+
+def check_params(key: str, cfg: Config, params: Dict[str, Tensor], where: str = "params") -> None:
+    shapes = param_shapes(key, cfg)
+    for name, shape in shapes.items():
+        if name not in params:
+            raise InputError(f"{where}.{name}: missing")
+        if tuple(params[name].shape) != shape:
+            raise InputError(f"{where}.{name}: expected shape {list(shape)}, got {list(params[name].shape)}")
+
+
+def run_rule(key: str, frozen: bool, cfg_in: Config, X: Tensor, dy: Tensor, params: Dict[str, Tensor],
+             state: Optional[Dict[str, Tensor]]) -> Dict[str, Dict[str, Tensor]]:
+    """One rule case: y, final state and, for loss = sum(y * dy), the gradients of X, of every
+    parameter (zero where unused) and of the initial state (all by autograd)."""
+    cfg = resolve_config(key, cfg_in)
+    s, d = int(cfg["seq_len"]), int(cfg["d"])
+    if frozen and key == "swa":
+        raise InputError("frozen: 'swa' has no frozen variant")
+    for name, t, shape in (("X", X, (s, d)), ("dy", dy, (s, d))):
+        if t is None:
+            raise InputError(f"{name}: missing")
+        if tuple(t.shape) != shape:
+            raise InputError(f"{name}: expected shape {list(shape)}, got {list(t.shape)}")
+    check_params(key, cfg, params)
+    extra = set(params) - set(param_shapes(key, cfg))
+    if extra:
+        raise InputError(f"params.{sorted(extra)[0]}: rule '{key}' has no parameter of that name")
+    st0 = resolve_state(key, cfg, state or {})
+
+    X = X.detach().clone().requires_grad_(True)
+    P = {n: t.detach().clone().requires_grad_(True) for n, t in params.items()}
+    S0 = {n: t.detach().clone().requires_grad_(True) for n, t in st0.items()}
+    with torch.enable_grad():
+        if frozen:
+            y = frozen_forward(key, X, P, S0, cfg)
+            final = {n: t for n, t in S0.items()}
+        else:
+            y, final = level_forward(key, X, P, S0, cfg)
+        loss = (y * dy).sum()
+        leaves: List[Tensor] = [X] + list(P.values()) + list(S0.values())
+        gs = torch.autograd.grad(loss, leaves, allow_unused=True)
+    grads = [torch.zeros_like(l) if g is None else g for l, g in zip(leaves, gs)]
+    names = ["X"] + list(P.keys())
+    return {
+        "y": {"y": y.detach()},
+        "state": {n: t.detach().clone() for n, t in final.items()},
+        "grads": {n: g for n, g in zip(names, grads[:len(names)])},
+        "state_grads": {n: g for n, g in zip(S0.keys(), grads[len(names):])},
+    }
