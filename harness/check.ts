@@ -5,7 +5,7 @@
 import type * as fc from "fast-check";
 import type { Comparison, Worst } from "../oracle/compare.ts";
 
-export const CHECK_CLASSES = ["C0", "C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8"] as const;
+export const CHECK_CLASSES = ["C0", "C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9"] as const;
 export type CheckClass = (typeof CHECK_CLASSES)[number];
 export type Status = "pass" | "fail" | "vacuous" | "skip" | "error";
 

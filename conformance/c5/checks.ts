@@ -1,9 +1,9 @@
 /**
- * C5 — kernel pairs (docs/spec/conformance.md#c5; docs/spec/README.md tolerance policy, the
- * flash-attention rule): the catalogue side. The checks are those of the plan (plan.ts); each
- * backend's run in one child process (spawn.ts, child.ts), spawned lazily by the first check that
- * needs it, which batches every selected check of that backend; the parent caches the results and
- * hands each check its own. The isolation and header checks run here.
+ * C5 — kernel pairs (docs/spec/conformance.md#c5; the flash-attention rule of docs/spec/tolerances.md#f32):
+ * the catalogue side. The checks are the plan's (plan.ts). Each backend's checks run in one child
+ * process (spawn.ts, child.ts), started by the first of them that runs, which batches every
+ * selected check of that backend; the results are cached here and handed to each check in turn.
+ * The isolation and header checks run in this process.
  */
 import { kernelBackendNames } from "../../ffi/backends.ts";
 import type { CheckDef, CheckResult, DelegatedCheck, DelegatedResult, DelegateOptions, Profile } from "../../harness/check.ts";

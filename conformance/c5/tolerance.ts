@@ -1,5 +1,5 @@
 /**
- * C5's tolerances and run counts (docs/spec/README.md, tolerance policy; the flash-attention rule):
+ * C5's tolerances and run counts (docs/spec/tolerances.md#f32, the flash-attention rule):
  * the values the plan attaches to its entries and the comparison applies.
  */
 import type { Profile } from "../../harness/check.ts";

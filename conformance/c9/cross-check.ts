@@ -8,31 +8,32 @@
  * the loss and the error buffers (max|ts| floored at 1e-3 of the largest tensor of the same
  * group in the case, so that exactly-cancelling gradients compare their rounding to a scale).
  *
- *   ./node_modules/.bin/bun bridge/cross-check.ts [--cases N] [--seed S] [--large] [--rule KEY]...
+ *   ./node_modules/.bin/bun conformance/c9/cross-check.ts [--cases N] [--seed S] [--large] [--rule KEY]...
  *       [--no-rules] [--no-model] [--verbose] [--tol X] [--json PATH]
  *
  * Exit code 1 when any compared tensor differs by more than --tol (default 1e-10), 2 when the
  * bridge is unavailable.
  */
 import * as fc from "fast-check";
-import { buildRuleCase, clampHyper, ruleCaseSpecArb, type RuleCase, type RuleCaseSpec, type SizeLimits } from "../conformance/rule-case.ts";
-import { cmsStep } from "../oracle/cms-backward.ts";
-import { buildModelCase, chunkSizesFor, type ModelCaseSpec } from "../src/model/case.ts";
-import { pulseAt } from "../src/model/conductor.ts";
-import { DEFAULT_FREQ_THRESHOLD, type MemoryRuleKey } from "../src/model/config.ts";
-import { contextKeys } from "../src/model/context.ts";
-import { tapeStep } from "../src/model/step.ts";
-import { RULES } from "../src/rules/index.ts";
-import { frozenBackward, frozenForward, frozenForwardSaved, ruleBackward, ruleForward, ruleForwardSaved } from "../src/rules/level.ts";
-import { Rng } from "../src/rng.ts";
-import { fdDirectional } from "../oracle/fd.ts";
-import { MEMORY_RULES, type RuleDecl } from "../src/rules/types.ts";
-import { Tensor } from "../src/tensor.ts";
-import { TorchBridge, probeTorch, type ModelReply } from "./torch-bridge.ts";
+import { buildRuleCase, clampHyper, ruleCaseSpecArb, type RuleCase, type RuleCaseSpec, type SizeLimits } from "../../cases/rule-case.ts";
+import { cmsStep } from "../../oracle/cms-backward.ts";
+import { buildModelCase, chunkSizesFor, type ModelCaseSpec } from "../../cases/model-case.ts";
+import { pulseAt } from "../../src/model/conductor.ts";
+import { DEFAULT_FREQ_THRESHOLD, type MemoryRuleKey } from "../../src/model/config.ts";
+import { contextKeys } from "../../src/model/context.ts";
+import { tapeStep } from "../../src/model/step.ts";
+import { RULES } from "../../src/rules/index.ts";
+import { frozenBackward, frozenForward, frozenForwardSaved, ruleBackward, ruleForward, ruleForwardSaved } from "../../src/rules/level.ts";
+import { Rng } from "../../src/rng.ts";
+import { fdDirectional } from "../../oracle/fd.ts";
+import { MEMORY_RULES } from "../../src/rules/index.ts";
+import type { RuleDecl } from "../../src/rules/types.ts";
+import { Tensor } from "../../src/tensor.ts";
+import { TorchBridge, probeTorch, type ModelReply } from "../../oracle/torch-bridge.ts";
 
 // ── options ─────────────────────────────────────────────────────────────────────────────────
 
-interface Options {
+export interface Options {
   cases: number;
   seed: number;
   large: boolean;
@@ -44,7 +45,7 @@ interface Options {
   json: string | null;
 }
 
-function parseArgs(argv: string[]): Options {
+export function parseArgs(argv: string[]): Options {
   const o: Options = { cases: 6, seed: 1, large: false, rules: [], doRules: true, doModel: true, verbose: false, tol: 1e-10, json: null };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
@@ -210,7 +211,7 @@ function ruleSpecs(decl: RuleDecl, o: Options, frozen: boolean): RuleCaseSpec[] 
   for (const [i, h] of (PINNED_HYPER[decl.key] ?? []).entries()) {
     const hyper: Record<string, number | string> = { ...h };
     if (decl.key === "trellis") hyper.d_compress = Math.min(Number(h.d_compress), 5);
-    specs.push(clampHyper(decl, { d: 6, seq_len: 6, hyper, alpha: (["low", "mid", "high"] as const)[i % 3], theta: "large", state: i % 2 ? "init" : "random", seed: 2000 + i + salt }));
+    specs.push(clampHyper(decl, { d: 6, seq_len: 6, hyper, alpha: (["low", "mid", "high"] as const)[i % 3]!, theta: "large", state: i % 2 ? "init" : "random", seed: 2000 + i + salt }));
   }
   if (o.large) {
     const big: SizeLimits = { d: [13, 24], seq_len: [10, 24] };
@@ -326,7 +327,7 @@ function modelSpec(rule: MemoryRuleKey, k: number, seed: number, over: Partial<M
   };
 }
 
-interface ModelCaseDef {
+export interface ModelCaseDef {
   readonly id: string;
   readonly spec: ModelCaseSpec;
   readonly pulse: readonly boolean[];
@@ -334,7 +335,7 @@ interface ModelCaseDef {
   readonly pin?: boolean;
 }
 
-function modelCases(o: Options): ModelCaseDef[] {
+export function modelCases(o: Options): ModelCaseDef[] {
   const out: ModelCaseDef[] = [];
   const rules = MEMORY_RULES.filter((r) => o.rules.length === 0 || o.rules.some((f) => r === f || `${r}.frozen` === f));
   rules.forEach((rule, i) => {
@@ -510,7 +511,9 @@ async function main(): Promise<number> {
     const skipped = new Set(all.flatMap((r) => r.skipped.map((s) => `${r.key}:${s.replace(/^grads\.state\..*/, "grads.state.*")}`)));
     console.log(`\nnot compared (torch only): ${[...skipped].sort().join(", ")}`);
     report.rules = Object.fromEntries(Object.entries(perRule).map(([k, a]) => [k, {
-      cases: a.n, y: worst(a.y), state: worst(a.st), grads: worst(a.gr), stateFd: fdCell(a.fd), medianMs: median(a.ms), medianRoundTripMs: median(a.rt),
+      cases: a.n, y: worst(a.y), state: worst(a.st), grads: worst(a.gr),
+      // The largest reference value compared in any case: 0 would mean every comparison was vacuous.
+      refMax: Math.max(0, ...[...a.y, ...a.st, ...a.gr].map((d) => (Number.isFinite(d.refMax) ? d.refMax : 0))), stateFd: fdCell(a.fd), medianMs: median(a.ms), medianRoundTripMs: median(a.rt),
     }]));
   }
 
@@ -539,4 +542,4 @@ async function main(): Promise<number> {
   return failures === 0 ? 0 : 1;
 }
 
-process.exit(await main());
+if (import.meta.main) process.exit(await main());

@@ -1,12 +1,12 @@
 #!/usr/bin/env bun
 /**
- * Checks the bridge's failure handling end to end (./node_modules/.bin/bun bridge/bridge-selftest.ts):
+ * Checks the bridge's failure handling end to end (./node_modules/.bin/bun conformance/c9/bridge-selftest.ts):
  * missing python, python without torch, a process that exits at once, rejected requests (the
  * process survives and says which field), a malformed header, a killed process (signal and stderr
  * tail), a request timeout (the next request starts a new process), shutdown.
  */
-import { Tensor } from "../src/tensor.ts";
-import { TorchBridge, TorchBridgeError, probeTorch, type RuleRequest } from "./torch-bridge.ts";
+import { Tensor } from "../../src/tensor.ts";
+import { TorchBridge, TorchBridgeError, probeTorch, type RuleRequest } from "../../oracle/torch-bridge.ts";
 
 let failed = 0;
 function check(what: string, ok: boolean, detail = ""): void {

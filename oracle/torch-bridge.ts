@@ -573,3 +573,16 @@ export async function close(): Promise<void> {
   shared = null;
   if (s !== null) await (await s).close();
 }
+
+/**
+ * Whether the PyTorch reference can run here, asked synchronously (for the catalogue): the
+ * interpreter exists and imports torch. The reason names what is missing.
+ */
+export function probeTorchSync(opts: BridgeOptions = {}): { available: true } | { available: false; reason: string } {
+  const python = opts.python ?? process.env.NLC_TORCH_PYTHON ?? "/usr/bin/python3";
+  const p = Bun.spawnSync({ cmd: [python, "-c", "import torch"], stdout: "ignore", stderr: "pipe", timeout: 120_000 });
+  if (p.exitCode === 0) return { available: true };
+  if (p.exitCode === null) return { available: false, reason: `${python} did not answer (${p.signalCode ?? "killed"})` };
+  const err = p.stderr.toString().trim().split("\n").pop() ?? "";
+  return { available: false, reason: `${python} cannot import torch (${err || `exit ${p.exitCode}`}); install Debian's python3-torch or set NLC_TORCH_PYTHON` };
+}

@@ -1,0 +1,124 @@
+/**
+ * C9 — cross-implementation (docs/spec/conformance.md#c9, docs/spec/decisions.md#d19): the
+ * TypeScript reference vs the independent PyTorch reference (python/nlc_torch: forwards written
+ * separately, gradients by autograd), both in f64, for every rule variant and for MAG + CMS model
+ * cases (k = 1, 2, 4; frozen levels; the learned gate; mixed levels).
+ *
+ * The bridge is one Python process for the whole run: the first C9 check runs every case of the
+ * run once (cross-check.ts in a child process, seed derived from the run seed) and later checks
+ * read its results. Skipped, with the reason, when python3 or torch is missing.
+ */
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { CheckDef, DelegatedResult, Profile } from "../../harness/check.ts";
+import { probeTorchSync } from "../../oracle/torch-bridge.ts";
+import { ROOT } from "../../paths.ts";
+import { variants, vkey } from "../../cases/rule-variant.ts";
+import { modelCases, parseArgs } from "./cross-check.ts";
+
+/** Rule cases per variant (random specs; pinned hyperparameters and edge cases come on top). */
+const CASES: Record<Profile, number> = { quick: 2, default: 6, deep: 40 };
+/**
+ * max|torch − ts| / max(max|ts|, 1e-3 · the largest max|ts| of the tensor's group). Measured on
+ * correct implementations: at most ~1.2e-14 over all rules and model cases (the two sum in
+ * different orders); 1e-10 leaves four orders of margin and is still far below any modelling error.
+ */
+const TOL = 1e-10;
+const TOLERANCE = {
+  kind: "cross-implementation", rel: TOL, floor: "1e-3 of the largest tensor of the same group",
+  reason: "two f64 implementations summing in different orders agree to ~1e-14; 1e-10 leaves margin",
+};
+
+interface Diff { name: string; rel: number | string; abs: number | string; refMax: number }
+interface RuleEntry { cases: number; y: Diff | null; state: Diff | null; grads: Diff | null; refMax: number; stateFd?: string }
+interface ModelEntry { id: string; worst: Diff | null; activeMatch: boolean; tapeWorst: Diff | null }
+interface CrossReport { torch: string; rules: Record<string, RuleEntry>; model: ModelEntry[] }
+
+const modelId = (id: string) => `C9/model/${id.replace(/\//g, "+").replace(/\s+/g, "-")}`;
+
+let skipReason: string | null | undefined;
+/** Why C9 cannot run here (python3 or torch missing), or null. Probed once. */
+export function c9SkipReason(): string | null {
+  if (skipReason === undefined) {
+    const p = probeTorchSync();
+    skipReason = p.available ? null : `the PyTorch reference is not available: ${p.reason}`;
+  }
+  return skipReason;
+}
+
+const results = new Map<string, CrossReport | Error>();
+
+/** Runs every C9 case once per seed and profile (one bridge process), then serves the checks. */
+function crossReport(runSeed: number, profile: Profile): CrossReport {
+  const key = `${runSeed}:${profile}`;
+  let r = results.get(key);
+  if (r === undefined) {
+    const dir = mkdtempSync(join(tmpdir(), "nlc-c9-"));
+    const out = join(dir, "cross.json");
+    const p = spawnSync(process.execPath, [join(import.meta.dir, "cross-check.ts"), "--seed", String(runSeed), "--cases", String(CASES[profile]), "--tol", String(TOL), "--json", out],
+      { cwd: ROOT, encoding: "utf8", timeout: 600_000, maxBuffer: 64 << 20 });
+    try {
+      if (p.error !== undefined) r = new Error(`the cross-check could not run: ${p.error.message}`);
+      else if (p.status !== 0 && p.status !== 1) r = new Error(`the cross-check exited with ${p.status ?? p.signal}: ${(p.stderr || p.stdout).slice(-800)}`);
+      else r = JSON.parse(readFileSync(out, "utf8")) as CrossReport;
+    } catch (e) {
+      r = new Error(`the cross-check wrote no report: ${e instanceof Error ? e.message : String(e)}; ${(p.stderr ?? "").slice(-400)}`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+    results.set(key, r);
+  }
+  if (r instanceof Error) throw r;
+  return r;
+}
+
+const num = (x: number | string): number => (typeof x === "number" ? x : Number(x));
+
+function verdict(diffs: readonly (Diff | null)[], refMax: number, seed: number, runs: number, extra: string | null): DelegatedResult {
+  const present = diffs.filter((d): d is Diff => d !== null);
+  let worst: Diff | null = null;
+  for (const d of present) if (worst === null || !(num(d.rel) <= num(worst.rel))) worst = d;
+  const w = worst === null ? undefined : { abs: num(worst.abs), rel: num(worst.rel), tensor: worst.name, index: -1 };
+  if (worst === null || refMax === 0) return { status: "vacuous", runs, seed, path: "", message: "every compared tensor was zero" };
+  if (!(num(worst.rel) <= TOL)) return { status: "fail", runs, seed, path: "", worst: w, message: `${worst.name}: torch and TypeScript differ by ${num(worst.rel).toExponential(3)} (relative) > ${TOL}` };
+  if (extra !== null) return { status: "fail", runs, seed, path: "", worst: w, message: extra };
+  return { status: "pass", runs, seed, path: "", worst: w };
+}
+
+export function c9Checks(): CheckDef[] {
+  const reason = c9SkipReason();
+  const base = (id: string, subject: CheckDef["subject"], spec: string) => ({ id, class: "C9" as const, subject, spec, tolerance: TOLERANCE });
+  const checks: CheckDef[] = [];
+  for (const v of variants()) {
+    const b = base(`C9/${vkey(v)}`, { rule: v.decl.key, frozen: v.frozen }, `docs/spec/conformance.md#c9; docs/spec/decisions.md#d19; ${v.decl.sheet}`);
+    if (reason !== null) { checks.push({ ...b, kind: "skipped", reason }); continue; }
+    checks.push({
+      ...b, kind: "delegated",
+      delegate: ({ seed, runSeed, profile }) => {
+        const e = crossReport(runSeed, profile).rules[vkey(v)];
+        if (e === undefined) return { status: "error", runs: 0, seed, path: "", message: `the cross-check has no result for ${vkey(v)}` };
+        const fd = e.stateFd === undefined || e.stateFd === "-" ? null : /(\d+)\/(\d+)$/.exec(e.stateFd);
+        const fdBad = fd !== null && fd[1] !== fd[2] ? `torch's initial-state gradient disagrees with finite differences of the TypeScript forward (${e.stateFd})` : null;
+        return verdict([e.y, e.state, e.grads], e.refMax, seed, e.cases, fdBad);
+      },
+    });
+  }
+  for (const def of modelCases(parseArgs([]))) {
+    const rule = def.id.split(" ")[0]!;
+    const k = def.spec.levels.length;
+    const b = base(modelId(def.id), { rule: rule === "mixed" ? "mixed" : rule, k, frozen: def.pulse.some((a) => !a) },
+      "docs/spec/conformance.md#c9; docs/spec/decisions.md#d19; docs/spec/titans-family.md#mag, docs/spec/titans-family.md#cms");
+    if (reason !== null) { checks.push({ ...b, kind: "skipped", reason }); continue; }
+    checks.push({
+      ...b, kind: "delegated",
+      delegate: ({ seed, runSeed, profile }) => {
+        const e = crossReport(runSeed, profile).model.find((m) => m.id === def.id);
+        if (e === undefined) return { status: "error", runs: 0, seed, path: "", message: `the cross-check has no result for '${def.id}'` };
+        return verdict([e.worst, e.tapeWorst], Math.max(e.worst?.refMax ?? 0, e.tapeWorst?.refMax ?? 0), seed, 1, e.activeMatch ? null : "the two implementations chose different active levels");
+      },
+    });
+  }
+  return checks;
+}
