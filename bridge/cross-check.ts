@@ -9,12 +9,13 @@
  * group in the case, so that exactly-cancelling gradients compare their rounding to a scale).
  *
  *   ./node_modules/.bin/bun bridge/cross-check.ts [--cases N] [--seed S] [--large] [--extreme] [--rule KEY]...
- *       [--no-rules] [--no-model] [--verbose] [--tol X] [--json PATH]
+ *       [--no-rules] [--no-model] [--no-fixtures] [--verbose] [--tol X] [--json PATH]
  *
  * Exit code 1 when any compared tensor differs by more than --tol (default 1e-10), 2 when the
  * bridge is unavailable.
  */
 import * as fc from "fast-check";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { buildRuleCase, clampHyper, ruleCaseSpecArb, type RuleCase, type RuleCaseSpec, type SizeLimits } from "../conformance/rule-case.ts";
 import { cmsStep } from "../oracle/cms-backward.ts";
 import { buildModelCase, chunkSizesFor, type ModelCaseSpec } from "../src/model/case.ts";
@@ -40,13 +41,14 @@ interface Options {
   rules: string[];
   doRules: boolean;
   doModel: boolean;
+  doFixtures: boolean;
   verbose: boolean;
   tol: number;
   json: string | null;
 }
 
 function parseArgs(argv: string[]): Options {
-  const o: Options = { cases: 6, seed: 1, large: false, extreme: false, rules: [], doRules: true, doModel: true, verbose: false, tol: 1e-10, json: null };
+  const o: Options = { cases: 6, seed: 1, large: false, extreme: false, rules: [], doRules: true, doModel: true, doFixtures: true, verbose: false, tol: 1e-10, json: null };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     const val = () => {
@@ -61,6 +63,7 @@ function parseArgs(argv: string[]): Options {
     else if (a === "--rule") o.rules.push(...val().split(","));
     else if (a === "--no-rules") o.doRules = false;
     else if (a === "--no-model") o.doModel = false;
+    else if (a === "--no-fixtures") o.doFixtures = false;
     else if (a === "--verbose") o.verbose = true;
     else if (a === "--tol") o.tol = Number(val());
     else if (a === "--json") o.json = val();
@@ -459,6 +462,57 @@ async function runModelCase(br: TorchBridge, def: ModelCaseDef): Promise<ModelCa
   return { id: def.id, diffs: compare(ref), tapeDiffs: compare(tape), activeMatch, pattern, ms: t.ms };
 }
 
+// ── golden fixtures ─────────────────────────────────────────────────────────────────────────
+
+type JsonT = { shape: number[]; data: number[] };
+
+function fromJson(j: JsonT): Tensor {
+  return new Tensor("f64", j.shape, Float64Array.from(j.data));
+}
+
+function recFromJson(r: Record<string, JsonT> | undefined): Record<string, Tensor> {
+  return Object.fromEntries(Object.entries(r ?? {}).map(([n, t]) => [n, fromJson(t)]));
+}
+
+const MODEL_CONFIG_KEYS = ["d", "seq_len", "vocab", "heads", "window", "freq_schedule", "freq_threshold"];
+
+/** Replays an nlc-fixture/1 file through the bridge; null for a file it does not replay (f32). */
+async function replayFixture(br: TorchBridge, doc: any): Promise<{ diffs: Diff[]; activeMatch: boolean } | null> {
+  if (doc.dtype !== "f64") return null;
+  const ex = doc.expected;
+  const diffs: Diff[] = [];
+  if (doc.target.kind === "rule") {
+    const t = await br.runRule({
+      rule: doc.target.rule, frozen: doc.target.frozen, config: doc.config, X: fromJson(doc.inputs.X), dy: fromJson(doc.inputs.dy),
+      params: recFromJson(doc.inputs.params), state: doc.inputs.state === undefined ? undefined : recFromJson(doc.inputs.state),
+    });
+    diffs.push(diff("y", t.y, fromJson(ex.y)));
+    for (const [n, v] of Object.entries(recFromJson(ex.state))) diffs.push(diff(`state.${n}`, t.state[n], v));
+    for (const [n, v] of Object.entries(recFromJson(ex.grads))) diffs.push(diff(`grads.${n}`, t.grads[n], v));
+    return { diffs: withFloor(diffs), activeMatch: true };
+  }
+  const cfg = doc.config;
+  const hyper = Object.fromEntries(Object.entries(cfg).filter(([n]) => !MODEL_CONFIG_KEYS.includes(n))) as Record<string, number | string>;
+  const t = await br.runModel({
+    config: { d: cfg.d, seq_len: cfg.seq_len, vocab: cfg.vocab, heads: cfg.heads, window: cfg.window, freq_schedule: cfg.freq_schedule, freq_threshold: cfg.freq_threshold },
+    levels: Array.from({ length: doc.target.k }, () => ({ rule: doc.target.rule, hyper })),
+    chunkSizes: doc.target.chunk_sizes, active: doc.target.active,
+    ids: doc.inputs.input_ids, targets: doc.inputs.target_ids,
+    params: { model: recFromJson(doc.inputs.params.model), levels: doc.inputs.params.levels.map((r: any) => recFromJson(r)) },
+    context: doc.inputs.context?.map((r: any) => recFromJson(r)),
+  });
+  diffs.push(diff("loss", scalar(t.loss), ex.loss as number));
+  for (const [n, v] of Object.entries(recFromJson(ex.grads.model))) diffs.push(diff(`grads.model.${n}`, t.grads.model[n], v));
+  ex.grads.levels.forEach((r: any, l: number) => {
+    for (const [n, v] of Object.entries(recFromJson(r))) diffs.push(diff(`grads.levels.${l}.${n}`, t.grads.levels[l]![n], v));
+  });
+  (ex.error_buffers ?? []).forEach((r: any, l: number) => {
+    for (const [n, v] of Object.entries(recFromJson(r))) diffs.push(diff(`error_buffers.${l}.${n}`, t.errorBuffers[l]![n], v));
+  });
+  const want = doc.target.active as boolean[];
+  return { diffs: withFloor(diffs), activeMatch: want.every((a, l) => a === t.active[l]) };
+}
+
 // ── main ────────────────────────────────────────────────────────────────────────────────────
 
 function group(ds: readonly Diff[], prefix: string): Diff | null {
@@ -583,6 +637,30 @@ async function main(): Promise<number> {
       rows.push({ id: def.id, worst: worst(r.diffs), loss, activeMatch: r.activeMatch, tapeWorst: tw, ms: r.ms });
     }
     report.model = rows;
+  }
+
+  if (o.doFixtures) {
+    const dir = decodeURIComponent(new URL("../fixtures/golden", import.meta.url).pathname);
+    const files = existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith(".json")).sort() : [];
+    let replayed = 0, skipped = 0, worstAll: Diff | null = null;
+    for (const f of files) {
+      const doc = JSON.parse(readFileSync(`${dir}/${f}`, "utf8"));
+      const r = await replayFixture(br, doc);
+      if (r === null) {
+        skipped++;
+        continue;
+      }
+      replayed++;
+      const w = worst(r.diffs);
+      if (w !== null && (worstAll === null || !(w.rel <= worstAll.rel))) worstAll = { ...w, name: `${f}: ${w.name}` };
+      const bad = r.diffs.filter((d) => !(d.rel <= o.tol));
+      if (bad.length > 0 || !r.activeMatch) {
+        failures++;
+        console.log(`fixture ${f}: FAIL ${bad.map((d) => `${d.name} ${fmt(d.rel)}`).join("; ")}${r.activeMatch ? "" : " active decisions differ"}`);
+      } else if (o.verbose) console.log(`fixture ${f}: worst ${cell(w, true)}`);
+    }
+    console.log(`\n== golden fixtures (fixtures/golden): ${replayed} replayed through torch, ${skipped} f32 skipped; worst ${worstAll === null ? "-" : `${fmt(worstAll.rel)} (${worstAll.name})`}`);
+    report.fixtures = { replayed, skipped, worst: worstAll };
   }
 
   await br.close();
