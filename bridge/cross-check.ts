@@ -331,7 +331,7 @@ async function runRuleCase(br: TorchBridge, decl: RuleDecl, frozen: boolean, spe
 interface Edge {
   readonly id: string;
   readonly rules: readonly string[];
-  edit(c: RuleCase): void;
+  edit(c: { -readonly [P in keyof RuleCase]: RuleCase[P] }): void;
 }
 
 function zeroRow(c: RuleCase, t: number): void {
@@ -358,6 +358,16 @@ const EDGES: readonly Edge[] = [
   },
   { id: "zero X row, zero gate biases", rules: [...MEMORY_RULES, "swa"], edit: (c) => { zeroRow(c, 1); zeroBiases(c); } },
   { id: "zero state", rules: MEMORY_RULES, edit: zeroState },
+  {
+    // On the unit sphere Lattice's similarity write equals the decode write (the tangent step
+    // removes the slot component anyway); only slots off the sphere tell them apart.
+    id: "lattice slots off the unit sphere", rules: ["lattice"],
+    edit: (c) => {
+      const S = c.state.S!, d = S.shape[1]!;
+      for (let i = 0; i < S.shape[0]!; i++) for (let j = 0; j < d; j++) S.data[i * d + j]! *= 0.4 + 0.5 * i;
+      c.cfg = { ...c.cfg, variant: "similarity" };
+    },
+  },
   { id: "zero state and zero X rows 0, 2", rules: MEMORY_RULES, edit: (c) => { zeroState(c); zeroRow(c, 0); zeroRow(c, 2); } },
 ];
 
