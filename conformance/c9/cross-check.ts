@@ -8,13 +8,14 @@
  * the loss and the error buffers (max|ts| floored at 1e-3 of the largest tensor of the same
  * group in the case, so that exactly-cancelling gradients compare their rounding to a scale).
  *
- *   ./node_modules/.bin/bun conformance/c9/cross-check.ts [--cases N] [--seed S] [--large] [--rule KEY]...
- *       [--no-rules] [--no-model] [--verbose] [--tol X] [--json PATH]
+ *   ./node_modules/.bin/bun conformance/c9/cross-check.ts [--cases N] [--seed S] [--large] [--extreme] [--rule KEY]...
+ *       [--no-rules] [--no-model] [--no-fixtures] [--verbose] [--tol X] [--json PATH]
  *
  * Exit code 1 when any compared tensor differs by more than --tol (default 1e-10), 2 when the
  * bridge is unavailable.
  */
 import * as fc from "fast-check";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { buildRuleCase, clampHyper, ruleCaseSpecArb, type RuleCase, type RuleCaseSpec, type SizeLimits } from "../../cases/rule-case.ts";
 import { cmsStep } from "../../oracle/cms-backward.ts";
 import { buildModelCase, chunkSizesFor, type ModelCaseSpec } from "../../cases/model-case.ts";
@@ -37,16 +38,18 @@ export interface Options {
   cases: number;
   seed: number;
   large: boolean;
+  extreme: boolean;
   rules: string[];
   doRules: boolean;
   doModel: boolean;
+  doFixtures: boolean;
   verbose: boolean;
   tol: number;
   json: string | null;
 }
 
 export function parseArgs(argv: string[]): Options {
-  const o: Options = { cases: 6, seed: 1, large: false, rules: [], doRules: true, doModel: true, verbose: false, tol: 1e-10, json: null };
+  const o: Options = { cases: 6, seed: 1, large: false, extreme: false, rules: [], doRules: true, doModel: true, doFixtures: true, verbose: false, tol: 1e-10, json: null };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     const val = () => {
@@ -57,9 +60,11 @@ export function parseArgs(argv: string[]): Options {
     if (a === "--cases") o.cases = Number(val());
     else if (a === "--seed") o.seed = Number(val());
     else if (a === "--large") o.large = true;
+    else if (a === "--extreme") o.extreme = true;
     else if (a === "--rule") o.rules.push(...val().split(","));
     else if (a === "--no-rules") o.doRules = false;
     else if (a === "--no-model") o.doModel = false;
+    else if (a === "--no-fixtures") o.doFixtures = false;
     else if (a === "--verbose") o.verbose = true;
     else if (a === "--tol") o.tol = Number(val());
     else if (a === "--json") o.json = val();
@@ -97,10 +102,24 @@ function diff(name: string, torch: Tensor | undefined, ts: Tensor | number | und
     return { name, rel: Infinity, abs: Infinity, refMax: 0, note: `shape torch [${torch.shape}] vs ts [${ts.shape}]` };
   }
   if (a.length !== b.length) return { name, rel: Infinity, abs: Infinity, refMax: 0, note: "length mismatch" };
-  let abs = 0;
+  let abs = 0, nonFinite = 0;
   for (let i = 0; i < a.length; i++) {
-    const e = Math.abs(a[i]! - b[i]!);
+    const x = a[i]!, y = b[i]!;
+    // The same non-finite value on both sides (both implementations overflowed) is agreement.
+    if (!Number.isFinite(x) || !Number.isFinite(y)) {
+      if (Object.is(x, y)) {
+        nonFinite++;
+        continue;
+      }
+      abs = NaN;
+      continue;
+    }
+    const e = Math.abs(x - y);
     if (!(e <= abs)) abs = e;
+  }
+  if (nonFinite > 0) {
+    const rel = Number.isNaN(abs) ? NaN : 0;
+    return { name, rel, abs, refMax: 0, note: `${nonFinite} non-finite entries in both` };
   }
   const refMax = maxAbs(b);
   const rel = abs === 0 ? 0 : refMax === 0 ? Infinity : abs / refMax;
@@ -111,7 +130,9 @@ function diff(name: string, torch: Tensor | undefined, ts: Tensor | number | und
  * A tensor whose true value is (nearly) zero, e.g. a gate gradient that cancels exactly by a
  * symmetry, compares its rounding residue to itself; the reference scale of each tensor is
  * therefore at least FLOOR times the largest max|ts| of its group in the same case (y, final
- * state, gradients + error buffers, context, level outputs).
+ * state, gradients + error buffers, context, level outputs), and when a whole group is exactly
+ * zero in the reference (e.g. Trellis' nsilu with dk = 1 is piecewise constant), FLOOR times the
+ * largest max|ts| of the case (the case builders put y at unit scale).
  */
 const FLOOR = 1e-3;
 
@@ -126,9 +147,11 @@ function withFloor(ds: readonly Diff[]): Diff[] {
     const g = groupOf(d.name);
     if (Number.isFinite(d.refMax)) scale.set(g, Math.max(scale.get(g) ?? 0, d.refMax));
   }
+  const caseMax = Math.max(0, ...scale.values());
   return ds.map((d) => {
-    if (d.note !== undefined && !Number.isFinite(d.rel) && d.refMax === 0 && !Number.isFinite(d.abs)) return d;
-    const ref = Math.max(d.refMax, FLOOR * (scale.get(groupOf(d.name)) ?? 0));
+    if (d.note !== undefined && d.refMax === 0 && !Number.isFinite(d.abs)) return d;
+    if (d.note !== undefined && d.note.includes("non-finite")) return d;
+    const ref = Math.max(d.refMax, FLOOR * (scale.get(groupOf(d.name)) || caseMax));
     const rel = d.abs === 0 ? 0 : ref === 0 ? Infinity : d.abs / ref;
     return { ...d, rel };
   });
@@ -202,6 +225,16 @@ const PINNED_HYPER: Readonly<Record<string, readonly Record<string, number | str
   swa: [{ heads: 2, window: 2 }, { heads: 1, window: 9 }],
 };
 
+/** With --extreme: points inside the declared ranges but outside the sampled ones. */
+const EXTREME_HYPER: Readonly<Record<string, readonly Record<string, number | string>[]>> = {
+  moneta: [{ p: 5, q: 1.5 }, { p: 1.2, q: 4, sign_sharpness: 100 }, { p: 1.000001, q: 2.000001 }, { p: 2, q: 16, lambda_2: 2 }],
+  yaad: [{ delta: 1e-3 }, { delta: 1e3, lambda_local: 5, lambda_2: 5 }],
+  lattice: [{ m_slots: 1, variant: "similarity" }, { m_slots: 12, variant: "encode" }],
+  trellis: [{ d_compress: 6, lambda_k: 5, lambda_v: 5 }, { d_compress: 1 }],
+  memora: [{ d_hidden: 12 }],
+  swa: [{ heads: 6, window: 1 }, { heads: 3, window: 100 }],
+};
+
 function ruleSpecs(decl: RuleDecl, o: Options, frozen: boolean): RuleCaseSpec[] {
   const salt = (decl.key.charCodeAt(0) * 131 + decl.key.length * 7 + (frozen ? 1 : 0)) | 0;
   const specs = fc.sample(ruleCaseSpecArb(decl), { seed: o.seed * 7919 + salt, numRuns: o.cases });
@@ -212,6 +245,16 @@ function ruleSpecs(decl: RuleDecl, o: Options, frozen: boolean): RuleCaseSpec[] 
     const hyper: Record<string, number | string> = { ...h };
     if (decl.key === "trellis") hyper.d_compress = Math.min(Number(h.d_compress), 5);
     specs.push(clampHyper(decl, { d: 6, seq_len: 6, hyper, alpha: (["low", "mid", "high"] as const)[i % 3]!, theta: "large", state: i % 2 ? "init" : "random", seed: 2000 + i + salt }));
+  }
+  if (o.extreme) {
+    for (const [i, h] of (EXTREME_HYPER[decl.key] ?? []).entries()) {
+      for (const theta of ["small", "large"] as const) {
+        specs.push(clampHyper(decl, { d: 6, seq_len: 7, hyper: { ...h }, alpha: (["low", "mid", "high"] as const)[i % 3]!, theta, state: "random", seed: 3000 + i + salt }));
+      }
+    }
+    // Long sequences and wide levels.
+    specs.push(clampHyper(decl, { d: 32, seq_len: 48, hyper: {}, alpha: "high", theta: "small", state: "random", seed: 4000 + salt }));
+    specs.push(clampHyper(decl, { d: 1, seq_len: 24, hyper: { ...(decl.key === "trellis" ? { d_compress: 1 } : {}) }, alpha: "mid", theta: "large", state: "random", seed: 4001 + salt }));
   }
   if (o.large) {
     const big: SizeLimits = { d: [13, 24], seq_len: [10, 24] };
@@ -236,7 +279,9 @@ async function runRuleCase(br: TorchBridge, decl: RuleDecl, frozen: boolean, spe
     finalState = r.finalState;
     grads = ruleBackward(decl, r.saved, c.dy, c.cfg);
   }
-  const t = await br.runRule({ rule: decl.key, frozen, config: c.cfg, X: c.X, dy: c.dy, params: c.params, state: c.state });
+  // A case from the rule's init sends no state: torch then starts from its own D4 init (init hash).
+  const sendState = spec.state === "init" && edit === undefined ? undefined : c.state;
+  const t = await br.runRule({ rule: decl.key, frozen, config: c.cfg, X: c.X, dy: c.dy, params: c.params, state: sendState });
   const diffs: Diff[] = [diff("y", t.y, y)];
   for (const [n, ref] of Object.entries(finalState)) diffs.push(diff(`state.${n}`, t.state[n], ref));
   // Every parameter: the TS frozen backward returns only X and W_Q; the others are zero by D13.
@@ -253,7 +298,8 @@ async function runRuleCase(br: TorchBridge, decl: RuleDecl, frozen: boolean, spe
   // differences of the TS forward along one random direction instead.
   const names = Object.keys(c.state).filter((n) => t.stateGrads[n] !== undefined);
   let stateFd: StateFd | null = null;
-  const skip = fdSkipReason(decl.key, c.state);
+  const overflowed = Object.values(grads).some((g) => g.data.some((x) => !Number.isFinite(x)));
+  const skip = overflowed ? "the reference overflowed" : fdSkipReason(decl.key, c.state);
   if (names.length > 0 && skip === null) {
     const rng = new Rng(spec.seed ^ 0x5eed);
     const us = names.map((n) => Float64Array.from({ length: c.state[n]!.size }, () => rng.uniform(-1, 1)));
@@ -286,7 +332,7 @@ async function runRuleCase(br: TorchBridge, decl: RuleDecl, frozen: boolean, spe
 interface Edge {
   readonly id: string;
   readonly rules: readonly string[];
-  edit(c: RuleCase): void;
+  edit(c: { -readonly [P in keyof RuleCase]: RuleCase[P] }): void;
 }
 
 function zeroRow(c: RuleCase, t: number): void {
@@ -303,8 +349,26 @@ function zeroState(c: RuleCase): void {
 }
 
 const EDGES: readonly Edge[] = [
+  {
+    id: "theta pre-activation near 20.5", rules: ["delta", "titans", "atlas", "moneta", "yaad", "memora", "trellis"],
+    edit: (c) => {
+      // softplus(20.5) = 20.5 + 1.2e-9 and softplus'(20.5) = 1 - 1.2e-9: a threshold cut shows.
+      c.params.b_theta!.data[0] = 20.5;
+      c.params.w_theta!.data.forEach((_, i, a) => { a[i] = a[i]! * 1e-3; });
+    },
+  },
   { id: "zero X row, zero gate biases", rules: [...MEMORY_RULES, "swa"], edit: (c) => { zeroRow(c, 1); zeroBiases(c); } },
   { id: "zero state", rules: MEMORY_RULES, edit: zeroState },
+  {
+    // On the unit sphere Lattice's similarity write equals the decode write (the tangent step
+    // removes the slot component anyway); only slots off the sphere tell them apart.
+    id: "lattice slots off the unit sphere", rules: ["lattice"],
+    edit: (c) => {
+      const S = c.state.S!, d = S.shape[1]!;
+      for (let i = 0; i < S.shape[0]!; i++) for (let j = 0; j < d; j++) S.data[i * d + j]! *= 0.4 + 0.5 * i;
+      c.cfg = { ...c.cfg, variant: "similarity" };
+    },
+  },
   { id: "zero state and zero X rows 0, 2", rules: MEMORY_RULES, edit: (c) => { zeroState(c); zeroRow(c, 0); zeroRow(c, 2); } },
 ];
 
@@ -383,7 +447,8 @@ async function runModelCase(br: TorchBridge, def: ModelCaseDef): Promise<ModelCa
     ids: c.batch.ids,
     targets: c.batch.targets,
     params: c.params,
-    context: c.context,
+    // From the init context (D4), none is sent: torch starts from its own init.
+    context: def.spec.context === "init" ? undefined : c.context,
   });
   const compare = (r: typeof ref): Diff[] => {
     const ds: Diff[] = [diff("loss", scalar(t.loss), r.loss)];
@@ -406,6 +471,57 @@ async function runModelCase(br: TorchBridge, def: ModelCaseDef): Promise<ModelCa
   const activeMatch = ref.active.length === t.active.length && ref.active.every((a, l) => a === t.active[l]);
   const pattern = t.active.map((a) => (a ? "T" : "F")).join("");
   return { id: def.id, diffs: compare(ref), tapeDiffs: compare(tape), activeMatch, pattern, ms: t.ms };
+}
+
+// ── golden fixtures ─────────────────────────────────────────────────────────────────────────
+
+type JsonT = { shape: number[]; data: number[] };
+
+function fromJson(j: JsonT): Tensor {
+  return new Tensor("f64", j.shape, Float64Array.from(j.data));
+}
+
+function recFromJson(r: Record<string, JsonT> | undefined): Record<string, Tensor> {
+  return Object.fromEntries(Object.entries(r ?? {}).map(([n, t]) => [n, fromJson(t)]));
+}
+
+const MODEL_CONFIG_KEYS = ["d", "seq_len", "vocab", "heads", "window", "freq_schedule", "freq_threshold"];
+
+/** Replays an nlc-fixture/1 file through the bridge; null for a file it does not replay (f32). */
+async function replayFixture(br: TorchBridge, doc: any): Promise<{ diffs: Diff[]; activeMatch: boolean } | null> {
+  if (doc.dtype !== "f64") return null;
+  const ex = doc.expected;
+  const diffs: Diff[] = [];
+  if (doc.target.kind === "rule") {
+    const t = await br.runRule({
+      rule: doc.target.rule, frozen: doc.target.frozen, config: doc.config, X: fromJson(doc.inputs.X), dy: fromJson(doc.inputs.dy),
+      params: recFromJson(doc.inputs.params), state: doc.inputs.state === undefined ? undefined : recFromJson(doc.inputs.state),
+    });
+    diffs.push(diff("y", t.y, fromJson(ex.y)));
+    for (const [n, v] of Object.entries(recFromJson(ex.state))) diffs.push(diff(`state.${n}`, t.state[n], v));
+    for (const [n, v] of Object.entries(recFromJson(ex.grads))) diffs.push(diff(`grads.${n}`, t.grads[n], v));
+    return { diffs: withFloor(diffs), activeMatch: true };
+  }
+  const cfg = doc.config;
+  const hyper = Object.fromEntries(Object.entries(cfg).filter(([n]) => !MODEL_CONFIG_KEYS.includes(n))) as Record<string, number | string>;
+  const t = await br.runModel({
+    config: { d: cfg.d, seq_len: cfg.seq_len, vocab: cfg.vocab, heads: cfg.heads, window: cfg.window, freq_schedule: cfg.freq_schedule, freq_threshold: cfg.freq_threshold },
+    levels: Array.from({ length: doc.target.k }, () => ({ rule: doc.target.rule, hyper })),
+    chunkSizes: doc.target.chunk_sizes, active: doc.target.active,
+    ids: doc.inputs.input_ids, targets: doc.inputs.target_ids,
+    params: { model: recFromJson(doc.inputs.params.model), levels: doc.inputs.params.levels.map((r: any) => recFromJson(r)) },
+    context: doc.inputs.context?.map((r: any) => recFromJson(r)),
+  });
+  diffs.push(diff("loss", scalar(t.loss), ex.loss as number));
+  for (const [n, v] of Object.entries(recFromJson(ex.grads.model))) diffs.push(diff(`grads.model.${n}`, t.grads.model[n], v));
+  ex.grads.levels.forEach((r: any, l: number) => {
+    for (const [n, v] of Object.entries(recFromJson(r))) diffs.push(diff(`grads.levels.${l}.${n}`, t.grads.levels[l]![n], v));
+  });
+  (ex.error_buffers ?? []).forEach((r: any, l: number) => {
+    for (const [n, v] of Object.entries(recFromJson(r))) diffs.push(diff(`error_buffers.${l}.${n}`, t.errorBuffers[l]![n], v));
+  });
+  const want = doc.target.active as boolean[];
+  return { diffs: withFloor(diffs), activeMatch: want.every((a, l) => a === t.active[l]) };
 }
 
 // ── main ────────────────────────────────────────────────────────────────────────────────────
@@ -534,6 +650,30 @@ async function main(): Promise<number> {
       rows.push({ id: def.id, worst: worst(r.diffs), loss, activeMatch: r.activeMatch, tapeWorst: tw, ms: r.ms });
     }
     report.model = rows;
+  }
+
+  if (o.doFixtures) {
+    const dir = decodeURIComponent(new URL("../../fixtures/golden", import.meta.url).pathname);
+    const files = existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith(".json")).sort() : [];
+    let replayed = 0, skipped = 0, worstAll: Diff | null = null;
+    for (const f of files) {
+      const doc = JSON.parse(readFileSync(`${dir}/${f}`, "utf8"));
+      const r = await replayFixture(br, doc);
+      if (r === null) {
+        skipped++;
+        continue;
+      }
+      replayed++;
+      const w = worst(r.diffs);
+      if (w !== null && (worstAll === null || !(w.rel <= worstAll.rel))) worstAll = { ...w, name: `${f}: ${w.name}` };
+      const bad = r.diffs.filter((d) => !(d.rel <= o.tol));
+      if (bad.length > 0 || !r.activeMatch) {
+        failures++;
+        console.log(`fixture ${f}: FAIL ${bad.map((d) => `${d.name} ${fmt(d.rel)}`).join("; ")}${r.activeMatch ? "" : " active decisions differ"}`);
+      } else if (o.verbose) console.log(`fixture ${f}: worst ${cell(w, true)}`);
+    }
+    console.log(`\n== golden fixtures (fixtures/golden): ${replayed} replayed through torch, ${skipped} f32 skipped; worst ${worstAll === null ? "-" : `${fmt(worstAll.rel)} (${worstAll.name})`}`);
+    report.fixtures = { replayed, skipped, worst: worstAll };
   }
 
   await br.close();

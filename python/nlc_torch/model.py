@@ -131,12 +131,12 @@ def run_model(spec: Dict, ids, targets, params_model: Dict[str, torch.Tensor],
             raise InputError(f"active: expected {k} booleans, got {active!r}")
 
     # Leaves.
-    Pm = {n: params_model[n].detach().clone().requires_grad_(True) for n in MODEL_PARAMS}
-    Pl = [{n: t.detach().clone().requires_grad_(True) for n, t in rec.items()} for rec in params_levels]
+    Pm = {n: params_model[n].detach().to(DT).clone().requires_grad_(True) for n in MODEL_PARAMS}
+    Pl = [{n: t.detach().to(DT).clone().requires_grad_(True) for n, t in rec.items()} for rec in params_levels]
     states = []
     for l in range(k):
         rule = levels[l]["rule"]
-        given = {n: t for n, t in (context[l] or {}).items() if n not in STEP_LOCAL_STATE.get(rule, ())}
+        given = {n: t.to(DT) for n, t in (context[l] or {}).items() if n not in STEP_LOCAL_STATE.get(rule, ())}
         st = resolve_state(rule, cfgs[l], given, f"context.{l}")
         for n in STEP_LOCAL_STATE.get(rule, ()):   # momentum restarts at zero every step (D7)
             st[n] = torch.zeros(*state_shapes(rule, cfgs[l])[n], dtype=DT)

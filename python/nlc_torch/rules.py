@@ -487,9 +487,10 @@ def run_rule(key: str, frozen: bool, cfg_in: Config, X: Tensor, dy: Tensor, para
         raise InputError(f"params.{sorted(extra)[0]}: rule '{key}' has no parameter of that name")
     st0 = resolve_state(key, cfg, state or {})
 
-    X = X.detach().clone().requires_grad_(True)
-    P = {n: t.detach().clone().requires_grad_(True) for n, t in params.items()}
-    S0 = {n: t.detach().clone().requires_grad_(True) for n, t in st0.items()}
+    X = X.detach().to(DT).clone().requires_grad_(True)
+    dy = dy.detach().to(DT)
+    P = {n: t.detach().to(DT).clone().requires_grad_(True) for n, t in params.items()}
+    S0 = {n: t.detach().to(DT).clone().requires_grad_(True) for n, t in st0.items()}
     with torch.enable_grad():
         if frozen:
             y = frozen_forward(key, X, P, S0, cfg)
