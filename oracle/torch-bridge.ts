@@ -252,6 +252,7 @@ class Proc {
   private readonly decoder = new Decoder();
   private readonly waiting: Pending[] = [];
   private stderrTail = "";
+  private writeError: string | null = null;
   dead: TorchBridgeError | null = null;
   readonly exited: Promise<void>;
 
@@ -307,6 +308,7 @@ class Proc {
     const tail = this.stderrTail.trim();
     this.fail(new TorchBridgeError("died",
       `torch bridge: the process (${this.python} -m nlc_torch.bridge) ended with ${how}` +
+      (this.writeError !== null ? ` (writing to it failed: ${this.writeError})` : "") +
       (tail ? `; stderr tail:\n${tail}` : "; no stderr output")));
   }
 
@@ -328,12 +330,17 @@ class Proc {
         resolve: (m) => { clearTimeout(timer); resolve(m); },
         reject: (err) => { clearTimeout(timer); reject(err); },
       });
+      // A write into a process that already exited fails (EPIPE); the exit itself is then
+      // reported by the stdout pump with the exit code and the stderr tail.
+      const noteWriteError = (err: unknown) => {
+        this.writeError ??= (err as Error).message;
+      };
       try {
         const sink = this.sub.stdin as import("bun").FileSink;
         sink.write(bytes);
-        void sink.flush();
+        Promise.resolve(sink.flush()).catch(noteWriteError);
       } catch (err) {
-        this.fail(new TorchBridgeError("died", `torch bridge: cannot write to the process: ${(err as Error).message}`));
+        noteWriteError(err);
       }
     });
   }
