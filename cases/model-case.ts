@@ -14,6 +14,7 @@ import {
 import { initContext, keepContext, type LevelContext } from "../src/model/context.ts";
 import { magForward, type Batch } from "../src/model/mag.ts";
 import type { ModelParams } from "../src/model/params.ts";
+import type { MemoryRuleKey } from "../src/rules/index.ts";
 
 export type ContextKind = "init" | "random" | "warm";
 
@@ -112,4 +113,12 @@ function makeContext(kind: ContextKind, model: Model, params: ModelParams, batch
     return model.levels.map((lv) => keepContext(lv, lv.decl.randomState(lv.cfg, dtype, () => rng.next())));
   }
   return [...magForward(model, params, batch, model.levels.map(() => true), init).context];
+}
+
+/** The fixture-sized model case (d = 4, seq_len = 4, V = 8): k levels of one rule from a random context. */
+export function smallModelSpec(rule: MemoryRuleKey, k: number, seed: number, over: Partial<ModelCaseSpec> = {}): ModelCaseSpec {
+  return {
+    d: 4, seq_len: 4, vocab: 8, heads: 2, window: 3, pad: true, seed, freq: { kind: "fixed" }, context: "random",
+    levels: Array.from({ length: k }, () => ({ rule, hyper: {} })), ...over,
+  };
 }

@@ -586,7 +586,7 @@ export async function close(): Promise<void> {
  * interpreter exists and imports torch. The reason names what is missing.
  */
 export function probeTorchSync(opts: BridgeOptions = {}): { available: true } | { available: false; reason: string } {
-  const python = opts.python ?? process.env.NLC_TORCH_PYTHON ?? "/usr/bin/python3";
+  const python = defaultPython(opts);
   const p = Bun.spawnSync({ cmd: [python, "-c", "import torch"], stdout: "ignore", stderr: "pipe", timeout: 120_000 });
   if (p.exitCode === 0) return { available: true };
   if (p.exitCode === null) return { available: false, reason: `${python} did not answer (${p.signalCode ?? "killed"})` };

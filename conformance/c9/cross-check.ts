@@ -18,7 +18,8 @@ import * as fc from "fast-check";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { buildRuleCase, clampHyper, ruleCaseSpecArb, type RuleCase, type RuleCaseSpec, type SizeLimits } from "../../cases/rule-case.ts";
 import { cmsStep } from "../../oracle/cms-backward.ts";
-import { buildModelCase, chunkSizesFor, type ModelCaseSpec } from "../../cases/model-case.ts";
+import { buildModelCase, chunkSizesFor, smallModelSpec, type ModelCaseSpec } from "../../cases/model-case.ts";
+import { maxAbs } from "../../src/numeric.ts";
 import { pulseAt } from "../../src/model/conductor.ts";
 import { DEFAULT_FREQ_THRESHOLD, type MemoryRuleKey } from "../../src/model/config.ts";
 import { contextKeys } from "../../src/model/context.ts";
@@ -84,14 +85,6 @@ interface Diff {
   readonly note?: string;
 }
 
-function maxAbs(d: ArrayLike<number>): number {
-  let m = 0;
-  for (let i = 0; i < d.length; i++) {
-    const x = Math.abs(d[i]!);
-    if (!(x <= m)) m = x; // NaN propagates
-  }
-  return m;
-}
 
 function diff(name: string, torch: Tensor | undefined, ts: Tensor | number | undefined): Diff {
   if (ts === undefined) return { name, rel: Infinity, abs: Infinity, refMax: 0, note: "missing in the TS reference" };
@@ -384,12 +377,6 @@ interface ModelCaseResult {
   readonly ms: number;
 }
 
-function modelSpec(rule: MemoryRuleKey, k: number, seed: number, over: Partial<ModelCaseSpec> = {}): ModelCaseSpec {
-  return {
-    d: 4, seq_len: 4, vocab: 8, heads: 2, window: 3, pad: true, seed, freq: { kind: "fixed" }, context: "random",
-    levels: Array.from({ length: k }, () => ({ rule, hyper: {} })), ...over,
-  };
-}
 
 export interface ModelCaseDef {
   readonly id: string;
@@ -404,24 +391,24 @@ export function modelCases(o: Options): ModelCaseDef[] {
   const rules = MEMORY_RULES.filter((r) => o.rules.length === 0 || o.rules.some((f) => r === f || `${r}.frozen` === f));
   rules.forEach((rule, i) => {
     const s = o.seed * 1000 + 10 * i;
-    out.push({ id: `${rule} k1 all-active init`, spec: modelSpec(rule, 1, s + 1, { context: "init" }), pulse: [true] });
-    out.push({ id: `${rule} k2 all-active`, spec: modelSpec(rule, 2, s + 2), pulse: [true, true] });
-    out.push({ id: `${rule} k2 frozen-1`, spec: modelSpec(rule, 2, s + 3), pulse: [true, false] });
-    out.push({ id: `${rule} k4 all-active`, spec: modelSpec(rule, 4, s + 4), pulse: [true, true, true, true] });
-    out.push({ id: `${rule} k4 step-8`, spec: modelSpec(rule, 4, s + 5), pulse: pulseAt(8, chunkSizesFor(4)).active });
+    out.push({ id: `${rule} k1 all-active init`, spec: smallModelSpec(rule, 1, s + 1, { context: "init" }), pulse: [true] });
+    out.push({ id: `${rule} k2 all-active`, spec: smallModelSpec(rule, 2, s + 2), pulse: [true, true] });
+    out.push({ id: `${rule} k2 frozen-1`, spec: smallModelSpec(rule, 2, s + 3), pulse: [true, false] });
+    out.push({ id: `${rule} k4 all-active`, spec: smallModelSpec(rule, 4, s + 4), pulse: [true, true, true, true] });
+    out.push({ id: `${rule} k4 step-8`, spec: smallModelSpec(rule, 4, s + 5), pulse: pulseAt(8, chunkSizesFor(4)).active });
     out.push({
       id: `${rule} k2 frozen-1 warm d6`, pulse: [true, false],
-      spec: modelSpec(rule, 2, s + 6, { d: 6, seq_len: 7, vocab: 11, heads: 3, window: 4, context: "warm" }),
+      spec: smallModelSpec(rule, 2, s + 6, { d: 6, seq_len: 7, vocab: 11, heads: 3, window: 4, context: "warm" }),
     });
     const learned = { kind: "learned", threshold: DEFAULT_FREQ_THRESHOLD } as const;
-    out.push({ id: `${rule} k4 learned`, spec: modelSpec(rule, 4, s + 7, { freq: learned }), pulse: [true, true, true, true], pin: true });
-    out.push({ id: `${rule} k2 learned`, spec: modelSpec(rule, 2, s + 8, { freq: learned }), pulse: [true, true] });
+    out.push({ id: `${rule} k4 learned`, spec: smallModelSpec(rule, 4, s + 7, { freq: learned }), pulse: [true, true, true, true], pin: true });
+    out.push({ id: `${rule} k2 learned`, spec: smallModelSpec(rule, 2, s + 8, { freq: learned }), pulse: [true, true] });
   });
   if (o.rules.length === 0) {
     // Mixed levels (the model allows a rule per level).
     out.push({
       id: "mixed delta/moneta/lattice/trellis k4 step-8", pulse: pulseAt(8, chunkSizesFor(4)).active,
-      spec: { ...modelSpec("delta", 4, o.seed * 1000 + 999), levels: ["delta", "moneta", "lattice", "trellis"].map((r) => ({ rule: r as MemoryRuleKey, hyper: {} })) },
+      spec: { ...smallModelSpec("delta", 4, o.seed * 1000 + 999), levels: ["delta", "moneta", "lattice", "trellis"].map((r) => ({ rule: r as MemoryRuleKey, hyper: {} })) },
     });
   }
   return out;
