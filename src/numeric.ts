@@ -2,20 +2,29 @@
  * Numeric kernels on flat row-major typed arrays. Every function writes into a fresh or a
  * caller-owned output and never into its inputs. Loops accumulate in a JS number (f64) and
  * store once, so f32 storage rounds exactly once per output element.
+ *
+ * Under withAccumulate("f32") (src/precision.ts; the plain-precision reference only) every sum
+ * instead rounds to f32 after each multiply-add, in the same order: acc = fl32(acc + a·b), which is
+ * a fused multiply-add because the product of two f32 values is exact in f64.
  */
+import { accumulatesInF32, sumsReversed } from "./precision.ts";
 import type { Data } from "./tensor.ts";
+
+const f = Math.fround;
 
 /** out[m,n] = A[m,k] · B[k,n] */
 export function matmul(a: Data, b: Data, m: number, k: number, n: number, out: Data): Data {
-  const acc = new Float64Array(n);
+  const acc32 = accumulatesInF32();
+  const acc = acc32 ? new Float32Array(n) : new Float64Array(n);
   for (let i = 0; i < m; i++) {
     acc.fill(0);
-    const ai = i * k;
-    for (let p = 0; p < k; p++) {
+    const ai = i * k, rev = sumsReversed();
+    for (let pp = 0; pp < k; pp++) {
+      const p = rev ? k - 1 - pp : pp;
       const av = a[ai + p]!;
       if (av === 0) continue;
       const bp = p * n;
-      for (let j = 0; j < n; j++) acc[j]! += av * b[bp + j]!;
+      for (let j = 0; j < n; j++) acc[j]! += av * b[bp + j]!; // a Float32Array acc rounds each step
     }
     const oi = i * n;
     for (let j = 0; j < n; j++) out[oi + j] = acc[j]!;
@@ -29,9 +38,7 @@ export function matmulTB(a: Data, b: Data, m: number, k: number, n: number, out:
     const ai = i * k;
     for (let j = 0; j < n; j++) {
       const bj = j * k;
-      let s = 0;
-      for (let p = 0; p < k; p++) s += a[ai + p]! * b[bj + p]!;
-      out[i * n + j] = s;
+      out[i * n + j] = dot(a, b, k, ai, bj);
     }
   }
   return out;
@@ -39,8 +46,10 @@ export function matmulTB(a: Data, b: Data, m: number, k: number, n: number, out:
 
 /** out[m,n] = A[k,m]^T · B[k,n] */
 export function matmulTA(a: Data, b: Data, m: number, k: number, n: number, out: Data): Data {
-  const acc = new Float64Array(m * n);
-  for (let p = 0; p < k; p++) {
+  const acc = accumulatesInF32() ? new Float32Array(m * n) : new Float64Array(m * n);
+  const rev = sumsReversed();
+  for (let pp = 0; pp < k; pp++) {
+    const p = rev ? k - 1 - pp : pp;
     const ap = p * m;
     const bp = p * n;
     for (let i = 0; i < m; i++) {
@@ -62,7 +71,11 @@ export function transpose(a: Data, rows: number, cols: number, out: Data): Data 
 
 export function dot(a: Data, b: Data, n = a.length, ao = 0, bo = 0): number {
   let s = 0;
-  for (let i = 0; i < n; i++) s += a[ao + i]! * b[bo + i]!;
+  if (sumsReversed()) {
+    if (accumulatesInF32()) for (let i = n - 1; i >= 0; i--) s = f(s + a[ao + i]! * b[bo + i]!);
+    else for (let i = n - 1; i >= 0; i--) s += a[ao + i]! * b[bo + i]!;
+  } else if (accumulatesInF32()) for (let i = 0; i < n; i++) s = f(s + a[ao + i]! * b[bo + i]!);
+  else for (let i = 0; i < n; i++) s += a[ao + i]! * b[bo + i]!;
   return s;
 }
 
@@ -99,7 +112,8 @@ export function softmaxRows(x: Data, rows: number, cols: number, out: Data): Dat
     let mx = -Infinity;
     for (let j = 0; j < cols; j++) mx = Math.max(mx, x[o + j]!);
     let sum = 0;
-    for (let j = 0; j < cols; j++) sum += Math.exp(x[o + j]! - mx);
+    if (accumulatesInF32()) for (let j = 0; j < cols; j++) sum = f(sum + f(Math.exp(x[o + j]! - mx)));
+    else for (let j = 0; j < cols; j++) sum += Math.exp(x[o + j]! - mx);
     for (let j = 0; j < cols; j++) out[o + j] = Math.exp(x[o + j]! - mx) / sum;
   }
   return out;
@@ -109,8 +123,7 @@ export function softmaxRows(x: Data, rows: number, cols: number, out: Data): Dat
 export function softmaxRowsVjp(p: Data, dp: Data, rows: number, cols: number, out: Data): Data {
   for (let r = 0; r < rows; r++) {
     const o = r * cols;
-    let s = 0;
-    for (let j = 0; j < cols; j++) s += dp[o + j]! * p[o + j]!;
+    const s = dot(dp, p, cols, o, o);
     for (let j = 0; j < cols; j++) out[o + j] = p[o + j]! * (dp[o + j]! - s);
   }
   return out;
@@ -120,21 +133,20 @@ export function softmaxRowsVjp(p: Data, dp: Data, rows: number, cols: number, ou
 
 /** out[oo..oo+rows) = A[ao: rows x cols] · x[xo..xo+cols) */
 export function matvec(A: Data, ao: number, rows: number, cols: number, x: Data, xo: number, out: Data, oo = 0): void {
-  for (let i = 0; i < rows; i++) {
-    let s = 0;
-    const r = ao + i * cols;
-    for (let j = 0; j < cols; j++) s += A[r + j]! * x[xo + j]!;
-    out[oo + i] = s;
-  }
+  for (let i = 0; i < rows; i++) out[oo + i] = dot(A, x, cols, ao + i * cols, xo);
 }
 
 /** out[oo..oo+cols) = A[ao: rows x cols]^T · x[xo..xo+rows) */
 export function matTvec(A: Data, ao: number, rows: number, cols: number, x: Data, xo: number, out: Data, oo = 0): void {
   // Accumulate in f64 scratch and store once, so f32 outputs round once per element.
+  const acc32 = accumulatesInF32();
   if (scratch.length < cols) scratch = new Float64Array(cols * 2);
-  const acc = scratch;
+  if (scratch32.length < cols) scratch32 = new Float32Array(cols * 2);
+  const acc = acc32 ? scratch32 : scratch;
   acc.fill(0, 0, cols);
-  for (let i = 0; i < rows; i++) {
+  const rev = sumsReversed();
+  for (let ii = 0; ii < rows; ii++) {
+    const i = rev ? rows - 1 - ii : ii;
     const xi = x[xo + i]!;
     if (xi === 0) continue;
     const r = ao + i * cols;
@@ -143,6 +155,7 @@ export function matTvec(A: Data, ao: number, rows: number, cols: number, x: Data
   for (let j = 0; j < cols; j++) out[oo + j] = acc[j]!;
 }
 let scratch = new Float64Array(64);
+let scratch32 = new Float32Array(64);
 
 /** A[ao: rows x cols] += c · u[uo..uo+rows) w[wo..wo+cols)^T */
 export function addOuter(A: Data, ao: number, rows: number, cols: number, c: number, u: Data, uo: number, w: Data, wo: number): void {
@@ -156,9 +169,7 @@ export function addOuter(A: Data, ao: number, rows: number, cols: number, c: num
 
 /** Frobenius inner product of two n-element blocks. */
 export function frob(A: Data, ao: number, B: Data, bo: number, n: number): number {
-  let s = 0;
-  for (let i = 0; i < n; i++) s += A[ao + i]! * B[bo + i]!;
-  return s;
+  return dot(A, B, n, ao, bo);
 }
 
 /** max_i |a_i| (0 for an empty array). */

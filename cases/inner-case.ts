@@ -1,0 +1,31 @@
+/**
+ * Kernel-level cases: the inputs of a rule's inner pair (k, v, q, x, gates, omega — or q alone for
+ * a frozen read), its state and dy, taken from a generated rule case by running the level's
+ * projections and gates in f64. Kernels, the plain-precision reference and ref64 all start here.
+ */
+import { frozenForwardSaved, ruleForwardSaved } from "../src/rules/level.ts";
+import type { InnerInputs, RuleDecl } from "../src/rules/types.ts";
+import type { Tensor } from "../src/tensor.ts";
+import type { PairCase } from "../oracle/plain-reference.ts";
+import { buildRuleCase, type RuleCaseSpec } from "./rule-case.ts";
+
+export const INNER_INPUT_NAMES = ["k", "v", "q", "x", "alpha", "theta", "eta", "omega"] as const;
+
+export interface InnerCase extends PairCase {
+  readonly cfg: ReturnType<typeof buildRuleCase>["cfg"];
+}
+
+export function innerCase(decl: RuleDecl, spec: RuleCaseSpec, frozen: boolean): InnerCase {
+  const c = buildRuleCase(decl, spec, "f64", frozen);
+  const raw: Record<string, Tensor> = {};
+  if (frozen) {
+    raw.q = frozenForwardSaved(decl, c.X, c.params, c.state, c.cfg).saved.q!;
+  } else {
+    const saved = ruleForwardSaved(decl, c.X, c.params, c.state, c.cfg).saved;
+    for (const n of INNER_INPUT_NAMES) {
+      const t = n === "x" ? saved.X : saved[n];
+      if (t !== undefined) raw[n] = t;
+    }
+  }
+  return { cfg: c.cfg, inputs: raw as unknown as InnerInputs, state: c.state, dy: c.dy };
+}

@@ -1,0 +1,93 @@
+/**
+ * The plain-precision reference (docs/spec/precision.md#plain): our reference pair run with a
+ * kernel's declared precision emulated — every tensor crossing the ABI rounded to the storage
+ * dtype, the state to the state dtype, and every sum of the numeric kernels accumulated in the
+ * accumulate dtype, in the reference's own order. Its distance from ref64 is the rounding a
+ * correct kernel of that precision may show; the flash-attention bound is twice that plus a floor.
+ *
+ * ref64 is run on the SAME rounded inputs (cast to f64), so rounding the inputs is never counted
+ * as the kernel's error.
+ */
+import { roundTo, withAccumulate, type Precision } from "../src/precision.ts";
+import type { InnerInputs, RuleConfig, RuleDecl, State } from "../src/rules/types.ts";
+import { Tensor, type DType } from "../src/tensor.ts";
+
+/** One run of a pair: y, the final state (active pairs) and every gradient the pair returns, as f64 values. */
+export interface PairRun {
+  readonly y: Float64Array;
+  readonly finalState: Readonly<Record<string, Float64Array>>;
+  readonly grads: Readonly<Record<string, Float64Array>>;
+}
+
+/** The inputs of one kernel case, in f64 (already rounded to the kernel's storage dtype where they cross the ABI). */
+export interface PairCase {
+  readonly inputs: InnerInputs;
+  readonly state: State;
+  readonly dy: Tensor;
+}
+
+const INPUT_NAMES = ["k", "v", "q", "x", "alpha", "theta", "eta", "omega"] as const;
+
+function mapTensor(t: Tensor, dtype: DType, round: (x: number) => number): Tensor {
+  const out = new Tensor(dtype, [...t.shape]);
+  for (let i = 0; i < t.data.length; i++) out.data[i] = round(t.data[i]!);
+  return out;
+}
+
+function mapCase(c: PairCase, dtype: DType, storage: (x: number) => number, state: (x: number) => number): PairCase {
+  const inputs: Record<string, Tensor> = {};
+  for (const n of INPUT_NAMES) {
+    const t = c.inputs[n];
+    if (t !== undefined) inputs[n] = mapTensor(t, dtype, storage);
+  }
+  const st: Record<string, Tensor> = {};
+  for (const [n, t] of Object.entries(c.state)) st[n] = mapTensor(t, dtype, state);
+  return { inputs: inputs as unknown as InnerInputs, state: st, dy: mapTensor(c.dy, dtype, storage) };
+}
+
+/** The case with every ABI tensor rounded to the precision's storage dtype and the state to its state dtype (as f64). */
+export function roundCase(c: PairCase, p: Precision): PairCase {
+  return mapCase(c, "f64", (x) => roundTo(p.storage, x), (x) => roundTo(p.state, x));
+}
+
+function toF64(t: Tensor | undefined, round: (x: number) => number): Float64Array {
+  const out = new Float64Array(t?.data.length ?? 0);
+  if (t !== undefined) for (let i = 0; i < out.length; i++) out[i] = round(t.data[i]!);
+  return out;
+}
+
+function run(decl: RuleDecl, frozen: boolean, c: PairCase, cfg: RuleConfig, storage: (x: number) => number, state: (x: number) => number): PairRun {
+  const grads: Record<string, Float64Array> = {};
+  if (frozen) {
+    const fr = decl.frozen!;
+    const f = fr.forward(c.inputs.q, c.state, cfg);
+    const b = fr.backward(f.saved, c.inputs.q, c.dy, cfg);
+    grads.dq = toF64(b.dq, storage);
+    return { y: toF64(f.y, storage), finalState: {}, grads };
+  }
+  const f = decl.inner.forward(c.inputs, c.state, cfg);
+  const g = decl.inner.backward(f.saved, c.inputs, c.dy, cfg) as Record<string, Tensor | undefined>;
+  for (const [n, t] of Object.entries(g)) if (t instanceof Tensor) grads[n] = toF64(t, storage);
+  const finalState: Record<string, Float64Array> = {};
+  for (const [n, t] of Object.entries(f.finalState)) finalState[n] = toF64(t, state);
+  return { y: toF64(f.y, storage), finalState, grads };
+}
+
+const exact = (x: number) => x;
+
+/** ref64: the reference in f64 on the case as given. */
+export function runRef64(decl: RuleDecl, frozen: boolean, c: PairCase, cfg: RuleConfig): PairRun {
+  return run(decl, frozen, mapCase(c, "f64", exact, exact), cfg, exact, exact);
+}
+
+/**
+ * The plain reference: f32 storage for every intermediate (every storage dtype here is at most
+ * f32 wide, so its values are exact in f32), sums in the accumulate dtype, outputs rounded to the
+ * storage dtype and the final state to the state dtype.
+ */
+export function runPlain(decl: RuleDecl, frozen: boolean, c: PairCase, cfg: RuleConfig, p: Precision, order: "natural" | "reversed" = "natural"): PairRun {
+  const storage = (x: number) => roundTo(p.storage, x), state = (x: number) => roundTo(p.state, x);
+  const inF32 = mapCase(c, "f32", storage, state);
+  return withAccumulate(p.accumulate, () => run(decl, frozen, inF32, cfg, storage, state), order);
+}
+

@@ -1,0 +1,102 @@
+/**
+ * Low precision, emulated (docs/spec/precision.md#emulation): rounding to the storage dtypes a
+ * kernel may declare (f32, bf16, f16; round to nearest, ties to even) and the accumulate dtype the
+ * numeric kernels sum in (f64, or f32 for a plain-f32 reference).
+ *
+ * This exists only for the plain-precision reference that measures how much rounding a kernel of a
+ * declared precision may show (D5, D15); ref64, the truth, never runs with it.
+ */
+
+export type StorageDType = "f32" | "bf16" | "f16";
+export type AccumulateDType = "f64" | "f32";
+
+/** What a kernel declares for the tensors crossing its ABI, its state, and its sums. */
+export interface Precision {
+  readonly storage: StorageDType;
+  readonly state: StorageDType;
+  readonly accumulate: AccumulateDType;
+}
+
+/** Significand bits (with the implicit one), smallest normal exponent, largest finite value. */
+const FORMATS: Readonly<Record<StorageDType, { bits: number; emin: number; max: number }>> = {
+  f32: { bits: 24, emin: -126, max: 3.4028234663852886e38 },
+  bf16: { bits: 8, emin: -126, max: 3.3895313892515355e38 },
+  f16: { bits: 11, emin: -14, max: 65504 },
+};
+
+/**
+ * x rounded to the dtype, to nearest with ties to even, directly from f64 (no double rounding
+ * through f32); subnormals kept, overflow to ±Infinity, NaN kept.
+ */
+export function roundTo(dtype: StorageDType, x: number): number {
+  if (dtype === "f32") return Math.fround(x);
+  if (x === 0 || !Number.isFinite(x)) return x;
+  const { bits, emin, max } = FORMATS[dtype];
+  const a = Math.abs(x);
+  let e = Math.floor(Math.log2(a));
+  // log2 can be off by one next to a power of two
+  if (2 ** e > a) e--;
+  else if (2 ** (e + 1) <= a) e++;
+  const ulp = 2 ** (Math.max(e, emin) - (bits - 1));
+  const r = a / ulp; // exact: a power-of-two scaling
+  const f = Math.floor(r), frac = r - f;
+  const n = frac > 0.5 || (frac === 0.5 && f % 2 === 1) ? f + 1 : f;
+  const y = n * ulp;
+  // a value past the largest finite one rounds to infinity when it is at least half an ulp beyond
+  if (y > max) return x > 0 ? Infinity : -Infinity;
+  return x > 0 ? y : -y;
+}
+
+/** A copy of a with every entry rounded to the dtype, as f64 values. */
+export function roundedCopy(dtype: StorageDType, a: ArrayLike<number>): Float64Array {
+  const out = new Float64Array(a.length);
+  for (let i = 0; i < a.length; i++) out[i] = roundTo(dtype, a[i]!);
+  return out;
+}
+
+/** Unit roundoff of the dtype: half its machine epsilon. */
+export function unitRoundoff(dtype: StorageDType | AccumulateDType): number {
+  switch (dtype) {
+    case "f64": return 2 ** -53;
+    case "f32": return 2 ** -24;
+    case "bf16": return 2 ** -8;
+    case "f16": return 2 ** -11;
+  }
+}
+
+let accumulateF32 = false;
+let reversed = false;
+
+/** True while the numeric kernels sum in f32 (see withAccumulate). */
+export function accumulatesInF32(): boolean {
+  return accumulateF32;
+}
+
+/** True while the numeric kernels sum in reverse order (see withAccumulate). */
+export function sumsReversed(): boolean {
+  return reversed;
+}
+
+/**
+ * Runs fn with the numeric kernels' sums (dot products, matrix products, reductions) rounded to
+ * f32 after every addition — a plain f32 kernel's accumulation in the reference's own order — and
+ * the rules' adjoint scratch buffers (accBuffer) in f32. Restores the previous mode afterwards.
+ */
+export function withAccumulate<T>(acc: AccumulateDType, fn: () => T, order: "natural" | "reversed" = "natural"): T {
+  const before = accumulateF32, orderBefore = reversed;
+  accumulateF32 = acc === "f32";
+  // "reversed" sums every reduction from its last term to its first: a second, equally correct
+  // rounding order, which stands in for a kernel when the bias test is calibrated.
+  reversed = order === "reversed";
+  try {
+    return fn();
+  } finally {
+    accumulateF32 = before;
+    reversed = orderBefore;
+  }
+}
+
+/** A zeroed scratch buffer for accumulated quantities (adjoints, partial sums): f64, or f32 under withAccumulate("f32"). */
+export function accBuffer(n: number): Float64Array | Float32Array {
+  return accumulateF32 ? new Float32Array(n) : new Float64Array(n);
+}
