@@ -3,11 +3,12 @@
  * a frozen read), its state and dy, taken from a generated rule case by running the level's
  * projections and gates in f64. Kernels, the plain-precision reference and ref64 all start here.
  */
+import * as fc from "fast-check";
 import { frozenForwardSaved, ruleForwardSaved } from "../src/rules/level.ts";
 import type { InnerInputs, RuleDecl } from "../src/rules/types.ts";
 import type { Tensor } from "../src/tensor.ts";
 import type { PairCase } from "../oracle/plain-reference.ts";
-import { buildRuleCase, type RuleCaseSpec } from "./rule-case.ts";
+import { buildRuleCase, ruleCaseSpecArb, type RuleCaseSpec, type SizeLimits } from "./rule-case.ts";
 
 export const INNER_INPUT_NAMES = ["k", "v", "q", "x", "alpha", "theta", "eta", "omega"] as const;
 
@@ -28,4 +29,9 @@ export function innerCase(decl: RuleDecl, spec: RuleCaseSpec, frozen: boolean): 
     }
   }
   return { cfg: c.cfg, inputs: raw as unknown as InnerInputs, state: c.state, dy: c.dy };
+}
+
+/** n generated case specs of a rule, deterministic in the seed (for measurements outside a property run). */
+export function sampleRuleCaseSpecs(decl: RuleDecl, sizes: SizeLimits, seed: number, n: number): RuleCaseSpec[] {
+  return fc.sample(ruleCaseSpecArb(decl, sizes), { seed, numRuns: n });
 }
