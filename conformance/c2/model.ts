@@ -8,7 +8,7 @@ import { gradCheck } from "../../oracle/gradcheck.ts";
 import { levelGradNames } from "../../oracle/model-compare.ts";
 import { fromComparison, type CaseOutcome, type CheckDef, type Profile } from "../../harness/check.ts";
 import { MODEL_PARAMS } from "../../src/model/config.ts";
-import { magForward } from "../../src/model/mag.ts";
+import { modelForward } from "../../src/model/forward.ts";
 import { tapeStep, type StepResult } from "../../src/model/step.ts";
 import { maxAbs } from "../../src/numeric.ts";
 import type { Tensor } from "../../src/tensor.ts";
@@ -56,7 +56,7 @@ function c2Case(spec: ModelCaseSpec, p: Pattern): CaseOutcome {
   const c = buildModelCase(spec);
   const r = tapeStep(c.model, c.params, c.batch, p.active, c.context);
   const ds = differentiated(c, r);
-  const loss = () => magForward(c.model, c.params, c.batch, p.active, c.context).loss.data[0]!;
+  const loss = () => modelForward(c.model, c.params, c.batch, p.active, c.context).loss.data[0]!;
   // Vacuity is judged per group below, so the per-tensor floor is off.
   const cmp = gradCheck(loss, ds.map((d) => ({ name: d.name, tensor: d.tensor, grad: d.grad.data })),
     { fullMax: FULL_FD_MAX, directions: DIRECTIONS, seed: spec.seed ^ 0x2545f491, floor: 0 });

@@ -4,7 +4,7 @@
  */
 import { bitwiseEqual } from "../../oracle/compare.ts";
 import type { CaseOutcome, CheckDef, Profile } from "../../harness/check.ts";
-import { magForward } from "../../src/model/mag.ts";
+import { modelForward } from "../../src/model/forward.ts";
 import { tapeParams } from "../../src/model/step.ts";
 import { maxAbs } from "../../src/numeric.ts";
 import { withTape } from "../../src/tape.ts";
@@ -17,9 +17,9 @@ const TOLERANCE = { kind: "bitwise", dtypes: ["f64", "f32"], compared: "loss, le
 function c4Case(spec: ModelCaseSpec, p: Pattern): CaseOutcome {
   for (const dtype of ["f64", "f32"] as const) {
     const c = buildModelCase(spec, dtype);
-    const plain = magForward(c.model, c.params, c.batch, p.active, c.context);
+    const plain = modelForward(c.model, c.params, c.batch, p.active, c.context);
     const { out: traced, entries } = withTape((tape) => {
-      const out = magForward(c.model, tapeParams(tape, c.params), c.batch, p.active, c.context);
+      const out = modelForward(c.model, tapeParams(tape, c.params), c.batch, p.active, c.context);
       return { out, entries: tape.length };
     });
     // SWA and every level are opaque blocks, plus at least the embedding and the loss.
