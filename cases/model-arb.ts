@@ -6,7 +6,7 @@ import * as fc from "fast-check";
 import { chunkSizesFor, type ContextKind, type ModelCaseSpec } from "./model-case.ts";
 import { ruleCaseSpecArb } from "./rule-case.ts";
 import { pulseAt } from "../src/model/conductor.ts";
-import { DEFAULT_FREQ_THRESHOLD, type FreqSchedule } from "../src/model/config.ts";
+import { COMPOSITIONS, DEFAULT_FREQ_THRESHOLD, type Composition, type FreqSchedule } from "../src/model/config.ts";
 import { MEMORY_RULES, ruleByKey, type MemoryRuleKey } from "../src/rules/index.ts";
 
 /** The CMS sizes every model check covers (D11). */
@@ -37,7 +37,7 @@ function divisorsUpTo4(d: number): number[] {
  * is small enough to push their gradients to ~1e-10.
  */
 export function specArb(rules: fc.Arbitrary<MemoryRuleKey[]>, sizes: Sizes, freq: FreqSchedule,
-  context: ContextKind = "random"): fc.Arbitrary<ModelCaseSpec> {
+  context: ContextKind = "random", pattern: Composition = "mag"): fc.Arbitrary<ModelCaseSpec> {
   return fc.record({
     d: fc.integer({ min: sizes.d[0], max: sizes.d[1] }),
     seq_len: fc.integer({ min: sizes.seq_len[0], max: sizes.seq_len[1] }),
@@ -49,8 +49,26 @@ export function specArb(rules: fc.Arbitrary<MemoryRuleKey[]>, sizes: Sizes, freq
     levels: rules.chain((rs) => fc.tuple(...rs.map((r) => hyperArb(r).map((hyper) => ({ rule: r, hyper }))))),
   }).map(({ headPick, ...s }) => {
     const hs = divisorsUpTo4(s.d);
-    return { ...s, heads: hs[headPick % hs.length]!, freq, context };
+    const spec = { ...s, heads: hs[headPick % hs.length]!, freq, context };
+    // A MAG spec carries no pattern field, so MAG's generated cases are exactly what they were.
+    return pattern === "mag" ? spec : { ...spec, pattern };
   });
+}
+
+/** Every composition the model checks iterate (docs/spec/composition.md). */
+export { COMPOSITIONS, type Composition };
+
+/**
+ * The id segment of a composition: empty for MAG, so the ids of MAG's checks are the ones
+ * reports were compared by before MAC and MAL existed; "mac/" and "mal/" otherwise.
+ */
+export function compositionId(pattern: Composition): string {
+  return pattern === "mag" ? "" : `${pattern}/`;
+}
+
+/** The subject's pattern field: absent for MAG (unchanged reports), the pattern otherwise. */
+export function compositionSubject(pattern: Composition): { pattern?: string } {
+  return pattern === "mag" ? {} : { pattern };
 }
 
 export const sameRule = (rule: MemoryRuleKey, k: number) => fc.constant(Array.from({ length: k }, () => rule));
@@ -93,10 +111,16 @@ export const LEARNED: FreqSchedule = { kind: "learned", threshold: DEFAULT_FREQ_
 
 /** One fixed, representative case (C7 loops are deterministic single runs). */
 export function fixedSpec(rules: readonly MemoryRuleKey[], seed: number, over: Partial<ModelCaseSpec> = {}): ModelCaseSpec {
-  return {
+  const spec: ModelCaseSpec = {
     d: 6, seq_len: 6, vocab: 11, heads: 2, window: 4, pad: true, seed, freq: FIXED, context: "init",
     levels: rules.map((rule) => ({ rule, hyper: {} })), ...over,
   };
+  return spec.pattern === "mag" ? withoutPattern(spec) : spec;
+}
+
+function withoutPattern(spec: ModelCaseSpec): ModelCaseSpec {
+  const { pattern: _p, ...rest } = spec;
+  return rest;
 }
 
 /** The levels of the mixed C7 loops, by name (adding a rule to the registry changes nothing here). */

@@ -8,11 +8,12 @@
 import { Rng, uniformTensor } from "../src/rng.ts";
 import { Tensor, type DType } from "../src/tensor.ts";
 import {
-  DEFAULT_CHUNK_SIZES, MODEL_PARAMS, compileModel, levelParamShapes, modelParamShapes,
-  type FreqSchedule, type LevelSpec, type Model, type ModelParamName,
+  DEFAULT_CHUNK_SIZES, MODEL_PARAMS, PERSIST_PARAM, compileModel, levelParamShapes, modelParamShapes, modelRecordShapes,
+  type Composition, type FreqSchedule, type LevelSpec, type Model, type ModelParamName,
 } from "../src/model/config.ts";
 import { initContext, keepContext, type LevelContext } from "../src/model/context.ts";
-import { magForward, type Batch } from "../src/model/mag.ts";
+import { modelForward } from "../src/model/forward.ts";
+import type { Batch } from "../src/model/mag.ts";
 import type { ModelParams } from "../src/model/params.ts";
 import type { MemoryRuleKey } from "../src/rules/index.ts";
 
@@ -33,6 +34,8 @@ export interface ModelCaseSpec {
   /** Mark one target as padding (-1, D12). */
   readonly pad: boolean;
   readonly seed: number;
+  /** Absent: "mag" (docs/spec/composition.md); a MAC case has the default number of persistent tokens. */
+  readonly pattern?: Composition;
 }
 
 export interface ModelCase {
@@ -68,6 +71,7 @@ export function buildModelCase(spec: ModelCaseSpec, dtype: DType = "f64"): Model
     chunk_sizes: spec.chunk_sizes ?? chunkSizesFor(spec.levels.length),
     levels: spec.levels.map((lv) => ({ rule: lv.rule, hyper: fitHyper(lv.hyper, spec.d) })),
     freq: spec.freq,
+    ...(spec.pattern === undefined ? {} : { pattern: spec.pattern }),
   });
   const rng = new Rng(spec.seed);
   const { d, vocab: V, seq_len: s } = spec;
@@ -76,6 +80,10 @@ export function buildModelCase(spec: ModelCaseSpec, dtype: DType = "f64"): Model
   for (const n of MODEL_PARAMS) {
     const scale = n === "W_embed" ? 1 : 1.5 / Math.sqrt(d);
     mp[n] = uniformTensor(dtype, shapes[n], rng, -scale, scale);
+  }
+  // Drawn after the shared six, so a MAG case's tensors do not depend on the field existing.
+  if (model.pattern === "mac") {
+    (mp as Record<string, Tensor>)[PERSIST_PARAM] = uniformTensor(dtype, modelRecordShapes(model)[PERSIST_PARAM]!, rng, -1, 1);
   }
   const levels = model.levels.map((_, l) => {
     const rec: Record<string, Tensor> = {};
@@ -112,7 +120,7 @@ function makeContext(kind: ContextKind, model: Model, params: ModelParams, batch
   if (kind === "random") {
     return model.levels.map((lv) => keepContext(lv, lv.decl.randomState(lv.cfg, dtype, () => rng.next())));
   }
-  return [...magForward(model, params, batch, model.levels.map(() => true), init).context];
+  return [...modelForward(model, params, batch, model.levels.map(() => true), init).context];
 }
 
 /** The fixture-sized model case (d = 4, seq_len = 4, V = 8): k levels of one rule from a random context. */

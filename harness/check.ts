@@ -14,6 +14,8 @@ export interface Subject {
   rule?: string;
   frozen?: boolean;
   k?: number;
+  /** The model's composition pattern (docs/spec/composition.md); absent for MAG and non-model checks. */
+  pattern?: string;
   backend?: string;
   fixture?: string;
 }

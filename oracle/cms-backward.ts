@@ -1,5 +1,5 @@
 /**
- * The hand-written oracle for the whole MAG + CMS model (docs/spec/titans-family.md#mag-backward, docs/spec/titans-family.md#cms-combine, docs/spec/titans-family.md#cms-error-buffers,
+ * The hand-written oracle for the whole MAG + CMS model (MAC and MAL: composition-backward.ts) (docs/spec/titans-family.md#mag-backward, docs/spec/titans-family.md#cms-combine, docs/spec/titans-family.md#cms-error-buffers,
  * §9.7 with docs/spec/decisions.md#d10, docs/spec/decisions.md#d11, docs/spec/decisions.md#d12, docs/spec/decisions.md#d13): a forward that keeps what the backward needs, written with the
  * numeric kernels and the rules' hand-written pieces (ruleForwardSaved / ruleBackward,
  * frozenForwardSaved / frozenBackward), and the model's backward written out by hand. Nothing
@@ -12,18 +12,16 @@ import { levelParamNames, type Model } from "../src/model/config.ts";
 import { callState, keepContext, type LevelContext } from "../src/model/context.ts";
 import type { Batch } from "../src/model/mag.ts";
 import { validateParams, zeroGrads, type ModelParams } from "../src/model/params.ts";
+import {
+  addInto, checkIds, crossEntropy, embedBackward, fill, gateBackward, gateForward, logitGrad, type GateCache,
+} from "./model-pieces.ts";
 import { FROZEN_BUFFERED, type StepResult, type Stepper } from "../src/model/step.ts";
+import { macStep, malStep } from "./composition-backward.ts";
 
 interface LevelCache {
   readonly active: boolean;
   readonly y: Tensor;
   readonly saved: Record<string, Tensor>;
-}
-
-interface GateCache {
-  /** m̄ as the forward rounded it, [d]. */
-  readonly mean: Data;
-  readonly g: Data;
 }
 
 export interface CmsCache {
@@ -42,52 +40,6 @@ export interface CmsCache {
   readonly Z: Data;
   readonly loss: number;
   readonly context: readonly LevelContext[];
-}
-
-/** Stores f(i) into a fresh array of the run's dtype: one rounding per element, like the ops. */
-function fill(dt: DType, n: number, f: (i: number) => number): Data {
-  const out = alloc(dt, n);
-  for (let i = 0; i < n; i++) out[i] = f(i);
-  return out;
-}
-
-function checkIds(ids: readonly number[], V: number): void {
-  ids.forEach((ix, t) => {
-    if (!Number.isInteger(ix) || ix < 0 || ix >= V) throw new Error(`input id [${t}] = ${ix} is out of range [0, ${V})`);
-  });
-}
-
-/** D12 validation and the mean cross entropy over valid targets, accumulated as the op does. */
-function crossEntropy(Z: Data, targets: readonly number[], s: number, V: number, dt: DType): number {
-  if (targets.length !== s) throw new Error(`targets: length ${targets.length}, expected ${s}`);
-  let total = 0, n = 0;
-  for (let t = 0; t < s; t++) {
-    const tg = targets[t]!;
-    if (!Number.isInteger(tg) || tg < -1 || tg >= V) throw new Error(`targets[${t}] = ${tg} is invalid (D12)`);
-    if (tg < 0) continue;
-    const o = t * V;
-    let mx = -Infinity;
-    for (let j = 0; j < V; j++) mx = Math.max(mx, Z[o + j]!);
-    let se = 0;
-    for (let j = 0; j < V; j++) se += Math.exp(Z[o + j]! - mx);
-    total += mx + Math.log(se) - Z[o + tg]!;
-    n++;
-  }
-  return fill(dt, 1, () => (n === 0 ? 0 : total / n))[0]!;
-}
-
-function gateForward(model: Model, params: ModelParams, X: Data, dt: DType): GateCache {
-  const { seq_len: s, d } = model.spec;
-  const sums = new Float64Array(d);
-  for (let t = 0; t < s; t++) for (let j = 0; j < d; j++) sums[j]! += X[t * d + j]!;
-  const rounded = fill(dt, d, (j) => sums[j]!);
-  const mean = fill(dt, d, (j) => (1 / s) * rounded[j]!);
-  const g = fill(dt, model.k, (l) => {
-    const p = params.levels[l]!;
-    const dot = fill(dt, 1, () => K.dot(mean, p.w_freq!.data, d))[0]!;
-    return K.sigmoid(fill(dt, 1, () => dot + p.b_freq!.data[0]!)[0]!);
-  });
-  return { mean, g };
 }
 
 /** The forward, keeping every intermediate the backward reads. */
@@ -147,24 +99,6 @@ export interface CmsGrads {
   readonly buffers: StepResult["buffers"];
 }
 
-/** dL/dlogits of the mean cross entropy: (softmax − onehot)/n on valid rows, 0 on padding. */
-function logitGrad(Z: Data, targets: readonly number[], s: number, V: number, dt: DType): Data {
-  const n = targets.filter((t) => t >= 0).length;
-  const dZ = alloc(dt, s * V);
-  if (n === 0) return dZ;
-  const p = K.softmaxRows(Z, s, V, new Float64Array(s * V));
-  for (let t = 0; t < s; t++) {
-    const tg = targets[t]!;
-    if (tg < 0) continue;
-    for (let j = 0; j < V; j++) dZ[t * V + j] = (p[t * V + j]! - (j === tg ? 1 : 0)) / n;
-  }
-  return dZ;
-}
-
-function addInto(acc: Data, x: Data): void {
-  for (let i = 0; i < acc.length; i++) acc[i]! += x[i]!;
-}
-
 /** The model's backward by hand (§8.2 with §9.3's level sum and routing, §9.7 under D10). */
 export function cmsBackward(c: CmsCache): CmsGrads {
   const { model, params, dtype: dt } = c;
@@ -206,31 +140,15 @@ export function cmsBackward(c: CmsCache): CmsGrads {
     }
   });
 
-  if (c.gate !== null) {
-    // D10: dg_l = <dSum, y_l> for every level (true sign); dp_l = dg_l g_l (1 − g_l).
-    const dMean = new Float64Array(d);
-    c.levels.forEach((lv, l) => {
-      const g = c.gate!.g[l]!;
-      const dp = K.dot(dSum.data, lv.y.data) * (g * (1 - g));
-      const rec = out.levels[l]!, w = params.levels[l]!.w_freq!.data;
-      for (let j = 0; j < d; j++) {
-        rec.w_freq!.data[j] = dp * c.gate!.mean[j]!;
-        dMean[j]! += dp * w[j]!;
-      }
-      rec.b_freq!.data[0] = dp;
-    });
-    for (let t = 0; t < s; t++) for (let j = 0; j < d; j++) dX[t * d + j]! += dMean[j]! / s;
-  }
-
-  const dE = out.model.W_embed.data;
-  c.batch.ids.forEach((ix, t) => {
-    for (let j = 0; j < d; j++) dE[ix * d + j]! += dX[t * d + j]!;
-  });
+  if (c.gate !== null) gateBackward(model, params, c.gate, dSum.data, c.levels.map((lv) => lv.y), out, dX);
+  embedBackward(c.batch.ids, dX, d, out.model.W_embed.data);
   return { grads: out, buffers };
 }
 
-/** One step through the oracle, in the build loop's form. */
+/** One step through the oracle for the model's pattern, in the build loop's form. */
 export const cmsStep: Stepper = (model, params, batch, pulse, context) => {
+  if (model.pattern === "mac") return macStep(model, params, batch, pulse, context);
+  if (model.pattern === "mal") return malStep(model, params, batch, pulse, context);
   const c = cmsForward(model, params, batch, pulse, context);
   const { grads, buffers } = cmsBackward(c);
   return {

@@ -80,10 +80,14 @@ export interface ModelLevel {
 }
 
 export interface ModelRequest {
+  /** docs/spec/composition.md; default "mag". */
+  readonly composition?: "mag" | "mac" | "mal";
   readonly config: {
     readonly d: number; readonly seq_len: number; readonly vocab: number; readonly heads: number; readonly window: number;
     readonly freq_schedule?: "fixed" | "learned";
     readonly freq_threshold?: number;
+    /** MAC's persistent tokens n_p. */
+    readonly persistent?: number;
   };
   readonly levels: readonly ModelLevel[];
   /** Default: D11's for k. */
@@ -475,7 +479,7 @@ export class TorchBridge {
       for (const [n, t] of Object.entries(rec ?? {})) tensors.push([`context.${l}.${n}`, t]);
     });
     const header: Record<string, unknown> = {
-      op: "model", composition: "mag", config: req.config, levels: req.levels,
+      op: "model", composition: req.composition ?? "mag", config: req.config, levels: req.levels,
       input_ids: req.ids, target_ids: req.targets,
     };
     if (req.chunkSizes !== undefined) header.chunk_sizes = req.chunkSizes;

@@ -4,22 +4,31 @@
  */
 import { bitwiseEqual } from "../../oracle/compare.ts";
 import type { CaseOutcome, CheckDef, Profile } from "../../harness/check.ts";
-import { magForward } from "../../src/model/mag.ts";
+import { modelForward } from "../../src/model/forward.ts";
 import { tapeParams } from "../../src/model/step.ts";
 import { maxAbs } from "../../src/numeric.ts";
 import { withTape } from "../../src/tape.ts";
 import { buildModelCase, type ModelCaseSpec } from "../../cases/model-case.ts";
-import { FIXED, KS, LEARNED, SIZES, mixedRules, patterns, specArb, targets, type Pattern } from "../../cases/model-arb.ts";
+import {
+  COMPOSITIONS, FIXED, KS, LEARNED, SIZES, compositionId, compositionSubject, mixedRules, patterns, specArb, targets,
+  type Composition, type Pattern,
+} from "../../cases/model-arb.ts";
 
 const RUNS_C4: Record<Profile, number> = { quick: 1, default: 2, deep: 20 };
 const TOLERANCE = { kind: "bitwise", dtypes: ["f64", "f32"], compared: "loss, level outputs, final context" };
+const TOLERANCE_MAC = { ...TOLERANCE, compared: "loss, level outputs (write and read stage), final context" };
+const SPEC_C4: Record<Composition, string> = {
+  mag: "docs/spec/conformance.md#c4; docs/spec/tape.md#must-hold (opt-in recording, same bits); docs/spec/titans-family.md#mag-forward, docs/spec/titans-family.md#cms-context",
+  mac: "docs/spec/conformance.md#c4; docs/spec/tape.md#must-hold (opt-in recording, same bits); docs/spec/composition.md#mac-forward, docs/spec/titans-family.md#cms-context",
+  mal: "docs/spec/conformance.md#c4; docs/spec/tape.md#must-hold (opt-in recording, same bits); docs/spec/composition.md#mal-forward, docs/spec/titans-family.md#cms-context",
+};
 
 function c4Case(spec: ModelCaseSpec, p: Pattern): CaseOutcome {
   for (const dtype of ["f64", "f32"] as const) {
     const c = buildModelCase(spec, dtype);
-    const plain = magForward(c.model, c.params, c.batch, p.active, c.context);
+    const plain = modelForward(c.model, c.params, c.batch, p.active, c.context);
     const { out: traced, entries } = withTape((tape) => {
-      const out = magForward(c.model, tapeParams(tape, c.params), c.batch, p.active, c.context);
+      const out = modelForward(c.model, tapeParams(tape, c.params), c.batch, p.active, c.context);
       return { out, entries: tape.length };
     });
     // SWA and every level are opaque blocks, plus at least the embedding and the loss.
@@ -31,6 +40,7 @@ function c4Case(spec: ModelCaseSpec, p: Pattern): CaseOutcome {
     };
     cmp("loss", traced.loss.data, plain.loss.data);
     plain.levelOutputs.forEach((y, l) => cmp(`y_${l}`, traced.levelOutputs[l]!.data, y.data));
+    plain.readOutputs?.forEach((h, l) => cmp(`h_${l}`, traced.readOutputs![l]!.data, h.data));
     plain.context.forEach((ctx, l) => {
       for (const [n, t] of Object.entries(ctx)) cmp(`context ${l} ${n}`, traced.context[l]![n]!.data, t.data);
     });
@@ -44,25 +54,28 @@ function c4Case(spec: ModelCaseSpec, p: Pattern): CaseOutcome {
 
 export function c4Checks(): CheckDef[] {
   const checks: CheckDef[] = [];
-  for (const t of targets()) {
-    for (const k of t.key === "mixed" ? KS.filter((k) => k > 1) : KS) {
-      for (const p of patterns(k)) {
-        checks.push({
-          kind: "property", id: `C4/${t.key}/k${k}/${p.name}`, class: "C4", subject: t.subject(k, p),
-          spec: "docs/spec/conformance.md#c4; docs/spec/tape.md#must-hold (opt-in recording, same bits); docs/spec/titans-family.md#mag-forward, docs/spec/titans-family.md#cms-context",
-          tolerance: TOLERANCE, runs: RUNS_C4, arb: specArb(t.rules(k), SIZES, FIXED), run: (s: ModelCaseSpec) => c4Case(s, p),
-        });
+  for (const comp of COMPOSITIONS) {
+    const tolerance = comp === "mac" ? TOLERANCE_MAC : TOLERANCE;
+    for (const t of targets()) {
+      for (const k of t.key === "mixed" ? KS.filter((k) => k > 1) : KS) {
+        for (const p of patterns(k)) {
+          checks.push({
+            kind: "property", id: `C4/${compositionId(comp)}${t.key}/k${k}/${p.name}`, class: "C4",
+            subject: { ...t.subject(k, p), ...compositionSubject(comp) }, spec: SPEC_C4[comp],
+            tolerance, runs: RUNS_C4, arb: specArb(t.rules(k), SIZES, FIXED, "random", comp), run: (s: ModelCaseSpec) => c4Case(s, p),
+          });
+        }
       }
     }
-  }
-  // The learned gate's extra ops (mean, sigmoid, straight-through multipliers) under C4 too.
-  for (const k of KS.filter((k) => k > 1)) {
-    const p = patterns(k)[0]!;
-    checks.push({
-      kind: "property", id: `C4/mixed/k${k}/learned`, class: "C4", subject: { rule: "mixed", k, frozen: true },
-      spec: "docs/spec/conformance.md#c4; docs/spec/tape.md#must-hold; docs/spec/titans-family.md#learned-gate; docs/spec/decisions.md#d10",
-      tolerance: TOLERANCE, runs: RUNS_C4, arb: specArb(mixedRules(k), SIZES, LEARNED), run: (s: ModelCaseSpec) => c4Case(s, p),
-    });
+    // The learned gate's extra ops (mean, sigmoid, straight-through multipliers) under C4 too.
+    for (const k of KS.filter((k) => k > 1)) {
+      const p = patterns(k)[0]!;
+      checks.push({
+        kind: "property", id: `C4/${compositionId(comp)}mixed/k${k}/learned`, class: "C4", subject: { rule: "mixed", k, frozen: true, ...compositionSubject(comp) },
+        spec: `docs/spec/conformance.md#c4; docs/spec/tape.md#must-hold; docs/spec/titans-family.md#learned-gate; docs/spec/decisions.md#d10${comp === "mag" ? "" : "; docs/spec/composition.md#gate-and-buffers"}`,
+        tolerance, runs: RUNS_C4, arb: specArb(mixedRules(k), SIZES, LEARNED, "random", comp), run: (s: ModelCaseSpec) => c4Case(s, p),
+      });
+    }
   }
   return checks;
 }

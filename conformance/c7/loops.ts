@@ -8,6 +8,7 @@ import type { CaseOutcome } from "../../harness/check.ts";
 import { runBuild, type BuildStepRecord } from "../../src/model/build.ts";
 import { Conductor } from "../../src/model/conductor.ts";
 import { cloneParams, sgdInPlace } from "../../src/model/params.ts";
+import { modelForward } from "../../src/model/forward.ts";
 import { tapeStep, type Stepper } from "../../src/model/step.ts";
 import { maxAbs } from "../../src/numeric.ts";
 import { Tensor, clone } from "../../src/tensor.ts";
@@ -138,12 +139,21 @@ export function trajectoryCase(spec: ModelCaseSpec, steps: number): CaseOutcome 
   return { ok: true, worst };
 }
 
-/** Smoke check of the whole pipeline: 50 tape-path steps at lr 0.01 from the D4 init lower the loss. */
+/**
+ * Smoke check of the whole pipeline: 50 tape-path steps at lr 0.01 from the D4 init, and the
+ * trained parameters give the first step (same batch, same initial context) a lower loss. The
+ * loss is compared at the initial context because the loop's own losses also move with the
+ * context memories it writes: under MAC the first write can raise the next step's loss by more
+ * than 50 steps of SGD lower it (measured: lattice, 2.398 -> 2.429 at step 5, then falling).
+ */
 export function lossDecreases(spec: ModelCaseSpec): CaseOutcome {
   const c = buildModelCase(spec);
-  const { losses } = runBuild(c.model, cloneParams(c.params), c.batch, c.context, { steps: 50, lr: LR, stepper: tapeStep });
-  const first = losses[0]!, last = losses[losses.length - 1]!;
+  const trained = cloneParams(c.params);
+  const { losses } = runBuild(c.model, trained, c.batch, c.context, { steps: 50, lr: LR, stepper: tapeStep });
   if (!losses.every(Number.isFinite)) return { ok: false, message: `a loss was not finite: ${losses.find((x) => !Number.isFinite(x))}` };
-  if (!(last < first)) return { ok: false, message: `loss went from ${first} to ${last} in 50 steps` };
-  return { ok: true, message: `loss ${first.toFixed(6)} -> ${last.toFixed(6)}` };
+  const first = losses[0]!;
+  const pulse = c.model.levels.map(() => true);
+  const after = modelForward(c.model, trained, c.batch, pulse, c.context).loss.data[0]!;
+  if (!(after < first)) return { ok: false, message: `the first step's loss went from ${first} to ${after} after 50 steps` };
+  return { ok: true, message: `first step's loss ${first.toFixed(6)} -> ${after.toFixed(6)}; loop loss ${first.toFixed(6)} -> ${losses[losses.length - 1]!.toFixed(6)}` };
 }

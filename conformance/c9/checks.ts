@@ -106,10 +106,11 @@ export function c9Checks(): CheckDef[] {
     });
   }
   for (const def of modelCases(parseArgs([]))) {
-    const rule = def.id.split(" ")[0]!;
+    const pattern = def.spec.pattern ?? "mag";
+    const rule = def.id.split(" ")[pattern === "mag" ? 0 : 1]!;
     const k = def.spec.levels.length;
-    const b = base(modelId(def.id), { rule: rule === "mixed" ? "mixed" : rule, k, frozen: def.pulse.some((a) => !a) },
-      "docs/spec/conformance.md#c9; docs/spec/decisions.md#d19; docs/spec/titans-family.md#mag, docs/spec/titans-family.md#cms");
+    const b = base(modelId(def.id), { rule: rule === "mixed" ? "mixed" : rule, k, frozen: def.pulse.some((a) => !a), ...(pattern === "mag" ? {} : { pattern }) },
+      `docs/spec/conformance.md#c9; docs/spec/decisions.md#d19; ${pattern === "mag" ? "docs/spec/titans-family.md#mag" : `docs/spec/composition.md#${pattern}`}, docs/spec/titans-family.md#cms`);
     if (reason !== null) { checks.push({ ...b, kind: "skipped", reason }); continue; }
     checks.push({
       ...b, kind: "delegated",

@@ -21,7 +21,7 @@ import { cmsStep } from "../../oracle/cms-backward.ts";
 import { buildModelCase, chunkSizesFor, smallModelSpec, type ModelCaseSpec } from "../../cases/model-case.ts";
 import { maxAbs } from "../../src/numeric.ts";
 import { pulseAt } from "../../src/model/conductor.ts";
-import { DEFAULT_FREQ_THRESHOLD, type MemoryRuleKey } from "../../src/model/config.ts";
+import { COMPOSITIONS, DEFAULT_FREQ_THRESHOLD, type Composition, type MemoryRuleKey } from "../../src/model/config.ts";
 import { contextKeys } from "../../src/model/context.ts";
 import { tapeStep } from "../../src/model/step.ts";
 import { RULES } from "../../src/rules/index.ts";
@@ -379,6 +379,7 @@ interface ModelCaseResult {
 
 
 export interface ModelCaseDef {
+  /** "<rule> …" for MAG; "<pattern> <rule> …" for MAC and MAL. */
   readonly id: string;
   readonly spec: ModelCaseSpec;
   readonly pulse: readonly boolean[];
@@ -387,28 +388,37 @@ export interface ModelCaseDef {
 }
 
 export function modelCases(o: Options): ModelCaseDef[] {
+  return COMPOSITIONS.flatMap((comp) => compositionCases(o, comp));
+}
+
+/** The model cases of one composition: MAG's ids and seeds as before; MAC's and MAL's prefixed and seeded by pattern. */
+function compositionCases(o: Options, comp: Composition): ModelCaseDef[] {
   const out: ModelCaseDef[] = [];
+  const pre = comp === "mag" ? "" : `${comp} `;
+  const over = comp === "mag" ? {} : { pattern: comp };
+  const base = o.seed * 1000 + (comp === "mag" ? 0 : comp === "mac" ? 100_000 : 200_000);
   const rules = MEMORY_RULES.filter((r) => o.rules.length === 0 || o.rules.some((f) => r === f || `${r}.frozen` === f));
   rules.forEach((rule, i) => {
-    const s = o.seed * 1000 + 10 * i;
-    out.push({ id: `${rule} k1 all-active init`, spec: smallModelSpec(rule, 1, s + 1, { context: "init" }), pulse: [true] });
-    out.push({ id: `${rule} k2 all-active`, spec: smallModelSpec(rule, 2, s + 2), pulse: [true, true] });
-    out.push({ id: `${rule} k2 frozen-1`, spec: smallModelSpec(rule, 2, s + 3), pulse: [true, false] });
-    out.push({ id: `${rule} k4 all-active`, spec: smallModelSpec(rule, 4, s + 4), pulse: [true, true, true, true] });
-    out.push({ id: `${rule} k4 step-8`, spec: smallModelSpec(rule, 4, s + 5), pulse: pulseAt(8, chunkSizesFor(4)).active });
+    const s = base + 10 * i;
+    const spec = (k: number, seed: number, more: Partial<ModelCaseSpec> = {}) => smallModelSpec(rule, k, seed, { ...more, ...over });
+    out.push({ id: `${pre}${rule} k1 all-active init`, spec: spec(1, s + 1, { context: "init" }), pulse: [true] });
+    out.push({ id: `${pre}${rule} k2 all-active`, spec: spec(2, s + 2), pulse: [true, true] });
+    out.push({ id: `${pre}${rule} k2 frozen-1`, spec: spec(2, s + 3), pulse: [true, false] });
+    out.push({ id: `${pre}${rule} k4 all-active`, spec: spec(4, s + 4), pulse: [true, true, true, true] });
+    out.push({ id: `${pre}${rule} k4 step-8`, spec: spec(4, s + 5), pulse: pulseAt(8, chunkSizesFor(4)).active });
     out.push({
-      id: `${rule} k2 frozen-1 warm d6`, pulse: [true, false],
-      spec: smallModelSpec(rule, 2, s + 6, { d: 6, seq_len: 7, vocab: 11, heads: 3, window: 4, context: "warm" }),
+      id: `${pre}${rule} k2 frozen-1 warm d6`, pulse: [true, false],
+      spec: spec(2, s + 6, { d: 6, seq_len: 7, vocab: 11, heads: 3, window: 4, context: "warm" }),
     });
     const learned = { kind: "learned", threshold: DEFAULT_FREQ_THRESHOLD } as const;
-    out.push({ id: `${rule} k4 learned`, spec: smallModelSpec(rule, 4, s + 7, { freq: learned }), pulse: [true, true, true, true], pin: true });
-    out.push({ id: `${rule} k2 learned`, spec: smallModelSpec(rule, 2, s + 8, { freq: learned }), pulse: [true, true] });
+    out.push({ id: `${pre}${rule} k4 learned`, spec: spec(4, s + 7, { freq: learned }), pulse: [true, true, true, true], pin: true });
+    out.push({ id: `${pre}${rule} k2 learned`, spec: spec(2, s + 8, { freq: learned }), pulse: [true, true] });
   });
   if (o.rules.length === 0) {
     // Mixed levels (the model allows a rule per level).
     out.push({
-      id: "mixed delta/moneta/lattice/trellis k4 step-8", pulse: pulseAt(8, chunkSizesFor(4)).active,
-      spec: { ...smallModelSpec("delta", 4, o.seed * 1000 + 999), levels: ["delta", "moneta", "lattice", "trellis"].map((r) => ({ rule: r as MemoryRuleKey, hyper: {} })) },
+      id: `${pre}mixed delta/moneta/lattice/trellis k4 step-8`, pulse: pulseAt(8, chunkSizesFor(4)).active,
+      spec: { ...smallModelSpec("delta", 4, base + 999, over), levels: ["delta", "moneta", "lattice", "trellis"].map((r) => ({ rule: r as MemoryRuleKey, hyper: {} })) },
     });
   }
   return out;
@@ -421,9 +431,11 @@ async function runModelCase(br: TorchBridge, def: ModelCaseDef): Promise<ModelCa
   const tape = tapeStep(c.model, c.params, c.batch, def.pulse, c.context);
   const spec = c.model.spec;
   const t: ModelReply = await br.runModel({
+    composition: c.model.pattern,
     config: {
       d: spec.d, seq_len: spec.seq_len, vocab: spec.vocab, heads: spec.heads, window: spec.window,
       freq_schedule: spec.freq.kind, ...(spec.freq.kind === "learned" ? { freq_threshold: spec.freq.threshold } : {}),
+      ...(c.model.pattern === "mac" ? { persistent: c.model.persistent } : {}),
     },
     levels: c.model.levels.map((lv) => {
       const { d: _d, seq_len: _s, ...hyper } = lv.cfg;
@@ -472,7 +484,7 @@ function recFromJson(r: Record<string, JsonT> | undefined): Record<string, Tenso
   return Object.fromEntries(Object.entries(r ?? {}).map(([n, t]) => [n, fromJson(t)]));
 }
 
-const MODEL_CONFIG_KEYS = ["d", "seq_len", "vocab", "heads", "window", "freq_schedule", "freq_threshold"];
+const MODEL_CONFIG_KEYS = ["d", "seq_len", "vocab", "heads", "window", "freq_schedule", "freq_threshold", "persistent"];
 
 /** Replays an nlc-fixture/1 file through the bridge; null for a file it does not replay (f32). */
 async function replayFixture(br: TorchBridge, doc: any): Promise<{ diffs: Diff[]; activeMatch: boolean } | null> {
@@ -492,7 +504,11 @@ async function replayFixture(br: TorchBridge, doc: any): Promise<{ diffs: Diff[]
   const cfg = doc.config;
   const hyper = Object.fromEntries(Object.entries(cfg).filter(([n]) => !MODEL_CONFIG_KEYS.includes(n))) as Record<string, number | string>;
   const t = await br.runModel({
-    config: { d: cfg.d, seq_len: cfg.seq_len, vocab: cfg.vocab, heads: cfg.heads, window: cfg.window, freq_schedule: cfg.freq_schedule, freq_threshold: cfg.freq_threshold },
+    composition: doc.target.composition,
+    config: {
+      d: cfg.d, seq_len: cfg.seq_len, vocab: cfg.vocab, heads: cfg.heads, window: cfg.window, freq_schedule: cfg.freq_schedule, freq_threshold: cfg.freq_threshold,
+      ...(cfg.persistent === undefined ? {} : { persistent: cfg.persistent }),
+    },
     levels: Array.from({ length: doc.target.k }, () => ({ rule: doc.target.rule, hyper })),
     chunkSizes: doc.target.chunk_sizes, active: doc.target.active,
     ids: doc.inputs.input_ids, targets: doc.inputs.target_ids,

@@ -160,7 +160,8 @@ class Handler:
         keys = list(RULE_KEYS) + [f"{k}.frozen" for k in MEMORY_RULES]
         return {"ok": True, "protocol": PROTOCOL_VERSION, "torch": self.torch.__version__,
                 "python": sys.version.split()[0], "dtype": "f64", "rules": keys,
-                "models": [{"composition": "mag", "k": [1, 2, 4], "freq_schedule": ["fixed", "learned"]}],
+                "models": [{"composition": c, "k": [1, 2, 4], "freq_schedule": ["fixed", "learned"]}
+                           for c in ("mag", "mac", "mal")],
                 "hyper_defaults": {r: {n: v[1] for n, v in h.items()} for r, h in HYPER.items()}}, []
 
     def rule(self, header, tensors):
@@ -202,19 +203,21 @@ class Handler:
         self.need_torch()
         from .model import run_model
         comp = header.get("composition", "mag")
-        if comp != "mag":
-            raise RequestError(f"composition: '{comp}' is not supported (supported: mag)")
+        if comp not in ("mag", "mac", "mal"):
+            raise RequestError(f"composition: '{comp}' is not supported (supported: mag, mac, mal)")
         cfg = header.get("config")
         if not isinstance(cfg, dict):
             raise RequestError("config: expected an object")
         spec = dict(cfg)
+        spec["pattern"] = comp
         levels = header.get("levels")
         if levels is None:  # fixture style: one rule for every level, hyperparameters in config
             rule, k = header.get("rule"), header.get("k")
             if not isinstance(rule, str) or not isinstance(k, int) or k < 1:
                 raise RequestError("levels: missing (or give 'rule' and 'k')")
             hyper = {n: v for n, v in cfg.items() if n not in ("d", "seq_len", "vocab", "heads", "window",
-                                                               "freq_schedule", "freq_threshold", "chunk_sizes")}
+                                                               "freq_schedule", "freq_threshold", "chunk_sizes",
+                                                               "persistent")}
             levels = [{"rule": rule, "hyper": hyper} for _ in range(k)]
         spec["levels"] = levels
         if "chunk_sizes" in header:

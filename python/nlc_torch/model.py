@@ -1,9 +1,17 @@
-"""The MAG + CMS model, forward only (sheet 1 §8.1, §9.2-§9.4, §9.7; README D10-D13):
+"""The CMS model in its three compositions, forward only (sheet 1 §8.1, §9.2-§9.4, §9.7; README D10-D13;
+composition sheet: docs/spec/composition.md). MAG, the default:
 
     X = W_embed[ids] ;  A = SWA(X W_q^T, X W_k^T, X W_v^T)
     y_l = rule_l(X) from the level's context when level l is active, its frozen read when not
     y_c = sum_l y_l  (x 1/sqrt(k) when k > 2) ;  O = A ⊙ sigmoid(y_c)
     logits = (O W_o^T) W_unembed ;  loss = mean cross entropy over targets != -1 (D12)
+
+MAC (pattern "mac"): every level first reads its context with X (frozen read, active or not),
+h = sum_l read_l (x 1/sqrt(k) when k > 2); S = [W_persist; h; X] goes through causal attention
+over all its rows; Y = S's last seq_len output rows; then the levels run on Y (rule when active,
+frozen read when not), r = their sum; O = Y ⊙ sigmoid(r), and the same head.
+MAL (pattern "mal"): the levels run on X, m = their sum; U = X + m; A = SWA(U W_q^T, ...);
+logits = (A W_o^T) W_unembed.
 
 Learned frequency gate (D10): m = mean_t X[t], g_l = sigmoid(b_freq_l + w_freq_l . m), level l is
 active iff l == 0 or g_l > threshold. Every level's output enters the sum through a
@@ -83,6 +91,16 @@ def run_model(spec: Dict, ids, targets, params_model: Dict[str, torch.Tensor],
     if freq not in ("fixed", "learned"):
         raise InputError(f"config.freq_schedule: expected 'fixed' or 'learned', got {freq!r}")
     threshold = float(spec.get("freq_threshold", 0.5))
+    pattern = spec.get("pattern", "mag")
+    if pattern not in ("mag", "mac", "mal"):
+        raise InputError(f"pattern: expected 'mag', 'mac' or 'mal', got {pattern!r}")
+    n_p = spec.get("persistent")
+    if pattern != "mac" and n_p is not None:
+        raise InputError(f"config.persistent: only the mac pattern has persistent tokens (pattern {pattern!r})")
+    if pattern == "mac":
+        n_p = 2 if n_p is None else n_p
+        if isinstance(n_p, bool) or not isinstance(n_p, int) or n_p < 1:
+            raise InputError(f"config.persistent: expected an integer >= 1, got {n_p!r}")
 
     cfgs = []
     for l, lv in enumerate(levels):
@@ -100,6 +118,8 @@ def run_model(spec: Dict, ids, targets, params_model: Dict[str, torch.Tensor],
     targets = _int_list(targets, "target_ids", s, 0, V, True)
 
     mshapes = {"W_embed": (V, d), "W_q": (d, d), "W_k": (d, d), "W_v": (d, d), "W_o": (d, d), "W_unembed": (d, V)}
+    if pattern == "mac":
+        mshapes["W_persist"] = (n_p, d)
     for n, shape in mshapes.items():
         t = params_model.get(n)
         if t is None:
@@ -131,7 +151,7 @@ def run_model(spec: Dict, ids, targets, params_model: Dict[str, torch.Tensor],
             raise InputError(f"active: expected {k} booleans, got {active!r}")
 
     # Leaves.
-    Pm = {n: params_model[n].detach().to(DT).clone().requires_grad_(True) for n in MODEL_PARAMS}
+    Pm = {n: params_model[n].detach().to(DT).clone().requires_grad_(True) for n in mshapes}
     Pl = [{n: t.detach().to(DT).clone().requires_grad_(True) for n, t in rec.items()} for rec in params_levels]
     states = []
     for l in range(k):
@@ -144,33 +164,53 @@ def run_model(spec: Dict, ids, targets, params_model: Dict[str, torch.Tensor],
 
     with torch.enable_grad():
         X = Pm["W_embed"].index_select(0, torch.tensor(ids, dtype=torch.long))
-        A = swa(X @ Pm["W_q"].t(), X @ Pm["W_k"].t(), X @ Pm["W_v"].t(), heads, window)
         gates = None
         if freq == "learned":
             m = X.mean(dim=0)
             gvals = [sigmoid(Pl[l]["b_freq"] + Pl[l]["w_freq"] @ m) for l in range(k)]   # [1] each
             gates = [float(g) for g in gvals]
             active = [l == 0 or gates[l] > threshold for l in range(k)]
-        ys, next_ctx = [], []
-        for l in range(k):
-            rule = levels[l]["rule"]
-            if active[l]:
-                y, final = level_forward(rule, X, Pl[l], states[l], cfgs[l])
-                keep = {n: t for n, t in final.items() if n in state_shapes(rule, cfgs[l])
-                        and n not in STEP_LOCAL_STATE.get(rule, ())}
-            else:
-                y = frozen_forward(rule, X, Pl[l], states[l], cfgs[l])
-                keep = {n: t for n, t in states[l].items() if n not in STEP_LOCAL_STATE.get(rule, ())}
-            ys.append(y)
-            next_ctx.append(keep)
-        parts = ys if freq == "fixed" else [StraightThroughUnit.apply(ys[l], gvals[l]) for l in range(k)]
-        comb = parts[0]
-        for p in parts[1:]:
-            comb = comb + p
-        if k > 2:
-            comb = comb * (1.0 / math.sqrt(k))
-        O = A * sigmoid(comb)
-        logits = (O @ Pm["W_o"].t()) @ Pm["W_unembed"]
+
+        def run_levels(U):
+            """Each level on U: its rule from the context when active, its frozen read when not."""
+            outs, kept = [], []
+            for l in range(k):
+                rule = levels[l]["rule"]
+                if active[l]:
+                    y, final = level_forward(rule, U, Pl[l], states[l], cfgs[l])
+                    kept.append({n: t for n, t in final.items() if n in state_shapes(rule, cfgs[l])
+                                 and n not in STEP_LOCAL_STATE.get(rule, ())})
+                else:
+                    y = frozen_forward(rule, U, Pl[l], states[l], cfgs[l])
+                    kept.append({n: t for n, t in states[l].items() if n not in STEP_LOCAL_STATE.get(rule, ())})
+                outs.append(y)
+            return outs, kept
+
+        def combine(outs, gated):
+            parts = outs if not gated else [StraightThroughUnit.apply(outs[l], gvals[l]) for l in range(k)]
+            total = parts[0]
+            for p in parts[1:]:
+                total = total + p
+            return total * (1.0 / math.sqrt(k)) if k > 2 else total
+
+        def attend(U, win):
+            return swa(U @ Pm["W_q"].t(), U @ Pm["W_k"].t(), U @ Pm["W_v"].t(), heads, win)
+
+        gated = freq == "learned"
+        if pattern == "mag":
+            ys, next_ctx = run_levels(X)
+            H = attend(X, window) * sigmoid(combine(ys, gated))
+        elif pattern == "mal":
+            ys, next_ctx = run_levels(X)
+            H = attend(X + combine(ys, gated), window)
+        else:
+            # Read stage from the contexts as they were, before any write; never gated.
+            reads = [frozen_forward(levels[l]["rule"], X, Pl[l], states[l], cfgs[l]) for l in range(k)]
+            S = torch.cat([Pm["W_persist"], combine(reads, False), X], dim=0)
+            Y = attend(S, S.shape[0])[n_p + s:]        # window = every row: full causal attention
+            ys, next_ctx = run_levels(Y)
+            H = Y * sigmoid(combine(ys, gated))
+        logits = (H @ Pm["W_o"].t()) @ Pm["W_unembed"]
         valid = [t for t in range(s) if targets[t] >= 0]
         if valid:
             idx = torch.tensor(valid, dtype=torch.long)

@@ -1,6 +1,6 @@
 /**
- * The MAG + CMS model's declaration (docs/spec/titans-family.md#mag, docs/spec/titans-family.md#cms, docs/spec/decisions.md#d10, docs/spec/decisions.md#d11): sizes, the
- * rule of each memory level, chunk sizes and the frequency schedule. `compileModel` resolves it
+ * The model's declaration (docs/spec/titans-family.md#mag, docs/spec/composition.md, docs/spec/titans-family.md#cms, docs/spec/decisions.md#d10, docs/spec/decisions.md#d11): sizes, the
+ * composition pattern, the rule of each memory level, chunk sizes and the frequency schedule. `compileModel` resolves it
  * once into rule declarations and rule configurations, so the forward, the hand-written oracle,
  * the fixtures and the checks all read one resolved object.
  */
@@ -17,6 +17,12 @@ export const DEFAULT_CHUNK_SIZES: Readonly<Record<number, readonly number[]>> = 
 
 /** The learned gate's threshold default (docs/spec/titans-family.md#learned-gate, docs/spec/fixtures.md#rule-state). */
 export const DEFAULT_FREQ_THRESHOLD = 0.5;
+
+/** How memory and attention combine (docs/spec/composition.md); "mag" when a spec leaves it out. */
+export type Composition = "mag" | "mac" | "mal";
+export const COMPOSITIONS: readonly Composition[] = ["mag", "mac", "mal"];
+/** MAC's number of persistent tokens when the spec leaves it out (docs/spec/composition.md#persistent). */
+export const DEFAULT_PERSISTENT = 2;
 
 export type FreqSchedule =
   | { readonly kind: "fixed" }
@@ -38,6 +44,10 @@ export interface ModelSpec {
   readonly chunk_sizes: readonly number[];
   readonly levels: readonly LevelSpec[];
   readonly freq: FreqSchedule;
+  /** Absent: "mag", so every MAG spec written before the field existed means what it meant. */
+  readonly pattern?: Composition;
+  /** MAC only: n_p, the rows of W_persist (absent: DEFAULT_PERSISTENT). */
+  readonly persistent?: number;
 }
 
 export interface Level {
@@ -48,6 +58,10 @@ export interface Level {
 export interface Model {
   readonly spec: ModelSpec;
   readonly k: number;
+  readonly pattern: Composition;
+  /** n_p: MAC's persistent tokens; 0 in MAG and MAL. */
+  readonly persistent: number;
+  /** The attention block; under MAC its seq_len and window are the assembled length n_p + 2s (full causal). */
   readonly swa: Level;
   readonly levels: readonly Level[];
   /** D11: the level sum is scaled by 1/sqrt(k) only when k > 2 (null: no scale op at all). */
@@ -56,6 +70,8 @@ export interface Model {
 
 export const MODEL_PARAMS = ["W_embed", "W_q", "W_k", "W_v", "W_o", "W_unembed"] as const;
 export type ModelParamName = (typeof MODEL_PARAMS)[number];
+/** MAC's extra model parameter (docs/spec/names.md#persistent-tokens). */
+export const PERSIST_PARAM = "W_persist";
 export const FREQ_PARAMS = ["w_freq", "b_freq"] as const;
 
 export function compileModel(spec: ModelSpec): Model {
@@ -72,8 +88,17 @@ export function compileModel(spec: ModelSpec): Model {
   if (spec.freq.kind === "learned") {
     need(Number.isFinite(spec.freq.threshold), `freq_threshold = ${spec.freq.threshold}, expected a number`);
   }
+  const pattern = spec.pattern ?? "mag";
+  need(COMPOSITIONS.includes(pattern), `pattern = ${JSON.stringify(pattern)}, expected one of ${COMPOSITIONS.join(", ")}`);
+  if (pattern !== "mac") need(spec.persistent === undefined, `persistent = ${spec.persistent}: persistent tokens exist only in the mac pattern`);
+  const persistent = pattern === "mac" ? spec.persistent ?? DEFAULT_PERSISTENT : 0;
+  need(Number.isInteger(persistent) && persistent >= (pattern === "mac" ? 1 : 0), `persistent = ${persistent}, expected an integer >= 1`);
   const base = { d: spec.d, seq_len: spec.seq_len };
   const swaDecl = ruleByKey("swa");
+  // MAC: full causal attention over [W_persist; h; X] is the sliding-window rule with the window
+  // equal to the assembled length (docs/spec/composition.md#mac-attention).
+  const attnLen = pattern === "mac" ? persistent + 2 * spec.seq_len : spec.seq_len;
+  const window = pattern === "mac" ? attnLen : spec.window;
   const levels = spec.levels.map((lv, l) => {
     need(isMemoryRule(lv.rule), `level ${l}: '${lv.rule}' is not a memory rule`);
     const decl = ruleByKey(lv.rule);
@@ -82,7 +107,9 @@ export function compileModel(spec: ModelSpec): Model {
   return {
     spec,
     k,
-    swa: { decl: swaDecl, cfg: withDefaults(swaDecl, { ...base, heads: spec.heads, window: spec.window }) },
+    pattern,
+    persistent,
+    swa: { decl: swaDecl, cfg: withDefaults(swaDecl, { d: spec.d, seq_len: attnLen, heads: spec.heads, window }) },
     levels,
     combineScale: k > 2 ? 1 / Math.sqrt(k) : null,
   };
@@ -91,6 +118,18 @@ export function compileModel(spec: ModelSpec): Model {
 export function modelParamShapes(spec: Pick<ModelSpec, "d" | "vocab">): Record<ModelParamName, number[]> {
   const { d, vocab: V } = spec;
   return { W_embed: [V, d], W_q: [d, d], W_k: [d, d], W_v: [d, d], W_o: [d, d], W_unembed: [d, V] };
+}
+
+/** The model record's names for this model: the six shared ones, plus W_persist under MAC. */
+export function modelParamNames(model: Model): string[] {
+  return model.pattern === "mac" ? [...MODEL_PARAMS, PERSIST_PARAM] : [...MODEL_PARAMS];
+}
+
+/** Shapes of modelParamNames(model). */
+export function modelRecordShapes(model: Model): Record<string, number[]> {
+  const shapes: Record<string, number[]> = modelParamShapes(model.spec);
+  if (model.pattern === "mac") shapes[PERSIST_PARAM] = [model.persistent, model.spec.d];
+  return shapes;
 }
 
 /** A level's canonical parameters: the rule's own, plus w_freq, b_freq under the learned gate. */

@@ -7,12 +7,13 @@
  * ONE code path: built from tape ops and the rules' opaque blocks, so it records when a tape is
  * active (and the parameters are on it) and computes the same bits when not.
  */
-import { add, crossEntropy, embedLookup, matmul, matmulTransposeB, mul, scale, sigmoid } from "../ops/index.ts";
-import { frozenForward, ruleForward } from "../rules/level.ts";
+import { crossEntropy, embedLookup, matmul, matmulTransposeB, mul, sigmoid } from "../ops/index.ts";
+import { ruleForward } from "../rules/level.ts";
 import type { Tensor } from "../tensor.ts";
 import type { Model } from "./config.ts";
-import { callState, keepContext, type LevelContext } from "./context.ts";
-import { freqGate } from "./freq-gate.ts";
+import type { LevelContext } from "./context.ts";
+import { freqGate, type GateForward } from "./freq-gate.ts";
+import { callLevels, levelSum } from "./levels.ts";
 import { validateParams, type ModelParams } from "./params.ts";
 
 export interface Batch {
@@ -21,11 +22,14 @@ export interface Batch {
   readonly targets: readonly number[];
 }
 
+/** The output of every pattern's forward. */
 export interface MagOutput {
   /** Scalar, shape []. */
   readonly loss: Tensor;
-  /** y_l per level, before the sum (unscaled). */
+  /** y_l per level, before the sum (unscaled): MAC's write-stage outputs r_l, MAL's m_l. */
   readonly levelOutputs: readonly Tensor[];
+  /** MAC only: the read stage's h_l per level (docs/spec/composition.md#mac-forward). */
+  readonly readOutputs?: readonly Tensor[];
   /** Which levels ran their rule (the rest read frozen). */
   readonly active: readonly boolean[];
   /** g_l per level under the learned gate, else null. */
@@ -34,48 +38,45 @@ export interface MagOutput {
   readonly context: readonly LevelContext[];
 }
 
+/** The checks every pattern makes before its forward; returns the run's dtype. */
+export function checkCall(model: Model, params: ModelParams, batch: Batch, context: readonly LevelContext[]): Tensor["dtype"] {
+  const dtype = params.model.W_embed.dtype;
+  validateParams(model, params, dtype);
+  const { seq_len: s } = model.spec;
+  if (batch.ids.length !== s) throw new Error(`input ids: length ${batch.ids.length}, expected seq_len = ${s}`);
+  if (context.length !== model.k) throw new Error(`context has ${context.length} levels, k = ${model.k}`);
+  return dtype;
+}
+
+/** The learned gate on X when the schedule is learned, else null; and the levels' decisions. */
+export function decide(model: Model, params: ModelParams, X: Tensor, pulse: readonly boolean[]): { gate: GateForward | null; active: readonly boolean[] } {
+  const freq = model.spec.freq;
+  const gate = freq.kind === "learned" ? freqGate(X, params.levels, freq.threshold) : null;
+  const active = gate?.active ?? pulse;
+  if (active.length !== model.k) throw new Error(`pulse has ${active.length} entries, k = ${model.k}`);
+  return { gate, active };
+}
+
 /**
  * `pulse` decides which levels are active under the fixed schedule; the learned gate replaces it
  * (§9.7), and then `pulse` is ignored.
  */
 export function magForward(model: Model, params: ModelParams, batch: Batch, pulse: readonly boolean[],
   context: readonly LevelContext[]): MagOutput {
-  const dtype = params.model.W_embed.dtype;
-  validateParams(model, params, dtype);
-  const { seq_len: s } = model.spec;
-  if (batch.ids.length !== s) throw new Error(`input ids: length ${batch.ids.length}, expected seq_len = ${s}`);
-  if (context.length !== model.k) throw new Error(`context has ${context.length} levels, k = ${model.k}`);
+  checkCall(model, params, batch, context);
   const P = params.model;
 
   const X = embedLookup([P.W_embed], { indices: batch.ids });
   const A = ruleForward(model.swa.decl, X, { W_q: P.W_q, W_k: P.W_k, W_v: P.W_v }, {}, model.swa.cfg).y;
 
-  const freq = model.spec.freq;
-  const gate = freq.kind === "learned" ? freqGate(X, params.levels, freq.threshold) : null;
-  const active = gate?.active ?? pulse;
-  if (active.length !== model.k) throw new Error(`pulse has ${active.length} entries, k = ${model.k}`);
-
-  const ys: Tensor[] = [];
-  const next: LevelContext[] = [];
-  model.levels.forEach((lv, l) => {
-    const state = callState(lv, context[l]!, dtype);
-    if (active[l]) {
-      const r = ruleForward(lv.decl, X, params.levels[l]!, state, lv.cfg);
-      ys.push(r.y);
-      next.push(keepContext(lv, r.finalState));
-    } else {
-      ys.push(frozenForward(lv.decl, X, params.levels[l]!, state, lv.cfg));
-      next.push(context[l]!);
-    }
-  });
-
-  const parts = gate === null ? ys : ys.map((y, l) => mul([gate.multipliers[l]!, y], {}));
-  let sum = parts[0]!;
-  for (let l = 1; l < parts.length; l++) sum = add([sum, parts[l]!], {});
-  const combined = model.combineScale === null ? sum : scale([sum], { c: model.combineScale });
+  const { gate, active } = decide(model, params, X, pulse);
+  const { ys, next } = callLevels(model, params, X, active, context);
+  const combined = levelSum(model, ys, gate);
 
   const O = mul([A, sigmoid([combined], {})], {});
   const logits = matmul([matmulTransposeB([O, P.W_o], {}), P.W_unembed], {});
   const loss = crossEntropy([logits], { targets: batch.targets });
   return { loss, levelOutputs: ys, active: [...active], gates: gate?.values ?? null, context: next };
 }
+
+export type ModelOutput = MagOutput;

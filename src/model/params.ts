@@ -1,11 +1,14 @@
-/** Model parameters and gradients: the model's six matrices and one named record per level. */
+/**
+ * Model parameters and gradients: the model's six matrices (plus W_persist under MAC,
+ * docs/spec/names.md#persistent-tokens) and one named record per level.
+ */
 import { Tensor, clone, expectShape, zeros, type DType } from "../tensor.ts";
-import { MODEL_PARAMS, levelParamShapes, modelParamShapes, type Model, type ModelParamName } from "./config.ts";
+import { levelParamShapes, modelParamNames, modelRecordShapes, type Model, type ModelParamName } from "./config.ts";
 
 export type TensorRecord = Readonly<Record<string, Tensor>>;
 
 export interface ModelParams {
-  readonly model: Readonly<Record<ModelParamName, Tensor>>;
+  readonly model: Readonly<Record<ModelParamName, Tensor>> & { readonly W_persist?: Tensor };
   readonly levels: readonly TensorRecord[];
 }
 
@@ -20,9 +23,9 @@ export function cloneRecord(r: TensorRecord): Record<string, Tensor> {
   return Object.fromEntries(Object.entries(r).map(([n, t]) => [n, clone(t)]));
 }
 
-export function zeroGrads(model: Model, dtype: DType): { model: Record<ModelParamName, Tensor>; levels: Record<string, Tensor>[] } {
-  const shapes = modelParamShapes(model.spec);
-  const m = Object.fromEntries(MODEL_PARAMS.map((n) => [n, zeros(dtype, shapes[n])])) as Record<ModelParamName, Tensor>;
+export function zeroGrads(model: Model, dtype: DType): { model: Record<ModelParamName, Tensor> & { W_persist?: Tensor }; levels: Record<string, Tensor>[] } {
+  const shapes = modelRecordShapes(model);
+  const m = Object.fromEntries(modelParamNames(model).map((n) => [n, zeros(dtype, shapes[n]!)])) as Record<ModelParamName, Tensor>;
   const levels = model.levels.map((_, l) =>
     Object.fromEntries(Object.entries(levelParamShapes(model, l)).map(([n, s]) => [n, zeros(dtype, s)])));
   return { model: m, levels };
@@ -30,11 +33,11 @@ export function zeroGrads(model: Model, dtype: DType): { model: Record<ModelPara
 
 /** Throws naming the first parameter that is missing or has the wrong shape or dtype. */
 export function validateParams(model: Model, p: ModelParams, dtype: DType): void {
-  const shapes = modelParamShapes(model.spec);
-  for (const n of MODEL_PARAMS) {
-    const t = p.model[n];
-    if (t === undefined) throw new Error(`model parameter ${n} is missing`);
-    expectShape(t, shapes[n], `model parameter ${n}`);
+  const shapes = modelRecordShapes(model);
+  for (const n of modelParamNames(model)) {
+    const t = (p.model as Record<string, Tensor | undefined>)[n];
+    if (t === undefined) throw new Error(`model parameter ${n} is missing${n === "W_persist" ? " (the mac pattern's persistent tokens)" : ""}`);
+    expectShape(t, shapes[n]!, `model parameter ${n}`);
     if (t.dtype !== dtype) throw new Error(`model parameter ${n} is ${t.dtype}, the run is ${dtype}`);
   }
   if (p.levels.length !== model.k) throw new Error(`${p.levels.length} level parameter records, k = ${model.k}`);
@@ -55,7 +58,7 @@ export function sgdInPlace(p: Tensor, g: Tensor, lr: number): void {
 }
 
 export function sgdParams(params: ModelParams, grads: ModelGrads, lr: number): void {
-  for (const n of MODEL_PARAMS) sgdInPlace(params.model[n], grads.model[n], lr);
+  for (const [n, g] of Object.entries(grads.model)) sgdInPlace((params.model as Record<string, Tensor>)[n]!, g, lr);
   params.levels.forEach((rec, l) => {
     for (const [n, g] of Object.entries(grads.levels[l]!)) sgdInPlace(rec[n]!, g, lr);
   });

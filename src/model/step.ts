@@ -6,9 +6,10 @@
  */
 import { withTape, type Tape } from "../tape.ts";
 import type { Tensor } from "../tensor.ts";
-import { MODEL_PARAMS, levelParamNames, type Model, type ModelParamName } from "./config.ts";
+import { levelParamNames, modelParamNames, type Model, type ModelParamName } from "./config.ts";
 import type { LevelContext } from "./context.ts";
-import { magForward, type Batch } from "./mag.ts";
+import { modelForward } from "./forward.ts";
+import type { Batch } from "./mag.ts";
 import { asTensor, type ModelGrads, type ModelParams, type TensorRecord } from "./params.ts";
 
 export interface StepResult {
@@ -35,7 +36,7 @@ function frozenStepNames(model: Model): readonly string[] {
 
 /** Registers every parameter on the tape (snapshots), keeping the model's layout. */
 export function tapeParams(tape: Tape, p: ModelParams): ModelParams {
-  const model = Object.fromEntries(MODEL_PARAMS.map((n) => [n, tape.param(p.model[n])])) as Record<ModelParamName, Tensor>;
+  const model = Object.fromEntries(Object.entries(p.model).map(([n, t]) => [n, tape.param(t)])) as Record<ModelParamName, Tensor>;
   const levels = p.levels.map((rec) => Object.fromEntries(Object.entries(rec).map(([n, t]) => [n, tape.param(t)])));
   return { model, levels };
 }
@@ -44,10 +45,11 @@ export function tapeParams(tape: Tape, p: ModelParams): ModelParams {
 export const tapeStep: Stepper = (model, params, batch, pulse, context) =>
   withTape((tape) => {
     const p = tapeParams(tape, params);
-    const out = magForward(model, p, batch, pulse, context);
+    const out = modelForward(model, p, batch, pulse, context);
     tape.backward(out.loss);
     const grad = (t: Tensor) => asTensor(tape.grad(t), t);
-    const gModel = Object.fromEntries(MODEL_PARAMS.map((n) => [n, grad(p.model[n])])) as Record<ModelParamName, Tensor>;
+    const mp = p.model as Record<string, Tensor>;
+    const gModel = Object.fromEntries(modelParamNames(model).map((n) => [n, grad(mp[n]!)])) as Record<ModelParamName, Tensor>;
     const levels: Record<string, Tensor>[] = [];
     const buffers: Record<string, Tensor>[] = [];
     model.levels.forEach((_, l) => {
