@@ -28,7 +28,7 @@ export function innerCase(decl: RuleDecl, spec: RuleCaseSpec, frozen: boolean): 
       if (t !== undefined) raw[n] = t;
     }
   }
-  return { cfg: c.cfg, inputs: raw as unknown as InnerInputs, state: c.state, dy: c.dy };
+  return { cfg: c.cfg, inputs: raw as unknown as InnerInputs, state: c.state, dy: c.dy, ...(frozen || c.dFinal === undefined ? {} : { dFinal: c.dFinal }) };
 }
 
 /** n generated case specs of a rule, deterministic in the seed (for measurements outside a property run). */

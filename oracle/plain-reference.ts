@@ -12,7 +12,11 @@ import { roundTo, withAccumulate, type Precision } from "../src/precision.ts";
 import type { InnerInputs, RuleConfig, RuleDecl, State } from "../src/rules/types.ts";
 import { Tensor, type DType } from "../src/tensor.ts";
 
-/** One run of a pair: y, the final state (active pairs) and every gradient the pair returns, as f64 values. */
+/**
+ * One run of a pair: y, the final state (active pairs) and every gradient the pair returns, as f64
+ * values; the state's gradient (initial state for an active pair, the read state for a frozen
+ * read) is among the grads as `dState0.<name>`.
+ */
 export interface PairRun {
   readonly y: Float64Array;
   readonly finalState: Readonly<Record<string, Float64Array>>;
@@ -24,6 +28,8 @@ export interface PairCase {
   readonly inputs: InnerInputs;
   readonly state: State;
   readonly dy: Tensor;
+  /** The final state's upstream gradient (active pairs; absent = zero). */
+  readonly dFinal?: State;
 }
 
 const INPUT_NAMES = ["k", "v", "q", "x", "alpha", "theta", "eta", "omega"] as const;
@@ -42,7 +48,12 @@ function mapCase(c: PairCase, dtype: DType, storage: (x: number) => number, stat
   }
   const st: Record<string, Tensor> = {};
   for (const [n, t] of Object.entries(c.state)) st[n] = mapTensor(t, dtype, state);
-  return { inputs: inputs as unknown as InnerInputs, state: st, dy: mapTensor(c.dy, dtype, storage) };
+  let dFinal: Record<string, Tensor> | undefined;
+  if (c.dFinal !== undefined) {
+    dFinal = {};
+    for (const [n, t] of Object.entries(c.dFinal)) dFinal[n] = mapTensor(t, dtype, state);
+  }
+  return { inputs: inputs as unknown as InnerInputs, state: st, dy: mapTensor(c.dy, dtype, storage), ...(dFinal ? { dFinal } : {}) };
 }
 
 /** The case with every ABI tensor rounded to the precision's storage dtype and the state to its state dtype (as f64). */
@@ -63,11 +74,13 @@ function run(decl: RuleDecl, frozen: boolean, c: PairCase, cfg: RuleConfig, stor
     const f = fr.forward(c.inputs.q, c.state, cfg);
     const b = fr.backward(f.saved, c.inputs.q, c.dy, cfg);
     grads.dq = toF64(b.dq, storage);
+    for (const [n, t] of Object.entries(b.dState)) grads[`dState0.${n}`] = toF64(t, state);
     return { y: toF64(f.y, storage), finalState: {}, grads };
   }
   const f = decl.inner.forward(c.inputs, c.state, cfg);
-  const g = decl.inner.backward(f.saved, c.inputs, c.dy, cfg) as Record<string, Tensor | undefined>;
+  const { dState0, ...g } = decl.inner.backward(f.saved, c.inputs, c.dy, cfg, c.dFinal);
   for (const [n, t] of Object.entries(g)) if (t instanceof Tensor) grads[n] = toF64(t, storage);
+  for (const [n, t] of Object.entries(dState0 ?? {})) grads[`dState0.${n}`] = toF64(t, state);
   const finalState: Record<string, Float64Array> = {};
   for (const [n, t] of Object.entries(f.finalState)) finalState[n] = toF64(t, state);
   return { y: toF64(f.y, storage), finalState, grads };

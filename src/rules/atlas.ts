@@ -5,6 +5,7 @@
  * No error term: M never enters the update direction. k and q stay raw (D1, §1.2).
  * Frozen read: y_t = M q_t (§5.2, §6).
  */
+import { accBuffer } from "../precision.ts";
 import { Rng, uniformTensor } from "../rng.ts";
 import * as K from "../numeric.ts";
 import { Tensor, alloc, zeros } from "../tensor.ts";
@@ -64,7 +65,7 @@ export const atlas: RuleDecl<"atlas"> = {
       const dalpha = alloc(dt, s), dtheta = alloc(dt, s), deta = alloc(dt, s);
       const D = adjointFrom(dFinal, "M", dd); // ∂L/∂M_{t+1}; after t = 0, ∂L/∂M_0
       const E = adjointFrom(dFinal, "S", dd); // ∂L/∂S_{t+1}; after t = 0, ∂L/∂S_0
-      const ek = new Float64Array(d), tmp = new Float64Array(d);
+      const ek = accBuffer(d), tmp = accBuffer(d);
       for (let t = s - 1; t >= 0; t--) {
         const mt = t * dd, mn = (t + 1) * dd, o = t * d;
         const a = alpha!.data[t]!, th = theta!.data[t]!, et = eta!.data[t]!;

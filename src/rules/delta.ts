@@ -3,6 +3,7 @@
  *   e_t = M_t k_t − v_t ;  M_{t+1} = (1 − α_t) M_t − θ_t e_t k_tᵀ ;  y_t = M_{t+1} q_t
  * k and q are L2-normalised by the level (D1). Frozen read: y_t = M q_t (§2.4).
  */
+import { accBuffer } from "../precision.ts";
 import * as K from "../numeric.ts";
 import { Tensor, alloc, zeros } from "../tensor.ts";
 import { adjointFrom, gradTensor } from "./state-grad.ts";
@@ -50,7 +51,7 @@ export const delta: RuleDecl<"delta"> = {
       const dk = alloc(dt, s * d), dv = alloc(dt, s * d), dq = alloc(dt, s * d);
       const dalpha = alloc(dt, s), dtheta = alloc(dt, s);
       const D = adjointFrom(dFinal, "M", dd); // ∂L/∂M_{t+1}; after t = 0, ∂L/∂M_0
-      const de = new Float64Array(d), tmp = new Float64Array(d);
+      const de = accBuffer(d), tmp = accBuffer(d);
       for (let t = s - 1; t >= 0; t--) {
         const mt = t * dd, mn = (t + 1) * dd, o = t * d;
         K.addOuter(D, 0, d, d, 1, dy.data, o, q.data, o);

@@ -3,6 +3,7 @@
  *   M_{t+1} = (1 − α_t) M_t + v_t k_tᵀ ;  y_t = M_{t+1} q_t
  * Only the α gate; k and q stay raw (D1, §1.2). Frozen read: y_t = M q_t (§4.3, §6).
  */
+import { accBuffer } from "../precision.ts";
 import * as K from "../numeric.ts";
 import { Tensor, alloc, zeros } from "../tensor.ts";
 import { adjointFrom, gradTensor } from "./state-grad.ts";
@@ -48,7 +49,7 @@ export const hebbian: RuleDecl<"hebbian"> = {
       const dk = alloc(dt, s * d), dv = alloc(dt, s * d), dq = alloc(dt, s * d);
       const dalpha = alloc(dt, s);
       const D = adjointFrom(dFinal, "M", dd); // ∂L/∂M_{t+1}; after t = 0, ∂L/∂M_0
-      const tmp = new Float64Array(d);
+      const tmp = accBuffer(d);
       for (let t = s - 1; t >= 0; t--) {
         const mt = t * dd, mn = (t + 1) * dd, o = t * d;
         // read y_t = M_{t+1} q_t

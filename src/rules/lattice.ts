@@ -7,6 +7,7 @@
  * α is the write scale; θ is unused (its parameters get zero gradient). Frozen read: the READ
  * line on a fixed S (§5.4).
  */
+import { accBuffer } from "../precision.ts";
 import * as K from "../numeric.ts";
 import { Rng, initHash } from "../rng.ts";
 import { Tensor, alloc, zeros, type Data, type DType } from "../tensor.ts";
@@ -28,7 +29,7 @@ function normalizeSlots(S: Data, m: number, d: number): void {
 }
 
 /** u_i of the chosen variant into `out` (f64 scratch), from slot S[si..si+d). */
-function writeVector(variant: Variant, S: Data, si: number, k: Data, v: Data, o: number, d: number, out: Float64Array): void {
+function writeVector(variant: Variant, S: Data, si: number, k: Data, v: Data, o: number, d: number, out: Data): void {
   const src = variant === "encode" ? k : v;
   for (let j = 0; j < d; j++) out[j] = src[o + j]!;
   if (variant === "similarity") {
@@ -39,8 +40,8 @@ function writeVector(variant: Variant, S: Data, si: number, k: Data, v: Data, o:
 }
 
 /** Read weights w = softmax(S q_t) into w[wo..wo+m) and y_t = Σ_i w_i S[i] into y[o..o+d). */
-function readSlots(S: Data, so: number, m: number, d: number, q: Data, o: number, rho: Float64Array,
-  yt: Float64Array, w: Data, wo: number, y: Data): void {
+function readSlots(S: Data, so: number, m: number, d: number, q: Data, o: number, rho: Data,
+  yt: Data, w: Data, wo: number, y: Data): void {
   K.matvec(S, so, m, d, q, o, rho, 0);
   K.softmaxRows(rho, 1, m, rho);
   for (let i = 0; i < m; i++) w[wo + i] = rho[i]!;
@@ -51,7 +52,7 @@ function readSlots(S: Data, so: number, m: number, d: number, q: Data, o: number
 
 /** VJP of the read: P[i] += w_i dy + dρ_i q (when P is given) and dq += Σ_i dρ_i S[i]. */
 function readSlotsVjp(S: Data, so: number, m: number, d: number, q: Data, o: number, w: Data, wo: number,
-  dy: Data, dw: Float64Array, P: Float64Array | null, dq: Float64Array): void {
+  dy: Data, dw: Data, P: Data | null, dq: Data): void {
   K.matvec(S, so, m, d, dy, o, dw, 0);
   let wdw = 0;
   for (let i = 0; i < m; i++) wdw += w[wo + i]! * dw[i]!;
@@ -73,7 +74,7 @@ const latticeFrozen: FrozenPair<"S" | "readW"> = {
     const m = cfg.m_slots as number;
     const S = state.S!;
     const readW = alloc(q.dtype, s * m), y = alloc(q.dtype, s * d);
-    const rho = new Float64Array(m), yt = new Float64Array(d);
+    const rho = accBuffer(m), yt = accBuffer(d);
     for (let t = 0; t < s; t++) readSlots(S.data, 0, m, d, q.data, t * d, rho, yt, readW, t * m, y);
     return { y: new Tensor(q.dtype, [s, d], y), saved: { S, readW: new Tensor(q.dtype, [s, m], readW) } };
   },
@@ -81,7 +82,7 @@ const latticeFrozen: FrozenPair<"S" | "readW"> = {
     const { d, seq_len: s } = cfg;
     const m = cfg.m_slots as number;
     const dq = alloc(q.dtype, s * d);
-    const dw = new Float64Array(m), dqt = new Float64Array(d), dS = new Float64Array(m * d);
+    const dw = accBuffer(m), dqt = accBuffer(d), dS = accBuffer(m * d);
     for (let t = 0; t < s; t++) {
       dqt.fill(0);
       readSlotsVjp(S!.data, 0, m, d, q.data, t * d, readW!.data, t * m, dy.data, dw, dS, dqt);
@@ -127,7 +128,7 @@ export const lattice: RuleDecl<"lattice"> = {
       S.set(state.S!.data);
       const readW = alloc(dt, s * m), gamma = alloc(dt, s * m), pDot = alloc(dt, s * m), uNorm = alloc(dt, s * m);
       const y = alloc(dt, s * d);
-      const rho = new Float64Array(m), yt = new Float64Array(d), u = new Float64Array(d), ut = new Float64Array(d);
+      const rho = accBuffer(m), yt = accBuffer(d), u = accBuffer(d), ut = accBuffer(d);
       for (let t = 0; t < s; t++) {
         const st = t * md, sn = (t + 1) * md, o = t * d;
         readSlots(S, st, m, d, q.data, o, rho, yt, readW, t * m, y);
@@ -165,9 +166,9 @@ export const lattice: RuleDecl<"lattice"> = {
       const S = sStates!.data, W = readW!.data, G = gamma!.data, Pd = pDot!.data, N = uNorm!.data;
       const dk = alloc(dt, s * d), dv = alloc(dt, s * d), dq = alloc(dt, s * d), dalpha = alloc(dt, s);
       let Sh = adjointFrom(dFinal, "S", md); // Ŝ = ∂L/∂S_{t+1}
-      let P = new Float64Array(md); //  ∂L/∂S_t, built at token t
-      const dw = new Float64Array(m), u = new Float64Array(d), du = new Float64Array(d), dut = new Float64Array(d);
-      const dkt = new Float64Array(d), dvt = new Float64Array(d), dqt = new Float64Array(d);
+      let P = accBuffer(md); //  ∂L/∂S_t, built at token t
+      const dw = accBuffer(m), u = accBuffer(d), du = accBuffer(d), dut = accBuffer(d);
+      const dkt = accBuffer(d), dvt = accBuffer(d), dqt = accBuffer(d);
       for (let t = s - 1; t >= 0; t--) {
         const st = t * md, sn = (t + 1) * md, o = t * d;
         P.fill(0); dkt.fill(0); dvt.fill(0); dqt.fill(0);

@@ -1,4 +1,5 @@
 /** Pieces shared by the matrix-memory rules (Delta, Titans, Hebbian, Atlas): state M [d, d]. */
+import { accBuffer } from "../precision.ts";
 import * as K from "../numeric.ts";
 import { Tensor, alloc, zeros, type DType } from "../tensor.ts";
 import { gradTensor } from "./state-grad.ts";
@@ -17,7 +18,7 @@ export const matrixFrozenRead: FrozenPair<"M"> = {
     const dq = alloc(q.dtype, s * d);
     for (let t = 0; t < s; t++) K.matTvec(M!.data, 0, d, d, dy.data, t * d, dq, t * d);
     // dM = Σ_t dy_t q_tᵀ, summed in f64 and stored once
-    const dM = new Float64Array(d * d);
+    const dM = accBuffer(d * d);
     for (let t = 0; t < s; t++) K.addOuter(dM, 0, d, d, 1, dy.data, t * d, q.data, t * d);
     return { dq: new Tensor(q.dtype, [s, d], dq), dState: { M: gradTensor(q.dtype, [d, d], dM) } };
   },

@@ -7,6 +7,7 @@
  *   G2_t = e_t h_tᵀ ; u_t = (W2_tᵀ e_t) ⊙ silu'(a_t) ; G1_t = u_t k_tᵀ
  *   W_{t+1}[i,:] = softmax(α_t logc(W_t[i,:]) − θ_t G_t[i,:])      logc(w) = ln(max(w, 1e-8))
  */
+import { accBuffer } from "../precision.ts";
 import * as K from "../numeric.ts";
 import { Rng, initHash } from "../rng.ts";
 import { Tensor, alloc, zeros, type DType, type Data } from "../tensor.ts";
@@ -32,7 +33,7 @@ function logcPrime(w: number): number {
 const L2_BIAS: Bias = { phi: (e) => e, dphi: () => 1 };
 
 /** softmax of the f64 row z (length n) into out[oo..oo+n), max-subtracted (§0, §4.6). */
-function softmaxRowInto(z: Float64Array, n: number, out: Data, oo: number): void {
+function softmaxRowInto(z: Data, n: number, out: Data, oo: number): void {
   let mx = -Infinity;
   for (let j = 0; j < n; j++) mx = Math.max(mx, z[j]!);
   let sum = 0;
@@ -91,7 +92,7 @@ export const memora: RuleDecl<"memora"> = {
       W1.set(state.W1!.data);
       W2.set(state.W2!.data);
       const sc = new MlpScratch(dt, d, dh);
-      const Z = new Float64Array(Math.max(d, dh));
+      const Z = accBuffer(Math.max(d, dh));
       const y = alloc(dt, s * d);
       for (let t = 0; t < s; t++) {
         const o = t * d, c1 = t * n1, c2 = t * n2, x1 = c1 + n1, x2 = c2 + n2;
@@ -123,7 +124,7 @@ export const memora: RuleDecl<"memora"> = {
       const dalpha = alloc(dt, s), dtheta = alloc(dt, s);
       // Ŵ = ∂L/∂W_{t+1}, turned into dZ in place; D = ∂L/∂W_t, the next Ŵ.
       let Wh1 = adjointFrom(dFinal, "W1", n1), Wh2 = adjointFrom(dFinal, "W2", n2);
-      let D1 = new Float64Array(n1), D2 = new Float64Array(n2);
+      let D1 = accBuffer(n1), D2 = accBuffer(n2);
       const sc = new MlpScratch(dt, d, dh);
       for (let t = s - 1; t >= 0; t--) {
         const o = t * d, c1 = t * n1, c2 = t * n2, x1 = c1 + n1, x2 = c2 + n2;
@@ -198,7 +199,7 @@ export const memora: RuleDecl<"memora"> = {
 };
 
 /** In place: Ŵ ← dZ, the per-row softmax VJP with the softmax output P = W_{t+1} at offset po. */
-function softmaxRowsVjpInPlace(P: Data, po: number, rows: number, cols: number, G: Float64Array): void {
+function softmaxRowsVjpInPlace(P: Data, po: number, rows: number, cols: number, G: Data): void {
   for (let r = 0; r < rows; r++) {
     const o = r * cols;
     let dotPG = 0;

@@ -6,6 +6,7 @@
  * Read: b_t = W1 q_t ; z_t = silu(b_t) ; y_t = W2 z_t.
  * G1 and G2 are never materialised: every use of them is an outer product or ⟨P, G⟩ = uᵀ P k.
  */
+import { accBuffer } from "../precision.ts";
 import * as K from "../numeric.ts";
 import { initHash } from "../rng.ts";
 import { Tensor, alloc, type DType, type Data } from "../tensor.ts";
@@ -65,18 +66,18 @@ export class MlpScratch {
   readonly a: Data; readonly h: Data; readonly e: Data; readonly g: Data; readonly r: Data; readonly u: Data;
   readonly b: Data; readonly z: Data;
   /** P1 k, P1ᵀ u, P2 h, P2ᵀ g of the adjoint pair (P1, P2) handed to chainIn. */
-  readonly p1k: Float64Array; readonly p1tu: Float64Array; readonly p2h: Float64Array; readonly p2tg: Float64Array;
-  readonly dg: Float64Array; readonly dh: Float64Array; readonly du: Float64Array; readonly dr: Float64Array;
-  readonly da: Float64Array; readonly de: Float64Array; readonly dz: Float64Array; readonly db: Float64Array;
-  readonly tmpD: Float64Array; readonly tmpH: Float64Array;
+  readonly p1k: Data; readonly p1tu: Data; readonly p2h: Data; readonly p2tg: Data;
+  readonly dg: Data; readonly dh: Data; readonly du: Data; readonly dr: Data;
+  readonly da: Data; readonly de: Data; readonly dz: Data; readonly db: Data;
+  readonly tmpD: Data; readonly tmpH: Data;
   /** Per-token results: ∂L/∂k_t, ∂L/∂v_t (chainOut), ∂L/∂q_t (readVjp). */
-  readonly dk: Float64Array; readonly dv: Float64Array; readonly dq: Float64Array;
+  readonly dk: Data; readonly dv: Data; readonly dq: Data;
 
   constructor(readonly dtype: DType, readonly d: number, readonly dH: number) {
     this.a = alloc(dtype, dH); this.h = alloc(dtype, dH); this.r = alloc(dtype, dH); this.u = alloc(dtype, dH);
     this.b = alloc(dtype, dH); this.z = alloc(dtype, dH);
     this.e = alloc(dtype, d); this.g = alloc(dtype, d);
-    const fd = () => new Float64Array(d), fh = () => new Float64Array(dH);
+    const fd = () => accBuffer(d), fh = () => accBuffer(dH);
     this.p1k = fh(); this.p1tu = fd(); this.p2h = fd(); this.p2tg = fh();
     this.dg = fd(); this.dh = fh(); this.du = fh(); this.dr = fh(); this.da = fh(); this.de = fd();
     this.dz = fh(); this.db = fh(); this.tmpD = fd(); this.tmpH = fh();
@@ -111,7 +112,7 @@ export function mlpRead(sc: MlpScratch, W1: Data, o1: number, W2: Data, o2: numb
  * D1 += δb qᵀ ; sc.dq = W1ᵀ δb. D1/D2 null when the caller needs no state gradient.
  */
 export function readVjp(sc: MlpScratch, W1: Data, o1: number, W2: Data, o2: number,
-  q: Data, dy: Data, o: number, D1: Float64Array | null, D2: Float64Array | null): void {
+  q: Data, dy: Data, o: number, D1: Data | null, D2: Data | null): void {
   const { d, dH: dh, b, z, dz, db } = sc;
   mlpRead(sc, W1, o1, W2, o2, q, o, sc.tmpD, 0);
   if (D2 !== null) K.addOuter(D2, 0, d, dh, 1, dy, o, z, 0);
@@ -126,7 +127,7 @@ export function readVjp(sc: MlpScratch, W1: Data, o1: number, W2: Data, o2: numb
  * saved vectors, taken before the caller overwrites P with the new state adjoint. They also give
  * ⟨P1, G1⟩ = uᵀ(P1 k) and ⟨P2, G2⟩ = gᵀ(P2 h) for dθ.
  */
-export function chainIn(sc: MlpScratch, P1: Float64Array, P2: Float64Array, k: Data, o: number): void {
+export function chainIn(sc: MlpScratch, P1: Data, P2: Data, k: Data, o: number): void {
   const { d, dH: dh } = sc;
   K.matvec(P1, 0, dh, d, k, o, sc.p1k);
   K.matTvec(P1, 0, dh, d, sc.u, 0, sc.p1tu);
@@ -149,7 +150,7 @@ export function innerGradDot(sc: MlpScratch): number {
  * Adds into D1, D2 (the adjoints of W1_t, W2_t); sets sc.dk, sc.dv.
  */
 export function chainOut(sc: MlpScratch, c: number, W1: Data, o1: number, W2: Data, o2: number,
-  k: Data, o: number, D1: Float64Array, D2: Float64Array, bias: Bias): void {
+  k: Data, o: number, D1: Data, D2: Data, bias: Bias): void {
   const { d, dH: dh, a, h, e, g, r, dg, dh: dH_, du, dr, da, de, tmpD, tmpH } = sc;
   for (let i = 0; i < d; i++) dg[i] = c * sc.p2h[i]!;
   for (let i = 0; i < dh; i++) dH_[i] = c * sc.p2tg[i]!;
@@ -189,7 +190,7 @@ export const mlpFrozenRead: FrozenPair<"W1" | "W2"> = {
     const { d, seq_len: s } = cfg;
     const sc = new MlpScratch(q.dtype, d, dHidden(cfg));
     const dq = alloc(q.dtype, s * d);
-    const dh = dHidden(cfg), D1 = new Float64Array(dh * d), D2 = new Float64Array(d * dh);
+    const dh = dHidden(cfg), D1 = accBuffer(dh * d), D2 = accBuffer(d * dh);
     for (let t = 0; t < s; t++) {
       readVjp(sc, W1!.data, 0, W2!.data, 0, q.data, dy.data, t * d, D1, D2);
       dq.set(sc.dq, t * d);

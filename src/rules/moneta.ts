@@ -9,6 +9,7 @@
  * serves both (§2.8 is §2.9 with N_qᵀ = id). A_0 = W_0 at the start of every call (README
  * "Fixture details"); A is not a state input.
  */
+import { accBuffer } from "../precision.ts";
 import * as K from "../numeric.ts";
 import { Tensor, alloc, zeros, type Data } from "../tensor.ts";
 import {
@@ -77,7 +78,7 @@ export function lqNormalize(A: Data, ao: number, len: number, q: number, W: Data
  * out += N_qᵀ(A)[Wbar] (§2.9): Wbar/s − c ⟨Wbar, A⟩ A ⊙ (A² + 1e-12)^{(q−2)/2}, c = (q−2)/(n² s²),
  * from ∂s/∂A = (q−2) n^{−2} A ⊙ (A²+1e-12)^{(q−2)/2}.
  */
-function lqNormalizeVjpAdd(A: Data, ao: number, len: number, q: number, Wbar: Float64Array, out: Float64Array): void {
+function lqNormalizeVjpAdd(A: Data, ao: number, len: number, q: number, Wbar: Data, out: Data): void {
   const { n, s } = isL2(q) ? { n: 1, s: 1 } : lqNorm(A, ao, len, q);
   if (isL2(q) || s < LQ_TINY) {
     for (let i = 0; i < len; i++) out[i]! += Wbar[i]!;
@@ -192,12 +193,12 @@ export const moneta: RuleDecl<"moneta"> = {
       // Ā = ∂L/∂A_{t+1}: holds Â (later tokens) on entry to a token, the total after the read.
       // The final state is W_s = N_q(A_s): dFinal enters Ā through N_qᵀ(A_s) (the identity on the L2 path).
       const F1 = adjointFrom(dFinal, "W1", n1), F2 = adjointFrom(dFinal, "W2", n2);
-      const Ab1 = new Float64Array(n1), Ab2 = new Float64Array(n2);
+      const Ab1 = accBuffer(n1), Ab2 = accBuffer(n2);
       lqNormalizeVjpAdd(A1, s * n1, n1, lq, F1, Ab1);
       lqNormalizeVjpAdd(A2, s * n2, n2, lq, F2, Ab2);
       // R = read's ∂L/∂W_{t+1}; D = ∂L/∂W_t (L_q path only: on the L2 path both are Ā itself).
-      const R1 = new Float64Array(l2path ? 0 : n1), R2 = new Float64Array(l2path ? 0 : n2);
-      const D1 = new Float64Array(l2path ? 0 : n1), D2 = new Float64Array(l2path ? 0 : n2);
+      const R1 = accBuffer(l2path ? 0 : n1), R2 = accBuffer(l2path ? 0 : n2);
+      const D1 = accBuffer(l2path ? 0 : n1), D2 = accBuffer(l2path ? 0 : n2);
       const sc = new MlpScratch(dt, d, dh);
       for (let t = s - 1; t >= 0; t--) {
         const o = t * d, c1 = t * n1, c2 = t * n2, x1 = c1 + n1, x2 = c2 + n2;

@@ -4,12 +4,13 @@
  * adjoint holds after token 0 as the initial state's gradient, in the run's dtype. Also the
  * names under which the state travels on the tape.
  */
-import { Tensor, alloc, type DType } from "../tensor.ts";
+import { accBuffer } from "../precision.ts";
+import { Tensor, alloc, type DType, type Data } from "../tensor.ts";
 import type { RuleConfig, RuleDecl, State } from "./types.ts";
 
 /** A fresh f64 adjoint of `size` entries holding dFinal[name], or zeros when it is absent. */
-export function adjointFrom(dFinal: State | undefined, name: string, size: number): Float64Array<ArrayBuffer> {
-  const out = new Float64Array(size);
+export function adjointFrom(dFinal: State | undefined, name: string, size: number): Data {
+  const out = accBuffer(size);
   const g = dFinal?.[name];
   if (g === undefined) return out;
   if (g.size !== size) throw new Error(`dFinal.${name}: ${g.size} elements, the state has ${size}`);

@@ -6,8 +6,9 @@
  *   score_w = τ ⟨Q[i,h], K[j0+w,h]⟩  (w < L) ;  P[h,i,·] = softmax(score) ;  A[i,h] = Σ_{w<L} P_w V[j0+w,h]
  * P is kept as [nh, s, ws] with P_w = 0 for L ≤ w < ws (the −∞ scores).
  */
+import { accBuffer } from "../precision.ts";
 import { Rng } from "../rng.ts";
-import { Tensor, alloc, zeros, type DType } from "../tensor.ts";
+import { Tensor, alloc, zeros, type DType, type Data } from "../tensor.ts";
 import type { InnerInputs, RuleConfig, RuleDecl } from "./types.ts";
 
 function heads(cfg: RuleConfig): { nh: number; hd: number; ws: number } {
@@ -37,7 +38,7 @@ export const swa: RuleDecl<"swa"> = {
       const { nh, hd, ws } = heads(cfg);
       const dt = q.dtype, tau = 1 / Math.sqrt(hd);
       const P = alloc(dt, nh * s * ws), y = alloc(dt, s * d);
-      const score = new Float64Array(ws);
+      const score = accBuffer(ws);
       for (let h = 0; h < nh; h++) {
         const c0 = h * hd;
         for (let i = 0; i < s; i++) {
@@ -70,8 +71,8 @@ export const swa: RuleDecl<"swa"> = {
       const dt = q.dtype, tau = 1 / Math.sqrt(hd);
       const P = attnP!.data;
       // K and V rows collect from up to ws query positions, so they are summed in f64 first.
-      const dQ = new Float64Array(s * d), dK = new Float64Array(s * d), dV = new Float64Array(s * d);
-      const dP = new Float64Array(ws);
+      const dQ = accBuffer(s * d), dK = accBuffer(s * d), dV = accBuffer(s * d);
+      const dP = accBuffer(ws);
       for (let h = 0; h < nh; h++) {
         const c0 = h * hd;
         for (let i = 0; i < s; i++) {
@@ -97,7 +98,7 @@ export const swa: RuleDecl<"swa"> = {
           }
         }
       }
-      const out = (g: Float64Array) => {
+      const out = (g: Data) => {
         const t = alloc(dt, s * d);
         t.set(g);
         return new Tensor(dt, [s, d], t);
@@ -127,7 +128,7 @@ export const swa: RuleDecl<"swa"> = {
         const d = 4, s = 4, cfg: RuleConfig = { d, seq_len: s, heads: 2, window: 2 };
         const inp = randomQKV(dtype, s, d, rng);
         inp.k.data.fill(0); // every score is 0, so the weights are uniform over the window
-        const mean = new Float64Array(d);
+        const mean = accBuffer(d);
         for (let c = 0; c < d; c++) mean[c] = (inp.v.data[2 * d + c]! + inp.v.data[3 * d + c]!) / 2;
         return rowsMatch(dtype, forwardY(inp, cfg).subarray(3 * d), mean, 0, d, "A[3]", "mean(V[2], V[3])");
       },

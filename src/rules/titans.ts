@@ -7,6 +7,7 @@
  * level (D7), any matrix in a rule-level case. No m_norm clamp, no error clip (D7).
  * Frozen read: y_t = M q_t (§6).
  */
+import { accBuffer } from "../precision.ts";
 import { Rng, uniformTensor } from "../rng.ts";
 import * as K from "../numeric.ts";
 import { Tensor, alloc, zeros } from "../tensor.ts";
@@ -36,7 +37,7 @@ export const titans: RuleDecl<"titans"> = {
       sStates.set(state.S!.data);
       const e = alloc(dt, s * d);
       const y = alloc(dt, s * d);
-      const sNext = new Float64Array(dd);
+      const sNext = accBuffer(dd);
       for (let t = 0; t < s; t++) {
         const mt = t * dd, mn = (t + 1) * dd, o = t * d;
         K.matvec(mStates, mt, d, d, k.data, o, e, o);
@@ -75,7 +76,7 @@ export const titans: RuleDecl<"titans"> = {
       const dalpha = alloc(dt, s), dtheta = alloc(dt, s), deta = alloc(dt, s);
       const D = adjointFrom(dFinal, "M", dd); // ∂L/∂M_{t+1}; after t = 0, ∂L/∂M_0
       const E = adjointFrom(dFinal, "S", dd); // ∂L/∂S_{t+1}; after t = 0, ∂L/∂S_0
-      const ek = new Float64Array(d), ete = new Float64Array(d), de = new Float64Array(d), tmp = new Float64Array(d);
+      const ek = accBuffer(d), ete = accBuffer(d), de = accBuffer(d), tmp = accBuffer(d);
       for (let t = s - 1; t >= 0; t--) {
         const mt = t * dd, mn = (t + 1) * dd, o = t * d;
         const a = alpha!.data[t]!, th = theta!.data[t]!, et = eta!.data[t]!;

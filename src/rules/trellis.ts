@@ -7,6 +7,7 @@
  * x_t is the level input row itself, so the backward returns a direct dx (D2: the repo omits it).
  * α is a forget rate here, θ the inner learning rate. Frozen read: y_t = S_V nsilu(S_K q_t) (§6.5).
  */
+import { accBuffer } from "../precision.ts";
 import * as K from "../numeric.ts";
 import { nsiluRow, nsiluRowVjp } from "../ops/index.ts";
 import { Rng } from "../rng.ts";
@@ -26,8 +27,8 @@ const trellisFrozen: FrozenPair<"S_K" | "S_V" | "r"> = {
     const { d, seq_len: s } = cfg;
     const dk = compressedSize(cfg);
     const SK = state.S_K!, SV = state.S_V!;
-    const r = alloc(q.dtype, s * dk), cHat = new Float64Array(s * dk), y = alloc(q.dtype, s * d);
-    const yt = new Float64Array(d);
+    const r = alloc(q.dtype, s * dk), cHat = accBuffer(s * dk), y = alloc(q.dtype, s * d);
+    const yt = accBuffer(d);
     for (let t = 0; t < s; t++) {
       K.matvec(SK.data, 0, dk, d, q.data, t * d, r, t * dk);
       nsiluRow(r, t * dk, dk, cHat);
@@ -40,9 +41,9 @@ const trellisFrozen: FrozenPair<"S_K" | "S_V" | "r"> = {
     const { d, seq_len: s } = cfg;
     const dk = compressedSize(cfg);
     const dq = alloc(q.dtype, s * d);
-    const dcHat = new Float64Array(dk), dr = new Float64Array(dk), dqt = new Float64Array(d);
+    const dcHat = accBuffer(dk), dr = accBuffer(dk), dqt = accBuffer(d);
     // dS_V = Σ dy_t ĉ_tᵀ (ĉ recomputed from the saved r), dS_K = Σ dr_t q_tᵀ
-    const cHat = new Float64Array(s * dk), dSK = new Float64Array(dk * d), dSV = new Float64Array(d * dk);
+    const cHat = accBuffer(s * dk), dSK = accBuffer(dk * d), dSV = accBuffer(d * dk);
     for (let t = 0; t < s; t++) {
       K.matTvec(S_V!.data, 0, d, dk, dy.data, t * d, dcHat, 0);
       nsiluRowVjp(r!.data, dcHat, t * dk, dk, dr, 0);
@@ -97,7 +98,7 @@ export const trellis: RuleDecl<"trellis"> = {
       SV.set(state.S_V!.data);
       const r = alloc(dt, s * dk), cHat = alloc(dt, s * dk), eK = alloc(dt, s * dk);
       const u = alloc(dt, s * dk), c = alloc(dt, s * dk), eV = alloc(dt, s * d), y = alloc(dt, s * d);
-      const yt = new Float64Array(d);
+      const yt = accBuffer(d);
       for (let t = 0; t < s; t++) {
         const at = t * n, an = (t + 1) * n, o = t * d, oc = t * dk;
         const a = alpha!.data[t]!, th = theta!.data[t]!;
@@ -140,10 +141,10 @@ export const trellis: RuleDecl<"trellis"> = {
       const dK = alloc(dt, s * d), dV = alloc(dt, s * d), dQ = alloc(dt, s * d), dX = alloc(dt, s * d);
       const dalpha = alloc(dt, s), dtheta = alloc(dt, s);
       // Ĝ = ∂L/∂S^{t+1} from later tokens; P = ∂L/∂S^t being built at token t.
-      let GK = adjointFrom(dFinal, "S_K", n), GV = adjointFrom(dFinal, "S_V", n), PK = new Float64Array(n), PV = new Float64Array(n);
-      const dcHat = new Float64Array(dk), dr = new Float64Array(dk), dc = new Float64Array(dk), du = new Float64Array(dk);
-      const gc = new Float64Array(d), gx = new Float64Array(dk), dev = new Float64Array(d), dek = new Float64Array(dk);
-      const tmpD = new Float64Array(d), tmpC = new Float64Array(dk), dxt = new Float64Array(d), dqt = new Float64Array(d);
+      let GK = adjointFrom(dFinal, "S_K", n), GV = adjointFrom(dFinal, "S_V", n), PK = accBuffer(n), PV = accBuffer(n);
+      const dcHat = accBuffer(dk), dr = accBuffer(dk), dc = accBuffer(dk), du = accBuffer(dk);
+      const gc = accBuffer(d), gx = accBuffer(dk), dev = accBuffer(d), dek = accBuffer(dk);
+      const tmpD = accBuffer(d), tmpC = accBuffer(dk), dxt = accBuffer(d), dqt = accBuffer(d);
       for (let t = s - 1; t >= 0; t--) {
         const at = t * n, an = (t + 1) * n, o = t * d, oc = t * dk;
         const a = alpha!.data[t]!, th = theta!.data[t]!;

@@ -8,6 +8,7 @@
  *   y_t = W2_{t+1} silu(W1_{t+1} q_t)
  * B = W_0, the state at the start of this call (§3.2; docs/spec/fixtures.md#rule-state: not an input).
  */
+import { accBuffer } from "../precision.ts";
 import * as K from "../numeric.ts";
 import { Rng } from "../rng.ts";
 import { Tensor, alloc, zeros } from "../tensor.ts";
@@ -96,7 +97,7 @@ export const yaad: RuleDecl<"yaad"> = {
       const dalpha = alloc(dt, s), dtheta = alloc(dt, s);
       const Wh1 = adjointFrom(dFinal, "W1", n1), Wh2 = adjointFrom(dFinal, "W2", n2); // Ŵ = ∂L/∂W_{t+1}
       // B = W_0 is pulled toward by every step: Σ_t 2λ_loc θ_t Ŵ_{t+1} reaches W_0 through B
-      const Bb1 = new Float64Array(n1), Bb2 = new Float64Array(n2);
+      const Bb1 = accBuffer(n1), Bb2 = accBuffer(n2);
       const sc = new MlpScratch(dt, d, dh);
       for (let t = s - 1; t >= 0; t--) {
         const o = t * d, c1 = t * n1, c2 = t * n2, x1 = c1 + n1, x2 = c2 + n2;
@@ -124,7 +125,7 @@ export const yaad: RuleDecl<"yaad"> = {
       return {
         dk: new Tensor(dt, [s, d], dk), dv: new Tensor(dt, [s, d], dv), dq: new Tensor(dt, [s, d], dq),
         dalpha: new Tensor(dt, [s], dalpha), dtheta: new Tensor(dt, [s], dtheta),
-        dState0: { W1: gradTensor(dt, [dh, d], Wh1.map((x, i) => x + Bb1[i]!)), W2: gradTensor(dt, [d, dh], Wh2.map((x, i) => x + Bb2[i]!)) },
+        dState0: { W1: gradTensor(dt, [dh, d], Wh1.map((x: number, i: number) => x + Bb1[i]!)), W2: gradTensor(dt, [d, dh], Wh2.map((x: number, i: number) => x + Bb2[i]!)) },
       };
     },
   },
