@@ -8,6 +8,7 @@ import {
   frozenBackward, frozenForward, frozenForwardSaved, paramNames, ruleBackward, ruleForward, ruleForwardSaved, usedParams, variantKey,
 } from "../src/rules/level.ts";
 import type { RuleDecl } from "../src/rules/types.ts";
+import { STORE_ALL, type SavePolicy } from "../src/recompute.ts";
 import { withTape } from "../src/tape.ts";
 import type { Tensor } from "../src/tensor.ts";
 import type { RuleCase } from "./rule-case.ts";
@@ -53,22 +54,28 @@ export function handGrads(v: Variant, c: RuleCase): Record<string, Tensor> {
 export interface TapeRun {
   y: Tensor;
   grads: Record<string, Tensor | null>;
+  /** Bytes the tape held after the forward (docs/spec/tape.md#must-hold accounting). */
+  bytes: number;
 }
 
-/** The variant recorded as one opaque block and back-propagated from dy. `mutate` runs between record and backward. */
-export function tapeGrads(v: Variant, c: RuleCase, mutate?: () => void): TapeRun {
+/**
+ * The variant recorded as one opaque block and back-propagated from dy. `mutate` runs between
+ * record and backward; `policy` is the tape's save policy (docs/spec/tape.md#recompute).
+ */
+export function tapeGrads(v: Variant, c: RuleCase, mutate?: () => void, policy: SavePolicy = STORE_ALL): TapeRun {
   return withTape((tape) => {
     const X = tape.input(c.X);
     const params: Record<string, Tensor> = {};
     for (const n of paramNames(v.decl)) params[n] = tape.param(c.params[n]!);
     const y = v.frozen ? frozenForward(v.decl, X, params, c.state, c.cfg) : ruleForward(v.decl, X, params, c.state, c.cfg).y;
     if (tape.length !== 1) throw new Error(`expected ONE opaque block on the tape, found ${tape.length} entries`);
+    const bytes = tape.bytes();
     mutate?.();
     tape.backward(y, c.dy);
     const grads: Record<string, Tensor | null> = { X: tape.grad(X) };
     for (const n of paramNames(v.decl)) grads[n] = tape.grad(params[n]!);
-    return { y, grads };
-  });
+    return { y, grads, bytes };
+  }, policy);
 }
 
 /** The rule-level loss of C2, sum(y ⊙ dy), as a closure over the case's (perturbable) tensors. */

@@ -5,7 +5,11 @@
  * docs/spec/miras-compression.md#outer-projections, docs/spec/miras-compression.md#backward-tail). A rule forward records ONE opaque block when traced.
  */
 import * as K from "../numeric.ts";
-import { activeTape, registerOpaque } from "../tape.ts";
+import { activeTape, registerOpaque, type Tape } from "../tape.ts";
+import type { RecomputeDecl } from "../recompute.ts";
+import {
+  checkpointName, packCheckpoints, ruleRecomputeDecl, runStretches, stateNames, stretchStarts, unpackCheckpoints,
+} from "./rule-recompute.ts";
 import { Tensor, alloc, expectShape, zeros, type DType } from "../tensor.ts";
 import type { InnerGrads, InnerInputs, InnerPair, Named, RuleConfig, RuleDecl, State } from "./types.ts";
 
@@ -309,8 +313,12 @@ function innerInputsOf(decl: RuleDecl, saved: Named<string>): InnerInputs {
 /** Rule forward: untraced it just computes; with an active tape it records one opaque block. */
 export function ruleForward(decl: RuleDecl, X: Tensor, params: Params, state: State, cfg: RuleConfig,
   inner: InnerPair<string> = decl.inner): RuleResult {
-  const r = ruleForwardSaved(decl, X, params, state, cfg, inner);
   const tape = activeTape();
+  if (tape !== null && inner === decl.inner && tape.recomputes(decl.key)) {
+    const inputs: Record<string, Tensor> = { X, ...pick(params, paramNames(decl)) };
+    if (tape.anyTracked(Object.values(inputs))) return recordRecomputed(tape, decl, X, params, state, cfg, inputs);
+  }
+  const r = ruleForwardSaved(decl, X, params, state, cfg, inner);
   if (tape !== null) {
     const inputs: Record<string, Tensor> = { X, ...pick(params, paramNames(decl)) };
     if (tape.anyTracked(Object.values(inputs))) {
@@ -318,6 +326,20 @@ export function ruleForward(decl: RuleDecl, X: Tensor, params: Params, state: St
       tape.recordOpaque(decl.key, inputs, { y: r.y }, pick(r.saved, savedNames(decl, inner)), attrs);
     }
   }
+  return { y: r.y, finalState: r.finalState };
+}
+
+/**
+ * The forward under a recompute policy (docs/spec/chunk-forms.md#recompute): the inner pair runs
+ * stretch by stretch and the tape keeps X, the parameters and the state at each stretch start.
+ */
+function recordRecomputed(tape: Tape, decl: RuleDecl, X: Tensor, params: Params, state: State, cfg: RuleConfig,
+  inputs: Record<string, Tensor>): RuleResult {
+  validateInputs(decl, X, params, state, cfg);
+  const lv = levelForward(decl, X, params);
+  const r = runStretches(decl.inner, lv.inputs, state, cfg, stretchStarts(decl, cfg.seq_len, tape.policy));
+  const stored = { ...inputs, ...packCheckpoints(decl, r.checkpoints) };
+  tape.recordOpaque(decl.key, inputs, { y: r.y }, stored, { decl, cfg, inner: decl.inner } satisfies RuleAttrs);
   return { y: r.y, finalState: r.finalState };
 }
 
@@ -377,9 +399,28 @@ export function frozenForward(decl: RuleDecl, X: Tensor, params: Params, state: 
   const r = frozenForwardSaved(decl, X, params, state, cfg);
   const tape = activeTape();
   if (tape !== null && tape.anyTracked([X, params.W_Q!])) {
-    tape.recordOpaque(frozenKey(decl), { X, W_Q: params.W_Q! }, { y: r.y }, r.saved, { decl, cfg });
+    // A frozen read has no recurrence: under any recompute policy it keeps X, W_Q and the state.
+    const saved = tape.recomputes(frozenKey(decl)) ? { X, W_Q: params.W_Q!, ...packCheckpoints(decl, [state]) } : r.saved;
+    tape.recordOpaque(frozenKey(decl), { X, W_Q: params.W_Q! }, { y: r.y }, saved, { decl, cfg });
   }
   return r.y;
+}
+
+/** The frozen block's recompute declaration: q and the read's saved tensors from X, W_Q and the state. */
+function frozenRecomputeDecl(decl: RuleDecl): RecomputeDecl {
+  const fz = decl.frozen!;
+  const ckpts = stateNames(decl).map(checkpointName);
+  return {
+    stored: ["X", "W_Q", ...ckpts],
+    producers: [{
+      name: "frozen-read", from: ["X", "W_Q", ...ckpts], makes: ["q", ...fz.saved],
+      run: (t, attrs) => {
+        const { cfg } = attrs as { cfg: RuleConfig };
+        const q = project(t.X!, t.W_Q!);
+        return { q, ...fz.forward(q, unpackCheckpoints(decl, t)[0]!, cfg).saved };
+      },
+    }],
+  };
 }
 
 /** Registers the rule's opaque blocks (active and frozen) with the tape. */
@@ -389,6 +430,12 @@ export function registerRuleBlocks(decl: RuleDecl): void {
     inputs: ["X", ...paramNames(decl)],
     outputs: ["y"],
     saved: savedNames(decl),
+    recompute: ruleRecomputeDecl(decl, {
+      paramNames: paramNames(decl),
+      levelSaved: levelSavedNames(decl),
+      levelForward: (X, params) => levelForward(decl, X, params),
+      innerInputsOf: (saved) => innerInputsOf(decl, saved),
+    }),
     backward: (saved, dOut, attrs) => {
       const a = attrs as RuleAttrs;
       return ruleBackward(a.decl, saved, dOut.y!, a.cfg, a.inner);
@@ -401,6 +448,7 @@ export function registerRuleBlocks(decl: RuleDecl): void {
       inputs: ["X", "W_Q"],
       outputs: ["y"],
       saved: ["X", "W_Q", "q", ...fz.saved],
+      recompute: frozenRecomputeDecl(decl),
       backward: (saved, dOut, attrs) => {
         const a = attrs as { decl: RuleDecl; cfg: RuleConfig };
         return frozenBackward(a.decl, saved, dOut.y!, a.cfg);
