@@ -8,7 +8,7 @@ import * as K from "../numeric.ts";
 import { activeTape, registerOpaque, type Tape } from "../tape.ts";
 import type { RecomputeDecl } from "../recompute.ts";
 import {
-  checkpointName, packCheckpoints, ruleRecomputeDecl, runStretches, stateNames, stretchStarts, unpackCheckpoints,
+  packCheckpoints, ruleRecomputeDecl, runStretches, stateNames, stretchStarts,
 } from "./rule-recompute.ts";
 import { Tensor, alloc, expectShape, zeros, type DType } from "../tensor.ts";
 import type { InnerGrads, InnerInputs, InnerPair, Named, RuleConfig, RuleDecl, State } from "./types.ts";
@@ -400,24 +400,32 @@ export function frozenForward(decl: RuleDecl, X: Tensor, params: Params, state: 
   const tape = activeTape();
   if (tape !== null && tape.anyTracked([X, params.W_Q!])) {
     // A frozen read has no recurrence: under any recompute policy it keeps X, W_Q and the state.
-    const saved = tape.recomputes(frozenKey(decl)) ? { X, W_Q: params.W_Q!, ...packCheckpoints(decl, [state]) } : r.saved;
+    const kept = (decl.frozen!.saved as readonly string[]).filter((n) => stateNames(decl).includes(n));
+    const saved = tape.recomputes(frozenKey(decl)) ? { X, W_Q: params.W_Q!, ...pick(r.saved, kept) } : r.saved;
     tape.recordOpaque(frozenKey(decl), { X, W_Q: params.W_Q! }, { y: r.y }, saved, { decl, cfg });
   }
   return r.y;
 }
 
-/** The frozen block's recompute declaration: q and the read's saved tensors from X, W_Q and the state. */
+/**
+ * The frozen block's recompute declaration: q and the read's own saved tensors from X, W_Q and the
+ * state entries the read keeps anyway (its saved tensors named like state entries).
+ */
 function frozenRecomputeDecl(decl: RuleDecl): RecomputeDecl {
   const fz = decl.frozen!;
-  const ckpts = stateNames(decl).map(checkpointName);
+  const kept = fz.saved.filter((n) => stateNames(decl).includes(n));
+  const made = fz.saved.filter((n) => !kept.includes(n));
   return {
-    stored: ["X", "W_Q", ...ckpts],
+    stored: ["X", "W_Q", ...kept],
     producers: [{
-      name: "frozen-read", from: ["X", "W_Q", ...ckpts], makes: ["q", ...fz.saved],
+      name: "frozen-read", from: ["X", "W_Q", ...kept], makes: ["q", ...made],
       run: (t, attrs) => {
         const { cfg } = attrs as { cfg: RuleConfig };
         const q = project(t.X!, t.W_Q!);
-        return { q, ...fz.forward(q, unpackCheckpoints(decl, t)[0]!, cfg).saved };
+        const state: Record<string, Tensor> = {};
+        for (const n of kept) state[n] = t[n]!;
+        const saved = fz.forward(q, state, cfg).saved;
+        return { q, ...pick(saved, made) };
       },
     }],
   };
