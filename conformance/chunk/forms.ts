@@ -130,7 +130,8 @@ function monotoneCase(decl: RuleDecl, specs: ChunkCaseSpec[]): CaseOutcome {
   const curve = gdCurve(decl, specs);
   const shown = GD_CURVE.map((C, j) => `C=${C}: ${curve[j]!.toExponential(2)}`).join(", ");
   if (curve[0] !== 0) return { ok: false, message: `C = 1 is not the sequential rule (${shown})` };
-  if (!(curve[1]! > 0)) return { ok: false, vacuous: true, message: `chunking changed nothing (${shown})` };
+  // The rule's write reads the state, so freezing it for two tokens must change y.
+  if (!(curve[1]! > 0)) return { ok: false, message: `C = 2 equals the sequential rule: the write is not taken at the chunk start (${shown})` };
   for (let j = 1; j < curve.length; j++) {
     if (curve[j]! < curve[j - 1]!) return { ok: false, message: `distance falls from C=${GD_CURVE[j - 1]} to C=${GD_CURVE[j]} (${shown})` };
   }
