@@ -7,6 +7,7 @@ import * as fc from "fast-check";
 import { bitwiseEqual, compareTensors } from "../../oracle/compare.ts";
 import { fromComparison, type CaseOutcome, type CheckDef, type Profile } from "../../harness/check.ts";
 import type { SavePolicy } from "../../src/recompute.ts";
+import type { DType } from "../../src/tensor.ts";
 import { paramNames } from "../../src/rules/level.ts";
 import { buildRuleCase, type RuleCaseSpec } from "../../cases/rule-case.ts";
 import { gradNames, tapeGrads, variants, vkey, type Variant } from "../../cases/rule-variant.ts";
@@ -17,8 +18,15 @@ const RUNS: Record<Profile, number> = { quick: 3, default: 10, deep: 100 };
 /** The policies checked: recompute from the start, and checkpoints every C tokens (C generated). */
 const POLICY_KINDS = ["recompute", "checkpoint"] as const;
 
+/** f64 and f32: the producers rerun the same code, so parity holds bit for bit in both dtypes. */
 function recomputeCase(v: Variant, spec: RuleCaseSpec, policy: SavePolicy): CaseOutcome {
-  const c = buildRuleCase(v.decl, spec, "f64", v.frozen);
+  const f32 = recomputeCaseIn(v, spec, policy, "f32");
+  if (!f32.ok && !f32.vacuous) return { ...f32, message: `f32: ${f32.message}` };
+  return recomputeCaseIn(v, spec, policy, "f64");
+}
+
+function recomputeCaseIn(v: Variant, spec: RuleCaseSpec, policy: SavePolicy, dtype: DType): CaseOutcome {
+  const c = buildRuleCase(v.decl, spec, dtype, v.frozen);
   const kept = tapeGrads(v, c);
   const rebuilt = tapeGrads(v, c, undefined, policy);
   const iy = bitwiseEqual(rebuilt.y.data, kept.y.data);
@@ -49,7 +57,7 @@ export function recomputeChecks(): CheckDef[] {
       checks.push({
         kind: "property", id: `C1/recompute/${vkey(v)}/${kind}`, class: "C1", subject: { rule: v.decl.key, frozen: v.frozen },
         spec: `docs/spec/chunk-forms.md#recompute; docs/spec/tape.md#recompute; ${v.decl.sheet}`,
-        tolerance: { kind: "bitwise", compared: "y and every gradient vs store-all", rtol: 0, atol: 0 },
+        tolerance: { kind: "bitwise", compared: "y and every gradient vs store-all", dtypes: ["f64", "f32"], rtol: 0, atol: 0 },
         runs: RUNS, arb,
         run: ([spec, every]: [RuleCaseSpec, number]) =>
           recomputeCase(v, spec, kind === "recompute" ? { kind } : { kind, every }),
