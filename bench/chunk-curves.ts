@@ -1,5 +1,5 @@
 /**
- * The chunk-start GD curve per matrix-family rule (docs/spec/chunk-forms.md#chunk-start-gd-curve):
+ * The chunk-start GD curve per rule that has the form (docs/spec/chunk-forms.md#chunk-start-gd-curve):
  * mean over a fixed batch of cases of the RMS distance of y to the sequential rule, for
  * C = 1, 2, 4, 8, 16, at θ small and θ large; and the worst relative distance of the exact
  * chunked form for C = 1, 2, 4, 8, 16, 64. Accuracy only, no timing. Usage: bun run bench/chunk-curves.ts
@@ -8,19 +8,20 @@ import { buildChunkCase, type ChunkCaseSpec } from "../cases/chunk-case.ts";
 import { gdCurve } from "../conformance/chunk/forms.ts";
 import { maxAbs } from "../src/numeric.ts";
 import { exactChunked } from "../src/rules/chunk-matrix.ts";
+import { hasChunkStartGd } from "../src/rules/chunk-gd.ts";
 import { RULES } from "../src/rules/index.ts";
 
 const N = 24;
 function batch(theta: "small" | "large"): ChunkCaseSpec[] {
   return Array.from({ length: N }, (_, i) => ({
-    d: 2 + (i % 7), seq_len: 17 + ((i * 7) % 24), alpha: (["low", "mid", "high"] as const)[i % 3]!, theta,
+    d: 2 + (i % 7), hyper: {}, seq_len: 17 + ((i * 7) % 24), alpha: (["low", "mid", "high"] as const)[i % 3]!, theta,
     state: i % 2 === 0 ? "init" : "random", seed: 1000 + i,
   }));
 }
 
 console.log("| rule | θ | C=1 | C=2 | C=4 | C=8 | C=16 |");
 console.log("|---|---|---:|---:|---:|---:|---:|");
-for (const decl of RULES.filter((r) => r.matrixChunk !== undefined)) {
+for (const decl of RULES.filter(hasChunkStartGd)) {
   for (const theta of ["small", "large"] as const) {
     console.log(`| ${decl.key} | ${theta} | ${gdCurve(decl, batch(theta)).map((x) => x.toExponential(2)).join(" | ")} |`);
   }

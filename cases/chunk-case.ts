@@ -3,23 +3,18 @@
  * (k, v, q, gates, omega) and a state, drawn directly at the gate regimes of the rule checks.
  * Rows of k and q are unit vectors when the rule normalises them (D1), else of norm in [0.5, 1].
  */
-import * as fc from "fast-check";
-import type { InnerInputs, RuleDecl, State } from "../src/rules/types.ts";
+import type * as fc from "fast-check";
+import type { InnerInputs, RuleConfig, RuleDecl } from "../src/rules/types.ts";
 import { withDefaults } from "../src/rules/level.ts";
 import { Rng, uniformTensor } from "../src/rng.ts";
 import { Tensor } from "../src/tensor.ts";
-import { ALPHA_LEVELS, THETA_LEVELS } from "./rule-case.ts";
+import { ALPHA_LEVELS, THETA_LEVELS, ruleCaseSpecArb, type RuleCaseSpec, type SizeLimits } from "./rule-case.ts";
 
-export interface ChunkCaseSpec {
-  readonly d: number;
-  readonly seq_len: number;
-  readonly alpha: keyof typeof ALPHA_LEVELS;
-  readonly theta: keyof typeof THETA_LEVELS;
-  readonly state: "init" | "random";
-  readonly seed: number;
-}
+/** The rule checks' case spec: sizes, hyperparameters, gate regimes, state kind, seed. */
+export type ChunkCaseSpec = RuleCaseSpec;
 
 export interface ChunkCase {
+  readonly cfg: RuleConfig;
   readonly inp: InnerInputs;
   readonly state: Record<string, Tensor>;
   /** Upstream gradients of y and of each final state entry (the loss of C2). */
@@ -27,15 +22,9 @@ export interface ChunkCase {
   readonly dState: Record<string, Tensor>;
 }
 
-export function chunkCaseArb(sizes: { d: [number, number]; seq_len: [number, number] }): fc.Arbitrary<ChunkCaseSpec> {
-  return fc.record({
-    d: fc.integer({ min: sizes.d[0], max: sizes.d[1] }),
-    seq_len: fc.integer({ min: sizes.seq_len[0], max: sizes.seq_len[1] }),
-    alpha: fc.constantFrom("mid", "low", "high"),
-    theta: fc.constantFrom("small", "large"),
-    state: fc.constantFrom("init", "random"),
-    seed: fc.integer({ min: 1, max: 0x7fffffff }),
-  });
+/** Specs over the rule's declared hyperparameter domains (as the rule checks draw them). */
+export function chunkCaseArb(decl: RuleDecl, sizes: SizeLimits): fc.Arbitrary<ChunkCaseSpec> {
+  return ruleCaseSpecArb(decl, sizes);
 }
 
 function rowsOfNorm(s: number, d: number, rng: Rng, unit: boolean): Tensor {
@@ -66,14 +55,10 @@ export function buildChunkCase(decl: RuleDecl, spec: ChunkCaseSpec): ChunkCase {
   if (decl.gates.includes("theta")) inp.theta = gate(s, THETA_LEVELS[spec.theta], rng);
   if (decl.gates.includes("eta")) inp.eta = gate(s, 0.6, rng);
   if (decl.omega) inp.omega = uniformTensor("f64", [s, d], rng, -1, 1);
-  const cfg = withDefaults(decl, { d, seq_len: s });
+  const cfg = withDefaults(decl, { d, seq_len: s, ...spec.hyper });
   const state = spec.state === "init" ? decl.init(cfg, "f64") : decl.randomState(cfg, "f64", () => rng.next());
   const dy = uniformTensor("f64", [s, d], rng, -1, 1);
   const dState: Record<string, Tensor> = {};
   for (const [n, t] of Object.entries(state)) dState[n] = uniformTensor("f64", t.shape, rng, -1, 1);
-  return { inp: inp as unknown as InnerInputs, state, dy, dState };
-}
-
-export function stateOf(c: ChunkCase): State {
-  return c.state;
+  return { cfg, inp: inp as unknown as InnerInputs, state, dy, dState };
 }
