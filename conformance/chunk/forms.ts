@@ -205,7 +205,7 @@ function exactCase(decl: RuleDecl, spec: ChunkCaseSpec): CaseOutcome {
 /**
  * Hyperparameters the curve property fixes, with the measured reason: Moneta off its L2 path
  * (q != 2), the L_q normalisation rescales the state after every write, and the batch-mean distance
- * was monotone in only 7 of 20 batches (90 of 90 with q = 2); docs/spec/chunk-forms.md#chunk-start-gd-curve.
+ * was monotone in only 7 of 20 batches (90 of 90 with q = 2), see docs/spec/chunk-forms.md#chunk-start-gd-curve
  */
 const CURVE_HYPER: Readonly<Record<string, Readonly<Record<string, number>>>> = { moneta: { q: 2 } };
 
