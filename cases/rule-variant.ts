@@ -13,6 +13,7 @@ import {
 } from "../src/rules/level.ts";
 import { frozenStateNames, initialStateName, stateNames } from "../src/rules/state-grad.ts";
 import type { RuleDecl } from "../src/rules/types.ts";
+import { STORE_ALL, type SavePolicy } from "../src/recompute.ts";
 import { withTape } from "../src/tape.ts";
 import type { Tensor } from "../src/tensor.ts";
 import type { RuleCase } from "./rule-case.ts";
@@ -85,24 +86,30 @@ export function handGrads(v: Variant, c: RuleCase): Record<string, Tensor> {
 export interface TapeRun {
   y: Tensor;
   grads: Record<string, Tensor | null>;
+  /** Bytes the tape held after the forward (docs/spec/tape.md#must-hold accounting). */
+  bytes: number;
 }
 
 /**
  * The variant recorded as one opaque block, its state on the tape, and back-propagated from
  * sum(y ⊙ dy) + Σ sum(final ⊙ dFinal) (FrobeniusDot passes dy and dFinal through exactly: 1·dy).
- * `mutate` runs between record and backward.
+ * `mutate` runs between record and backward; `policy` is the tape's save policy
+ * (docs/spec/tape.md#recompute). With `withState` false the state stays off the tape and the loss
+ * is sum(y ⊙ dy) alone: the block a recompute plan covers (a block with its state on the tape is
+ * kept store-all, docs/spec/chunk-forms.md#recompute).
  */
-export function tapeGrads(v: Variant, c: RuleCase, mutate?: () => void): TapeRun {
+export function tapeGrads(v: Variant, c: RuleCase, mutate?: () => void, policy: SavePolicy = STORE_ALL, withState = true): TapeRun {
   return withTape((tape) => {
     const X = tape.input(c.X);
     const params: Record<string, Tensor> = {};
     for (const n of paramNames(v.decl)) params[n] = tape.param(c.params[n]!);
     const state: Record<string, Tensor> = { ...c.state };
-    for (const n of gradStateNames(v)) state[n] = tape.input(c.state[n]!);
+    if (withState) for (const n of gradStateNames(v)) state[n] = tape.input(c.state[n]!);
     const r = v.frozen ? { y: frozenForward(v.decl, X, params, state, c.cfg), finalState: {} } : ruleForward(v.decl, X, params, state, c.cfg);
     if (tape.length !== 1) throw new Error(`expected ONE opaque block on the tape, found ${tape.length} entries`);
+    const bytes = tape.bytes();
     mutate?.();
-    const finals = Object.entries(c.dFinal ?? {}).filter(([n]) => n in r.finalState);
+    const finals = withState ? Object.entries(c.dFinal ?? {}).filter(([n]) => n in r.finalState) : [];
     if (finals.length === 0) tape.backward(r.y, c.dy);
     else {
       let loss = frobeniusDot([r.y, c.dy], {});
@@ -111,9 +118,9 @@ export function tapeGrads(v: Variant, c: RuleCase, mutate?: () => void): TapeRun
     }
     const grads: Record<string, Tensor | null> = { X: tape.grad(X) };
     for (const n of paramNames(v.decl)) grads[n] = tape.grad(params[n]!);
-    for (const n of gradStateNames(v)) grads[initialStateName(n)] = tape.grad(state[n]!);
-    return { y: r.y, grads };
-  });
+    if (withState) for (const n of gradStateNames(v)) grads[initialStateName(n)] = tape.grad(state[n]!);
+    return { y: r.y, grads, bytes };
+  }, policy);
 }
 
 /** The rule-level loss of C2, sum(y ⊙ dy) + Σ sum(final ⊙ dFinal), as a closure over the case's (perturbable) tensors. */

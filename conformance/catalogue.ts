@@ -19,6 +19,7 @@ import { c1Checks } from "./c1/opaque.ts";
 import { c2RuleChecks } from "./c2/rule.ts";
 import { c8Checks } from "./c8/invariants.ts";
 import { c9Checks } from "./c9/checks.ts";
+import { chunkFormChecks } from "./chunk/checks.ts";
 
 export interface CatalogueOptions {
   /** Extra fixture directories (C6), besides fixtures/. */
@@ -38,7 +39,7 @@ export function buildCatalogue(opts: CatalogueOptions): Catalogue {
   const checks: CheckDef<any>[] = [
     ...c0OpChecks(), ...c0TapeChecks(), ...c1Checks(), ...c2RuleChecks(), ...c8Checks(),
     ...c2ModelChecks(), ...c3Checks(), ...c4Checks(), ...c7Checks(), ...fixtureChecks([join(ROOT, "fixtures"), ...opts.fixtureDirs]),
-    ...kernelChecks(), ...c9Checks(),
+    ...kernelChecks(), ...c9Checks(), ...chunkFormChecks(),
   ];
   const ids = new Set<string>();
   for (const c of checks) {

@@ -3,6 +3,7 @@
  * record only when a tape is active and one of their inputs is on it, so the same forward
  * code serves traced and untraced runs and computes the same bits either way.
  */
+import { buildRecomputePlan, runRecomputePlan, STORE_ALL, type RecomputeDecl, type RecomputePlan, type SavePolicy } from "./recompute.ts";
 import { Tensor, alloc, clone, sameShape, shapeStr, type Data } from "./tensor.ts";
 
 /** One recorded op: its VJP maps output gradients to input gradients (null = none). */
@@ -44,9 +45,15 @@ export interface OpaqueDecl<I extends string = string, O extends string = string
   readonly saved: readonly S[];
   /** `attrs` is whatever non-tensor context the recorder passed (configuration, implementation). */
   backward(saved: Named<S>, dOutputs: Named<O>, attrs: unknown): Partial<Named<I>>;
+  /**
+   * Optional: which saved tensors a recompute policy keeps and which producers rebuild the rest
+   * (docs/spec/tape.md#recompute). The plan is built, and checked, at registration.
+   */
+  readonly recompute?: RecomputeDecl;
 }
 
 const opaqueRegistry = new Map<string, OpaqueDecl>();
+const planRegistry = new Map<string, RecomputePlan>();
 
 /** Registers an opaque block. A declaration without a backward is rejected here, not at backward time. */
 export function registerOpaque<I extends string, O extends string, S extends string>(
@@ -59,8 +66,16 @@ export function registerOpaque<I extends string, O extends string, S extends str
   if (existing !== undefined && existing !== (decl as unknown as OpaqueDecl)) {
     throw new Error(`opaque block '${decl.key}' is already registered`);
   }
+  // A broken recompute declaration (unknown producer, cycle) fails here, not at backward time.
+  const plan = decl.recompute === undefined ? undefined : buildRecomputePlan(decl.key, decl.saved, decl.recompute);
   opaqueRegistry.set(decl.key, decl as unknown as OpaqueDecl);
+  if (plan !== undefined) planRegistry.set(decl.key, plan);
   return decl;
+}
+
+/** The recompute plan registered with a block, or undefined when it declares none. */
+export function recomputePlanOf(key: string): RecomputePlan | undefined {
+  return planRegistry.get(key);
 }
 
 export function opaqueKeys(): string[] {
@@ -73,10 +88,16 @@ export function activeTape(): Tape | null {
   return active;
 }
 
-/** Runs fn with a fresh tape active; the tape is inactive again afterwards, whatever happens. */
-export function withTape<R>(fn: (tape: Tape) => R): R {
+/**
+ * Runs fn with a fresh tape active; the tape is inactive again afterwards, whatever happens.
+ * `policy` selects what opaque blocks with a recompute plan keep (default: everything).
+ */
+export function withTape<R>(fn: (tape: Tape) => R, policy: SavePolicy = STORE_ALL): R {
   if (active !== null) throw new Error("a tape is already active: tapes do not nest");
-  const tape = new Tape();
+  if (policy.kind === "checkpoint" && !(Number.isInteger(policy.every) && policy.every >= 1)) {
+    throw new Error(`checkpoint policy: every = ${policy.every}, expected an integer >= 1`);
+  }
+  const tape = new Tape(policy);
   active = tape;
   try {
     return fn(tape);
@@ -96,6 +117,17 @@ export class Tape {
   private readonly grads = new Map<Tensor, Data>();
   private readonly owned = new Set<Data>();
   private used = false;
+
+  constructor(readonly policy: SavePolicy = STORE_ALL) {}
+
+  /**
+   * Whether a block registered under `key` is recorded with its recompute plan: only when the
+   * tape's policy asks for it and the block declares one. The recorder then passes the plan's
+   * stored tensors instead of every saved tensor.
+   */
+  recomputes(key: string): boolean {
+    return this.policy.kind !== "store-all" && planRegistry.has(key);
+  }
 
   /** Registers a parameter or input: the tape keeps a snapshot, later writes to `t` do not reach it. */
   param(t: Tensor): Tensor {
@@ -151,7 +183,9 @@ export class Tape {
     if (decl === undefined) throw new Error(`opaque block '${key}' is not registered`);
     checkNames(`opaque '${key}' inputs`, decl.inputs, inputs);
     checkNames(`opaque '${key}' outputs`, decl.outputs, outputs);
-    checkNames(`opaque '${key}' saved`, decl.saved, saved);
+    const plan = this.recomputes(key) ? planRegistry.get(key)! : undefined;
+    checkNames(`opaque '${key}' saved${plan !== undefined ? ` (recompute: stored)` : ""}`, plan?.stored ?? decl.saved, saved);
+    const policy = this.policy;
     // Saved tensors may alias inputs or each other: count each buffer once.
     for (const s of Object.values(saved)) {
       if (s.tapeId !== this.id && !this.heldShared.has(s.data)) {
@@ -171,7 +205,10 @@ export class Tape {
           const o = outputs[n]!;
           named[n] = new Tensor(o.dtype, o.shape, dOuts[i] ?? alloc(o.dtype, o.size));
         });
-        const dIn = decl.backward(saved, named, attrs);
+        // Under a recompute policy the plan rebuilds what the forward did not keep, then the
+        // same registered backward runs on it.
+        const full = plan === undefined ? saved : runRecomputePlan(plan, saved, attrs, policy);
+        const dIn = decl.backward(full, named, attrs);
         return inNames.map((n) => {
           const g = dIn[n];
           if (g === undefined) return null;

@@ -653,3 +653,4 @@ export const klRetention = defineOp<{ alpha: number; theta: number }>({
   },
   oracle: "fd",
 });
+export { chunkCoefficients, gateScale, rowScale, unitLowerSolve, type GateForm } from "./chunk.ts";

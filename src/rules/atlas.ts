@@ -97,6 +97,7 @@ export const atlas: RuleDecl<"atlas"> = {
     },
   },
   frozen: matrixFrozenRead,
+  matrixChunk: { write: "omega", momentum: true },
   // s = 1 from zero states: alpha and eta never act.
   checkMinimums: { seq_len: 2 },
   stepLocalState: ["S"],

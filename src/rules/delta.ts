@@ -80,6 +80,7 @@ export const delta: RuleDecl<"delta"> = {
     },
   },
   frozen: matrixFrozenRead,
+  matrixChunk: { write: "error", momentum: false },
   // d = 1: a normalised key or query is the constant ±1; s = 1 from M_0 = 0: alpha never acts.
   checkMinimums: { d: 2, seq_len: 2 },
   invariants: [

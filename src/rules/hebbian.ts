@@ -72,6 +72,7 @@ export const hebbian: RuleDecl<"hebbian"> = {
     },
   },
   frozen: matrixFrozenRead,
+  matrixChunk: { write: "v", momentum: false },
   // s = 1 from M_0 = 0: alpha never acts.
   checkMinimums: { seq_len: 2 },
   invariants: [

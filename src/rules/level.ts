@@ -5,7 +5,11 @@
  * docs/spec/miras-compression.md#outer-projections, docs/spec/miras-compression.md#backward-tail). A rule forward records ONE opaque block when traced.
  */
 import * as K from "../numeric.ts";
-import { activeTape, registerOpaque } from "../tape.ts";
+import { activeTape, registerOpaque, type Tape } from "../tape.ts";
+import type { RecomputeDecl } from "../recompute.ts";
+import {
+  packCheckpoints, ruleRecomputeDecl, runStretches, stretchStarts,
+} from "./rule-recompute.ts";
 import { Tensor, alloc, expectShape, zeros, type DType } from "../tensor.ts";
 import { finalStateName, frozenStateNames, initialStateName, stateBlockKey, stateNames } from "./state-grad.ts";
 import type { InnerGrads, InnerInputs, InnerPair, Named, RuleConfig, RuleDecl, State } from "./types.ts";
@@ -323,8 +327,12 @@ function innerInputsOf(decl: RuleDecl, saved: Named<string>): InnerInputs {
  */
 export function ruleForward(decl: RuleDecl, X: Tensor, params: Params, state: State, cfg: RuleConfig,
   inner: InnerPair<string> = decl.inner): RuleResult {
-  const r = ruleForwardSaved(decl, X, params, state, cfg, inner);
   const tape = activeTape();
+  if (tape !== null && inner === decl.inner && tape.recomputes(decl.key)) {
+    const inputs: Record<string, Tensor> = { X, ...pick(params, paramNames(decl)) };
+    if (tape.anyTracked(Object.values(inputs))) return recordRecomputed(tape, decl, X, params, state, cfg, inputs);
+  }
+  const r = ruleForwardSaved(decl, X, params, state, cfg, inner);
   if (tape !== null) {
     const inputs: Record<string, Tensor> = { X, ...pick(params, paramNames(decl)) };
     const names = stateNames(decl);
@@ -343,6 +351,20 @@ export function ruleForward(decl: RuleDecl, X: Tensor, params: Params, state: St
       }
     }
   }
+  return { y: r.y, finalState: r.finalState };
+}
+
+/**
+ * The forward under a recompute policy (docs/spec/chunk-forms.md#recompute): the inner pair runs
+ * stretch by stretch and the tape keeps X, the parameters and the state at each stretch start.
+ */
+function recordRecomputed(tape: Tape, decl: RuleDecl, X: Tensor, params: Params, state: State, cfg: RuleConfig,
+  inputs: Record<string, Tensor>): RuleResult {
+  validateInputs(decl, X, params, state, cfg);
+  const lv = levelForward(decl, X, params);
+  const r = runStretches(decl.inner, lv.inputs, state, cfg, stretchStarts(decl, cfg.seq_len, tape.policy));
+  const stored = { ...inputs, ...packCheckpoints(decl, r.checkpoints) };
+  tape.recordOpaque(decl.key, inputs, { y: r.y }, stored, { decl, cfg, inner: decl.inner } satisfies RuleAttrs);
   return { y: r.y, finalState: r.finalState };
 }
 
@@ -417,9 +439,36 @@ export function frozenForward(decl: RuleDecl, X: Tensor, params: Params, state: 
     for (const n of names) inputs[initialStateName(n)] = state[n]!;
     tape.recordOpaque(stateBlockKey(frozenKey(decl)), inputs, { y: r.y }, r.saved, { decl, cfg });
   } else if (tape.anyTracked([X, params.W_Q!])) {
-    tape.recordOpaque(frozenKey(decl), { X, W_Q: params.W_Q! }, { y: r.y }, r.saved, { decl, cfg });
+    // A frozen read has no recurrence: under any recompute policy it keeps X, W_Q and the state.
+    const kept = (decl.frozen!.saved as readonly string[]).filter((n) => stateNames(decl).includes(n));
+    const saved = tape.recomputes(frozenKey(decl)) ? { X, W_Q: params.W_Q!, ...pick(r.saved, kept) } : r.saved;
+    tape.recordOpaque(frozenKey(decl), { X, W_Q: params.W_Q! }, { y: r.y }, saved, { decl, cfg });
   }
   return r.y;
+}
+
+/**
+ * The frozen block's recompute declaration: q and the read's own saved tensors from X, W_Q and the
+ * state entries the read keeps anyway (its saved tensors named like state entries).
+ */
+function frozenRecomputeDecl(decl: RuleDecl): RecomputeDecl {
+  const fz = decl.frozen!;
+  const kept = fz.saved.filter((n) => stateNames(decl).includes(n));
+  const made = fz.saved.filter((n) => !kept.includes(n));
+  return {
+    stored: ["X", "W_Q", ...kept],
+    producers: [{
+      name: "frozen-read", from: ["X", "W_Q", ...kept], makes: ["q", ...made],
+      run: (t, attrs) => {
+        const { cfg } = attrs as { cfg: RuleConfig };
+        const q = project(t.X!, t.W_Q!);
+        const state: Record<string, Tensor> = {};
+        for (const n of kept) state[n] = t[n]!;
+        const saved = fz.forward(q, state, cfg).saved;
+        return { q, ...pick(saved, made) };
+      },
+    }],
+  };
 }
 
 /** Registers the rule's opaque blocks (active and frozen) with the tape. */
@@ -429,6 +478,12 @@ export function registerRuleBlocks(decl: RuleDecl): void {
     inputs: ["X", ...paramNames(decl)],
     outputs: ["y"],
     saved: savedNames(decl),
+    recompute: ruleRecomputeDecl(decl, {
+      paramNames: paramNames(decl),
+      levelSaved: levelSavedNames(decl),
+      levelForward: (X, params) => levelForward(decl, X, params),
+      innerInputsOf: (saved) => innerInputsOf(decl, saved),
+    }),
     backward: (saved, dOut, attrs) => {
       const a = attrs as RuleAttrs;
       return ruleBackward(a.decl, saved, dOut.y!, a.cfg, a.inner);
@@ -441,6 +496,7 @@ export function registerRuleBlocks(decl: RuleDecl): void {
       inputs: ["X", "W_Q"],
       outputs: ["y"],
       saved: ["X", "W_Q", "q", ...fz.saved],
+      recompute: frozenRecomputeDecl(decl),
       backward: (saved, dOut, attrs) => {
         const a = attrs as { decl: RuleDecl; cfg: RuleConfig };
         return frozenBackward(a.decl, saved, dOut.y!, a.cfg);

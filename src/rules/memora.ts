@@ -21,19 +21,19 @@ import type { InnerInputs, RuleConfig, RuleDecl, StateSampler } from "./types.ts
 /** §4.6 log clamp. */
 const LOG_FLOOR = 1e-8;
 
-function logc(w: number): number {
+export function logc(w: number): number {
   return Math.log(Math.max(w, LOG_FLOOR));
 }
 
 /** Exact derivative of logc: 1/w above the clamp, 0 where the clamp is active (docs/spec/decisions.md#d2). */
-function logcPrime(w: number): number {
+export function logcPrime(w: number): number {
   return w > LOG_FLOOR ? 1 / w : 0;
 }
 
-const L2_BIAS: Bias = { phi: (e) => e, dphi: () => 1 };
+export const L2_BIAS: Bias = { phi: (e) => e, dphi: () => 1 };
 
 /** softmax of the f64 row z (length n) into out[oo..oo+n), max-subtracted (§0, §4.6). */
-function softmaxRowInto(z: Data, n: number, out: Data, oo: number): void {
+export function softmaxRowInto(z: Data, n: number, out: Data, oo: number): void {
   let mx = -Infinity;
   for (let j = 0; j < n; j++) mx = Math.max(mx, z[j]!);
   let sum = 0;
@@ -199,7 +199,7 @@ export const memora: RuleDecl<"memora"> = {
 };
 
 /** In place: Ŵ ← dZ, the per-row softmax VJP with the softmax output P = W_{t+1} at offset po. */
-function softmaxRowsVjpInPlace(P: Data, po: number, rows: number, cols: number, G: Data): void {
+export function softmaxRowsVjpInPlace(P: Data, po: number, rows: number, cols: number, G: Data): void {
   for (let r = 0; r < rows; r++) {
     const o = r * cols;
     let dotPG = 0;

@@ -52,7 +52,7 @@ export function lpBias(p: number, a: number): Bias {
   return lpBiasGeneral(p, a);
 }
 
-function isL2(q: number): boolean {
+export function isL2(q: number): boolean {
   return Math.abs(q - 2) < PATH_TOL;
 }
 
@@ -78,7 +78,7 @@ export function lqNormalize(A: Data, ao: number, len: number, q: number, W: Data
  * out += N_qᵀ(A)[Wbar] (§2.9): Wbar/s − c ⟨Wbar, A⟩ A ⊙ (A² + 1e-12)^{(q−2)/2}, c = (q−2)/(n² s²),
  * from ∂s/∂A = (q−2) n^{−2} A ⊙ (A²+1e-12)^{(q−2)/2}.
  */
-function lqNormalizeVjpAdd(A: Data, ao: number, len: number, q: number, Wbar: Data, out: Data): void {
+export function lqNormalizeVjpAdd(A: Data, ao: number, len: number, q: number, Wbar: Data, out: Data): void {
   const { n, s } = isL2(q) ? { n: 1, s: 1 } : lqNorm(A, ao, len, q);
   if (isL2(q) || s < LQ_TINY) {
     for (let i = 0; i < len; i++) out[i]! += Wbar[i]!;

@@ -114,6 +114,7 @@ export const titans: RuleDecl<"titans"> = {
     },
   },
   frozen: matrixFrozenRead,
+  matrixChunk: { write: "error", momentum: true },
   // d = 1: a normalised key or query is the constant ±1; s = 1 from zero states: alpha and eta never act.
   checkMinimums: { d: 2, seq_len: 2 },
   stepLocalState: ["S"],

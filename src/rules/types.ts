@@ -118,6 +118,19 @@ export interface CheckMinimums {
   readonly hyper?: Readonly<Record<string, number>>;
 }
 
+/**
+ * How a matrix-memory rule's step splits for the chunk forms (docs/spec/chunk-forms.md#matrix-family):
+ *   u_t     the write direction: "error" e_t = M k_t − v_t (depends on the state: the rule's
+ *           inner gradient), or the state-free "v" (v_t) or "omega" (ω_t)
+ *   W_t = c_t u_t k_tᵀ with c_t = −θ_t ("error", "omega") or 1 ("v")
+ *   momentum: S_{t+1} = η_t S_t + W_t ; M_{t+1} = (1 − α_t) M_t + S_{t+1}
+ *   else:     M_{t+1} = (1 − α_t) M_t + W_t ;   read y_t = M_{t+1} q_t
+ */
+export interface MatrixChunkDecl {
+  readonly write: "error" | "v" | "omega";
+  readonly momentum: boolean;
+}
+
 /** A rule declaration; K is its key (lower-case, as used in ids, flags, reports and fixture files). */
 export interface RuleDecl<K extends string = string> {
   readonly key: K;
@@ -157,4 +170,6 @@ export interface RuleDecl<K extends string = string> {
    * codes of norm √dk, so its step is θ·dk).
    */
   readonly thetaScale?: (cfg: RuleConfig) => number;
+  /** The matrix family's step split, for the chunk forms (absent: the rule is not in the family). */
+  readonly matrixChunk?: MatrixChunkDecl;
 }

@@ -1,0 +1,45 @@
+/**
+ * The chunk-start GD curve per rule that has the form (docs/spec/chunk-forms.md#chunk-start-gd-curve):
+ * mean over a fixed batch of cases of the RMS distance of y to the sequential rule, for
+ * C = 1, 2, 4, 8, 16, at θ small and θ large; and the worst relative distance of the exact
+ * chunked form for C = 1, 2, 4, 8, 16, 64. Accuracy only, no timing. Usage: bun run bench/chunk-curves.ts
+ */
+import { buildChunkCase, type ChunkCaseSpec } from "../cases/chunk-case.ts";
+import { gdCurve } from "../conformance/chunk/forms.ts";
+import { maxAbs } from "../src/numeric.ts";
+import { exactChunked } from "../src/rules/chunk-matrix.ts";
+import { hasChunkStartGd } from "../src/rules/chunk-gd.ts";
+import { RULES } from "../src/rules/index.ts";
+
+const N = 24;
+function batch(theta: "small" | "large"): ChunkCaseSpec[] {
+  return Array.from({ length: N }, (_, i) => ({
+    d: 2 + (i % 7), hyper: {}, seq_len: 17 + ((i * 7) % 24), alpha: (["low", "mid", "high"] as const)[i % 3]!, theta,
+    state: i % 2 === 0 ? "init" : "random", seed: 1000 + i,
+  }));
+}
+
+console.log("| rule | θ | C=1 | C=2 | C=4 | C=8 | C=16 |");
+console.log("|---|---|---:|---:|---:|---:|---:|");
+for (const decl of RULES.filter(hasChunkStartGd)) {
+  for (const theta of ["small", "large"] as const) {
+    console.log(`| ${decl.key} | ${theta} | ${gdCurve(decl, batch(theta)).map((x) => x.toExponential(2)).join(" | ")} |`);
+  }
+}
+console.log("\n| rule | exact chunked, worst max|Δ|/max|y_seq| over the batch: C=1 | 2 | 4 | 8 | 16 | 64 |");
+console.log("|---|---:|---:|---:|---:|---:|---:|");
+for (const decl of RULES.filter((r) => r.matrixChunk !== undefined)) {
+  const worst = [1, 2, 4, 8, 16, 64].map((C) => {
+    let w = 0;
+    for (const spec of [...batch("small"), ...batch("large")].map((s) => ({ ...s, seq_len: s.seq_len + 40 }))) {
+      const c = buildChunkCase(decl, spec);
+      const ref = decl.inner.forward(c.inp, c.state, { d: spec.d, seq_len: spec.seq_len });
+      const r = exactChunked(decl, c.inp, c.state, C);
+      let m = 0;
+      for (let i = 0; i < r.y.size; i++) m = Math.max(m, Math.abs(r.y.data[i]! - ref.y.data[i]!));
+      w = Math.max(w, m / maxAbs(ref.y.data));
+    }
+    return w.toExponential(1);
+  });
+  console.log(`| ${decl.key} | ${worst.join(" | ")} |`);
+}

@@ -1,0 +1,274 @@
+/**
+ * Checks of the chunk forms (docs/spec/chunk-forms.md): chunk-start GD for every rule that has it
+ * (the matrix family and the MLP memories), the exact chunked form for every rule that declares
+ * `matrixChunk`:
+ *   C8/chunk-gd/<rule>/c1-identity   chunk-start GD with C = 1 is the sequential forward, bitwise
+ *                                    (state-free writes: bitwise for every C)
+ *   C8/chunk-gd/<rule>/monotone      mean distance to sequential over a batch, C = 1, 2, 4, 8, 16:
+ *                                    0 at C = 1, then non-decreasing (state-dependent writes)
+ *   C1/chunk-gd/<rule>/backward      its gradient at C = 1 vs the rule's hand-written backward
+ *   C2/chunk-gd/<rule>               its gradient vs finite differences
+ *   C8/exact-chunk/<rule>/sequential exact chunked form vs sequential forward, every listed C
+ *   C1/exact-chunk/<rule>/backward   its tape gradient vs the sequential hand-written backward
+ *   C2/exact-chunk/<rule>            its tape gradient vs finite differences
+ */
+import * as fc from "fast-check";
+import { bitwiseEqual, compareTensors, TOL_FD, TOL_ULP } from "../../oracle/compare.ts";
+import { FD_METHOD } from "../../oracle/fd.ts";
+import { gradCheck } from "../../oracle/gradcheck.ts";
+import { fromComparison, type CaseOutcome, type CheckDef, type Profile } from "../../harness/check.ts";
+import { exactChunked, type ChunkRun } from "../../src/rules/chunk-matrix.ts";
+import { chunkStartGdForward, hasChunkStartGd, writeReadsState } from "../../src/rules/chunk-gd.ts";
+import { hasMlpChunk, mlpChunkStartGd, mlpChunkStartGdBackward } from "../../src/rules/chunk-mlp.ts";
+import { add, frobeniusDot } from "../../src/ops/index.ts";
+import { RULES } from "../../src/rules/index.ts";
+import type { InnerInputs, RuleDecl, State } from "../../src/rules/types.ts";
+import { withTape } from "../../src/tape.ts";
+import type { Tensor } from "../../src/tensor.ts";
+import { buildChunkCase, chunkCaseArb, type ChunkCase, type ChunkCaseSpec } from "../../cases/chunk-case.ts";
+import type { SizeLimits } from "../../cases/rule-case.ts";
+
+const RUNS: Record<Profile, number> = { quick: 3, default: 10, deep: 100 };
+const RUNS_FD: Record<Profile, number> = { quick: 3, default: 8, deep: 80 };
+const GD_CURVE = [1, 2, 4, 8, 16] as const;
+const EXACT_CS = [1, 2, 4, 8, 16, 64] as const;
+const BATCH = 8;
+const SPEC = "docs/spec/chunk-forms.md";
+
+/** The two chunk forms under test. */
+type FormKind = "gd" | "exact";
+
+function runForm(kind: FormKind, decl: RuleDecl, inp: InnerInputs, state: State, c: ChunkCase, C: number): ChunkRun {
+  return kind === "gd" ? chunkStartGdForward(decl, inp, state, c.cfg, C) : exactChunked(decl, inp, state, C);
+}
+
+const INPUT_NAMES = ["k", "v", "q", "alpha", "theta", "eta", "omega"] as const;
+
+/** Differentiated tensors of a case: the inner inputs the rule reads and every initial state entry. */
+function inputsOf(decl: RuleDecl, c: ChunkCase): Record<string, Tensor> {
+  const out: Record<string, Tensor> = {};
+  for (const n of INPUT_NAMES) {
+    const t = c.inp[n];
+    if (t === undefined) continue;
+    if ((n === "alpha" || n === "theta" || n === "eta") && !decl.gates.includes(n)) continue;
+    // An omega-writing rule (Atlas) reads v only through its gates, outside the inner pair.
+    if (n === "v" && decl.matrixChunk?.write === "omega") continue;
+    out[n] = t;
+  }
+  for (const [n, t] of Object.entries(c.state)) out[`state.${n}`] = t;
+  return out;
+}
+
+function rebuild(c: ChunkCase, named: Record<string, Tensor>): { inp: InnerInputs; state: State } {
+  const inp: Record<string, Tensor> = { ...(c.inp as unknown as Record<string, Tensor>) };
+  const state: Record<string, Tensor> = {};
+  for (const [n, t] of Object.entries(named)) {
+    if (n.startsWith("state.")) state[n.slice(6)] = t;
+    else inp[n] = t;
+  }
+  return { inp: inp as unknown as InnerInputs, state };
+}
+
+/** Loss of C2: sum(y ⊙ dy) + Σ_n ⟨final_n, dState_n⟩, so the final state's gradient path is checked too. */
+function lossValue(r: ChunkRun, c: ChunkCase): number {
+  let s = 0;
+  for (let i = 0; i < r.y.size; i++) s += r.y.data[i]! * c.dy.data[i]!;
+  for (const [n, t] of Object.entries(r.finalState)) for (let i = 0; i < t.size; i++) s += t.data[i]! * c.dState[n]!.data[i]!;
+  return s;
+}
+
+/** The C2 loss on the tape: ⟨y, dy⟩ + Σ_n ⟨final_n, dState_n⟩ as one scalar. */
+function joinLoss(r: ChunkRun, c: ChunkCase): Tensor {
+  let loss = frobeniusDot([r.y, c.dy], {});
+  for (const [n, t] of Object.entries(r.finalState)) loss = add([loss, frobeniusDot([t, c.dState[n]!], {})], {});
+  return loss;
+}
+
+/**
+ * Gradients of a form w.r.t. every differentiated tensor, of sum(y ⊙ dy) (+ the final-state term
+ * when withState): the tape for the forms written in tape ops, the hand-written backward for the
+ * MLP memories' chunk-start GD.
+ */
+function formGrads(kind: FormKind, decl: RuleDecl, c: ChunkCase, C: number, withState: boolean): Record<string, Float64Array> {
+  if (kind === "gd" && hasMlpChunk(decl)) {
+    const fw = mlpChunkStartGd(decl, c.inp, c.state, c.cfg, C);
+    const g = mlpChunkStartGdBackward(decl, fw, c.inp, c.state, c.cfg, C, c.dy, withState ? c.dState : undefined);
+    return { k: g.dk, v: g.dv, q: g.dq, alpha: g.dalpha, theta: g.dtheta, "state.W1": g.dW1, "state.W2": g.dW2 };
+  }
+  return withTape((tape) => {
+    const named: Record<string, Tensor> = {};
+    for (const [n, t] of Object.entries(inputsOf(decl, c))) named[n] = tape.input(t);
+    const { inp, state } = rebuild(c, named);
+    const r = runForm(kind, decl, inp, state, c, C);
+    if (withState) tape.backward(joinLoss(r, c));
+    else tape.backward(r.y, c.dy);
+    const out: Record<string, Float64Array> = {};
+    for (const [n, t] of Object.entries(named)) out[n] = Float64Array.from(tape.grad(t)?.data ?? new Float64Array(t.size));
+    return out;
+  });
+}
+
+function firstDiff(r: ChunkRun, ref: { y: Tensor; finalState: State }): string | null {
+  const iy = bitwiseEqual(r.y.data, ref.y.data);
+  if (iy !== -1) return `y[${iy}] = ${r.y.data[iy]}, sequential ${ref.y.data[iy]}`;
+  for (const [n, t] of Object.entries(ref.finalState)) {
+    const i = bitwiseEqual(r.finalState[n]!.data, t.data);
+    if (i !== -1) return `final ${n}[${i}] = ${r.finalState[n]!.data[i]}, sequential ${t.data[i]}`;
+  }
+  return null;
+}
+
+function identityCase(decl: RuleDecl, spec: ChunkCaseSpec): CaseOutcome {
+  const c = buildChunkCase(decl, spec);
+  const ref = decl.inner.forward(c.inp, c.state, c.cfg);
+  for (const C of writeReadsState(decl) ? [1] : GD_CURVE) {
+    const bad = firstDiff(chunkStartGdForward(decl, c.inp, c.state, c.cfg, C), ref);
+    if (bad !== null) return { ok: false, message: `C = ${C}: ${bad}` };
+  }
+  return { ok: true };
+}
+
+function rms(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  let s = 0;
+  for (let i = 0; i < a.length; i++) s += (a[i]! - b[i]!) ** 2;
+  return Math.sqrt(s / Math.max(a.length, 1));
+}
+
+/** The measured curve: mean over the batch of the RMS distance of y to the sequential rule, per C. */
+export function gdCurve(decl: RuleDecl, specs: readonly ChunkCaseSpec[]): number[] {
+  const curve = GD_CURVE.map(() => 0);
+  for (const spec of specs) {
+    const c = buildChunkCase(decl, spec);
+    const ref = decl.inner.forward(c.inp, c.state, c.cfg);
+    GD_CURVE.forEach((C, j) => { curve[j]! += rms(chunkStartGdForward(decl, c.inp, c.state, c.cfg, C).y.data, ref.y.data) / specs.length; });
+  }
+  return curve;
+}
+
+function monotoneCase(decl: RuleDecl, specs: ChunkCaseSpec[]): CaseOutcome {
+  const curve = gdCurve(decl, specs);
+  const shown = GD_CURVE.map((C, j) => `C=${C}: ${curve[j]!.toExponential(2)}`).join(", ");
+  if (curve[0] !== 0) return { ok: false, message: `C = 1 is not the sequential rule (${shown})` };
+  // The rule's write reads the state, so freezing it for two tokens must change y.
+  if (!(curve[1]! > 0)) return { ok: false, message: `C = 2 equals the sequential rule: the write is not taken at the chunk start (${shown})` };
+  for (let j = 1; j < curve.length; j++) {
+    if (curve[j]! < curve[j - 1]!) return { ok: false, message: `distance falls from C=${GD_CURVE[j - 1]} to C=${GD_CURVE[j]} (${shown})` };
+  }
+  return { ok: true };
+}
+
+/** A form's gradient (of sum(y ⊙ dy)) vs the rule's hand-written backward: the same function at C = 1, or always (exact). */
+function againstHand(kind: FormKind, decl: RuleDecl, spec: ChunkCaseSpec, C: number): CaseOutcome {
+  const c = buildChunkCase(decl, spec);
+  const got = formGrads(kind, decl, c, C, false);
+  const r = decl.inner.forward(c.inp, c.state, c.cfg);
+  const hand = decl.inner.backward(r.saved, c.inp, c.dy, c.cfg) as Record<string, Tensor | undefined>;
+  const a: Record<string, ArrayLike<number>> = {}, b: Record<string, ArrayLike<number>> = {};
+  for (const n of Object.keys(inputsOf(decl, c))) {
+    if (n.startsWith("state.")) continue;
+    const h = hand[`d${n}`];
+    if (h === undefined) continue;
+    a[n] = got[n]!;
+    b[n] = h.data;
+  }
+  return fromComparison(compareTensors(a, b, TOL_ULP));
+}
+
+function fdCase(kind: FormKind, decl: RuleDecl, spec: ChunkCaseSpec, C: number): CaseOutcome {
+  const c = buildChunkCase(decl, spec);
+  const grads = formGrads(kind, decl, c, C, true);
+  const named = inputsOf(decl, c);
+  const loss = () => {
+    const { inp, state } = rebuild(c, named);
+    return lossValue(runForm(kind, decl, inp, state, c, C), c);
+  };
+  const ds = Object.entries(named).map(([name, tensor]) => ({ name, tensor, grad: grads[name]! }));
+  return fromComparison(gradCheck(loss, ds, { fullMax: 300, directions: 3, seed: spec.seed ^ 0x2545f491 }));
+}
+
+function exactCase(decl: RuleDecl, spec: ChunkCaseSpec): CaseOutcome {
+  const c = buildChunkCase(decl, spec);
+  const ref = decl.inner.forward(c.inp, c.state, c.cfg);
+  for (const C of EXACT_CS) {
+    const r = exactChunked(decl, c.inp, c.state, C);
+    const got: Record<string, ArrayLike<number>> = { y: r.y.data }, want: Record<string, ArrayLike<number>> = { y: ref.y.data };
+    for (const [n, t] of Object.entries(ref.finalState)) {
+      got[`final ${n}`] = r.finalState[n]!.data;
+      want[`final ${n}`] = t.data;
+    }
+    const cmp = compareTensors(got, want, TOL_ULP);
+    if (!cmp.ok) return { ...fromComparison(cmp), message: `C = ${C}: ${cmp.message}` };
+  }
+  return { ok: true };
+}
+
+/**
+ * Hyperparameters the curve property fixes, with the measured reason: Moneta off its L2 path
+ * (q != 2), the L_q normalisation rescales the state after every write, and the batch-mean distance
+ * was monotone in only 7 of 20 batches (90 of 90 with q = 2), see docs/spec/chunk-forms.md#chunk-start-gd-curve
+ */
+const CURVE_HYPER: Readonly<Record<string, Readonly<Record<string, number>>>> = { moneta: { q: 2 } };
+
+/** From M_0 = 0 a single token never lets α act (the rules' checkMinimums): two tokens at least. */
+const SMALL: SizeLimits = { d: [2, 5], seq_len: [2, 9] };
+const LONG: SizeLimits = { d: [2, 6], seq_len: [1, 70] };
+const CURVE: SizeLimits = { d: [2, 8], seq_len: [17, 40] };
+
+export function chunkMatrixChecks(): CheckDef[] {
+  const checks: CheckDef[] = [];
+  for (const decl of RULES.filter(hasChunkStartGd)) {
+    const k = decl.key, subject = { rule: k };
+    const stateFree = !writeReadsState(decl);
+    const cArb = fc.integer({ min: 1, max: 5 });
+    checks.push({
+      kind: "property", id: `C8/chunk-gd/${k}/c1-identity`, class: "C8", subject,
+      spec: `${SPEC}#chunk-start-gd; ${decl.sheet}`,
+      tolerance: { kind: "bitwise", compared: stateFree ? "y and final state, every C" : "y and final state at C = 1" },
+      runs: RUNS, arb: chunkCaseArb(decl, LONG), run: (s: ChunkCaseSpec) => identityCase(decl, s),
+    });
+    if (!stateFree) {
+      checks.push({
+        kind: "property", id: `C8/chunk-gd/${k}/monotone`, class: "C8", subject,
+        spec: `${SPEC}#chunk-start-gd-curve`,
+        tolerance: { kind: "monotone", measure: `mean over ${BATCH} cases of the RMS distance of y`, chunk_sizes: [...GD_CURVE], theta: "small", fixed: CURVE_HYPER[k] ?? {} },
+        runs: { quick: 1, default: 3, deep: 20 },
+        arb: fc.array(chunkCaseArb(decl, CURVE).map((s) => ({ ...s, theta: "small" as const, hyper: { ...s.hyper, ...CURVE_HYPER[k] } })),
+          { minLength: BATCH, maxLength: BATCH }),
+        run: (specs: ChunkCaseSpec[]) => monotoneCase(decl, specs),
+      });
+    }
+    checks.push({
+      kind: "property", id: `C1/chunk-gd/${k}/backward`, class: "C1", subject,
+      spec: `${SPEC}#chunk-start-gd; docs/spec/tolerances.md#backward`,
+      tolerance: { kind: "ulp", ...TOL_ULP, reason: "chunk-start GD at C = 1 is the rule: its backward vs the rule's hand-written one, other summation order" },
+      runs: RUNS, arb: chunkCaseArb(decl, SMALL), run: (s: ChunkCaseSpec) => againstHand("gd", decl, s, 1),
+    });
+    checks.push({
+      kind: "property", id: `C2/chunk-gd/${k}`, class: "C2", subject,
+      spec: `${SPEC}#chunk-start-gd; docs/spec/conformance.md#c2`,
+      tolerance: { kind: "finite-differences", ...TOL_FD, ...FD_METHOD, loss: "sum(y*dy) + sum(final*dState)" },
+      runs: RUNS_FD, arb: fc.tuple(chunkCaseArb(decl, SMALL), cArb), run: ([s, C]: [ChunkCaseSpec, number]) => fdCase("gd", decl, s, C),
+    });
+    if (decl.matrixChunk === undefined) continue;
+    checks.push({
+      kind: "property", id: `C8/exact-chunk/${k}/sequential`, class: "C8", subject,
+      spec: `${SPEC}#exact-chunked; ${decl.sheet}`,
+      tolerance: { kind: "ulp", ...TOL_ULP, chunk_sizes: [...EXACT_CS], reason: "the chunk algebra reassociates the recurrence: rounding only" },
+      runs: RUNS, arb: chunkCaseArb(decl, LONG), run: (s: ChunkCaseSpec) => exactCase(decl, s),
+    });
+    checks.push({
+      kind: "property", id: `C1/exact-chunk/${k}/backward`, class: "C1", subject,
+      spec: `${SPEC}#exact-chunked; docs/spec/tolerances.md#backward`,
+      tolerance: { kind: "ulp", ...TOL_ULP, reason: "same function as the sequential rule: its gradient differs by rounding only" },
+      runs: RUNS, arb: fc.tuple(chunkCaseArb(decl, LONG), fc.constantFrom(...EXACT_CS)),
+      run: ([s, C]: [ChunkCaseSpec, number]) => againstHand("exact", decl, s, C),
+    });
+    checks.push({
+      kind: "property", id: `C2/exact-chunk/${k}`, class: "C2", subject,
+      spec: `${SPEC}#exact-chunked; docs/spec/conformance.md#c2`,
+      tolerance: { kind: "finite-differences", ...TOL_FD, ...FD_METHOD, loss: "sum(y*dy) + sum(final*dState)" },
+      runs: RUNS_FD, arb: fc.tuple(chunkCaseArb(decl, SMALL), cArb), run: ([s, C]: [ChunkCaseSpec, number]) => fdCase("exact", decl, s, C),
+    });
+  }
+  return checks;
+}
