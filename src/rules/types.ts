@@ -146,4 +146,16 @@ export interface RuleDecl<K extends string = string> {
    * codes of norm √dk, so its step is θ·dk).
    */
   readonly thetaScale?: (cfg: RuleConfig) => number;
+  /** Kernel-ABI facts the fields above do not imply (docs/spec/kernel-abi.md#inputs); absent = none. */
+  readonly kernel?: KernelFacts;
+}
+
+/**
+ * What the kernel ABI generator (ffi/generate.ts) cannot derive from the rest of a declaration:
+ * the inner inputs are k, v, q, the declared gates and omega (when `omega`), plus `extraInputs`;
+ * every input has a gradient except those in `noGrad`.
+ */
+export interface KernelFacts {
+  readonly extraInputs?: readonly "x"[];
+  readonly noGrad?: readonly ("k" | "v" | "q" | "x" | "alpha" | "theta" | "eta" | "omega")[];
 }
