@@ -53,8 +53,13 @@ export interface DTypes {
   accumulate: string;
 }
 
+/** Pointers (library memory) by parameter name; dy and d<state> may be null. */
+export type Pointers = Record<string, number | null>;
+
 export interface RulePair {
   readonly abi: RuleAbi;
+  /** One call on library memory that is already in place (the benchmark): no copies, no fills. */
+  callRaw(fn: "forward" | "backward", shape: Shape, C: number, cfg: RuleConfig, ptrs: Pointers): void;
   workspaceBytes(shape: Shape, C: number, cfg: RuleConfig): number;
   forward(shape: Shape, C: number, cfg: RuleConfig, inputs: Arrays, state0: Arrays): { y: Float32Array; state: Arrays; ws: Workspace };
   /** dy and dFinal null = zero. Returns the input gradients (by grad name) and d(initial state) (by state name). */
@@ -64,6 +69,7 @@ export interface RulePair {
 
 export interface FrozenKernel {
   readonly abi: RuleAbi;
+  callRaw(fn: "frozen_forward" | "frozen_backward", shape: Shape, cfg: RuleConfig, ptrs: Pointers): void;
   workspaceBytes(shape: Shape, cfg: RuleConfig): number;
   forward(shape: Shape, cfg: RuleConfig, q: Float32Array, state: Arrays): { y: Float32Array; ws: Workspace };
   backward(shape: Shape, cfg: RuleConfig, q: Float32Array, state: Arrays, ws: Workspace, dy: Float32Array | null): { dq: Float32Array; dState: Arrays };
@@ -80,6 +86,8 @@ export interface KernelLib {
   pair(rule: string): RulePair | string;
   frozen(rule: string): FrozenKernel | string;
   dtypes(symbol: string): DTypes | string;
+  /** Library memory (nlk_alloc and the copies). */
+  readonly memory: LibMemory;
   /** Called with the symbol before every kernel call (the C5 child reports it, so a crash names its kernel). */
   onCall: ((symbol: string) => void) | null;
   readonly emu: EmuControls | null;
@@ -108,8 +116,16 @@ export function hyperValues(a: RuleAbi, cfg: RuleConfig): number[] {
   });
 }
 
+export interface LibMemory {
+  alloc(bytes: number): number;
+  free(p: number | null): void;
+  upload(data: Float32Array): number;
+  download(p: number, n: number): Float32Array;
+  nanBuffer(n: number): number;
+}
+
 /** Library memory: allocation, copies, NaN fill. */
-class Memory {
+class Memory implements LibMemory {
   constructor(private readonly s: Record<string, Fn>, private readonly check: (sym: string, st: number) => void) {}
   alloc(bytes: number): number {
     const out = new BigUint64Array(1);
@@ -213,6 +229,21 @@ function invoke(a: RuleAbi, fn: KernelFn, ctx: Ctx, shape: Shape, C: number, cfg
   }
 }
 
+function rawCall(a: RuleAbi, fn: KernelFn, ctx: Ctx, shape: Shape, C: number, cfg: RuleConfig, ptrs: Pointers): void {
+  const sym = symbolName(a.rule, fn);
+  const hyper = hyperValues(a, cfg);
+  let hi = 0;
+  const args = signature(a, fn).map((p) => {
+    if (p.kind === "i32" || p.kind === "f64") return p.hyper ? hyper[hi++] : p.name === "C" ? C : shape[p.name as keyof Shape];
+    const v = ptrs[p.name];
+    if (v === undefined) throw new Error(`${sym}: pointer '${p.name}' missing`);
+    return v;
+  });
+  ctx.onCall()?.(sym);
+  const st = ctx.symbols[sym]!(...args);
+  if (st !== 0) ctx.fail(sym, st);
+}
+
 function sizeQuery(a: RuleAbi, fn: KernelFn, ctx: Ctx, shape: Shape, C: number, cfg: RuleConfig): number {
   const sym = symbolName(a.rule, fn);
   const out = new BigUint64Array(1);
@@ -251,6 +282,7 @@ function loadPair(path: string, a: RuleAbi, ctx0: Omit<Ctx, "symbols">): RulePai
     Object.fromEntries(names.map((n) => [`${prefix}${n}${suffix}`, arrs === null ? null : arrs[n]!]));
   return {
     abi: a,
+    callRaw: (fn, shape, C, cfg, ptrs) => rawCall(a, fn, ctx, shape, C, cfg, ptrs),
     workspaceBytes: (shape, C, cfg) => sizeQuery(a, "workspace_bytes", ctx, shape, C, cfg),
     forward(shape, C, cfg, inputs, state0) {
       const ws = allocWorkspace(ctx, sizeQuery(a, "workspace_bytes", ctx, shape, C, cfg));
@@ -280,6 +312,7 @@ function loadFrozen(path: string, a: RuleAbi, ctx0: Omit<Ctx, "symbols">): Froze
   const ctx: Ctx = { ...ctx0, symbols };
   return {
     abi: a,
+    callRaw: (fn, shape, cfg, ptrs) => rawCall(a, fn, ctx, shape, 1, cfg, ptrs),
     workspaceBytes: (shape, cfg) => sizeQuery(a, "frozen_workspace_bytes", ctx, shape, 1, cfg),
     forward(shape, cfg, q, state) {
       const ws = allocWorkspace(ctx, sizeQuery(a, "frozen_workspace_bytes", ctx, shape, 1, cfg));
@@ -406,6 +439,7 @@ export function openKernelLib(path: string, stateShapes: (rule: string, cfg: Rul
       const name = (c: number) => DTYPE_CODES[c] ?? `unknown dtype code ${c}`;
       return { storage: name(s[0]!), state: name(st[0]!), accumulate: name(acc[0]!) };
     },
+    memory: mem,
     onCall: null,
     emu,
     abiVersion: () => core.nlk_abi_version(),
