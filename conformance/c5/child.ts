@@ -10,7 +10,7 @@ import { runCheck } from "../../harness/run.ts";
 import { childCheck, needsTestLib } from "./child-checks.ts";
 import { childPlan } from "./plan.ts";
 import { callLine, caseLine, parseChildArgs, probeLine, resultLine, startLine, stubResult, type ChildRequest, type Probed } from "./protocol.ts";
-import type { CheckDef } from "../../harness/check.ts";
+import type { CheckDef, CheckResult } from "../../harness/check.ts";
 import { checkSeed } from "../../harness/run.ts";
 import type { RuleCaseSpec } from "../../cases/rule-case.ts";
 
@@ -62,8 +62,14 @@ async function run(backend: string, profile: Profile, req: ChildRequest): Promis
     const r = req.runSeed !== undefined
       ? runCheck(def, { seed: req.runSeed, profile })
       : runCheck(def, { seed: 0, profile, replay: { seed: c.seed ?? 0, path: c.path ?? "" } });
-    emit(resultLine(after === undefined ? r : after(r)));
+    emit(resultLine(unsupportedAsSkip(after === undefined ? r : after(r))));
   }
+}
+
+/** A kernel that returns NLK_ERR_UNSUPPORTED (e.g. for a C it does not implement) is a skip that says so. */
+function unsupportedAsSkip(r: CheckResult): CheckResult {
+  if (r.status !== "error" || !/returned status -4 /.test(r.message ?? "")) return r;
+  return { ...r, status: "skip", message: `unsupported by the library (NLK_ERR_UNSUPPORTED): ${r.message}` };
 }
 
 /** The shape of a generated case, for the crash report (a batch KSpec, or a rule case spec). */
