@@ -87,6 +87,8 @@ function childDelegate(backend: string, id: string, siblings: () => readonly Che
 function childCheck(backend: string, e: ChildEntry, siblings: () => readonly CheckDef[]): DelegatedCheck {
   return {
     kind: "delegated", id: e.id, class: "C5", subject: e.subject, spec: e.spec, tolerance: e.tolerance,
+    // a library backend's checks exist only when it is configured: the replay names it
+    ...(backend.startsWith("lib:") ? { replayArgs: ["--backend", backend] } : {}),
     delegate: childDelegate(backend, e.id, siblings),
   };
 }
