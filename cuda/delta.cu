@@ -4,8 +4,9 @@
  *   e_t = M_t k_t − v_t ;  M_{t+1} = (1 − α_t) M_t − θ_t e_t k_tᵀ ;  y_t = M_{t+1} q_t
  * One block per sequence (b, h); threads own rows of M (and of the adjoint D = ∂L/∂M_{t+1});
  * products with Mᵀ or Dᵀ are column loops that run after a barrier, when every row is final.
- * The forward keeps M every C tokens (matrix.cuh, Checkpoints); the backward replays each chunk
- * with the forward's own step function, so its states are the forward's bits for every C.
+ * The forward keeps M every C tokens and the backward replays each chunk with the forward's own step
+ * (matrix.cuh: forward_checkpointed, backward_checkpointed), so its states are the forward's bits
+ * for every C. What is Delta's own here: delta_step, delta_token, token_backward, the launchers.
  */
 #include "matrix.cuh"
 
@@ -44,24 +45,26 @@ struct FwdArgs {
   unsigned char* ws;
 };
 
+/** Token t: stage k, v, q; M_cur → M_next (and y when Y is given); barriers before and after. */
+__device__ void delta_token(const nlk::delta::Inputs& in, const nlk::Seq& sq, const nlk::KvqSmem& sm, int t, const float* cur,
+                            float* next, float* e, float* Y) {
+  sm.load(sq, t, in.k, in.v, in.q);
+  __syncthreads();
+  delta_step(cur, next, sm, in.alpha[sq.gate(t)], in.theta[sq.gate(t)], static_cast<int>(sq.d), e, Y == nullptr ? nullptr : Y + sq.vec(t));
+  __syncthreads();  // M_{t+1} complete; the next token overwrites the shared vectors
+}
+
 __global__ void delta_forward_kernel(FwdArgs a) {
   const nlk::Seq sq(a.s, blockIdx.x);
-  const int d = a.s.d;
-  const auto sm = nlk::carve_shared<nlk::KvqSmem>(d);
+  const auto sm = nlk::carve_shared<nlk::KvqSmem>(a.s.d);
   nlk::Carver c(a.ws);
   const nlk::MatrixWs ws(c, a.s, a.C, 1);
-  const float* cur = a.M0 + sq.state(ws.dd);
-  float* e = ws.token_vec(sq.n, 0, d);  // the forward's e is scratch: the backward recomputes it
-  for (int t = 0; t < a.s.T; t++) {
-    sm.load(sq, t, a.in.k, a.in.v, a.in.q);
-    __syncthreads();
-    float* next = ws.slot(sq.n, 0, t & 1);
-    delta_step(cur, next, sm, a.in.alpha[sq.gate(t)], a.in.theta[sq.gate(t)], d, e, a.Y + sq.vec(t));
-    __syncthreads();  // M_{t+1} complete; the next token overwrites the shared vectors
-    if ((t + 1) % ws.ck.C == 0 && t + 1 < a.s.T) nlk::block_copy(ws.checkpoint(sq.n, 0, (t + 1) / ws.ck.C), next, ws.dd);
-    cur = next;
-  }
-  nlk::block_copy(a.Mout + sq.state(ws.dd), cur, ws.dd);
+  const float* init[1] = {a.M0 + sq.state(ws.dd)};
+  float* out[1] = {a.Mout + sq.state(ws.dd)};
+  // the forward's e is scratch: the backward recomputes it
+  nlk::forward_checkpointed<1>(ws, sq.n, a.s.T, init, out, [&](int t, const float* const* cur, float* const* next, float* e, bool) {
+    delta_token(a.in, sq, sm, t, cur[0], next[0], e, a.Y);
+  });
 }
 
 struct BwdSmem {
@@ -79,19 +82,6 @@ struct BwdArgs {
   nlk::delta::Grads g;
   float* DM0;
 };
-
-/** Replays tokens t0 .. t0+n−1 from `from` into slots 1..n of buf and their errors into tok. */
-__device__ void replay(const BwdArgs& a, const nlk::Seq& sq, const nlk::MatrixWs& ws, const BwdSmem& sm, const float* from, int t0, int n) {
-  const int d = a.s.d;
-  for (int u = 0; u < n; u++) {
-    sm.fw.load(sq, t0 + u, a.in.k, a.in.v, a.in.q);
-    __syncthreads();
-    const float* cur = u == 0 ? from : ws.slot(sq.n, 0, u);
-    delta_step(cur, ws.slot(sq.n, 0, u + 1), sm.fw, a.in.alpha[sq.gate(t0 + u)], a.in.theta[sq.gate(t0 + u)], d,
-               ws.token_vec(sq.n, u, d), nullptr);
-    __syncthreads();
-  }
-}
 
 /** Token t's backward (v1's arithmetic): Mt = M_t, Mn = M_{t+1}, e = e_t; D carried to M_t. */
 __device__ void token_backward(const BwdArgs& a, const nlk::Seq& sq, const BwdSmem& sm, adj_t* D, const float* Mt, const float* Mn,
@@ -146,37 +136,19 @@ __device__ void token_backward(const BwdArgs& a, const nlk::Seq& sq, const BwdSm
 
 __global__ void delta_backward_kernel(BwdArgs a) {
   const nlk::Seq sq(a.s, blockIdx.x);
-  const int d = a.s.d;
-  const auto sm = nlk::carve_shared<BwdSmem>(d, static_cast<int>(blockDim.x));
+  const auto sm = nlk::carve_shared<BwdSmem>(a.s.d, static_cast<int>(blockDim.x));
   nlk::Carver c(a.ws);
   const nlk::MatrixWs ws(c, a.s, a.C, 1);
-  const nlk::Checkpoints& ck = ws.ck;
   adj_t* D = ws.adjoint(sq.n, 0);  // ∂L/∂M_{t+1}; starts as d(final state)
   const float* dFin = a.DMfinal == nullptr ? nullptr : a.DMfinal + sq.state(ws.dd);
   for (size_t i = threadIdx.x; i < ws.dd; i += blockDim.x) D[i] = dFin == nullptr ? 0.0 : static_cast<adj_t>(dFin[i]);
   __syncthreads();
-  for (int j = ck.nchunks - 1; j >= 0; j--) {
-    const int c0 = j * ck.C, len = (c0 + ck.C < a.s.T ? ck.C : a.s.T - c0);
-    const float* start = j == 0 ? a.M0 + sq.state(ws.dd) : ws.checkpoint(sq.n, 0, j);
-    const int nsub = (len + ck.S - 1) / ck.S;
-    // the sub-chunk starts of this chunk, replayed from its checkpoint
-    nlk::block_copy(ws.sub_start(sq.n, 0, 0), start, ws.dd);
-    __syncthreads();
-    for (int i = 1; i < nsub; i++) {
-      replay(a, sq, ws, sm, ws.sub_start(sq.n, 0, i - 1), c0 + (i - 1) * ck.S, ck.S);
-      nlk::block_copy(ws.sub_start(sq.n, 0, i), ws.slot(sq.n, 0, ck.S), ws.dd);
-      __syncthreads();
-    }
-    for (int i = nsub - 1; i >= 0; i--) {
-      const int t0 = c0 + i * ck.S, n = (t0 + ck.S < c0 + len ? ck.S : c0 + len - t0);
-      nlk::block_copy(ws.slot(sq.n, 0, 0), ws.sub_start(sq.n, 0, i), ws.dd);
-      __syncthreads();
-      replay(a, sq, ws, sm, ws.slot(sq.n, 0, 0), t0, n);
-      for (int u = n - 1; u >= 0; u--)
-        token_backward(a, sq, sm, D, ws.slot(sq.n, 0, u), ws.slot(sq.n, 0, u + 1), ws.token_vec(sq.n, u, d), t0 + u);
-    }
-  }
-  float* dM0 = a.DM0 + sq.state(ws.dd);
+  const float* init[1] = {a.M0 + sq.state(ws.dd)};
+  nlk::backward_checkpointed<1>(
+      ws, sq.n, a.s.T, init,
+      [&](int t, const float* const* cur, float* const* next, float* e, bool) { delta_token(a.in, sq, sm.fw, t, cur[0], next[0], e, nullptr); },
+      [&](int t, int u) { token_backward(a, sq, sm, D, ws.slot(sq.n, 0, u), ws.slot(sq.n, 0, u + 1), ws.token_vec(sq.n, u), t); });
+  float* dM0 = a.DM0 + sq.state(ws.dd);  // after token 0, D = ∂L/∂M_0
   for (size_t i = threadIdx.x; i < ws.dd; i += blockDim.x) dM0[i] = static_cast<float>(D[i]);
 }
 

@@ -67,6 +67,7 @@ struct Checkpoints {
  * base) and by the kernels (pointers) from the same code, so the two cannot disagree.
  */
 struct MatrixWs {
+  int d;
   size_t dd;
   int nstate;
   Checkpoints ck;
@@ -75,7 +76,7 @@ struct MatrixWs {
   float* sub;    // [seqs][nstate][nsub][d·d]
   float* buf;    // [seqs][nstate][S + 1][d·d]
   float* tok;    // [seqs][S][d] a per-token vector the replay keeps (Delta, Titans: e)
-  __host__ __device__ MatrixWs(Carver& c, const Shape& s, int C, int nstate_) : dd(static_cast<size_t>(s.d) * s.d), nstate(nstate_), ck(s.T, C) {
+  __host__ __device__ MatrixWs(Carver& c, const Shape& s, int C, int nstate_) : d(s.d), dd(static_cast<size_t>(s.d) * s.d), nstate(nstate_), ck(s.T, C) {
     const size_t n = static_cast<size_t>(s.seqs()) * nstate;
     saved = c.take<float>(n * (ck.nchunks - 1) * dd);
     adj = c.take<adj_t>(n * dd);
@@ -88,8 +89,79 @@ struct MatrixWs {
   __device__ adj_t* adjoint(size_t n, int which) const { return adj + (n * nstate + which) * dd; }
   __device__ float* sub_start(size_t n, int which, int i) const { return sub + ((n * nstate + which) * ck.nsub + i) * dd; }
   __device__ float* slot(size_t n, int which, int i) const { return buf + ((n * nstate + which) * (ck.S + 1) + i) * dd; }
-  __device__ float* token_vec(size_t n, int i, int d) const { return tok + (n * ck.S + i) * d; }
+  __device__ float* token_vec(size_t n, int i) const { return tok + (n * ck.S + i) * d; }
 };
+
+/**
+ * The forward of a checkpointed matrix rule with NS state tensors, for sequence n:
+ * step(t, cur, next, e, write_y) runs token t — stages it, updates every row of every state from
+ * cur[w] into next[w] (writing its per-token vector, Delta's and Titans' e, to e[0..d)), writes y
+ * when write_y, with the barriers it needs, the last one after the update. The states ping-pong through
+ * replay slots 0 and 1; the state after every C-th token is copied to its checkpoint.
+ */
+template <int NS, class Step>
+__device__ void forward_checkpointed(const MatrixWs& ws, size_t n, int T, const float* const (&init)[NS], float* const (&out)[NS], Step step) {
+  const float* cur[NS];
+  float* next[NS];
+  for (int w = 0; w < NS; w++) cur[w] = init[w];
+  for (int t = 0; t < T; t++) {
+    for (int w = 0; w < NS; w++) next[w] = ws.slot(n, w, t & 1);
+    step(t, cur, next, ws.token_vec(n, 0), true);
+    if ((t + 1) % ws.ck.C == 0 && t + 1 < T)
+      for (int w = 0; w < NS; w++) block_copy(ws.checkpoint(n, w, (t + 1) / ws.ck.C), next[w], ws.dd);
+    for (int w = 0; w < NS; w++) cur[w] = next[w];
+  }
+  for (int w = 0; w < NS; w++) block_copy(out[w], cur[w], ws.dd);
+}
+
+/**
+ * The backward of a checkpointed matrix rule (docs/spec/kernel-abi.md#checkpointing), for sequence
+ * n: the chunks from last to first; per chunk its start (init for chunk 0, else its checkpoint), the
+ * sub-chunk starts S = ⌈√C⌉ tokens apart replayed from it, then per sub-chunk (last first) its states
+ * replayed into slots 0..m and token(t, u) for its tokens from last to first, where slot u holds the
+ * states before token t, slot u + 1 those after it, and ws.token_vec(n, u) its per-token vector. step is the forward's (write_y = false): the
+ * replayed states are the forward's bits.
+ */
+template <int NS, class Step, class Token>
+__device__ void backward_checkpointed(const MatrixWs& ws, size_t n, int T, const float* const (&init)[NS], Step step, Token token) {
+  const Checkpoints& ck = ws.ck;
+  const float* from[NS];
+  float* to[NS];
+  // replays tokens t0 .. t0+m−1 from slot 0 into slots 1..m
+  auto replay = [&](int t0, int m) {
+    for (int u = 0; u < m; u++) {
+      for (int w = 0; w < NS; w++) {
+        from[w] = ws.slot(n, w, u);
+        to[w] = ws.slot(n, w, u + 1);
+      }
+      step(t0 + u, from, to, ws.token_vec(n, u), false);
+    }
+  };
+  auto copy_all = [&](int dst_kind, int dst_i, int src_kind, int src_i, int chunk) {
+    for (int w = 0; w < NS; w++) {
+      const float* src = src_kind == 0 ? (chunk == 0 ? init[w] : ws.checkpoint(n, w, chunk)) : src_kind == 1 ? ws.sub_start(n, w, src_i) : ws.slot(n, w, src_i);
+      float* dst = dst_kind == 1 ? ws.sub_start(n, w, dst_i) : ws.slot(n, w, dst_i);
+      block_copy(dst, src, ws.dd);
+    }
+    __syncthreads();
+  };
+  for (int j = ck.nchunks - 1; j >= 0; j--) {
+    const int c0 = j * ck.C, len = c0 + ck.C < T ? ck.C : T - c0;
+    const int nsub = (len + ck.S - 1) / ck.S;
+    copy_all(1, 0, 0, 0, j);
+    for (int i = 1; i < nsub; i++) {
+      copy_all(2, 0, 1, i - 1, j);
+      replay(c0 + (i - 1) * ck.S, ck.S);
+      copy_all(1, i, 2, ck.S, j);
+    }
+    for (int i = nsub - 1; i >= 0; i--) {
+      const int t0 = c0 + i * ck.S, m = t0 + ck.S < c0 + len ? ck.S : c0 + len - t0;
+      copy_all(2, 0, 1, i, j);
+      replay(t0, m);
+      for (int u = m - 1; u >= 0; u--) token(t0 + u, u);
+    }
+  }
+}
 
 /** Bytes of MatrixWs for a shape. */
 inline size_t matrix_ws_bytes(const Shape& s, int C, int nstate) {
