@@ -111,6 +111,10 @@ function isolationCheck(e: IsolationEntry, emuConfigured: boolean): CheckDef {
 export function kernelChecks(): CheckDef[] {
   const backends = kernelBackendNames();
   const checks: CheckDef[] = [];
+  // the generated-files check first: building a backend regenerates them (ffi/build.ts)
+  for (const e of parentPlan()) {
+    if (e.kind === "header") checks.push({ kind: "single", id: e.id, class: "C5", subject: e.subject, spec: e.spec, tolerance: e.tolerance, run: abiHeaderCheck });
+  }
   for (const backend of backends) {
     const mine: CheckDef[] = c5Plan(backend).map((e) => childCheck(backend, e, () => mine));
     checks.push(...mine);
@@ -121,7 +125,6 @@ export function kernelChecks(): CheckDef[] {
         checks.push(isolationCheck(e, backends.includes("cpu-emu")));
         break;
       case "header":
-        checks.push({ kind: "single", id: e.id, class: "C5", subject: e.subject, spec: e.spec, tolerance: e.tolerance, run: abiHeaderCheck });
         break;
     }
   }
