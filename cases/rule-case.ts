@@ -47,6 +47,9 @@ export interface SizeLimits {
 
 export const RULE_SIZES: SizeLimits = { d: [1, 12], seq_len: [1, 9] };
 
+/** Resolution of a generated real hyperparameter: (hi − lo) / 2^20. */
+const REAL_STEPS = 1 << 20;
+
 /** fast-check arbitrary over case specs for a rule; hyperparameters range over their declared domains. */
 export function ruleCaseSpecArb(decl: RuleDecl, sizes: SizeLimits = RULE_SIZES): fc.Arbitrary<RuleCaseSpec> {
   const mins = decl.checkMinimums ?? {};
@@ -60,7 +63,9 @@ export function ruleCaseSpecArb(decl: RuleDecl, sizes: SizeLimits = RULE_SIZES):
     if (h.kind === "int") {
       hyperArbs[name] = fc.integer({ min: Math.max(lo, mins.hyper?.[name] ?? lo), max: hi });
     } else {
-      const range = fc.double({ min: lo, max: hi, noNaN: true });
+      // Uniform over [lo, hi] (shrinking toward lo): fc.double draws by exponent, so most of its
+      // values in e.g. [0, 0.25] are below 1e-100 and a λ-dependent path would go untested.
+      const range = fc.integer({ min: 0, max: REAL_STEPS }).map((i) => lo + ((hi - lo) * i) / REAL_STEPS);
       hyperArbs[name] = h.atoms !== undefined && h.atoms.length > 0 ? fc.oneof(fc.constantFrom(...h.atoms), range) : range;
     }
   }

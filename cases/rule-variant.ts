@@ -8,9 +8,10 @@
 import { frobeniusDot, add } from "../src/ops/index.ts";
 import { RULES } from "../src/rules/index.ts";
 import {
-  frozenBackwardWithState, frozenForward, frozenForwardSaved, frozenStateNames, initialStateName, paramNames, ruleBackwardWithState,
-  ruleForward, ruleForwardSaved, stateNames, usedParams, variantKey,
+  frozenBackwardWithState, frozenForward, frozenForwardSaved, paramNames, ruleBackwardWithState, ruleForward, ruleForwardSaved, usedParams,
+  variantKey,
 } from "../src/rules/level.ts";
+import { frozenStateNames, initialStateName, stateNames } from "../src/rules/state-grad.ts";
 import type { RuleDecl } from "../src/rules/types.ts";
 import { withTape } from "../src/tape.ts";
 import type { Tensor } from "../src/tensor.ts";

@@ -7,6 +7,7 @@
 import * as K from "../numeric.ts";
 import { activeTape, registerOpaque } from "../tape.ts";
 import { Tensor, alloc, expectShape, zeros, type DType } from "../tensor.ts";
+import { finalStateName, frozenStateNames, initialStateName, stateBlockKey, stateNames } from "./state-grad.ts";
 import type { InnerGrads, InnerInputs, InnerPair, Named, RuleConfig, RuleDecl, State } from "./types.ts";
 
 const EPS = 1e-8;
@@ -343,32 +344,6 @@ export function ruleForward(decl: RuleDecl, X: Tensor, params: Params, state: St
     }
   }
   return { y: r.y, finalState: r.finalState };
-}
-
-// ── state on the tape ───────────────────────────────────────────────────────
-
-/** The rule's state names (stateShapes' keys; derived names such as Moneta's A1/A2 are not state). */
-export function stateNames(decl: RuleDecl): string[] {
-  return Object.keys(decl.stateShapes(withDefaults(decl, { d: 1, seq_len: 1 })));
-}
-
-/** The state entries a frozen read reads: the state names its pair saves (it saves what it reads). */
-export function frozenStateNames(decl: RuleDecl): string[] {
-  const saved = decl.frozen?.saved ?? [];
-  return stateNames(decl).filter((n) => saved.includes(n));
-}
-
-/** Opaque input name of an initial state entry, and output name of a final one. */
-export function initialStateName(n: string): string {
-  return `state0.${n}`;
-}
-export function finalStateName(n: string): string {
-  return `stateFinal.${n}`;
-}
-
-/** Key of the block recorded when the state is on the tape: `<rule>+state`, `<rule>.frozen+state`. */
-export function stateBlockKey(key: string): string {
-  return `${key}+state`;
 }
 
 function pick(rec: Readonly<Record<string, Tensor>>, names: readonly string[]): Record<string, Tensor> {
