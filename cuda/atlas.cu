@@ -69,7 +69,7 @@ __global__ void atlas_forward_kernel(FwdArgs a) {
   const nlk::MatrixWs ws(c, a.s, a.C, 2);
   const float* init[2] = {a.s0.M + sq.state(ws.dd), a.s0.S + sq.state(ws.dd)};
   float* out[2] = {a.out.M + sq.state(ws.dd), a.out.S + sq.state(ws.dd)};
-  nlk::forward_checkpointed<2>(ws, sq.n, a.s.T, init, out, [&](int t, const float* const* cur, float* const* next, float*, bool) {
+  nlk::forward_checkpointed<2>(ws, sq.n, a.s.T, init, out, [&](int t, const float* const* cur, float* const* next, float*) {
     atlas_token(a.in, sq, sm, t, cur, next, a.Y);
   });
 }
@@ -164,7 +164,7 @@ __global__ void atlas_backward_kernel(BwdArgs a) {
   const float* init[2] = {a.s0.M + sq.state(ws.dd), a.s0.S + sq.state(ws.dd)};
   nlk::backward_checkpointed<2>(
       ws, sq.n, a.s.T, init,
-      [&](int t, const float* const* cur, float* const* next, float*, bool) { atlas_token(a.in, sq, sm.fw, t, cur, next, nullptr); },
+      [&](int t, const float* const* cur, float* const* next, float*) { atlas_token(a.in, sq, sm.fw, t, cur, next, nullptr); },
       [&](int t, int u) { token_backward(a, sq, sm, D, E, ws.slot(sq.n, 0, u), ws.slot(sq.n, 1, u), ws.slot(sq.n, 0, u + 1), t); });
   float *dM0 = a.dS0.M + sq.state(ws.dd), *dS0 = a.dS0.S + sq.state(ws.dd);
   for (size_t i = threadIdx.x; i < ws.dd; i += blockDim.x) {

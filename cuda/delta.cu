@@ -62,7 +62,7 @@ __global__ void delta_forward_kernel(FwdArgs a) {
   const float* init[1] = {a.M0 + sq.state(ws.dd)};
   float* out[1] = {a.Mout + sq.state(ws.dd)};
   // the forward's e is scratch: the backward recomputes it
-  nlk::forward_checkpointed<1>(ws, sq.n, a.s.T, init, out, [&](int t, const float* const* cur, float* const* next, float* e, bool) {
+  nlk::forward_checkpointed<1>(ws, sq.n, a.s.T, init, out, [&](int t, const float* const* cur, float* const* next, float* e) {
     delta_token(a.in, sq, sm, t, cur[0], next[0], e, a.Y);
   });
 }
@@ -146,7 +146,7 @@ __global__ void delta_backward_kernel(BwdArgs a) {
   const float* init[1] = {a.M0 + sq.state(ws.dd)};
   nlk::backward_checkpointed<1>(
       ws, sq.n, a.s.T, init,
-      [&](int t, const float* const* cur, float* const* next, float* e, bool) { delta_token(a.in, sq, sm.fw, t, cur[0], next[0], e, nullptr); },
+      [&](int t, const float* const* cur, float* const* next, float* e) { delta_token(a.in, sq, sm.fw, t, cur[0], next[0], e, nullptr); },
       [&](int t, int u) { token_backward(a, sq, sm, D, ws.slot(sq.n, 0, u), ws.slot(sq.n, 0, u + 1), ws.token_vec(sq.n, u), t); });
   float* dM0 = a.DM0 + sq.state(ws.dd);  // after token 0, D = ∂L/∂M_0
   for (size_t i = threadIdx.x; i < ws.dd; i += blockDim.x) dM0[i] = static_cast<float>(D[i]);

@@ -48,7 +48,7 @@ __global__ void hebbian_forward_kernel(FwdArgs a) {
   const nlk::MatrixWs ws(c, a.s, a.C, 1);
   const float* init[1] = {a.M0 + sq.state(ws.dd)};
   float* out[1] = {a.Mout + sq.state(ws.dd)};
-  nlk::forward_checkpointed<1>(ws, sq.n, a.s.T, init, out, [&](int t, const float* const* cur, float* const* next, float*, bool) {
+  nlk::forward_checkpointed<1>(ws, sq.n, a.s.T, init, out, [&](int t, const float* const* cur, float* const* next, float*) {
     hebbian_token(a.in, sq, sm, t, cur[0], next[0], a.Y);
   });
 }
@@ -121,7 +121,7 @@ __global__ void hebbian_backward_kernel(BwdArgs a) {
   const float* init[1] = {a.M0 + sq.state(ws.dd)};
   nlk::backward_checkpointed<1>(
       ws, sq.n, a.s.T, init,
-      [&](int t, const float* const* cur, float* const* next, float*, bool) { hebbian_token(a.in, sq, sm.fw, t, cur[0], next[0], nullptr); },
+      [&](int t, const float* const* cur, float* const* next, float*) { hebbian_token(a.in, sq, sm.fw, t, cur[0], next[0], nullptr); },
       [&](int t, int u) { token_backward(a, sq, sm, D, ws.slot(sq.n, 0, u), ws.slot(sq.n, 0, u + 1), t); });
   float* dM0 = a.DM0 + sq.state(ws.dd);
   for (size_t i = threadIdx.x; i < ws.dd; i += blockDim.x) dM0[i] = static_cast<float>(D[i]);

@@ -94,9 +94,9 @@ struct MatrixWs {
 
 /**
  * The forward of a checkpointed matrix rule with NS state tensors, for sequence n:
- * step(t, cur, next, e, write_y) runs token t — stages it, updates every row of every state from
- * cur[w] into next[w] (writing its per-token vector, Delta's and Titans' e, to e[0..d)), writes y
- * when write_y, with the barriers it needs, the last one after the update. The states ping-pong through
+ * step(t, cur, next, e) runs token t — stages it, updates every row of every state from cur[w]
+ * into next[w] (writing its per-token vector, Delta's and Titans' e, to e[0..d)) and y, with a
+ * barrier before the update and one after it. The states ping-pong through
  * replay slots 0 and 1; the state after every C-th token is copied to its checkpoint.
  */
 template <int NS, class Step>
@@ -106,7 +106,7 @@ __device__ void forward_checkpointed(const MatrixWs& ws, size_t n, int T, const 
   for (int w = 0; w < NS; w++) cur[w] = init[w];
   for (int t = 0; t < T; t++) {
     for (int w = 0; w < NS; w++) next[w] = ws.slot(n, w, t & 1);
-    step(t, cur, next, ws.token_vec(n, 0), true);
+    step(t, cur, next, ws.token_vec(n, 0));
     if ((t + 1) % ws.ck.C == 0 && t + 1 < T)
       for (int w = 0; w < NS; w++) block_copy(ws.checkpoint(n, w, (t + 1) / ws.ck.C), next[w], ws.dd);
     for (int w = 0; w < NS; w++) cur[w] = next[w];
@@ -119,7 +119,7 @@ __device__ void forward_checkpointed(const MatrixWs& ws, size_t n, int T, const 
  * n: the chunks from last to first; per chunk its start (init for chunk 0, else its checkpoint), the
  * sub-chunk starts S = ⌈√C⌉ tokens apart replayed from it, then per sub-chunk (last first) its states
  * replayed into slots 0..m and token(t, u) for its tokens from last to first, where slot u holds the
- * states before token t, slot u + 1 those after it, and ws.token_vec(n, u) its per-token vector. step is the forward's (write_y = false): the
+ * states before token t, slot u + 1 those after it, and ws.token_vec(n, u) its per-token vector. step is the forward's update without y: the
  * replayed states are the forward's bits.
  */
 template <int NS, class Step, class Token>
@@ -134,7 +134,7 @@ __device__ void backward_checkpointed(const MatrixWs& ws, size_t n, int T, const
         from[w] = ws.slot(n, w, u);
         to[w] = ws.slot(n, w, u + 1);
       }
-      step(t0 + u, from, to, ws.token_vec(n, u), false);
+      step(t0 + u, from, to, ws.token_vec(n, u));
     }
   };
   auto copy_all = [&](int dst_kind, int dst_i, int src_kind, int src_i, int chunk) {

@@ -59,7 +59,7 @@ __global__ void titans_forward_kernel(FwdArgs a) {
   const nlk::MatrixWs ws(c, a.s, a.C, 2);
   const float* init[2] = {a.s0.M + sq.state(ws.dd), a.s0.S + sq.state(ws.dd)};
   float* out[2] = {a.out.M + sq.state(ws.dd), a.out.S + sq.state(ws.dd)};
-  nlk::forward_checkpointed<2>(ws, sq.n, a.s.T, init, out, [&](int t, const float* const* cur, float* const* next, float* e, bool) {
+  nlk::forward_checkpointed<2>(ws, sq.n, a.s.T, init, out, [&](int t, const float* const* cur, float* const* next, float* e) {
     titans_token(a.in, sq, sm, t, cur, next, e, a.Y);
   });
 }
@@ -159,7 +159,7 @@ __global__ void titans_backward_kernel(BwdArgs a) {
   const float* init[2] = {a.s0.M + sq.state(ws.dd), a.s0.S + sq.state(ws.dd)};
   nlk::backward_checkpointed<2>(
       ws, sq.n, a.s.T, init,
-      [&](int t, const float* const* cur, float* const* next, float* e, bool) { titans_token(a.in, sq, sm.fw, t, cur, next, e, nullptr); },
+      [&](int t, const float* const* cur, float* const* next, float* e) { titans_token(a.in, sq, sm.fw, t, cur, next, e, nullptr); },
       [&](int t, int u) {
         token_backward(a, sq, sm, D, E, ws.slot(sq.n, 0, u), ws.slot(sq.n, 1, u), ws.slot(sq.n, 0, u + 1), ws.token_vec(sq.n, u), t);
       });
