@@ -42,10 +42,11 @@ export function sizesFor(profile: Profile): SizeLimits {
   return profile === "deep" ? { d: [1, 12], seq_len: [1, 24] } : { d: [1, 12], seq_len: [1, 20] };
 }
 
-export function batchArb(decl: RuleDecl, frozen: boolean, profile: Profile, sizes: SizeLimits = sizesFor(profile)): fc.Arbitrary<KSpec> {
-  let base = ruleCaseSpecArb(decl, sizes);
-  // deep adds sizes that are odd and not a multiple of 32, above one warp
-  if (profile === "deep") base = fc.oneof({ weight: 4, arbitrary: base }, { weight: 1, arbitrary: ruleCaseSpecArb(decl, { d: [33, 40], seq_len: [1, 6] }) });
+export function batchArb(decl: RuleDecl, frozen: boolean, profile: Profile, sizes?: SizeLimits): fc.Arbitrary<KSpec> {
+  let base = ruleCaseSpecArb(decl, sizes ?? sizesFor(profile));
+  // deep adds sizes that are odd and not a multiple of 32, above one warp (a fixed T stays fixed)
+  const wide: SizeLimits = { d: [33, 40], seq_len: sizes?.seq_len ?? [1, 6] };
+  if (profile === "deep") base = fc.oneof({ weight: 4, arbitrary: base }, { weight: 1, arbitrary: ruleCaseSpecArb(decl, wide) });
   const extra = fc.record({
     seed: fc.integer({ min: 1, max: 0x7fffffff }),
     alpha: fc.constantFrom<SeqExtra["alpha"]>("mid", "low", "high"),
