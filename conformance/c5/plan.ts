@@ -95,7 +95,7 @@ function ruleEntries(backend: string, decl: RuleDecl, frozen: boolean): RuleEntr
     entry("forward", `${sheet}; README tolerance policy (f32)`, TOLERANCE, RUNS),
     entry("backward", `${sheet}; docs/spec/decisions.md#d2, tolerance policy (f32)`, TOLERANCE, RUNS),
   ];
-  if (!frozen && decl.stateShapes !== undefined && ruleHasState(decl)) {
+  if (!frozen && ruleHasState(decl)) {
     out.push(entry("checkpoint", `${sheet}; docs/spec/kernel-abi.md#checkpointing; docs/spec/decisions.md#d16`, TOL_BITWISE, RUNS_CHECKPOINT));
     out.push(entry("chunks", `${sheet}; docs/spec/kernel-abi.md#chunks`, TOLERANCE, RUNS_CHUNKS));
     out.push(entry("workspace", `${sheet}; docs/spec/kernel-abi.md#workspace-bound`, TOL_WORKSPACE, RUNS_ONE));
