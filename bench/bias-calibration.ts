@@ -47,13 +47,15 @@ function tensors(r: PairRun): Record<string, Float64Array> {
 }
 
 interface Acc {
-  z: number[]; slope: number[]; plantedFlashPass: number; plantedCaught: number; plantedMissed: number; planted: number; falseAlarms: number; compared: number;
+  z: number[]; slope: number[]; plantedFlashPass: number; plantedCaught: number; plantedMissed: number; planted: number;
+  /** Correct tensors whose slope exceeded the dtype floor (the plain term or σ kept them passing). */
+  overFloor: number; falseAlarms: number; compared: number;
   /** Per variant: the largest |slope| and where. */
   worst: Map<string, { slope: number; tensor: string; n: number; seed: number }>;
 }
 
 for (const [pname, p] of Object.entries(PRECISIONS)) {
-  const acc: Acc = { z: [], slope: [], plantedFlashPass: 0, plantedCaught: 0, plantedMissed: 0, planted: 0, falseAlarms: 0, compared: 0, worst: new Map() };
+  const acc: Acc = { z: [], slope: [], plantedFlashPass: 0, plantedCaught: 0, plantedMissed: 0, planted: 0, overFloor: 0, falseAlarms: 0, compared: 0, worst: new Map() };
   for (const key of rules) {
     const decl = ruleByKey(key)!;
     for (const frozen of decl.frozen === null ? [false] : [false, true]) {
@@ -73,6 +75,7 @@ for (const [pname, p] of Object.entries(PRECISIONS)) {
           const vk = frozen ? `${key}.frozen` : key, w = acc.worst.get(vk);
           if (w === undefined || Math.abs(st.slope) > w.slope) acc.worst.set(vk, { slope: Math.abs(st.slope), tensor: n, n: r.length, seed: spec.seed });
           const v = biasVerdict(k, r, pl, p.storage);
+          if (Math.abs(v.slope) > v.floor) acc.overFloor++;
           if (!v.ok && ++acc.falseAlarms <= 5) {
             console.log(`  false alarm: ${frozen ? `${key}.frozen` : key} ${n} (${r.length} elements, seed ${spec.seed}): slope ${v.slope.toExponential(2)}, ` +
               `σ ${v.sigma.toExponential(2)}, 2‖plain−ref‖/‖ref‖ ${v.plainTerm.toExponential(2)}, floor ${v.floor.toExponential(2)}`);
@@ -96,7 +99,7 @@ for (const [pname, p] of Object.entries(PRECISIONS)) {
   }
   const q = (xs: number[], f: number) => [...xs].sort((x, y) => x - y)[Math.min(xs.length - 1, Math.floor(f * xs.length))] ?? NaN;
   console.log(`${pname}: ${acc.compared} tensors; |slope|/σ p50 ${q(acc.z, 0.5).toFixed(2)} p99 ${q(acc.z, 0.99).toFixed(2)} max ${q(acc.z, 1).toFixed(2)}; ` +
-    `|slope| p99 ${q(acc.slope, 0.99).toExponential(2)} max ${q(acc.slope, 1).toExponential(2)}; false alarms ${acc.falseAlarms}; ` +
+    `|slope| p99 ${q(acc.slope, 0.99).toExponential(2)} max ${q(acc.slope, 1).toExponential(2)}; above the floor ${acc.overFloor}, false alarms ${acc.falseAlarms}; ` +
     `planted x${PLANT}: flash passes ${acc.plantedFlashPass}/${acc.planted}, bias catches ${acc.plantedCaught}/${acc.planted}, both miss ${acc.plantedMissed}`);
   for (const [vk, w] of acc.worst) console.log(`  ${vk.padEnd(16)} max |slope| ${w.slope.toExponential(2)} (${w.tensor}, ${w.n} elements, seed ${w.seed})`);
 }

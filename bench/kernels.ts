@@ -1,143 +1,158 @@
 /**
- * Kernel benchmarks (tinybench):
- *   - bun:ffi overhead per call: nlk_abi_version(), a no-op (target < 100 ns), next to a plain JS call;
- *   - per rule, the cpu-emu call time of forward and backward (and of the frozen read) at
- *     B = 4, T = 64, d = 32, and the part of it spent in kernels (nlk_last_kernel_ms);
- *   - with --backend cuda (or lib:<path>) on a machine with a GPU: kernel time per rule at B = 16,
- *     T = 256, d ∈ {64, 128, 256}, and the fraction of the card's peak memory bandwidth reached by the
- *     compulsory traffic (every input read once, every output written once). Written to
- *     reports/gpu/kernels-<device>.json.
- * Usage: bun bench/kernels.ts [--quick] [--backend cpu-emu|cuda|lib:<path>]
+ * Kernel benchmarks on ABI v2 (tinybench), every row printed as soon as it is measured:
+ *   - bun:ffi overhead per call: nlk_abi_version(), a no-op, next to a plain JS call;
+ *   - per ported pair (and frozen read), at B = 16, T = 256, H = 4, d ∈ {64, 128}, C ∈ {1, 16}:
+ *     kernel time (nlk_last_kernel_ms), call time seen from Bun (inputs already in library memory:
+ *     no copies), workspace bytes, and the bandwidth of the compulsory traffic (every input and
+ *     state read once, every output written once, the workspace written once by the forward and
+ *     read once by the backward) over the kernel time, with its fraction of the device's peak.
+ *   --small: B = 2, T = 32, H = 2, d ∈ {16, 32} (for the CPU emulation).
+ * Writes reports/bench-kernels-<backend>.json.
+ * Usage: bun bench/kernels.ts [--small] [--quick] [--backend cpu-emu|cuda|lib:<path>]
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Bench } from "tinybench";
-import { inputShape, type InnerInputName } from "../ffi/abi.ts";
-import { resolveBackend } from "../ffi/backends.ts";
-import { argSizes, type Arrays, type KernelLib, type RulePair } from "../ffi/lib.ts";
+import { tokenElems, type Shape } from "../ffi/abi.ts";
+import { backendSlug, resolveBackend } from "../ffi/backends.ts";
+import type { KernelLib, Pointers } from "../ffi/lib.ts";
 import { ROOT } from "../paths.ts";
 import { withDefaults } from "../src/rules/level.ts";
 import { RULES } from "../src/rules/index.ts";
 import type { RuleConfig, RuleDecl } from "../src/rules/types.ts";
 import { Rng } from "../src/rng.ts";
 
-const quick = process.argv.includes("--quick");
-const TIME = quick ? 100 : 400;
+const argv = process.argv.slice(2);
+const small = argv.includes("--small");
+const TIME = argv.includes("--quick") ? 100 : 300;
 const backendArg = (() => {
-  const i = process.argv.indexOf("--backend");
-  return i >= 0 ? process.argv[i + 1]! : "cpu-emu";
+  const i = argv.indexOf("--backend");
+  return i >= 0 ? argv[i + 1]! : "cpu-emu";
 })();
+const SIZES = small ? { B: 2, T: 32, H: 2, ds: [16, 32] } : { B: 16, T: 256, H: 4, ds: [64, 128] };
+const CS = [1, 16];
 
-async function latency(name: string, fn: () => void, time = TIME): Promise<{ mean: number; p99: number; samples: number }> {
-  const b = new Bench({ time, warmupTime: Math.min(time, 100) });
-  b.add(name, fn);
+async function latency(fn: () => void, time = TIME): Promise<number> {
+  const b = new Bench({ time, warmupTime: Math.min(time, 100), iterations: 3 });
+  b.add("x", fn);
   await b.run();
   const r = b.tasks[0]!.result;
-  if (r.state !== "completed") throw new Error(`benchmark ${name}: ${r.state}`);
-  return { mean: r.latency.mean, p99: r.latency.p99, samples: r.latency.samplesCount };
+  if (r.state !== "completed") throw new Error(`benchmark: ${r.state}`);
+  return r.latency.mean;
 }
 
 const GATE_RANGE: Record<string, [number, number]> = { alpha: [0.05, 0.5], theta: [0.05, 0.5], eta: [0.5, 0.9] };
-
-/** Synthetic but well-scaled inputs: the benchmark measures time, the checks measure correctness. */
-function inputs(decl: RuleDecl, pair: RulePair, cfg: RuleConfig, B: number, rng: Rng): { inp: Arrays; state: Arrays; dy: Float32Array } {
-  const fill = (n: number, lo: number, hi: number) => Float32Array.from({ length: n }, () => rng.uniform(lo, hi));
-  const inp: Arrays = {};
-  const r = 1 / Math.sqrt(cfg.d);
-  for (const n of pair.abi.inputs as readonly InnerInputName[]) {
-    const size = B * inputShape(n, cfg).reduce((a, b) => a * b, 1);
-    const [lo, hi] = GATE_RANGE[n] ?? [-r, r];
-    inp[n] = fill(size, lo, hi);
-  }
-  const state: Arrays = {};
-  for (let b = 0; b < B; b++) {
-    const st = decl.randomState(cfg, "f32", () => rng.next());
-    for (const n of pair.abi.state) {
-      const one = st[n]!.data as Float32Array;
-      state[n] ??= new Float32Array(B * one.length);
-      state[n]!.set(one, b * one.length);
-    }
-  }
-  return { inp, state, dy: fill(B * cfg.seq_len * cfg.d, -1, 1) };
-}
-
-function config(decl: RuleDecl, d: number, s: number): RuleConfig {
-  const extra: Record<string, number> = decl.key === "swa" ? { heads: 4, window: 16 } : {};
-  return withDefaults(decl, { d, seq_len: s, ...extra });
-}
 
 interface Row {
   rule: string;
   fn: string;
   d: number;
-  call_ms: number;
+  C: number | null;
   kernel_ms: number;
-  bytes?: number;
-  gbps?: number;
-  peak_fraction?: number;
+  call_ms: number;
+  workspace_bytes: number;
+  traffic_bytes: number;
+  gbps: number;
+  peak_fraction: number | null;
 }
 
-/** Compulsory bytes of one call: every pointer argument once (f32). */
-function trafficBytes(pair: RulePair, fn: "forward" | "backward" | "frozen_forward" | "frozen_backward", cfg: RuleConfig, B: number): number {
-  const sizes = argSizes(pair.abi, fn, cfg, RULES.find((r) => r.key === pair.abi.rule)!.stateShapes(cfg));
-  const a = pair.abi;
-  const saved = a.saved.map((t) => t.name);
-  const names = fn === "forward" ? [...a.inputs, ...a.state.map((n) => `${n}_0`), "y", ...a.state, ...saved]
-    : fn === "backward" ? [...a.inputs, ...saved, "dy", ...a.grads]
-    : fn === "frozen_forward" ? ["q", ...a.frozen!.state, "y", ...a.frozen!.saved.map((t) => t.name)]
-    : ["q", ...a.frozen!.state, ...a.frozen!.saved.map((t) => t.name), "dy", "dq"];
-  return names.reduce((s, n) => s + 4 * B * (sizes[n] ?? 0), 0);
+const HEAD = ["rule", "fn", "d", "C", "kernel ms", "call ms", "workspace", "GB/s", "of peak"];
+function printRow(r: Row): void {
+  const cells = [r.rule.padEnd(9), r.fn.padEnd(16), String(r.d).padStart(4), String(r.C ?? "-").padStart(3), r.kernel_ms.toFixed(3).padStart(10),
+    r.call_ms.toFixed(3).padStart(10), `${(r.workspace_bytes / 2 ** 20).toFixed(2)} MiB`.padStart(12), r.gbps.toFixed(1).padStart(8),
+    (r.peak_fraction === null ? "-" : `${(100 * r.peak_fraction).toFixed(1)}%`).padStart(8)];
+  console.log(cells.join(" "));
 }
 
-async function ruleRows(lib: KernelLib, B: number, s: number, d: number, time: number, peak: number): Promise<Row[]> {
-  const rows: Row[] = [];
+/** Library memory for the named tensors (random values), freed by `free`. */
+function place(lib: KernelLib, sizes: Record<string, number>, rng: Rng, d: number): { ptrs: Pointers; bytes: Record<string, number>; free(): void } {
+  const ptrs: Pointers = {}, bytes: Record<string, number> = {};
+  const r = 1 / Math.sqrt(d);
+  for (const [name, n] of Object.entries(sizes)) {
+    const [lo, hi] = GATE_RANGE[name] ?? [-r, r];
+    ptrs[name] = lib.memory.upload(Float32Array.from({ length: n }, () => rng.uniform(lo, hi)));
+    bytes[name] = 4 * n;
+  }
+  return { ptrs, bytes, free: () => { for (const p of Object.values(ptrs)) lib.memory.free(p); } };
+}
+
+async function measure(lib: KernelLib, call: () => void): Promise<{ kernel: number; callMs: number }> {
+  let kernelSum = 0, n = 0;
+  const callMs = await latency(() => {
+    call();
+    kernelSum += lib.lastKernelMs();
+    n++;
+  });
+  return { kernel: kernelSum / n, callMs };
+}
+
+async function ruleRows(lib: KernelLib, decl: RuleDecl, peak: number, rows: Row[]): Promise<void> {
   const rng = new Rng(11);
-  for (const decl of RULES) {
+  const { B, T, H } = SIZES;
+  for (const d of SIZES.ds) {
+    const cfg: RuleConfig = withDefaults(decl, { d, seq_len: T });
+    const shape: Shape = { B, T, H, d };
+    const stShapes = decl.stateShapes(cfg);
+    const stElems = (n: string) => B * H * stShapes[n]!.reduce((a, b) => a * b, 1);
+    const row = (fn: string, C: number | null, m: { kernel: number; callMs: number }, ws: number, traffic: number): void => {
+      const gbps = traffic / (m.kernel * 1e-3) / 1e9;
+      const r: Row = { rule: decl.key, fn, d, C, kernel_ms: m.kernel, call_ms: m.callMs, workspace_bytes: ws, traffic_bytes: traffic, gbps, peak_fraction: peak > 0 ? gbps / peak : null };
+      rows.push(r);
+      printRow(r);
+    };
     const pair = lib.pair(decl.key);
+    const first = d === SIZES.ds[0];
     if (typeof pair === "string") {
-      console.log(`  ${decl.key}: ${pair}`);
+      if (first) console.log(`${decl.key.padEnd(9)} ${pair}`);
+    }
+    else {
+      const a = pair.abi;
+      const sizes: Record<string, number> = {};
+      for (const n of a.inputs) sizes[n] = tokenElems(n, shape);
+      for (const n of a.state) sizes[`${n}_0`] = sizes[n] = sizes[`d${n}`] = sizes[`d${n}_0`] = stElems(n);
+      sizes.y = sizes.dy = tokenElems("y", shape);
+      for (const g of a.grads) sizes[g] = tokenElems(g.slice(1), shape);
+      const mem = place(lib, sizes, rng, d);
+      const sum = (names: string[]) => names.reduce((s, n) => s + (mem.bytes[n] ?? 0), 0);
+      try {
+        for (const C of CS) {
+          const ws = pair.workspaceBytes(shape, C, cfg);
+          const wsPtr = ws === 0 ? null : lib.memory.alloc(ws);
+          try {
+            const ptrs: Pointers = { ...mem.ptrs, workspace: wsPtr };
+            const f = await measure(lib, () => pair.callRaw("forward", shape, C, cfg, ptrs));
+            row("forward", C, f, ws, sum([...a.inputs, ...a.state.map((n) => `${n}_0`), "y", ...a.state]) + ws);
+            const b = await measure(lib, () => pair.callRaw("backward", shape, C, cfg, ptrs));
+            row("backward", C, b, ws, sum([...a.inputs, ...a.state.map((n) => `${n}_0`), "dy", ...a.state.map((n) => `d${n}`), ...a.grads, ...a.state.map((n) => `d${n}_0`)]) + ws);
+          } finally {
+            lib.memory.free(wsPtr);
+          }
+        }
+      } finally {
+        mem.free();
+      }
+    }
+    const fz = decl.frozen === null ? null : lib.frozen(decl.key);
+    if (fz === null) continue;
+    if (typeof fz === "string") {
+      if (first) console.log(`${decl.key.padEnd(9)} frozen read: ${fz}`);
       continue;
     }
-    const cfg = config(decl, d, s);
-    const { inp, state, dy } = inputs(decl, pair, cfg, B, rng);
-    const f = pair.forward(cfg, B, inp, state);
-    const measure = async (fn: Row["fn"], call: () => void) => {
-      let kernelSum = 0, n = 0;
-      const t = await latency(`${decl.key} ${fn}`, () => {
-        call();
-        kernelSum += lib.lastKernelMs();
-        n++;
-      }, time);
-      const kernel = kernelSum / n;
-      const row: Row = { rule: decl.key, fn, d, call_ms: t.mean, kernel_ms: kernel };
-      if (peak > 0) {
-        row.bytes = trafficBytes(pair, fn as "forward", cfg, B);
-        row.gbps = row.bytes / (kernel * 1e-3) / 1e9;
-        row.peak_fraction = row.gbps / peak;
-      }
-      rows.push(row);
-    };
-    await measure("forward", () => void pair.forward(cfg, B, inp, state));
-    await measure("backward", () => void pair.backward(cfg, B, inp, f.saved, dy));
-    if (pair.frozen !== null) {
-      const fz = pair.frozen;
-      const st: Arrays = {};
-      for (const n of pair.abi.frozen!.state) st[n] = state[n]!;
-      const r = fz.forward(cfg, B, inp.q!, st);
-      await measure("frozen_forward", () => void fz.forward(cfg, B, inp.q!, st));
-      await measure("frozen_backward", () => void fz.backward(cfg, B, inp.q!, st, r.saved, dy));
+    const sizes: Record<string, number> = { q: tokenElems("q", shape), y: tokenElems("y", shape), dy: tokenElems("y", shape), dq: tokenElems("q", shape) };
+    for (const n of fz.abi.state) sizes[n] = sizes[`d${n}`] = stElems(n);
+    const mem = place(lib, sizes, rng, d);
+    const ws = fz.workspaceBytes(shape, cfg);
+    const wsPtr = ws === 0 ? null : lib.memory.alloc(ws);
+    try {
+      const ptrs: Pointers = { ...mem.ptrs, workspace: wsPtr };
+      const sum = (names: string[]) => names.reduce((s, n) => s + (mem.bytes[n] ?? 0), 0);
+      row("frozen_forward", null, await measure(lib, () => fz.callRaw("frozen_forward", shape, cfg, ptrs)), ws, sum(["q", ...fz.abi.state, "y"]) + ws);
+      row("frozen_backward", null, await measure(lib, () => fz.callRaw("frozen_backward", shape, cfg, ptrs)), ws,
+        sum(["q", ...fz.abi.state, "dy", "dq", ...fz.abi.state.map((n) => `d${n}`)]) + ws);
+    } finally {
+      lib.memory.free(wsPtr);
+      mem.free();
     }
-  }
-  return rows;
-}
-
-function table(rows: Row[]): void {
-  const head = ["rule", "fn", "d", "call ms", "kernel ms", ...(rows.some((r) => r.gbps !== undefined) ? ["GB/s", "of peak"] : [])];
-  console.log(head.map((h, i) => (i < 2 ? h.padEnd(16) : h.padStart(10))).join(" "));
-  for (const r of rows) {
-    const cells = [r.rule.padEnd(16), r.fn.padEnd(16), String(r.d).padStart(10), r.call_ms.toFixed(3).padStart(10), r.kernel_ms.toFixed(3).padStart(10)];
-    if (r.gbps !== undefined) cells.push(r.gbps.toFixed(1).padStart(10), `${(100 * r.peak_fraction!).toFixed(1)}%`.padStart(10));
-    console.log(cells.join(" "));
   }
 }
 
@@ -150,45 +165,28 @@ async function main(): Promise<void> {
   const lib = resolved.lib;
   console.log(`backend ${backendArg}: ${resolved.info.device}`);
 
-  // (1) bun:ffi overhead: 1000 calls per sample, so tinybench's own per-sample cost drops out
+  // bun:ffi overhead: 1000 calls per sample, so tinybench's own per-sample cost drops out
   const noop = lib.abiVersion;
   const jsFn = (() => 1) as () => number;
   const REPS = 1000;
   let sink = 0;
-  const ffi = await latency("ffi no-op", () => {
-    for (let i = 0; i < REPS; i++) sink += noop();
-  });
-  const js = await latency("js no-op", () => {
-    for (let i = 0; i < REPS; i++) sink += jsFn();
-  });
+  const ffi = await latency(() => { for (let i = 0; i < REPS; i++) sink += noop(); });
+  const js = await latency(() => { for (let i = 0; i < REPS; i++) sink += jsFn(); });
   if (sink === 0) throw new Error("unreachable");
-  const ffiNs = (ffi.mean * 1e6) / REPS, jsNs = (js.mean * 1e6) / REPS;
-  console.log(`\nbun:ffi no-op (nlk_abi_version): ${ffiNs.toFixed(1)} ns/call (JS function: ${jsNs.toFixed(1)} ns; target < 100 ns)\n`);
+  const ffiNs = (ffi * 1e6) / REPS, jsNs = (js * 1e6) / REPS;
+  console.log(`bun:ffi no-op (nlk_abi_version): ${ffiNs.toFixed(1)} ns/call (JS function: ${jsNs.toFixed(1)} ns)`);
 
-  const out: Record<string, unknown> = { backend: backendArg, device: resolved.info.device, ffi_noop_ns: ffiNs, js_noop_ns: jsNs };
-  if (lib.backend === "cpu-emu") {
-    const B = 4, s = 64, d = 32;
-    console.log(`cpu-emu call time per rule (B = ${B}, T = ${s}, d = ${d}; call = copies + launch + kernels)`);
-    const rows = await ruleRows(lib, B, s, d, quick ? 100 : 300, 0);
-    table(rows);
-    out.cpu_emu = { B, T: s, d, rows };
-    mkdirSync(join(ROOT, "reports"), { recursive: true });
-    writeFileSync(join(ROOT, "reports", "bench-kernels.json"), JSON.stringify(out, null, 2) + "\n");
-    console.log("\nwrote reports/bench-kernels.json");
-    return;
-  }
   const peak = lib.peakGbps();
-  const B = 16, s = 256;
-  console.log(`GPU kernel time (B = ${B}, T = ${s}); peak memory bandwidth ${peak.toFixed(0)} GB/s`);
+  const { B, T, H } = SIZES;
+  console.log(`\nB = ${B}, T = ${T}, H = ${H}; peak memory bandwidth ${peak > 0 ? `${peak.toFixed(0)} GB/s` : "unknown"}`);
+  console.log(HEAD.map((h, i) => (i < 2 ? h.padEnd(i === 0 ? 9 : 16) : h.padStart([4, 3, 10, 10, 12, 8, 8][i - 2]!))).join(" "));
   const rows: Row[] = [];
-  for (const d of [64, 128, 256]) rows.push(...(await ruleRows(lib, B, s, d, quick ? 200 : 500, peak)));
-  table(rows);
-  out.gpu = { B, T: s, peak_gbps: peak, rows };
-  const dir = join(ROOT, "reports", "gpu");
-  mkdirSync(dir, { recursive: true });
-  const name = String(resolved.info.device ?? "gpu").split(" (")[0]!.replace(/[^A-Za-z0-9_.-]+/g, "-");
-  writeFileSync(join(dir, `kernels-${name}.json`), JSON.stringify(out, null, 2) + "\n");
-  console.log(`\nwrote reports/gpu/kernels-${name}.json`);
+  for (const decl of RULES) await ruleRows(lib, decl, peak, rows);
+  const out = { backend: backendArg, device: resolved.info.device, ffi_noop_ns: ffiNs, js_noop_ns: jsNs, B, T, H, peak_gbps: peak, rows };
+  mkdirSync(join(ROOT, "reports"), { recursive: true });
+  const file = join(ROOT, "reports", `bench-kernels-${backendSlug(backendArg)}${small ? "-small" : ""}.json`);
+  writeFileSync(file, JSON.stringify(out, null, 2) + "\n");
+  console.log(`\nwrote ${file}`);
 }
 
 await main();

@@ -2,6 +2,8 @@
  * `bun run conformance` — runs the conformance catalogue and writes the JSON report.
  * The same engine serves `bun test` (conformance/conformance.test.ts).
  */
+import { kernelBackendNames } from "../ffi/backends.ts";
+import { probeBackends } from "./c5/spawn.ts";
 import { parseVariantKey, variantKey } from "../src/rules/level.ts";
 import { parseArgs } from "node:util";
 import { buildCatalogue, matchesFilter } from "./catalogue.ts";
@@ -123,6 +125,7 @@ function main(): void {
     for (const d of defs) console.log(d.id);
     return;
   }
+  libraryPreflight(defs);
 
   const reportPath = replay === undefined || args.report !== undefined ? args.report ?? DEFAULT_REPORT : null;
   if (reportPath !== null) {
@@ -238,3 +241,18 @@ function printCase(ruleKey: string, json: string): void {
 }
 
 main();
+
+/**
+ * A library backend (lib:<path>) that cannot be loaded or speaks another ABI version is one usage
+ * error, not an error per check (docs/spec/kernel-abi.md#external). Probed in a child process, like
+ * every native load.
+ */
+function libraryPreflight(defs: readonly { id: string; class: string }[]): void {
+  const libs = kernelBackendNames().filter((b) => b.startsWith("lib:"));
+  if (libs.length === 0 || !defs.some((d) => d.class === "C5")) return;
+  const probed = probeBackends();
+  for (const name of libs) {
+    const p = probed.find((x) => x.info.name === name);
+    if (p !== undefined && p.problem === "broken") usage(`--backend ${name}: ${p.info.reason}`);
+  }
+}

@@ -56,8 +56,9 @@ NLK_API const char* nlk_status_string(int status) {
   switch (status) {
     case NLK_OK: return "ok";
     case NLK_ERR_NULL_POINTER: return "a required pointer is NULL";
-    case NLK_ERR_BAD_SIZE: return "bad size (B, s, d must be >= 1; or too large for the kernel)";
+    case NLK_ERR_BAD_SIZE: return "bad size (B, T, H, d, C must be >= 1; or too large for the kernel)";
     case NLK_ERR_BAD_HYPER: return "hyperparameter outside its domain";
+    case NLK_ERR_UNSUPPORTED: return "not supported by this library";
     case NLK_ERR_EMU_SYNC_DIVERGENT: return "cpu-emu: __syncthreads() reached from different call sites";
     case NLK_ERR_EMU_SYNC_EXITED: return "cpu-emu: __syncthreads() reached after other threads of the block returned";
     default: break;
@@ -65,5 +66,32 @@ NLK_API const char* nlk_status_string(int status) {
   if (status > 0) return cudaGetErrorString(static_cast<cudaError_t>(status));
   return "unknown status";
 }
+
+// Every kernel of this library stores tensors and states in f32 and accumulates in acc_t.
+NLK_API int nlk_dtypes(const char* fn, int* storage, int* state, int* accumulate) {
+  if (fn == nullptr || storage == nullptr || state == nullptr || accumulate == nullptr) return NLK_ERR_NULL_POINTER;
+  if (strncmp(fn, "nlk_", 4) != 0) return NLK_ERR_UNSUPPORTED;
+  *storage = NLK_DTYPE_F32;
+  *state = NLK_DTYPE_F32;
+  *accumulate = sizeof(acc_t) == 8 ? NLK_DTYPE_F64 : NLK_DTYPE_F32;
+  return NLK_OK;
+}
+
+// ── memory: device memory in the cuda build, host memory (the emulation's cudaMalloc) in cpu-emu ──
+NLK_API int nlk_alloc(size_t bytes, void** out) {
+  if (out == nullptr) return NLK_ERR_NULL_POINTER;
+  *out = nullptr;
+  return static_cast<int>(cudaMalloc(out, bytes == 0 ? 1 : bytes));
+}
+NLK_API int nlk_free(void* p) { return p == nullptr ? NLK_OK : static_cast<int>(cudaFree(p)); }
+NLK_API int nlk_copy_in(void* dst, const void* host_src, size_t bytes) {
+  if (dst == nullptr || host_src == nullptr) return NLK_ERR_NULL_POINTER;
+  return static_cast<int>(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice));
+}
+NLK_API int nlk_copy_out(void* host_dst, const void* src, size_t bytes) {
+  if (host_dst == nullptr || src == nullptr) return NLK_ERR_NULL_POINTER;
+  return static_cast<int>(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost));
+}
+NLK_API int nlk_synchronize(void) { return static_cast<int>(cudaDeviceSynchronize()); }
 
 }  // extern "C"

@@ -1,179 +1,200 @@
 /*
- * Atlas Omega kernel pair, implemented version (docs/spec/titans-family.md#atlas-forward, docs/spec/titans-family.md#atlas-backward, docs/spec/decisions.md#d8; reference
- * src/rules/atlas.ts). ω_t = W_omega silu([k_t; v_t]) is computed by the caller:
+ * Atlas Omega kernel pair, implemented version, ABI v2 (docs/spec/titans-family.md#atlas-forward,
+ * docs/spec/titans-family.md#atlas-backward, docs/spec/decisions.md#d8; reference src/rules/atlas.ts).
+ * ω_t = W_omega silu([k_t; v_t]) is computed by the caller:
  *   S_{t+1} = η_t S_t − θ_t ω_t k_tᵀ ;  M_{t+1} = (1 − α_t) M_t + S_{t+1} ;  y_t = M_{t+1} q_t
- * No error term: v is not read (and gets no gradient). Threads own rows of M, S, D, E.
+ * No error term: v is not read (and has no gradient: kernel.noGrad in src/rules/atlas.ts). One block
+ * per sequence (b, h); threads own rows of M, S, D, E; checkpointing as in delta.cu (matrix.cuh).
  */
-#include "common.cuh"
+#include "matrix.cuh"
 
 namespace {
 
-struct FwdSmem {
+/** The token's k, ω, q. */
+struct KwqSmem {
   float *k, *w, *q;
-  __host__ __device__ FwdSmem(nlk::Carver& c, int d) : k(c.take<float>(d)), w(c.take<float>(d)), q(c.take<float>(d)) {}
+  __host__ __device__ KwqSmem(nlk::Carver& c, int d) : k(c.take<float>(d)), w(c.take<float>(d)), q(c.take<float>(d)) {}
+  __device__ void load(const nlk::Seq& sq, int t, const nlk::atlas::Inputs& in) const {
+    const size_t o = sq.vec(t);
+    const int d = static_cast<int>(sq.d);
+    nlk::load_vec(k, in.k + o, d);
+    nlk::load_vec(w, in.omega + o, d);
+    nlk::load_vec(q, in.q + o, d);
+  }
 };
 
-__global__ void atlas_forward_kernel(int s, int d, const float* __restrict__ K, const float* __restrict__ Q,
-                                     const float* __restrict__ alpha, const float* __restrict__ theta,
-                                     const float* __restrict__ eta, const float* __restrict__ W,
-                                     const float* __restrict__ M0, const float* __restrict__ S0, float* __restrict__ Y,
-                                     float* __restrict__ Mout, float* __restrict__ Sout, float* __restrict__ mStates,
-                                     float* __restrict__ sStates) {
-  const int b = blockIdx.x, tid = threadIdx.x, nt = blockDim.x;
-  const auto sm = nlk::carve_shared<FwdSmem>(d);
-  const size_t dd = static_cast<size_t>(d) * d, sd = static_cast<size_t>(s) * d, gs = static_cast<size_t>(b) * s;
-  const float *k = K + b * sd, *q = Q + b * sd, *w = W + b * sd;
-  float *Ms = nlk::start_states(mStates, M0, b, s, dd), *Ss = nlk::start_states(sStates, S0, b, s, dd);
-  float* y = Y + b * sd;
-  for (int t = 0; t < s; t++) {
-    nlk::load_vec(sm.k, k + t * d, d);
-    nlk::load_vec(sm.w, w + t * d, d);
-    nlk::load_vec(sm.q, q + t * d, d);
-    __syncthreads();
-    const acc_t keep = 1.0 - static_cast<acc_t>(alpha[gs + t]), tht = theta[gs + t], et = eta[gs + t];
-    const float *Mt = Ms + t * dd, *St = Ss + t * dd;
-    float *Mn = Ms + (t + 1) * dd, *Sn = Ss + (t + 1) * dd;
-    for (int i = tid; i < d; i += nt) {
-      const acc_t wi = -tht * sm.w[i];
-      acc_t read = 0;
-      for (int j = 0; j < d; j++) {
-        // as the reference: the stored (rounded) S_{t+1} enters M_{t+1}
-        const float sn = static_cast<float>(et * St[i * d + j] + wi * sm.k[j]);
-        Sn[i * d + j] = sn;
-        const float m = static_cast<float>(keep * Mt[i * d + j] + sn);
-        Mn[i * d + j] = m;
-        read += static_cast<acc_t>(m) * sm.q[j];
-      }
-      y[t * d + i] = static_cast<float>(read);
+/** One token's update (the forward's and the replay's single body): S_next, M_next and y. */
+NLK_NOINLINE __device__ void atlas_step(const float* Mt, const float* St, float* Mn, float* Sn, const KwqSmem& sm, float alpha, float theta,
+                                        float eta, int d, float* y) {
+  const acc_t keep = 1.0 - static_cast<acc_t>(alpha), tht = theta, et = eta;
+  for (int i = threadIdx.x; i < d; i += blockDim.x) {
+    const acc_t wi = -tht * sm.w[i];
+    acc_t read = 0;
+    for (int j = 0; j < d; j++) {
+      // as the reference: the stored (rounded) S_{t+1} enters M_{t+1}
+      const float sn = static_cast<float>(et * St[i * d + j] + wi * sm.k[j]);
+      Sn[i * d + j] = sn;
+      const float m = static_cast<float>(keep * Mt[i * d + j] + sn);
+      Mn[i * d + j] = m;
+      read += static_cast<acc_t>(m) * sm.q[j];
     }
-    __syncthreads();
+    if (y != nullptr) y[i] = static_cast<float>(read);
   }
-  nlk::store_final_state(Mout, Ms, b, s, dd);
-  nlk::store_final_state(Sout, Ss, b, s, dd);
+}
+
+__device__ void atlas_token(const nlk::atlas::Inputs& in, const nlk::Seq& sq, const KwqSmem& sm, int t, const float* const* cur,
+                            float* const* next, float* Y) {
+  sm.load(sq, t, in);
+  __syncthreads();
+  const size_t g = sq.gate(t);
+  atlas_step(cur[0], cur[1], next[0], next[1], sm, in.alpha[g], in.theta[g], in.eta[g], static_cast<int>(sq.d),
+             Y == nullptr ? nullptr : Y + sq.vec(t));
+  __syncthreads();
+}
+
+struct FwdArgs {
+  nlk::Shape s;
+  int C;
+  nlk::atlas::Inputs in;
+  nlk::atlas::StateIn s0;
+  float* Y;
+  nlk::atlas::StateOut out;
+  unsigned char* ws;
+};
+
+__global__ void atlas_forward_kernel(FwdArgs a) {
+  const nlk::Seq sq(a.s, blockIdx.x);
+  const auto sm = nlk::carve_shared<KwqSmem>(a.s.d);
+  nlk::Carver c(a.ws);
+  const nlk::MatrixWs ws(c, a.s, a.C, 2);
+  const float* init[2] = {a.s0.M + sq.state(ws.dd), a.s0.S + sq.state(ws.dd)};
+  float* out[2] = {a.out.M + sq.state(ws.dd), a.out.S + sq.state(ws.dd)};
+  nlk::forward_checkpointed<2>(ws, sq.n, a.s.T, init, out, [&](int t, const float* const* cur, float* const* next, float*) {
+    atlas_token(a.in, sq, sm, t, cur, next, a.Y);
+  });
 }
 
 struct BwdSmem {
-  float *dy, *q, *k, *w;
+  KwqSmem fw;
+  float* dy;
   acc_t* red;
-  __host__ __device__ BwdSmem(nlk::Carver& c, int d, int nt)
-      : dy(c.take<float>(d)), q(c.take<float>(d)), k(c.take<float>(d)), w(c.take<float>(d)), red(c.take<acc_t>(3 * nt)) {}
+  __host__ __device__ BwdSmem(nlk::Carver& c, int d, int nt) : fw(c, d), dy(c.take<float>(d)), red(c.take<acc_t>(3 * static_cast<size_t>(nt))) {}
 };
 
-__global__ void atlas_backward_kernel(int s, int d, const float* __restrict__ K, const float* __restrict__ Q,
-                                      const float* __restrict__ alpha, const float* __restrict__ theta,
-                                      const float* __restrict__ eta, const float* __restrict__ W,
-                                      const float* __restrict__ mStates, const float* __restrict__ sStates,
-                                      const float* __restrict__ DY, float* __restrict__ DK, float* __restrict__ DQ,
-                                      float* __restrict__ dalpha, float* __restrict__ dtheta, float* __restrict__ deta,
-                                      float* __restrict__ DW, adj_t* __restrict__ Dall, adj_t* __restrict__ Eall) {
-  const int b = blockIdx.x, tid = threadIdx.x, nt = blockDim.x;
-  const auto sm = nlk::carve_shared<BwdSmem>(d, nt);
-  const size_t dd = static_cast<size_t>(d) * d, sd = static_cast<size_t>(s) * d, gs = static_cast<size_t>(b) * s;
-  const float *k = K + b * sd, *q = Q + b * sd, *w = W + b * sd, *dy = DY + b * sd;
-  const float *Ms = nlk::seq_states(mStates, b, s, dd), *Ss = nlk::seq_states(sStates, b, s, dd);
-  float *dk = DK + b * sd, *dq = DQ + b * sd, *dw = DW + b * sd;
-  adj_t *D = Dall + b * dd, *E = Eall + b * dd;
-  for (int t = s - 1; t >= 0; t--) {
-    nlk::load_vec(sm.dy, dy + t * d, d);
-    nlk::load_vec(sm.q, q + t * d, d);
-    nlk::load_vec(sm.k, k + t * d, d);
-    nlk::load_vec(sm.w, w + t * d, d);
-    __syncthreads();
-    const acc_t a = alpha[gs + t], tht = theta[gs + t], et = eta[gs + t];
-    const float *Mt = Ms + t * dd, *Mn = Ms + (t + 1) * dd, *St = Ss + t * dd;
-    acc_t pa = 0, pe = 0, pth = 0;
-    for (int i = tid; i < d; i += nt) {
-      acc_t eki = 0;
-      for (int j = 0; j < d; j++) {
-        const size_t ij = static_cast<size_t>(i) * d + j;
-        const adj_t dij = D[ij] + static_cast<adj_t>(sm.dy[i]) * sm.q[j];
-        D[ij] = dij;
-        const adj_t eij = E[ij] + dij;
-        E[ij] = eij;
-        pa += dij * Mt[ij];
-        pe += static_cast<acc_t>(St[ij]) * eij;
-        eki += eij * sm.k[j];
-      }
-      pth += sm.w[i] * eki;  // dθ = −ωᵀ E k
-      dw[t * d + i] = static_cast<float>(-tht * eki);  // dω = −θ E k
+struct BwdArgs {
+  nlk::Shape s;
+  int C;
+  nlk::atlas::Inputs in;
+  nlk::atlas::StateIn s0;
+  const float* DY;
+  nlk::atlas::StateIn dFinal;
+  unsigned char* ws;
+  nlk::atlas::Grads g;
+  nlk::atlas::StateOut dS0;
+};
+
+/** Token t's backward (v1's arithmetic): D, E carried from token t+1 to token t. */
+__device__ void token_backward(const BwdArgs& a, const nlk::Seq& sq, const BwdSmem& sm, adj_t* D, adj_t* E, const float* Mt, const float* St,
+                               const float* Mn, int t) {
+  const int d = a.s.d, tid = threadIdx.x, nt = blockDim.x;
+  const size_t o = sq.vec(t), gi = sq.gate(t);
+  sm.fw.load(sq, t, a.in);
+  nlk::load_vec_or_zero(sm.dy, a.DY == nullptr ? nullptr : a.DY + o, d);
+  __syncthreads();
+  const acc_t al = a.in.alpha[gi], tht = a.in.theta[gi], et = a.in.eta[gi];
+  acc_t pa = 0, pe = 0, pth = 0;
+  for (int i = tid; i < d; i += nt) {
+    acc_t eki = 0;
+    for (int j = 0; j < d; j++) {
+      const size_t ij = static_cast<size_t>(i) * d + j;
+      const adj_t dij = D[ij] + static_cast<adj_t>(sm.dy[i]) * sm.fw.q[j];
+      D[ij] = dij;
+      const adj_t eij = E[ij] + dij;
+      E[ij] = eij;
+      pa += dij * Mt[ij];
+      pe += static_cast<acc_t>(St[ij]) * eij;
+      eki += eij * sm.fw.k[j];
     }
-    sm.red[tid] = pa;
-    sm.red[nt + tid] = pe;
-    sm.red[2 * nt + tid] = pth;
-    __syncthreads();
-    for (int j = tid; j < d; j += nt) {
-      acc_t gq = 0, gw = 0;
-      for (int i = 0; i < d; i++) {
-        const size_t ij = static_cast<size_t>(i) * d + j;
-        gq += static_cast<acc_t>(Mn[ij]) * sm.dy[i];
-        gw += E[ij] * sm.w[i];
-      }
-      dq[t * d + j] = static_cast<float>(gq);
-      dk[t * d + j] = static_cast<float>(-tht * gw);  // dk = −θ Eᵀ ω
+    pth += sm.fw.w[i] * eki;                            // dθ = −ωᵀ E k
+    a.g.domega[o + i] = static_cast<float>(-tht * eki);  // dω = −θ E k
+  }
+  sm.red[tid] = pa;
+  sm.red[nt + tid] = pe;
+  sm.red[2 * nt + tid] = pth;
+  __syncthreads();
+  for (int j = tid; j < d; j += nt) {
+    acc_t gq = 0, gw = 0;
+    for (int i = 0; i < d; i++) {
+      const size_t ij = static_cast<size_t>(i) * d + j;
+      gq += static_cast<acc_t>(Mn[ij]) * sm.dy[i];
+      gw += E[ij] * sm.fw.w[i];
     }
-    if (tid == 0) {
-      dalpha[gs + t] = static_cast<float>(-nlk::ordered_sum(sm.red, 0));
-      deta[gs + t] = static_cast<float>(nlk::ordered_sum(sm.red, 1));
-      dtheta[gs + t] = static_cast<float>(-nlk::ordered_sum(sm.red, 2));
+    a.g.dq[o + j] = static_cast<float>(gq);
+    a.g.dk[o + j] = static_cast<float>(-tht * gw);  // dk = −θ Eᵀ ω
+  }
+  if (tid == 0) {
+    a.g.dalpha[gi] = static_cast<float>(-nlk::ordered_sum(sm.red, 0));
+    a.g.deta[gi] = static_cast<float>(nlk::ordered_sum(sm.red, 1));
+    a.g.dtheta[gi] = static_cast<float>(-nlk::ordered_sum(sm.red, 2));
+  }
+  __syncthreads();
+  const adj_t keep = 1.0 - al;
+  for (int i = tid; i < d; i += nt)
+    for (int j = 0; j < d; j++) {
+      const size_t ij = static_cast<size_t>(i) * d + j;
+      D[ij] *= keep;
+      E[ij] *= et;
     }
-    __syncthreads();
-    const adj_t keep = 1.0 - a;
-    for (int i = tid; i < d; i += nt)
-      for (int j = 0; j < d; j++) {
-        const size_t ij = static_cast<size_t>(i) * d + j;
-        D[ij] *= keep;
-        E[ij] *= et;
-      }
-    __syncthreads();
+  __syncthreads();
+}
+
+__global__ void atlas_backward_kernel(BwdArgs a) {
+  const nlk::Seq sq(a.s, blockIdx.x);
+  const auto sm = nlk::carve_shared<BwdSmem>(a.s.d, static_cast<int>(blockDim.x));
+  nlk::Carver c(a.ws);
+  const nlk::MatrixWs ws(c, a.s, a.C, 2);
+  adj_t *D = ws.adjoint(sq.n, 0), *E = ws.adjoint(sq.n, 1);
+  const float* dM = a.dFinal.M == nullptr ? nullptr : a.dFinal.M + sq.state(ws.dd);
+  const float* dS = a.dFinal.S == nullptr ? nullptr : a.dFinal.S + sq.state(ws.dd);
+  for (size_t i = threadIdx.x; i < ws.dd; i += blockDim.x) {
+    D[i] = dM == nullptr ? 0.0 : static_cast<adj_t>(dM[i]);
+    E[i] = dS == nullptr ? 0.0 : static_cast<adj_t>(dS[i]);
+  }
+  __syncthreads();
+  const float* init[2] = {a.s0.M + sq.state(ws.dd), a.s0.S + sq.state(ws.dd)};
+  nlk::backward_checkpointed<2>(
+      ws, sq.n, a.s.T, init,
+      [&](int t, const float* const* cur, float* const* next, float*) { atlas_token(a.in, sq, sm.fw, t, cur, next, nullptr); },
+      [&](int t, int u) { token_backward(a, sq, sm, D, E, ws.slot(sq.n, 0, u), ws.slot(sq.n, 1, u), ws.slot(sq.n, 0, u + 1), t); });
+  float *dM0 = a.dS0.M + sq.state(ws.dd), *dS0 = a.dS0.S + sq.state(ws.dd);
+  for (size_t i = threadIdx.x; i < ws.dd; i += blockDim.x) {
+    dM0[i] = static_cast<float>(D[i]);
+    dS0[i] = static_cast<float>(E[i]);
   }
 }
 
 }  // namespace
 
-extern "C" {
+namespace nlk::atlas {
 
-NLK_API int nlk_atlas_forward(int B, int s, int d, const float* k, const float* v, const float* q, const float* alpha,
-                              const float* theta, const float* eta, const float* omega, const float* M0,
-                              const float* S0, float* y, float* M, float* S, float* mStates, float* sStates) {
-  NLK_REQUIRE_DIMS(B, s, d);
-  NLK_REQUIRE_PTRS(k, v, q, alpha, theta, eta, omega, M0, S0, y, M, S, mStates, sStates);
-  const size_t sd = static_cast<size_t>(B) * s * d, dd = static_cast<size_t>(B) * d * d, g = static_cast<size_t>(B) * s;
-  const size_t ns = static_cast<size_t>(B) * (s + 1) * d * d;
-  nlk::Call call;
-  const float *gk = call.in(k, sd), *gq = call.in(q, sd), *ga = call.in(alpha, g), *gt = call.in(theta, g),
-              *ge = call.in(eta, g), *gw = call.in(omega, sd), *gm0 = call.in(M0, dd), *gs0 = call.in(S0, dd);
-  float *oy = call.out(y, sd), *om = call.out(M, dd), *os = call.out(S, dd), *oms = call.out(mStates, ns),
-        *oss = call.out(sStates, ns);
-  if (call.status() != 0) return call.finish();
-  const int nt = nlk::threads_for(d);
-  const size_t smem = nlk::smem_bytes<FwdSmem>(d);
-  call.start();
-  NLK_LAUNCH(atlas_forward_kernel, B, nt, smem)(s, d, gk, gq, ga, gt, ge, gw, gm0, gs0, oy, om, os, oms, oss);
-  return call.finish();
+int workspace_bytes(const Shape& shape, int C, const Hyper&, size_t* bytes) {
+  *bytes = matrix_ws_bytes(shape, C, 2);
+  return NLK_OK;
 }
 
-NLK_API int nlk_atlas_backward(int B, int s, int d, const float* k, const float* v, const float* q, const float* alpha,
-                               const float* theta, const float* eta, const float* omega, const float* mStates,
-                               const float* sStates, const float* dy, float* dk, float* dq, float* dalpha,
-                               float* dtheta, float* deta, float* domega) {
-  NLK_REQUIRE_DIMS(B, s, d);
-  NLK_REQUIRE_PTRS(k, v, q, alpha, theta, eta, omega, mStates, sStates, dy, dk, dq, dalpha, dtheta, deta, domega);
-  const size_t sd = static_cast<size_t>(B) * s * d, g = static_cast<size_t>(B) * s;
-  const size_t ns = static_cast<size_t>(B) * (s + 1) * d * d;
-  nlk::Call call;
-  const float *gk = call.in(k, sd), *gq = call.in(q, sd), *ga = call.in(alpha, g), *gt = call.in(theta, g),
-              *gh = call.in(eta, g), *gw = call.in(omega, sd), *gm = call.in(mStates, ns), *gs = call.in(sStates, ns),
-              *gdy = call.in(dy, sd);
-  float *odk = call.out(dk, sd), *odq = call.out(dq, sd), *oda = call.out(dalpha, g), *odt = call.out(dtheta, g),
-        *ode = call.out(deta, g), *odw = call.out(domega, sd);
-  adj_t *D = call.scratch<adj_t>(static_cast<size_t>(B) * d * d), *E = call.scratch<adj_t>(static_cast<size_t>(B) * d * d);
-  if (call.status() != 0) return call.finish();
-  const int nt = nlk::threads_for(d);
-  const size_t smem = nlk::smem_bytes<BwdSmem>(d, nt);
-  call.start();
-  NLK_LAUNCH(atlas_backward_kernel, B, nt, smem)(s, d, gk, gq, ga, gt, gh, gw, gm, gs, gdy, odk, odq, oda, odt, ode, odw,
-                                                  D, E);
-  return call.finish();
+int forward(const ForwardArgs& a) {
+  NLK_LAUNCH(atlas_forward_kernel, a.shape.seqs(), threads_for(a.shape.d), smem_bytes<KwqSmem>(a.shape.d))
+  (FwdArgs{a.shape, a.C, a.in, a.state0, a.y, a.state, a.ws});
+  return launch_status();
 }
 
-}  // extern "C"
+int backward(const BackwardArgs& a) {
+  const int nt = threads_for(a.shape.d);
+  NLK_LAUNCH(atlas_backward_kernel, a.shape.seqs(), nt, smem_bytes<BwdSmem>(a.shape.d, nt))
+  (BwdArgs{a.shape, a.C, a.in, a.state0, a.dy, a.dstate, a.ws, a.grad, a.dstate0});
+  return launch_status();
+}
+
+}  // namespace nlk::atlas
+
+#include "gen/atlas_pair.inc"

@@ -99,25 +99,24 @@ __device__ inline void block_copy(float* dst, const float* src, size_t n) {
   for (size_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
 }
 
-// A forward saves each sequence's states W_0 .. W_s as a stack [s + 1, n]; the ABI tensor is [B, s + 1, n].
+/** The ABI shape of a call: B batches, T tokens, H heads, d per head (nlk.h). */
+struct Shape {
+  int B, T, H, d;
+  __host__ __device__ int seqs() const { return B * H; }
+};
 
-/** Sequence b's stack. */
-template <class T>
-__device__ inline T* seq_states(T* all, int b, int s, size_t n) {
-  return all + b * (s + 1) * n;
-}
-
-/** Sequence b's stack, with its initial state (of init, [B, n]) copied into slot 0 (no barrier). */
-__device__ inline float* start_states(float* all, const float* init, int b, int s, size_t n) {
-  float* W = seq_states(all, b, s, n);
-  block_copy(W, init + b * n, n);
-  return W;
-}
-
-/** Copies the final state, slot s of sequence b's stack W, to its row of out ([B, n]) (no barrier). */
-__device__ inline void store_final_state(float* out, const float* W, int b, int s, size_t n) {
-  block_copy(out + b * n, W + s * n, n);
-}
+/**
+ * Sequence n = b·H + h of a call (one block each: n = blockIdx.x) and where its data lives: token t
+ * of a per-token tensor [B,T,H,d] at vec(t), of a gate [B,T,H] at gate(t), its state [B,H,r,c] at
+ * state(rc). Every kernel indexes through this, so heads are handled in one place.
+ */
+struct Seq {
+  size_t b, h, n, T, H, d;
+  __host__ __device__ Seq(const Shape& s, int n_) : b(n_ / s.H), h(n_ % s.H), n(n_), T(s.T), H(s.H), d(s.d) {}
+  __host__ __device__ size_t vec(int t) const { return ((b * T + t) * H + h) * d; }
+  __host__ __device__ size_t gate(int t) const { return (b * T + t) * H + h; }
+  __host__ __device__ size_t state(size_t rc) const { return n * rc; }
+};
 
 /** Copies n floats from global src to shared dst, spread over the block (no barrier). */
 __device__ inline void load_vec(float* dst, const float* src, int n) {
@@ -187,108 +186,44 @@ inline bool any_null(P... p) {
   return bad;
 }
 
-/** B, s, d >= 1 and every pointer non-null, else the negative status. */
-#define NLK_REQUIRE_DIMS(B, s, d) \
-  do {                            \
-    if ((B) < 1 || (s) < 1 || (d) < 1) return NLK_ERR_BAD_SIZE; \
-  } while (0)
+/** Every pointer non-null, else NLK_ERR_NULL_POINTER (the generated wrappers' check). */
 #define NLK_REQUIRE_PTRS(...) \
   do {                        \
     if (::nlk::any_null(__VA_ARGS__)) return NLK_ERR_NULL_POINTER; \
   } while (0)
 
 /**
- * One ABI call: device copies of the inputs, device outputs copied back by finish(), zeroed
- * scratch, and kernel timing. The first failing CUDA call's status is kept; later steps are
- * skipped, and every device buffer is freed on every path.
+ * Times one ABI call (nlk_last_kernel_ms): created before the launcher runs, finish(status) takes
+ * the launch status, synchronises (every call has finished when it returns) and records the time.
  */
-class Call {
+class KernelTimer {
  public:
-  Call() = default;
-  Call(const Call&) = delete;
-  Call& operator=(const Call&) = delete;
-  ~Call() { release(); }
-
-  int status() const { return status_; }
-
-  const float* in(const float* host, size_t n) {
-    float* dev = alloc(n);
-    if (dev != nullptr) check(cudaMemcpy(dev, host, n * sizeof(float), cudaMemcpyHostToDevice));
-    return dev;
+  KernelTimer() {
+    if (cudaEventCreate(&ev0_) != cudaSuccess || cudaEventCreate(&ev1_) != cudaSuccess || cudaEventRecord(ev0_, 0) != cudaSuccess) ok_ = false;
   }
-  float* out(float* host, size_t n) {
-    float* dev = alloc(n);
-    if (dev != nullptr && nouts_ < kMax) outs_[nouts_++] = Out{dev, host, n};
-    return dev;
+  KernelTimer(const KernelTimer&) = delete;
+  KernelTimer& operator=(const KernelTimer&) = delete;
+  ~KernelTimer() {
+    if (ev0_ != nullptr) cudaEventDestroy(ev0_);
+    if (ev1_ != nullptr) cudaEventDestroy(ev1_);
   }
-  /** Zeroed device scratch of n elements of T. */
-  template <class T = float>
-  T* scratch(size_t n) {
-    T* dev = reinterpret_cast<T*>(alloc((n * sizeof(T) + sizeof(float) - 1) / sizeof(float)));
-    if (dev != nullptr) check(cudaMemset(dev, 0, n * sizeof(T)));
-    return dev;
-  }
-
-  /** Call before the launches: their time is what nlk_last_kernel_ms reports. */
-  void start() {
-    if (status_ != 0) return;
-    if (check(cudaEventCreate(&ev0_)) && check(cudaEventCreate(&ev1_))) check(cudaEventRecord(ev0_, 0));
-  }
-
-  /** After the launches: launch status, synchronisation, copies back, timing. */
-  int finish() {
-    if (status_ == 0) check(cudaGetLastError());
-    if (status_ == 0 && ev1_ != nullptr) check(cudaEventRecord(ev1_, 0));
-    if (status_ == 0) check(cudaDeviceSynchronize());
-    for (int i = 0; i < nouts_ && status_ == 0; i++) {
-      check(cudaMemcpy(outs_[i].host, outs_[i].dev, outs_[i].n * sizeof(float), cudaMemcpyDeviceToHost));
-    }
-    if (status_ == 0 && ev0_ != nullptr && ev1_ != nullptr) {
-      float ms = 0;
-      if (check(cudaEventElapsedTime(&ms, ev0_, ev1_))) last_kernel_ms = ms;
-    }
-    release();
-    return status_;
+  int finish(int status) {
+    if (status != 0) return status;
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess && ok_) e = cudaEventRecord(ev1_, 0);
+    if (e == cudaSuccess) e = cudaDeviceSynchronize();
+    if (e != cudaSuccess) return static_cast<int>(e);
+    float ms = 0;
+    if (ok_ && cudaEventElapsedTime(&ms, ev0_, ev1_) == cudaSuccess) last_kernel_ms = ms;
+    return 0;
   }
 
  private:
-  static constexpr int kMax = 32;
-  struct Out {
-    float* dev;
-    float* host;
-    size_t n;
-  };
-
-  bool check(cudaError_t e) {
-    if (e != cudaSuccess && status_ == 0) status_ = static_cast<int>(e);
-    return e == cudaSuccess;
-  }
-  float* alloc(size_t n) {
-    if (status_ != 0) return nullptr;
-    if (nallocs_ >= kMax) {
-      status_ = NLK_ERR_BAD_SIZE;
-      return nullptr;
-    }
-    void* p = nullptr;
-    if (!check(cudaMalloc(&p, (n == 0 ? 1 : n) * sizeof(float)))) return nullptr;
-    allocs_[nallocs_++] = p;
-    return static_cast<float*>(p);
-  }
-  void release() {
-    for (int i = 0; i < nallocs_; i++) cudaFree(allocs_[i]);
-    nallocs_ = 0;
-    nouts_ = 0;
-    if (ev0_ != nullptr) cudaEventDestroy(ev0_);
-    if (ev1_ != nullptr) cudaEventDestroy(ev1_);
-    ev0_ = ev1_ = nullptr;
-  }
-
-  int status_ = 0;
-  void* allocs_[kMax] = {};
-  int nallocs_ = 0;
-  Out outs_[kMax] = {};
-  int nouts_ = 0;
   cudaEvent_t ev0_ = nullptr, ev1_ = nullptr;
+  bool ok_ = true;
 };
+
+/** The launch status of the kernels just queued (a launcher's return value). */
+inline int launch_status() { return static_cast<int>(cudaGetLastError()); }
 
 }  // namespace nlk

@@ -1,139 +1,154 @@
 /*
- * Hebbian kernel pair (docs/spec/titans-family.md#hebbian; reference src/rules/hebbian.ts):
+ * Hebbian kernel pair, ABI v2 (docs/spec/titans-family.md#hebbian; reference src/rules/hebbian.ts;
+ * contract docs/spec/kernel-abi.md):
  *   M_{t+1} = (1 − α_t) M_t + v_t k_tᵀ ;  y_t = M_{t+1} q_t
- * Threads own rows of M and of the adjoint D = ∂L/∂M_{t+1}.
+ * One block per sequence (b, h); threads own rows of M and of the adjoint D = ∂L/∂M_{t+1}. The
+ * checkpointing is matrix.cuh's (forward_checkpointed, backward_checkpointed), as in delta.cu.
  */
 #include "matrix.cuh"
 
 namespace {
 
-__global__ void hebbian_forward_kernel(int s, int d, const float* __restrict__ K, const float* __restrict__ V,
-                                       const float* __restrict__ Q, const float* __restrict__ alpha,
-                                       const float* __restrict__ M0, float* __restrict__ Y, float* __restrict__ Mout,
-                                       float* __restrict__ mStates) {
-  const int b = blockIdx.x, tid = threadIdx.x, nt = blockDim.x;
-  const auto sm = nlk::carve_shared<nlk::KvqSmem>(d);
-  const size_t dd = static_cast<size_t>(d) * d, sd = static_cast<size_t>(s) * d, gs = static_cast<size_t>(b) * s;
-  const float *k = K + b * sd, *v = V + b * sd, *q = Q + b * sd;
-  float *Ms = nlk::start_states(mStates, M0, b, s, dd), *y = Y + b * sd;
-  for (int t = 0; t < s; t++) {
-    sm.load(t, d, k, v, q);
-    __syncthreads();
-    const acc_t keep = 1.0 - static_cast<acc_t>(alpha[gs + t]);
-    const float* Mt = Ms + t * dd;
-    float* Mn = Ms + (t + 1) * dd;
-    for (int i = tid; i < d; i += nt) {
-      const acc_t vi = sm.v[i];
-      acc_t read = 0;
-      for (int j = 0; j < d; j++) {
-        const float m = static_cast<float>(keep * Mt[i * d + j] + vi * sm.k[j]);
-        Mn[i * d + j] = m;
-        read += static_cast<acc_t>(m) * sm.q[j];
-      }
-      y[t * d + i] = static_cast<float>(read);
+/** One token's update (the forward's and the replay's single body): M_next = (1 − α) M_cur + v kᵀ, y. */
+NLK_NOINLINE __device__ void hebbian_step(const float* Mcur, float* Mnext, const nlk::KvqSmem& sm, float alpha, int d, float* y) {
+  const acc_t keep = 1.0 - static_cast<acc_t>(alpha);
+  for (int i = threadIdx.x; i < d; i += blockDim.x) {
+    const acc_t vi = sm.v[i];
+    acc_t read = 0;
+    for (int j = 0; j < d; j++) {
+      const float m = static_cast<float>(keep * Mcur[i * d + j] + vi * sm.k[j]);
+      Mnext[i * d + j] = m;
+      read += static_cast<acc_t>(m) * sm.q[j];
     }
-    __syncthreads();
+    if (y != nullptr) y[i] = static_cast<float>(read);
   }
-  nlk::store_final_state(Mout, Ms, b, s, dd);
+}
+
+__device__ void hebbian_token(const nlk::hebbian::Inputs& in, const nlk::Seq& sq, const nlk::KvqSmem& sm, int t, const float* cur,
+                              float* next, float* Y) {
+  sm.load(sq, t, in.k, in.v, in.q);
+  __syncthreads();
+  hebbian_step(cur, next, sm, in.alpha[sq.gate(t)], static_cast<int>(sq.d), Y == nullptr ? nullptr : Y + sq.vec(t));
+  __syncthreads();
+}
+
+struct FwdArgs {
+  nlk::Shape s;
+  int C;
+  nlk::hebbian::Inputs in;
+  const float* M0;
+  float *Y, *Mout;
+  unsigned char* ws;
+};
+
+__global__ void hebbian_forward_kernel(FwdArgs a) {
+  const nlk::Seq sq(a.s, blockIdx.x);
+  const auto sm = nlk::carve_shared<nlk::KvqSmem>(a.s.d);
+  nlk::Carver c(a.ws);
+  const nlk::MatrixWs ws(c, a.s, a.C, 1);
+  const float* init[1] = {a.M0 + sq.state(ws.dd)};
+  float* out[1] = {a.Mout + sq.state(ws.dd)};
+  nlk::forward_checkpointed<1>(ws, sq.n, a.s.T, init, out, [&](int t, const float* const* cur, float* const* next, float*) {
+    hebbian_token(a.in, sq, sm, t, cur[0], next[0], a.Y);
+  });
 }
 
 struct BwdSmem {
-  float *dy, *q, *k, *v;
+  nlk::KvqSmem fw;
+  float* dy;
   acc_t* red;
-  __host__ __device__ BwdSmem(nlk::Carver& c, int d, int nt)
-      : dy(c.take<float>(d)), q(c.take<float>(d)), k(c.take<float>(d)), v(c.take<float>(d)), red(c.take<acc_t>(nt)) {}
+  __host__ __device__ BwdSmem(nlk::Carver& c, int d, int nt) : fw(c, d), dy(c.take<float>(d)), red(c.take<acc_t>(nt)) {}
 };
 
-__global__ void hebbian_backward_kernel(int s, int d, const float* __restrict__ K, const float* __restrict__ V,
-                                        const float* __restrict__ Q, const float* __restrict__ alpha,
-                                        const float* __restrict__ mStates, const float* __restrict__ DY,
-                                        float* __restrict__ DK, float* __restrict__ DV, float* __restrict__ DQ,
-                                        float* __restrict__ dalpha, adj_t* __restrict__ Dall) {
-  const int b = blockIdx.x, tid = threadIdx.x, nt = blockDim.x;
-  const auto sm = nlk::carve_shared<BwdSmem>(d, nt);
-  const size_t dd = static_cast<size_t>(d) * d, sd = static_cast<size_t>(s) * d, gs = static_cast<size_t>(b) * s;
-  const float *k = K + b * sd, *v = V + b * sd, *q = Q + b * sd, *dy = DY + b * sd;
-  const float* Ms = nlk::seq_states(mStates, b, s, dd);
-  float *dk = DK + b * sd, *dv = DV + b * sd, *dq = DQ + b * sd;
-  adj_t* D = Dall + b * dd;
-  for (int t = s - 1; t >= 0; t--) {
-    nlk::load_vec(sm.dy, dy + t * d, d);
-    nlk::load_vec(sm.q, q + t * d, d);
-    nlk::load_vec(sm.k, k + t * d, d);
-    nlk::load_vec(sm.v, v + t * d, d);
-    __syncthreads();
-    const float *Mt = Ms + t * dd, *Mn = Ms + (t + 1) * dd;
-    acc_t pa = 0;
-    for (int i = tid; i < d; i += nt) {
-      acc_t dvi = 0;
-      for (int j = 0; j < d; j++) {
-        const size_t ij = static_cast<size_t>(i) * d + j;
-        const adj_t dij = D[ij] + static_cast<adj_t>(sm.dy[i]) * sm.q[j];
-        D[ij] = dij;
-        pa += dij * Mt[ij];
-        dvi += dij * sm.k[j];  // the write v kᵀ: dv = D k
-      }
-      dv[t * d + i] = static_cast<float>(dvi);
+struct BwdArgs {
+  nlk::Shape s;
+  int C;
+  nlk::hebbian::Inputs in;
+  const float *M0, *DY, *DMfinal;
+  unsigned char* ws;
+  nlk::hebbian::Grads g;
+  float* DM0;
+};
+
+/** Token t's backward (v1's arithmetic): Mt = M_t, Mn = M_{t+1}; D carried to M_t. */
+__device__ void token_backward(const BwdArgs& a, const nlk::Seq& sq, const BwdSmem& sm, adj_t* D, const float* Mt, const float* Mn, int t) {
+  const int d = a.s.d, tid = threadIdx.x, nt = blockDim.x;
+  const size_t o = sq.vec(t);
+  sm.fw.load(sq, t, a.in.k, a.in.v, a.in.q);
+  nlk::load_vec_or_zero(sm.dy, a.DY == nullptr ? nullptr : a.DY + o, d);
+  __syncthreads();
+  acc_t pa = 0;
+  for (int i = tid; i < d; i += nt) {
+    acc_t dvi = 0;
+    for (int j = 0; j < d; j++) {
+      const size_t ij = static_cast<size_t>(i) * d + j;
+      const adj_t dij = D[ij] + static_cast<adj_t>(sm.dy[i]) * sm.fw.q[j];
+      D[ij] = dij;
+      pa += dij * Mt[ij];
+      dvi += dij * sm.fw.k[j];  // the write v kᵀ: dv = D k
     }
-    sm.red[tid] = pa;
-    __syncthreads();
-    for (int j = tid; j < d; j += nt) {
-      acc_t gq = 0, gk = 0;
-      for (int i = 0; i < d; i++) {
-        const size_t ij = static_cast<size_t>(i) * d + j;
-        gq += static_cast<acc_t>(Mn[ij]) * sm.dy[i];
-        gk += D[ij] * sm.v[i];  // dk = Dᵀ v
-      }
-      dq[t * d + j] = static_cast<float>(gq);
-      dk[t * d + j] = static_cast<float>(gk);
-    }
-    if (tid == 0) dalpha[gs + t] = static_cast<float>(-nlk::ordered_sum(sm.red, 0));
-    __syncthreads();
-    const adj_t keep = 1.0 - static_cast<adj_t>(alpha[gs + t]);
-    for (int i = tid; i < d; i += nt)
-      for (int j = 0; j < d; j++) D[static_cast<size_t>(i) * d + j] *= keep;
-    __syncthreads();
+    a.g.dv[o + i] = static_cast<float>(dvi);
   }
+  sm.red[tid] = pa;
+  __syncthreads();
+  for (int j = tid; j < d; j += nt) {
+    acc_t gq = 0, gk = 0;
+    for (int i = 0; i < d; i++) {
+      const size_t ij = static_cast<size_t>(i) * d + j;
+      gq += static_cast<acc_t>(Mn[ij]) * sm.dy[i];
+      gk += D[ij] * sm.fw.v[i];  // dk = Dᵀ v
+    }
+    a.g.dq[o + j] = static_cast<float>(gq);
+    a.g.dk[o + j] = static_cast<float>(gk);
+  }
+  if (tid == 0) a.g.dalpha[sq.gate(t)] = static_cast<float>(-nlk::ordered_sum(sm.red, 0));
+  __syncthreads();
+  const adj_t keep = 1.0 - static_cast<adj_t>(a.in.alpha[sq.gate(t)]);
+  for (int i = tid; i < d; i += nt)
+    for (int j = 0; j < d; j++) D[static_cast<size_t>(i) * d + j] *= keep;
+  __syncthreads();
+}
+
+__global__ void hebbian_backward_kernel(BwdArgs a) {
+  const nlk::Seq sq(a.s, blockIdx.x);
+  const auto sm = nlk::carve_shared<BwdSmem>(a.s.d, static_cast<int>(blockDim.x));
+  nlk::Carver c(a.ws);
+  const nlk::MatrixWs ws(c, a.s, a.C, 1);
+  adj_t* D = ws.adjoint(sq.n, 0);
+  const float* dFin = a.DMfinal == nullptr ? nullptr : a.DMfinal + sq.state(ws.dd);
+  for (size_t i = threadIdx.x; i < ws.dd; i += blockDim.x) D[i] = dFin == nullptr ? 0.0 : static_cast<adj_t>(dFin[i]);
+  __syncthreads();
+  const float* init[1] = {a.M0 + sq.state(ws.dd)};
+  nlk::backward_checkpointed<1>(
+      ws, sq.n, a.s.T, init,
+      [&](int t, const float* const* cur, float* const* next, float*) { hebbian_token(a.in, sq, sm.fw, t, cur[0], next[0], nullptr); },
+      [&](int t, int u) { token_backward(a, sq, sm, D, ws.slot(sq.n, 0, u), ws.slot(sq.n, 0, u + 1), t); });
+  float* dM0 = a.DM0 + sq.state(ws.dd);
+  for (size_t i = threadIdx.x; i < ws.dd; i += blockDim.x) dM0[i] = static_cast<float>(D[i]);
 }
 
 }  // namespace
 
-extern "C" {
+namespace nlk::hebbian {
 
-NLK_API int nlk_hebbian_forward(int B, int s, int d, const float* k, const float* v, const float* q, const float* alpha,
-                                const float* M0, float* y, float* M, float* mStates) {
-  NLK_REQUIRE_DIMS(B, s, d);
-  NLK_REQUIRE_PTRS(k, v, q, alpha, M0, y, M, mStates);
-  const size_t sd = static_cast<size_t>(B) * s * d, dd = static_cast<size_t>(B) * d * d, g = static_cast<size_t>(B) * s;
-  nlk::Call call;
-  const float *gk = call.in(k, sd), *gv = call.in(v, sd), *gq = call.in(q, sd), *ga = call.in(alpha, g),
-              *gm0 = call.in(M0, dd);
-  float *oy = call.out(y, sd), *om = call.out(M, dd), *oms = call.out(mStates, static_cast<size_t>(B) * (s + 1) * d * d);
-  if (call.status() != 0) return call.finish();
-  const int nt = nlk::threads_for(d);
-  const size_t smem = nlk::smem_bytes<nlk::KvqSmem>(d);
-  call.start();
-  NLK_LAUNCH(hebbian_forward_kernel, B, nt, smem)(s, d, gk, gv, gq, ga, gm0, oy, om, oms);
-  return call.finish();
+int workspace_bytes(const Shape& shape, int C, const Hyper&, size_t* bytes) {
+  *bytes = matrix_ws_bytes(shape, C, 1);
+  return NLK_OK;
 }
 
-NLK_API int nlk_hebbian_backward(int B, int s, int d, const float* k, const float* v, const float* q,
-                                 const float* alpha, const float* mStates, const float* dy, float* dk, float* dv,
-                                 float* dq, float* dalpha) {
-  NLK_REQUIRE_DIMS(B, s, d);
-  NLK_REQUIRE_PTRS(k, v, q, alpha, mStates, dy, dk, dv, dq, dalpha);
-  const size_t sd = static_cast<size_t>(B) * s * d, g = static_cast<size_t>(B) * s;
-  nlk::Call call;
-  const float *gk = call.in(k, sd), *gv = call.in(v, sd), *gq = call.in(q, sd), *ga = call.in(alpha, g),
-              *gm = call.in(mStates, static_cast<size_t>(B) * (s + 1) * d * d), *gdy = call.in(dy, sd);
-  float *odk = call.out(dk, sd), *odv = call.out(dv, sd), *odq = call.out(dq, sd), *oda = call.out(dalpha, g);
-  adj_t* D = call.scratch<adj_t>(static_cast<size_t>(B) * d * d);
-  if (call.status() != 0) return call.finish();
-  const int nt = nlk::threads_for(d);
-  const size_t smem = nlk::smem_bytes<BwdSmem>(d, nt);
-  call.start();
-  NLK_LAUNCH(hebbian_backward_kernel, B, nt, smem)(s, d, gk, gv, gq, ga, gm, gdy, odk, odv, odq, oda, D);
-  return call.finish();
+int forward(const ForwardArgs& a) {
+  NLK_LAUNCH(hebbian_forward_kernel, a.shape.seqs(), threads_for(a.shape.d), smem_bytes<KvqSmem>(a.shape.d))
+  (FwdArgs{a.shape, a.C, a.in, a.state0.M, a.y, a.state.M, a.ws});
+  return launch_status();
 }
 
-}  // extern "C"
+int backward(const BackwardArgs& a) {
+  const int nt = threads_for(a.shape.d);
+  NLK_LAUNCH(hebbian_backward_kernel, a.shape.seqs(), nt, smem_bytes<BwdSmem>(a.shape.d, nt))
+  (BwdArgs{a.shape, a.C, a.in, a.state0.M, a.dy, a.dstate.M, a.ws, a.grad, a.dstate0.M});
+  return launch_status();
+}
+
+}  // namespace nlk::hebbian
+
+#include "gen/hebbian_pair.inc"

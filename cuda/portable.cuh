@@ -22,6 +22,8 @@
 #include <cuda_runtime.h>
 
 #define NLK_LAUNCH(kernel, grid, block, smem) kernel<<<(grid), (block), (smem)>>>
+/* A device function that must compile to one body (a forward step replayed by the backward). */
+#define NLK_NOINLINE __noinline__
 
 template <class T>
 __device__ __forceinline__ T* nlk_shared() {
@@ -39,6 +41,7 @@ __device__ __forceinline__ T* nlk_shared() {
 #define __device__
 #define __host__
 #define __forceinline__ inline
+#define NLK_NOINLINE __attribute__((noinline))
 #define __restrict__ __restrict
 
 struct dim3 {

@@ -1,160 +1,118 @@
 /**
- * The kernel ABI of ffi/nlk.h as data: for each rule, the hyperparameters, the inner inputs, the
- * state, the saved tensors and the gradients, each in the order of the C prototypes. Everything
- * that calls a kernel library (the ffi wrappers, the C5 checks, the benchmark) is derived from
- * this table; the C5 check `C5/abi/header-matches-table` keeps it and nlk.h in step.
+ * The kernel ABI v2 (docs/spec/kernel-abi.md) as data and argument lists. The per-rule table lives
+ * in ffi/abi.gen.ts, generated from the rule declarations by ffi/generate.ts; this module says how
+ * a table row becomes a C signature. The generator (header prototypes, C++ wrappers) and the bun:ffi
+ * loader (ffi/lib.ts) both build their argument lists with `signature`, so they cannot disagree.
  */
-import type { RuleKey } from "../src/rules/index.ts";
-import type { RuleConfig } from "../src/rules/types.ts";
+import { ABI_VERSION, RULE_ABIS } from "./abi.gen.ts";
 
-export const ABI_VERSION = 1;
-
-export type HyperKind = "i32" | "f64";
-
-export interface HyperArg {
-  readonly name: string;
-  readonly kind: HyperKind;
-  value(cfg: RuleConfig): number;
-}
-
-/** A per-sequence tensor; the ABI passes it batched as [B, ...shape]. */
-export interface TensorArg {
-  readonly name: string;
-  shape(cfg: RuleConfig): number[];
-}
+export { ABI_VERSION };
 
 export type InnerInputName = "k" | "v" | "q" | "x" | "alpha" | "theta" | "eta" | "omega";
 export type GradName = `d${InnerInputName}`;
 
-export interface RuleAbi {
-  readonly rule: RuleKey;
-  readonly hyper: readonly HyperArg[];
-  /** Inner inputs in ABI order; the backward takes the same list. */
-  readonly inputs: readonly InnerInputName[];
-  /** State tensors (forward: initial state in, final state out), named as the rule's state. */
-  readonly state: readonly string[];
-  /** Saved by the forward for the backward; the names are the reference pair's `saved`. */
-  readonly saved: readonly TensorArg[];
-  readonly grads: readonly GradName[];
-  readonly frozen: { readonly state: readonly string[]; readonly saved: readonly TensorArg[] } | null;
+export interface HyperArg {
+  readonly name: string;
+  readonly kind: "i32" | "f64";
+  /** An enum hyperparameter is passed as the index of its value in this list. */
+  readonly values?: readonly string[];
+  readonly min?: number;
+  readonly max?: number;
+  readonly boundByD?: "at-most" | "divides";
 }
 
-const num = (cfg: RuleConfig, n: string) => Number(cfg[n]);
-const i32 = (name: string): HyperArg => ({ name, kind: "i32", value: (c) => num(c, name) });
-const f64 = (name: string): HyperArg => ({ name, kind: "f64", value: (c) => num(c, name) });
-const T = (name: string, shape: (c: RuleConfig) => number[]): TensorArg => ({ name, shape });
+export interface RuleAbi {
+  readonly rule: string;
+  /** Has a state, hence an initial/final state, a checkpoint interval C and state gradients. */
+  readonly recurrent: boolean;
+  readonly hyper: readonly HyperArg[];
+  readonly inputs: readonly InnerInputName[];
+  readonly grads: readonly GradName[];
+  readonly state: readonly string[];
+  readonly frozen: boolean;
+}
 
-const sd = (c: RuleConfig) => [c.seq_len, c.d];
-const states = (name: string, rows: (c: RuleConfig) => number, cols: (c: RuleConfig) => number) =>
-  T(name, (c) => [c.seq_len + 1, rows(c), cols(c)]);
-const d = (c: RuleConfig) => c.d;
-const dh = (c: RuleConfig) => num(c, "d_hidden");
-const m = (c: RuleConfig) => num(c, "m_slots");
-const dk = (c: RuleConfig) => num(c, "d_compress");
-const perToken = (name: string, width: (c: RuleConfig) => number) => T(name, (c) => [c.seq_len, width(c)]);
-
-const LATTICE_VARIANTS = ["decode", "encode", "similarity"];
-
-const mlpSaved = [states("w1States", dh, d), states("w2States", d, dh)];
-
-export const ABI: readonly RuleAbi[] = [
-  {
-    rule: "delta", hyper: [], inputs: ["k", "v", "q", "alpha", "theta"], state: ["M"],
-    saved: [states("mStates", d, d), T("e", sd)], grads: ["dk", "dv", "dq", "dalpha", "dtheta"],
-    frozen: { state: ["M"], saved: [] },
-  },
-  {
-    rule: "titans", hyper: [], inputs: ["k", "v", "q", "alpha", "theta", "eta"], state: ["M", "S"],
-    saved: [states("mStates", d, d), states("sStates", d, d), T("e", sd)],
-    grads: ["dk", "dv", "dq", "dalpha", "dtheta", "deta"],
-    frozen: { state: ["M", "S"], saved: [] },
-  },
-  {
-    rule: "hebbian", hyper: [], inputs: ["k", "v", "q", "alpha"], state: ["M"],
-    saved: [states("mStates", d, d)], grads: ["dk", "dv", "dq", "dalpha"],
-    frozen: { state: ["M"], saved: [] },
-  },
-  {
-    rule: "atlas", hyper: [], inputs: ["k", "v", "q", "alpha", "theta", "eta", "omega"], state: ["M", "S"],
-    saved: [states("mStates", d, d), states("sStates", d, d)],
-    grads: ["dk", "dq", "dalpha", "dtheta", "deta", "domega"],
-    frozen: { state: ["M", "S"], saved: [] },
-  },
-  {
-    rule: "moneta",
-    hyper: [i32("d_hidden"), f64("p"), f64("q"), f64("lambda_2"), f64("sign_sharpness")],
-    inputs: ["k", "v", "q", "alpha", "theta"], state: ["W1", "W2"],
-    saved: [...mlpSaved, states("a1States", dh, d), states("a2States", d, dh)],
-    grads: ["dk", "dv", "dq", "dalpha", "dtheta"],
-    frozen: { state: ["W1", "W2"], saved: [] },
-  },
-  {
-    rule: "yaad", hyper: [i32("d_hidden"), f64("delta"), f64("lambda_local"), f64("lambda_2")],
-    inputs: ["k", "v", "q", "alpha", "theta"], state: ["W1", "W2"], saved: mlpSaved,
-    grads: ["dk", "dv", "dq", "dalpha", "dtheta"],
-    frozen: { state: ["W1", "W2"], saved: [] },
-  },
-  {
-    rule: "memora", hyper: [i32("d_hidden")],
-    inputs: ["k", "v", "q", "alpha", "theta"], state: ["W1", "W2"], saved: mlpSaved,
-    grads: ["dk", "dv", "dq", "dalpha", "dtheta"],
-    frozen: { state: ["W1", "W2"], saved: [] },
-  },
-  {
-    rule: "lattice",
-    hyper: [i32("m_slots"), { name: "variant", kind: "i32", value: (c) => LATTICE_VARIANTS.indexOf(String(c.variant)) }],
-    inputs: ["k", "v", "q", "alpha"], state: ["S"],
-    saved: [states("sStates", m, d), perToken("readW", m), perToken("gamma", m), perToken("pDot", m), perToken("uNorm", m)],
-    grads: ["dk", "dv", "dq", "dalpha"],
-    frozen: { state: ["S"], saved: [perToken("readW", m)] },
-  },
-  {
-    rule: "trellis", hyper: [i32("d_compress"), f64("lambda_k"), f64("lambda_v")],
-    inputs: ["k", "v", "q", "x", "alpha", "theta"], state: ["S_K", "S_V"],
-    saved: [
-      states("skStates", dk, d), states("svStates", d, dk),
-      perToken("r", dk), perToken("cHat", dk), perToken("eK", dk), perToken("u", dk), perToken("c", dk), T("eV", sd),
-    ],
-    grads: ["dk", "dv", "dq", "dx", "dalpha", "dtheta"],
-    frozen: { state: ["S_K", "S_V"], saved: [perToken("r", dk)] },
-  },
-  {
-    rule: "swa", hyper: [i32("heads"), i32("window")], inputs: ["k", "v", "q"], state: [],
-    saved: [T("attnP", (c) => [num(c, "heads"), c.seq_len, num(c, "window")])], grads: ["dk", "dv", "dq"],
-    frozen: null,
-  },
-];
+export const ABI: readonly RuleAbi[] = RULE_ABIS as unknown as readonly RuleAbi[];
 
 export function abiOf(rule: string): RuleAbi | undefined {
   return ABI.find((a) => a.rule === rule);
 }
 
-/** Per-sequence shape of an inner input. */
-export function inputShape(name: InnerInputName, cfg: RuleConfig): number[] {
-  return name === "alpha" || name === "theta" || name === "eta" ? [cfg.seq_len] : [cfg.seq_len, cfg.d];
+export type KernelFn = "workspace_bytes" | "forward" | "backward" | "frozen_workspace_bytes" | "frozen_forward" | "frozen_backward";
+
+export const PAIR_FNS: readonly KernelFn[] = ["workspace_bytes", "forward", "backward"];
+export const FROZEN_FNS: readonly KernelFn[] = ["frozen_workspace_bytes", "frozen_forward", "frozen_backward"];
+
+export function symbolName(rule: string, fn: KernelFn): string {
+  return `nlk_${rule}_${fn}`;
+}
+
+/**
+ * One C parameter. `in`: const float* that must not be NULL; `in?`: const float* that may be NULL
+ * (= zero); `out`: float* written by the call; `ws`: the workspace (void*); `size`: size_t* result.
+ */
+export interface Param {
+  readonly name: string;
+  readonly kind: "i32" | "f64" | "in" | "in?" | "out" | "ws" | "size";
+  /** For hyperparameters: their table row. */
+  readonly hyper?: HyperArg;
+}
+
+export const isGate = (n: string): boolean => n === "alpha" || n === "theta" || n === "eta";
+
+/** The C name of a hyperparameter: its own, unless a tensor argument has that name (Moneta's q). */
+export function hyperParamName(a: RuleAbi, h: HyperArg): string {
+  return a.inputs.includes(h.name as InnerInputName) || a.state.includes(h.name) ? `${h.name}_hyper` : h.name;
+}
+
+/** Every parameter of one function, in order. */
+export function signature(a: RuleAbi, fn: KernelFn): Param[] {
+  const frozenFn = fn.startsWith("frozen");
+  const shape: Param[] = ["B", "T", "H", "d"].map((name) => ({ name, kind: "i32" }));
+  if (a.recurrent && !frozenFn) shape.push({ name: "C", kind: "i32" });
+  const hyper: Param[] = a.hyper.map((h) => ({ name: hyperParamName(a, h), kind: h.kind, hyper: h }));
+  const p = (kind: Param["kind"]) => (name: string): Param => ({ name, kind });
+  const head = [...shape, ...hyper];
+  switch (fn) {
+    case "workspace_bytes":
+    case "frozen_workspace_bytes":
+      return [...head, { name: "bytes", kind: "size" }];
+    case "forward":
+      return [...head, ...a.inputs.map(p("in")), ...a.state.map((s) => `${s}_0`).map(p("in")),
+        p("out")("y"), ...a.state.map(p("out")), p("ws")("workspace")];
+    case "backward":
+      return [...head, ...a.inputs.map(p("in")), ...a.state.map((s) => `${s}_0`).map(p("in")),
+        p("in?")("dy"), ...a.state.map((s) => `d${s}`).map(p("in?")), p("ws")("workspace"),
+        ...a.grads.map(p("out")), ...a.state.map((s) => `d${s}_0`).map(p("out"))];
+    case "frozen_forward":
+      return [...head, p("in")("q"), ...a.state.map(p("in")), p("out")("y"), p("ws")("workspace")];
+    case "frozen_backward":
+      return [...head, p("in")("q"), ...a.state.map(p("in")), p("in?")("dy"), p("ws")("workspace"),
+        p("out")("dq"), ...a.state.map((s) => `d${s}`).map(p("out"))];
+  }
+}
+
+/** The functions of a rule (the frozen read's only where the rule has one). */
+export function functionsOf(a: RuleAbi): KernelFn[] {
+  return a.frozen ? [...PAIR_FNS, ...FROZEN_FNS] : [...PAIR_FNS];
 }
 
 export function gradInput(g: GradName): InnerInputName {
   return g.slice(1) as InnerInputName;
 }
 
-export type KernelFn = "forward" | "backward" | "frozen_forward" | "frozen_backward";
+/** dtype codes of nlk_dtypes (nlk.h). */
+export const DTYPE_CODES: Readonly<Record<number, string>> = { 1: "f32", 2: "bf16", 3: "f16", 4: "f64" };
 
-export function symbolName(rule: string, fn: KernelFn): string {
-  return `nlk_${rule}_${fn}`;
+/** The ABI shape of one call: B batches, T tokens, H heads, d per head. */
+export interface Shape {
+  readonly B: number;
+  readonly T: number;
+  readonly H: number;
+  readonly d: number;
 }
 
-/** Pointer-argument names of one C function, in order (inputs then outputs). */
-export function pointerArgs(a: RuleAbi, fn: KernelFn): { inputs: string[]; outputs: string[] } {
-  const saved = a.saved.map((t) => t.name);
-  switch (fn) {
-    case "forward":
-      return { inputs: [...a.inputs, ...a.state.map((n) => `${n}_0`)], outputs: ["y", ...a.state, ...saved] };
-    case "backward":
-      return { inputs: [...a.inputs, ...saved, "dy"], outputs: [...a.grads] };
-    case "frozen_forward":
-      return { inputs: ["q", ...a.frozen!.state], outputs: ["y", ...a.frozen!.saved.map((t) => t.name)] };
-    case "frozen_backward":
-      return { inputs: ["q", ...a.frozen!.state, ...a.frozen!.saved.map((t) => t.name), "dy"], outputs: ["dq"] };
-  }
+/** Elements of a per-token input or gradient ([B,T,H] for gates, [B,T,H,d] otherwise). */
+export function tokenElems(name: string, s: Shape): number {
+  return s.B * s.T * s.H * (isGate(name) ? 1 : s.d);
 }

@@ -1,5 +1,6 @@
 /**
- * Builds the kernel libraries from cuda/ — the same .cu sources two ways:
+ * Builds the kernel libraries from cuda/*.cu (the ported kernel pairs; cuda/v1/ is not built) — the
+ * same .cu sources two ways, after regenerating cuda/gen/ and the header (ffi/generate.ts):
  *   cpu       build/libnlk-cpu.so        g++ -x c++ with the emulation header (cuda/portable.cuh)
  *   cpu-test  build/libnlk-cpu-test.so   the cpu objects plus cuda/test/*.cu (planted crashes, races)
  *   cpu-tsan  build/libnlk-cpu-tsan.so   the cpu build with -fsanitize=thread (thread mode)
@@ -16,6 +17,7 @@ import { availableParallelism } from "node:os";
 import { basename, join } from "node:path";
 
 import { ROOT } from "../paths.ts";
+import { writeGenerated } from "./generate.ts";
 
 const CUDA_DIR = join(ROOT, "cuda");
 const TEST_DIR = join(CUDA_DIR, "test");
@@ -83,7 +85,8 @@ export function sourcesOf(kind: LibKind): string[] {
 
 function headersHash(): string {
   const h = createHash("sha256");
-  for (const f of [...listSources(CUDA_DIR, [".cuh", ".h"]), join(ROOT, "ffi", "nlk.h")]) h.update(f).update(readFileSync(f));
+  const gen = join(CUDA_DIR, "gen");
+  for (const f of [...listSources(CUDA_DIR, [".cuh", ".h"]), ...listSources(gen, [".cuh", ".inc"]), join(ROOT, "ffi", "nlk.h")]) h.update(f).update(readFileSync(f));
   return h.digest("hex");
 }
 
@@ -154,6 +157,9 @@ async function parallel<T>(items: T[], limit: number, fn: (t: T) => Promise<void
 /** Compiles what changed and links; `objectsOnly` stops before linking (the CI compile gate). */
 export async function buildLib(kind: LibKind, opts: { log?: (s: string) => void; objectsOnly?: boolean } = {}): Promise<BuildResult> {
   const log = opts.log ?? (() => {});
+  // the wrappers and the header are generated from the rule declarations (ffi/generate.ts)
+  const written = writeGenerated();
+  if (written.length > 0) log(`nlk build: regenerated ${written.join(", ")}`);
   const compiler = requireTools(kind);
   const { tc, objDir } = toolchainFor(kind);
   mkdirSync(objDir, { recursive: true });

@@ -21,6 +21,9 @@ if ! command -v g++ >/dev/null 2>&1 || [ ! -f /usr/include/ucontext.h ]; then
 fi
 g++ --version | head -1
 
+step "generated kernel ABI files are current (ffi/generate.ts --check)"
+bun ffi/generate.ts --check
+
 step "build the cpu-emu libraries (incremental)"
 bun ffi/build.ts cpu cpu-test
 

@@ -1,12 +1,17 @@
 /**
- * Loads a library implementing ffi/nlk.h through bun:ffi and calls its kernel pairs on batched
- * f32 arrays. The identity symbols are required (an ABI version mismatch is an error); each rule's
- * four functions are looked up separately, so a library that lacks a rule still loads and that
- * rule reports "no kernel pair".
+ * Loads a library implementing ffi/nlk.h (ABI v2, docs/spec/kernel-abi.md) through bun:ffi. Memory
+ * goes through the library (nlk_alloc, nlk_copy_in/out): a call's inputs are copied in, its outputs
+ * are filled with NaN before the call (a forgotten output cannot pass), and copied out after it;
+ * the forward's workspace stays in library memory until the caller frees it. Each rule's functions
+ * are looked up separately: a library that lacks a rule still loads, and that rule is "not
+ * implemented by <library>".
  */
 import { dlopen, FFIType } from "bun:ffi";
 import type { RuleConfig } from "../src/rules/types.ts";
-import { ABI, ABI_VERSION, abiOf, inputShape, gradInput, pointerArgs, symbolName, type KernelFn, type RuleAbi } from "./abi.ts";
+import {
+  ABI_VERSION, DTYPE_CODES, FROZEN_FNS, PAIR_FNS, abiOf, gradInput, signature, symbolName, tokenElems,
+  type KernelFn, type RuleAbi, type Shape,
+} from "./abi.ts";
 
 /** A kernel returned a non-zero status. */
 export class KernelError extends Error {
@@ -14,6 +19,9 @@ export class KernelError extends Error {
     super(`${symbol} returned status ${status} (${detail})`);
   }
 }
+
+/** Thrown when a library cannot be used at all (missing identity symbols, wrong ABI version). */
+export class LibraryError extends Error {}
 
 type Fn = (...args: unknown[]) => number;
 
@@ -24,23 +32,6 @@ export interface Device {
 
 export type Arrays = Record<string, Float32Array>;
 
-export interface KernelLib {
-  readonly path: string;
-  readonly backend: string;
-  device(): Device;
-  peakGbps(): number;
-  lastKernelMs(): number;
-  statusString(status: number): string;
-  /** The rule's functions, or why they are missing. */
-  pair(rule: string): RulePair | string;
-  /** Present only in the cpu-emu build. */
-  readonly emu: EmuControls | null;
-  /** The no-op call used to measure the ffi overhead. */
-  readonly abiVersion: () => number;
-  /** Raw symbols of a test library (cpu-test build), when present. */
-  readonly raw: Record<string, Fn>;
-}
-
 export interface EmuControls {
   setOrder(reversed: boolean): void;
   setMode(threads: boolean): void;
@@ -49,111 +40,304 @@ export interface EmuControls {
   errorDetail(): string;
 }
 
-export interface Forward {
-  y: Float32Array;
-  state: Arrays;
-  saved: Arrays;
+/** The forward's workspace, in library memory until freed. */
+export interface Workspace {
+  readonly ptr: number | null;
+  readonly bytes: number;
+  free(): void;
 }
+
+export interface DTypes {
+  storage: string;
+  state: string;
+  accumulate: string;
+}
+
+/** Pointers (library memory) by parameter name; dy and d<state> may be null. */
+export type Pointers = Record<string, number | null>;
 
 export interface RulePair {
   readonly abi: RuleAbi;
-  forward(cfg: RuleConfig, B: number, inputs: Arrays, state0: Arrays): Forward;
-  backward(cfg: RuleConfig, B: number, inputs: Arrays, saved: Arrays, dy: Float32Array): Arrays;
-  /** Null when the rule has no frozen read (SWA). */
-  readonly frozen: null | {
-    forward(cfg: RuleConfig, B: number, q: Float32Array, state: Arrays): { y: Float32Array; saved: Arrays };
-    backward(cfg: RuleConfig, B: number, q: Float32Array, state: Arrays, saved: Arrays, dy: Float32Array): Float32Array;
-  };
+  /** One call on library memory that is already in place (the benchmark): no copies, no fills. */
+  callRaw(fn: "forward" | "backward", shape: Shape, C: number, cfg: RuleConfig, ptrs: Pointers): void;
+  workspaceBytes(shape: Shape, C: number, cfg: RuleConfig): number;
+  forward(shape: Shape, C: number, cfg: RuleConfig, inputs: Arrays, state0: Arrays): { y: Float32Array; state: Arrays; ws: Workspace };
+  /** dy and dFinal null = zero. Returns the input gradients (by grad name) and d(initial state) (by state name). */
+  backward(shape: Shape, C: number, cfg: RuleConfig, inputs: Arrays, state0: Arrays, ws: Workspace, dy: Float32Array | null,
+    dFinal: Arrays | null): { grads: Arrays; dState0: Arrays };
 }
+
+export interface FrozenKernel {
+  readonly abi: RuleAbi;
+  callRaw(fn: "frozen_forward" | "frozen_backward", shape: Shape, cfg: RuleConfig, ptrs: Pointers): void;
+  workspaceBytes(shape: Shape, cfg: RuleConfig): number;
+  forward(shape: Shape, cfg: RuleConfig, q: Float32Array, state: Arrays): { y: Float32Array; ws: Workspace };
+  backward(shape: Shape, cfg: RuleConfig, q: Float32Array, state: Arrays, ws: Workspace, dy: Float32Array | null): { dq: Float32Array; dState: Arrays };
+}
+
+export interface KernelLib {
+  readonly path: string;
+  readonly backend: string;
+  device(): Device;
+  peakGbps(): number;
+  lastKernelMs(): number;
+  statusString(status: number): string;
+  /** The rule's pair, or why it is missing ("not implemented by <lib>: ..."). */
+  pair(rule: string): RulePair | string;
+  frozen(rule: string): FrozenKernel | string;
+  dtypes(symbol: string): DTypes | string;
+  /** Library memory (nlk_alloc and the copies). */
+  readonly memory: LibMemory;
+  /** Called with the symbol before every kernel call (the C5 child reports it, so a crash names its kernel). */
+  onCall: ((symbol: string) => void) | null;
+  readonly emu: EmuControls | null;
+  /** The no-op call used to measure the ffi overhead. */
+  readonly abiVersion: () => number;
+  /** Raw symbols of a test library (cpu-test build), when present. */
+  readonly raw: Record<string, Fn>;
+}
+
+const FFI_OF: Record<string, FFIType> = { i32: FFIType.i32, f64: FFIType.f64, in: FFIType.ptr, "in?": FFIType.ptr, out: FFIType.ptr, ws: FFIType.ptr, size: FFIType.ptr };
 
 function product(shape: number[]): number {
   return shape.reduce((a, b) => a * b, 1);
 }
 
-/** Per-sequence element counts of every pointer argument of `fn`, by name. */
-export function argSizes(a: RuleAbi, fn: KernelFn, cfg: RuleConfig, stateShapes: Record<string, number[]>): Record<string, number> {
-  const sizes: Record<string, number> = { y: cfg.seq_len * cfg.d, dy: cfg.seq_len * cfg.d, dq: cfg.seq_len * cfg.d, q: cfg.seq_len * cfg.d };
-  for (const n of a.inputs) sizes[n] = product(inputShape(n, cfg));
-  for (const g of a.grads) sizes[g] = product(inputShape(gradInput(g), cfg));
-  for (const [n, sh] of Object.entries(stateShapes)) {
-    sizes[n] = product(sh);
-    sizes[`${n}_0`] = product(sh);
-  }
-  for (const t of a.saved) sizes[t.name] = product(t.shape(cfg));
-  if (fn.startsWith("frozen") && a.frozen !== null) for (const t of a.frozen.saved) sizes[t.name] = product(t.shape(cfg));
-  return sizes;
+/** Hyperparameter values in ABI order (an enum as the index of its value). */
+export function hyperValues(a: RuleAbi, cfg: RuleConfig): number[] {
+  return a.hyper.map((h) => {
+    const v = cfg[h.name];
+    if (h.values) {
+      const i = h.values.indexOf(String(v));
+      if (i < 0) throw new Error(`${a.rule}: hyperparameter ${h.name} = '${v}' is not one of ${h.values.join(", ")}`);
+      return i;
+    }
+    return Number(v);
+  });
 }
 
-function loadPair(path: string, a: RuleAbi, lib: { statusString(s: number): string; emu: EmuControls | null },
-  stateShapes: (rule: string, cfg: RuleConfig) => Record<string, number[]>): RulePair | string {
-  const fns: KernelFn[] = a.frozen === null ? ["forward", "backward"] : ["forward", "backward", "frozen_forward", "frozen_backward"];
-  const decls: Record<string, { args: FFIType[]; returns: FFIType }> = {};
-  for (const fn of fns) {
-    const { inputs, outputs } = pointerArgs(a, fn);
-    decls[symbolName(a.rule, fn)] = {
-      args: [FFIType.i32, FFIType.i32, FFIType.i32, ...a.hyper.map((h) => (h.kind === "i32" ? FFIType.i32 : FFIType.f64)),
-        ...inputs.map(() => FFIType.ptr), ...outputs.map(() => FFIType.ptr)],
-      returns: FFIType.i32,
-    };
-  }
-  let symbols: Record<string, Fn>;
-  try {
-    symbols = dlopen(path, decls).symbols as unknown as Record<string, Fn>;
-  } catch (e) {
-    return `no kernel pair for ${a.rule} in ${path}: ${e instanceof Error ? e.message : String(e)}`;
-  }
+export interface LibMemory {
+  alloc(bytes: number): number;
+  free(p: number | null): void;
+  upload(data: Float32Array): number;
+  download(p: number, n: number): Float32Array;
+  nanBuffer(n: number): number;
+}
 
-  const call = (fn: KernelFn, cfg: RuleConfig, B: number, given: Arrays): Arrays => {
-    const sym = symbolName(a.rule, fn);
-    const { inputs, outputs } = pointerArgs(a, fn);
-    const sizes = argSizes(a, fn, cfg, stateShapes(a.rule, cfg));
-    const args: unknown[] = [B, cfg.seq_len, cfg.d, ...a.hyper.map((h) => h.value(cfg))];
-    for (const n of inputs) {
-      const arr = given[n];
-      if (arr === undefined) throw new Error(`${sym}: input '${n}' missing`);
-      if (arr.length !== B * sizes[n]!) throw new Error(`${sym}: input '${n}' has ${arr.length} elements, expected ${B} x ${sizes[n]}`);
-      args.push(arr);
-    }
-    const out: Arrays = {};
-    for (const n of outputs) args.push((out[n] = new Float32Array(B * sizes[n]!)));
-    const status = symbols[sym]!(...args);
-    if (status !== 0) {
-      const detail = lib.statusString(status) + (lib.emu !== null && status < -10 ? `: ${lib.emu.errorDetail()}` : "");
-      throw new KernelError(sym, status, detail);
-    }
+/** Library memory: allocation, copies, NaN fill. */
+class Memory implements LibMemory {
+  constructor(private readonly s: Record<string, Fn>, private readonly check: (sym: string, st: number) => void) {}
+  alloc(bytes: number): number {
+    const out = new BigUint64Array(1);
+    this.check("nlk_alloc", this.s.nlk_alloc!(bytes, out));
+    return Number(out[0]!);
+  }
+  free(p: number | null): void {
+    if (p !== null) this.check("nlk_free", this.s.nlk_free!(p));
+  }
+  upload(data: Float32Array): number {
+    const p = this.alloc(data.byteLength);
+    if (data.byteLength > 0) this.check("nlk_copy_in", this.s.nlk_copy_in!(p, data, data.byteLength));
+    return p;
+  }
+  download(p: number, n: number): Float32Array {
+    const out = new Float32Array(n);
+    if (n > 0) this.check("nlk_copy_out", this.s.nlk_copy_out!(out, p, out.byteLength));
     return out;
-  };
+  }
+  /** An output buffer of n floats, filled with NaN so that an element the kernel does not write shows. */
+  nanBuffer(n: number): number {
+    return this.upload(new Float32Array(n).fill(Number.NaN));
+  }
+}
 
-  const split = (out: Arrays, names: readonly string[]): Arrays => Object.fromEntries(names.map((n) => [n, out[n]!]));
+interface Ctx {
+  lib: string;
+  mem: Memory;
+  symbols: Record<string, Fn>;
+  fail: (sym: string, st: number) => never;
+  onCall: () => ((symbol: string) => void) | null;
+  stateShapes: (rule: string, cfg: RuleConfig) => Record<string, number[]>;
+}
+
+/** Elements of every tensor parameter of `fn` (states [B,H,...], per-token [B,T,H,d] or [B,T,H]). */
+function elems(a: RuleAbi, ctx: Ctx, shape: Shape, cfg: RuleConfig): (name: string) => number {
+  const st = ctx.stateShapes(a.rule, cfg);
+  return (name) => {
+    const bare = name.replace(/_0$/, "");
+    const stName = a.state.includes(bare) ? bare : bare.startsWith("d") && a.state.includes(bare.slice(1)) ? bare.slice(1) : null;
+    if (stName !== null) return shape.B * shape.H * product(st[stName]!);
+    if (name.startsWith("d") && name.length > 1 && (a.grads as readonly string[]).includes(name)) return tokenElems(gradInput(name as never), shape);
+    return tokenElems(name === "dy" || name === "dq" ? "y" : name, shape);
+  };
+}
+
+/** One call: uploads `given`, NaN-fills the outputs, runs, downloads the outputs, frees its buffers. */
+function invoke(a: RuleAbi, fn: KernelFn, ctx: Ctx, shape: Shape, C: number, cfg: RuleConfig,
+  given: Record<string, Float32Array | null>, ws: Workspace | null): Arrays {
+  const sym = symbolName(a.rule, fn);
+  const size = elems(a, ctx, shape, cfg);
+  const hyper = hyperValues(a, cfg);
+  const owned: number[] = [];
+  const outs: { name: string; ptr: number; n: number }[] = [];
+  const args: unknown[] = [];
+  try {
+    let hi = 0;
+    for (const p of signature(a, fn)) {
+      switch (p.kind) {
+        case "i32":
+        case "f64":
+          args.push(p.hyper ? hyper[hi++] : p.name === "C" ? C : shape[p.name as keyof Shape]);
+          break;
+        case "in":
+        case "in?": {
+          const arr = given[p.name];
+          if (arr === undefined || (arr === null && p.kind === "in")) throw new Error(`${sym}: input '${p.name}' missing`);
+          if (arr === null) {
+            args.push(null);
+            break;
+          }
+          if (arr.length !== size(p.name)) throw new Error(`${sym}: input '${p.name}' has ${arr.length} elements, expected ${size(p.name)}`);
+          const ptr = ctx.mem.upload(arr);
+          owned.push(ptr);
+          args.push(ptr);
+          break;
+        }
+        case "out": {
+          const n = size(p.name);
+          const ptr = ctx.mem.nanBuffer(n);
+          owned.push(ptr);
+          outs.push({ name: p.name, ptr, n });
+          args.push(ptr);
+          break;
+        }
+        case "ws":
+          args.push(ws?.ptr ?? null);
+          break;
+        case "size":
+          throw new Error(`${sym}: size queries go through workspaceBytes`);
+      }
+    }
+    ctx.onCall()?.(sym);
+    const st = ctx.symbols[sym]!(...args);
+    if (st !== 0) ctx.fail(sym, st);
+    const out: Arrays = {};
+    for (const o of outs) out[o.name] = ctx.mem.download(o.ptr, o.n);
+    return out;
+  } finally {
+    for (const p of owned) ctx.mem.free(p);
+  }
+}
+
+function rawCall(a: RuleAbi, fn: KernelFn, ctx: Ctx, shape: Shape, C: number, cfg: RuleConfig, ptrs: Pointers): void {
+  const sym = symbolName(a.rule, fn);
+  const hyper = hyperValues(a, cfg);
+  let hi = 0;
+  const args = signature(a, fn).map((p) => {
+    if (p.kind === "i32" || p.kind === "f64") return p.hyper ? hyper[hi++] : p.name === "C" ? C : shape[p.name as keyof Shape];
+    const v = ptrs[p.name];
+    if (v === undefined) throw new Error(`${sym}: pointer '${p.name}' missing`);
+    return v;
+  });
+  ctx.onCall()?.(sym);
+  const st = ctx.symbols[sym]!(...args);
+  if (st !== 0) ctx.fail(sym, st);
+}
+
+function sizeQuery(a: RuleAbi, fn: KernelFn, ctx: Ctx, shape: Shape, C: number, cfg: RuleConfig): number {
+  const sym = symbolName(a.rule, fn);
+  const out = new BigUint64Array(1);
+  const hyper = hyperValues(a, cfg);
+  let hi = 0;
+  const args = signature(a, fn).map((p) => (p.kind === "size" ? out : p.hyper ? hyper[hi++] : p.name === "C" ? C : shape[p.name as keyof Shape]));
+  ctx.onCall()?.(sym);
+  const st = ctx.symbols[sym]!(...args);
+  if (st !== 0) ctx.fail(sym, st);
+  return Number(out[0]!);
+}
+
+function allocWorkspace(ctx: Ctx, bytes: number): Workspace {
+  // the workspace is NaN-filled too: a backward that reads what the forward never wrote shows it
+  const ptr = bytes === 0 ? null : ctx.mem.nanBuffer(Math.ceil(bytes / 4));
+  let freed = false;
+  return { ptr, bytes, free: () => { if (!freed) { freed = true; ctx.mem.free(ptr); } } };
+}
+
+function bind(path: string, a: RuleAbi, fns: readonly KernelFn[]): Record<string, Fn> | string {
+  const decls: Record<string, { args: FFIType[]; returns: FFIType }> = {};
+  for (const fn of fns) decls[symbolName(a.rule, fn)] = { args: signature(a, fn).map((p) => FFI_OF[p.kind]!), returns: FFIType.i32 };
+  try {
+    return dlopen(path, decls).symbols as unknown as Record<string, Fn>;
+  } catch (e) {
+    const missing = /symbol "?(\w+)"?/i.exec(e instanceof Error ? e.message : String(e))?.[1];
+    return missing !== undefined ? `${missing} is not exported` : e instanceof Error ? e.message : String(e);
+  }
+}
+
+function loadPair(path: string, a: RuleAbi, ctx0: Omit<Ctx, "symbols">): RulePair | string {
+  const symbols = bind(path, a, PAIR_FNS);
+  if (typeof symbols === "string") return `not implemented by ${ctx0.lib}: ${symbols}`;
+  const ctx: Ctx = { ...ctx0, symbols };
+  const withState = (names: readonly string[], suffix: string, arrs: Arrays | null, prefix = "") =>
+    Object.fromEntries(names.map((n) => [`${prefix}${n}${suffix}`, arrs === null ? null : arrs[n]!]));
   return {
     abi: a,
-    forward(cfg, B, inputs, state0) {
-      const given: Arrays = { ...inputs };
-      for (const n of a.state) given[`${n}_0`] = state0[n]!;
-      const out = call("forward", cfg, B, given);
-      return { y: out.y!, state: split(out, a.state), saved: split(out, a.saved.map((t) => t.name)) };
+    callRaw: (fn, shape, C, cfg, ptrs) => rawCall(a, fn, ctx, shape, C, cfg, ptrs),
+    workspaceBytes: (shape, C, cfg) => sizeQuery(a, "workspace_bytes", ctx, shape, C, cfg),
+    forward(shape, C, cfg, inputs, state0) {
+      const ws = allocWorkspace(ctx, sizeQuery(a, "workspace_bytes", ctx, shape, C, cfg));
+      try {
+        const out = invoke(a, "forward", ctx, shape, C, cfg, { ...inputs, ...withState(a.state, "_0", state0) }, ws);
+        return { y: out.y!, state: Object.fromEntries(a.state.map((n) => [n, out[n]!])), ws };
+      } catch (e) {
+        ws.free();
+        throw e;
+      }
     },
-    backward(cfg, B, inputs, saved, dy) {
-      return call("backward", cfg, B, { ...inputs, ...saved, dy });
-    },
-    frozen: a.frozen === null ? null : {
-      forward(cfg, B, q, state) {
-        const out = call("frozen_forward", cfg, B, { q, ...state });
-        return { y: out.y!, saved: split(out, a.frozen!.saved.map((t) => t.name)) };
-      },
-      backward(cfg, B, q, state, saved, dy) {
-        return call("frozen_backward", cfg, B, { q, ...state, ...saved, dy }).dq!;
-      },
+    backward(shape, C, cfg, inputs, state0, ws, dy, dFinal) {
+      const given = { ...inputs, ...withState(a.state, "_0", state0), dy, ...withState(a.state, "", dFinal, "d") };
+      const out = invoke(a, "backward", ctx, shape, C, cfg, given, ws);
+      return {
+        grads: Object.fromEntries(a.grads.map((g) => [g, out[g]!])),
+        dState0: Object.fromEntries(a.state.map((n) => [n, out[`d${n}_0`]!])),
+      };
     },
   };
 }
 
-/** Thrown when a library cannot be used at all (missing identity symbols, wrong ABI version). */
-export class LibraryError extends Error {}
+function loadFrozen(path: string, a: RuleAbi, ctx0: Omit<Ctx, "symbols">): FrozenKernel | string {
+  if (!a.frozen) return `${a.rule} has no frozen read`;
+  const symbols = bind(path, a, FROZEN_FNS);
+  if (typeof symbols === "string") return `not implemented by ${ctx0.lib}: ${symbols}`;
+  const ctx: Ctx = { ...ctx0, symbols };
+  return {
+    abi: a,
+    callRaw: (fn, shape, cfg, ptrs) => rawCall(a, fn, ctx, shape, 1, cfg, ptrs),
+    workspaceBytes: (shape, cfg) => sizeQuery(a, "frozen_workspace_bytes", ctx, shape, 1, cfg),
+    forward(shape, cfg, q, state) {
+      const ws = allocWorkspace(ctx, sizeQuery(a, "frozen_workspace_bytes", ctx, shape, 1, cfg));
+      try {
+        return { y: invoke(a, "frozen_forward", ctx, shape, 1, cfg, { q, ...state }, ws).y!, ws };
+      } catch (e) {
+        ws.free();
+        throw e;
+      }
+    },
+    backward(shape, cfg, q, state, ws, dy) {
+      const out = invoke(a, "frozen_backward", ctx, shape, 1, cfg, { q, ...state, dy }, ws);
+      return { dq: out.dq!, dState: Object.fromEntries(a.state.map((n) => [n, out[`d${n}`]!])) };
+    },
+  };
+}
+
+/** The name a library goes by in messages: its file name. */
+export function libLabel(path: string): string {
+  return path.split("/").pop() ?? path;
+}
 
 /**
- * Opens a kernel library. `stateShapes` maps (rule, cfg) to the rule's state shapes (the registry's
- * stateShapes), passed in so this module does not depend on the rule registry.
+ * Opens a kernel library. `stateShapes` maps (rule, cfg) to the rule's per-sequence state shapes
+ * (the registry's stateShapes), passed in so this module does not depend on the rule registry.
  */
 export function openKernelLib(path: string, stateShapes: (rule: string, cfg: RuleConfig) => Record<string, number[]>): KernelLib {
   let core;
@@ -172,6 +356,19 @@ export function openKernelLib(path: string, stateShapes: (rule: string, cfg: Rul
   const version = core.nlk_abi_version();
   if (version !== ABI_VERSION) {
     throw new LibraryError(`${path} implements nlk ABI version ${version}, this suite speaks version ${ABI_VERSION}: rebuild it against ffi/nlk.h`);
+  }
+  let memSyms: Record<string, Fn>;
+  try {
+    memSyms = dlopen(path, {
+      nlk_alloc: { args: [FFIType.u64, FFIType.ptr], returns: FFIType.i32 },
+      nlk_free: { args: [FFIType.ptr], returns: FFIType.i32 },
+      nlk_copy_in: { args: [FFIType.ptr, FFIType.ptr, FFIType.u64], returns: FFIType.i32 },
+      nlk_copy_out: { args: [FFIType.ptr, FFIType.ptr, FFIType.u64], returns: FFIType.i32 },
+      nlk_synchronize: { args: [], returns: FFIType.i32 },
+      nlk_dtypes: { args: [FFIType.cstring, FFIType.ptr, FFIType.ptr, FFIType.ptr], returns: FFIType.i32 },
+    }).symbols as unknown as Record<string, Fn>;
+  } catch (e) {
+    throw new LibraryError(`${path} lacks the memory functions of nlk ABI ${ABI_VERSION} (nlk_alloc, nlk_free, nlk_copy_in, nlk_copy_out, nlk_synchronize, nlk_dtypes): ${e instanceof Error ? e.message : String(e)}`);
   }
   let emu: EmuControls | null = null;
   try {
@@ -204,9 +401,12 @@ export function openKernelLib(path: string, stateShapes: (rule: string, cfg: Rul
     raw = {};
   }
   const statusString = (s: number) => String(core.nlk_status_string(s));
-  const base = { statusString, emu };
-  const pairs = new Map<string, RulePair | string>();
-  return {
+  const fail = (sym: string, st: number): never => {
+    const detail = statusString(st) + (emu !== null && st < -10 ? `: ${emu.errorDetail()}` : "");
+    throw new KernelError(sym, st, detail);
+  };
+  const mem = new Memory(memSyms, (sym, st) => { if (st !== 0) fail(sym, st); });
+  const lib: KernelLib = {
     path,
     backend: String(core.nlk_backend_name()),
     device() {
@@ -221,14 +421,32 @@ export function openKernelLib(path: string, stateShapes: (rule: string, cfg: Rul
     pair(rule) {
       if (!pairs.has(rule)) {
         const a = abiOf(rule);
-        pairs.set(rule, a === undefined ? `no kernel ABI is defined for rule '${rule}'` : loadPair(path, a, base, stateShapes));
+        pairs.set(rule, a === undefined ? `no kernel ABI is defined for rule '${rule}'` : loadPair(path, a, ctx0));
       }
       return pairs.get(rule)!;
     },
+    frozen(rule) {
+      if (!frozens.has(rule)) {
+        const a = abiOf(rule);
+        frozens.set(rule, a === undefined ? `no kernel ABI is defined for rule '${rule}'` : loadFrozen(path, a, ctx0));
+      }
+      return frozens.get(rule)!;
+    },
+    dtypes(symbol) {
+      const s = new Int32Array(1), st = new Int32Array(1), acc = new Int32Array(1);
+      const status = memSyms.nlk_dtypes!(Buffer.from(`${symbol}\0`), s, st, acc);
+      if (status !== 0) return `nlk_dtypes("${symbol}") returned ${status} (${statusString(status)})`;
+      const name = (c: number) => DTYPE_CODES[c] ?? `unknown dtype code ${c}`;
+      return { storage: name(s[0]!), state: name(st[0]!), accumulate: name(acc[0]!) };
+    },
+    memory: mem,
+    onCall: null,
     emu,
     abiVersion: () => core.nlk_abi_version(),
     raw,
   };
+  const pairs = new Map<string, RulePair | string>();
+  const frozens = new Map<string, FrozenKernel | string>();
+  const ctx0: Omit<Ctx, "symbols"> = { lib: `${lib.backend} (${libLabel(path)})`, mem, fail, onCall: () => lib.onCall, stateShapes };
+  return lib;
 }
-
-export { ABI };

@@ -1,69 +1,51 @@
 /*
- * nlk.h — the C ABI of the nl-conformance kernel pairs (version NLK_ABI_VERSION).
+ * nlk.h — the C ABI of the nl-conformance kernel pairs, version NLK_ABI_VERSION (2).
+ * The full contract, with its reasons, is docs/spec/kernel-abi.md; this is the summary.
  *
- * A kernel pair is a memory rule's inner recurrence: the caller computes the projections and gates
- * (k, v, q, x, alpha, theta, eta, omega) and hands them over; the forward returns y, the final state
- * and the tensors its backward needs ("saved"); the backward gets the inputs, the saved tensors and
- * dy and returns the gradient of every input the rule reads. Names and shapes follow the spec
- * README; the TypeScript reference pairs (src/rules/<rule>.ts) define the math and the saved tensors.
+ * A kernel pair is a memory rule's inner recurrence. The caller computes projections and gates and
+ * hands over per-token k, v, q (and x, alpha, theta, eta, omega where the rule reads them) and the
+ * initial state; the forward writes y, the final state and its own workspace; the backward reads
+ * the inputs, the initial state and the workspace, takes dy and d(final state), and writes the
+ * gradient of every input and of the initial state.
  *
- * Conventions
- *  - Every tensor is f32, row-major, contiguous, in host memory, batched over B independent
- *    sequences: a tensor listed below as [s,d] is passed as [B,s,d]; a state [r,c] as [B,r,c].
- *  - Every function starts with (int B, int s, int d, <the rule's hyperparameters>), then its inputs
- *    (const float*), then its outputs (float*), each in the order written here. Each rule's four
- *    functions take the same hyperparameters, even where one does not use them.
- *  - Every function returns an int status and never aborts or prints: 0 ok; > 0 a CUDA error code
- *    (e.g. 35 insufficient driver, 100 no device); < 0 an argument or emulation error (below).
- *    Outputs are unspecified when the status is not 0.
- *  - Gates: alpha, theta, eta are [s] per sequence (one scalar per token).
+ * Shapes (row-major, contiguous, f32 unless nlk_dtypes says otherwise):
+ *   per-token tensors (k, v, q, x, omega, y and their gradients)  [B, T, H, d]   (d per head)
+ *   gates (alpha, theta, eta and their gradients)                 [B, T, H]
+ *   states (e.g. M [d,d]; W1 [dh,d])                              [B, H, r, c]
+ * Every (b, h) is an independent sequence; H = 1 is the single-head math of the reference.
  *
- * Rules (inputs → outputs)
- *  delta    hyper: none
- *    forward   k,v,q [s,d], alpha,theta [s], M_0 [d,d] → y [s,d], M [d,d], mStates [s+1,d,d], e [s,d]
- *    backward  k,v,q, alpha,theta, mStates, e, dy → dk,dv,dq [s,d], dalpha,dtheta [s]
- *  titans   hyper: none
- *    forward   k,v,q, alpha,theta,eta, M_0,S_0 [d,d] → y, M, S, mStates,sStates [s+1,d,d], e [s,d]
- *    backward  k,v,q, alpha,theta,eta, mStates,sStates,e, dy → dk,dv,dq, dalpha,dtheta,deta
- *  hebbian  hyper: none
- *    forward   k,v,q, alpha, M_0 → y, M, mStates
- *    backward  k,v,q, alpha, mStates, dy → dk,dv,dq, dalpha
- *  atlas    hyper: none
- *    forward   k,v,q, alpha,theta,eta, omega [s,d], M_0,S_0 → y, M, S, mStates, sStates
- *    backward  k,v,q, alpha,theta,eta, omega, mStates,sStates, dy → dk,dq, dalpha,dtheta,deta, domega
- *  moneta   hyper: int d_hidden, double p, double q, double lambda_2, double sign_sharpness
- *    forward   k,v,q, alpha,theta, W1_0 [dh,d], W2_0 [d,dh] → y, W1, W2, w1States [s+1,dh,d],
- *              w2States [s+1,d,dh], a1States [s+1,dh,d], a2States [s+1,d,dh] (the L_q accumulators;
- *              equal to the W states when q = 2)
- *    backward  k,v,q, alpha,theta, w1States,w2States,a1States,a2States, dy → dk,dv,dq, dalpha,dtheta
- *  yaad     hyper: int d_hidden, double delta, double lambda_local, double lambda_2
- *    forward   k,v,q, alpha,theta, W1_0, W2_0 → y, W1, W2, w1States, w2States
- *    backward  k,v,q, alpha,theta, w1States,w2States, dy → dk,dv,dq, dalpha,dtheta
- *  memora   hyper: int d_hidden
- *    forward / backward: as yaad
- *  lattice  hyper: int m_slots, int variant (0 decode, 1 encode, 2 similarity)
- *    forward   k,v,q, alpha, S_0 [m,d] → y, S [m,d], sStates [s+1,m,d], readW,gamma,pDot,uNorm [s,m]
- *    backward  k,v,q, alpha, sStates,readW,gamma,pDot,uNorm, dy → dk,dv,dq, dalpha
- *  trellis  hyper: int d_compress, double lambda_k, double lambda_v     (dk = d_compress <= d)
- *    forward   k,v,q,x [s,d], alpha,theta, S_K_0 [dk,d], S_V_0 [d,dk] → y, S_K, S_V,
- *              skStates [s+1,dk,d], svStates [s+1,d,dk], r,cHat,eK,u,c [s,dk], eV [s,d]
- *    backward  k,v,q,x, alpha,theta, skStates,svStates,r,cHat,eK,u,c,eV, dy → dk,dv,dq,dx, dalpha,dtheta
- *  swa      hyper: int heads, int window   (heads divides d)
- *    forward   k,v,q → y, attnP [heads,s,window]
- *    backward  k,v,q, attnP, dy → dk,dv,dq
+ * Memory: every pointer is memory of this library (nlk_alloc: device memory in a CUDA build,
+ * host memory in a CPU build). A kernel call moves no data between host and device.
  *
- * Frozen reads (no swa): frozen_forward (q, <state>) → y [, saved]; frozen_backward (q, <state>
- * [, saved], dy) → dq, where <state> is M for delta/titans/hebbian/atlas, W1,W2 for
- * moneta/yaad/memora, S for lattice (saved: readW [s,m]), S_K,S_V for trellis (saved: r [s,dk]).
+ * Workspace: nlk_<rule>_workspace_bytes(shape, C, hyper, &bytes) says how many bytes the forward
+ * needs; the caller allocates them and passes the same pointer to the backward. Its contents are
+ * the library's own (the caller never reads them). The backward must not change what the forward
+ * saved: a second backward on the same workspace gives the same result.
+ *
+ * Checkpoint interval C (recurrent pairs): the forward keeps the state every C tokens and the
+ * backward recomputes the states inside a chunk; C = 1 keeps every state. y and the final state
+ * are bitwise identical for every C. A library that does not support some C returns
+ * NLK_ERR_UNSUPPORTED.
+ *
+ * NULL: dy and every d<state> argument of a backward may be NULL, meaning zero. Every other
+ * pointer is required (the workspace may be NULL only when its size is 0).
+ *
+ * Argument order: (B, T, H, d[, C], <hyperparameters in declaration order>, <inputs>, <outputs>),
+ * exactly as the generated prototypes below. Enum hyperparameters are passed as the index of the
+ * value. Every function returns a status and never aborts or prints: 0 ok; > 0 a CUDA error code;
+ * < 0 the NLK_ERR_* below. Outputs are unspecified when the status is not 0. Every call has
+ * finished (synchronised) when it returns.
  */
 #ifndef NLK_H
 #define NLK_H
+
+#include <stddef.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define NLK_ABI_VERSION 1
+#define NLK_ABI_VERSION 2
 
 #if defined(__GNUC__)
 #define NLK_API __attribute__((visibility("default")))
@@ -74,10 +56,17 @@ extern "C" {
 /* Negative statuses (positive ones are CUDA's cudaError_t values). */
 #define NLK_OK 0
 #define NLK_ERR_NULL_POINTER (-1)      /* a required pointer is NULL */
-#define NLK_ERR_BAD_SIZE (-2)          /* B, s or d < 1, or a size too large for the kernel */
+#define NLK_ERR_BAD_SIZE (-2)          /* B, T, H, d or C < 1, or a size too large for the kernel */
 #define NLK_ERR_BAD_HYPER (-3)         /* a hyperparameter outside its domain */
+#define NLK_ERR_UNSUPPORTED (-4)       /* valid, but not implemented by this library (e.g. this C) */
 #define NLK_ERR_EMU_SYNC_DIVERGENT (-20) /* cpu-emu: __syncthreads() reached from different call sites */
 #define NLK_ERR_EMU_SYNC_EXITED (-21)  /* cpu-emu: __syncthreads() reached after other threads returned */
+
+/* dtype codes of nlk_dtypes. */
+#define NLK_DTYPE_F32 1
+#define NLK_DTYPE_BF16 2
+#define NLK_DTYPE_F16 3
+#define NLK_DTYPE_F64 4
 
 /* ── identity and diagnostics ─────────────────────────────────────────────────────────── */
 NLK_API int nlk_abi_version(void);
@@ -88,107 +77,171 @@ NLK_API const char* nlk_backend_name(void);
 NLK_API int nlk_device_info(char* name, int cap);
 /* Peak memory bandwidth of the device in GB/s (0 when unknown). */
 NLK_API double nlk_device_peak_gbps(void);
-/* Milliseconds spent in kernels by the calling thread's last successful call (excludes copies). */
+/* Milliseconds spent in kernels by the calling thread's last successful call (CUDA events on a GPU). */
 NLK_API double nlk_last_kernel_ms(void);
 NLK_API const char* nlk_status_string(int status);
+/* The storage (tensors crossing the ABI), state and accumulate dtypes of the function named fn
+ * (e.g. "nlk_delta_forward"); NLK_ERR_UNSUPPORTED when the library does not export it. */
+NLK_API int nlk_dtypes(const char* fn, int* storage, int* state, int* accumulate);
 
-/* ── kernel pairs ─────────────────────────────────────────────────────────────────────── */
-#define NLK_F const float*
-#define NLK_O float*
+/* ── memory ───────────────────────────────────────────────────────────────────────────── */
+NLK_API int nlk_alloc(size_t bytes, void** out);
+NLK_API int nlk_free(void* p);
+NLK_API int nlk_copy_in(void* dst, const void* host_src, size_t bytes);
+NLK_API int nlk_copy_out(void* host_dst, const void* src, size_t bytes);
+NLK_API int nlk_synchronize(void);
 
-NLK_API int nlk_delta_forward(int B, int s, int d, NLK_F k, NLK_F v, NLK_F q, NLK_F alpha, NLK_F theta, NLK_F M_0,
-                              NLK_O y, NLK_O M, NLK_O mStates, NLK_O e);
-NLK_API int nlk_delta_backward(int B, int s, int d, NLK_F k, NLK_F v, NLK_F q, NLK_F alpha, NLK_F theta,
-                               NLK_F mStates, NLK_F e, NLK_F dy, NLK_O dk, NLK_O dv, NLK_O dq, NLK_O dalpha,
-                               NLK_O dtheta);
-NLK_API int nlk_delta_frozen_forward(int B, int s, int d, NLK_F q, NLK_F M, NLK_O y);
-NLK_API int nlk_delta_frozen_backward(int B, int s, int d, NLK_F q, NLK_F M, NLK_F dy, NLK_O dq);
+/* ── kernel pairs and frozen reads ─────────────────────────────────────────────────────── */
+/* ── BEGIN GENERATED by ffi/generate.ts from the rule declarations: do not edit ── */
+/* delta: inputs k, v, q, alpha, theta; gradients dk, dv, dq, dalpha, dtheta; state M; hyper none */
+NLK_API int nlk_delta_workspace_bytes(int B, int T, int H, int d, int C, size_t* bytes);
+NLK_API int nlk_delta_forward(int B, int T, int H, int d, int C, const float* k, const float* v, const float* q,
+    const float* alpha, const float* theta, const float* M_0, float* y, float* M, void* workspace);
+NLK_API int nlk_delta_backward(int B, int T, int H, int d, int C, const float* k, const float* v, const float* q,
+    const float* alpha, const float* theta, const float* M_0, const float* dy, const float* dM,
+    void* workspace, float* dk, float* dv, float* dq, float* dalpha, float* dtheta, float* dM_0);
+NLK_API int nlk_delta_frozen_workspace_bytes(int B, int T, int H, int d, size_t* bytes);
+NLK_API int nlk_delta_frozen_forward(int B, int T, int H, int d, const float* q, const float* M, float* y,
+    void* workspace);
+NLK_API int nlk_delta_frozen_backward(int B, int T, int H, int d, const float* q, const float* M, const float* dy,
+    void* workspace, float* dq, float* dM);
 
-NLK_API int nlk_titans_forward(int B, int s, int d, NLK_F k, NLK_F v, NLK_F q, NLK_F alpha, NLK_F theta, NLK_F eta,
-                               NLK_F M_0, NLK_F S_0, NLK_O y, NLK_O M, NLK_O S, NLK_O mStates, NLK_O sStates, NLK_O e);
-NLK_API int nlk_titans_backward(int B, int s, int d, NLK_F k, NLK_F v, NLK_F q, NLK_F alpha, NLK_F theta, NLK_F eta,
-                                NLK_F mStates, NLK_F sStates, NLK_F e, NLK_F dy, NLK_O dk, NLK_O dv, NLK_O dq,
-                                NLK_O dalpha, NLK_O dtheta, NLK_O deta);
-NLK_API int nlk_titans_frozen_forward(int B, int s, int d, NLK_F q, NLK_F M, NLK_F S, NLK_O y);
-NLK_API int nlk_titans_frozen_backward(int B, int s, int d, NLK_F q, NLK_F M, NLK_F S, NLK_F dy, NLK_O dq);
+/* titans: inputs k, v, q, alpha, theta, eta; gradients dk, dv, dq, dalpha, dtheta, deta; state M, S; hyper none */
+NLK_API int nlk_titans_workspace_bytes(int B, int T, int H, int d, int C, size_t* bytes);
+NLK_API int nlk_titans_forward(int B, int T, int H, int d, int C, const float* k, const float* v, const float* q,
+    const float* alpha, const float* theta, const float* eta, const float* M_0, const float* S_0, float* y,
+    float* M, float* S, void* workspace);
+NLK_API int nlk_titans_backward(int B, int T, int H, int d, int C, const float* k, const float* v, const float* q,
+    const float* alpha, const float* theta, const float* eta, const float* M_0, const float* S_0,
+    const float* dy, const float* dM, const float* dS, void* workspace, float* dk, float* dv, float* dq,
+    float* dalpha, float* dtheta, float* deta, float* dM_0, float* dS_0);
+NLK_API int nlk_titans_frozen_workspace_bytes(int B, int T, int H, int d, size_t* bytes);
+NLK_API int nlk_titans_frozen_forward(int B, int T, int H, int d, const float* q, const float* M, const float* S,
+    float* y, void* workspace);
+NLK_API int nlk_titans_frozen_backward(int B, int T, int H, int d, const float* q, const float* M, const float* S,
+    const float* dy, void* workspace, float* dq, float* dM, float* dS);
 
-NLK_API int nlk_hebbian_forward(int B, int s, int d, NLK_F k, NLK_F v, NLK_F q, NLK_F alpha, NLK_F M_0, NLK_O y,
-                                NLK_O M, NLK_O mStates);
-NLK_API int nlk_hebbian_backward(int B, int s, int d, NLK_F k, NLK_F v, NLK_F q, NLK_F alpha, NLK_F mStates,
-                                 NLK_F dy, NLK_O dk, NLK_O dv, NLK_O dq, NLK_O dalpha);
-NLK_API int nlk_hebbian_frozen_forward(int B, int s, int d, NLK_F q, NLK_F M, NLK_O y);
-NLK_API int nlk_hebbian_frozen_backward(int B, int s, int d, NLK_F q, NLK_F M, NLK_F dy, NLK_O dq);
+/* hebbian: inputs k, v, q, alpha; gradients dk, dv, dq, dalpha; state M; hyper none */
+NLK_API int nlk_hebbian_workspace_bytes(int B, int T, int H, int d, int C, size_t* bytes);
+NLK_API int nlk_hebbian_forward(int B, int T, int H, int d, int C, const float* k, const float* v, const float* q,
+    const float* alpha, const float* M_0, float* y, float* M, void* workspace);
+NLK_API int nlk_hebbian_backward(int B, int T, int H, int d, int C, const float* k, const float* v, const float* q,
+    const float* alpha, const float* M_0, const float* dy, const float* dM, void* workspace, float* dk,
+    float* dv, float* dq, float* dalpha, float* dM_0);
+NLK_API int nlk_hebbian_frozen_workspace_bytes(int B, int T, int H, int d, size_t* bytes);
+NLK_API int nlk_hebbian_frozen_forward(int B, int T, int H, int d, const float* q, const float* M, float* y,
+    void* workspace);
+NLK_API int nlk_hebbian_frozen_backward(int B, int T, int H, int d, const float* q, const float* M, const float* dy,
+    void* workspace, float* dq, float* dM);
 
-NLK_API int nlk_atlas_forward(int B, int s, int d, NLK_F k, NLK_F v, NLK_F q, NLK_F alpha, NLK_F theta, NLK_F eta,
-                              NLK_F omega, NLK_F M_0, NLK_F S_0, NLK_O y, NLK_O M, NLK_O S, NLK_O mStates,
-                              NLK_O sStates);
-NLK_API int nlk_atlas_backward(int B, int s, int d, NLK_F k, NLK_F v, NLK_F q, NLK_F alpha, NLK_F theta, NLK_F eta,
-                               NLK_F omega, NLK_F mStates, NLK_F sStates, NLK_F dy, NLK_O dk, NLK_O dq,
-                               NLK_O dalpha, NLK_O dtheta, NLK_O deta, NLK_O domega);
-NLK_API int nlk_atlas_frozen_forward(int B, int s, int d, NLK_F q, NLK_F M, NLK_F S, NLK_O y);
-NLK_API int nlk_atlas_frozen_backward(int B, int s, int d, NLK_F q, NLK_F M, NLK_F S, NLK_F dy, NLK_O dq);
+/* moneta: inputs k, v, q, alpha, theta; gradients dk, dv, dq, dalpha, dtheta; state W1, W2; hyper int d_hidden, double p, double q, double lambda_2, double sign_sharpness */
+NLK_API int nlk_moneta_workspace_bytes(int B, int T, int H, int d, int C, int d_hidden, double p, double q_hyper,
+    double lambda_2, double sign_sharpness, size_t* bytes);
+NLK_API int nlk_moneta_forward(int B, int T, int H, int d, int C, int d_hidden, double p, double q_hyper,
+    double lambda_2, double sign_sharpness, const float* k, const float* v, const float* q, const float* alpha,
+    const float* theta, const float* W1_0, const float* W2_0, float* y, float* W1, float* W2, void* workspace);
+NLK_API int nlk_moneta_backward(int B, int T, int H, int d, int C, int d_hidden, double p, double q_hyper,
+    double lambda_2, double sign_sharpness, const float* k, const float* v, const float* q, const float* alpha,
+    const float* theta, const float* W1_0, const float* W2_0, const float* dy, const float* dW1,
+    const float* dW2, void* workspace, float* dk, float* dv, float* dq, float* dalpha, float* dtheta,
+    float* dW1_0, float* dW2_0);
+NLK_API int nlk_moneta_frozen_workspace_bytes(int B, int T, int H, int d, int d_hidden, double p, double q_hyper,
+    double lambda_2, double sign_sharpness, size_t* bytes);
+NLK_API int nlk_moneta_frozen_forward(int B, int T, int H, int d, int d_hidden, double p, double q_hyper,
+    double lambda_2, double sign_sharpness, const float* q, const float* W1, const float* W2, float* y,
+    void* workspace);
+NLK_API int nlk_moneta_frozen_backward(int B, int T, int H, int d, int d_hidden, double p, double q_hyper,
+    double lambda_2, double sign_sharpness, const float* q, const float* W1, const float* W2, const float* dy,
+    void* workspace, float* dq, float* dW1, float* dW2);
 
-#define NLK_MONETA_HYPER int d_hidden, double p, double q_exp, double lambda_2, double sign_sharpness
-NLK_API int nlk_moneta_forward(int B, int s, int d, NLK_MONETA_HYPER, NLK_F k, NLK_F v, NLK_F q, NLK_F alpha,
-                               NLK_F theta, NLK_F W1_0, NLK_F W2_0, NLK_O y, NLK_O W1, NLK_O W2,
-                               NLK_O w1States, NLK_O w2States, NLK_O a1States, NLK_O a2States);
-NLK_API int nlk_moneta_backward(int B, int s, int d, NLK_MONETA_HYPER, NLK_F k, NLK_F v, NLK_F q, NLK_F alpha,
-                                NLK_F theta, NLK_F w1States, NLK_F w2States, NLK_F a1States, NLK_F a2States,
-                                NLK_F dy, NLK_O dk, NLK_O dv, NLK_O dq, NLK_O dalpha, NLK_O dtheta);
-NLK_API int nlk_moneta_frozen_forward(int B, int s, int d, NLK_MONETA_HYPER, NLK_F q, NLK_F W1, NLK_F W2, NLK_O y);
-NLK_API int nlk_moneta_frozen_backward(int B, int s, int d, NLK_MONETA_HYPER, NLK_F q, NLK_F W1, NLK_F W2,
-                                       NLK_F dy, NLK_O dq);
+/* yaad: inputs k, v, q, alpha, theta; gradients dk, dv, dq, dalpha, dtheta; state W1, W2; hyper int d_hidden, double delta, double lambda_local, double lambda_2 */
+NLK_API int nlk_yaad_workspace_bytes(int B, int T, int H, int d, int C, int d_hidden, double delta,
+    double lambda_local, double lambda_2, size_t* bytes);
+NLK_API int nlk_yaad_forward(int B, int T, int H, int d, int C, int d_hidden, double delta, double lambda_local,
+    double lambda_2, const float* k, const float* v, const float* q, const float* alpha, const float* theta,
+    const float* W1_0, const float* W2_0, float* y, float* W1, float* W2, void* workspace);
+NLK_API int nlk_yaad_backward(int B, int T, int H, int d, int C, int d_hidden, double delta, double lambda_local,
+    double lambda_2, const float* k, const float* v, const float* q, const float* alpha, const float* theta,
+    const float* W1_0, const float* W2_0, const float* dy, const float* dW1, const float* dW2, void* workspace,
+    float* dk, float* dv, float* dq, float* dalpha, float* dtheta, float* dW1_0, float* dW2_0);
+NLK_API int nlk_yaad_frozen_workspace_bytes(int B, int T, int H, int d, int d_hidden, double delta,
+    double lambda_local, double lambda_2, size_t* bytes);
+NLK_API int nlk_yaad_frozen_forward(int B, int T, int H, int d, int d_hidden, double delta, double lambda_local,
+    double lambda_2, const float* q, const float* W1, const float* W2, float* y, void* workspace);
+NLK_API int nlk_yaad_frozen_backward(int B, int T, int H, int d, int d_hidden, double delta, double lambda_local,
+    double lambda_2, const float* q, const float* W1, const float* W2, const float* dy, void* workspace,
+    float* dq, float* dW1, float* dW2);
 
-#define NLK_YAAD_HYPER int d_hidden, double delta, double lambda_local, double lambda_2
-NLK_API int nlk_yaad_forward(int B, int s, int d, NLK_YAAD_HYPER, NLK_F k, NLK_F v, NLK_F q, NLK_F alpha,
-                             NLK_F theta, NLK_F W1_0, NLK_F W2_0, NLK_O y, NLK_O W1, NLK_O W2, NLK_O w1States,
-                             NLK_O w2States);
-NLK_API int nlk_yaad_backward(int B, int s, int d, NLK_YAAD_HYPER, NLK_F k, NLK_F v, NLK_F q, NLK_F alpha,
-                              NLK_F theta, NLK_F w1States, NLK_F w2States, NLK_F dy, NLK_O dk, NLK_O dv, NLK_O dq,
-                              NLK_O dalpha, NLK_O dtheta);
-NLK_API int nlk_yaad_frozen_forward(int B, int s, int d, NLK_YAAD_HYPER, NLK_F q, NLK_F W1, NLK_F W2, NLK_O y);
-NLK_API int nlk_yaad_frozen_backward(int B, int s, int d, NLK_YAAD_HYPER, NLK_F q, NLK_F W1, NLK_F W2, NLK_F dy,
-                                     NLK_O dq);
+/* memora: inputs k, v, q, alpha, theta; gradients dk, dv, dq, dalpha, dtheta; state W1, W2; hyper int d_hidden */
+NLK_API int nlk_memora_workspace_bytes(int B, int T, int H, int d, int C, int d_hidden, size_t* bytes);
+NLK_API int nlk_memora_forward(int B, int T, int H, int d, int C, int d_hidden, const float* k, const float* v,
+    const float* q, const float* alpha, const float* theta, const float* W1_0, const float* W2_0, float* y,
+    float* W1, float* W2, void* workspace);
+NLK_API int nlk_memora_backward(int B, int T, int H, int d, int C, int d_hidden, const float* k, const float* v,
+    const float* q, const float* alpha, const float* theta, const float* W1_0, const float* W2_0,
+    const float* dy, const float* dW1, const float* dW2, void* workspace, float* dk, float* dv, float* dq,
+    float* dalpha, float* dtheta, float* dW1_0, float* dW2_0);
+NLK_API int nlk_memora_frozen_workspace_bytes(int B, int T, int H, int d, int d_hidden, size_t* bytes);
+NLK_API int nlk_memora_frozen_forward(int B, int T, int H, int d, int d_hidden, const float* q, const float* W1,
+    const float* W2, float* y, void* workspace);
+NLK_API int nlk_memora_frozen_backward(int B, int T, int H, int d, int d_hidden, const float* q, const float* W1,
+    const float* W2, const float* dy, void* workspace, float* dq, float* dW1, float* dW2);
 
-NLK_API int nlk_memora_forward(int B, int s, int d, int d_hidden, NLK_F k, NLK_F v, NLK_F q, NLK_F alpha,
-                               NLK_F theta, NLK_F W1_0, NLK_F W2_0, NLK_O y, NLK_O W1, NLK_O W2,
-                               NLK_O w1States, NLK_O w2States);
-NLK_API int nlk_memora_backward(int B, int s, int d, int d_hidden, NLK_F k, NLK_F v, NLK_F q, NLK_F alpha,
-                                NLK_F theta, NLK_F w1States, NLK_F w2States, NLK_F dy, NLK_O dk, NLK_O dv,
-                                NLK_O dq, NLK_O dalpha, NLK_O dtheta);
-NLK_API int nlk_memora_frozen_forward(int B, int s, int d, int d_hidden, NLK_F q, NLK_F W1, NLK_F W2, NLK_O y);
-NLK_API int nlk_memora_frozen_backward(int B, int s, int d, int d_hidden, NLK_F q, NLK_F W1, NLK_F W2, NLK_F dy,
-                                       NLK_O dq);
+/* lattice: inputs k, v, q, alpha; gradients dk, dv, dq, dalpha; state S; hyper int m_slots, int variant (0 decode, 1 encode, 2 similarity) */
+NLK_API int nlk_lattice_workspace_bytes(int B, int T, int H, int d, int C, int m_slots, int variant, size_t* bytes);
+NLK_API int nlk_lattice_forward(int B, int T, int H, int d, int C, int m_slots, int variant, const float* k,
+    const float* v, const float* q, const float* alpha, const float* S_0, float* y, float* S, void* workspace);
+NLK_API int nlk_lattice_backward(int B, int T, int H, int d, int C, int m_slots, int variant, const float* k,
+    const float* v, const float* q, const float* alpha, const float* S_0, const float* dy, const float* dS,
+    void* workspace, float* dk, float* dv, float* dq, float* dalpha, float* dS_0);
+NLK_API int nlk_lattice_frozen_workspace_bytes(int B, int T, int H, int d, int m_slots, int variant, size_t* bytes);
+NLK_API int nlk_lattice_frozen_forward(int B, int T, int H, int d, int m_slots, int variant, const float* q,
+    const float* S, float* y, void* workspace);
+NLK_API int nlk_lattice_frozen_backward(int B, int T, int H, int d, int m_slots, int variant, const float* q,
+    const float* S, const float* dy, void* workspace, float* dq, float* dS);
 
-NLK_API int nlk_lattice_forward(int B, int s, int d, int m_slots, int variant, NLK_F k, NLK_F v, NLK_F q,
-                                NLK_F alpha, NLK_F S_0, NLK_O y, NLK_O S, NLK_O sStates, NLK_O readW, NLK_O gamma,
-                                NLK_O pDot, NLK_O uNorm);
-NLK_API int nlk_lattice_backward(int B, int s, int d, int m_slots, int variant, NLK_F k, NLK_F v, NLK_F q,
-                                 NLK_F alpha, NLK_F sStates, NLK_F readW, NLK_F gamma, NLK_F pDot, NLK_F uNorm,
-                                 NLK_F dy, NLK_O dk, NLK_O dv, NLK_O dq, NLK_O dalpha);
-NLK_API int nlk_lattice_frozen_forward(int B, int s, int d, int m_slots, int variant, NLK_F q, NLK_F S, NLK_O y,
-                                       NLK_O readW);
-NLK_API int nlk_lattice_frozen_backward(int B, int s, int d, int m_slots, int variant, NLK_F q, NLK_F S,
-                                        NLK_F readW, NLK_F dy, NLK_O dq);
+/* trellis: inputs k, v, q, x, alpha, theta; gradients dk, dv, dq, dx, dalpha, dtheta; state S_K, S_V; hyper int d_compress, double lambda_k, double lambda_v */
+NLK_API int nlk_trellis_workspace_bytes(int B, int T, int H, int d, int C, int d_compress, double lambda_k,
+    double lambda_v, size_t* bytes);
+NLK_API int nlk_trellis_forward(int B, int T, int H, int d, int C, int d_compress, double lambda_k, double lambda_v,
+    const float* k, const float* v, const float* q, const float* x, const float* alpha, const float* theta,
+    const float* S_K_0, const float* S_V_0, float* y, float* S_K, float* S_V, void* workspace);
+NLK_API int nlk_trellis_backward(int B, int T, int H, int d, int C, int d_compress, double lambda_k, double lambda_v,
+    const float* k, const float* v, const float* q, const float* x, const float* alpha, const float* theta,
+    const float* S_K_0, const float* S_V_0, const float* dy, const float* dS_K, const float* dS_V,
+    void* workspace, float* dk, float* dv, float* dq, float* dx, float* dalpha, float* dtheta, float* dS_K_0,
+    float* dS_V_0);
+NLK_API int nlk_trellis_frozen_workspace_bytes(int B, int T, int H, int d, int d_compress, double lambda_k,
+    double lambda_v, size_t* bytes);
+NLK_API int nlk_trellis_frozen_forward(int B, int T, int H, int d, int d_compress, double lambda_k, double lambda_v,
+    const float* q, const float* S_K, const float* S_V, float* y, void* workspace);
+NLK_API int nlk_trellis_frozen_backward(int B, int T, int H, int d, int d_compress, double lambda_k, double lambda_v,
+    const float* q, const float* S_K, const float* S_V, const float* dy, void* workspace, float* dq,
+    float* dS_K, float* dS_V);
 
-#define NLK_TRELLIS_HYPER int d_compress, double lambda_k, double lambda_v
-NLK_API int nlk_trellis_forward(int B, int s, int d, NLK_TRELLIS_HYPER, NLK_F k, NLK_F v, NLK_F q, NLK_F x,
-                                NLK_F alpha, NLK_F theta, NLK_F S_K_0, NLK_F S_V_0, NLK_O y, NLK_O S_K, NLK_O S_V,
-                                NLK_O skStates, NLK_O svStates, NLK_O r, NLK_O cHat, NLK_O eK, NLK_O u, NLK_O c,
-                                NLK_O eV);
-NLK_API int nlk_trellis_backward(int B, int s, int d, NLK_TRELLIS_HYPER, NLK_F k, NLK_F v, NLK_F q, NLK_F x,
-                                 NLK_F alpha, NLK_F theta, NLK_F skStates, NLK_F svStates, NLK_F r, NLK_F cHat,
-                                 NLK_F eK, NLK_F u, NLK_F c, NLK_F eV, NLK_F dy, NLK_O dk, NLK_O dv, NLK_O dq,
-                                 NLK_O dx, NLK_O dalpha, NLK_O dtheta);
-NLK_API int nlk_trellis_frozen_forward(int B, int s, int d, NLK_TRELLIS_HYPER, NLK_F q, NLK_F S_K, NLK_F S_V,
-                                       NLK_O y, NLK_O r);
-NLK_API int nlk_trellis_frozen_backward(int B, int s, int d, NLK_TRELLIS_HYPER, NLK_F q, NLK_F S_K, NLK_F S_V,
-                                        NLK_F r, NLK_F dy, NLK_O dq);
+/* atlas: inputs k, v, q, alpha, theta, eta, omega; gradients dk, dq, dalpha, dtheta, deta, domega; state M, S; hyper none */
+NLK_API int nlk_atlas_workspace_bytes(int B, int T, int H, int d, int C, size_t* bytes);
+NLK_API int nlk_atlas_forward(int B, int T, int H, int d, int C, const float* k, const float* v, const float* q,
+    const float* alpha, const float* theta, const float* eta, const float* omega, const float* M_0,
+    const float* S_0, float* y, float* M, float* S, void* workspace);
+NLK_API int nlk_atlas_backward(int B, int T, int H, int d, int C, const float* k, const float* v, const float* q,
+    const float* alpha, const float* theta, const float* eta, const float* omega, const float* M_0,
+    const float* S_0, const float* dy, const float* dM, const float* dS, void* workspace, float* dk, float* dq,
+    float* dalpha, float* dtheta, float* deta, float* domega, float* dM_0, float* dS_0);
+NLK_API int nlk_atlas_frozen_workspace_bytes(int B, int T, int H, int d, size_t* bytes);
+NLK_API int nlk_atlas_frozen_forward(int B, int T, int H, int d, const float* q, const float* M, const float* S,
+    float* y, void* workspace);
+NLK_API int nlk_atlas_frozen_backward(int B, int T, int H, int d, const float* q, const float* M, const float* S,
+    const float* dy, void* workspace, float* dq, float* dM, float* dS);
 
-NLK_API int nlk_swa_forward(int B, int s, int d, int heads, int window, NLK_F k, NLK_F v, NLK_F q, NLK_O y,
-                            NLK_O attnP);
-NLK_API int nlk_swa_backward(int B, int s, int d, int heads, int window, NLK_F k, NLK_F v, NLK_F q, NLK_F attnP,
-                             NLK_F dy, NLK_O dk, NLK_O dv, NLK_O dq);
+/* swa: inputs k, v, q; gradients dk, dv, dq; state none; hyper int heads, int window */
+NLK_API int nlk_swa_workspace_bytes(int B, int T, int H, int d, int heads, int window, size_t* bytes);
+NLK_API int nlk_swa_forward(int B, int T, int H, int d, int heads, int window, const float* k, const float* v,
+    const float* q, float* y, void* workspace);
+NLK_API int nlk_swa_backward(int B, int T, int H, int d, int heads, int window, const float* k, const float* v,
+    const float* q, const float* dy, void* workspace, float* dk, float* dv, float* dq);
+
+/* ── END GENERATED ── */
 
 /* ── cpu-emu only (absent from the cuda build and from external libraries) ──────────────── */
 /* Runs the threads of every block (and the blocks) in reverse order: the race check. */
@@ -200,9 +253,6 @@ NLK_API int nlk_emu_set_block_policy(int gpu_sized);
 NLK_API int nlk_emu_workers(void);
 /* What the last failed emulated launch found (e.g. the two divergent __syncthreads sites). */
 NLK_API const char* nlk_emu_error_detail(void);
-
-#undef NLK_F
-#undef NLK_O
 
 #ifdef __cplusplus
 }

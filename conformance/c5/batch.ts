@@ -1,10 +1,14 @@
 /**
- * The child's cases: a batch of up to three sequences of one rule variant (the base case of the
- * rule registry's generator plus sequences with their own seed, gates and state), each as f32
- * inputs for the kernel and the reference, and the same values in f64 for the f64 reference.
+ * The child's cases: a batch of B·H independent sequences of one rule variant (B ∈ 1..3 batches,
+ * H ∈ {1, 2} heads; the base case of the rule registry's generator plus sequences with their own
+ * seed, gates and state), a checkpoint interval C ∈ {1, 4, 16}, and whether dy and d(final state)
+ * are given or NULL (= zero). Each sequence is f32 for the kernel and the f32 reference, and the same
+ * values in f64 for the f64 reference. Sequence n = b·H + h sits at [b, :, h] of the ABI's
+ * [B, T, H, d] tensors (docs/spec/kernel-abi.md#shapes).
  */
 import * as fc from "fast-check";
-import type { RuleAbi } from "../../ffi/abi.ts";
+import type { RuleAbi, Shape } from "../../ffi/abi.ts";
+import { isGate } from "../../ffi/abi.ts";
 import type { Arrays } from "../../ffi/lib.ts";
 import type { Profile } from "../../harness/check.ts";
 import { ALPHA_LEVELS, THETA_LEVELS, buildRuleCase, ruleCaseSpecArb, type RuleCaseSpec, type SizeLimits } from "../../cases/rule-case.ts";
@@ -19,36 +23,44 @@ interface SeqExtra {
   state: "init" | "random";
 }
 
-/** A batch: the base case plus up to two more sequences with their own seed, gates and state. */
+/** The checkpoint intervals C5 runs (docs/spec/kernel-abi.md#checkpointing). */
+export const CHECKPOINTS = [1, 4, 16] as const;
+
+/** A batch: the base case plus up to five more sequences, the heads, C, and which upstream gradients are NULL. */
 export interface KSpec {
   base: RuleCaseSpec;
   B: number;
+  H: number;
+  C: number;
   extra: SeqExtra[];
+  dyNull: boolean;
+  dFinalNull: boolean;
 }
 
 export function sizesFor(profile: Profile): SizeLimits {
-  return profile === "deep" ? { d: [1, 12], seq_len: [1, 8] } : { d: [1, 12], seq_len: [1, 6] };
+  // T up to 20: longer than one chunk at C = 4 and C = 16
+  return profile === "deep" ? { d: [1, 12], seq_len: [1, 24] } : { d: [1, 12], seq_len: [1, 20] };
 }
 
-export function batchArb(decl: RuleDecl, frozen: boolean, profile: Profile): fc.Arbitrary<KSpec> {
-  let base = ruleCaseSpecArb(decl, sizesFor(profile));
-  // deep adds sizes that are odd and not a multiple of 32, above one warp
-  if (profile === "deep") base = fc.oneof({ weight: 4, arbitrary: base }, { weight: 1, arbitrary: ruleCaseSpecArb(decl, { d: [33, 40], seq_len: [1, 4] }) });
+export function batchArb(decl: RuleDecl, frozen: boolean, profile: Profile, sizes?: SizeLimits): fc.Arbitrary<KSpec> {
+  let base = ruleCaseSpecArb(decl, sizes ?? sizesFor(profile));
+  // deep adds sizes that are odd and not a multiple of 32, above one warp (a fixed T stays fixed)
+  const wide: SizeLimits = { d: [33, 40], seq_len: sizes?.seq_len ?? [1, 6] };
+  if (profile === "deep") base = fc.oneof({ weight: 4, arbitrary: base }, { weight: 1, arbitrary: ruleCaseSpecArb(decl, wide) });
   const extra = fc.record({
     seed: fc.integer({ min: 1, max: 0x7fffffff }),
     alpha: fc.constantFrom<SeqExtra["alpha"]>("mid", "low", "high"),
     theta: fc.constantFrom<SeqExtra["theta"]>("small", "large"),
     state: fc.constantFrom<SeqExtra["state"]>("init", "random"),
   });
-  return fc.record({ base, B: fc.integer({ min: 1, max: 3 }), extra: fc.array(extra, { minLength: 2, maxLength: 2 }) }).map((k) =>
+  // mostly given: a NULL upstream gradient is one case in five
+  const nullable = fc.integer({ min: 0, max: 4 }).map((i) => i === 0);
+  return fc.record({
+    base, B: fc.integer({ min: 1, max: 3 }), H: fc.constantFrom(1, 2), C: fc.constantFrom(...CHECKPOINTS),
+    extra: fc.array(extra, { minLength: 5, maxLength: 5 }), dyNull: nullable, dFinalNull: nullable,
+  }).map((k) =>
     // a frozen read of a zero state reads zero: frozen variants read random states
     frozen ? { ...k, base: { ...k.base, state: "random" as const }, extra: k.extra.map((e) => ({ ...e, state: "random" as const })) } : k);
-}
-
-function specsOf(k: KSpec): RuleCaseSpec[] {
-  const out = [k.base];
-  for (let b = 1; b < k.B; b++) out.push({ ...k.base, ...k.extra[b - 1]! });
-  return out;
 }
 
 /** f32 once, and the same values in f64: kernel, ref32 and ref64 all see identical inputs. */
@@ -57,7 +69,7 @@ function pairOf(t: Tensor): { t32: Tensor; t64: Tensor } {
   return { t32, t64: cast(t32, "f64") };
 }
 
-/** One sequence of a batch: the inner inputs (or q, frozen), the state and dy, in f32 and f64. */
+/** One sequence: the inner inputs (or q, frozen), the state, dy and d(final state), in f32 and f64. */
 export interface Seq {
   cfg: RuleConfig;
   in32: InnerInputs;
@@ -66,12 +78,20 @@ export interface Seq {
   st64: State;
   dy32: Tensor;
   dy64: Tensor;
+  dFinal32: State;
+  dFinal64: State;
 }
 
 const INNER_NAMES = ["k", "v", "q", "x", "alpha", "theta", "eta", "omega"] as const;
 
-function sequence(decl: RuleDecl, spec: RuleCaseSpec, frozen: boolean): Seq {
-  const c = buildRuleCase(decl, spec, "f64");
+function pairs(rec: Readonly<Record<string, Tensor>>): { r32: Record<string, Tensor>; r64: Record<string, Tensor> } {
+  const r32: Record<string, Tensor> = {}, r64: Record<string, Tensor> = {};
+  for (const [n, t] of Object.entries(rec)) ({ t32: r32[n]!, t64: r64[n]! } = pairOf(t));
+  return { r32, r64 };
+}
+
+export function sequence(decl: RuleDecl, spec: RuleCaseSpec, frozen: boolean): Seq {
+  const c = buildRuleCase(decl, spec, "f64", frozen);
   const raw: Record<string, Tensor> = {};
   if (frozen) {
     raw.q = frozenForwardSaved(decl, c.X, c.params, c.state, c.cfg).saved.q!;
@@ -82,23 +102,60 @@ function sequence(decl: RuleDecl, spec: RuleCaseSpec, frozen: boolean): Seq {
       if (t !== undefined) raw[n] = t;
     }
   }
-  const in32: Record<string, Tensor> = {}, in64: Record<string, Tensor> = {};
-  for (const [n, t] of Object.entries(raw)) ({ t32: in32[n]!, t64: in64[n]! } = pairOf(t));
-  const st32: Record<string, Tensor> = {}, st64: Record<string, Tensor> = {};
-  for (const [n, t] of Object.entries(c.state)) ({ t32: st32[n]!, t64: st64[n]! } = pairOf(t));
+  const inp = pairs(raw), st = pairs(c.state), dF = pairs(c.dFinal ?? {});
   const dy = pairOf(c.dy);
-  return { cfg: c.cfg, in32: in32 as unknown as InnerInputs, in64: in64 as unknown as InnerInputs, st32, st64, dy32: dy.t32, dy64: dy.t64 };
+  return {
+    cfg: c.cfg, in32: inp.r32 as unknown as InnerInputs, in64: inp.r64 as unknown as InnerInputs, st32: st.r32, st64: st.r64,
+    dy32: dy.t32, dy64: dy.t64, dFinal32: dF.r32, dFinal64: dF.r64,
+  };
 }
 
-/** The batch's sequences (all of one config: the extras change seeds, gates and state only). */
-export function sequencesOf(decl: RuleDecl, k: KSpec, frozen: boolean): { seqs: Seq[]; cfg: RuleConfig; B: number } {
-  const seqs = specsOf(k).map((s) => sequence(decl, s, frozen));
-  return { seqs, cfg: seqs[0]!.cfg, B: seqs.length };
+/** The batch's B·H sequences (one config: the extras change seeds, gates and state only). */
+export function sequencesOf(decl: RuleDecl, k: KSpec, frozen: boolean): { seqs: Seq[]; cfg: RuleConfig; shape: Shape } {
+  const n = k.B * k.H;
+  const specs = [k.base, ...k.extra.slice(0, n - 1).map((e) => ({ ...k.base, ...e }))];
+  const seqs = specs.map((s) => sequence(decl, s, frozen));
+  const cfg = seqs[0]!.cfg;
+  return { seqs, cfg, shape: { B: k.B, T: cfg.seq_len, H: k.H, d: cfg.d } };
+}
+
+/** Per-sequence [T, w] arrays (sequence n = b·H + h) as one ABI tensor [B, T, H, w]. */
+export function interleave(parts: ArrayLike<number>[], shape: Shape, w: number): Float32Array {
+  const { B, T, H } = shape;
+  const out = new Float32Array(B * T * H * w);
+  for (let b = 0; b < B; b++)
+    for (let h = 0; h < H; h++) {
+      const p = parts[b * H + h]!;
+      for (let t = 0; t < T; t++) for (let i = 0; i < w; i++) out[((b * T + t) * H + h) * w + i] = p[t * w + i]!;
+    }
+  return out;
+}
+
+/** Sequence n's [T, w] slice of an ABI tensor [B, T, H, w]. */
+export function seqOf(a: Float32Array, shape: Shape, w: number, n: number): Float32Array {
+  const { T, H } = shape;
+  const b = Math.floor(n / H), h = n % H;
+  const out = new Float32Array(T * w);
+  for (let t = 0; t < T; t++) for (let i = 0; i < w; i++) out[t * w + i] = a[((b * T + t) * H + h) * w + i]!;
+  return out;
+}
+
+/** Sequence n's part of a state tensor [B, H, ...] (states of sequence n are contiguous). */
+export function stateOf(a: Float32Array, shape: Shape, n: number): Float32Array {
+  const per = a.length / (shape.B * shape.H);
+  return a.subarray(n * per, (n + 1) * per);
+}
+
+export const widthOf = (name: string, shape: Shape): number => (isGate(name.replace(/^d/, "")) ? 1 : shape.d);
+
+export function batchInputs(a: RuleAbi, seqs: Seq[], shape: Shape): Arrays {
+  const out: Arrays = {};
+  for (const n of a.inputs) out[n] = interleave(seqs.map((s) => s.in32[n]!.data), shape, widthOf(n, shape));
+  return out;
 }
 
 export function concat(parts: ArrayLike<number>[]): Float32Array {
-  const n = parts.reduce((s, p) => s + p.length, 0);
-  const out = new Float32Array(n);
+  const out = new Float32Array(parts.reduce((s, p) => s + p.length, 0));
   let o = 0;
   for (const p of parts) {
     out.set(p, o);
@@ -107,24 +164,11 @@ export function concat(parts: ArrayLike<number>[]): Float32Array {
   return out;
 }
 
-export function batchInputs(a: RuleAbi, seqs: Seq[]): Arrays {
+export function batchState(names: readonly string[], states: State[]): Arrays {
   const out: Arrays = {};
-  for (const n of a.inputs) out[n] = concat(seqs.map((s) => s.in32[n]!.data));
+  for (const n of names) out[n] = concat(states.map((s) => s[n]!.data));
   return out;
 }
 
-export function batchState(names: readonly string[], seqs: Seq[]): Arrays {
-  const out: Arrays = {};
-  for (const n of names) out[n] = concat(seqs.map((s) => s.st32[n]!.data));
-  return out;
-}
-
-export const batchQ = (seqs: Seq[]): Float32Array => concat(seqs.map((s) => s.in32.q.data));
-export const batchDy = (seqs: Seq[]): Float32Array => concat(seqs.map((s) => s.dy32.data));
-
-/** Sequence b of a batched output. */
-export function slice(a: Float32Array, B: number, b: number): Float32Array {
-  const n = a.length / B;
-  return a.subarray(b * n, (b + 1) * n);
-}
-
+export const batchQ = (seqs: Seq[], shape: Shape): Float32Array => interleave(seqs.map((s) => s.in32.q.data), shape, shape.d);
+export const batchDy = (seqs: Seq[], shape: Shape): Float32Array => interleave(seqs.map((s) => s.dy32.data), shape, shape.d);

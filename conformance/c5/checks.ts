@@ -87,6 +87,8 @@ function childDelegate(backend: string, id: string, siblings: () => readonly Che
 function childCheck(backend: string, e: ChildEntry, siblings: () => readonly CheckDef[]): DelegatedCheck {
   return {
     kind: "delegated", id: e.id, class: "C5", subject: e.subject, spec: e.spec, tolerance: e.tolerance,
+    // a library backend's checks exist only when it is configured: the replay names it
+    ...(backend.startsWith("lib:") ? { replayArgs: ["--backend", backend] } : {}),
     delegate: childDelegate(backend, e.id, siblings),
   };
 }
@@ -109,6 +111,10 @@ function isolationCheck(e: IsolationEntry, emuConfigured: boolean): CheckDef {
 export function kernelChecks(): CheckDef[] {
   const backends = kernelBackendNames();
   const checks: CheckDef[] = [];
+  // the generated-files check first: building a backend regenerates them (ffi/build.ts)
+  for (const e of parentPlan()) {
+    if (e.kind === "header") checks.push({ kind: "single", id: e.id, class: "C5", subject: e.subject, spec: e.spec, tolerance: e.tolerance, run: abiHeaderCheck });
+  }
   for (const backend of backends) {
     const mine: CheckDef[] = c5Plan(backend).map((e) => childCheck(backend, e, () => mine));
     checks.push(...mine);
@@ -119,7 +125,6 @@ export function kernelChecks(): CheckDef[] {
         checks.push(isolationCheck(e, backends.includes("cpu-emu")));
         break;
       case "header":
-        checks.push({ kind: "single", id: e.id, class: "C5", subject: e.subject, spec: e.spec, tolerance: e.tolerance, run: abiHeaderCheck });
         break;
     }
   }

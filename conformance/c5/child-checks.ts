@@ -12,7 +12,7 @@ import { THREAD_MODE_RULE, plantedFault, raceDetector, syncMisuse, threadMode } 
 import { backwardCase, forwardCase } from "./forward-backward.ts";
 import { e2eCase, gpuBlocksCase, raceCase } from "./phases.ts";
 import type { ChildEntry, RuleEntry } from "./plan.ts";
-import { TOL_PRESENCE } from "./tolerance.ts";
+import { CHUNK_T, checkpointCase, chunkCase, workspaceBound } from "./checkpoint.ts";
 
 export interface ChildCheck {
   def: CheckDef;
@@ -24,20 +24,24 @@ function base(e: ChildEntry) {
   return { id: e.id, class: "C5", subject: e.subject, spec: e.spec, tolerance: e.tolerance } as const;
 }
 
-/** Why the library cannot run the entry's kernels at all, or null. */
-function missingKernels(e: RuleEntry, lib: KernelLib): string | null {
-  const pair = lib.pair(e.decl.key);
-  if (typeof pair === "string") return pair;
-  if (e.frozen && pair.frozen === null) return `no frozen kernel pair for ${e.decl.key} in ${lib.path}`;
+/**
+ * Why the entry's kernels are not judged, or null: the library does not implement them (a library
+ * may implement any subset of the rules), or they store tensors in a dtype other than f32, which
+ * C5 judges once the precision policy (D15) is implemented.
+ */
+function skipReason(e: RuleEntry, lib: KernelLib): string | null {
+  const k = e.frozen ? lib.frozen(e.decl.key) : lib.pair(e.decl.key);
+  if (typeof k === "string") return k;
+  const fn = `nlk_${e.decl.key}_${e.frozen ? "frozen_" : ""}forward`;
+  const dt = lib.dtypes(fn);
+  if (typeof dt === "string") return `${fn}: ${dt}`;
+  if (dt.storage !== "f32") return `${fn} stores ${dt.storage} (state ${dt.state}, accumulate ${dt.accumulate}): only f32 storage is judged until the precision policy (docs/spec/decisions.md#d15) is implemented`;
   return null;
 }
 
 function ruleCheck(e: RuleEntry, lib: KernelLib, profile: Profile): ChildCheck {
-  const missing = missingKernels(e, lib);
-  if (missing !== null) {
-    // a rule without a kernel pair fails once, with the reason, instead of once per generated case
-    return { def: { ...base(e), kind: "single", tolerance: TOL_PRESENCE, run: () => ({ ok: false, message: missing }) } };
-  }
+  const skip = skipReason(e, lib);
+  if (skip !== null) return { def: { ...base(e), kind: "skipped", reason: skip } };
   const { decl, frozen, runs } = e;
   const exercised = new Set<string>();
   const covered = (expected: string[]) => (r: CheckResult) => coverage(r, expected, exercised);
@@ -55,6 +59,18 @@ function ruleCheck(e: RuleEntry, lib: KernelLib, profile: Profile): ChildCheck {
       };
     case "race":
       return { def: batches((k) => raceCase(decl, frozen, lib, k)) };
+    case "checkpoint":
+      // our kernels replay the forward's own step, so the gradients are bitwise equal for every C
+      return { def: batches((k) => checkpointCase(decl, lib, k, lib.emu !== null)) };
+    case "chunks": {
+      const def: PropertyCheck<KSpec> = {
+        ...base(e), kind: "property", runs, arb: batchArb(decl, false, profile, { d: [1, 8], seq_len: [CHUNK_T, CHUNK_T] }),
+        run: (k) => chunkCase(decl, lib, k, exercised),
+      };
+      return { def, after: covered(expectedTensors("backward", decl, false)) };
+    }
+    case "workspace":
+      return { def: { ...base(e), kind: "single", run: () => workspaceBound(decl, lib) } };
     case "tape-e2e": {
       // one sequence through the whole rule: the rule's own case generator
       const def: PropertyCheck<RuleCaseSpec> = {
@@ -70,6 +86,9 @@ export function childCheck(e: ChildEntry, lib: KernelLib, profile: Profile, test
   switch (e.kind) {
     case "forward":
     case "backward":
+    case "checkpoint":
+    case "chunks":
+    case "workspace":
     case "gpu-blocks":
     case "race":
     case "tape-e2e":

@@ -9,7 +9,10 @@ import type { Profile } from "../../harness/check.ts";
 import { runCheck } from "../../harness/run.ts";
 import { childCheck, needsTestLib } from "./child-checks.ts";
 import { childPlan } from "./plan.ts";
-import { parseChildArgs, probeLine, resultLine, startLine, stubResult, type ChildRequest, type Probed } from "./protocol.ts";
+import { callLine, caseLine, parseChildArgs, probeLine, resultLine, startLine, stubResult, type ChildRequest, type Probed } from "./protocol.ts";
+import type { CheckDef, CheckResult } from "../../harness/check.ts";
+import { checkSeed } from "../../harness/run.ts";
+import type { RuleCaseSpec } from "../../cases/rule-case.ts";
 
 function emit(line: string): void {
   writeSync(1, `${line}\n`);
@@ -52,12 +55,42 @@ async function run(backend: string, profile: Profile, req: ChildRequest): Promis
       emit(resultLine(stubResult(c.id, "error", `no C5 check '${c.id}' on backend ${backend}`)));
       continue;
     }
-    const { def, after } = childCheck(entry, lib, profile, getTestLib);
+    const { def: plain, after } = childCheck(entry, lib, profile, getTestLib);
+    const seed = req.runSeed !== undefined ? checkSeed(req.runSeed, c.id) : c.seed ?? 0;
+    const def = announced(plain, seed, c.path ?? "");
+    lib.onCall = (sym) => emit(callLine(sym));
     const r = req.runSeed !== undefined
       ? runCheck(def, { seed: req.runSeed, profile })
       : runCheck(def, { seed: 0, profile, replay: { seed: c.seed ?? 0, path: c.path ?? "" } });
-    emit(resultLine(after === undefined ? r : after(r)));
+    emit(resultLine(unsupportedAsSkip(after === undefined ? r : after(r))));
   }
+}
+
+/** A kernel that returns NLK_ERR_UNSUPPORTED (e.g. for a C it does not implement) is a skip that says so. */
+function unsupportedAsSkip(r: CheckResult): CheckResult {
+  if (r.status !== "error" || !/returned status -4 /.test(r.message ?? "")) return r;
+  return { ...r, status: "skip", message: `unsupported by the library (NLK_ERR_UNSUPPORTED): ${r.message}` };
+}
+
+/** The shape of a generated case, for the crash report (a batch KSpec, or a rule case spec). */
+function describe(v: unknown): Record<string, unknown> {
+  const k = v as { base?: RuleCaseSpec; B?: number; H?: number; C?: number } & Partial<RuleCaseSpec>;
+  const spec = k.base ?? (k as RuleCaseSpec);
+  if (spec?.d === undefined) return {};
+  return { B: k.B ?? 1, T: spec.seq_len, H: k.H ?? 1, d: spec.d, C: k.C ?? null, hyper: spec.hyper, caseSeed: spec.seed };
+}
+
+/** The check with its cases announced ("@@nlc-case") before they run: the n-th case is fast-check path n. */
+function announced(def: CheckDef, seed: number, replayPath: string): CheckDef {
+  if (def.kind !== "property") return def;
+  let n = replayPath === "" ? 0 : Number(replayPath.split(":")[0]);
+  return {
+    ...def,
+    run: (v: unknown) => {
+      emit(caseLine({ id: def.id, seed, path: String(n++), shape: describe(v) }));
+      return def.run(v);
+    },
+  };
 }
 
 const mode = parseChildArgs(process.argv.slice(2));

@@ -20,6 +20,12 @@ export interface Compared {
   ref32: ArrayLike<number>;
 }
 
+/** The first index where the kernel is not finite but the reference is, or -1. */
+function firstNonFinite(kernel: ArrayLike<number>, ref: ArrayLike<number>): number {
+  for (let i = 0; i < kernel.length; i++) if (!Number.isFinite(kernel[i]!) && Number.isFinite(ref[i]!)) return i;
+  return -1;
+}
+
 /** Applies the flash-attention bound to every item; records which tensors were exercised. */
 export function flashCompare(items: Compared[], exercised: Set<string>, who: string): CaseOutcome {
   let worst: Worst | undefined;
@@ -34,6 +40,12 @@ export function flashCompare(items: Compared[], exercised: Set<string>, who: str
     }
     if (it.kernel.length !== it.ref64.length) {
       failure ??= `${where}: kernel gave ${it.kernel.length} values, reference ${it.ref64.length}`;
+      continue;
+    }
+    const bad = firstNonFinite(it.kernel, it.ref64);
+    if (bad >= 0) {
+      failure ??= `${where}[${bad}] is ${it.kernel[bad]} where the reference is ${it.ref64[bad]}` +
+        (Number.isNaN(it.kernel[bad]!) ? " — outputs are NaN-filled before every call: the kernel did not write this element" : "");
       continue;
     }
     const mag = maxAbs(it.ref64);
@@ -62,12 +74,17 @@ export function flashCompare(items: Compared[], exercised: Set<string>, who: str
 export function expectedTensors(kind: "forward" | "backward" | "tape-e2e", decl: RuleDecl, frozen: boolean): string[] {
   switch (kind) {
     case "forward":
-      return frozen ? ["y"] : ["y", ...Object.keys(decl.stateShapes(withDefaults(decl, { d: 2, seq_len: 1 }))).map((n) => `state ${n}`)];
+      return frozen ? ["y"] : ["y", ...stateNames(decl).map((n) => `state ${n}`)];
     case "backward":
-      return frozen ? ["dq"] : [...(abiOf(decl.key)?.grads ?? [])];
+      // a frozen read's S (Titans, Atlas) has a zero gradient by the math: only M is expected to be exercised
+      return frozen ? ["dq", `d${stateNames(decl)[0]}`] : [...(abiOf(decl.key)?.grads ?? []), ...stateNames(decl).map((n) => `d${n}_0`)];
     case "tape-e2e":
       return ["y", "grad X", ...usedParams(decl).map((n) => `grad ${n}`)];
   }
+}
+
+function stateNames(decl: RuleDecl): string[] {
+  return Object.keys(decl.stateShapes(withDefaults(decl, { d: 8, seq_len: 1 })));
 }
 
 /** A passing check in which some compared tensor never carried a non-trivial reference value is vacuous. */

@@ -54,12 +54,12 @@ export function syncMisuse(t: KernelLib): CaseOutcome {
 
 export function threadMode(lib: KernelLib, k: KSpec): CaseOutcome {
   const decl = ruleByKey(THREAD_MODE_RULE);
-  const pair = requirePair(lib, decl.key);
+  requirePair(lib, decl.key);
   const emu = requireEmu(lib);
-  const fib = runAllKernels(decl, false, pair, k);
+  const fib = runAllKernels(decl, false, lib, k);
   emu.setMode(true);
   try {
-    return compareRuns(fib, runAllKernels(decl, false, pair, k), "between fiber mode and thread mode");
+    return compareRuns(fib, runAllKernels(decl, false, lib, k), "between fiber mode and thread mode");
   } finally {
     emu.setMode(false);
   }

@@ -1,84 +1,120 @@
 /**
- * C5 forward and backward cases: the kernel's outputs on a batch against the TypeScript reference
- * in f64 (ref64) and in f32 (ref32, the bound's yardstick), per tensor and sequence.
+ * C5 forward and backward cases: the kernel's outputs on a batch of B·H sequences against the
+ * TypeScript reference in f64 (ref64) and in f32 (ref32, the bound's yardstick), per tensor and
+ * sequence — y and the final state; every input gradient and d(initial state), with dy and
+ * d(final state) given or NULL (docs/spec/kernel-abi.md#backward).
  */
-import { symbolName } from "../../ffi/abi.ts";
-import type { KernelLib } from "../../ffi/lib.ts";
+import { symbolName, type Shape } from "../../ffi/abi.ts";
+import type { Arrays, KernelLib } from "../../ffi/lib.ts";
 import type { CaseOutcome } from "../../harness/check.ts";
-import type { RuleDecl } from "../../src/rules/types.ts";
-import type { Tensor } from "../../src/tensor.ts";
-import { batchDy, batchInputs, batchQ, batchState, sequencesOf, slice, type KSpec } from "./batch.ts";
-import { requirePair } from "./kernel-lib.ts";
+import type { RuleConfig, RuleDecl, State } from "../../src/rules/types.ts";
+import { zeros, type Tensor } from "../../src/tensor.ts";
+import { batchDy, batchInputs, batchQ, batchState, seqOf, sequencesOf, stateOf, widthOf, type KSpec, type Seq } from "./batch.ts";
 import { flashCompare, type Compared } from "./compare.ts";
+import { requireFrozen, requirePair } from "./kernel-lib.ts";
 
-const noFrozenPair = (decl: RuleDecl): CaseOutcome => ({ ok: false, message: `no frozen kernel pair for ${decl.key}` });
+/** What a kernel run produced for one sequence, by compared name. */
+export type PerSeq = Record<string, Float32Array>;
+
+/** The reference's y and final state (frozen: y) of one sequence in one precision. */
+function refForward(decl: RuleDecl, frozen: boolean, s: Seq, p: 32 | 64, cfg: RuleConfig): Record<string, ArrayLike<number>> {
+  const inp = p === 64 ? s.in64 : s.in32, st = p === 64 ? s.st64 : s.st32;
+  if (frozen) return { y: decl.frozen!.forward(inp.q, st, cfg).y.data };
+  const r = decl.inner.forward(inp, st, cfg);
+  const out: Record<string, ArrayLike<number>> = { y: r.y.data };
+  for (const [n, t] of Object.entries(r.finalState)) out[`state ${n}`] = t.data;
+  return out;
+}
+
+/** The reference's gradients of one sequence (absent = zero, filled in by the comparison). */
+function refBackward(decl: RuleDecl, frozen: boolean, s: Seq, p: 32 | 64, cfg: RuleConfig, k: KSpec): Record<string, ArrayLike<number>> {
+  const inp = p === 64 ? s.in64 : s.in32, st = p === 64 ? s.st64 : s.st32;
+  const dy0 = p === 64 ? s.dy64 : s.dy32;
+  const dy = k.dyNull ? zeros(dy0.dtype, dy0.shape) : dy0;
+  const out: Record<string, ArrayLike<number>> = {};
+  if (frozen) {
+    const fz = decl.frozen!;
+    const g = fz.backward(fz.forward(inp.q, st, cfg).saved, inp.q, dy, cfg);
+    out.dq = g.dq.data;
+    for (const [n, t] of Object.entries(g.dState)) out[`d${n}`] = t.data;
+    return out;
+  }
+  const dFinal: State | undefined = k.dFinalNull ? undefined : p === 64 ? s.dFinal64 : s.dFinal32;
+  const g = decl.inner.backward(decl.inner.forward(inp, st, cfg).saved, inp, dy, cfg, dFinal) as Record<string, unknown>;
+  for (const [n, t] of Object.entries(g)) if (n !== "dState0" && t !== undefined) out[n] = (t as Tensor).data;
+  for (const [n, t] of Object.entries((g.dState0 ?? {}) as Record<string, Tensor>)) out[`d${n}_0`] = t.data;
+  return out;
+}
+
+/** Kernel outputs against both references, per sequence; a name the reference lacks is zero. */
+function compareAll(decl: RuleDecl, frozen: boolean, k: KSpec, seqs: Seq[], cfg: RuleConfig, kernel: PerSeq[], which: "forward" | "backward",
+  exercised: Set<string>, who: string): CaseOutcome {
+  const items: Compared[] = [];
+  seqs.forEach((s, n) => {
+    const r64 = which === "forward" ? refForward(decl, frozen, s, 64, cfg) : refBackward(decl, frozen, s, 64, cfg, k);
+    const r32 = which === "forward" ? refForward(decl, frozen, s, 32, cfg) : refBackward(decl, frozen, s, 32, cfg, k);
+    for (const name of new Set([...Object.keys(kernel[n]!), ...Object.keys(r64)])) {
+      const kern = kernel[n]![name];
+      const len = (r64[name] ?? kern)?.length ?? 0;
+      items.push({ name, seq: n, kernel: kern, ref64: r64[name] ?? new Float64Array(len), ref32: r32[name] ?? new Float64Array(len) });
+    }
+  });
+  return flashCompare(items, exercised, who);
+}
+
+/** Splits batched kernel outputs into per-sequence arrays under the compared names. */
+export function perSequence(shape: Shape, tokens: Arrays, states: Arrays): PerSeq[] {
+  return Array.from({ length: shape.B * shape.H }, (_, n) => {
+    const out: PerSeq = {};
+    for (const [name, a] of Object.entries(tokens)) out[name] = seqOf(a, shape, widthOf(name, shape), n);
+    for (const [name, a] of Object.entries(states)) out[name] = stateOf(a, shape, n).slice();
+    return out;
+  });
+}
+
+const prefixed = (rec: Arrays, pre: string, suf = ""): Arrays => Object.fromEntries(Object.entries(rec).map(([n, a]) => [`${pre}${n}${suf}`, a]));
+
+/** Runs the kernels of one case: the forward's outputs and (backward) the gradients, per sequence. */
+export function runKernels(decl: RuleDecl, frozen: boolean, lib: KernelLib, k: KSpec, seqs: Seq[], cfg: RuleConfig, shape: Shape,
+  withBackward: boolean): { forward: PerSeq[]; backward: PerSeq[] } {
+  const dy = k.dyNull ? null : batchDy(seqs, shape);
+  if (frozen) {
+    const fz = requireFrozen(lib, decl.key);
+    const q = batchQ(seqs, shape), st = batchState(fz.abi.state, seqs.map((s) => s.st32));
+    const f = fz.forward(shape, cfg, q, st);
+    try {
+      const forward = perSequence(shape, { y: f.y }, {});
+      if (!withBackward) return { forward, backward: [] };
+      const g = fz.backward(shape, cfg, q, st, f.ws, dy);
+      return { forward, backward: perSequence(shape, { dq: g.dq }, prefixed(g.dState, "d")) };
+    } finally {
+      f.ws.free();
+    }
+  }
+  const pair = requirePair(lib, decl.key);
+  const inputs = batchInputs(pair.abi, seqs, shape), st0 = batchState(pair.abi.state, seqs.map((s) => s.st32));
+  const f = pair.forward(shape, k.C, cfg, inputs, st0);
+  try {
+    const forward = perSequence(shape, { y: f.y }, prefixed(f.state, "state "));
+    if (!withBackward) return { forward, backward: [] };
+    const dFinal = k.dFinalNull ? null : batchState(pair.abi.state, seqs.map((s) => s.dFinal32));
+    const g = pair.backward(shape, k.C, cfg, inputs, st0, f.ws, dy, dFinal);
+    return { forward, backward: perSequence(shape, g.grads, prefixed(g.dState0, "d", "_0")) };
+  } finally {
+    f.ws.free();
+  }
+}
 
 /** y (and, unfrozen, every final state tensor) of the forward kernel. */
 export function forwardCase(decl: RuleDecl, frozen: boolean, lib: KernelLib, k: KSpec, exercised: Set<string>): CaseOutcome {
-  const pair = requirePair(lib, decl.key);
-  const { seqs, cfg, B } = sequencesOf(decl, k, frozen);
-  const items: Compared[] = [];
-  if (frozen) {
-    const fz = pair.frozen, fzAbi = pair.abi.frozen, ref = decl.frozen;
-    if (fz === null || fzAbi === null || ref === null) return noFrozenPair(decl);
-    const y = fz.forward(cfg, B, batchQ(seqs), batchState(fzAbi.state, seqs)).y;
-    seqs.forEach((s, b) => items.push({
-      name: "y", seq: b, kernel: slice(y, B, b),
-      ref64: ref.forward(s.in64.q, s.st64, cfg).y.data, ref32: ref.forward(s.in32.q, s.st32, cfg).y.data,
-    }));
-    return flashCompare(items, exercised, symbolName(decl.key, "frozen_forward"));
-  }
-  const r = pair.forward(cfg, B, batchInputs(pair.abi, seqs), batchState(pair.abi.state, seqs));
-  seqs.forEach((s, b) => {
-    const r64 = decl.inner.forward(s.in64, s.st64, cfg), r32 = decl.inner.forward(s.in32, s.st32, cfg);
-    items.push({ name: "y", seq: b, kernel: slice(r.y, B, b), ref64: r64.y.data, ref32: r32.y.data });
-    for (const n of Object.keys(r64.finalState)) {
-      const kst = r.state[n];
-      items.push({ name: `state ${n}`, seq: b, kernel: kst && slice(kst, B, b), ref64: r64.finalState[n]!.data, ref32: r32.finalState[n]!.data });
-    }
-  });
-  return flashCompare(items, exercised, symbolName(decl.key, "forward"));
+  const { seqs, cfg, shape } = sequencesOf(decl, k, frozen);
+  const r = runKernels(decl, frozen, lib, k, seqs, cfg, shape, false);
+  return compareAll(decl, frozen, k, seqs, cfg, r.forward, "forward", exercised, symbolName(decl.key, frozen ? "frozen_forward" : "forward"));
 }
 
-/** Every gradient of the backward kernel (dq, frozen); one the reference leaves out is zero (InnerGrads). */
+/** Every gradient of the backward kernel, d(initial state) included (frozen: dq and d(state)). */
 export function backwardCase(decl: RuleDecl, frozen: boolean, lib: KernelLib, k: KSpec, exercised: Set<string>): CaseOutcome {
-  const pair = requirePair(lib, decl.key);
-  const { seqs, cfg, B } = sequencesOf(decl, k, frozen);
-  const dy = batchDy(seqs);
-  const items: Compared[] = [];
-  if (frozen) {
-    const fz = pair.frozen, fzAbi = pair.abi.frozen, ref = decl.frozen;
-    if (fz === null || fzAbi === null || ref === null) return noFrozenPair(decl);
-    const q = batchQ(seqs), st = batchState(fzAbi.state, seqs);
-    const f = fz.forward(cfg, B, q, st);
-    const dq = fz.backward(cfg, B, q, st, f.saved, dy);
-    seqs.forEach((s, b) => {
-      const r64 = ref.forward(s.in64.q, s.st64, cfg), r32 = ref.forward(s.in32.q, s.st32, cfg);
-      items.push({
-        name: "dq", seq: b, kernel: slice(dq, B, b),
-        ref64: ref.backward(r64.saved, s.in64.q, s.dy64, cfg).dq.data, ref32: ref.backward(r32.saved, s.in32.q, s.dy32, cfg).dq.data,
-      });
-    });
-    return flashCompare(items, exercised, symbolName(decl.key, "frozen_backward"));
-  }
-  const inputs = batchInputs(pair.abi, seqs);
-  const f = pair.forward(cfg, B, inputs, batchState(pair.abi.state, seqs));
-  const g = pair.backward(cfg, B, inputs, f.saved, dy);
-  seqs.forEach((s, b) => {
-    const r64 = decl.inner.forward(s.in64, s.st64, cfg), r32 = decl.inner.forward(s.in32, s.st32, cfg);
-    // The initial state's gradient (dState0) is not part of this kernel ABI: only the per-token gradients are compared.
-    const { dState0: _s64, ...g64 } = decl.inner.backward(r64.saved, s.in64, s.dy64, cfg) as Record<string, Tensor | undefined>;
-    const { dState0: _s32, ...g32 } = decl.inner.backward(r32.saved, s.in32, s.dy32, cfg) as Record<string, Tensor | undefined>;
-    const names = new Set<string>([...pair.abi.grads, ...Object.keys(g64).filter((n) => g64[n] !== undefined)]);
-    for (const n of names) {
-      const ref64 = g64[n]?.data, ref32 = g32[n]?.data, kern = g[n] && slice(g[n], B, b);
-      const length = (ref64 ?? kern)?.length ?? 0;
-      items.push({
-        name: n, seq: b, kernel: kern,
-        // absent in the reference = zero (InnerGrads)
-        ref64: ref64 ?? new Float64Array(length), ref32: ref32 ?? new Float64Array(length),
-      });
-    }
-  });
-  return flashCompare(items, exercised, symbolName(decl.key, "backward"));
+  const { seqs, cfg, shape } = sequencesOf(decl, k, frozen);
+  const r = runKernels(decl, frozen, lib, k, seqs, cfg, shape, true);
+  return compareAll(decl, frozen, k, seqs, cfg, r.backward, "backward", exercised, symbolName(decl.key, frozen ? "frozen_backward" : "backward"));
 }

@@ -1,5 +1,5 @@
 /** What the child's checks need from a loaded kernel library, or an error saying what is missing. */
-import type { EmuControls, KernelLib, RulePair } from "../../ffi/lib.ts";
+import type { EmuControls, FrozenKernel, KernelLib, RulePair } from "../../ffi/lib.ts";
 
 /** The rule's kernel pair; a missing one is an error of the case (the checks test for it up front). */
 export function requirePair(lib: KernelLib, rule: string): RulePair {
@@ -19,4 +19,11 @@ export function requireTestSymbol(lib: KernelLib, name: string): KernelLib["raw"
   const fn: KernelLib["raw"][string] | undefined = lib.raw[name];
   if (fn === undefined) throw new Error(`${lib.path} does not export the test kernel ${name}`);
   return fn;
+}
+
+/** The rule's frozen-read kernels. */
+export function requireFrozen(lib: KernelLib, rule: string): FrozenKernel {
+  const p = lib.frozen(rule);
+  if (typeof p === "string") throw new Error(p);
+  return p;
 }

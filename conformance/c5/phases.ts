@@ -19,13 +19,12 @@ import { requireEmu, requirePair } from "./kernel-lib.ts";
 
 /** Every kernel of the variant in thread order 0..n-1 and n-1..0: the bits must agree. */
 export function raceCase(decl: RuleDecl, frozen: boolean, lib: KernelLib, k: KSpec): CaseOutcome {
-  const pair = requirePair(lib, decl.key);
   const emu = requireEmu(lib);
   try {
     emu.setOrder(false);
-    const fwd = runAllKernels(decl, frozen, pair, k);
+    const fwd = runAllKernels(decl, frozen, lib, k);
     emu.setOrder(true);
-    const rev = runAllKernels(decl, frozen, pair, k);
+    const rev = runAllKernels(decl, frozen, lib, k);
     return compareRuns(fwd, rev, "between thread order 0..n-1 and n-1..0");
   } finally {
     emu.setOrder(false);
@@ -65,13 +64,16 @@ function tapeRun(decl: RuleDecl, c: TapeCase, inner: RuleDecl["inner"]): TapeRun
   });
 }
 
+/** The checkpoint interval of the pair inside the tape (any C must do; 4 makes the cases' T > 4 replay). */
+const E2E_CHECKPOINT = 4;
+
 /** y and every gradient of the rule's inputs and parameters, kernel inside the tape vs the reference rule. */
 export function e2eCase(decl: RuleDecl, lib: KernelLib, spec: RuleCaseSpec, exercised: Set<string>): CaseOutcome {
   const pair = requirePair(lib, decl.key);
   const c32 = buildRuleCase(decl, spec, "f32");
   const to64 = (rec: Record<string, Tensor>) => Object.fromEntries(Object.entries(rec).map(([n, t]) => [n, cast(t, "f64")]));
   const c64: TapeCase = { ...c32, X: cast(c32.X, "f64"), params: to64(c32.params), state: to64(c32.state), dy: cast(c32.dy, "f64") };
-  const kern = tapeRun(decl, c32, kernelInnerPair(decl, pair));
+  const kern = tapeRun(decl, c32, kernelInnerPair(decl, pair, E2E_CHECKPOINT));
   const r64 = tapeRun(decl, c64, decl.inner), r32 = tapeRun(decl, c32, decl.inner);
   const items: Compared[] = [{ name: "y", seq: 0, kernel: kern.y.data, ref64: r64.y.data, ref32: r32.y.data }];
   for (const n of Object.keys(r64.grads)) {

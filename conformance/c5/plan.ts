@@ -4,8 +4,11 @@
  * catalogue checks) and the child (which resolves a requested id to the entry it runs).
  *
  * Per backend, per rule of the registry, its frozen variant and SWA:
- *   C5/<backend>/<rule>[.frozen]/forward      y and the final state vs the f64 reference
- *   C5/<backend>/<rule>[.frozen]/backward     every gradient of the inner inputs vs the f64 reference
+ *   C5/<backend>/<rule>[.frozen]/forward      y and the final state vs the f64 reference (H ∈ {1,2}, C ∈ {1,4,16})
+ *   C5/<backend>/<rule>[.frozen]/backward     every input gradient and d(initial state) vs the f64 reference
+ *   C5/<backend>/<rule>/checkpoint            C = 1, 4, 16 bitwise (forward; gradients on cpu-emu); a second backward
+ *   C5/<backend>/<rule>/chunks                3 chunks of 8 tokens vs one call of 24
+ *   C5/<backend>/<rule>/workspace             the size query: C = 16 needs <= 1/8 of C = 1 (d = 64, T = 256)
  *   C5/<backend>/<rule>/tape-e2e              the rule with the kernel as its inner loop, inside the tape
  *   C5/cpu-emu/<rule>[.frozen]/race           thread order reversed: outputs must be bitwise equal
  *   C5/cpu-emu/<rule>[.frozen]/gpu-blocks     forward and backward with blocks sized as on a GPU
@@ -15,10 +18,11 @@
 import { backendSlug } from "../../ffi/backends.ts";
 import type { Subject } from "../../harness/check.ts";
 import { RULES } from "../../src/rules/index.ts";
-import { variantKey } from "../../src/rules/level.ts";
+import { variantKey, withDefaults } from "../../src/rules/level.ts";
 import type { RuleDecl } from "../../src/rules/types.ts";
 import {
-  RUNS, RUNS_E2E, RUNS_GPU_BLOCKS, RUNS_THREAD_MODE, TOLERANCE, TOL_BITWISE, TOL_CRASH, TOL_EXACT, TOL_ISOLATION,
+  RUNS, RUNS_CHECKPOINT, RUNS_CHUNKS, RUNS_E2E, RUNS_GPU_BLOCKS, RUNS_ONE, RUNS_THREAD_MODE, TOLERANCE, TOL_BITWISE, TOL_CRASH, TOL_EXACT,
+  TOL_ISOLATION, TOL_WORKSPACE,
   type Runs, type CheckTolerance,
 } from "./tolerance.ts";
 
@@ -31,7 +35,7 @@ interface EntryBase {
 
 /** A check of one rule variant's kernels: against the reference, against themselves, or inside the tape. */
 export interface RuleEntry extends EntryBase {
-  readonly kind: "forward" | "backward" | "race" | "gpu-blocks" | "tape-e2e";
+  readonly kind: "forward" | "backward" | "checkpoint" | "chunks" | "workspace" | "race" | "gpu-blocks" | "tape-e2e";
   readonly decl: RuleDecl;
   readonly frozen: boolean;
   readonly runs: Runs;
@@ -84,13 +88,18 @@ function ruleEntries(backend: string, decl: RuleDecl, frozen: boolean): RuleEntr
   const slug = backendSlug(backend);
   const key = variantKey(decl.key, frozen);
   const subject = { rule: decl.key, frozen, backend };
-  const sheet = `docs/spec/conformance.md#c5; ${decl.sheet}${frozen ? " (frozen read, D3)" : ""}; ffi/nlk.h`;
+  const sheet = `docs/spec/conformance.md#c5; ${decl.sheet}${frozen ? " (frozen read, D3)" : ""}; docs/spec/kernel-abi.md#contract`;
   const entry = (kind: RuleEntry["kind"], spec: string, tolerance: CheckTolerance, runs: Runs): RuleEntry =>
     ({ id: `C5/${slug}/${key}/${kind}`, kind, subject, spec, tolerance, runs, decl, frozen });
   const out = [
     entry("forward", `${sheet}; README tolerance policy (f32)`, TOLERANCE, RUNS),
     entry("backward", `${sheet}; docs/spec/decisions.md#d2, tolerance policy (f32)`, TOLERANCE, RUNS),
   ];
+  if (!frozen && ruleHasState(decl)) {
+    out.push(entry("checkpoint", `${sheet}; docs/spec/kernel-abi.md#checkpointing; docs/spec/decisions.md#d16`, TOL_BITWISE, RUNS_CHECKPOINT));
+    out.push(entry("chunks", `${sheet}; docs/spec/kernel-abi.md#chunks`, TOLERANCE, RUNS_CHUNKS));
+    out.push(entry("workspace", `${sheet}; docs/spec/kernel-abi.md#workspace-bound`, TOL_WORKSPACE, RUNS_ONE));
+  }
   if (isEmu(backend)) {
     out.push(entry("race", `${sheet}; cuda/README.md (race check)`, TOL_BITWISE, RUNS));
     out.push(entry("gpu-blocks",
@@ -103,6 +112,10 @@ function ruleEntries(backend: string, decl: RuleDecl, frozen: boolean): RuleEntr
       TOLERANCE, RUNS_E2E));
   }
   return out;
+}
+
+function ruleHasState(decl: RuleDecl): boolean {
+  return Object.keys(decl.stateShapes(withDefaults(decl, { d: 8, seq_len: 1 }))).length > 0;
 }
 
 /** Every check a backend's child runs in a normal run, in catalogue order. */
@@ -161,8 +174,8 @@ export function parentPlan(): ParentEntry[] {
     subject: { backend: "cpu-emu" }, spec: ISOLATION_SPEC[fault], tolerance: TOL_ISOLATION,
   }));
   const header: HeaderEntry = {
-    id: "C5/abi/header-matches-table", kind: "header", subject: {}, tolerance: TOL_EXACT,
-    spec: "docs/spec/conformance.md#c5; ffi/nlk.h vs ffi/abi.ts (the table every caller is derived from)",
+    id: "C5/abi/generated-files-current", kind: "header", subject: {}, tolerance: TOL_EXACT,
+    spec: "docs/spec/kernel-abi.md#one-source: ffi/nlk.h, ffi/abi.gen.ts and cuda/gen/ are what ffi/generate.ts makes from the rule declarations",
   };
   return [...isolation, header];
 }

@@ -7,7 +7,9 @@
  *       runs the requested checks (ChildRequest); prints "@@nlc-start <id>" before and
  *       "@@nlc-result <json CheckResult>" after each one, unbuffered
  *
- * so that the parent knows which check was running when the child died.
+ * and, while a check runs, "@@nlc-case <json>" before each generated case (its seed, fast-check path
+ * and shape) and "@@nlc-call <symbol>" before each kernel call, so that the parent knows which
+ * check, case and kernel were running when the child died.
  */
 import { parseArgs } from "node:util";
 import type { Resolved } from "../../ffi/backends.ts";
@@ -50,25 +52,40 @@ export function parseChildArgs(argv: string[]): ChildMode {
   return { kind: "run", backend: values.backend, profile };
 }
 
-const START = "@@nlc-start ", RESULT = "@@nlc-result ", PROBE = "@@nlc-probe ";
+const START = "@@nlc-start ", RESULT = "@@nlc-result ", PROBE = "@@nlc-probe ", CASE = "@@nlc-case ", CALL = "@@nlc-call ";
+
+/** The case a check was running: enough to name it and to replay it. */
+export interface CaseLine {
+  id: string;
+  seed: number;
+  path: string;
+  /** B, T, H, d, C, hyperparameters. */
+  shape: Record<string, unknown>;
+}
 
 export const startLine = (id: string): string => `${START}${id}`;
 export const resultLine = (r: CheckResult): string => `${RESULT}${JSON.stringify(r)}`;
 export const probeLine = (p: Probed[]): string => `${PROBE}${JSON.stringify(p)}`;
+export const caseLine = (c: CaseLine): string => `${CASE}${JSON.stringify(c)}`;
+export const callLine = (symbol: string): string => `${CALL}${symbol}`;
 
-/** The results a run child printed, and the check it had started but not finished (if any). */
-export function parseRunOutput(stdout: string): { results: Map<string, CheckResult>; running?: string } {
+/** The results a run child printed, and the check, case and kernel call it had started but not finished. */
+export function parseRunOutput(stdout: string): { results: Map<string, CheckResult>; running?: string; lastCase?: CaseLine; lastCall?: string } {
   const results = new Map<string, CheckResult>();
-  let running: string | undefined;
+  let running: string | undefined, lastCase: CaseLine | undefined, lastCall: string | undefined;
   for (const line of stdout.split("\n")) {
-    if (line.startsWith(START)) running = line.slice(START.length).trim();
+    if (line.startsWith(START)) {
+      running = line.slice(START.length).trim();
+      lastCase = lastCall = undefined;
+    } else if (line.startsWith(CASE)) lastCase = JSON.parse(line.slice(CASE.length)) as CaseLine;
+    else if (line.startsWith(CALL)) lastCall = line.slice(CALL.length).trim();
     else if (line.startsWith(RESULT)) {
       const r = JSON.parse(line.slice(RESULT.length)) as CheckResult;
       results.set(r.id, r);
-      if (running === r.id) running = undefined;
+      if (running === r.id) running = lastCase = lastCall = undefined;
     }
   }
-  return { results, running };
+  return { results, running, lastCase, lastCall };
 }
 
 /** The probe child's report, or undefined when it printed none. */
@@ -78,6 +95,6 @@ export function parseProbeOutput(stdout: string): Probed[] | undefined {
 }
 
 /** A result for a check that did not run its cases (unavailable backend, dead child, unknown id). */
-export function stubResult(id: string, status: CheckResult["status"], message: string, seed = 0): CheckResult {
-  return { id, class: "C5", subject: {}, status, tolerance: {}, runs: 0, seed, path: "", replay: "", ms: 0, spec: "", message };
+export function stubResult(id: string, status: CheckResult["status"], message: string, seed = 0, path = ""): CheckResult {
+  return { id, class: "C5", subject: {}, status, tolerance: {}, runs: 0, seed, path, replay: "", ms: 0, spec: "", message };
 }

@@ -8,7 +8,8 @@ import { join } from "node:path";
 import { kernelBackendNames, type Resolved } from "../../ffi/backends.ts";
 import type { CheckResult } from "../../harness/check.ts";
 import { ROOT } from "../../paths.ts";
-import { childArgs, parseProbeOutput, parseRunOutput, stubResult, type ChildMode, type ChildRequest } from "./protocol.ts";
+import { childArgs, parseProbeOutput, parseRunOutput, stubResult, type CaseLine, type ChildMode, type ChildRequest } from "./protocol.ts";
+import { replayCommand } from "../../harness/run.ts";
 
 const CHILD = join(import.meta.dir, "child.ts");
 
@@ -56,11 +57,26 @@ function childStderr(s: string): string {
   return tail(s);
 }
 
+/** What died: the kernel that was being called when the process ended, if one was. */
+function crashWhat(call: string | undefined, death: string, backend: string): string {
+  return call !== undefined ? `kernel ${call} (backend ${backend}): the checking process ${death}` : `the child process running C5 on ${backend} ${death}`;
+}
+
+/** The case that was running, and the command that replays it. */
+function crashCase(c: CaseLine | undefined, backend: string): string {
+  if (c === undefined) return "";
+  const sh = c.shape;
+  const hyper = sh.hyper && Object.keys(sh.hyper as object).length > 0 ? ` hyper ${JSON.stringify(sh.hyper)}` : "";
+  const dims = ["B", "T", "H", "d", "C"].filter((k) => sh[k] !== undefined && sh[k] !== null).map((k) => `${k}=${sh[k]}`).join(" ");
+  const args = ["--backend", backend];
+  return `, on the case seed ${c.seed}, path ${c.path} (${dims}${hyper}); replay: ${replayCommand(c.id, c.seed, c.path, args)}`;
+}
+
 /** Runs a batch in a child process; checks it did not report become `error` with the cause. */
 export function runChild(req: ChildRequest): ChildOutcome {
   const timeout = req.timeoutMs ?? batchTimeoutMs(req.checks.length);
   const proc = spawnChild({ kind: "run", backend: req.backend, profile: req.profile }, timeout, JSON.stringify(req));
-  const { results, running } = parseRunOutput(proc.stdout.toString());
+  const { results, running, lastCase, lastCall } = parseRunOutput(proc.stdout.toString());
   const stderr = childStderr(proc.stderr.toString());
   let death: string | undefined;
   if (proc.exitedDueToTimeout) death = `timed out after ${Math.round(timeout / 1000)} s (killed)`;
@@ -71,9 +87,11 @@ export function runChild(req: ChildRequest): ChildOutcome {
     for (const c of req.checks) {
       if (results.has(c.id)) continue;
       const message = c.id === running
-        ? `${who} ${death} during this check; the rest of the suite continues${stderr ? `\nchild stderr: ${stderr}` : ""}`
+        ? `${crashWhat(lastCall, death, req.backend)} during this check${crashCase(lastCase, req.backend)}; the rest of the suite continues` +
+          (stderr ? `\nchild stderr: ${stderr}` : "")
         : `not run: ${who} ${death}${running ? ` while running ${running}` : ""}`;
-      results.set(c.id, stubResult(c.id, "error", message, c.seed ?? 0));
+      const at = c.id === running && lastCase !== undefined ? lastCase : undefined;
+      results.set(c.id, stubResult(c.id, "error", message, at?.seed ?? c.seed ?? 0, at?.path ?? ""));
     }
   }
   return { results, death };

@@ -12,6 +12,9 @@ export const RUNS: Runs = { quick: 5, default: 30, deep: 300 };
 export const RUNS_E2E: Runs = { quick: 4, default: 10, deep: 100 };
 export const RUNS_GPU_BLOCKS: Runs = { quick: 2, default: 8, deep: 60 };
 export const RUNS_THREAD_MODE: Runs = { quick: 2, default: 3, deep: 20 };
+export const RUNS_CHECKPOINT: Runs = { quick: 3, default: 10, deep: 100 };
+export const RUNS_CHUNKS: Runs = { quick: 2, default: 6, deep: 60 };
+export const RUNS_ONE: Runs = { quick: 1, default: 1, deep: 1 };
 
 /** Relative floor of the flash-attention bound, per tensor and sequence. */
 export const FLOOR_REL = 1e-6;
@@ -29,6 +32,9 @@ export const TOLERANCE: CheckTolerance = {
   vacuity: `a case whose compared references are all below ${EXERCISED} is vacuous; so is a check in which some compared tensor never exceeds it`,
 };
 export const TOL_BITWISE: CheckTolerance = { kind: "bitwise", reason: "the same kernel and inputs with the thread order reversed must give identical bits" };
+export const TOL_WORKSPACE: CheckTolerance = {
+  kind: "size query", bound: "workspace_bytes(C = 16) <= workspace_bytes(C = 1) / 8 at d = 64, T = 256 (B = H = 1)",
+};
 export const TOL_ISOLATION: CheckTolerance = { kind: "process isolation" };
 export const TOL_EXACT: CheckTolerance = { kind: "exact" };
 export const TOL_CRASH: CheckTolerance = { kind: "crash" };

@@ -58,27 +58,33 @@ __global__ void divergent_kernel(int mode) {
 extern "C" {
 
 NLK_API int nlk_test_crash(int mode) {
-  nlk::Call call;
-  float* out = call.scratch(4);
-  if (call.status() != 0) return call.finish();
+  float* out = nullptr;
+  if (cudaMalloc(&out, 4 * sizeof(float)) != cudaSuccess) return NLK_ERR_BAD_SIZE;
+  nlk::KernelTimer timer;
   NLK_LAUNCH(crash_kernel, 1, 4, 0)(mode, out);
-  return call.finish();
+  const int st = timer.finish(nlk::launch_status());
+  cudaFree(out);
+  return st;
 }
 
+/** out: host memory (the race check reads it back directly). */
 NLK_API int nlk_test_race(int n, float* out) {
   if (n < 2 || n > 1024) return NLK_ERR_BAD_SIZE;
   NLK_REQUIRE_PTRS(out);
-  nlk::Call call;
-  float* o = call.out(out, static_cast<size_t>(n));
-  if (call.status() != 0) return call.finish();
+  float* o = nullptr;
+  if (cudaMalloc(&o, static_cast<size_t>(n) * sizeof(float)) != cudaSuccess) return NLK_ERR_BAD_SIZE;
+  nlk::KernelTimer timer;
   NLK_LAUNCH(race_kernel, 1, n, static_cast<size_t>(n) * sizeof(float))(n, o);
-  return call.finish();
+  int st = timer.finish(nlk::launch_status());
+  if (st == 0) st = static_cast<int>(cudaMemcpy(out, o, static_cast<size_t>(n) * sizeof(float), cudaMemcpyDeviceToHost));
+  cudaFree(o);
+  return st;
 }
 
 NLK_API int nlk_test_divergent_sync(int mode) {
-  nlk::Call call;
+  nlk::KernelTimer timer;
   NLK_LAUNCH(divergent_kernel, 1, 4, 0)(mode);
-  return call.finish();
+  return timer.finish(nlk::launch_status());
 }
 
 }  // extern "C"

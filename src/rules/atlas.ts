@@ -21,6 +21,7 @@ export const atlas: RuleDecl<"atlas"> = {
   gates: ["alpha", "theta", "eta"],
   normalizeKQ: false,
   omega: true,
+  kernel: { noGrad: ["v"] }, // v reaches the inner pair only through omega
   stateShapes: ({ d }) => ({ M: [d, d], S: [d, d] }),
   init: ({ d }, dtype) => ({ M: zeros(dtype, [d, d]), S: zeros(dtype, [d, d]) }),
   randomState: randomMatrixState(["M", "S"]),

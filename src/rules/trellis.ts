@@ -72,6 +72,7 @@ export const trellis: RuleDecl<"trellis"> = {
   gates: ["alpha", "theta"],
   normalizeKQ: false,
   omega: false,
+  kernel: { extraInputs: ["x"] }, // reads the level input row directly
   stateShapes: (cfg) => {
     const dk = cfg.d_compress as number;
     return { S_K: [dk, cfg.d], S_V: [cfg.d, dk] };

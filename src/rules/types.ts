@@ -172,4 +172,16 @@ export interface RuleDecl<K extends string = string> {
   readonly thetaScale?: (cfg: RuleConfig) => number;
   /** The matrix family's step split, for the chunk forms (absent: the rule is not in the family). */
   readonly matrixChunk?: MatrixChunkDecl;
+  /** Kernel-ABI facts the fields above do not imply (docs/spec/kernel-abi.md#inputs); absent = none. */
+  readonly kernel?: KernelFacts;
+}
+
+/**
+ * What the kernel ABI generator (ffi/generate.ts) cannot derive from the rest of a declaration:
+ * the inner inputs are k, v, q, the declared gates and omega (when `omega`), plus `extraInputs`;
+ * every input has a gradient except those in `noGrad`.
+ */
+export interface KernelFacts {
+  readonly extraInputs?: readonly "x"[];
+  readonly noGrad?: readonly ("k" | "v" | "q" | "x" | "alpha" | "theta" | "eta" | "omega")[];
 }

@@ -1,0 +1,170 @@
+/**
+ * The checks of the v2 contract beyond forward and backward (docs/spec/kernel-abi.md):
+ *   checkpoint  the same batch at C = 1, 4, 16: y and the final state bitwise equal for every C;
+ *               the gradients bitwise equal where the library says its arithmetic order does not
+ *               depend on C (ours: cpu-emu); and a second backward on the same workspace gives
+ *               the first one's bits (the backward must not destroy what the forward saved)
+ *   chunks      a T = 24 sequence cut into 3 chunks of 8 tokens (final state threaded forward,
+ *               d(initial state) threaded back) against one call on the whole sequence
+ *   workspace   the size query: workspace(C = 16) <= workspace(C = 1) / 8 at d = 64, T = 256
+ */
+import type { Shape } from "../../ffi/abi.ts";
+import type { Arrays, KernelLib, RulePair } from "../../ffi/lib.ts";
+import type { CaseOutcome } from "../../harness/check.ts";
+import { withDefaults } from "../../src/rules/level.ts";
+import type { RuleDecl } from "../../src/rules/types.ts";
+import { CHECKPOINTS, batchDy, batchInputs, batchState, sequencesOf, widthOf, type KSpec } from "./batch.ts";
+import { firstBitDiff } from "./bitwise.ts";
+import { flashCompare, type Compared } from "./compare.ts";
+import { perSequence, runKernels, type PerSeq } from "./forward-backward.ts";
+import { requirePair } from "./kernel-lib.ts";
+
+function compareBits(a: PerSeq[], b: PerSeq[], what: string): string | null {
+  for (let n = 0; n < a.length; n++) {
+    for (const name of Object.keys(a[n]!)) {
+      const x = a[n]![name]!, y = b[n]?.[name];
+      if (y === undefined) return `${name} missing ${what}`;
+      const i = firstBitDiff(x, y);
+      if (i >= 0) return `${name} (sequence ${n})[${i}] differs ${what}: ${x[i]} vs ${y[i]}`;
+    }
+  }
+  return null;
+}
+
+/** Forward bitwise across C; gradients bitwise across C when `bitwiseGrads`; backward twice bitwise. */
+export function checkpointCase(decl: RuleDecl, lib: KernelLib, k: KSpec, bitwiseGrads: boolean): CaseOutcome {
+  const pair = requirePair(lib, decl.key);
+  const { seqs, cfg, shape } = sequencesOf(decl, k, false);
+  const runs = CHECKPOINTS.map((C) => runKernels(decl, false, lib, { ...k, C }, seqs, cfg, shape, true));
+  for (let i = 1; i < runs.length; i++) {
+    const f = compareBits(runs[0]!.forward, runs[i]!.forward, `between C = ${CHECKPOINTS[0]} and C = ${CHECKPOINTS[i]} (the forward must not depend on C)`);
+    if (f !== null) return { ok: false, message: `nlk_${decl.key}_forward: ${f}` };
+    if (bitwiseGrads) {
+      const g = compareBits(runs[0]!.backward, runs[i]!.backward, `between C = ${CHECKPOINTS[0]} and C = ${CHECKPOINTS[i]} (the recomputed states must be the forward's)`);
+      if (g !== null) return { ok: false, message: `nlk_${decl.key}_backward: ${g}` };
+    }
+  }
+  // a second backward on the same workspace
+  const inputs = batchInputs(pair.abi, seqs, shape), st0 = batchState(pair.abi.state, seqs.map((s) => s.st32));
+  const dy = k.dyNull ? null : batchDy(seqs, shape);
+  const dFinal = k.dFinalNull ? null : batchState(pair.abi.state, seqs.map((s) => s.dFinal32));
+  const f = pair.forward(shape, k.C, cfg, inputs, st0);
+  try {
+    const g1 = pair.backward(shape, k.C, cfg, inputs, st0, f.ws, dy, dFinal);
+    const g2 = pair.backward(shape, k.C, cfg, inputs, st0, f.ws, dy, dFinal);
+    const d = compareBits(perSequence(shape, g1.grads, g1.dState0), perSequence(shape, g2.grads, g2.dState0),
+      `between two backward calls on one workspace (C = ${k.C}): the backward changed what the forward saved`);
+    if (d !== null) return { ok: false, message: `nlk_${decl.key}_backward: ${d}` };
+  } finally {
+    f.ws.free();
+  }
+  return { ok: true };
+}
+
+/** Tokens t0 .. t1−1 of an ABI tensor [B, T, H, w]. */
+function tokenSlice(a: Float32Array, s: Shape, w: number, t0: number, t1: number): Float32Array {
+  const T = t1 - t0, out = new Float32Array(s.B * T * s.H * w), row = s.H * w;
+  for (let b = 0; b < s.B; b++) out.set(a.subarray((b * s.T + t0) * row, (b * s.T + t1) * row), b * T * row);
+  return out;
+}
+
+/** Chunks of an ABI tensor [B, Tc, H, w] joined along T. */
+function tokenJoin(parts: Float32Array[], s: Shape, w: number): Float32Array {
+  const out = new Float32Array(s.B * s.T * s.H * w), row = s.H * w;
+  let t0 = 0;
+  for (const p of parts) {
+    const T = p.length / (s.B * row);
+    for (let b = 0; b < s.B; b++) out.set(p.subarray(b * T * row, (b + 1) * T * row), (b * s.T + t0) * row);
+    t0 += T;
+  }
+  return out;
+}
+
+export const CHUNK_T = 24;
+const CHUNK = 8;
+
+function sliceAll(rec: Arrays, s: Shape, t0: number, t1: number): Arrays {
+  return Object.fromEntries(Object.entries(rec).map(([n, a]) => [n, tokenSlice(a, s, widthOf(n, s), t0, t1)]));
+}
+
+/**
+ * One call on T = 24 tokens against three calls on 8 (docs/spec/kernel-abi.md#chunks). y and the final
+ * state must be bitwise equal (the forward's state is f32 either way); the gradients are compared
+ * with the reference's flash-attention bound, because at a chunk boundary the state adjoint crosses
+ * the ABI as f32 (inside one call a kernel may carry it wider, as ours does in f64).
+ */
+export function chunkCase(decl: RuleDecl, lib: KernelLib, k: KSpec, exercised: Set<string>): CaseOutcome {
+  const pair: RulePair = requirePair(lib, decl.key);
+  const { seqs, cfg, shape } = sequencesOf(decl, k, false);
+  if (shape.T !== CHUNK_T) throw new Error(`chunk case with T = ${shape.T}, expected ${CHUNK_T}`);
+  const inputs = batchInputs(pair.abi, seqs, shape), st0 = batchState(pair.abi.state, seqs.map((s) => s.st32));
+  const dy = batchDy(seqs, shape), dFinal = batchState(pair.abi.state, seqs.map((s) => s.dFinal32));
+  const whole = runKernels(decl, false, lib, { ...k, dyNull: false, dFinalNull: false }, seqs, cfg, shape, true);
+  // forward chunk by chunk
+  const cShape: Shape = { ...shape, T: CHUNK }, cCfg = withDefaults(decl, { ...cfg, seq_len: CHUNK });
+  const ys: Float32Array[] = [], states: Arrays[] = [st0], wss = [];
+  const chunkInputs = [0, 1, 2].map((i) => sliceAll(inputs, shape, i * CHUNK, (i + 1) * CHUNK));
+  try {
+    for (let i = 0; i < 3; i++) {
+      const f = pair.forward(cShape, k.C, cCfg, chunkInputs[i]!, states[i]!);
+      wss.push(f.ws);
+      ys.push(f.y);
+      states.push(f.state);
+    }
+    const fwd = perSequence(shape, { y: tokenJoin(ys, shape, shape.d) }, Object.fromEntries(Object.entries(states[3]!).map(([n, a]) => [`state ${n}`, a])));
+    for (let n = 0; n < fwd.length; n++) {
+      for (const name of Object.keys(fwd[n]!)) {
+        const i = firstBitDiff(fwd[n]![name]!, whole.forward[n]![name]!);
+        if (i >= 0) return { ok: false, message: `${name} (sequence ${n})[${i}]: three chunks of ${CHUNK} give ${fwd[n]![name]![i]}, one call ${whole.forward[n]![name]![i]} (must be bitwise equal)` };
+      }
+    }
+    // backward chunk by chunk, d(initial state) of chunk i+1 as d(final state) of chunk i
+    const grads: Arrays[] = [];
+    let dF: Arrays = dFinal;
+    for (let i = 2; i >= 0; i--) {
+      const g = pair.backward(cShape, k.C, cCfg, chunkInputs[i]!, states[i]!, wss[i]!, tokenSlice(dy, shape, shape.d, i * CHUNK, (i + 1) * CHUNK), dF);
+      grads[i] = g.grads;
+      dF = g.dState0;
+    }
+    const joined: Arrays = {};
+    for (const gname of pair.abi.grads) joined[gname] = tokenJoin(grads.map((g) => g[gname]!), shape, widthOf(gname, shape));
+    const chunked = perSequence(shape, joined, Object.fromEntries(Object.entries(dF).map(([n, a]) => [`d${n}_0`, a])));
+    const items: Compared[] = [];
+    seqs.forEach((s, n) => {
+      const r64 = decl.inner.backward(decl.inner.forward(s.in64, s.st64, cfg).saved, s.in64, s.dy64, cfg, s.dFinal64) as Record<string, unknown>;
+      const r32 = decl.inner.backward(decl.inner.forward(s.in32, s.st32, cfg).saved, s.in32, s.dy32, cfg, s.dFinal32) as Record<string, unknown>;
+      const flat = (r: Record<string, unknown>): Record<string, ArrayLike<number>> => {
+        const out: Record<string, ArrayLike<number>> = {};
+        for (const [nm, t] of Object.entries(r)) if (nm !== "dState0" && t !== undefined) out[nm] = (t as { data: ArrayLike<number> }).data;
+        for (const [nm, t] of Object.entries((r.dState0 ?? {}) as Record<string, { data: ArrayLike<number> }>)) out[`d${nm}_0`] = t.data;
+        return out;
+      };
+      const a64 = flat(r64), a32 = flat(r32);
+      for (const name of Object.keys(chunked[n]!)) {
+        const len = chunked[n]![name]!.length;
+        items.push({ name, seq: n, kernel: chunked[n]![name], ref64: a64[name] ?? new Float64Array(len), ref32: a32[name] ?? new Float64Array(len) });
+      }
+    });
+    const r = flashCompare(items, exercised, `nlk_${decl.key}_backward over three chunks of ${CHUNK}`);
+    const same = compareBits(chunked, whole.backward, "");
+    return r.ok ? { ...r, message: same === null ? "gradients bitwise equal to one call" : `gradients within the bound; not bitwise equal to one call (${same.trim()})` } : r;
+  } finally {
+    for (const w of wss) w.free();
+  }
+}
+
+/** The size query at d = 64, T = 256 (and d = 128): C = 16 must need at most 1/8 of C = 1. */
+export function workspaceBound(decl: RuleDecl, lib: KernelLib): CaseOutcome {
+  const pair = requirePair(lib, decl.key);
+  const sizes: string[] = [];
+  let ratio = 0;
+  for (const d of [64, 128]) {
+    const cfg = withDefaults(decl, { d, seq_len: 256 });
+    const shape: Shape = { B: 1, T: 256, H: 1, d };
+    const b = Object.fromEntries([1, 4, 16].map((C) => [C, pair.workspaceBytes(shape, C, cfg)]));
+    sizes.push(`d=${d}: C=1 ${b[1]} B, C=4 ${b[4]} B, C=16 ${b[16]} B`);
+    if (d === 64) ratio = b[1] === 0 ? 0 : b[16]! / b[1]!;
+  }
+  const msg = `workspace per sequence (B = H = 1, T = 256): ${sizes.join("; ")}; C=16/C=1 at d=64: ${ratio.toFixed(4)}`;
+  return ratio <= 1 / 8 ? { ok: true, message: msg } : { ok: false, message: `${msg} > 1/8: the checkpointed workspace is not O(T/C · d²)` };
+}
