@@ -25,8 +25,11 @@ struct FrozenWs {
   }
 };
 
-/** Token t's read weights at S into w (ρ into rho): the same bits in the forward and the backward. */
-__device__ void weights(const float* S, const float* q, int m, int d, acc_t* rho, float* w) {
+/**
+ * Token t's read weights at S into w (ρ into rho). One body (NLK_NOINLINE) for the forward and the
+ * backward, so the backward's recomputed w are the forward's bits on either build.
+ */
+NLK_NOINLINE __device__ void weights(const float* S, const float* q, int m, int d, acc_t* rho, float* w) {
   for (int i = 0; i < m; i++) rho[i] = dot_row(S + static_cast<size_t>(i) * d, q, d);
   nlk::slots::softmax_weights(rho, m, w);
 }
