@@ -161,11 +161,5 @@ int backward(const BackwardArgs& a) {
 
 }  // namespace nlk::swa
 
-// SWA has no state and so no checkpoint interval: nlk_swa_* take no C, but the generated wrappers
-// still pass one to the launchers (ForwardArgs::C, workspace_bytes). Until ffi/generate.ts omits it
-// for a pair without state, this file-local constant stands in; the launchers ignore it.
-namespace {
-constexpr int C = 1;
-}
 
 #include "gen/swa_pair.inc"

@@ -1,5 +1,5 @@
 /**
- * Builds the kernel libraries from cuda/*.cu (the ported kernel pairs; cuda/v1/ is not built) — the
+ * Builds the kernel libraries from cuda/*.cu (the kernel pairs) — the
  * same .cu sources two ways, after regenerating cuda/gen/ and the header (ffi/generate.ts):
  *   cpu       build/libnlk-cpu.so        g++ -x c++ with the emulation header (cuda/portable.cuh)
  *   cpu-test  build/libnlk-cpu-test.so   the cpu objects plus cuda/test/*.cu (planted crashes, races)

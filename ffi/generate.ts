@@ -167,6 +167,8 @@ function wrapper(a: RuleAbi, fn: KernelFn): string {
   const hyperInit = `const nlk::${a.rule}::Hyper hyper{${params.filter((p) => p.hyper).map((p) => p.name).join(", ")}};`;
   const frozenFn = fn.startsWith("frozen");
   const hasC = a.recurrent && !frozenFn;
+  // a pair without state has no checkpoint interval: its launchers get C = 1
+  const cArg = hasC ? "C" : "1";
   const body: string[] = [
     `  if (B < 1 || T < 1 || H < 1 || d < 1) return NLK_ERR_BAD_SIZE;`,
     ...(hasC ? [`  if (C < 1) return NLK_ERR_BAD_SIZE;`] : []),
@@ -176,7 +178,7 @@ function wrapper(a: RuleAbi, fn: KernelFn): string {
   if (required.length > 0) body.push(`  NLK_REQUIRE_PTRS(${required.join(", ")});`);
   body.push(`  ${hyperInit}`, `  const nlk::Shape shape{B, T, H, d};`);
   const ns = `nlk::${a.rule}`;
-  const wsQuery = frozenFn ? `${ns}::frozen_workspace_bytes(shape, hyper, ` : `${ns}::workspace_bytes(shape, C, hyper, `;
+  const wsQuery = frozenFn ? `${ns}::frozen_workspace_bytes(shape, hyper, ` : `${ns}::workspace_bytes(shape, ${cArg}, hyper, `;
   if (fn === "workspace_bytes" || fn === "frozen_workspace_bytes") {
     body.push(`  return ${wsQuery}bytes);`);
   } else {
@@ -192,11 +194,11 @@ function wrapper(a: RuleAbi, fn: KernelFn): string {
     let init: string, launcher: string;
     switch (fn) {
       case "forward":
-        init = `${ns}::ForwardArgs args{shape, C, hyper, ${list(a.inputs)}, ${st0}, y, ${list(a.state)}, ws};`;
+        init = `${ns}::ForwardArgs args{shape, ${cArg}, hyper, ${list(a.inputs)}, ${st0}, y, ${list(a.state)}, ws};`;
         launcher = `${ns}::forward(args)`;
         break;
       case "backward":
-        init = `${ns}::BackwardArgs args{shape, C, hyper, ${list(a.inputs)}, ${st0}, dy, ${list(a.state.map((s) => `d${s}`))}, ws, ` +
+        init = `${ns}::BackwardArgs args{shape, ${cArg}, hyper, ${list(a.inputs)}, ${st0}, dy, ${list(a.state.map((s) => `d${s}`))}, ws, ` +
           `${list(a.grads)}, ${list(a.state.map((s) => `d${s}_0`))}};`;
         launcher = `${ns}::backward(args)`;
         break;
