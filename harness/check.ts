@@ -26,6 +26,8 @@ export interface CaseOutcome {
   vacuous?: boolean;
   worst?: Worst;
   message?: string;
+  /** Measurements of the case the report keeps beside `worst` (e.g. C5's per-tensor bounds and bias statistics). */
+  details?: Readonly<Record<string, unknown>>;
 }
 
 /** A comparison's verdict as a case outcome. */
@@ -103,6 +105,7 @@ export interface DelegatedResult {
   message?: string;
   /** The check's own time where it ran elsewhere (else the delegate call's time is reported). */
   ms?: number;
+  details?: Readonly<Record<string, unknown>>;
 }
 
 export interface CheckResult {
@@ -119,4 +122,6 @@ export interface CheckResult {
   ms: number;
   message?: string;
   spec: string;
+  /** The reported case's measurements (the failing case, else the one with the worst error). */
+  details?: Readonly<Record<string, unknown>>;
 }

@@ -50,7 +50,7 @@ export function runCheck<T>(def: CheckDef<T>, opts: RunOptions): CheckResult {
       const r = def.delegate({
         seed, runSeed: opts.seed, profile: opts.profile, replayPath: opts.replay?.path, selected: opts.selected ?? new Set([def.id]),
       });
-      const res = done({ status: r.status, runs: r.runs, path: r.path, worst: r.worst, message: r.message });
+      const res = done({ status: r.status, runs: r.runs, path: r.path, worst: r.worst, message: r.message, ...(r.details ? { details: r.details } : {}) });
       return { ...res, seed: r.seed, replay: replayCommand(def.id, r.seed, r.path, def.replayArgs), ms: r.ms ?? res.ms };
     } catch (e) {
       return done({ status: "error", runs: 0, path: "", message: errText(e) });
@@ -64,10 +64,11 @@ export function runCheck<T>(def: CheckDef<T>, opts: RunOptions): CheckResult {
     } catch (e) {
       return done({ status: "error", runs: 1, path: "", message: errText(e) });
     }
-    return done({ status: statusOf(out), runs: 1, path: "", worst: out.worst, message: out.message });
+    return done({ status: statusOf(out), runs: 1, path: "", worst: out.worst, message: out.message, ...(out.details ? { details: out.details } : {}) });
   }
 
   let worst: Worst = emptyWorst();
+  let worstDetails: CaseOutcome["details"];
   // A case whose comparison is over near-zero values proves nothing: it is discarded (as a
   // fast-check precondition) and counted. The check is vacuous when such cases are the majority.
   let informative = 0, discarded = 0;
@@ -80,7 +81,10 @@ export function runCheck<T>(def: CheckDef<T>, opts: RunOptions): CheckResult {
       fc.pre(false);
     }
     informative++;
-    if (out.worst !== undefined && out.worst.abs >= worst.abs) worst = out.worst;
+    if (out.worst !== undefined && out.worst.abs >= worst.abs) {
+      worst = out.worst;
+      worstDetails = out.details;
+    }
     if (!out.ok) throw new CaseFailed(out.message ?? "check failed");
   });
   const numRuns = opts.replay !== undefined ? 1 : def.runs[opts.profile];
@@ -99,7 +103,10 @@ export function runCheck<T>(def: CheckDef<T>, opts: RunOptions): CheckResult {
       return done({ status: "vacuous", runs, path: "", message: `only ${informative} of ${numRuns} cases compared non-negligible values${discardNote}` });
     }
     if (!details.failed) {
-      return done({ status: "pass", runs, path: "", worst: worst.index >= 0 ? worst : undefined, message: discardNote ? discardNote.trim() : undefined });
+      return done({
+        status: "pass", runs, path: "", worst: worst.index >= 0 ? worst : undefined, message: discardNote ? discardNote.trim() : undefined,
+        ...(worstDetails ? { details: worstDetails } : {}),
+      });
     }
   }
   const path = details.counterexamplePath ?? "";
@@ -113,7 +120,7 @@ export function runCheck<T>(def: CheckDef<T>, opts: RunOptions): CheckResult {
     shrunk = undefined;
   }
   if (err instanceof CaseFailed) {
-    return done({ status: "fail", runs, path, worst: shrunk?.worst, message: `${err.message}${example}` });
+    return done({ status: "fail", runs, path, worst: shrunk?.worst, message: `${err.message}${example}`, ...(shrunk?.details ? { details: shrunk.details } : {}) });
   }
   return done({ status: "error", runs, path, message: `${errText(err)}${example}` });
 }

@@ -58,7 +58,7 @@ function cacheKey(id: string, seed: number, profile: Profile): string {
 }
 
 function toDelegated(r: CheckResult): DelegatedResult {
-  return { status: r.status, runs: r.runs, seed: r.seed, path: r.path, worst: r.worst ?? undefined, message: r.message, ms: r.ms };
+  return { status: r.status, runs: r.runs, seed: r.seed, path: r.path, worst: r.worst ?? undefined, message: r.message, ms: r.ms, ...(r.details ? { details: r.details } : {}) };
 }
 
 /** Runs a check in its backend's child: a replay alone, a normal run with every selected sibling. */

@@ -35,7 +35,11 @@ function skipReason(e: RuleEntry, lib: KernelLib): string | null {
   const fn = `nlk_${e.decl.key}_${e.frozen ? "frozen_" : ""}forward`;
   const dt = lib.dtypes(fn);
   if (typeof dt === "string") return `${fn}: ${dt}`;
-  if (dt.storage !== "f32") return `${fn} stores ${dt.storage} (state ${dt.state}, accumulate ${dt.accumulate}): only f32 storage is judged until the precision policy (docs/spec/decisions.md#d15) is implemented`;
+  if (dt.storage !== "f32" || dt.state !== "f32") {
+    return `${fn} stores ${dt.storage} (state ${dt.state}, accumulate ${dt.accumulate}): the harness passes f32 tensors only; ` +
+      `bf16/f16 storage is judged through kernel-output fixtures (docs/spec/precision.md#declaration)`;
+  }
+  if (dt.accumulate !== "f32" && dt.accumulate !== "f64") return `${fn} accumulates in ${dt.accumulate}: only f64 and f32 accumulation are defined (docs/spec/precision.md#declaration)`;
   return null;
 }
 

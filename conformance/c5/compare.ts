@@ -5,8 +5,10 @@
  */
 import { abiOf } from "../../ffi/abi.ts";
 import type { CaseOutcome, CheckResult } from "../../harness/check.ts";
+import { biasVerdict } from "../../oracle/bias.ts";
 import { flashRule, type Worst } from "../../oracle/compare.ts";
 import { maxAbs } from "../../src/numeric.ts";
+import type { Precision } from "../../src/precision.ts";
 import { usedParams, withDefaults } from "../../src/rules/level.ts";
 import type { RuleDecl } from "../../src/rules/types.ts";
 import { EXERCISED, FLOOR_REL } from "./tolerance.ts";
@@ -26,8 +28,61 @@ function firstNonFinite(kernel: ArrayLike<number>, ref: ArrayLike<number>): numb
   return -1;
 }
 
-/** Applies the flash-attention bound to every item; records which tensors were exercised. */
-export function flashCompare(items: Compared[], exercised: Set<string>, who: string): CaseOutcome {
+/** Our kernels' precision, and what a kernel is judged as when it declares nothing else. */
+export const F32_STORE_F64_ACC: Precision = { storage: "f32", state: "f32", accumulate: "f64" };
+
+function concat(parts: ArrayLike<number>[]): Float64Array {
+  const out = new Float64Array(parts.reduce((a, p) => a + p.length, 0));
+  let o = 0;
+  for (const p of parts) for (let i = 0; i < p.length; i++) out[o++] = p[i]!;
+  return out;
+}
+
+const sig = (x: number) => Number(x.toPrecision(4));
+
+/**
+ * The bias test (docs/spec/precision.md#bias) per tensor over every sequence of the case, and the
+ * per-tensor measurements the report keeps: the largest error, the plain reference's error and the
+ * bound (at the sequence closest to its bound), and the bias statistic.
+ */
+function biasAndDetails(items: Compared[], p: Precision): { failure?: string; details: Record<string, unknown> } {
+  const tensors: Record<string, Record<string, number | boolean>> = {};
+  let failure: string | undefined;
+  for (const name of [...new Set(items.map((i) => i.name))]) {
+    const mine = items.filter((i) => i.name === name && i.kernel !== undefined && i.kernel.length === i.ref64.length);
+    if (mine.length === 0) continue;
+    let err = 0, plain = 0, bound = 0, ratio = -1;
+    for (const it of mine) {
+      const k = flashRule(it.kernel!, it.ref64, it.ref32, FLOOR_REL * maxAbs(it.ref64));
+      const r = k.bound > 0 ? k.err / k.bound : k.err === 0 ? 0 : Infinity;
+      if (r > ratio) {
+        ratio = r;
+        err = k.err;
+        plain = k.errRef;
+        bound = k.bound;
+      }
+    }
+    const ref64 = concat(mine.map((i) => i.ref64));
+    const v = biasVerdict(concat(mine.map((i) => i.kernel!)), ref64, concat(mine.map((i) => i.ref32)), p.storage);
+    tensors[name] = {
+      err: sig(err), plain: sig(plain), bound: sig(bound), slope: sig(v.slope), sigma: sig(v.sigma), plainTerm: sig(v.plainTerm),
+      threshold: sig(v.threshold), bias: !v.ok,
+    };
+    // a bias on values that never left the vacuity floor is no evidence
+    if (!v.ok && failure === undefined && maxAbs(ref64) > EXERCISED) {
+      failure = `${name}: systematic bias, slope of (kernel - ref64) on ref64 = ${v.slope.toExponential(3)} (${(Math.abs(v.slope) / v.sigma).toFixed(1)} standard errors) ` +
+        `exceeds max(${v.k}σ = ${(v.k * v.sigma).toExponential(2)}, 2‖plain − ref64‖/‖ref64‖ = ${v.plainTerm.toExponential(2)}, ${p.storage} floor ${v.floor}) ` +
+        `(docs/spec/precision.md#bias)`;
+    }
+  }
+  return { failure, details: { precision: { ...p }, tensors } };
+}
+
+/**
+ * Applies the flash-attention bound and the bias test to every item (the plain reference in ref32
+ * run at the kernel's declared precision); records which tensors were exercised.
+ */
+export function flashCompare(items: Compared[], exercised: Set<string>, who: string, precision: Precision = F32_STORE_F64_ACC): CaseOutcome {
   let worst: Worst | undefined;
   let worstRatio = -1;
   let failure: string | undefined;
@@ -62,12 +117,15 @@ export function flashCompare(items: Compared[], exercised: Set<string>, who: str
     }
     if (!k.ok && failure === undefined) {
       failure = `${where}: max |kernel - ref64| = ${k.err.toExponential(3)} at [${k.at}] (kernel ${it.kernel[k.at]}, ref64 ${it.ref64[k.at]}) ` +
-        `> 2 x ${k.errRef.toExponential(3)} (f32 reference) + ${(FLOOR_REL * mag).toExponential(3)} (floor)`;
+        `> 2 x ${k.errRef.toExponential(3)} (plain ${precision.storage}/${precision.accumulate}-accumulate reference) + ${(FLOOR_REL * mag).toExponential(3)} (floor)`;
     }
   }
-  if (failure !== undefined) return { ok: false, worst, message: failure };
-  if (!anyLive) return { ok: false, vacuous: true, worst, message: `every compared reference value is below ${EXERCISED}` };
-  return { ok: true, worst };
+  const bias = biasAndDetails(items, precision);
+  const details = bias.details;
+  if (failure !== undefined) return { ok: false, worst, message: failure, details };
+  if (!anyLive) return { ok: false, vacuous: true, worst, message: `every compared reference value is below ${EXERCISED}`, details };
+  if (bias.failure !== undefined) return { ok: false, worst, message: `${who}: ${bias.failure}`, details };
+  return { ok: true, worst, details };
 }
 
 /** The names flashCompare gives the tensors of a check of this kind (what `coverage` expects to see exercised). */

@@ -10,7 +10,8 @@ import type { CaseOutcome } from "../../harness/check.ts";
 import type { RuleConfig, RuleDecl, State } from "../../src/rules/types.ts";
 import { zeros, type Tensor } from "../../src/tensor.ts";
 import { batchDy, batchInputs, batchQ, batchState, seqOf, sequencesOf, stateOf, widthOf, type KSpec, type Seq } from "./batch.ts";
-import { flashCompare, type Compared } from "./compare.ts";
+import { withAccumulate, type Precision } from "../../src/precision.ts";
+import { F32_STORE_F64_ACC, flashCompare, type Compared } from "./compare.ts";
 import { requireFrozen, requirePair } from "./kernel-lib.ts";
 
 /** What a kernel run produced for one sequence, by compared name. */
@@ -46,20 +47,34 @@ function refBackward(decl: RuleDecl, frozen: boolean, s: Seq, p: 32 | 64, cfg: R
   return out;
 }
 
-/** Kernel outputs against both references, per sequence; a name the reference lacks is zero. */
+/**
+ * The precision the library declares for a function (docs/spec/precision.md#declaration); storage
+ * and state other than f32 never get here (the check is skipped with the reason).
+ */
+export function declaredPrecision(lib: KernelLib, symbol: string): Precision {
+  const dt = lib.dtypes(symbol);
+  if (typeof dt === "string") return F32_STORE_F64_ACC;
+  return { storage: "f32", state: "f32", accumulate: dt.accumulate === "f32" ? "f32" : "f64" };
+}
+
+/**
+ * Kernel outputs against ref64 and the plain reference (the reference in f32, summed in the
+ * kernel's declared accumulate dtype), per sequence; a name the reference lacks is zero.
+ */
 function compareAll(decl: RuleDecl, frozen: boolean, k: KSpec, seqs: Seq[], cfg: RuleConfig, kernel: PerSeq[], which: "forward" | "backward",
-  exercised: Set<string>, who: string): CaseOutcome {
+  exercised: Set<string>, who: string, precision: Precision): CaseOutcome {
   const items: Compared[] = [];
   seqs.forEach((s, n) => {
     const r64 = which === "forward" ? refForward(decl, frozen, s, 64, cfg) : refBackward(decl, frozen, s, 64, cfg, k);
-    const r32 = which === "forward" ? refForward(decl, frozen, s, 32, cfg) : refBackward(decl, frozen, s, 32, cfg, k);
+    const r32 = withAccumulate(precision.accumulate, () =>
+      which === "forward" ? refForward(decl, frozen, s, 32, cfg) : refBackward(decl, frozen, s, 32, cfg, k));
     for (const name of new Set([...Object.keys(kernel[n]!), ...Object.keys(r64)])) {
       const kern = kernel[n]![name];
       const len = (r64[name] ?? kern)?.length ?? 0;
       items.push({ name, seq: n, kernel: kern, ref64: r64[name] ?? new Float64Array(len), ref32: r32[name] ?? new Float64Array(len) });
     }
   });
-  return flashCompare(items, exercised, who);
+  return flashCompare(items, exercised, who, precision);
 }
 
 /** Splits batched kernel outputs into per-sequence arrays under the compared names. */
@@ -109,12 +124,14 @@ export function runKernels(decl: RuleDecl, frozen: boolean, lib: KernelLib, k: K
 export function forwardCase(decl: RuleDecl, frozen: boolean, lib: KernelLib, k: KSpec, exercised: Set<string>): CaseOutcome {
   const { seqs, cfg, shape } = sequencesOf(decl, k, frozen);
   const r = runKernels(decl, frozen, lib, k, seqs, cfg, shape, false);
-  return compareAll(decl, frozen, k, seqs, cfg, r.forward, "forward", exercised, symbolName(decl.key, frozen ? "frozen_forward" : "forward"));
+  const fn = symbolName(decl.key, frozen ? "frozen_forward" : "forward");
+  return compareAll(decl, frozen, k, seqs, cfg, r.forward, "forward", exercised, fn, declaredPrecision(lib, fn));
 }
 
 /** Every gradient of the backward kernel, d(initial state) included (frozen: dq and d(state)). */
 export function backwardCase(decl: RuleDecl, frozen: boolean, lib: KernelLib, k: KSpec, exercised: Set<string>): CaseOutcome {
   const { seqs, cfg, shape } = sequencesOf(decl, k, frozen);
   const r = runKernels(decl, frozen, lib, k, seqs, cfg, shape, true);
-  return compareAll(decl, frozen, k, seqs, cfg, r.backward, "backward", exercised, symbolName(decl.key, frozen ? "frozen_backward" : "backward"));
+  const fn = symbolName(decl.key, frozen ? "frozen_backward" : "backward");
+  return compareAll(decl, frozen, k, seqs, cfg, r.backward, "backward", exercised, fn, declaredPrecision(lib, fn));
 }
