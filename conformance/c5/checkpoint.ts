@@ -17,7 +17,8 @@ import { Tensor } from "../../src/tensor.ts";
 import { CHECKPOINTS, batchDy, batchInputs, batchState, sequencesOf, widthOf, type KSpec } from "./batch.ts";
 import { firstBitDiff } from "./bitwise.ts";
 import { flashCompare, type Compared } from "./compare.ts";
-import { perSequence, runKernels, type PerSeq } from "./forward-backward.ts";
+import { declaredPrecision, perSequence, runKernels, type PerSeq } from "./forward-backward.ts";
+import { withAccumulate } from "../../src/precision.ts";
 import { requirePair } from "./kernel-lib.ts";
 
 function compareBits(a: PerSeq[], b: PerSeq[], what: string): string | null {
@@ -159,6 +160,7 @@ export function chunkCase(decl: RuleDecl, lib: KernelLib, k: KSpec, exercised: S
   const { seqs, cfg, shape } = sequencesOf(decl, k, false);
   if (shape.T !== CHUNK_T) throw new Error(`chunk case with T = ${shape.T}, expected ${CHUNK_T}`);
   const splitNeutral = decl.derivedState === undefined;
+  const precision = declaredPrecision(lib, `nlk_${decl.key}_backward`);
   const inputs = batchInputs(pair.abi, seqs, shape), st0 = batchState(pair.abi.state, seqs.map((s) => s.st32));
   const dy = batchDy(seqs, shape), dFinal = batchState(pair.abi.state, seqs.map((s) => s.dFinal32));
   const whole = runKernels(decl, false, lib, { ...k, dyNull: false, dFinalNull: false }, seqs, cfg, shape, true);
@@ -204,10 +206,11 @@ export function chunkCase(decl: RuleDecl, lib: KernelLib, k: KSpec, exercised: S
           return out;
         };
         a64 = flat(decl.inner.backward(decl.inner.forward(s.in64, s.st64, cfg).saved, s.in64, s.dy64, cfg, s.dFinal64));
-        a32 = flat(decl.inner.backward(decl.inner.forward(s.in32, s.st32, cfg).saved, s.in32, s.dy32, cfg, s.dFinal32));
+        a32 = withAccumulate(precision.accumulate, () =>
+          flat(decl.inner.backward(decl.inner.forward(s.in32, s.st32, cfg).saved, s.in32, s.dy32, cfg, s.dFinal32)));
       } else {
         a64 = chunkedReference(decl, cfg, s.in64, s.st64, s.dy64, s.dFinal64);
-        a32 = chunkedReference(decl, cfg, s.in32, s.st32, s.dy32, s.dFinal32);
+        a32 = withAccumulate(precision.accumulate, () => chunkedReference(decl, cfg, s.in32, s.st32, s.dy32, s.dFinal32));
       }
       const kernel = splitNeutral ? chunked[n]! : { ...fwd[n]!, ...chunked[n]! };
       for (const name of Object.keys(kernel)) {
@@ -216,7 +219,7 @@ export function chunkCase(decl: RuleDecl, lib: KernelLib, k: KSpec, exercised: S
       }
     });
     const who = `nlk_${decl.key} over three chunks of ${CHUNK}${splitNeutral ? "" : " (against the reference cut the same way)"}`;
-    const r = flashCompare(items, exercised, who);
+    const r = flashCompare(items, exercised, who, precision);
     if (!splitNeutral) return r.ok ? { ...r, message: "the rule derives state at each call: compared with the reference run as the same three calls" } : r;
     const same = compareBits(chunked, whole.backward, "");
     return r.ok ? { ...r, message: same === null ? "gradients bitwise equal to one call" : `gradients within the bound; not bitwise equal to one call (${same.trim()})` } : r;

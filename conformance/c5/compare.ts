@@ -11,7 +11,7 @@ import { maxAbs } from "../../src/numeric.ts";
 import type { Precision } from "../../src/precision.ts";
 import { usedParams, withDefaults } from "../../src/rules/level.ts";
 import type { RuleDecl } from "../../src/rules/types.ts";
-import { EXERCISED, FLOOR_REL } from "./tolerance.ts";
+import { EXERCISED, floorRel } from "./tolerance.ts";
 
 /** One tensor of one sequence: the kernel's values (undefined when it does not return them) and both references. */
 export interface Compared {
@@ -53,7 +53,7 @@ function biasAndDetails(items: Compared[], p: Precision): { failure?: string; de
     if (mine.length === 0) continue;
     let err = 0, plain = 0, bound = 0, ratio = -1;
     for (const it of mine) {
-      const k = flashRule(it.kernel!, it.ref64, it.ref32, FLOOR_REL * maxAbs(it.ref64));
+      const k = flashRule(it.kernel!, it.ref64, it.ref32, floorRel(p.accumulate) * maxAbs(it.ref64));
       const r = k.bound > 0 ? k.err / k.bound : k.err === 0 ? 0 : Infinity;
       if (r > ratio) {
         ratio = r;
@@ -108,7 +108,8 @@ export function flashCompare(items: Compared[], exercised: Set<string>, who: str
       exercised.add(it.name);
       anyLive = true;
     }
-    const k = flashRule(it.kernel, it.ref64, it.ref32, FLOOR_REL * mag);
+    const floor = floorRel(precision.accumulate) * mag;
+    const k = flashRule(it.kernel, it.ref64, it.ref32, floor);
     const ratio = k.bound > 0 ? k.err / k.bound : k.err === 0 ? 0 : Infinity;
     if (ratio > worstRatio) {
       worstRatio = ratio;
@@ -117,7 +118,7 @@ export function flashCompare(items: Compared[], exercised: Set<string>, who: str
     }
     if (!k.ok && failure === undefined) {
       failure = `${where}: max |kernel - ref64| = ${k.err.toExponential(3)} at [${k.at}] (kernel ${it.kernel[k.at]}, ref64 ${it.ref64[k.at]}) ` +
-        `> 2 x ${k.errRef.toExponential(3)} (plain ${precision.storage}/${precision.accumulate}-accumulate reference) + ${(FLOOR_REL * mag).toExponential(3)} (floor)`;
+        `> 2 x ${k.errRef.toExponential(3)} (plain ${precision.storage}/${precision.accumulate}-accumulate reference) + ${floor.toExponential(3)} (floor)`;
     }
   }
   const bias = biasAndDetails(items, precision);

@@ -14,7 +14,8 @@ import { Tensor, cast } from "../../src/tensor.ts";
 import type { KSpec } from "./batch.ts";
 import { compareRuns, runAllKernels } from "./bitwise.ts";
 import { flashCompare, type Compared } from "./compare.ts";
-import { backwardCase, forwardCase } from "./forward-backward.ts";
+import { backwardCase, declaredPrecision, forwardCase } from "./forward-backward.ts";
+import { withAccumulate } from "../../src/precision.ts";
 import { requireEmu, requirePair } from "./kernel-lib.ts";
 
 /** Every kernel of the variant in thread order 0..n-1 and n-1..0: the bits must agree. */
@@ -74,12 +75,14 @@ export function e2eCase(decl: RuleDecl, lib: KernelLib, spec: RuleCaseSpec, exer
   const to64 = (rec: Record<string, Tensor>) => Object.fromEntries(Object.entries(rec).map(([n, t]) => [n, cast(t, "f64")]));
   const c64: TapeCase = { ...c32, X: cast(c32.X, "f64"), params: to64(c32.params), state: to64(c32.state), dy: cast(c32.dy, "f64") };
   const kern = tapeRun(decl, c32, kernelInnerPair(decl, pair, E2E_CHECKPOINT));
-  const r64 = tapeRun(decl, c64, decl.inner), r32 = tapeRun(decl, c32, decl.inner);
+  // the plain reference: the whole rule in f32, summed in the kernel's declared accumulate dtype
+  const precision = declaredPrecision(lib, `nlk_${decl.key}_backward`);
+  const r64 = tapeRun(decl, c64, decl.inner), r32 = withAccumulate(precision.accumulate, () => tapeRun(decl, c32, decl.inner));
   const items: Compared[] = [{ name: "y", seq: 0, kernel: kern.y.data, ref64: r64.y.data, ref32: r32.y.data }];
   for (const n of Object.keys(r64.grads)) {
     const g64 = r64.grads[n], g32 = r32.grads[n], gk = kern.grads[n];
     if (g64 === null || g64 === undefined) return { ok: false, message: `no reference gradient reached ${n}` };
     items.push({ name: `grad ${n}`, seq: 0, kernel: gk?.data, ref64: g64.data, ref32: g32?.data ?? new Float64Array(g64.data.length) });
   }
-  return flashCompare(items, exercised, `rule '${decl.key}' with the ${lib.backend} kernel as its inner loop`);
+  return flashCompare(items, exercised, `rule '${decl.key}' with the ${lib.backend} kernel as its inner loop`, precision);
 }
