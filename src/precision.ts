@@ -96,6 +96,14 @@ export function withAccumulate<T>(acc: AccumulateDType, fn: () => T, order: "nat
   }
 }
 
+/**
+ * One step of a sum written inline (not through src/numeric.ts): rounded to f32 under
+ * withAccumulate("f32"), unchanged otherwise. `sum = accStep(sum + term)`.
+ */
+export function accStep(x: number): number {
+  return accumulateF32 ? Math.fround(x) : x;
+}
+
 /** A zeroed scratch buffer for accumulated quantities (adjoints, partial sums): f64, or f32 under withAccumulate("f32"). */
 export function accBuffer(n: number): Float64Array | Float32Array {
   return accumulateF32 ? new Float32Array(n) : new Float64Array(n);

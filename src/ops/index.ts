@@ -3,6 +3,7 @@
  * normalisation). Each is declared once; the exported function is the op.
  */
 import * as K from "../numeric.ts";
+import { accStep } from "../precision.ts";
 import { Tensor, alloc, sameShape, shapeStr, sizeOf, type Data } from "../tensor.ts";
 import { defineOp, type Draw } from "./define.ts";
 
@@ -559,7 +560,7 @@ export function nsiluRow(u: Data, o: number, n: number, out: Data): void {
   let ss = 0;
   for (let j = 0; j < n; j++) {
     const s = K.silu(u[o + j]!);
-    ss += s * s;
+    ss = accStep(ss + s * s);
   }
   const norm = Math.sqrt(ss);
   if (norm <= NSILU_EPS) {
@@ -575,7 +576,7 @@ export function nsiluRowVjp(u: Data, g: Data, o: number, n: number, out: Data, o
   let ss = 0;
   for (let j = 0; j < n; j++) {
     const s = K.silu(u[o + j]!);
-    ss += s * s;
+    ss = accStep(ss + s * s);
   }
   const norm = Math.sqrt(ss);
   if (norm <= NSILU_EPS) {
@@ -583,7 +584,7 @@ export function nsiluRowVjp(u: Data, g: Data, o: number, n: number, out: Data, o
     return;
   }
   let c = 0;
-  for (let j = 0; j < n; j++) c += (K.silu(u[o + j]!) / norm) * g[oo + j]!;
+  for (let j = 0; j < n; j++) c = accStep(c + (K.silu(u[o + j]!) / norm) * g[oo + j]!);
   const k = Math.sqrt(n) / norm;
   for (let j = 0; j < n; j++) {
     const sh = K.silu(u[o + j]!) / norm;

@@ -7,7 +7,7 @@
  *   G2_t = e_t h_tᵀ ; u_t = (W2_tᵀ e_t) ⊙ silu'(a_t) ; G1_t = u_t k_tᵀ
  *   W_{t+1}[i,:] = softmax(α_t logc(W_t[i,:]) − θ_t G_t[i,:])      logc(w) = ln(max(w, 1e-8))
  */
-import { accBuffer } from "../precision.ts";
+import { accBuffer, accStep } from "../precision.ts";
 import * as K from "../numeric.ts";
 import { Rng, initHash } from "../rng.ts";
 import { Tensor, alloc, zeros, type DType, type Data } from "../tensor.ts";
@@ -39,7 +39,7 @@ export function softmaxRowInto(z: Data, n: number, out: Data, oo: number): void 
   let sum = 0;
   for (let j = 0; j < n; j++) {
     z[j] = Math.exp(z[j]! - mx);
-    sum += z[j]!;
+    sum = accStep(sum + z[j]!);
   }
   // §0: if the sum is not > 0 the raw exps are kept (never happens after max subtraction)
   const div = sum > 0 ? sum : 1;
@@ -135,8 +135,8 @@ export const memora: RuleDecl<"memora"> = {
         const dZ1 = Wh1, dZ2 = Wh2;
         // (gates) dα = ⟨dZ, logc(W_t)⟩ ; dθ = −⟨dZ, G_t⟩
         let da = 0;
-        for (let i = 0; i < n1; i++) da += dZ1[i]! * logc(W1[c1 + i]!);
-        for (let i = 0; i < n2; i++) da += dZ2[i]! * logc(W2[c2 + i]!);
+        for (let i = 0; i < n1; i++) da = accStep(da + dZ1[i]! * accStep(logc(W1[c1 + i]!)));
+        for (let i = 0; i < n2; i++) da = accStep(da + dZ2[i]! * accStep(logc(W2[c2 + i]!)));
         dalpha[t] = da;
         innerGradient(sc, W1, c1, W2, c2, k.data, v.data, o, L2_BIAS);
         chainIn(sc, dZ1, dZ2, k.data, o);
@@ -203,7 +203,7 @@ export function softmaxRowsVjpInPlace(P: Data, po: number, rows: number, cols: n
   for (let r = 0; r < rows; r++) {
     const o = r * cols;
     let dotPG = 0;
-    for (let j = 0; j < cols; j++) dotPG += P[po + o + j]! * G[o + j]!;
+    for (let j = 0; j < cols; j++) dotPG = accStep(dotPG + P[po + o + j]! * G[o + j]!);
     for (let j = 0; j < cols; j++) G[o + j] = P[po + o + j]! * (G[o + j]! - dotPG);
   }
 }
