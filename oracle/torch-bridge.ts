@@ -504,6 +504,16 @@ export class TorchBridge {
     };
   }
 
+  /**
+   * Any request of the protocol (e.g. the kernel host's kernel_* or the inner reference): the
+   * reply's header and tensors; a reply with ok = false is a TorchBridgeError "request".
+   */
+  async call(header: Record<string, unknown>, tensors: [string, Tensor][], what: string): Promise<{ header: Record<string, any>; tensors: Map<string, Tensor>; roundTripMs: number }> {
+    const t0 = performance.now();
+    const m = await this.send(header, tensors, what);
+    return { header: m.header, tensors: m.tensors, roundTripMs: performance.now() - t0 };
+  }
+
   /** Sends a raw request (tests of the protocol's error handling); resolves with the reply header. */
   async raw(header: Record<string, unknown>, tensors: [string, Tensor][] = []): Promise<Record<string, any>> {
     const run = async () => {

@@ -1,0 +1,76 @@
+/**
+ * The checks of a `py:<module>:<callable>` kernel backend (docs/spec/py-backend.md): per rule of
+ * the registry, a forward and a backward check against the reference, with ids
+ *
+ *   C5/py-<module>-<callable>/<rule>/forward    y and every final state (f32 kernel vs f64 reference)
+ *   C5/py-<module>-<callable>/<rule>/backward   every input gradient and d(initial state), given dy and d(final state)
+ *
+ * Rules the kernel does not declare are skipped by its child ("not implemented by ...").
+ */
+import type { Subject } from "../../harness/check.ts";
+import { RULES } from "../../src/rules/index.ts";
+import type { RuleDecl } from "../../src/rules/types.ts";
+import { RUNS, TOLERANCE, type CheckTolerance, type Runs } from "../c5/tolerance.ts";
+
+export const PY_PREFIX = "py:";
+
+/** A parsed `py:<module>:<callable>` backend; `module` is a dotted name or a path to a .py file. */
+export interface PyBackend {
+  readonly name: string;
+  readonly module: string;
+  readonly callable: string;
+  /** The id segment: py-<module basename>-<callable>. */
+  readonly slug: string;
+}
+
+/** Parses `py:<module>:<callable>`; the message of a thrown error names what is wrong. */
+export function parsePyBackend(name: string): PyBackend {
+  const rest = name.slice(PY_PREFIX.length);
+  const cut = rest.lastIndexOf(":");
+  const module = cut < 0 ? "" : rest.slice(0, cut), callable = cut < 0 ? "" : rest.slice(cut + 1);
+  if (!name.startsWith(PY_PREFIX) || module === "" || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(callable)) {
+    throw new Error(`--backend '${name}': expected py:<module>:<callable>, e.g. py:examples/py-kernels/naive_delta.py:naive_delta or py:mypkg.kernels:delta`);
+  }
+  const base = module.endsWith(".py") || module.includes("/") ? module.split("/").pop()!.replace(/\.py$/, "") : module;
+  return { name, module, callable, slug: `py-${base.replace(/[^A-Za-z0-9_.-]/g, "_")}-${callable}` };
+}
+
+/** The py: backends among the --backend values (NLC_PY_BACKENDS, comma-separated). */
+export function pyBackendNames(env: Record<string, string | undefined> = process.env): string[] {
+  const raw = env.NLC_PY_BACKENDS ?? "";
+  return [...new Set(raw.split(",").map((s) => s.trim()).filter((s) => s !== ""))];
+}
+
+export type PyKind = "forward" | "backward";
+
+export interface PyEntry {
+  readonly id: string;
+  readonly kind: PyKind;
+  readonly subject: Subject;
+  readonly spec: string;
+  readonly tolerance: CheckTolerance;
+  readonly runs: Runs;
+  readonly decl: RuleDecl;
+}
+
+export const PY_TOLERANCE: CheckTolerance = {
+  ...TOLERANCE,
+  ref64_backward: "torch.autograd of python/nlc_torch/rules.py's inner recurrence in f64 (docs/spec/py-backend.md#reference)",
+  ref32_backward: "the same in f32",
+};
+
+/** Every check of one py: backend, in catalogue order. */
+export function pyPlan(b: PyBackend): PyEntry[] {
+  const out: PyEntry[] = [];
+  for (const decl of RULES) {
+    for (const kind of ["forward", "backward"] as const) {
+      out.push({
+        id: `C5/${b.slug}/${decl.key}/${kind}`, kind, decl, runs: RUNS,
+        subject: { rule: decl.key, frozen: false, backend: b.name },
+        spec: `docs/spec/py-backend.md#${kind === "forward" ? "forward-check" : "backward-check"}; docs/spec/conformance.md#c5; ${decl.sheet}; docs/spec/tolerances.md#f32`,
+        tolerance: kind === "forward" ? TOLERANCE : PY_TOLERANCE,
+      });
+    }
+  }
+  return out;
+}
