@@ -322,7 +322,8 @@ class Proc {
     return new Promise<Message>((resolve, reject) => {
       const timer = setTimeout(() => {
         const e = new TorchBridgeError("timeout",
-          `torch bridge: ${what} timed out after ${timeoutMs} ms; the bridge process was killed (the next request starts a new one)`);
+          `torch bridge: ${what} timed out after ${timeoutMs} ms; the bridge process was killed (the next request starts a new one)` +
+          (this.stderrTail.trim() ? `; stderr tail:\n${this.stderrTail.trim()}` : ""));
         this.fail(e);
         this.sub.kill("SIGKILL");
       }, timeoutMs);

@@ -8,7 +8,7 @@
  */
 import { writeSync } from "node:fs";
 import type { CheckResult, Profile } from "../../harness/check.ts";
-import { probeTorchSync } from "../../oracle/torch-bridge.ts";
+import { TorchBridgeError } from "../../oracle/torch-bridge.ts";
 import { coverage } from "../c5/compare.ts";
 import { buildPyCase, describeCase, pyCaseArb, type PyCaseSpec } from "./cases.ts";
 import { backwardCase, backwardNames, forwardCase, forwardNames } from "./kernel-cases.ts";
@@ -38,12 +38,12 @@ async function run(req: PyChildRequest): Promise<void> {
   const all = (status: CheckResult["status"], message: string) => {
     for (const c of req.checks) emit(resultLine(stubResult(c.id, status, message, c.seed ?? 0)));
   };
-  const torch = probeTorchSync();
-  if (!torch.available) return all("skip", `backend ${backend.name}: PyTorch is not available: ${torch.reason}`);
   let session: KernelSession;
   try {
     session = await KernelSession.open(backend);
   } catch (e) {
+    // no python or no torch: a skip with the reason; anything else (the module) is an error
+    if (e instanceof TorchBridgeError && e.kind === "unavailable") return all("skip", `backend ${backend.name}: PyTorch is not available: ${e.message}`);
     return all("error", `backend ${backend.name}: ${e instanceof Error ? e.message : String(e)}`);
   }
   const who = `${backend.module}:${backend.callable}`;

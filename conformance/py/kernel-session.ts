@@ -44,20 +44,18 @@ export class KernelSession {
 
   /** Starts both processes and loads the kernel; a KernelFault names why it cannot be loaded. */
   static async open(backend: PyBackend): Promise<KernelSession> {
-    const ref = await TorchBridge.start({ timeoutMs: 120_000 });
-    let host: TorchBridge;
-    try {
-      host = await TorchBridge.start({ timeoutMs: kernelTimeoutMs() });
-    } catch (e) {
-      await ref.close();
-      throw e;
+    // both processes start (python + import torch) side by side
+    const [ref, host] = await Promise.allSettled([TorchBridge.start({ timeoutMs: 120_000 }), TorchBridge.start({ timeoutMs: kernelTimeoutMs() })]);
+    if (ref.status === "rejected" || host.status === "rejected") {
+      await Promise.all([ref, host].map((r) => (r.status === "fulfilled" ? r.value.close() : undefined)));
+      throw (ref.status === "rejected" ? ref : (host as PromiseRejectedResult)).reason;
     }
     try {
-      const r = await host.call({ op: "kernel_load", ...KernelSession.target(backend) }, [], `loading ${backend.name}`);
-      return new KernelSession(backend, host, ref, r.header as unknown as KernelInfo);
+      const r = await host.value.call({ op: "kernel_load", ...KernelSession.target(backend) }, [], "kernel_load");
+      return new KernelSession(backend, host.value, ref.value, r.header as unknown as KernelInfo);
     } catch (e) {
-      await Promise.all([host.close(), ref.close()]);
-      throw fault(e, `loading ${backend.module}:${backend.callable}`);
+      await Promise.all([host.value.close(), ref.value.close()]);
+      throw fault(e, "cannot load the kernel");
     }
   }
 

@@ -230,7 +230,7 @@ class KernelHost:
                 raise
             except BaseException as e:  # an import that fails (or exits) is the kernel's problem
                 sys.stderr.write(traceback.format_exc())
-                raise KernelError(f"kernel: importing {spec} failed: {type(e).__name__}: {e}\n{_tb_tail()}") from None
+                raise KernelError(f"importing {spec} failed: {type(e).__name__}: {e}\n{_tb_tail()}") from None
         return self.kernels[spec]
 
     def load(self, header, tensors):
