@@ -1,6 +1,6 @@
 """The kernel host: runs a PyTorch or Triton kernel pair under test (`--backend py:<module>:<callable>`)
 behind the bridge protocol (python/PROTOCOL.md, requests kernel_load / kernel_forward /
-kernel_backward). The contract of the kernel object is docs/spec/py-backend.md#contract.
+kernel_backward). The contract of the kernel object: docs/spec/py-backend.md#contract (kernel object).
 
 Tensors travel in OUR canonical layout (per-token [B, T, H, d], gates [B, T, H], states
 [B, H, rows, cols] as the reference stores them, f64 on the wire). The host moves them to the
