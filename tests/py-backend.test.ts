@@ -16,6 +16,8 @@ import { parsePyBackend } from "../conformance/py/plan.ts";
 
 const torch = probeTorchSync();
 const GOOD = "py:examples/py-kernels/naive_delta.py:naive_delta";
+/** [B, H, T, d] layout, a dict of two states in our layout, a fixed query scale. */
+const TITANS = "py:examples/py-kernels/naive_titans.py:naive_titans";
 const PLANTED = (k: string) => `py:examples/py-kernels/naive_delta_planted.py:${k}`;
 const BAD = (k: string) => `py:tests/py-kernels/misbehaving.py:${k}`;
 const FAULTS = ["dies", "hangs", "raises", "chatty", "garbage_stream", "wrong_shape", "wrong_dtype", "no_tuple", "bf16"];
@@ -36,7 +38,8 @@ test("--backend py: parsing: usage errors exit 2 and name the form", () => {
 describe.skipIf(!torch.available)("py: backend run", () => {
   const dir = mkdtempSync(join(tmpdir(), "nlc-py-"));
   const report = join(dir, "report.json");
-  const backends = [...FAULTS.map(BAD), "py:tests/py-kernels/import_fails.py:kernel", PLANTED("no_initial_decay"), PLANTED("dq_scaled"), GOOD];
+  const backends = [...FAULTS.map(BAD), "py:tests/py-kernels/import_fails.py:kernel", PLANTED("no_initial_decay"), PLANTED("dq_scaled"),
+    PLANTED("dstate0_scaled"), PLANTED("ignores_d_final"), PLANTED("explicit_correct"), GOOD, TITANS];
   let byId: Map<string, CheckResult> | undefined;
   const results = (): Map<string, CheckResult> => {
     if (byId === undefined) {
@@ -53,8 +56,13 @@ describe.skipIf(!torch.available)("py: backend run", () => {
     return r;
   };
 
-  test("the example adaptor passes; rules it does not declare are skipped", () => {
-    for (const kind of ["forward", "backward"]) expect(get(GOOD, "delta", kind).status).toBe("pass");
+  test("the example adaptors pass (autograd and explicit backward); rules they do not declare are skipped", () => {
+    for (const kind of ["forward", "backward"]) {
+      expect(get(GOOD, "delta", kind).status).toBe("pass");
+      expect(get(TITANS, "titans", kind).status).toBe("pass");
+    }
+    expect(get(PLANTED("explicit_correct"), "delta", "backward").status).toBe("pass");
+    expect(get(PLANTED("explicit_correct"), "delta", "backward").message).toContain("backward by explicit");
     const other = get(GOOD, "titans", "forward");
     expect(other.status).toBe("skip");
     expect(other.message).toContain("not implemented by examples/py-kernels/naive_delta.py:naive_delta");
@@ -68,6 +76,11 @@ describe.skipIf(!torch.available)("py: backend run", () => {
     expect(bw.status).toBe("fail");
     expect(bw.message).toMatch(/^dq/);
     expect(get(PLANTED("dq_scaled"), "delta", "forward").status).toBe("pass");
+    const ds0 = get(PLANTED("dstate0_scaled"), "delta", "backward");
+    expect(ds0.status).toBe("fail");
+    expect(ds0.message).toMatch(/^dM \(initial state\)/);
+    // d(final state) is random and non-zero in every case: a backward that drops it fails
+    expect(get(PLANTED("ignores_d_final"), "delta", "backward").status).toBe("fail");
   }, 300_000);
 
   test("every misbehaving kernel is an error naming the case; the run goes on", () => {

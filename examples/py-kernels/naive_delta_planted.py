@@ -3,6 +3,8 @@
 * `no_initial_decay`: the first step forgets to decay the initial state (S_0 enters undamped);
   only cases that start from a non-zero state and a large forget gate show it.
 * `dq_scaled`: a correct forward with an explicit backward whose query gradient is 1% too large.
+* `dstate0_scaled`: the same with the initial state's gradient 1% too large.
+* `ignores_d_final`: an explicit backward that drops the d(final state) term.
 """
 import os
 import sys
@@ -31,9 +33,10 @@ def no_initial_decay(q, k, v, forget, beta, scale=None, initial_state=None, outp
 no_initial_decay.nlc = dict(naive_delta.nlc)
 
 
-class DqScaled:
-    """Forward = naive_delta; an explicit backward (autograd inside) with dq off by 1%."""
+class ExplicitBackward:
+    """Forward = naive_delta; an explicit backward (autograd inside) with one planted defect."""
     nlc = dict(naive_delta.nlc)
+    dq_factor, ds0_factor, use_d_final = 1.0, 1.0, True
 
     def __call__(self, q, k, v, forget, beta, scale=None, initial_state=None, output_final_state=False):
         return naive_delta(q, k, v, forget, beta, scale, initial_state, output_final_state)
@@ -42,9 +45,31 @@ class DqScaled:
         leaves = [t.detach().clone().requires_grad_(True) for t in (q, k, v, forget, beta, initial_state)]
         with torch.enable_grad():
             o, S = naive_delta(*leaves[:5], scale=scale, initial_state=leaves[5], output_final_state=True)
-            loss = (o * dy).sum() + ((S * d_final_state).sum() if d_final_state is not None else 0)
+            loss = (o * dy).sum()
+            if d_final_state is not None and self.use_d_final:
+                loss = loss + (S * d_final_state).sum()
             g = torch.autograd.grad(loss, leaves)
-        return {"q": g[0] * 1.01, "k": g[1], "v": g[2], "forget": g[3], "beta": g[4], "initial_state": g[5]}
+        return {"q": g[0] * self.dq_factor, "k": g[1], "v": g[2], "forget": g[3], "beta": g[4],
+                "initial_state": g[5] * self.ds0_factor}
+
+
+class DqScaled(ExplicitBackward):
+    dq_factor = 1.01
+
+
+class DState0Scaled(ExplicitBackward):
+    ds0_factor = 1.01
+
+
+class IgnoresDFinal(ExplicitBackward):
+    use_d_final = False
+
+
+class ExplicitCorrect(ExplicitBackward):
+    """No defect: the explicit-backward path itself passes."""
 
 
 dq_scaled = DqScaled
+dstate0_scaled = DState0Scaled
+ignores_d_final = IgnoresDFinal
+explicit_correct = ExplicitCorrect
