@@ -76,6 +76,8 @@ class Kernel:
             raise KernelError(f"{spec}.nlc['state_layout']: expected one of {', '.join(STATE_LAYOUTS)}, got {self.state_layout!r}")
         self.names: Dict[str, str] = dict(decl.get("names", {}))
         self.initial_state_kw = decl.get("initial_state", "initial_state")
+        # a single-state rule's state travels as a bare tensor unless the kernel asks for a dict
+        self.state_dict = bool(decl.get("state_dict", False))
         self.output_final_state_kw = decl.get("output_final_state")
         scale = decl.get("scale")
         if scale is not None and not isinstance(scale, (str, int, float)):
@@ -181,7 +183,7 @@ def _call_forward(k: Kernel, rule: str, cfg: dict, inputs: Dict[str, torch.Tenso
         if name == "q" and factor != 1.0:
             t = t / factor  # the kernel multiplies q by `factor`; ours does not
         kw[key] = k.to_kernel_token(t)
-    single = len(state) == 1
+    single = len(state) == 1 and not k.state_dict
     st = {n: k.to_kernel_state(t) for n, t in state.items()}
     kw[k.initial_state_kw] = next(iter(st.values())) if single else st
     if k.output_final_state_kw:
@@ -200,8 +202,7 @@ def _call_forward(k: Kernel, rule: str, cfg: dict, inputs: Dict[str, torch.Tenso
     if not isinstance(out, (tuple, list)) or len(out) != 2:
         raise KernelError(f"{k.spec} returned {type(out).__name__}, expected (y, final_state)")
     y, fin = out
-    B, T, H = inputs["k"].shape[:3]
-    d_out = inputs["v"].shape[3]
+    B, T, H, d_out = inputs["q"].shape  # y_t is a read with q_t: one row of d per head
     y = k.from_kernel_token(k.check_tensor("y", y, [B, T, H, d_out], "token"))
     if single:
         fin = {next(iter(state)): fin}
@@ -253,7 +254,7 @@ class KernelHost:
                 state[name[6:]] = t
             else:
                 extra[name] = t
-        for n in ("k", "v", "q"):
+        for n in ("k", "q"):  # Atlas reads no v (omega carries it)
             if n not in inputs:
                 raise KernelError(f"in.{n}: missing")
         return rule, cfg, inputs, state, extra
@@ -299,7 +300,7 @@ def _explicit_backward(k: Kernel, rule, cfg, inputs, state, dy, d_state) -> Dict
         key = k.names.get(name, name)
         if k.accepts(key):
             kw[key] = k.to_kernel_token(t / factor if name == "q" and factor != 1.0 else t)
-    single = len(state) == 1
+    single = len(state) == 1 and not k.state_dict
     st = {n: k.to_kernel_state(t) for n, t in state.items()}
     kw[k.initial_state_kw] = next(iter(st.values())) if single else st
     if scale_kw:

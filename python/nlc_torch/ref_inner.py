@@ -28,7 +28,7 @@ def run_inner(key: str, cfg_in: dict, dtype: str, inputs: Dict[str, torch.Tensor
         raise InputError(f"dtype: expected f64 or f32, got {dtype!r}")
     dt = DTYPES[dtype]
     cfg = resolve_config(key, cfg_in)
-    for n in ("k", "v", "q"):
+    for n in ("k", "q"):  # Atlas reads no v
         if n not in inputs:
             raise InputError(f"in.{n}: missing")
     N = inputs["k"].shape[0]
@@ -48,7 +48,7 @@ def run_inner(key: str, cfg_in: dict, dtype: str, inputs: Dict[str, torch.Tensor
         st0 = {n: t[s].to(dt).clone().requires_grad_(True) for n, t in state.items()}
         gates = {g: leaves[g] for g in GATES[key]}
         with torch.enable_grad():
-            y, final = INNER[key](leaves["k"], leaves["v"], leaves["q"], leaves.get("x"), gates, leaves.get("omega"), st0, cfg)
+            y, final = INNER[key](leaves["k"], leaves.get("v"), leaves["q"], leaves.get("x"), gates, leaves.get("omega"), st0, cfg)
             loss = (y * dy[s].to(dt)).sum() if dy is not None else y.sum() * 0
             for n, g in d_state.items():
                 loss = loss + (final[n] * g[s].to(dt)).sum()
