@@ -31,6 +31,13 @@ export interface RuleCase {
   readonly params: Record<string, Tensor>;
   readonly state: Record<string, Tensor>;
   readonly dy: Tensor;
+  /**
+   * Upstream gradient of the final state (active variants of stateful rules), keyed by state
+   * name, entries U(−1, 1): non-zero so the initial-state gradient is informative
+   * (docs/spec/state-gradients.md#checks). Drawn from its own stream, so the other tensors of a
+   * spec are what they were before it existed.
+   */
+  readonly dFinal?: State;
 }
 
 export interface SizeLimits {
@@ -39,6 +46,9 @@ export interface SizeLimits {
 }
 
 export const RULE_SIZES: SizeLimits = { d: [1, 12], seq_len: [1, 9] };
+
+/** Resolution of a generated real hyperparameter: (hi − lo) / 2^20. */
+const REAL_STEPS = 1 << 20;
 
 /** fast-check arbitrary over case specs for a rule; hyperparameters range over their declared domains. */
 export function ruleCaseSpecArb(decl: RuleDecl, sizes: SizeLimits = RULE_SIZES): fc.Arbitrary<RuleCaseSpec> {
@@ -53,7 +63,9 @@ export function ruleCaseSpecArb(decl: RuleDecl, sizes: SizeLimits = RULE_SIZES):
     if (h.kind === "int") {
       hyperArbs[name] = fc.integer({ min: Math.max(lo, mins.hyper?.[name] ?? lo), max: hi });
     } else {
-      const range = fc.double({ min: lo, max: hi, noNaN: true });
+      // Uniform over [lo, hi] (shrinking toward lo): fc.double draws by exponent, so most of its
+      // values in e.g. [0, 0.25] are below 1e-100 and a λ-dependent path would go untested.
+      const range = fc.integer({ min: 0, max: REAL_STEPS }).map((i) => lo + ((hi - lo) * i) / REAL_STEPS);
       hyperArbs[name] = h.atoms !== undefined && h.atoms.length > 0 ? fc.oneof(fc.constantFrom(...h.atoms), range) : range;
     }
   }
@@ -130,7 +142,11 @@ export function buildRuleCase(decl: RuleDecl, spec: RuleCaseSpec, dtype: DType =
   const yMax = maxAbs(y.data);
   const up = yMax > 0 && yMax < 1 ? Math.min(1 / yMax, DY_SCALE_MAX) : 1;
   for (let i = 0; i < dy.size; i++) dy.data[i]! *= up;
-  return { decl, cfg, X, params, state, dy };
+  if (frozen) return { decl, cfg, X, params, state, dy };
+  const dRng = new Rng((spec.seed ^ 0x2c1b3c6d) >>> 0);
+  const dFinal: Record<string, Tensor> = {};
+  for (const [n, shape] of Object.entries(decl.stateShapes(cfg))) dFinal[n] = uniformTensor(dtype, shape, dRng, -1, 1);
+  return { decl, cfg, X, params, state, dy, dFinal };
 }
 
 /** Bound on the dy rescaling: a y below 1e-4 of unit scale is left small (and vacuous if it stays so). */

@@ -1,11 +1,15 @@
 /**
  * A rule variant under test: a rule of the registry, active or as its frozen read (D3), with the
  * ways the rule checks evaluate it: untraced forward, hand-written backward called directly, and
- * the variant recorded on the tape as one opaque block.
+ * the variant recorded on the tape as one opaque block. The state is differentiated too: the
+ * initial state (active) or the state read (frozen), with a random upstream gradient on the active
+ * variant's final state (docs/spec/state-gradients.md#checks).
  */
+import { frobeniusDot, add } from "../src/ops/index.ts";
 import { RULES } from "../src/rules/index.ts";
 import {
-  frozenBackward, frozenForward, frozenForwardSaved, paramNames, ruleBackward, ruleForward, ruleForwardSaved, usedParams, variantKey,
+  frozenBackwardWithState, frozenForward, frozenForwardSaved, frozenStateNames, initialStateName, paramNames, ruleBackwardWithState,
+  ruleForward, ruleForwardSaved, stateNames, usedParams, variantKey,
 } from "../src/rules/level.ts";
 import type { RuleDecl } from "../src/rules/types.ts";
 import { withTape } from "../src/tape.ts";
@@ -27,27 +31,54 @@ export function vkey(v: Variant): string {
   return variantKey(v.decl.key, v.frozen);
 }
 
-/** Tensors that receive gradient in this variant (the frozen read: only X and W_Q, D3). */
+/** The state entries the variant differentiates: all of the rule's state, or what the frozen read reads. */
+export function gradStateNames(v: Variant): string[] {
+  return v.frozen ? frozenStateNames(v.decl) : stateNames(v.decl);
+}
+
+/**
+ * Tensors that receive gradient in this variant: X and the used parameters (the frozen read: X
+ * and W_Q, D3), then the state as `state0.<name>`.
+ */
 export function gradNames(v: Variant): string[] {
-  return v.frozen ? ["X", "W_Q"] : ["X", ...usedParams(v.decl)];
+  const params = v.frozen ? ["X", "W_Q"] : ["X", ...usedParams(v.decl)];
+  return [...params, ...gradStateNames(v).map(initialStateName)];
+}
+
+const STATE_PREFIX = initialStateName("");
+
+/** Whether a gradNames entry is a state entry (`state0.<name>`). */
+export function isStateGradName(name: string): boolean {
+  return name.startsWith(STATE_PREFIX);
 }
 
 export function tensorOf(c: RuleCase, name: string): Tensor {
-  return name === "X" ? c.X : c.params[name]!;
+  if (name === "X") return c.X;
+  if (name.startsWith(STATE_PREFIX)) return c.state[name.slice(STATE_PREFIX.length)]!;
+  return c.params[name]!;
 }
 
 export function forwardY(v: Variant, c: RuleCase): Tensor {
   return v.frozen ? frozenForward(v.decl, c.X, c.params, c.state, c.cfg) : ruleForward(v.decl, c.X, c.params, c.state, c.cfg).y;
 }
 
-/** Hand-written backward of the variant, called directly (no tape). */
+/** Hand-written backward of the variant, called directly (no tape), keyed like gradNames. */
 export function handGrads(v: Variant, c: RuleCase): Record<string, Tensor> {
+  const out: Record<string, Tensor> = {};
+  let dState: Record<string, Tensor>;
   if (v.frozen) {
     const r = frozenForwardSaved(v.decl, c.X, c.params, c.state, c.cfg);
-    return frozenBackward(v.decl, r.saved, c.dy, c.cfg);
+    const g = frozenBackwardWithState(v.decl, r.saved, c.dy, c.cfg);
+    Object.assign(out, { X: g.X, W_Q: g.W_Q });
+    dState = g.dState;
+  } else {
+    const r = ruleForwardSaved(v.decl, c.X, c.params, c.state, c.cfg);
+    const g = ruleBackwardWithState(v.decl, r.saved, c.dy, c.cfg, v.decl.inner, c.dFinal);
+    Object.assign(out, g.grads);
+    dState = g.dState0;
   }
-  const r = ruleForwardSaved(v.decl, c.X, c.params, c.state, c.cfg);
-  return ruleBackward(v.decl, r.saved, c.dy, c.cfg);
+  for (const [n, t] of Object.entries(dState)) out[initialStateName(n)] = t;
+  return out;
 }
 
 export interface TapeRun {
@@ -55,28 +86,50 @@ export interface TapeRun {
   grads: Record<string, Tensor | null>;
 }
 
-/** The variant recorded as one opaque block and back-propagated from dy. `mutate` runs between record and backward. */
+/**
+ * The variant recorded as one opaque block, its state on the tape, and back-propagated from
+ * sum(y ⊙ dy) + Σ sum(final ⊙ dFinal) (FrobeniusDot passes dy and dFinal through exactly: 1·dy).
+ * `mutate` runs between record and backward.
+ */
 export function tapeGrads(v: Variant, c: RuleCase, mutate?: () => void): TapeRun {
   return withTape((tape) => {
     const X = tape.input(c.X);
     const params: Record<string, Tensor> = {};
     for (const n of paramNames(v.decl)) params[n] = tape.param(c.params[n]!);
-    const y = v.frozen ? frozenForward(v.decl, X, params, c.state, c.cfg) : ruleForward(v.decl, X, params, c.state, c.cfg).y;
+    const state: Record<string, Tensor> = { ...c.state };
+    for (const n of gradStateNames(v)) state[n] = tape.input(c.state[n]!);
+    const r = v.frozen ? { y: frozenForward(v.decl, X, params, state, c.cfg), finalState: {} } : ruleForward(v.decl, X, params, state, c.cfg);
     if (tape.length !== 1) throw new Error(`expected ONE opaque block on the tape, found ${tape.length} entries`);
     mutate?.();
-    tape.backward(y, c.dy);
+    const finals = Object.entries(c.dFinal ?? {}).filter(([n]) => n in r.finalState);
+    if (finals.length === 0) tape.backward(r.y, c.dy);
+    else {
+      let loss = frobeniusDot([r.y, c.dy], {});
+      for (const [n, g] of finals) loss = add([loss, frobeniusDot([r.finalState[n]!, g], {})], {});
+      tape.backward(loss);
+    }
     const grads: Record<string, Tensor | null> = { X: tape.grad(X) };
     for (const n of paramNames(v.decl)) grads[n] = tape.grad(params[n]!);
-    return { y, grads };
+    for (const n of gradStateNames(v)) grads[initialStateName(n)] = tape.grad(state[n]!);
+    return { y: r.y, grads };
   });
 }
 
-/** The rule-level loss of C2, sum(y ⊙ dy), as a closure over the case's (perturbable) tensors. */
+/** The rule-level loss of C2, sum(y ⊙ dy) + Σ sum(final ⊙ dFinal), as a closure over the case's (perturbable) tensors. */
 export function lossOf(v: Variant, c: RuleCase): () => number {
   return () => {
-    const y = forwardY(v, c);
     let s = 0;
-    for (let i = 0; i < y.size; i++) s += y.data[i]! * c.dy.data[i]!;
+    if (v.frozen) {
+      const y = frozenForward(v.decl, c.X, c.params, c.state, c.cfg);
+      for (let i = 0; i < y.size; i++) s += y.data[i]! * c.dy.data[i]!;
+      return s;
+    }
+    const r = ruleForward(v.decl, c.X, c.params, c.state, c.cfg);
+    for (let i = 0; i < r.y.size; i++) s += r.y.data[i]! * c.dy.data[i]!;
+    for (const [n, g] of Object.entries(c.dFinal ?? {})) {
+      const f = r.finalState[n]!;
+      for (let i = 0; i < f.size; i++) s += f.data[i]! * g.data[i]!;
+    }
     return s;
   };
 }

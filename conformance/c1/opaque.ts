@@ -1,6 +1,7 @@
 /**
  * C1 — opaque isolation (docs/spec/conformance.md#c1, docs/spec/tape.md#opaque): every rule variant
- * recorded as one opaque block gives exactly (bitwise) its registered backward; nothing reaches
+ * recorded as one opaque block gives exactly (bitwise) its registered backward, the state's
+ * gradient included (docs/spec/state-gradients.md#checks); nothing reaches
  * saved buffers; the tape's snapshots ignore later mutation of the originals.
  */
 import { bitwiseEqual, compareTensors } from "../../oracle/compare.ts";
@@ -13,19 +14,20 @@ const RUNS_C1: Record<Profile, number> = { quick: 5, default: 20, deep: 200 };
 
 function c1Case(v: Variant, spec: RuleCaseSpec): CaseOutcome {
   const c = buildRuleCase(v.decl, spec, "f64", v.frozen);
-  const hand = handGrads(v, c);
+  // The direct backward reads the caller's state tensors (the tape run reads its snapshots).
   const stateBefore = Object.fromEntries(Object.entries(c.state).map(([n, t]) => [n, t.data.slice()]));
-  // The originals are mutated after recording: the tape's snapshots must not see it.
-  const originals = [c.X, ...Object.values(c.params)];
+  const hand = handGrads(v, c);
+  for (const [n, before] of Object.entries(stateBefore)) {
+    if (bitwiseEqual(c.state[n]!.data, before) !== -1) return { ok: false, message: `state ${n} was written by the rule` };
+  }
+  // The originals (state included) are mutated after recording: the tape's snapshots must not see it.
+  const originals = [c.X, ...Object.values(c.params), ...Object.values(c.state)];
   const backup = originals.map((t) => t.data.slice());
   let run: TapeRun;
   try {
     run = tapeGrads(v, c, () => originals.forEach((t) => { for (let i = 0; i < t.size; i++) t.data[i]! += 0.5; }));
   } finally {
     originals.forEach((t, i) => t.data.set(backup[i]!));
-  }
-  for (const [n, before] of Object.entries(stateBefore)) {
-    if (bitwiseEqual(c.state[n]!.data, before) !== -1) return { ok: false, message: `state ${n} was written by the rule` };
   }
   const plainY = forwardY(v, c);
   if (bitwiseEqual(plainY.data, run.y.data) !== -1) return { ok: false, message: "traced y differs from untraced y" };
@@ -67,7 +69,7 @@ export function variantCaseArb(v: Variant) {
 export function c1Checks(): CheckDef[] {
   return variants().map((v): CheckDef => ({
     kind: "property", id: `C1/${vkey(v)}`, class: "C1", subject: { rule: v.decl.key, frozen: v.frozen },
-    spec: `docs/spec/conformance.md#c1; docs/spec/tape.md#opaque; ${v.decl.sheet}`,
+    spec: `docs/spec/conformance.md#c1; docs/spec/tape.md#opaque; docs/spec/state-gradients.md#checks; ${v.decl.sheet}`,
     tolerance: { kind: "bitwise", rtol: 0, atol: 0 },
     runs: RUNS_C1, arb: variantCaseArb(v),
     run: (spec: RuleCaseSpec) => checkSavedUntouched(v, buildRuleCase(v.decl, spec, "f64", v.frozen)) ?? c1Case(v, spec),

@@ -25,7 +25,7 @@ import { DEFAULT_FREQ_THRESHOLD, type MemoryRuleKey } from "../../src/model/conf
 import { contextKeys } from "../../src/model/context.ts";
 import { tapeStep } from "../../src/model/step.ts";
 import { RULES } from "../../src/rules/index.ts";
-import { frozenBackward, frozenForward, frozenForwardSaved, ruleBackward, ruleForward, ruleForwardSaved } from "../../src/rules/level.ts";
+import { frozenBackwardWithState, frozenForward, frozenForwardSaved, ruleBackwardWithState, ruleForward, ruleForwardSaved } from "../../src/rules/level.ts";
 import { Rng } from "../../src/rng.ts";
 import { fdDirectional } from "../../oracle/fd.ts";
 import { MEMORY_RULES } from "../../src/rules/index.ts";
@@ -261,16 +261,22 @@ async function runRuleCase(br: TorchBridge, decl: RuleDecl, frozen: boolean, spe
   const c = buildRuleCase(decl, spec, "f64", frozen);
   edit?.(c);
   let y: Tensor, finalState: Readonly<Record<string, Tensor>>, grads: Record<string, Tensor>;
+  // torch differentiates sum(y ⊙ dy) only, so the TS state gradient is taken with no dFinal.
+  let dState: Record<string, Tensor>;
   if (frozen) {
     const r = frozenForwardSaved(decl, c.X, c.params, c.state, c.cfg);
     y = r.y;
     finalState = c.state;
-    grads = frozenBackward(decl, r.saved, c.dy, c.cfg);
+    const g = frozenBackwardWithState(decl, r.saved, c.dy, c.cfg);
+    grads = { X: g.X, W_Q: g.W_Q };
+    dState = g.dState;
   } else {
     const r = ruleForwardSaved(decl, c.X, c.params, c.state, c.cfg);
     y = r.y;
     finalState = r.finalState;
-    grads = ruleBackward(decl, r.saved, c.dy, c.cfg);
+    const g = ruleBackwardWithState(decl, r.saved, c.dy, c.cfg);
+    grads = g.grads;
+    dState = g.dState0;
   }
   // A case from the rule's init sends no state: torch then starts from its own D4 init (init hash).
   const sendState = spec.state === "init" && edit === undefined ? undefined : c.state;
@@ -286,9 +292,19 @@ async function runRuleCase(br: TorchBridge, decl: RuleDecl, frozen: boolean, spe
       diffs.push({ name: `grads.${n}`, rel: z === 0 ? 0 : Infinity, abs: z, refMax: 0, note: "TS returns none: torch must be 0" });
     }
   }
+  // The initial state's gradient (docs/spec/state-gradients.md#checks); a state entry the frozen
+  // read does not read (Titans' S) has none in TS: torch's must be 0.
+  for (const [n, g] of Object.entries(t.stateGrads)) {
+    const ref = dState[n];
+    if (ref !== undefined) diffs.push(diff(`grads.state.${n}`, g, ref));
+    else {
+      const z = maxAbs(g.data);
+      diffs.push({ name: `grads.state.${n}`, rel: z === 0 ? 0 : Infinity, abs: z, refMax: 0, note: "TS returns none: torch must be 0" });
+    }
+  }
   const skipped = Object.keys(t.state).filter((n) => !(n in finalState)).map((n) => `state.${n}`);
-  // The TS reference has no gradient of the initial state: torch's is checked against central
-  // differences of the TS forward along one random direction instead.
+  // torch's state gradient is also checked against central differences of the TS forward along
+  // one random direction (independent of both backwards).
   const names = Object.keys(c.state).filter((n) => t.stateGrads[n] !== undefined);
   let stateFd: StateFd | null = null;
   const overflowed = Object.values(grads).some((g) => g.data.some((x) => !Number.isFinite(x)));

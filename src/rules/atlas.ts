@@ -8,6 +8,7 @@
 import { Rng, uniformTensor } from "../rng.ts";
 import * as K from "../numeric.ts";
 import { Tensor, alloc, zeros } from "../tensor.ts";
+import { adjointFrom, gradTensor } from "./state-grad.ts";
 import { matrixFrozenRead, randomMatrixState } from "./matrix.ts";
 import type { RuleDecl } from "./types.ts";
 
@@ -56,13 +57,13 @@ export const atlas: RuleDecl<"atlas"> = {
         },
       };
     },
-    backward({ mStates, sStates }, { k, q, alpha, theta, eta, omega }, dy, { d, seq_len: s }) {
+    backward({ mStates, sStates }, { k, q, alpha, theta, eta, omega }, dy, { d, seq_len: s }, dFinal) {
       const dt = k.dtype, dd = d * d;
       const M = mStates!.data, S = sStates!.data, w = omega!.data;
       const dk = alloc(dt, s * d), dq = alloc(dt, s * d), domega = alloc(dt, s * d);
       const dalpha = alloc(dt, s), dtheta = alloc(dt, s), deta = alloc(dt, s);
-      const D = new Float64Array(dd); // ∂L/∂M_{t+1}
-      const E = new Float64Array(dd); // ∂L/∂S_{t+1}
+      const D = adjointFrom(dFinal, "M", dd); // ∂L/∂M_{t+1}; after t = 0, ∂L/∂M_0
+      const E = adjointFrom(dFinal, "S", dd); // ∂L/∂S_{t+1}; after t = 0, ∂L/∂S_0
       const ek = new Float64Array(d), tmp = new Float64Array(d);
       for (let t = s - 1; t >= 0; t--) {
         const mt = t * dd, mn = (t + 1) * dd, o = t * d;
@@ -90,6 +91,7 @@ export const atlas: RuleDecl<"atlas"> = {
       return {
         dk: new Tensor(dt, [s, d], dk), dq: new Tensor(dt, [s, d], dq), domega: new Tensor(dt, [s, d], domega),
         dalpha: new Tensor(dt, [s], dalpha), dtheta: new Tensor(dt, [s], dtheta), deta: new Tensor(dt, [s], deta),
+        dState0: { M: gradTensor(dt, [d, d], D), S: gradTensor(dt, [d, d], E) },
       };
     },
   },

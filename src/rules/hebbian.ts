@@ -5,6 +5,7 @@
  */
 import * as K from "../numeric.ts";
 import { Tensor, alloc, zeros } from "../tensor.ts";
+import { adjointFrom, gradTensor } from "./state-grad.ts";
 import { matrixFrozenRead, randomMatrixState, writeReadIdentity } from "./matrix.ts";
 import type { RuleDecl } from "./types.ts";
 
@@ -41,12 +42,12 @@ export const hebbian: RuleDecl<"hebbian"> = {
         saved: { mStates: new Tensor(dt, [s + 1, d, d], mStates) },
       };
     },
-    backward({ mStates }, { k, v, q, alpha }, dy, { d, seq_len: s }) {
+    backward({ mStates }, { k, v, q, alpha }, dy, { d, seq_len: s }, dFinal) {
       const dt = k.dtype, dd = d * d;
       const M = mStates!.data;
       const dk = alloc(dt, s * d), dv = alloc(dt, s * d), dq = alloc(dt, s * d);
       const dalpha = alloc(dt, s);
-      const D = new Float64Array(dd); // ∂L/∂M_{t+1}
+      const D = adjointFrom(dFinal, "M", dd); // ∂L/∂M_{t+1}; after t = 0, ∂L/∂M_0
       const tmp = new Float64Array(d);
       for (let t = s - 1; t >= 0; t--) {
         const mt = t * dd, mn = (t + 1) * dd, o = t * d;
@@ -65,6 +66,7 @@ export const hebbian: RuleDecl<"hebbian"> = {
       return {
         dk: new Tensor(dt, [s, d], dk), dv: new Tensor(dt, [s, d], dv), dq: new Tensor(dt, [s, d], dq),
         dalpha: new Tensor(dt, [s], dalpha),
+        dState0: { M: gradTensor(dt, [d, d], D) },
       };
     },
   },

@@ -10,6 +10,7 @@
 import * as K from "../numeric.ts";
 import { Rng, initHash } from "../rng.ts";
 import { Tensor, alloc, zeros, type Data, type DType } from "../tensor.ts";
+import { adjointFrom, gradTensor } from "./state-grad.ts";
 import type { FrozenPair, InnerInputs, Invariant, RuleConfig, RuleDecl, State } from "./types.ts";
 
 const VARIANTS = ["decode", "encode", "similarity"] as const;
@@ -80,13 +81,13 @@ const latticeFrozen: FrozenPair<"S" | "readW"> = {
     const { d, seq_len: s } = cfg;
     const m = cfg.m_slots as number;
     const dq = alloc(q.dtype, s * d);
-    const dw = new Float64Array(m), dqt = new Float64Array(d);
+    const dw = new Float64Array(m), dqt = new Float64Array(d), dS = new Float64Array(m * d);
     for (let t = 0; t < s; t++) {
       dqt.fill(0);
-      readSlotsVjp(S!.data, 0, m, d, q.data, t * d, readW!.data, t * m, dy.data, dw, null, dqt);
+      readSlotsVjp(S!.data, 0, m, d, q.data, t * d, readW!.data, t * m, dy.data, dw, dS, dqt);
       for (let j = 0; j < d; j++) dq[t * d + j] = dqt[j]!;
     }
-    return { dq: new Tensor(q.dtype, [s, d], dq) };
+    return { dq: new Tensor(q.dtype, [s, d], dq), dState: { S: gradTensor(q.dtype, [m, d], dS) } };
   },
 };
 
@@ -157,13 +158,13 @@ export const lattice: RuleDecl<"lattice"> = {
         },
       };
     },
-    backward({ sStates, readW, gamma, pDot, uNorm }, { k, v, q, alpha }, dy, cfg) {
+    backward({ sStates, readW, gamma, pDot, uNorm }, { k, v, q, alpha }, dy, cfg, dFinal) {
       const { d, seq_len: s } = cfg;
       const m = cfg.m_slots as number, variant = cfg.variant as Variant;
       const dt = k.dtype, md = m * d;
       const S = sStates!.data, W = readW!.data, G = gamma!.data, Pd = pDot!.data, N = uNorm!.data;
       const dk = alloc(dt, s * d), dv = alloc(dt, s * d), dq = alloc(dt, s * d), dalpha = alloc(dt, s);
-      let Sh = new Float64Array(md); // Ŝ = ∂L/∂S_{t+1}
+      let Sh = adjointFrom(dFinal, "S", md); // Ŝ = ∂L/∂S_{t+1}
       let P = new Float64Array(md); //  ∂L/∂S_t, built at token t
       const dw = new Float64Array(m), u = new Float64Array(d), du = new Float64Array(d), dut = new Float64Array(d);
       const dkt = new Float64Array(d), dvt = new Float64Array(d), dqt = new Float64Array(d);
@@ -222,6 +223,8 @@ export const lattice: RuleDecl<"lattice"> = {
       return {
         dk: new Tensor(dt, [s, d], dk), dv: new Tensor(dt, [s, d], dv), dq: new Tensor(dt, [s, d], dq),
         dalpha: new Tensor(dt, [s], dalpha),
+        // after the last swap Ŝ holds P of t = 0: ∂L/∂S_0 (S_0 is used as given, never renormalised)
+        dState0: { S: gradTensor(dt, [m, d], Sh) },
       };
     },
   },

@@ -292,10 +292,19 @@ export function ruleForwardSaved(decl: RuleDecl, X: Tensor, params: Params, stat
 /** Hand-written backward of the whole rule (BPTT through the sequence): dX and every parameter. */
 export function ruleBackward(decl: RuleDecl, saved: Named<string>, dy: Tensor, cfg: RuleConfig,
   inner: InnerPair<string> = decl.inner): Record<string, Tensor> {
+  return ruleBackwardWithState(decl, saved, dy, cfg, inner).grads;
+}
+
+/**
+ * ruleBackward that also takes ∂L/∂(final state) and returns ∂L/∂(initial state) as the inner
+ * pair gives it (docs/spec/state-gradients.md#active); `dState0` is empty when the pair gives none.
+ */
+export function ruleBackwardWithState(decl: RuleDecl, saved: Named<string>, dy: Tensor, cfg: RuleConfig,
+  inner: InnerPair<string> = decl.inner, dFinal?: State): { grads: Record<string, Tensor>; dState0: Record<string, Tensor> } {
   const innerSaved: Record<string, Tensor> = {};
   for (const n of inner.saved) innerSaved[n] = saved[n]!;
-  const g = inner.backward(innerSaved, innerInputsOf(decl, saved), dy, cfg);
-  return levelBackward(decl, saved, g);
+  const g = inner.backward(innerSaved, innerInputsOf(decl, saved), dy, cfg, dFinal);
+  return { grads: levelBackward(decl, saved, g), dState0: g.dState0 ?? {} };
 }
 
 /** The inner pair's inputs, recovered from the level's saved tensors. */
@@ -306,19 +315,60 @@ function innerInputsOf(decl: RuleDecl, saved: Named<string>): InnerInputs {
   return inp;
 }
 
-/** Rule forward: untraced it just computes; with an active tape it records one opaque block. */
+/**
+ * Rule forward: untraced it just computes; with an active tape it records one opaque block. The
+ * block carries the state (initial state in, final state out) only when the caller put the
+ * state on the tape (docs/spec/state-gradients.md#tape): a model's carried context stays untracked.
+ */
 export function ruleForward(decl: RuleDecl, X: Tensor, params: Params, state: State, cfg: RuleConfig,
   inner: InnerPair<string> = decl.inner): RuleResult {
   const r = ruleForwardSaved(decl, X, params, state, cfg, inner);
   const tape = activeTape();
   if (tape !== null) {
     const inputs: Record<string, Tensor> = { X, ...pick(params, paramNames(decl)) };
-    if (tape.anyTracked(Object.values(inputs))) {
+    const names = stateNames(decl);
+    const withState = tape.anyTracked(names.map((n) => state[n]!));
+    if (withState || tape.anyTracked(Object.values(inputs))) {
       const attrs: RuleAttrs = { decl, cfg, inner };
-      tape.recordOpaque(decl.key, inputs, { y: r.y }, pick(r.saved, savedNames(decl, inner)), attrs);
+      const saved = pick(r.saved, savedNames(decl, inner));
+      if (!withState) tape.recordOpaque(decl.key, inputs, { y: r.y }, saved, attrs);
+      else {
+        const outputs: Record<string, Tensor> = { y: r.y };
+        for (const n of names) {
+          inputs[initialStateName(n)] = state[n]!;
+          outputs[finalStateName(n)] = r.finalState[n]!;
+        }
+        tape.recordOpaque(stateBlockKey(decl.key), inputs, outputs, saved, attrs);
+      }
     }
   }
   return { y: r.y, finalState: r.finalState };
+}
+
+// ── state on the tape ───────────────────────────────────────────────────────
+
+/** The rule's state names (stateShapes' keys; derived names such as Moneta's A1/A2 are not state). */
+export function stateNames(decl: RuleDecl): string[] {
+  return Object.keys(decl.stateShapes(withDefaults(decl, { d: 1, seq_len: 1 })));
+}
+
+/** The state entries a frozen read reads: the state names its pair saves (it saves what it reads). */
+export function frozenStateNames(decl: RuleDecl): string[] {
+  const saved = decl.frozen?.saved ?? [];
+  return stateNames(decl).filter((n) => saved.includes(n));
+}
+
+/** Opaque input name of an initial state entry, and output name of a final one. */
+export function initialStateName(n: string): string {
+  return `state0.${n}`;
+}
+export function finalStateName(n: string): string {
+  return `stateFinal.${n}`;
+}
+
+/** Key of the block recorded when the state is on the tape: `<rule>+state`, `<rule>.frozen+state`. */
+export function stateBlockKey(key: string): string {
+  return `${key}+state`;
 }
 
 function pick(rec: Readonly<Record<string, Tensor>>, names: readonly string[]): Record<string, Tensor> {
@@ -359,24 +409,39 @@ export function frozenForwardSaved(decl: RuleDecl, X: Tensor, params: Params, st
   return { y: r.y, saved: { X, W_Q: params.W_Q!, q, ...r.saved } };
 }
 
-/** Frozen VJP: only X and W_Q receive gradient. */
+/** Frozen VJP: of the parameters only X and W_Q receive gradient (D3). */
 export function frozenBackward(decl: RuleDecl, saved: Named<string>, dy: Tensor, cfg: RuleConfig): { X: Tensor; W_Q: Tensor } {
+  const { X, W_Q } = frozenBackwardWithState(decl, saved, dy, cfg);
+  return { X, W_Q };
+}
+
+/** frozenBackward plus ∂L/∂(the state read) (docs/spec/state-gradients.md#frozen). */
+export function frozenBackwardWithState(decl: RuleDecl, saved: Named<string>, dy: Tensor, cfg: RuleConfig):
+  { X: Tensor; W_Q: Tensor; dState: Record<string, Tensor> } {
   const fz = decl.frozen!;
   const inner: Record<string, Tensor> = {};
   for (const n of fz.saved) inner[n] = saved[n]!;
-  const { dq } = fz.backward(inner, saved.q!, dy, cfg);
+  const { dq, dState } = fz.backward(inner, saved.q!, dy, cfg);
   const X = saved.X!, W = saved.W_Q!;
   const [s, d] = X.shape as [number, number];
   return {
     X: new Tensor(X.dtype, [s, d], K.matmul(dq.data, W.data, s, d, d, alloc(X.dtype, s * d))),
     W_Q: new Tensor(X.dtype, [d, d], K.matmulTA(dq.data, X.data, d, s, d, alloc(X.dtype, d * d))),
+    dState,
   };
 }
 
 export function frozenForward(decl: RuleDecl, X: Tensor, params: Params, state: State, cfg: RuleConfig): Tensor {
   const r = frozenForwardSaved(decl, X, params, state, cfg);
   const tape = activeTape();
-  if (tape !== null && tape.anyTracked([X, params.W_Q!])) {
+  if (tape === null) return r.y;
+  const names = frozenStateNames(decl);
+  const withState = tape.anyTracked(names.map((n) => state[n]!));
+  if (withState) {
+    const inputs: Record<string, Tensor> = { X, W_Q: params.W_Q! };
+    for (const n of names) inputs[initialStateName(n)] = state[n]!;
+    tape.recordOpaque(stateBlockKey(frozenKey(decl)), inputs, { y: r.y }, r.saved, { decl, cfg });
+  } else if (tape.anyTracked([X, params.W_Q!])) {
     tape.recordOpaque(frozenKey(decl), { X, W_Q: params.W_Q! }, { y: r.y }, r.saved, { decl, cfg });
   }
   return r.y;
@@ -404,6 +469,41 @@ export function registerRuleBlocks(decl: RuleDecl): void {
       backward: (saved, dOut, attrs) => {
         const a = attrs as { decl: RuleDecl; cfg: RuleConfig };
         return frozenBackward(a.decl, saved, dOut.y!, a.cfg);
+      },
+    });
+  }
+  const names = stateNames(decl);
+  if (names.length === 0) return;
+  // The same blocks with the state as an input (and the final state as an output): recorded when
+  // the caller put the state on the tape.
+  registerOpaque({
+    key: stateBlockKey(decl.key),
+    inputs: ["X", ...paramNames(decl), ...names.map(initialStateName)],
+    outputs: ["y", ...names.map(finalStateName)],
+    saved: savedNames(decl),
+    backward: (saved, dOut, attrs) => {
+      const a = attrs as RuleAttrs;
+      const dFinal: Record<string, Tensor> = {};
+      for (const n of names) dFinal[n] = dOut[finalStateName(n)]!;
+      const r = ruleBackwardWithState(a.decl, saved, dOut.y!, a.cfg, a.inner, dFinal);
+      const out: Record<string, Tensor> = { ...r.grads };
+      for (const [n, g] of Object.entries(r.dState0)) out[initialStateName(n)] = g;
+      return out;
+    },
+  });
+  if (fz !== null) {
+    const read = frozenStateNames(decl);
+    registerOpaque({
+      key: stateBlockKey(frozenKey(decl)),
+      inputs: ["X", "W_Q", ...read.map(initialStateName)],
+      outputs: ["y"],
+      saved: ["X", "W_Q", "q", ...fz.saved],
+      backward: (saved, dOut, attrs) => {
+        const a = attrs as { decl: RuleDecl; cfg: RuleConfig };
+        const r = frozenBackwardWithState(a.decl, saved, dOut.y!, a.cfg);
+        const out: Record<string, Tensor> = { X: r.X, W_Q: r.W_Q };
+        for (const [n, g] of Object.entries(r.dState)) out[initialStateName(n)] = g;
+        return out;
       },
     });
   }

@@ -1,6 +1,7 @@
 /** Pieces shared by the matrix-memory rules (Delta, Titans, Hebbian, Atlas): state M [d, d]. */
 import * as K from "../numeric.ts";
 import { Tensor, alloc, zeros, type DType } from "../tensor.ts";
+import { gradTensor } from "./state-grad.ts";
 import type { FrozenPair, GateName, InnerPair, StateSampler } from "./types.ts";
 
 /** Frozen read y_t = M q_t with its VJP dq_t = Mᵀ dy_t (docs/spec/titans-family.md#delta-frozen, docs/spec/titans-family.md#frozen-reads). */
@@ -15,7 +16,10 @@ export const matrixFrozenRead: FrozenPair<"M"> = {
   backward({ M }, q, dy, { d, seq_len: s }) {
     const dq = alloc(q.dtype, s * d);
     for (let t = 0; t < s; t++) K.matTvec(M!.data, 0, d, d, dy.data, t * d, dq, t * d);
-    return { dq: new Tensor(q.dtype, [s, d], dq) };
+    // dM = Σ_t dy_t q_tᵀ, summed in f64 and stored once
+    const dM = new Float64Array(d * d);
+    for (let t = 0; t < s; t++) K.addOuter(dM, 0, d, d, 1, dy.data, t * d, q.data, t * d);
+    return { dq: new Tensor(q.dtype, [s, d], dq), dState: { M: gradTensor(q.dtype, [d, d], dM) } };
   },
 };
 

@@ -14,6 +14,7 @@ import {
   D_HIDDEN, MlpScratch, chainIn, chainOut, dHidden, innerGradDot, innerGradient, mlpFrozenRead, mlpRead,
   mlpStateShapes, readVjp, type Bias,
 } from "./mlp.ts";
+import { adjointFrom, gradTensor } from "./state-grad.ts";
 import type { InnerInputs, RuleConfig, RuleDecl, StateSampler } from "./types.ts";
 
 /** §4.6 log clamp. */
@@ -114,14 +115,14 @@ export const memora: RuleDecl<"memora"> = {
         saved: { w1States: new Tensor(dt, [s + 1, dh, d], W1), w2States: new Tensor(dt, [s + 1, d, dh], W2) },
       };
     },
-    backward({ w1States, w2States }, { k, v, q, alpha, theta }, dy, cfg) {
+    backward({ w1States, w2States }, { k, v, q, alpha, theta }, dy, cfg, dFinal) {
       const { d, seq_len: s } = cfg, dh = dHidden(cfg);
       const dt = k.dtype, n1 = dh * d, n2 = d * dh;
       const W1 = w1States!.data, W2 = w2States!.data;
       const dk = alloc(dt, s * d), dv = alloc(dt, s * d), dq = alloc(dt, s * d);
       const dalpha = alloc(dt, s), dtheta = alloc(dt, s);
       // Ŵ = ∂L/∂W_{t+1}, turned into dZ in place; D = ∂L/∂W_t, the next Ŵ.
-      let Wh1 = new Float64Array(n1), Wh2 = new Float64Array(n2);
+      let Wh1 = adjointFrom(dFinal, "W1", n1), Wh2 = adjointFrom(dFinal, "W2", n2);
       let D1 = new Float64Array(n1), D2 = new Float64Array(n2);
       const sc = new MlpScratch(dt, d, dh);
       for (let t = s - 1; t >= 0; t--) {
@@ -154,6 +155,8 @@ export const memora: RuleDecl<"memora"> = {
       return {
         dk: new Tensor(dt, [s, d], dk), dv: new Tensor(dt, [s, d], dv), dq: new Tensor(dt, [s, d], dq),
         dalpha: new Tensor(dt, [s], dalpha), dtheta: new Tensor(dt, [s], dtheta),
+        // after the last swap Ŵ holds D of t = 0: ∂L/∂W_0
+        dState0: { W1: gradTensor(dt, [dh, d], Wh1), W2: gradTensor(dt, [d, dh], Wh2) },
       };
     },
   },

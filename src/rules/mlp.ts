@@ -9,6 +9,7 @@
 import * as K from "../numeric.ts";
 import { initHash } from "../rng.ts";
 import { Tensor, alloc, type DType, type Data } from "../tensor.ts";
+import { gradTensor } from "./state-grad.ts";
 import type { FrozenPair, HyperSpec, RuleConfig, StateSampler } from "./types.ts";
 
 export const D_HIDDEN: HyperSpec = { kind: "int", default: 4, min: 1, max: 4096, sample: [1, 8], doc: "MLP width dh (d_hidden)" };
@@ -107,7 +108,7 @@ export function mlpRead(sc: MlpScratch, W1: Data, o1: number, W2: Data, o2: numb
 
 /**
  * VJP of the read (§2.6 / §2.8 "read"): D2 += dy zᵀ ; δz = W2ᵀ dy ; δb = δz ⊙ silu'(b) ;
- * D1 += δb qᵀ ; sc.dq = W1ᵀ δb. D1/D2 null for a frozen read (the state gets no gradient).
+ * D1 += δb qᵀ ; sc.dq = W1ᵀ δb. D1/D2 null when the caller needs no state gradient.
  */
 export function readVjp(sc: MlpScratch, W1: Data, o1: number, W2: Data, o2: number,
   q: Data, dy: Data, o: number, D1: Float64Array | null, D2: Float64Array | null): void {
@@ -188,10 +189,14 @@ export const mlpFrozenRead: FrozenPair<"W1" | "W2"> = {
     const { d, seq_len: s } = cfg;
     const sc = new MlpScratch(q.dtype, d, dHidden(cfg));
     const dq = alloc(q.dtype, s * d);
+    const dh = dHidden(cfg), D1 = new Float64Array(dh * d), D2 = new Float64Array(d * dh);
     for (let t = 0; t < s; t++) {
-      readVjp(sc, W1!.data, 0, W2!.data, 0, q.data, dy.data, t * d, null, null);
+      readVjp(sc, W1!.data, 0, W2!.data, 0, q.data, dy.data, t * d, D1, D2);
       dq.set(sc.dq, t * d);
     }
-    return { dq: new Tensor(q.dtype, [s, d], dq) };
+    return {
+      dq: new Tensor(q.dtype, [s, d], dq),
+      dState: { W1: gradTensor(q.dtype, [dh, d], D1), W2: gradTensor(q.dtype, [d, dh], D2) },
+    };
   },
 };

@@ -15,6 +15,7 @@ import {
   D_HIDDEN, MlpScratch, chainIn, chainOut, dHidden, hashInit, innerGradDot, innerGradient, mlpFrozenRead, mlpRead,
   mlpStateShapes, randomMlpState, readVjp, type Bias,
 } from "./mlp.ts";
+import { adjointFrom, gradTensor } from "./state-grad.ts";
 import type { InnerInputs, Named, RuleConfig, RuleDecl, State } from "./types.ts";
 
 /** §2.3 smoothing of |e| and of the fast-path test. */
@@ -180,7 +181,7 @@ export const moneta: RuleDecl<"moneta"> = {
   inner: {
     saved: ["w1States", "w2States", "a1States", "a2States"],
     forward: (inp, state, cfg) => monetaForward(inp, state, cfg, lpBias(Number(cfg.p), Number(cfg.sign_sharpness))),
-    backward({ w1States, w2States, a1States, a2States }, { k, v, q, alpha, theta }, dy, cfg) {
+    backward({ w1States, w2States, a1States, a2States }, { k, v, q, alpha, theta }, dy, cfg, dFinal) {
       const { d, seq_len: s } = cfg, { dh, p, q: lq, l2, a: sharp } = hyperOf(cfg);
       const dt = k.dtype, n1 = dh * d, n2 = d * dh, l2path = isL2(lq);
       const bias = lpBias(p, sharp);
@@ -189,7 +190,11 @@ export const moneta: RuleDecl<"moneta"> = {
       const dk = alloc(dt, s * d), dv = alloc(dt, s * d), dq = alloc(dt, s * d);
       const dalpha = alloc(dt, s), dtheta = alloc(dt, s);
       // Ā = ∂L/∂A_{t+1}: holds Â (later tokens) on entry to a token, the total after the read.
+      // The final state is W_s = N_q(A_s): dFinal enters Ā through N_qᵀ(A_s) (the identity on the L2 path).
+      const F1 = adjointFrom(dFinal, "W1", n1), F2 = adjointFrom(dFinal, "W2", n2);
       const Ab1 = new Float64Array(n1), Ab2 = new Float64Array(n2);
+      lqNormalizeVjpAdd(A1, s * n1, n1, lq, F1, Ab1);
+      lqNormalizeVjpAdd(A2, s * n2, n2, lq, F2, Ab2);
       // R = read's ∂L/∂W_{t+1}; D = ∂L/∂W_t (L_q path only: on the L2 path both are Ā itself).
       const R1 = new Float64Array(l2path ? 0 : n1), R2 = new Float64Array(l2path ? 0 : n2);
       const D1 = new Float64Array(l2path ? 0 : n1), D2 = new Float64Array(l2path ? 0 : n2);
@@ -229,6 +234,10 @@ export const moneta: RuleDecl<"moneta"> = {
           if (t > 0) {
             lqNormalizeVjpAdd(A1, c1, n1, lq, D1, Ab1);
             lqNormalizeVjpAdd(A2, c2, n2, lq, D2, Ab2);
+          } else {
+            // A_0 = W_0: the initial state's gradient is its direct uses D plus α Ā of A_0
+            for (let i = 0; i < n1; i++) Ab1[i]! += D1[i]!;
+            for (let i = 0; i < n2; i++) Ab2[i]! += D2[i]!;
           }
         }
         dk.set(sc.dk, o);
@@ -237,6 +246,7 @@ export const moneta: RuleDecl<"moneta"> = {
       return {
         dk: new Tensor(dt, [s, d], dk), dv: new Tensor(dt, [s, d], dv), dq: new Tensor(dt, [s, d], dq),
         dalpha: new Tensor(dt, [s], dalpha), dtheta: new Tensor(dt, [s], dtheta),
+        dState0: { W1: gradTensor(dt, [dh, d], Ab1), W2: gradTensor(dt, [d, dh], Ab2) },
       };
     },
   },

@@ -11,6 +11,7 @@ import { Rng, uniformTensor } from "../rng.ts";
 import * as K from "../numeric.ts";
 import { Tensor, alloc, zeros } from "../tensor.ts";
 import { delta } from "./delta.ts";
+import { adjointFrom, gradTensor } from "./state-grad.ts";
 import { matrixFrozenRead, randomMatrixState } from "./matrix.ts";
 import type { RuleDecl } from "./types.ts";
 
@@ -67,13 +68,13 @@ export const titans: RuleDecl<"titans"> = {
         },
       };
     },
-    backward({ mStates, sStates, e }, { k, q, alpha, theta, eta }, dy, { d, seq_len: s }) {
+    backward({ mStates, sStates, e }, { k, q, alpha, theta, eta }, dy, { d, seq_len: s }, dFinal) {
       const dt = k.dtype, dd = d * d;
       const M = mStates!.data, S = sStates!.data, Ev = e!.data;
       const dk = alloc(dt, s * d), dv = alloc(dt, s * d), dq = alloc(dt, s * d);
       const dalpha = alloc(dt, s), dtheta = alloc(dt, s), deta = alloc(dt, s);
-      const D = new Float64Array(dd); // ∂L/∂M_{t+1}
-      const E = new Float64Array(dd); // ∂L/∂S_{t+1}
+      const D = adjointFrom(dFinal, "M", dd); // ∂L/∂M_{t+1}; after t = 0, ∂L/∂M_0
+      const E = adjointFrom(dFinal, "S", dd); // ∂L/∂S_{t+1}; after t = 0, ∂L/∂S_0
       const ek = new Float64Array(d), ete = new Float64Array(d), de = new Float64Array(d), tmp = new Float64Array(d);
       for (let t = s - 1; t >= 0; t--) {
         const mt = t * dd, mn = (t + 1) * dd, o = t * d;
@@ -107,6 +108,7 @@ export const titans: RuleDecl<"titans"> = {
       return {
         dk: new Tensor(dt, [s, d], dk), dv: new Tensor(dt, [s, d], dv), dq: new Tensor(dt, [s, d], dq),
         dalpha: new Tensor(dt, [s], dalpha), dtheta: new Tensor(dt, [s], dtheta), deta: new Tensor(dt, [s], deta),
+        dState0: { M: gradTensor(dt, [d, d], D), S: gradTensor(dt, [d, d], E) },
       };
     },
   },

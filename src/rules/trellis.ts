@@ -11,6 +11,7 @@ import * as K from "../numeric.ts";
 import { nsiluRow, nsiluRowVjp } from "../ops/index.ts";
 import { Rng } from "../rng.ts";
 import { Tensor, alloc, zeros, type Data, type DType } from "../tensor.ts";
+import { adjointFrom, gradTensor } from "./state-grad.ts";
 import type { FrozenPair, InnerInputs, RuleConfig, RuleDecl, State } from "./types.ts";
 
 function compressedSize(cfg: RuleConfig): number {
@@ -40,13 +41,21 @@ const trellisFrozen: FrozenPair<"S_K" | "S_V" | "r"> = {
     const dk = compressedSize(cfg);
     const dq = alloc(q.dtype, s * d);
     const dcHat = new Float64Array(dk), dr = new Float64Array(dk), dqt = new Float64Array(d);
+    // dS_V = Σ dy_t ĉ_tᵀ (ĉ recomputed from the saved r), dS_K = Σ dr_t q_tᵀ
+    const cHat = new Float64Array(s * dk), dSK = new Float64Array(dk * d), dSV = new Float64Array(d * dk);
     for (let t = 0; t < s; t++) {
       K.matTvec(S_V!.data, 0, d, dk, dy.data, t * d, dcHat, 0);
       nsiluRowVjp(r!.data, dcHat, t * dk, dk, dr, 0);
       K.matTvec(S_K!.data, 0, dk, d, dr, 0, dqt, 0);
       for (let j = 0; j < d; j++) dq[t * d + j] = dqt[j]!;
+      nsiluRow(r!.data, t * dk, dk, cHat);
+      K.addOuter(dSV, 0, d, dk, 1, dy.data, t * d, cHat, t * dk);
+      K.addOuter(dSK, 0, dk, d, 1, dr, 0, q.data, t * d);
     }
-    return { dq: new Tensor(q.dtype, [s, d], dq) };
+    return {
+      dq: new Tensor(q.dtype, [s, d], dq),
+      dState: { S_K: gradTensor(q.dtype, [dk, d], dSK), S_V: gradTensor(q.dtype, [d, dk], dSV) },
+    };
   },
 };
 
@@ -121,7 +130,7 @@ export const trellis: RuleDecl<"trellis"> = {
         },
       };
     },
-    backward({ skStates, svStates, r, cHat, eK, u, c, eV }, { k, q, x, alpha, theta }, dy, cfg) {
+    backward({ skStates, svStates, r, cHat, eK, u, c, eV }, { k, q, x, alpha, theta }, dy, cfg, dFinal) {
       const { d, seq_len: s } = cfg;
       const dk = compressedSize(cfg);
       const lk = cfg.lambda_k as number, lv = cfg.lambda_v as number;
@@ -131,7 +140,7 @@ export const trellis: RuleDecl<"trellis"> = {
       const dK = alloc(dt, s * d), dV = alloc(dt, s * d), dQ = alloc(dt, s * d), dX = alloc(dt, s * d);
       const dalpha = alloc(dt, s), dtheta = alloc(dt, s);
       // Ĝ = ∂L/∂S^{t+1} from later tokens; P = ∂L/∂S^t being built at token t.
-      let GK = new Float64Array(n), GV = new Float64Array(n), PK = new Float64Array(n), PV = new Float64Array(n);
+      let GK = adjointFrom(dFinal, "S_K", n), GV = adjointFrom(dFinal, "S_V", n), PK = new Float64Array(n), PV = new Float64Array(n);
       const dcHat = new Float64Array(dk), dr = new Float64Array(dk), dc = new Float64Array(dk), du = new Float64Array(dk);
       const gc = new Float64Array(d), gx = new Float64Array(dk), dev = new Float64Array(d), dek = new Float64Array(dk);
       const tmpD = new Float64Array(d), tmpC = new Float64Array(dk), dxt = new Float64Array(d), dqt = new Float64Array(d);
@@ -191,6 +200,8 @@ export const trellis: RuleDecl<"trellis"> = {
       return {
         dk: new Tensor(dt, [s, d], dK), dv: new Tensor(dt, [s, d], dV), dq: new Tensor(dt, [s, d], dQ),
         dx: new Tensor(dt, [s, d], dX), dalpha: new Tensor(dt, [s], dalpha), dtheta: new Tensor(dt, [s], dtheta),
+        // after the last swap Ĝ holds P of t = 0: ∂L/∂S_K^0, ∂L/∂S_V^0
+        dState0: { S_K: gradTensor(dt, [dk, d], GK), S_V: gradTensor(dt, [d, dk], GV) },
       };
     },
   },

@@ -63,6 +63,12 @@ export interface InnerGrads {
   dtheta?: Tensor;
   deta?: Tensor;
   domega?: Tensor;
+  /**
+   * ∂L/∂(initial state), keyed by the rule's state names (stateShapes; derived names such as
+   * Moneta's A1/A2 are not state). The reference pairs always return every name
+   * (docs/spec/state-gradients.md#active).
+   */
+  dState0?: Record<string, Tensor>;
 }
 
 export interface InnerPair<S extends string> {
@@ -72,14 +78,19 @@ export interface InnerPair<S extends string> {
    */
   readonly saved: readonly S[];
   forward(inp: InnerInputs, state: State, cfg: RuleConfig): { y: Tensor; finalState: State; saved: Named<S> };
-  backward(saved: Named<S>, inp: InnerInputs, dy: Tensor, cfg: RuleConfig): InnerGrads;
+  /**
+   * `dFinal` is ∂L/∂(final state) keyed like the state; absent, or a missing name, is zero
+   * (docs/spec/state-gradients.md#conventions).
+   */
+  backward(saved: Named<S>, inp: InnerInputs, dy: Tensor, cfg: RuleConfig, dFinal?: State): InnerGrads;
 }
 
 /** A frozen (read-only) read of the rule's state by a query q = X W_Q^T, and its own VJP (D3). */
 export interface FrozenPair<S extends string> {
   readonly saved: readonly S[];
   forward(q: Tensor, state: State, cfg: RuleConfig): { y: Tensor; saved: Named<S> };
-  backward(saved: Named<S>, q: Tensor, dy: Tensor, cfg: RuleConfig): { dq: Tensor };
+  /** dState: ∂L/∂(the state read), keyed by the read's state names (docs/spec/state-gradients.md#frozen). */
+  backward(saved: Named<S>, q: Tensor, dy: Tensor, cfg: RuleConfig): { dq: Tensor; dState: Record<string, Tensor> };
 }
 
 /** A C8 invariant: returns null when it holds, or a message saying what broke. */

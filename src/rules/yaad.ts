@@ -15,6 +15,7 @@ import {
   D_HIDDEN, MlpScratch, chainIn, chainOut, dHidden, hashInit, innerGradDot, innerGradient, mlpFrozenRead, mlpRead,
   mlpStateShapes, randomMlpState, readVjp, type Bias,
 } from "./mlp.ts";
+import { adjointFrom, gradTensor } from "./state-grad.ts";
 import type { InnerInputs, RuleConfig, RuleDecl } from "./types.ts";
 
 /** §3.3 Huber bias ψ and §3.5 ψ'(e) = 1 if |e| < δ else 0. */
@@ -86,14 +87,16 @@ export const yaad: RuleDecl<"yaad"> = {
         saved: { w1States: new Tensor(dt, [s + 1, dh, d], W1), w2States: new Tensor(dt, [s + 1, d, dh], W2) },
       };
     },
-    backward({ w1States, w2States }, { k, v, q, alpha, theta }, dy, cfg) {
+    backward({ w1States, w2States }, { k, v, q, alpha, theta }, dy, cfg, dFinal) {
       const { d, seq_len: s } = cfg, { dh, delta, lLoc, l2 } = hyperOf(cfg);
       const dt = k.dtype, n1 = dh * d, n2 = d * dh;
       const psi = huber(delta);
       const W1 = w1States!.data, W2 = w2States!.data;
       const dk = alloc(dt, s * d), dv = alloc(dt, s * d), dq = alloc(dt, s * d);
       const dalpha = alloc(dt, s), dtheta = alloc(dt, s);
-      const Wh1 = new Float64Array(n1), Wh2 = new Float64Array(n2); // Ŵ = ∂L/∂W_{t+1}
+      const Wh1 = adjointFrom(dFinal, "W1", n1), Wh2 = adjointFrom(dFinal, "W2", n2); // Ŵ = ∂L/∂W_{t+1}
+      // B = W_0 is pulled toward by every step: Σ_t 2λ_loc θ_t Ŵ_{t+1} reaches W_0 through B
+      const Bb1 = new Float64Array(n1), Bb2 = new Float64Array(n2);
       const sc = new MlpScratch(dt, d, dh);
       for (let t = s - 1; t >= 0; t--) {
         const o = t * d, c1 = t * n1, c2 = t * n2, x1 = c1 + n1, x2 = c2 + n2;
@@ -102,11 +105,14 @@ export const yaad: RuleDecl<"yaad"> = {
         dq.set(sc.dq, o);
         innerGradient(sc, W1, c1, W2, c2, k.data, v.data, o, psi);
         chainIn(sc, Wh1, Wh2, k.data, o);
-        // dα = ⟨Ŵ, W_t⟩ ; dθ = −Σ ⟨Ŵ, G_t + 2λ_loc (W_t − B) + 2λ₂ W_t⟩  (B gets no gradient)
+        // dα = ⟨Ŵ, W_t⟩ ; dθ = −Σ ⟨Ŵ, G_t + 2λ_loc (W_t − B) + 2λ₂ W_t⟩  (B = W_0 is not a gate input)
         const hw = K.frob(Wh1, 0, W1, c1, n1) + K.frob(Wh2, 0, W2, c2, n2);
         const hb = K.frob(Wh1, 0, W1, 0, n1) + K.frob(Wh2, 0, W2, 0, n2);
         dalpha[t] = hw;
         dtheta[t] = -(innerGradDot(sc) + 2 * lLoc * (hw - hb) + 2 * l2 * hw);
+        const pull = 2 * lLoc * th;
+        for (let i = 0; i < n1; i++) Bb1[i]! += pull * Wh1[i]!;
+        for (let i = 0; i < n2; i++) Bb2[i]! += pull * Wh2[i]!;
         // D = (α − θ(2λ_loc + 2λ₂)) Ŵ + chain, and it is the next Ŵ
         const keep = al - th * (2 * lLoc + 2 * l2);
         for (let i = 0; i < n1; i++) Wh1[i]! *= keep;
@@ -118,6 +124,7 @@ export const yaad: RuleDecl<"yaad"> = {
       return {
         dk: new Tensor(dt, [s, d], dk), dv: new Tensor(dt, [s, d], dv), dq: new Tensor(dt, [s, d], dq),
         dalpha: new Tensor(dt, [s], dalpha), dtheta: new Tensor(dt, [s], dtheta),
+        dState0: { W1: gradTensor(dt, [dh, d], Wh1.map((x, i) => x + Bb1[i]!)), W2: gradTensor(dt, [d, dh], Wh2.map((x, i) => x + Bb2[i]!)) },
       };
     },
   },
