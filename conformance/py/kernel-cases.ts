@@ -1,11 +1,12 @@
 /**
  * One generated case of a py: forward or backward check (docs/spec/py-backend.md#forward-check,
- * #backward-check): the kernel's tensors against ref64 under the flash-attention bound whose
- * yardstick is ref32, per tensor and sequence (conformance/c5/compare.ts).
+ * #backward-check): the kernel's tensors against ref64 under the flash-attention bound, per tensor
+ * and sequence (conformance/c5/compare.ts).
  *
- * Forward: the TypeScript reference (y and every final state). Backward: torch.autograd of the
- * inner reference with dy AND a random non-zero d(final state), for every input gradient and the
- * gradient of the initial state (docs/spec/py-backend.md#reference).
+ * ref64 is the TypeScript reference pair in f64: forward (y, every final state) and backward given
+ * dy AND a random non-zero d(final state) (every input gradient, and dState0, the initial
+ * state's). ref32, the bound's yardstick, is a plain f32 run of the PyTorch reference (forward and
+ * autograd backward, docs/spec/py-backend.md#reference).
  */
 import type { CaseOutcome } from "../../harness/check.ts";
 import type { InnerInputs, RuleDecl, State } from "../../src/rules/types.ts";
@@ -18,7 +19,7 @@ const asInputs = (r: Record<string, Tensor>) => r as unknown as InnerInputs;
 
 function need(out: Out, name: string, what: string): Tensor {
   const t = out.get(name);
-  if (t === undefined) throw new KernelFault("protocol", `${what}: the kernel host's reply has no ${name}`);
+  if (t === undefined) throw new KernelFault("protocol", `${what}: the reply has no ${name}`);
   return t;
 }
 
@@ -32,16 +33,16 @@ export function backwardNames(c: PyCase): string[] {
 
 export async function forwardCase(s: KernelSession, decl: RuleDecl, c: PyCase, exercised: Set<string>): Promise<CaseOutcome> {
   const out = await s.forward(c, decl.key);
+  const r32 = await s.torchReference(c, decl.key, "f32");
   const y = need(out, "y", "forward");
   const items: Compared[] = [];
   c.seqs.forEach((q, n) => {
     const r64 = decl.inner.forward(asInputs(q.in64), q.st64 as State, c.cfg);
-    const r32 = decl.inner.forward(asInputs(q.in32), q.st32 as State, c.cfg);
-    items.push({ name: "y", seq: n, kernel: unpackTokens(c, y, n), ref64: r64.y.data, ref32: r32.y.data });
+    items.push({ name: "y", seq: n, kernel: unpackTokens(c, y, n), ref64: r64.y.data, ref32: seqSlice(c, need(r32, "y", "reference"), n) });
     for (const name of c.stateNames) {
       items.push({
         name: `state ${name}`, seq: n, kernel: seqSlice(c, need(out, `state.${name}`, "forward"), n),
-        ref64: r64.finalState[name]!.data, ref32: r32.finalState[name]!.data,
+        ref64: r64.finalState[name]!.data, ref32: seqSlice(c, need(r32, `state.${name}`, "reference"), n),
       });
     }
   });
@@ -50,19 +51,23 @@ export async function forwardCase(s: KernelSession, decl: RuleDecl, c: PyCase, e
 
 export async function backwardCase(s: KernelSession, decl: RuleDecl, c: PyCase, exercised: Set<string>): Promise<CaseOutcome> {
   const out = await s.backward(c, decl.key);
-  const [g64, g32] = await Promise.all([s.refBackward(c, decl.key, "f64"), s.refBackward(c, decl.key, "f32")]);
+  const r32 = await s.torchReference(c, decl.key, "f32");
   const items: Compared[] = [];
-  c.seqs.forEach((_, n) => {
+  c.seqs.forEach((q, n) => {
+    const fw = decl.inner.forward(asInputs(q.in64), q.st64 as State, c.cfg);
+    const g64 = decl.inner.backward(fw.saved, asInputs(q.in64), q.dy64, c.cfg, q.dFinal64 as State) as Record<string, Tensor | undefined> & { dState0?: Record<string, Tensor> };
     for (const name of c.inputs) {
       items.push({
         name: `d${name}`, seq: n, kernel: unpackTokens(c, need(out, `grads.${name}`, "backward"), n),
-        ref64: seqSlice(c, need(g64, `grads.${name}`, "reference"), n), ref32: seqSlice(c, need(g32, `grads.${name}`, "reference"), n),
+        ref64: g64[`d${name}`]!.data, ref32: seqSlice(c, need(r32, `grads.${name}`, "reference"), n),
       });
     }
     for (const name of c.stateNames) {
+      const ref64 = g64.dState0?.[name];
+      if (ref64 === undefined) throw new Error(`the reference backward of ${decl.key} returns no dState0.${name}`);
       items.push({
         name: `d${name} (initial state)`, seq: n, kernel: seqSlice(c, need(out, `grads.state.${name}`, "backward"), n),
-        ref64: seqSlice(c, need(g64, `grads.state.${name}`, "reference"), n), ref32: seqSlice(c, need(g32, `grads.state.${name}`, "reference"), n),
+        ref64: ref64.data, ref32: seqSlice(c, need(r32, `grads.state.${name}`, "reference"), n),
       });
     }
   });

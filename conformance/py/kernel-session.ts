@@ -1,7 +1,7 @@
 /**
  * The two Python processes of a py: backend run: the kernel host (the kernel under test, which
  * may die, hang or misbehave: per-request timeout, restarted on the next request) and the
- * reference bridge (the inner reference with d(final state), docs/spec/py-backend.md#reference).
+ * reference bridge (ref32: a plain f32 run of the PyTorch reference, docs/spec/py-backend.md#reference).
  * Both speak python/PROTOCOL.md through oracle/torch-bridge.ts.
  */
 import { TorchBridge, TorchBridgeError } from "../../oracle/torch-bridge.ts";
@@ -85,8 +85,11 @@ export class KernelSession {
     return this.kernel("kernel_backward", c, rule, extra);
   }
 
-  /** The reference backward (torch autograd of the inner recurrence), per sequence [N, ...], f64 or f32. */
-  async refBackward(c: PyCase, rule: string, dtype: "f64" | "f32"): Promise<Out> {
+  /**
+   * The PyTorch reference's inner recurrence per sequence [N, ...]: y, final state and, by
+   * autograd with dy and d(final state), every input's and the initial state's gradient.
+   */
+  async torchReference(c: PyCase, rule: string, dtype: "f64" | "f32"): Promise<Out> {
     const tensors: [string, Tensor][] = c.inputs.map((n) => [`in.${n}`, stackSeqs(c, (s) => s.in64[n]!)]);
     for (const n of c.stateNames) {
       tensors.push([`state.${n}`, stackSeqs(c, (s) => s.st64[n]!)], [`dstate.${n}`, stackSeqs(c, (s) => s.dFinal64[n]!)]);

@@ -53,10 +53,17 @@ export interface PyEntry {
   readonly decl: RuleDecl;
 }
 
+
+/**
+ * The flash-attention rule with ref32 from a plain f32 run (docs/spec/py-backend.md#reference):
+ * the TypeScript reference's f32 run keeps its backward adjoints in f64, so its error is no
+ * measure of what f32 arithmetic gives (measured: the naive delta kernel's dtheta 4.4e-6 off
+ * ref64 where that run is 2.8e-7 off; a plain f32 autograd run is in the kernel's range).
+ */
 export const PY_TOLERANCE: CheckTolerance = {
   ...TOLERANCE,
-  ref64_backward: "torch.autograd of python/nlc_torch/rules.py's inner recurrence in f64 (docs/spec/py-backend.md#reference)",
-  ref32_backward: "the same in f32",
+  ref32: "the PyTorch reference (python/nlc_torch/rules.py) run in f32, forward and autograd backward, on the same inputs",
+  ref64: "the TypeScript reference pair in f64 (backward with d(final state), docs/spec/state-gradients.md#active)",
 };
 
 /** Every check of one py: backend, in catalogue order. */
@@ -68,7 +75,7 @@ export function pyPlan(b: PyBackend): PyEntry[] {
         id: `C5/${b.slug}/${decl.key}/${kind}`, kind, decl, runs: RUNS,
         subject: { rule: decl.key, frozen: false, backend: b.name },
         spec: `docs/spec/py-backend.md#${kind === "forward" ? "forward-check" : "backward-check"}; docs/spec/conformance.md#c5; ${decl.sheet}; docs/spec/tolerances.md#f32`,
-        tolerance: kind === "forward" ? TOLERANCE : PY_TOLERANCE,
+        tolerance: PY_TOLERANCE,
       });
     }
   }

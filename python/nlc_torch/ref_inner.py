@@ -2,9 +2,10 @@
 gates) on N independent sequences, with the gradients of every inner input AND of the initial
 state for loss = sum(y * dy) + sum(final_state * d_final_state), all by torch.autograd.
 
-This is the reference the `py:` kernel backend's backward checks compare against while the
-TypeScript reference's backward takes no d(final state) (docs/spec/py-backend.md#reference). It runs
-in f64 (ref64) or in f32 (ref32, the yardstick of the flash-attention bound).
+The `py:` kernel backend takes ref32, the yardstick of the flash-attention bound, from this
+request in f32: a plain f32 run, forward and autograd backward, of an implementation that C9
+keeps in agreement with the TypeScript reference (docs/spec/py-backend.md#reference). ref64 is the
+TypeScript reference itself. f64 is served too.
 """
 from __future__ import annotations
 
