@@ -40,21 +40,19 @@ export function kernelTimeoutMs(): number {
 export type Out = Map<string, Tensor>;
 
 export class KernelSession {
-  private constructor(readonly backend: PyBackend, private readonly host: TorchBridge, private readonly ref: TorchBridge, readonly info: KernelInfo) {}
+  /** The reference process, started on first use (a kernel that fails at once never needs it). */
+  private ref: Promise<TorchBridge> | null = null;
 
-  /** Starts both processes and loads the kernel; a KernelFault names why it cannot be loaded. */
+  private constructor(readonly backend: PyBackend, private readonly host: TorchBridge, readonly info: KernelInfo) {}
+
+  /** Starts the kernel host and loads the kernel; a KernelFault names why it cannot be loaded. */
   static async open(backend: PyBackend): Promise<KernelSession> {
-    // both processes start (python + import torch) side by side
-    const [ref, host] = await Promise.allSettled([TorchBridge.start({ timeoutMs: 120_000 }), TorchBridge.start({ timeoutMs: kernelTimeoutMs() })]);
-    if (ref.status === "rejected" || host.status === "rejected") {
-      await Promise.all([ref, host].map((r) => (r.status === "fulfilled" ? r.value.close() : undefined)));
-      throw (ref.status === "rejected" ? ref : (host as PromiseRejectedResult)).reason;
-    }
+    const host = await TorchBridge.start({ timeoutMs: kernelTimeoutMs() });
     try {
-      const r = await host.value.call({ op: "kernel_load", ...KernelSession.target(backend) }, [], "kernel_load");
-      return new KernelSession(backend, host.value, ref.value, r.header as unknown as KernelInfo);
+      const r = await host.call({ op: "kernel_load", ...KernelSession.target(backend) }, [], "kernel_load");
+      return new KernelSession(backend, host, r.header as unknown as KernelInfo);
     } catch (e) {
-      await Promise.all([host.value.close(), ref.value.close()]);
+      await host.close();
       throw fault(e, "cannot load the kernel");
     }
   }
@@ -95,11 +93,14 @@ export class KernelSession {
       tensors.push([`state.${n}`, stackSeqs(c, (s) => s.st64[n]!)], [`dstate.${n}`, stackSeqs(c, (s) => s.dFinal64[n]!)]);
     }
     tensors.push(["dy", stackSeqs(c, (s) => s.dy64)]);
-    return (await this.ref.call({ op: "inner", rule, config: c.cfg, dtype }, tensors, `reference backward of ${rule} (${dtype})`)).tensors;
+    this.ref ??= TorchBridge.start({ timeoutMs: 120_000 });
+    return (await (await this.ref).call({ op: "inner", rule, config: c.cfg, dtype }, tensors, `reference backward of ${rule} (${dtype})`)).tensors;
   }
 
   async close(): Promise<void> {
-    await Promise.all([this.host.close(), this.ref.close()]);
+    const ref = this.ref;
+    this.ref = null;
+    await Promise.all([this.host.close(), ref?.then((r) => r.close(), () => undefined)]);
   }
 }
 
