@@ -49,11 +49,9 @@ const INNER_NAMES = ["k", "v", "q", "x", "alpha", "theta", "eta", "omega"] as co
 export type InnerName = (typeof INNER_NAMES)[number];
 const GATES: ReadonlySet<string> = new Set(["alpha", "theta", "eta"]);
 
-/** One sequence in f32-rounded values, as f32 and f64 tensors. */
+/** One sequence: f32-rounded values held in f64 tensors (what the kernel, ref32 and ref64 all receive). */
 export interface Seq {
-  in32: Record<string, Tensor>;
   in64: Record<string, Tensor>;
-  st32: Record<string, Tensor>;
   st64: Record<string, Tensor>;
   dy64: Tensor;
   dFinal64: Record<string, Tensor>;
@@ -72,19 +70,17 @@ export interface PyCase {
   stateNames: string[];
 }
 
-const f32 = (t: Tensor): { t32: Tensor; t64: Tensor } => {
-  const t32 = cast(t, "f32");
-  return { t32, t64: cast(t32, "f64") };
-};
+/** Rounded to f32 once, held in f64. */
+const f32 = (t: Tensor): Tensor => cast(cast(t, "f32"), "f64");
 
 function sequence(decl: RuleDecl, spec: RuleCaseSpec, inputs: readonly InnerName[], dFinalRng: Rng): Seq {
   const c = buildRuleCase(decl, spec, "f64");
   const saved = ruleForwardSaved(decl, c.X, c.params, c.state, c.cfg).saved;
-  const s: Seq = { in32: {}, in64: {}, st32: {}, st64: {}, dy64: f32(c.dy).t64, dFinal64: {} };
-  for (const n of inputs) ({ t32: s.in32[n]!, t64: s.in64[n]! } = f32(n === "x" ? saved.X! : saved[n]!));
+  const s: Seq = { in64: {}, st64: {}, dy64: f32(c.dy), dFinal64: {} };
+  for (const n of inputs) s.in64[n] = f32(n === "x" ? saved.X! : saved[n]!);
   for (const [n, t] of Object.entries(c.state)) {
-    ({ t32: s.st32[n]!, t64: s.st64[n]! } = f32(t));
-    s.dFinal64[n] = f32(uniformTensor("f64", t.shape, dFinalRng, -1, 1)).t64;
+    s.st64[n] = f32(t);
+    s.dFinal64[n] = f32(uniformTensor("f64", t.shape, dFinalRng, -1, 1));
   }
   return s;
 }
