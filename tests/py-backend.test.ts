@@ -15,6 +15,11 @@ import { ROOT } from "../paths.ts";
 import { parsePyBackend } from "../conformance/py/plan.ts";
 
 const torch = probeTorchSync();
+
+/** expect(r.status).toBe(want), showing the check's message when it differs. */
+function expectStatus(r: CheckResult, want: string): void {
+  expect(r.status === want ? want : `${r.status}: ${r.message}`).toBe(want);
+}
 const GOOD = "py:examples/py-kernels/naive_delta.py:naive_delta";
 /** [B, H, T, d] layout, a dict of two states in our layout, a fixed query scale. */
 const TITANS = "py:examples/py-kernels/naive_titans.py:naive_titans";
@@ -58,29 +63,29 @@ describe.skipIf(!torch.available)("py: backend run", () => {
 
   test("the example adaptors pass (autograd and explicit backward); rules they do not declare are skipped", () => {
     for (const kind of ["forward", "backward"]) {
-      expect(get(GOOD, "delta", kind).status).toBe("pass");
-      expect(get(TITANS, "titans", kind).status).toBe("pass");
+      expectStatus(get(GOOD, "delta", kind), "pass");
+      expectStatus(get(TITANS, "titans", kind), "pass");
     }
-    expect(get(PLANTED("explicit_correct"), "delta", "backward").status).toBe("pass");
+    expectStatus(get(PLANTED("explicit_correct"), "delta", "backward"), "pass");
     expect(get(PLANTED("explicit_correct"), "delta", "backward").message).toContain("backward by explicit");
     const other = get(GOOD, "titans", "forward");
-    expect(other.status).toBe("skip");
+    expectStatus(other, "skip");
     expect(other.message).toContain("not implemented by examples/py-kernels/naive_delta.py:naive_delta");
   }, 300_000);
 
   test("planted wrong kernels fail on the tensor they break, with a replay line carrying --backend", () => {
     const fw = get(PLANTED("no_initial_decay"), "delta", "forward");
-    expect(fw.status).toBe("fail");
+    expectStatus(fw, "fail");
     expect(fw.replay).toContain(`--backend ${PLANTED("no_initial_decay")} --replay`);
     const bw = get(PLANTED("dq_scaled"), "delta", "backward");
-    expect(bw.status).toBe("fail");
+    expectStatus(bw, "fail");
     expect(bw.message).toMatch(/^dq/);
-    expect(get(PLANTED("dq_scaled"), "delta", "forward").status).toBe("pass");
+    expectStatus(get(PLANTED("dq_scaled"), "delta", "forward"), "pass");
     const ds0 = get(PLANTED("dstate0_scaled"), "delta", "backward");
-    expect(ds0.status).toBe("fail");
+    expectStatus(ds0, "fail");
     expect(ds0.message).toMatch(/^dM \(initial state\)/);
     // d(final state) is random and non-zero in every case: a backward that drops it fails
-    expect(get(PLANTED("ignores_d_final"), "delta", "backward").status).toBe("fail");
+    expectStatus(get(PLANTED("ignores_d_final"), "delta", "backward"), "fail");
   }, 300_000);
 
   test("every misbehaving kernel is an error naming the case; the run goes on", () => {
@@ -96,20 +101,20 @@ describe.skipIf(!torch.available)("py: backend run", () => {
     for (const [k, patterns] of Object.entries(expectations)) {
       for (const kind of ["forward", "backward"]) {
         const r = get(BAD(k), "delta", kind);
-        expect(`${k} ${kind}: ${r.status}`).toBe(`${k} ${kind}: error`);
+        expect(`${k} ${kind}: ${r.status === "error" ? "error" : `${r.status} (${r.message})`}`).toBe(`${k} ${kind}: error`);
         expect(r.message).toMatch(/^case B=\d H=\d T=\d+ d=\d+ seed=\d+: /);
         for (const p of patterns) expect(r.message).toMatch(p);
       }
     }
     const imp = get("py:tests/py-kernels/import_fails.py:kernel", "delta", "forward");
-    expect(imp.status).toBe("error");
+    expectStatus(imp, "error");
     expect(imp.message).toContain("ImportError: misbehaving module");
   }, 300_000);
 
   test("stdout writes of a kernel never reach the protocol; a declared bf16 kernel is skipped", () => {
-    for (const kind of ["forward", "backward"]) expect(get(BAD("chatty"), "delta", kind).status).toBe("pass");
+    for (const kind of ["forward", "backward"]) expectStatus(get(BAD("chatty"), "delta", kind), "pass");
     const bf = get(BAD("bf16"), "delta", "forward");
-    expect(bf.status).toBe("skip");
+    expectStatus(bf, "skip");
     expect(bf.message).toContain("declares dtype bf16");
   }, 300_000);
 });
