@@ -12,7 +12,7 @@ import { TorchBridgeError } from "../../oracle/torch-bridge.ts";
 import { coverage } from "../c5/compare.ts";
 import { buildPyCase, describeCase, pyCaseArb, type PyCaseSpec } from "./cases.ts";
 import { backwardCase, backwardNames, forwardCase, forwardNames } from "./kernel-cases.ts";
-import { KernelFault, KernelSession } from "./kernel-session.ts";
+import { KernelSession } from "./kernel-session.ts";
 import { parsePyBackend, pyPlan, type PyEntry } from "./plan.ts";
 import { runAsyncCheck, type AsyncPropertyCheck } from "./run-async.ts";
 import { resultLine, startLine, stubResult, type PyChildRequest } from "./child-protocol.ts";
@@ -73,8 +73,6 @@ async function run(req: PyChildRequest): Promise<void> {
       const out = coverage(r, [...names], exercised);
       emit(resultLine({ ...out, message: out.message ? `${out.message} [${device}]` : `[${device}]` }));
     }
-  } catch (e) {
-    if (!(e instanceof KernelFault)) throw e;
   } finally {
     await session.close();
   }

@@ -52,6 +52,9 @@ class Kernel:
         self.fn = getattr(self._import(module, path), attr, None)
         if self.fn is None:
             raise KernelError(f"kernel: module {module!r} has no attribute {attr!r}")
+        if inspect.isclass(self.fn) and issubclass(self.fn, torch.autograd.Function):
+            raise KernelError(f"kernel: {spec} is a torch.autograd.Function; name a function that calls its .apply "
+                              "(autograd then reaches its backward)")
         if inspect.isclass(self.fn):  # a class is instantiated once, without arguments
             self.fn = self.fn()
         if not callable(self.fn):
@@ -84,8 +87,7 @@ class Kernel:
             raise KernelError(f"{spec}.nlc['scale']: expected a keyword name or a number, got {scale!r}")
         self.scale = scale
         bw = getattr(self.fn, "backward", None)
-        # an autograd.Function's backward is reached through autograd; only a plain method is "explicit"
-        self.backward = bw if callable(bw) and not (inspect.isclass(self.fn) and issubclass(self.fn, torch.autograd.Function)) else None
+        self.backward = bw if callable(bw) else None
         self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         try:
             self.params = inspect.signature(self.fn).parameters
@@ -327,8 +329,10 @@ def _explicit_backward(k: Kernel, rule, cfg, inputs, state, dy, d_state) -> Dict
         g = k.from_kernel_token(k.check_tensor(f"gradient {key}", g, list(t.shape), "token"))
         grads[name] = g / factor if name == "q" and factor != 1.0 else g
     g0 = out.get(k.initial_state_kw)
+    if not single and g0 is not None and not isinstance(g0, dict):
+        raise KernelError(f"{k.spec}.backward returned {k.initial_state_kw} as {type(g0).__name__}, expected a dict by state name")
     for n, t in state.items():
-        g = g0 if single else (g0 or {}).get(n) if isinstance(g0, dict) or g0 is None else None
+        g = g0 if single else (g0 or {}).get(n)
         grads[f"state.{n}"] = torch.zeros_like(t) if g is None else k.from_kernel_state(
             k.check_tensor(f"gradient {k.initial_state_kw}{'' if single else '.' + n}", g, list(t.shape), "state"))
     return grads
