@@ -14,7 +14,7 @@ import { dirname, resolve } from "node:path";
 import { runCheck } from "../harness/run.ts";
 import { ruleFixture } from "../cases/fixtures/rule-fixture.ts";
 import { ruleByKey } from "../src/rules/index.ts";
-import { PY_PREFIX, parsePyBackend } from "./py/plan.ts";
+import { PY_PREFIX, parsePyBackendArg } from "./py/plan.ts";
 
 const HELP = `usage: npm run conformance -- [options]   (or: bun run conformance [options])
 
@@ -113,7 +113,7 @@ function main(): void {
     const py = args.backend.filter((b) => b.startsWith(PY_PREFIX)), libs = args.backend.filter((b) => !b.startsWith(PY_PREFIX));
     for (const b of py) {
       try {
-        parsePyBackend(b);
+        parsePyBackendArg(b);
       } catch (e) {
         usage(e instanceof Error ? e.message : String(e));
       }

@@ -38,6 +38,9 @@ test("--backend py: parsing: usage errors exit 2 and name the form", () => {
   const p = cli(["--backend", "py:mod:", "--list"]);
   expect(p.exitCode).toBe(2);
   expect(p.stderr.toString()).toContain("py:<module>:<callable>");
+  const missing = cli(["--backend", "py:examples/no-such-kernel.py:fn", "--list"]);
+  expect(missing.exitCode).toBe(2);
+  expect(missing.stderr.toString()).toContain("no-such-kernel.py does not exist");
 });
 
 describe.skipIf(!torch.available)("py: backend run", () => {

@@ -7,6 +7,8 @@
  *
  * Rules the kernel does not declare are skipped by its child ("not implemented by ...").
  */
+import { existsSync } from "node:fs";
+import { resolve } from "node:path";
 import type { Subject } from "../../harness/check.ts";
 import { RULES } from "../../src/rules/index.ts";
 import type { RuleDecl } from "../../src/rules/types.ts";
@@ -31,9 +33,18 @@ export function parsePyBackend(name: string): PyBackend {
   if (!name.startsWith(PY_PREFIX) || module === "" || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(callable)) {
     throw new Error(`--backend '${name}': expected py:<module>:<callable>, e.g. py:examples/py-kernels/naive_delta.py:naive_delta or py:mypkg.kernels:delta`);
   }
-  const base = module.endsWith(".py") || module.includes("/") ? module.split("/").pop()!.replace(/\.py$/, "") : module;
+  const base = isFileModule(module) ? module.split("/").pop()!.replace(/\.py$/, "") : module;
   return { name, module, callable, slug: `py-${base.replace(/[^A-Za-z0-9_.-]/g, "_")}-${callable}` };
 }
+
+/** parsePyBackend, and a module given as a file must exist (a command-line value: relative to the working directory). */
+export function parsePyBackendArg(name: string): PyBackend {
+  const b = parsePyBackend(name);
+  if (isFileModule(b.module) && !existsSync(b.module)) throw new Error(`--backend '${name}': ${resolve(b.module)} does not exist`);
+  return b;
+}
+
+const isFileModule = (module: string) => module.endsWith(".py") || module.includes("/");
 
 /** The py: backends among the --backend values (NLC_PY_BACKENDS, comma-separated). */
 export function pyBackendNames(env: Record<string, string | undefined> = process.env): string[] {
