@@ -23,6 +23,8 @@ function expectStatus(r: CheckResult, want: string): void {
 const GOOD = "py:examples/py-kernels/naive_delta.py:naive_delta";
 /** [B, H, T, d] layout, a dict of two states in our layout, a fixed query scale. */
 const TITANS = "py:examples/py-kernels/naive_titans.py:naive_titans";
+/** The frozen read of the naive delta state. */
+const READ = "py:examples/py-kernels/naive_delta.py:naive_delta_read";
 const PLANTED = (k: string) => `py:examples/py-kernels/naive_delta_planted.py:${k}`;
 const BAD = (k: string) => `py:tests/py-kernels/misbehaving.py:${k}`;
 const FAULTS = ["dies", "hangs", "raises", "chatty", "garbage_stream", "wrong_shape", "wrong_dtype", "no_tuple", "bf16"];
@@ -47,7 +49,7 @@ describe.skipIf(!torch.available)("py: backend run", () => {
   const dir = mkdtempSync(join(tmpdir(), "nlc-py-"));
   const report = join(dir, "report.json");
   const backends = [...FAULTS.map(BAD), "py:tests/py-kernels/import_fails.py:kernel", PLANTED("no_initial_decay"), PLANTED("dq_scaled"),
-    PLANTED("dstate0_scaled"), PLANTED("ignores_d_final"), PLANTED("explicit_correct"), GOOD, TITANS];
+    PLANTED("dstate0_scaled"), PLANTED("ignores_d_final"), PLANTED("explicit_correct"), GOOD, TITANS, READ];
   let byId: Map<string, CheckResult> | undefined;
   const results = (): Map<string, CheckResult> => {
     if (byId === undefined) {
@@ -70,6 +72,7 @@ describe.skipIf(!torch.available)("py: backend run", () => {
       expectStatus(get(TITANS, "titans", kind), "pass");
     }
     expectStatus(get(PLANTED("explicit_correct"), "delta", "backward"), "pass");
+    for (const kind of ["forward", "backward"]) expectStatus(get(READ, "delta.frozen", kind), "pass");
     expect(get(PLANTED("explicit_correct"), "delta", "backward").message).toContain("backward by explicit");
     const other = get(GOOD, "titans", "forward");
     expectStatus(other, "skip");

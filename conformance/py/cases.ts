@@ -9,7 +9,7 @@ import * as fc from "fast-check";
 import { ALPHA_LEVELS, THETA_LEVELS, buildRuleCase, ruleCaseSpecArb, type RuleCaseSpec } from "../../cases/rule-case.ts";
 import type { Profile } from "../../harness/check.ts";
 import { Rng, uniformTensor } from "../../src/rng.ts";
-import { ruleForwardSaved } from "../../src/rules/level.ts";
+import { frozenForwardSaved, ruleForwardSaved } from "../../src/rules/level.ts";
 import type { InnerInputs, RuleConfig, RuleDecl } from "../../src/rules/types.ts";
 import { Tensor, cast } from "../../src/tensor.ts";
 
@@ -68,40 +68,55 @@ export interface PyCase {
   /** The inputs sent to the kernel and the reference (those the rule reads). */
   inputs: InnerName[];
   stateNames: string[];
+  /** A frozen read: inputs q, the state it reads, no final state. */
+  frozen: boolean;
 }
 
 /** Rounded to f32 once, held in f64. */
 const f32 = (t: Tensor): Tensor => cast(cast(t, "f32"), "f64");
 
-function sequence(decl: RuleDecl, spec: RuleCaseSpec, inputs: readonly InnerName[], dFinalRng: Rng): Seq {
-  const c = buildRuleCase(decl, spec, "f64");
-  const saved = ruleForwardSaved(decl, c.X, c.params, c.state, c.cfg).saved;
+function sequence(decl: RuleDecl, spec: RuleCaseSpec, inputs: readonly InnerName[], frozen: boolean, dFinalRng: Rng): Seq {
+  const c = buildRuleCase(decl, spec, "f64", frozen);
+  const saved = frozen ? frozenForwardSaved(decl, c.X, c.params, c.state, c.cfg).saved : ruleForwardSaved(decl, c.X, c.params, c.state, c.cfg).saved;
   const s: Seq = { in64: {}, st64: {}, dy64: f32(c.dy), dFinal64: {} };
   for (const n of inputs) s.in64[n] = f32(n === "x" ? saved.X! : saved[n]!);
   for (const [n, t] of Object.entries(c.state)) {
     s.st64[n] = f32(t);
-    s.dFinal64[n] = f32(uniformTensor("f64", t.shape, dFinalRng, -1, 1));
+    // a frozen read leaves the state unchanged: there is no final state to take a gradient
+    if (!frozen) s.dFinal64[n] = f32(uniformTensor("f64", t.shape, dFinalRng, -1, 1));
   }
   return s;
 }
 
-/** The inputs whose gradient the reference backward returns, on a small case of the rule. */
-function readInputs(decl: RuleDecl, spec: RuleCaseSpec): InnerName[] {
-  const c = buildRuleCase(decl, spec, "f64");
+/**
+ * The inputs whose gradient the reference backward returns, on a small case of the rule, and the
+ * state names the forward takes (a frozen read: the names it reads, those of its dState).
+ */
+function readInputs(decl: RuleDecl, spec: RuleCaseSpec, frozen: boolean): { inputs: InnerName[]; states: string[] } {
+  const c = buildRuleCase(decl, spec, "f64", frozen);
+  if (frozen) {
+    const q = frozenForwardSaved(decl, c.X, c.params, c.state, c.cfg).saved.q!;
+    const fw = decl.frozen!.forward(q, c.state, c.cfg);
+    return { inputs: ["q"], states: Object.keys(decl.frozen!.backward(fw.saved, q, c.dy, c.cfg).dState) };
+  }
   const r = ruleForwardSaved(decl, c.X, c.params, c.state, c.cfg);
   const inp: Record<string, Tensor | undefined> = { ...r.saved, x: r.saved.X };
   const fw = decl.inner.forward(inp as unknown as InnerInputs, c.state, c.cfg);
   const g = decl.inner.backward(fw.saved, inp as unknown as InnerInputs, c.dy, c.cfg) as Record<string, Tensor | undefined>;
-  return INNER_NAMES.filter((n) => inp[n] !== undefined && g[`d${n}`] !== undefined);
+  return { inputs: INNER_NAMES.filter((n) => inp[n] !== undefined && g[`d${n}`] !== undefined), states: Object.keys(c.state) };
 }
 
-export function buildPyCase(decl: RuleDecl, spec: PyCaseSpec): PyCase {
-  const inputs = readInputs(decl, spec.base);
+export function buildPyCase(decl: RuleDecl, spec: PyCaseSpec, frozen = false): PyCase {
+  // a frozen read of a zero state reads zero: frozen cases read random states
+  const st = <X extends { state: "init" | "random" }>(x: X): X => (frozen ? { ...x, state: "random" } : x);
+  const base = st(spec.base);
+  const { inputs, states } = readInputs(decl, base, frozen);
   const rng = new Rng(spec.dFinalSeed);
-  const specs = [spec.base, ...spec.extra.slice(0, spec.B * spec.H - 1).map((e) => ({ ...spec.base, ...e }))];
-  const seqs = specs.map((s) => sequence(decl, s, inputs, rng));
-  const cfg = buildRuleCase(decl, spec.base, "f64").cfg;
-  return { spec, cfg, B: spec.B, T: cfg.seq_len, H: spec.H, seqs, inputs, stateNames: Object.keys(seqs[0]!.st64) };
+  const specs = [base, ...spec.extra.slice(0, spec.B * spec.H - 1).map((e) => ({ ...base, ...st(e) }))];
+  const seqs = specs.map((s) => sequence(decl, s, inputs, frozen, rng));
+  for (const q of seqs) for (const n of Object.keys(q.st64)) if (!states.includes(n)) delete q.st64[n];
+  const cfg = buildRuleCase(decl, base, "f64").cfg;
+  return { spec, cfg, B: spec.B, T: cfg.seq_len, H: spec.H, seqs, inputs, stateNames: states, frozen };
 }
 
 /** Per-sequence tensors [T, ...] -> canonical [B, T, H, ...] (f64 values, f32-rounded). */

@@ -23,11 +23,11 @@ function definition(e: PyEntry, s: KernelSession, profile: Profile, replayArgs: 
   return {
     kind: "property", id: e.id, class: "C5", subject: e.subject, spec: e.spec, tolerance: e.tolerance, runs: e.runs, replayArgs,
     arb: pyCaseArb(e.decl, profile),
-    describe: (spec) => describeCase(buildPyCase(e.decl, spec)),
+    describe: (spec) => describeCase(buildPyCase(e.decl, spec, e.frozen)),
     run: async (spec) => {
-      const c = buildPyCase(e.decl, spec);
+      const c = buildPyCase(e.decl, spec, e.frozen);
       for (const n of e.kind === "forward" ? forwardNames(c) : backwardNames(c)) names.add(n);
-      return e.kind === "forward" ? forwardCase(s, e.decl, c, exercised) : backwardCase(s, e.decl, c, exercised);
+      return e.kind === "forward" ? forwardCase(s, e.decl, e.key, c, exercised) : backwardCase(s, e.decl, e.key, c, exercised);
     },
   };
 }
@@ -60,8 +60,8 @@ async function run(req: PyChildRequest): Promise<void> {
         emit(resultLine({ ...stubResult(c.id, "skip", session.info.skip_reason ?? "not judged", seed), subject: e.subject, spec: e.spec }));
         continue;
       }
-      if (!session.info.rules.includes(e.decl.key)) {
-        emit(resultLine({ ...stubResult(c.id, "skip", `${e.decl.key} is not implemented by ${who} (it declares ${session.info.rules.join(", ")})`, seed), subject: e.subject, spec: e.spec }));
+      if (!session.info.rules.includes(e.key)) {
+        emit(resultLine({ ...stubResult(c.id, "skip", `${e.key} is not implemented by ${who} (it declares ${session.info.rules.join(", ")})`, seed), subject: e.subject, spec: e.spec }));
         continue;
       }
       const exercised = new Set<string>(), names = new Set<string>();

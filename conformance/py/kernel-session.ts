@@ -79,7 +79,7 @@ export class KernelSession {
 
   backward(c: PyCase, rule: string): Promise<Out> {
     const extra: [string, Tensor][] = [["dy", packTokens(c, (s) => s.dy64)]];
-    for (const n of c.stateNames) extra.push([`dstate.${n}`, stackSeqs(c, (s) => s.dFinal64[n]!, [c.B, c.H])]);
+    if (!c.frozen) for (const n of c.stateNames) extra.push([`dstate.${n}`, stackSeqs(c, (s) => s.dFinal64[n]!, [c.B, c.H])]);
     return this.kernel("kernel_backward", c, rule, extra);
   }
 
@@ -90,7 +90,8 @@ export class KernelSession {
   async torchReference(c: PyCase, rule: string, dtype: "f64" | "f32"): Promise<Out> {
     const tensors: [string, Tensor][] = c.inputs.map((n) => [`in.${n}`, stackSeqs(c, (s) => s.in64[n]!)]);
     for (const n of c.stateNames) {
-      tensors.push([`state.${n}`, stackSeqs(c, (s) => s.st64[n]!)], [`dstate.${n}`, stackSeqs(c, (s) => s.dFinal64[n]!)]);
+      tensors.push([`state.${n}`, stackSeqs(c, (s) => s.st64[n]!)]);
+      if (!c.frozen) tensors.push([`dstate.${n}`, stackSeqs(c, (s) => s.dFinal64[n]!)]);
     }
     tensors.push(["dy", stackSeqs(c, (s) => s.dy64)]);
     this.ref ??= TorchBridge.start({ timeoutMs: 120_000 });

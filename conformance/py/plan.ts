@@ -4,6 +4,7 @@
  *
  *   C5/py-<module>-<callable>/<rule>/forward    y and every final state (f32 kernel vs f64 reference)
  *   C5/py-<module>-<callable>/<rule>/backward   every input gradient and d(initial state), given dy and d(final state)
+ *   C5/py-<module>-<callable>/<rule>.frozen/forward|backward   the frozen read: y; dq and the read state's gradient
  *
  * Rules the kernel does not declare are skipped by its child ("not implemented by ...").
  */
@@ -11,6 +12,7 @@ import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import type { Subject } from "../../harness/check.ts";
 import { RULES } from "../../src/rules/index.ts";
+import { variantKey } from "../../src/rules/level.ts";
 import type { RuleDecl } from "../../src/rules/types.ts";
 import { RUNS, TOLERANCE, type CheckTolerance, type Runs } from "../c5/tolerance.ts";
 
@@ -62,6 +64,10 @@ export interface PyEntry {
   readonly tolerance: CheckTolerance;
   readonly runs: Runs;
   readonly decl: RuleDecl;
+  /** The frozen read of the rule (D3) instead of its active pair. */
+  readonly frozen: boolean;
+  /** The variant key the kernel declares: `delta` or `delta.frozen`. */
+  readonly key: string;
 }
 
 
@@ -77,17 +83,21 @@ export const PY_TOLERANCE: CheckTolerance = {
   ref64: "the TypeScript reference pair in f64 (backward with d(final state), docs/spec/state-gradients.md#active)",
 };
 
-/** Every check of one py: backend, in catalogue order. */
+/** Every check of one py: backend, in catalogue order: each rule, then its frozen read (if any). */
 export function pyPlan(b: PyBackend): PyEntry[] {
   const out: PyEntry[] = [];
   for (const decl of RULES) {
-    for (const kind of ["forward", "backward"] as const) {
-      out.push({
-        id: `C5/${b.slug}/${decl.key}/${kind}`, kind, decl, runs: RUNS,
-        subject: { rule: decl.key, frozen: false, backend: b.name },
-        spec: `docs/spec/py-backend.md#${kind === "forward" ? "forward-check" : "backward-check"}; docs/spec/conformance.md#c5; ${decl.sheet}; docs/spec/tolerances.md#f32`,
-        tolerance: PY_TOLERANCE,
-      });
+    for (const frozen of decl.frozen === null ? [false] : [false, true]) {
+      const key = variantKey(decl.key, frozen);
+      for (const kind of ["forward", "backward"] as const) {
+        out.push({
+          id: `C5/${b.slug}/${key}/${kind}`, kind, decl, frozen, key, runs: RUNS,
+          subject: { rule: decl.key, frozen, backend: b.name },
+          spec: `docs/spec/py-backend.md#${kind === "forward" ? "forward-check" : "backward-check"}; docs/spec/conformance.md#c5; ` +
+            `${decl.sheet}${frozen ? " (frozen read, docs/spec/state-gradients.md#frozen)" : ""}; docs/spec/tolerances.md#f32`,
+          tolerance: PY_TOLERANCE,
+        });
+      }
     }
   }
   return out;

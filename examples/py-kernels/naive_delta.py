@@ -44,3 +44,12 @@ naive_delta.nlc = {
     "output_final_state": "output_final_state",
     "scale": "scale",
 }
+
+
+def naive_delta_read(q, initial_state, scale=None):
+    """The frozen read of the same state (docs/spec/state-gradients.md#frozen): o_t = S^T (scale q_t)."""
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    return torch.einsum("bthk,bhkv->bthv", q * scale, initial_state)
+
+
+naive_delta_read.nlc = {**naive_delta.nlc, "rules": ["delta.frozen"]}

@@ -175,7 +175,9 @@ def _query_scale(k: Kernel) -> Tuple[Optional[str], float]:
 
 def _call_forward(k: Kernel, rule: str, cfg: dict, inputs: Dict[str, torch.Tensor], state: Dict[str, torch.Tensor]):
     """Runs the forward on canonical-layout tensors (already on the device, in the kernel's
-    dtype); returns (y, final state) canonical. Conversions stay in the autograd graph."""
+    dtype); returns (y, final state) canonical. Conversions stay in the autograd graph. A frozen
+    read (`<rule>.frozen`) returns y alone; its state is unchanged, so the final state is None."""
+    frozen = rule.endswith(".frozen")
     kw: Dict[str, object] = {}
     scale_kw, factor = _query_scale(k)
     for name, t in inputs.items():
@@ -188,7 +190,7 @@ def _call_forward(k: Kernel, rule: str, cfg: dict, inputs: Dict[str, torch.Tenso
     single = len(state) == 1 and not k.state_dict
     st = {n: k.to_kernel_state(t) for n, t in state.items()}
     kw[k.initial_state_kw] = next(iter(st.values())) if single else st
-    if k.output_final_state_kw:
+    if k.output_final_state_kw and not frozen:
         kw[k.output_final_state_kw] = True
     if scale_kw:
         kw[scale_kw] = 1.0
@@ -201,10 +203,12 @@ def _call_forward(k: Kernel, rule: str, cfg: dict, inputs: Dict[str, torch.Tenso
     except Exception as e:
         sys.stderr.write(traceback.format_exc())
         raise KernelError(f"{k.spec} raised {type(e).__name__}: {e}\n{_tb_tail()}") from None
+    B, T, H, d_out = inputs["q"].shape  # y_t is a read with q_t: one row of d per head
+    if frozen:
+        return k.from_kernel_token(k.check_tensor("y", out, [B, T, H, d_out], "token")), None
     if not isinstance(out, (tuple, list)) or len(out) != 2:
         raise KernelError(f"{k.spec} returned {type(out).__name__}, expected (y, final_state)")
     y, fin = out
-    B, T, H, d_out = inputs["q"].shape  # y_t is a read with q_t: one row of d per head
     y = k.from_kernel_token(k.check_tensor("y", y, [B, T, H, d_out], "token"))
     if single:
         fin = {next(iter(state)): fin}
@@ -256,7 +260,7 @@ class KernelHost:
                 state[name[6:]] = t
             else:
                 extra[name] = t
-        for n in ("k", "q"):  # Atlas reads no v (omega carries it)
+        for n in (("q",) if rule.endswith(".frozen") else ("k", "q")):  # Atlas reads no v; a frozen read only q
             if n not in inputs:
                 raise KernelError(f"in.{n}: missing")
         return rule, cfg, inputs, state, extra
@@ -266,7 +270,7 @@ class KernelHost:
         rule, cfg, inputs, state, _ = self._prepare(k, header, tensors)
         with torch.no_grad():
             y, final = _call_forward(k, rule, cfg, inputs, state)
-        return {"ok": True}, [("y", y)] + [(f"state.{n}", t) for n, t in final.items()]
+        return {"ok": True}, [("y", y)] + [(f"state.{n}", t) for n, t in (final or {}).items()]
 
     def backward(self, header, tensors):
         k = self.get(header)

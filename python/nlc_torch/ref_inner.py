@@ -13,7 +13,7 @@ from typing import Dict, List, Optional
 
 import torch
 
-from .rules import GATES, INNER, InputError, resolve_config
+from .rules import GATES, INNER, InputError, _frozen_read, resolve_config
 
 GATE_NAMES = ("alpha", "theta", "eta")
 TOKEN_NAMES = ("k", "v", "q", "x", "omega")
@@ -23,19 +23,22 @@ DTYPES = {"f64": torch.float64, "f32": torch.float32}
 def run_inner(key: str, cfg_in: dict, dtype: str, inputs: Dict[str, torch.Tensor], state: Dict[str, torch.Tensor],
               dy: Optional[torch.Tensor], d_state: Dict[str, torch.Tensor]) -> Dict[str, Dict[str, torch.Tensor]]:
     """inputs: k v q x omega [N, T, d] and gates [N, T]; state and d_state [N, r, c]; dy [N, T, d]."""
+    frozen = key.endswith(".frozen")
+    if frozen:
+        key = key[: -len(".frozen")]
     if key not in INNER:
         raise InputError(f"rule: '{key}' has no inner recurrence in the torch reference (expected one of {', '.join(INNER)})")
     if dtype not in DTYPES:
         raise InputError(f"dtype: expected f64 or f32, got {dtype!r}")
     dt = DTYPES[dtype]
     cfg = resolve_config(key, cfg_in)
-    for n in ("k", "q"):  # Atlas reads no v
+    for n in (("q",) if frozen else ("k", "q")):  # Atlas reads no v; a frozen read only q
         if n not in inputs:
             raise InputError(f"in.{n}: missing")
-    N = inputs["k"].shape[0]
+    N = inputs["q"].shape[0]
     for n, t in list(inputs.items()) + list(state.items()) + list(d_state.items()):
         if t.shape[0] != N:
-            raise InputError(f"{n}: leading (sequence) dimension {t.shape[0]}, in.k has {N}")
+            raise InputError(f"{n}: leading (sequence) dimension {t.shape[0]}, in.q has {N}")
     for n in d_state:
         if n not in state:
             raise InputError(f"dstate.{n}: no initial state '{n}' was given")
@@ -47,9 +50,12 @@ def run_inner(key: str, cfg_in: dict, dtype: str, inputs: Dict[str, torch.Tensor
     for s in range(N):
         leaves = {n: t[s].to(dt).clone().requires_grad_(True) for n, t in inputs.items()}
         st0 = {n: t[s].to(dt).clone().requires_grad_(True) for n, t in state.items()}
-        gates = {g: leaves[g] for g in GATES[key]}
+        gates = {} if frozen else {g: leaves[g] for g in GATES[key]}
         with torch.enable_grad():
-            y, final = INNER[key](leaves["k"], leaves.get("v"), leaves["q"], leaves.get("x"), gates, leaves.get("omega"), st0, cfg)
+            if frozen:  # the read leaves the state unchanged
+                y, final = _frozen_read(key, leaves["q"], st0, cfg), dict(st0)
+            else:
+                y, final = INNER[key](leaves["k"], leaves.get("v"), leaves["q"], leaves.get("x"), gates, leaves.get("omega"), st0, cfg)
             loss = (y * dy[s].to(dt)).sum() if dy is not None else y.sum() * 0
             for n, g in d_state.items():
                 loss = loss + (final[n] * g[s].to(dt)).sum()
