@@ -20,6 +20,7 @@ import { c2RuleChecks } from "./c2/rule.ts";
 import { c8Checks } from "./c8/invariants.ts";
 import { c9Checks } from "./c9/checks.ts";
 import { chunkFormChecks } from "./chunk/checks.ts";
+import { pyBackends, pyKernelChecks } from "./py/checks.ts";
 
 export interface CatalogueOptions {
   /** Extra fixture directories (C6), besides fixtures/. */
@@ -39,14 +40,14 @@ export function buildCatalogue(opts: CatalogueOptions): Catalogue {
   const checks: CheckDef<any>[] = [
     ...c0OpChecks(), ...c0TapeChecks(), ...c1Checks(), ...c2RuleChecks(), ...c8Checks(),
     ...c2ModelChecks(), ...c3Checks(), ...c4Checks(), ...c7Checks(), ...fixtureChecks([join(ROOT, "fixtures"), ...opts.fixtureDirs]),
-    ...kernelChecks(), ...c9Checks(), ...chunkFormChecks(),
+    ...kernelChecks(), ...pyKernelChecks(), ...c9Checks(), ...chunkFormChecks(),
   ];
   const ids = new Set<string>();
   for (const c of checks) {
     if (ids.has(c.id)) throw new Error(`duplicate check id ${c.id}`);
     ids.add(c.id);
   }
-  return { checks, backends: () => [{ name: "ref", available: true }, ...kernelBackends()] };
+  return { checks, backends: () => [{ name: "ref", available: true }, ...kernelBackends(), ...pyBackends()] };
 }
 
 /**

@@ -16,6 +16,7 @@ import { dirname, resolve } from "node:path";
 import { runCheck } from "../harness/run.ts";
 import { ruleFixture } from "../cases/fixtures/rule-fixture.ts";
 import { ruleByKey } from "../src/rules/index.ts";
+import { PY_PREFIX, parsePyBackendArg } from "./py/plan.ts";
 
 const HELP = `usage: npm run conformance -- [options]   (or: bun run conformance [options])
 
@@ -31,7 +32,9 @@ Runs the nl-conformance checks (classes C0-C8) and writes an nlc-report/1 JSON r
                    in a report's "replay" field
   --fixtures DIR   also replay the nlc-fixture/1 files in DIR (C6); repeatable
   --backend B      kernel backend for C5: cpu-emu, cuda, or lib:<path> (a library
-                   implementing ffi/nlk.h); repeatable; default cpu-emu and cuda
+                   implementing ffi/nlk.h); repeatable; default cpu-emu and cuda;
+                   or py:<module>:<callable>, a PyTorch/Triton kernel pair (module: a
+                   dotted name, or a path to a .py file; docs/spec/py-backend.md)
   --case JSON      with --rule: print one rule case (inputs, outputs, gradients) as an
                    nlc-fixture/1 document, e.g.
                    --rule moneta --case '{"d":4,"seq_len":3,"seed":7,"hyper":{"p":3}}'
@@ -107,7 +110,19 @@ function main(): void {
   for (const b of args.backend ?? []) {
     if (b === "lib:" || b.trim() === "") usage(`--backend '${b}': a library backend needs a path, e.g. lib:/path/to/libnlk.so`);
   }
-  if (args.backend !== undefined) process.env.NLC_BACKENDS = args.backend.join(",");
+  if (args.backend !== undefined) {
+    // py:<module>:<callable> (a PyTorch/Triton kernel, conformance/py) travels apart from the C libraries
+    const py = args.backend.filter((b) => b.startsWith(PY_PREFIX)), libs = args.backend.filter((b) => !b.startsWith(PY_PREFIX));
+    for (const b of py) {
+      try {
+        parsePyBackendArg(b);
+      } catch (e) {
+        usage(e instanceof Error ? e.message : String(e));
+      }
+    }
+    process.env.NLC_PY_BACKENDS = py.join(",");
+    process.env.NLC_BACKENDS = libs.length > 0 ? libs.join(",") : "ref";
+  }
   let cat;
   try {
     cat = buildCatalogue({ fixtureDirs: args.fixtures ?? [] });

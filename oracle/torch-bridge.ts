@@ -326,7 +326,8 @@ class Proc {
     return new Promise<Message>((resolve, reject) => {
       const timer = setTimeout(() => {
         const e = new TorchBridgeError("timeout",
-          `torch bridge: ${what} timed out after ${timeoutMs} ms; the bridge process was killed (the next request starts a new one)`);
+          `torch bridge: ${what} timed out after ${timeoutMs} ms; the bridge process was killed (the next request starts a new one)` +
+          (this.stderrTail.trim() ? `; stderr tail:\n${this.stderrTail.trim()}` : ""));
         this.fail(e);
         this.sub.kill("SIGKILL");
       }, timeoutMs);
@@ -506,6 +507,16 @@ export class TorchBridge {
       ms: Number(m.header.ms),
       roundTripMs,
     };
+  }
+
+  /**
+   * Any request of the protocol (e.g. the kernel host's kernel_* or the inner reference): the
+   * reply's header and tensors; a reply with ok = false is a TorchBridgeError "request".
+   */
+  async call(header: Record<string, unknown>, tensors: [string, Tensor][], what: string): Promise<{ header: Record<string, any>; tensors: Map<string, Tensor>; roundTripMs: number }> {
+    const t0 = performance.now();
+    const m = await this.send(header, tensors, what);
+    return { header: m.header, tensors: m.tensors, roundTripMs: performance.now() - t0 };
   }
 
   /** Sends a raw request (tests of the protocol's error handling); resolves with the reply header. */

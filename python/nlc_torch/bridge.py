@@ -265,6 +265,20 @@ class RequestError(ValueError):
     pass
 
 
+# Requests whose handlers take decoded tensors: the stop-gap inner reference and the kernel host
+# of the `py:` backend (docs/spec/py-backend.md).
+TENSOR_OPS = ("inner", "kernel_load", "kernel_forward", "kernel_backward")
+
+
+def _tensor_op(op: str):
+    if op == "inner":
+        from .ref_inner import handle_inner as fn
+    else:
+        from .kernel_host import OPS
+        fn = OPS[op]
+    return lambda header, tensors: fn(header, {n: _to_tensor(s, d) for n, (s, d) in tensors.items()})
+
+
 def serve(inp, out) -> int:
     ch = Channel(inp, out)
     h = Handler()
@@ -288,8 +302,11 @@ def serve(inp, out) -> int:
                 log(f"shutdown after {time.perf_counter() - t0:.1f} s")
                 return 0
             fn = {"hello": h.hello, "rule": h.rule, "model": h.model}.get(op)
+            if fn is None and op in TENSOR_OPS:
+                h.need_torch()
+                fn = _tensor_op(op)
             if fn is None:
-                raise RequestError(f"op: unknown op {op!r} (expected hello, rule, model, shutdown)")
+                raise RequestError(f"op: unknown op {op!r} (expected hello, rule, model, {', '.join(TENSOR_OPS)}, shutdown)")
             reply, out_tensors = fn(header, tensors)
         except (RequestError, ValueError) as e:
             reply, out_tensors = {"ok": False, "error": str(e)}, []
@@ -305,8 +322,11 @@ def serve(inp, out) -> int:
 
 def main() -> int:
     inp = sys.stdin.buffer
-    out = sys.stdout.buffer
-    # Anything that prints (a library warning, a stray print) must not reach the protocol stream.
+    # Anything that prints (a library warning, a stray print, a kernel under test writing to file
+    # descriptor 1 from C) must not reach the protocol stream: the protocol gets a private copy of
+    # the descriptor and descriptor 1 itself becomes stderr.
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
     sys.stdout = sys.stderr
     return serve(inp, out)
 

@@ -1,0 +1,167 @@
+/**
+ * The generated cases of the py: backend checks (docs/spec/py-backend.md#cases): B sequences times
+ * H heads, each (b, h) an independent sequence of one rule (the rule registry's case generator
+ * for the first, its own seed, gates and state for the others), packed in the canonical kernel
+ * layout: per-token [B, T, H, d], gates [B, T, H], states [B, H, rows, cols]. Values are rounded to
+ * f32 once, so the kernel, ref32 and ref64 see identical inputs.
+ */
+import * as fc from "fast-check";
+import { ALPHA_LEVELS, THETA_LEVELS, buildRuleCase, ruleCaseSpecArb, type RuleCaseSpec } from "../../cases/rule-case.ts";
+import type { Profile } from "../../harness/check.ts";
+import { Rng, uniformTensor } from "../../src/rng.ts";
+import { frozenForwardSaved, ruleForwardSaved } from "../../src/rules/level.ts";
+import type { InnerInputs, RuleConfig, RuleDecl } from "../../src/rules/types.ts";
+import { Tensor, cast } from "../../src/tensor.ts";
+
+interface SeqExtra {
+  seed: number;
+  alpha: keyof typeof ALPHA_LEVELS;
+  theta: keyof typeof THETA_LEVELS;
+  state: "init" | "random";
+}
+
+export interface PyCaseSpec {
+  base: RuleCaseSpec;
+  B: number;
+  H: number;
+  /** The other B·H − 1 sequences. */
+  extra: SeqExtra[];
+  /** Seed of the random, non-zero d(final state). */
+  dFinalSeed: number;
+}
+
+export function pyCaseArb(decl: RuleDecl, profile: Profile): fc.Arbitrary<PyCaseSpec> {
+  const base = ruleCaseSpecArb(decl, profile === "deep" ? { d: [1, 12], seq_len: [1, 8] } : { d: [1, 12], seq_len: [1, 6] });
+  const extra = fc.record({
+    seed: fc.integer({ min: 1, max: 0x7fffffff }),
+    alpha: fc.constantFrom<SeqExtra["alpha"]>("mid", "low", "high"),
+    theta: fc.constantFrom<SeqExtra["theta"]>("small", "large"),
+    state: fc.constantFrom<SeqExtra["state"]>("random", "init"),
+  });
+  return fc.record({
+    base, B: fc.integer({ min: 1, max: 2 }), H: fc.integer({ min: 1, max: 2 }),
+    extra: fc.array(extra, { minLength: 3, maxLength: 3 }), dFinalSeed: fc.integer({ min: 1, max: 0x7fffffff }),
+  });
+}
+
+/** The inner inputs a rule reads: the ones its reference backward differentiates (absent = not read). */
+const INNER_NAMES = ["k", "v", "q", "x", "alpha", "theta", "eta", "omega"] as const;
+export type InnerName = (typeof INNER_NAMES)[number];
+const GATES: ReadonlySet<string> = new Set(["alpha", "theta", "eta"]);
+
+/** One sequence: f32-rounded values held in f64 tensors (what the kernel, ref32 and ref64 all receive). */
+export interface Seq {
+  in64: Record<string, Tensor>;
+  st64: Record<string, Tensor>;
+  dy64: Tensor;
+  dFinal64: Record<string, Tensor>;
+}
+
+export interface PyCase {
+  spec: PyCaseSpec;
+  cfg: RuleConfig;
+  B: number;
+  T: number;
+  H: number;
+  /** Sequence n = b·H + h. */
+  seqs: Seq[];
+  /** The inputs sent to the kernel and the reference (those the rule reads). */
+  inputs: InnerName[];
+  stateNames: string[];
+  /** A frozen read: inputs q, the state it reads, no final state. */
+  frozen: boolean;
+}
+
+/** Rounded to f32 once, held in f64. */
+const f32 = (t: Tensor): Tensor => cast(cast(t, "f32"), "f64");
+
+function sequence(decl: RuleDecl, spec: RuleCaseSpec, inputs: readonly InnerName[], frozen: boolean, dFinalRng: Rng): Seq {
+  const c = buildRuleCase(decl, spec, "f64", frozen);
+  const saved = frozen ? frozenForwardSaved(decl, c.X, c.params, c.state, c.cfg).saved : ruleForwardSaved(decl, c.X, c.params, c.state, c.cfg).saved;
+  const s: Seq = { in64: {}, st64: {}, dy64: f32(c.dy), dFinal64: {} };
+  for (const n of inputs) s.in64[n] = f32(n === "x" ? saved.X! : saved[n]!);
+  for (const [n, t] of Object.entries(c.state)) {
+    s.st64[n] = f32(t);
+    // a frozen read leaves the state unchanged: there is no final state to take a gradient
+    if (!frozen) s.dFinal64[n] = f32(uniformTensor("f64", t.shape, dFinalRng, -1, 1));
+  }
+  return s;
+}
+
+/**
+ * The inputs whose gradient the reference backward returns, on a small case of the rule, and the
+ * state names the forward takes (a frozen read: the names it reads, those of its dState).
+ */
+function readInputs(decl: RuleDecl, spec: RuleCaseSpec, frozen: boolean): { inputs: InnerName[]; states: string[] } {
+  const c = buildRuleCase(decl, spec, "f64", frozen);
+  if (frozen) {
+    const q = frozenForwardSaved(decl, c.X, c.params, c.state, c.cfg).saved.q!;
+    const fw = decl.frozen!.forward(q, c.state, c.cfg);
+    return { inputs: ["q"], states: Object.keys(decl.frozen!.backward(fw.saved, q, c.dy, c.cfg).dState) };
+  }
+  const r = ruleForwardSaved(decl, c.X, c.params, c.state, c.cfg);
+  const inp: Record<string, Tensor | undefined> = { ...r.saved, x: r.saved.X };
+  const fw = decl.inner.forward(inp as unknown as InnerInputs, c.state, c.cfg);
+  const g = decl.inner.backward(fw.saved, inp as unknown as InnerInputs, c.dy, c.cfg) as Record<string, Tensor | undefined>;
+  return { inputs: INNER_NAMES.filter((n) => inp[n] !== undefined && g[`d${n}`] !== undefined), states: Object.keys(c.state) };
+}
+
+export function buildPyCase(decl: RuleDecl, spec: PyCaseSpec, frozen = false): PyCase {
+  // a frozen read of a zero state reads zero: frozen cases read random states
+  const st = <X extends { state: "init" | "random" }>(x: X): X => (frozen ? { ...x, state: "random" } : x);
+  const base = st(spec.base);
+  const { inputs, states } = readInputs(decl, base, frozen);
+  const rng = new Rng(spec.dFinalSeed);
+  const specs = [base, ...spec.extra.slice(0, spec.B * spec.H - 1).map((e) => ({ ...base, ...st(e) }))];
+  const seqs = specs.map((s) => sequence(decl, s, inputs, frozen, rng));
+  for (const q of seqs) for (const n of Object.keys(q.st64)) if (!states.includes(n)) delete q.st64[n];
+  const cfg = buildRuleCase(decl, base, "f64").cfg;
+  return { spec, cfg, B: spec.B, T: cfg.seq_len, H: spec.H, seqs, inputs, stateNames: states, frozen };
+}
+
+/** Per-sequence tensors [T, ...] -> canonical [B, T, H, ...] (f64 values, f32-rounded). */
+export function packTokens(c: PyCase, per: (s: Seq) => Tensor): Tensor {
+  const first = per(c.seqs[0]!);
+  const inner = first.shape.slice(1);
+  const w = inner.reduce((a, b) => a * b, 1);
+  const out = new Tensor("f64", [c.B, c.T, c.H, ...inner]);
+  c.seqs.forEach((s, n) => {
+    const b = Math.floor(n / c.H), h = n % c.H, src = per(s).data;
+    for (let t = 0; t < c.T; t++) {
+      for (let j = 0; j < w; j++) out.data[((b * c.T + t) * c.H + h) * w + j] = src[t * w + j]!;
+    }
+  });
+  return out;
+}
+
+/** Canonical [B, T, H, ...] -> sequence n's [T, ...] values. */
+export function unpackTokens(c: PyCase, t: Tensor, n: number): Float64Array {
+  const b = Math.floor(n / c.H), h = n % c.H;
+  const w = t.size / (c.B * c.T * c.H);
+  const out = new Float64Array(c.T * w);
+  for (let s = 0; s < c.T; s++) {
+    for (let j = 0; j < w; j++) out[s * w + j] = t.data[((b * c.T + s) * c.H + h) * w + j]!;
+  }
+  return out;
+}
+
+/** Per-sequence tensors -> [N, ...] with n = b·H + h (which is also the canonical [B, H, ...] order). */
+export function stackSeqs(c: PyCase, per: (s: Seq) => Tensor, lead: number[] = [c.seqs.length]): Tensor {
+  const first = per(c.seqs[0]!);
+  const out = new Tensor("f64", [...lead, ...first.shape]);
+  c.seqs.forEach((s, n) => out.data.set(per(s).data, n * first.size));
+  return out;
+}
+
+/** Sequence n of a tensor whose leading dimensions enumerate the sequences ([N, ...] or [B, H, ...]). */
+export function seqSlice(c: PyCase, t: Tensor, n: number): Float64Array {
+  const w = t.size / c.seqs.length;
+  return Float64Array.from(t.data.subarray(n * w, (n + 1) * w));
+}
+
+export const isGate = (n: string): boolean => GATES.has(n);
+
+/** A line naming the case for messages. */
+export function describeCase(c: PyCase): string {
+  return `B=${c.B} H=${c.H} T=${c.T} d=${c.cfg.d} seed=${c.spec.base.seed}`;
+}

@@ -1,0 +1,82 @@
+/**
+ * The child process of a py: backend's checks (checks.ts starts it): an asynchronous run of the
+ * requested checks against one kernel, with its two Python processes (kernel-session.ts). It
+ * prints "@@nlc-start <id>" before and "@@nlc-result <json>" after each check, so the parent
+ * knows which check was running if this process itself is killed.
+ *
+ *   bun conformance/py/child.ts < request.json      (PyChildRequest)
+ */
+import { writeSync } from "node:fs";
+import type { CheckResult, Profile } from "../../harness/check.ts";
+import { TorchBridgeError } from "../../oracle/torch-bridge.ts";
+import { coverage } from "../c5/compare.ts";
+import { buildPyCase, describeCase, pyCaseArb, type PyCaseSpec } from "./cases.ts";
+import { backwardCase, backwardNames, forwardCase, forwardNames } from "./kernel-cases.ts";
+import { KernelSession } from "./kernel-session.ts";
+import { parsePyBackend, pyPlan, type PyEntry } from "./plan.ts";
+import { runAsyncCheck, type AsyncPropertyCheck } from "./run-async.ts";
+import { resultLine, startLine, stubResult, type PyChildRequest } from "./child-protocol.ts";
+
+const emit = (line: string) => writeSync(1, `${line}\n`);
+
+function definition(e: PyEntry, s: KernelSession, profile: Profile, replayArgs: string[], exercised: Set<string>, names: Set<string>): AsyncPropertyCheck<PyCaseSpec> {
+  return {
+    kind: "property", id: e.id, class: "C5", subject: e.subject, spec: e.spec, tolerance: e.tolerance, runs: e.runs, replayArgs,
+    arb: pyCaseArb(e.decl, profile),
+    describe: (spec) => describeCase(buildPyCase(e.decl, spec, e.frozen)),
+    run: async (spec) => {
+      const c = buildPyCase(e.decl, spec, e.frozen);
+      for (const n of e.kind === "forward" ? forwardNames(c) : backwardNames(c)) names.add(n);
+      return e.kind === "forward" ? forwardCase(s, e.decl, e.key, c, exercised) : backwardCase(s, e.decl, e.key, c, exercised);
+    },
+  };
+}
+
+async function run(req: PyChildRequest): Promise<void> {
+  const backend = parsePyBackend(req.backend);
+  const plan = new Map(pyPlan(backend).map((e) => [e.id, e]));
+  const all = (status: CheckResult["status"], message: string) => {
+    for (const c of req.checks) emit(resultLine(stubResult(c.id, status, message, c.seed ?? 0)));
+  };
+  let session: KernelSession;
+  try {
+    session = await KernelSession.open(backend);
+  } catch (e) {
+    // no python or no torch: a skip with the reason; anything else (the module) is an error
+    if (e instanceof TorchBridgeError && e.kind === "unavailable") return all("skip", `backend ${backend.name}: PyTorch is not available: ${e.message}`);
+    return all("error", `backend ${backend.name}: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  const who = `${backend.module}:${backend.callable}`;
+  try {
+    for (const c of req.checks) {
+      emit(startLine(c.id));
+      const e = plan.get(c.id);
+      if (e === undefined) {
+        emit(resultLine(stubResult(c.id, "error", `no check '${c.id}' on backend ${backend.name}`, c.seed ?? 0)));
+        continue;
+      }
+      const seed = c.seed ?? 0;
+      if (!session.info.judged) {
+        emit(resultLine({ ...stubResult(c.id, "skip", session.info.skip_reason ?? "not judged", seed), subject: e.subject, spec: e.spec }));
+        continue;
+      }
+      if (!session.info.rules.includes(e.key)) {
+        emit(resultLine({ ...stubResult(c.id, "skip", `${e.key} is not implemented by ${who} (it declares ${session.info.rules.join(", ")})`, seed), subject: e.subject, spec: e.spec }));
+        continue;
+      }
+      const exercised = new Set<string>(), names = new Set<string>();
+      const def = definition(e, session, req.profile, ["--backend", backend.name], exercised, names);
+      const r = req.runSeed !== undefined
+        ? await runAsyncCheck(def, { seed: req.runSeed, profile: req.profile })
+        : await runAsyncCheck(def, { seed: 0, profile: req.profile, replay: { seed, path: c.path ?? "" } });
+      const device = `${session.info.device}, ${session.info.dtype}, backward by ${session.info.backward}`;
+      const out = coverage(r, [...names], exercised);
+      emit(resultLine({ ...out, message: out.message ? `${out.message} [${device}]` : `[${device}]` }));
+    }
+  } finally {
+    await session.close();
+  }
+}
+
+await run(JSON.parse(await Bun.stdin.text()) as PyChildRequest);
+process.exit(0);

@@ -1,0 +1,104 @@
+/**
+ * The checks of a `py:<module>:<callable>` kernel backend (docs/spec/py-backend.md): per rule of
+ * the registry, a forward and a backward check against the reference, with ids
+ *
+ *   C5/py-<module>-<callable>/<rule>/forward    y and every final state (f32 kernel vs f64 reference)
+ *   C5/py-<module>-<callable>/<rule>/backward   every input gradient and d(initial state), given dy and d(final state)
+ *   C5/py-<module>-<callable>/<rule>.frozen/forward|backward   the frozen read: y; dq and the read state's gradient
+ *
+ * Rules the kernel does not declare are skipped by its child ("not implemented by ...").
+ */
+import { existsSync } from "node:fs";
+import { resolve } from "node:path";
+import type { Subject } from "../../harness/check.ts";
+import { RULES } from "../../src/rules/index.ts";
+import { variantKey } from "../../src/rules/level.ts";
+import type { RuleDecl } from "../../src/rules/types.ts";
+import { RUNS, TOLERANCE, type CheckTolerance, type Runs } from "../c5/tolerance.ts";
+
+export const PY_PREFIX = "py:";
+
+/** A parsed `py:<module>:<callable>` backend; `module` is a dotted name or a path to a .py file. */
+export interface PyBackend {
+  readonly name: string;
+  readonly module: string;
+  readonly callable: string;
+  /** The id segment: py-<module basename>-<callable>. */
+  readonly slug: string;
+}
+
+/** Parses `py:<module>:<callable>`; the message of a thrown error names what is wrong. */
+export function parsePyBackend(name: string): PyBackend {
+  const rest = name.slice(PY_PREFIX.length);
+  const cut = rest.lastIndexOf(":");
+  const module = cut < 0 ? "" : rest.slice(0, cut), callable = cut < 0 ? "" : rest.slice(cut + 1);
+  if (!name.startsWith(PY_PREFIX) || module === "" || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(callable)) {
+    throw new Error(`--backend '${name}': expected py:<module>:<callable>, e.g. py:examples/py-kernels/naive_delta.py:naive_delta or py:mypkg.kernels:delta`);
+  }
+  const base = isFileModule(module) ? module.split("/").pop()!.replace(/\.py$/, "") : module;
+  return { name, module, callable, slug: `py-${base.replace(/[^A-Za-z0-9_.-]/g, "_")}-${callable}` };
+}
+
+/** parsePyBackend, and a module given as a file must exist (a command-line value: relative to the working directory). */
+export function parsePyBackendArg(name: string): PyBackend {
+  const b = parsePyBackend(name);
+  if (isFileModule(b.module) && !existsSync(b.module)) throw new Error(`--backend '${name}': ${resolve(b.module)} does not exist`);
+  return b;
+}
+
+const isFileModule = (module: string) => module.endsWith(".py") || module.includes("/");
+
+/** The py: backends among the --backend values (NLC_PY_BACKENDS, comma-separated). */
+export function pyBackendNames(env: Record<string, string | undefined> = process.env): string[] {
+  const raw = env.NLC_PY_BACKENDS ?? "";
+  return [...new Set(raw.split(",").map((s) => s.trim()).filter((s) => s !== ""))];
+}
+
+export type PyKind = "forward" | "backward";
+
+export interface PyEntry {
+  readonly id: string;
+  readonly kind: PyKind;
+  readonly subject: Subject;
+  readonly spec: string;
+  readonly tolerance: CheckTolerance;
+  readonly runs: Runs;
+  readonly decl: RuleDecl;
+  /** The frozen read of the rule (D3) instead of its active pair. */
+  readonly frozen: boolean;
+  /** The variant key the kernel declares: `delta` or `delta.frozen`. */
+  readonly key: string;
+}
+
+
+/**
+ * The flash-attention rule with ref32 from a plain f32 run (docs/spec/py-backend.md#reference):
+ * the TypeScript reference's f32 run keeps its backward adjoints in f64, so its error is no
+ * measure of what f32 arithmetic gives (measured: the naive delta kernel's dtheta 4.4e-6 off
+ * ref64 where that run is 2.8e-7 off; a plain f32 autograd run is in the kernel's range).
+ */
+export const PY_TOLERANCE: CheckTolerance = {
+  ...TOLERANCE,
+  ref32: "the PyTorch reference (python/nlc_torch/rules.py) run in f32, forward and autograd backward, on the same inputs",
+  ref64: "the TypeScript reference pair in f64 (backward with d(final state), docs/spec/state-gradients.md#active)",
+};
+
+/** Every check of one py: backend, in catalogue order: each rule, then its frozen read (if any). */
+export function pyPlan(b: PyBackend): PyEntry[] {
+  const out: PyEntry[] = [];
+  for (const decl of RULES) {
+    for (const frozen of decl.frozen === null ? [false] : [false, true]) {
+      const key = variantKey(decl.key, frozen);
+      for (const kind of ["forward", "backward"] as const) {
+        out.push({
+          id: `C5/${b.slug}/${key}/${kind}`, kind, decl, frozen, key, runs: RUNS,
+          subject: { rule: decl.key, frozen, backend: b.name },
+          spec: `docs/spec/py-backend.md#${kind === "forward" ? "forward-check" : "backward-check"}; docs/spec/conformance.md#c5; ` +
+            `${decl.sheet}${frozen ? " (frozen read, docs/spec/state-gradients.md#frozen)" : ""}; docs/spec/tolerances.md#f32`,
+          tolerance: PY_TOLERANCE,
+        });
+      }
+    }
+  }
+  return out;
+}

@@ -1,0 +1,346 @@
+"""The kernel host: runs a PyTorch or Triton kernel pair under test (`--backend py:<module>:<callable>`)
+behind the bridge protocol (python/PROTOCOL.md, requests kernel_load / kernel_forward /
+kernel_backward). The contract of the kernel object: docs/spec/py-backend.md#contract (kernel object).
+
+Tensors travel in OUR canonical layout (per-token [B, T, H, d], gates [B, T, H], states
+[B, H, rows, cols] as the reference stores them, f64 on the wire). The host moves them to the
+kernel's device and dtype and through the adapters the kernel declares (layout, transposed
+states, query scale, keyword names), so every conversion is part of the autograd graph and the
+gradients come back in the canonical layout without hand-written inverses.
+
+Whatever the kernel does wrong (raises, returns a wrong shape/dtype/device, a non-tensor) is an
+answer `{"ok": false, "error": ...}` that names the tensor; a kernel that kills or hangs the
+process is handled by the client (timeout, stderr tail).
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+import traceback
+from typing import Dict, List, Optional, Tuple
+
+import torch
+
+GATE_NAMES = ("alpha", "theta", "eta")
+DTYPES = {"f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16, "f16": torch.float16}
+# Until the precision rules for reduced-precision kernels exist, only f32 kernels are judged.
+JUDGED_DTYPES = ("f32",)
+LAYOUTS = ("BTHD", "BHTD")
+STATE_LAYOUTS = ("ours", "transposed")
+
+
+class KernelError(ValueError):
+    """The kernel broke its contract or raised; the message names what and where."""
+
+
+def _tb_tail(n: int = 6) -> str:
+    lines = traceback.format_exc().strip().splitlines()
+    return "\n".join(lines[-n:])
+
+
+class Kernel:
+    """A loaded kernel: the callable (the forward), its declaration and the optional explicit backward."""
+
+    def __init__(self, spec: str, path: Optional[str]):
+        self.spec = spec
+        module, _, attr = spec.rpartition(":")
+        if not module or not attr:
+            raise KernelError(f"kernel: expected <module>:<callable>, got {spec!r}")
+        self.fn = getattr(self._import(module, path), attr, None)
+        if self.fn is None:
+            raise KernelError(f"kernel: module {module!r} has no attribute {attr!r}")
+        if inspect.isclass(self.fn) and issubclass(self.fn, torch.autograd.Function):
+            raise KernelError(f"kernel: {spec} is a torch.autograd.Function; name a function that calls its .apply "
+                              "(autograd then reaches its backward)")
+        if inspect.isclass(self.fn):  # a class is instantiated once, without arguments
+            self.fn = self.fn()
+        if not callable(self.fn):
+            raise KernelError(f"kernel: {spec} is not callable")
+        decl = getattr(self.fn, "nlc", None)
+        if not isinstance(decl, dict):
+            raise KernelError(f"kernel: {spec} has no `nlc` declaration dict (docs/spec/py-backend.md#contract)")
+        self.decl = decl
+        rules = decl.get("rules")
+        if not isinstance(rules, (list, tuple)) or not all(isinstance(r, str) for r in rules) or not rules:
+            raise KernelError(f"{spec}.nlc['rules']: expected a non-empty list of rule keys, got {rules!r}")
+        self.rules = list(rules)
+        self.dtype_name = decl.get("dtype", "f32")
+        if self.dtype_name not in DTYPES:
+            raise KernelError(f"{spec}.nlc['dtype']: expected one of {', '.join(DTYPES)}, got {self.dtype_name!r}")
+        self.dtype = DTYPES[self.dtype_name]
+        self.layout = decl.get("layout", "BTHD")
+        if self.layout not in LAYOUTS:
+            raise KernelError(f"{spec}.nlc['layout']: expected one of {', '.join(LAYOUTS)}, got {self.layout!r}")
+        self.state_layout = decl.get("state_layout", "ours")
+        if self.state_layout not in STATE_LAYOUTS:
+            raise KernelError(f"{spec}.nlc['state_layout']: expected one of {', '.join(STATE_LAYOUTS)}, got {self.state_layout!r}")
+        self.names: Dict[str, str] = dict(decl.get("names", {}))
+        self.initial_state_kw = decl.get("initial_state", "initial_state")
+        # a single-state rule's state travels as a bare tensor unless the kernel asks for a dict
+        self.state_dict = bool(decl.get("state_dict", False))
+        self.output_final_state_kw = decl.get("output_final_state")
+        scale = decl.get("scale")
+        if scale is not None and not isinstance(scale, (str, int, float)):
+            raise KernelError(f"{spec}.nlc['scale']: expected a keyword name or a number, got {scale!r}")
+        self.scale = scale
+        bw = getattr(self.fn, "backward", None)
+        self.backward = bw if callable(bw) else None
+        self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        try:
+            self.params = inspect.signature(self.fn).parameters
+        except (TypeError, ValueError):
+            self.params = None
+
+    @staticmethod
+    def _import(module: str, path: Optional[str]):
+        if module.endswith(".py") or os.sep in module:
+            file = os.path.abspath(module)
+            if not os.path.isfile(file):
+                raise KernelError(f"kernel: {file} does not exist")
+            name = "nlc_kernel_" + os.path.splitext(os.path.basename(file))[0]
+            spec = importlib.util.spec_from_file_location(name, file)
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[name] = mod
+            spec.loader.exec_module(mod)
+            return mod
+        if path:
+            for p in reversed(path.split(os.pathsep)):
+                if p and p not in sys.path:
+                    sys.path.insert(0, p)
+        return importlib.import_module(module)
+
+    def accepts(self, kw: str) -> bool:
+        if self.params is None:
+            return True
+        return kw in self.params or any(p.kind == p.VAR_KEYWORD for p in self.params.values())
+
+    def describe(self) -> dict:
+        judged = self.dtype_name in JUDGED_DTYPES
+        return {
+            "kernel": self.spec, "rules": self.rules, "dtype": self.dtype_name, "layout": self.layout,
+            "state_layout": self.state_layout, "backward": "explicit" if self.backward else "autograd",
+            "device": str(self.device) + (f" ({torch.cuda.get_device_name(0)})" if self.device.type == "cuda" else ""),
+            "judged": judged,
+            "skip_reason": None if judged else
+            f"{self.spec} declares dtype {self.dtype_name}; only f32 kernels are judged until the precision rules for reduced-precision kernels exist",
+        }
+
+    # ── adapters: canonical <-> the kernel's conventions (all differentiable) ─────────────────
+
+    def to_kernel_token(self, t: torch.Tensor) -> torch.Tensor:
+        """[B, T, H, d] or gates [B, T, H] -> the kernel's layout."""
+        return t.transpose(1, 2).contiguous() if self.layout == "BHTD" else t
+
+    def from_kernel_token(self, t: torch.Tensor) -> torch.Tensor:
+        return t.transpose(1, 2) if self.layout == "BHTD" else t
+
+    def to_kernel_state(self, t: torch.Tensor) -> torch.Tensor:
+        return t.transpose(-1, -2).contiguous() if self.state_layout == "transposed" else t
+
+    def from_kernel_state(self, t: torch.Tensor) -> torch.Tensor:
+        return t.transpose(-1, -2) if self.state_layout == "transposed" else t
+
+    def kernel_shape(self, canonical: List[int], kind: str) -> List[int]:
+        s = list(canonical)
+        if kind == "token" and self.layout == "BHTD":
+            s[1], s[2] = s[2], s[1]
+        if kind == "state" and self.state_layout == "transposed":
+            s[-1], s[-2] = s[-2], s[-1]
+        return s
+
+    def check_tensor(self, what: str, t, canonical: List[int], kind: str) -> torch.Tensor:
+        want = self.kernel_shape(canonical, kind)
+        if not isinstance(t, torch.Tensor):
+            raise KernelError(f"{self.spec} returned {what} as {type(t).__name__}, expected a torch.Tensor of shape {want}")
+        if list(t.shape) != want:
+            raise KernelError(f"{self.spec} returned {what} of shape {list(t.shape)}, expected {want}")
+        if t.dtype != self.dtype:
+            raise KernelError(f"{self.spec} returned {what} as {t.dtype}, but declares dtype {self.dtype_name} ({self.dtype})")
+        if t.device.type != self.device.type:
+            raise KernelError(f"{self.spec} returned {what} on {t.device}, inputs were on {self.device}")
+        return t
+
+
+def _query_scale(k: Kernel) -> Tuple[Optional[str], float]:
+    """(keyword to pass 1.0 to, or None; the fixed factor the kernel applies to q, 1.0 if none)."""
+    if isinstance(k.scale, str):
+        return k.scale, 1.0
+    if k.scale is None:
+        return None, 1.0
+    return None, float(k.scale)
+
+
+def _call_forward(k: Kernel, rule: str, cfg: dict, inputs: Dict[str, torch.Tensor], state: Dict[str, torch.Tensor]):
+    """Runs the forward on canonical-layout tensors (already on the device, in the kernel's
+    dtype); returns (y, final state) canonical. Conversions stay in the autograd graph. A frozen
+    read (`<rule>.frozen`) returns y alone; its state is unchanged, so the final state is None."""
+    frozen = rule.endswith(".frozen")
+    kw: Dict[str, object] = {}
+    scale_kw, factor = _query_scale(k)
+    for name, t in inputs.items():
+        key = k.names.get(name, name)
+        if not k.accepts(key):
+            continue  # an input the kernel does not read: its gradient is zero
+        if name == "q" and factor != 1.0:
+            t = t / factor  # the kernel multiplies q by `factor`; ours does not
+        kw[key] = k.to_kernel_token(t)
+    single = len(state) == 1 and not k.state_dict
+    st = {n: k.to_kernel_state(t) for n, t in state.items()}
+    kw[k.initial_state_kw] = next(iter(st.values())) if single else st
+    if k.output_final_state_kw and not frozen:
+        kw[k.output_final_state_kw] = True
+    if scale_kw:
+        kw[scale_kw] = 1.0
+    if len(k.rules) > 1:
+        kw["rule"] = rule
+    if k.accepts("config"):
+        kw["config"] = dict(cfg)
+    try:
+        out = k.fn(**kw)
+    except Exception as e:
+        sys.stderr.write(traceback.format_exc())
+        raise KernelError(f"{k.spec} raised {type(e).__name__}: {e}\n{_tb_tail()}") from None
+    B, T, H, d_out = inputs["q"].shape  # y_t is a read with q_t: one row of d per head
+    if frozen:
+        return k.from_kernel_token(k.check_tensor("y", out, [B, T, H, d_out], "token")), None
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise KernelError(f"{k.spec} returned {type(out).__name__}, expected (y, final_state)")
+    y, fin = out
+    y = k.from_kernel_token(k.check_tensor("y", y, [B, T, H, d_out], "token"))
+    if single:
+        fin = {next(iter(state)): fin}
+    if not isinstance(fin, dict):
+        raise KernelError(f"{k.spec} returned the final state as {type(fin).__name__}, expected a dict by state name ({', '.join(state)})")
+    final = {}
+    for n, t0 in state.items():
+        if n not in fin:
+            raise KernelError(f"{k.spec} returned no final state '{n}'")
+        final[n] = k.from_kernel_state(k.check_tensor(f"final state {n}", fin[n], list(t0.shape), "state"))
+    return y, final
+
+
+class KernelHost:
+    def __init__(self):
+        self.kernels: Dict[str, Kernel] = {}
+
+    def get(self, header: dict) -> Kernel:
+        spec = header.get("kernel")
+        if not isinstance(spec, str):
+            raise KernelError("kernel: expected '<module>:<callable>'")
+        if spec not in self.kernels:
+            try:
+                self.kernels[spec] = Kernel(spec, header.get("path"))
+            except KernelError:
+                raise
+            except BaseException as e:  # an import that fails (or exits) is the kernel's problem
+                sys.stderr.write(traceback.format_exc())
+                raise KernelError(f"importing {spec} failed: {type(e).__name__}: {e}\n{_tb_tail()}") from None
+        return self.kernels[spec]
+
+    def load(self, header, tensors):
+        k = self.get(header)
+        return {"ok": True, **k.describe(), "torch": torch.__version__}, []
+
+    def _prepare(self, k: Kernel, header, tensors):
+        rule = header.get("rule")
+        if rule not in k.rules:
+            raise KernelError(f"rule: {k.spec} does not implement {rule!r} (it declares {', '.join(k.rules)})")
+        if k.dtype_name not in JUDGED_DTYPES:
+            raise KernelError(k.describe()["skip_reason"])
+        cfg = header.get("config") or {}
+        inputs, state, extra = {}, {}, {}
+        for name, t in tensors.items():
+            t = t.to(device=k.device, dtype=k.dtype)
+            if name.startswith("in."):
+                inputs[name[3:]] = t
+            elif name.startswith("state."):
+                state[name[6:]] = t
+            else:
+                extra[name] = t
+        for n in (("q",) if rule.endswith(".frozen") else ("k", "q")):  # Atlas reads no v; a frozen read only q
+            if n not in inputs:
+                raise KernelError(f"in.{n}: missing")
+        return rule, cfg, inputs, state, extra
+
+    def forward(self, header, tensors):
+        k = self.get(header)
+        rule, cfg, inputs, state, _ = self._prepare(k, header, tensors)
+        with torch.no_grad():
+            y, final = _call_forward(k, rule, cfg, inputs, state)
+        return {"ok": True}, [("y", y)] + [(f"state.{n}", t) for n, t in (final or {}).items()]
+
+    def backward(self, header, tensors):
+        k = self.get(header)
+        rule, cfg, inputs, state, extra = self._prepare(k, header, tensors)
+        dy = extra.get("dy")
+        d_state = {n[7:]: t for n, t in extra.items() if n.startswith("dstate.")}
+        if k.backward is not None:
+            grads = _explicit_backward(k, rule, cfg, inputs, state, dy, d_state)
+        else:
+            leaves = {n: t.clone().requires_grad_(True) for n, t in inputs.items()}
+            st0 = {n: t.clone().requires_grad_(True) for n, t in state.items()}
+            with torch.enable_grad():
+                y, final = _call_forward(k, rule, cfg, leaves, st0)
+                loss = (y * dy).sum() if dy is not None else y.sum() * 0
+                for n, g in d_state.items():
+                    loss = loss + (final[n] * g).sum()
+                order = list(leaves.items()) + [(f"state.{n}", t) for n, t in st0.items()]
+                try:
+                    gs = torch.autograd.grad(loss, [t for _, t in order], allow_unused=True)
+                except Exception as e:
+                    sys.stderr.write(traceback.format_exc())
+                    raise KernelError(f"{k.spec}: autograd of the forward failed: {type(e).__name__}: {e}") from None
+            grads = {n: torch.zeros_like(t) if g is None else g for (n, t), g in zip(order, gs)}
+        return {"ok": True, "backward": "explicit" if k.backward else "autograd"}, [(f"grads.{n}", g) for n, g in grads.items()]
+
+
+def _explicit_backward(k: Kernel, rule, cfg, inputs, state, dy, d_state) -> Dict[str, torch.Tensor]:
+    """The kernel's own backward: called with the forward's keywords plus `dy` and `d_final_state`;
+    returns a dict of gradients by the kernel's keyword names (initial state under its keyword)."""
+    scale_kw, factor = _query_scale(k)
+    kw: Dict[str, object] = {}
+    for name, t in inputs.items():
+        key = k.names.get(name, name)
+        if k.accepts(key):
+            kw[key] = k.to_kernel_token(t / factor if name == "q" and factor != 1.0 else t)
+    single = len(state) == 1 and not k.state_dict
+    st = {n: k.to_kernel_state(t) for n, t in state.items()}
+    kw[k.initial_state_kw] = next(iter(st.values())) if single else st
+    if scale_kw:
+        kw[scale_kw] = 1.0
+    if len(k.rules) > 1:
+        kw["rule"] = rule
+    kw["dy"] = k.to_kernel_token(dy) if dy is not None else None
+    ds = {n: k.to_kernel_state(t) for n, t in d_state.items()}
+    kw["d_final_state"] = (next(iter(ds.values())) if ds else None) if single else (ds or None)
+    try:
+        out = k.backward(**kw)
+    except Exception as e:
+        sys.stderr.write(traceback.format_exc())
+        raise KernelError(f"{k.spec}.backward raised {type(e).__name__}: {e}\n{_tb_tail()}") from None
+    if not isinstance(out, dict):
+        raise KernelError(f"{k.spec}.backward returned {type(out).__name__}, expected a dict of gradients by keyword name")
+    grads: Dict[str, torch.Tensor] = {}
+    for name, t in inputs.items():
+        key = k.names.get(name, name)
+        g = out.get(key)
+        if g is None:
+            grads[name] = torch.zeros_like(t)
+            continue
+        g = k.from_kernel_token(k.check_tensor(f"gradient {key}", g, list(t.shape), "token"))
+        grads[name] = g / factor if name == "q" and factor != 1.0 else g
+    g0 = out.get(k.initial_state_kw)
+    if not single and g0 is not None and not isinstance(g0, dict):
+        raise KernelError(f"{k.spec}.backward returned {k.initial_state_kw} as {type(g0).__name__}, expected a dict by state name")
+    for n, t in state.items():
+        g = g0 if single else (g0 or {}).get(n)
+        grads[f"state.{n}"] = torch.zeros_like(t) if g is None else k.from_kernel_state(
+            k.check_tensor(f"gradient {k.initial_state_kw}{'' if single else '.' + n}", g, list(t.shape), "state"))
+    return grads
+
+
+HOST = KernelHost()
+OPS = {"kernel_load": HOST.load, "kernel_forward": HOST.forward, "kernel_backward": HOST.backward}

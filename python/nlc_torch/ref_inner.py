@@ -1,0 +1,94 @@
+"""The `inner` request: one rule's inner recurrence (the per-token loop after the projections and
+gates) on N independent sequences, with the gradients of every inner input AND of the initial
+state for loss = sum(y * dy) + sum(final_state * d_final_state), all by torch.autograd.
+
+The `py:` kernel backend takes ref32, the yardstick of the flash-attention bound, from this
+request in f32: a plain f32 run, forward and autograd backward, of an implementation that C9
+keeps in agreement with the TypeScript reference (docs/spec/py-backend.md#reference). ref64 is the
+TypeScript reference itself. f64 is served too.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+import torch
+
+from .rules import GATES, INNER, InputError, _frozen_read, resolve_config
+
+GATE_NAMES = ("alpha", "theta", "eta")
+TOKEN_NAMES = ("k", "v", "q", "x", "omega")
+DTYPES = {"f64": torch.float64, "f32": torch.float32}
+
+
+def run_inner(key: str, cfg_in: dict, dtype: str, inputs: Dict[str, torch.Tensor], state: Dict[str, torch.Tensor],
+              dy: Optional[torch.Tensor], d_state: Dict[str, torch.Tensor]) -> Dict[str, Dict[str, torch.Tensor]]:
+    """inputs: k v q x omega [N, T, d] and gates [N, T]; state and d_state [N, r, c]; dy [N, T, d]."""
+    frozen = key.endswith(".frozen")
+    if frozen:
+        key = key[: -len(".frozen")]
+    if key not in INNER:
+        raise InputError(f"rule: '{key}' has no inner recurrence in the torch reference (expected one of {', '.join(INNER)})")
+    if dtype not in DTYPES:
+        raise InputError(f"dtype: expected f64 or f32, got {dtype!r}")
+    dt = DTYPES[dtype]
+    cfg = resolve_config(key, cfg_in)
+    for n in (("q",) if frozen else ("k", "q")):  # Atlas reads no v; a frozen read only q
+        if n not in inputs:
+            raise InputError(f"in.{n}: missing")
+    N = inputs["q"].shape[0]
+    for n, t in list(inputs.items()) + list(state.items()) + list(d_state.items()):
+        if t.shape[0] != N:
+            raise InputError(f"{n}: leading (sequence) dimension {t.shape[0]}, in.q has {N}")
+    for n in d_state:
+        if n not in state:
+            raise InputError(f"dstate.{n}: no initial state '{n}' was given")
+    out: Dict[str, List[torch.Tensor]] = {}
+
+    def put(name: str, t: torch.Tensor) -> None:
+        out.setdefault(name, []).append(t.detach().to(torch.float64))
+
+    for s in range(N):
+        leaves = {n: t[s].to(dt).clone().requires_grad_(True) for n, t in inputs.items()}
+        st0 = {n: t[s].to(dt).clone().requires_grad_(True) for n, t in state.items()}
+        gates = {} if frozen else {g: leaves[g] for g in GATES[key]}
+        with torch.enable_grad():
+            if frozen:  # the read leaves the state unchanged
+                y, final = _frozen_read(key, leaves["q"], st0, cfg), dict(st0)
+            else:
+                y, final = INNER[key](leaves["k"], leaves.get("v"), leaves["q"], leaves.get("x"), gates, leaves.get("omega"), st0, cfg)
+            loss = (y * dy[s].to(dt)).sum() if dy is not None else y.sum() * 0
+            for n, g in d_state.items():
+                loss = loss + (final[n] * g[s].to(dt)).sum()
+            order = list(leaves.values()) + list(st0.values())
+            gs = torch.autograd.grad(loss, order, allow_unused=True)
+        put("y", y)
+        for n in state:
+            put(f"state.{n}", final[n])
+        for (n, leaf), g in zip(list(leaves.items()) + [(f"state.{m}", t) for m, t in st0.items()], gs):
+            put(f"grads.{n}", torch.zeros_like(leaf) if g is None else g)
+    return {n: torch.stack(ts) for n, ts in out.items()}
+
+
+def handle_inner(header: dict, tensors: Dict[str, torch.Tensor]):
+    key, cfg, dtype = header.get("rule"), header.get("config"), header.get("dtype", "f64")
+    if not isinstance(key, str):
+        raise InputError("rule: expected a rule key string")
+    if not isinstance(cfg, dict):
+        raise InputError("config: expected an object")
+    inputs, state, d_state, dy = {}, {}, {}, None
+    for name, t in tensors.items():
+        if name.startswith("in."):
+            inputs[name[3:]] = t
+        elif name.startswith("state."):
+            state[name[6:]] = t
+        elif name.startswith("dstate."):
+            d_state[name[7:]] = t
+        elif name == "dy":
+            dy = t
+        else:
+            raise InputError(f"tensors.{name}: unknown tensor (expected in.<name>, state.<name>, dstate.<name>, dy)")
+    for n in inputs:
+        if n not in TOKEN_NAMES + GATE_NAMES:
+            raise InputError(f"in.{n}: not an inner input (expected {', '.join(TOKEN_NAMES + GATE_NAMES)})")
+    r = run_inner(key, cfg, dtype, inputs, state, dy, d_state)
+    return {"ok": True, "rule": key, "dtype": dtype}, list(r.items())

@@ -1,0 +1,126 @@
+/**
+ * The py: kernel backend end to end (docs/spec/py-backend.md): one suite run with the example
+ * adaptor, its planted wrong variants and one misbehaving kernel per failure kind
+ * (tests/py-kernels). The good kernel passes, the planted ones fail on the tensor they break,
+ * every fault is an `error` naming the case (with the stderr tail where the process died or
+ * hung), and the run goes on to the next backend. Skipped without python3 + torch.
+ */
+import { describe, expect, test } from "bun:test";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { CheckResult } from "../harness/check.ts";
+import { probeTorchSync } from "../oracle/torch-bridge.ts";
+import { ROOT } from "../paths.ts";
+import { parsePyBackend } from "../conformance/py/plan.ts";
+
+const torch = probeTorchSync();
+
+/** expect(r.status).toBe(want), showing the check's message when it differs. */
+function expectStatus(r: CheckResult, want: string): void {
+  expect(r.status === want ? want : `${r.status}: ${r.message}`).toBe(want);
+}
+const GOOD = "py:examples/py-kernels/naive_delta.py:naive_delta";
+/** [B, H, T, d] layout, a dict of two states in our layout, a fixed query scale. */
+const TITANS = "py:examples/py-kernels/naive_titans.py:naive_titans";
+/** The frozen read of the naive delta state. */
+const READ = "py:examples/py-kernels/naive_delta.py:naive_delta_read";
+const PLANTED = (k: string) => `py:examples/py-kernels/naive_delta_planted.py:${k}`;
+const BAD = (k: string) => `py:tests/py-kernels/misbehaving.py:${k}`;
+const FAULTS = ["dies", "hangs", "raises", "chatty", "garbage_stream", "wrong_shape", "wrong_dtype", "no_tuple", "bf16"];
+
+function cli(args: string[], env: Record<string, string> = {}) {
+  return Bun.spawnSync({ cmd: [process.execPath, "conformance/cli.ts", ...args], cwd: ROOT, env: { ...process.env, ...env }, stdout: "pipe", stderr: "pipe" });
+}
+
+test("--backend py: parsing: usage errors exit 2 and name the form", () => {
+  expect(parsePyBackend("py:a/b/k.py:fn").slug).toBe("py-k-fn");
+  expect(parsePyBackend("py:pkg.mod:Kernel").slug).toBe("py-pkg.mod-Kernel");
+  expect(() => parsePyBackend("py:nocallable")).toThrow(/py:<module>:<callable>/);
+  const p = cli(["--backend", "py:mod:", "--list"]);
+  expect(p.exitCode).toBe(2);
+  expect(p.stderr.toString()).toContain("py:<module>:<callable>");
+  const missing = cli(["--backend", "py:examples/no-such-kernel.py:fn", "--list"]);
+  expect(missing.exitCode).toBe(2);
+  expect(missing.stderr.toString()).toContain("no-such-kernel.py does not exist");
+});
+
+describe.skipIf(!torch.available)("py: backend run", () => {
+  const dir = mkdtempSync(join(tmpdir(), "nlc-py-"));
+  const report = join(dir, "report.json");
+  const backends = [...FAULTS.map(BAD), "py:tests/py-kernels/import_fails.py:kernel", PLANTED("no_initial_decay"), PLANTED("dq_scaled"),
+    PLANTED("dstate0_scaled"), PLANTED("ignores_d_final"), PLANTED("explicit_correct"), GOOD, TITANS, READ];
+  let byId: Map<string, CheckResult> | undefined;
+  const results = (): Map<string, CheckResult> => {
+    if (byId === undefined) {
+      const p = cli([...backends.flatMap((b) => ["--backend", b]), "--filter", "C5/py-", "--profile", "quick", "--report", report], { NLC_PY_KERNEL_TIMEOUT: "3" });
+      expect(p.exitCode).toBe(1);
+      byId = new Map((JSON.parse(readFileSync(report, "utf8")).checks as CheckResult[]).map((c) => [c.id, c]));
+      rmSync(dir, { recursive: true, force: true });
+    }
+    return byId;
+  };
+  const get = (backend: string, rule: string, kind: string) => {
+    const r = results().get(`C5/${parsePyBackend(backend).slug}/${rule}/${kind}`);
+    if (r === undefined) throw new Error(`no result for ${backend} ${rule} ${kind}`);
+    return r;
+  };
+
+  test("the example adaptors pass (autograd and explicit backward); rules they do not declare are skipped", () => {
+    for (const kind of ["forward", "backward"]) {
+      expectStatus(get(GOOD, "delta", kind), "pass");
+      expectStatus(get(TITANS, "titans", kind), "pass");
+    }
+    expectStatus(get(PLANTED("explicit_correct"), "delta", "backward"), "pass");
+    for (const kind of ["forward", "backward"]) expectStatus(get(READ, "delta.frozen", kind), "pass");
+    expect(get(PLANTED("explicit_correct"), "delta", "backward").message).toContain("backward by explicit");
+    const other = get(GOOD, "titans", "forward");
+    expectStatus(other, "skip");
+    expect(other.message).toContain("not implemented by examples/py-kernels/naive_delta.py:naive_delta");
+  }, 300_000);
+
+  test("planted wrong kernels fail on the tensor they break, with a replay line carrying --backend", () => {
+    const fw = get(PLANTED("no_initial_decay"), "delta", "forward");
+    expectStatus(fw, "fail");
+    expect(fw.replay).toContain(`--backend ${PLANTED("no_initial_decay")} --replay`);
+    const bw = get(PLANTED("dq_scaled"), "delta", "backward");
+    expectStatus(bw, "fail");
+    expect(bw.message).toMatch(/^dq/);
+    expectStatus(get(PLANTED("dq_scaled"), "delta", "forward"), "pass");
+    const ds0 = get(PLANTED("dstate0_scaled"), "delta", "backward");
+    expectStatus(ds0, "fail");
+    expect(ds0.message).toMatch(/^dM \(initial state\)/);
+    // d(final state) is random and non-zero in every case: a backward that drops it fails
+    expectStatus(get(PLANTED("ignores_d_final"), "delta", "backward"), "fail");
+  }, 300_000);
+
+  test("every misbehaving kernel is an error naming the case; the run goes on", () => {
+    const expectations: Record<string, RegExp[]> = {
+      dies: [/exit code 3/, /about to exit the process/],
+      hangs: [/timed out after 3000 ms/, /sleeping forever/],
+      raises: [/RuntimeError: misbehaving kernel/],
+      garbage_stream: [/not JSON/],
+      wrong_shape: [/returned y of shape/],
+      wrong_dtype: [/returned y as torch.float64, but declares dtype f32/],
+      no_tuple: [/expected \(y, final_state\)/],
+    };
+    for (const [k, patterns] of Object.entries(expectations)) {
+      for (const kind of ["forward", "backward"]) {
+        const r = get(BAD(k), "delta", kind);
+        expect(`${k} ${kind}: ${r.status === "error" ? "error" : `${r.status} (${r.message})`}`).toBe(`${k} ${kind}: error`);
+        expect(r.message).toMatch(/^case B=\d H=\d T=\d+ d=\d+ seed=\d+: /);
+        for (const p of patterns) expect(r.message).toMatch(p);
+      }
+    }
+    const imp = get("py:tests/py-kernels/import_fails.py:kernel", "delta", "forward");
+    expectStatus(imp, "error");
+    expect(imp.message).toContain("ImportError: misbehaving module");
+  }, 300_000);
+
+  test("stdout writes of a kernel never reach the protocol; a declared bf16 kernel is skipped", () => {
+    for (const kind of ["forward", "backward"]) expectStatus(get(BAD("chatty"), "delta", kind), "pass");
+    const bf = get(BAD("bf16"), "delta", "forward");
+    expectStatus(bf, "skip");
+    expect(bf.message).toContain("declares dtype bf16");
+  }, 300_000);
+});
