@@ -11,7 +11,9 @@ import { replayFixture } from "../conformance/c6/replay.ts";
 import { EXAMPLES, PLANTED, exampleRequest, kernelDoc } from "../fixtures/generate-kernel.ts";
 import { formatJson } from "../cases/fixtures/json.ts";
 import { ROOT } from "../paths.ts";
-import { roundTo } from "../src/precision.ts";
+import { ABI } from "../ffi/abi.ts";
+import { roundTo, type Precision } from "../src/precision.ts";
+import { seedFromText } from "../src/rng.ts";
 
 const EXAMPLE_DIR = join(ROOT, "fixtures", "kernel");
 const files = readdirSync(EXAMPLE_DIR).filter((f) => f.endsWith(".json")).sort();
@@ -130,4 +132,39 @@ test("a NaN or an overflowing literal in the JSON text is an input error", () =>
   expect(nan.ok).toBe(false);
   const big = parseFixture(text.replace('"data": [-0.265625', '"data": [1e999'), "k.json");
   expect(big.ok ? "loaded" : big.error.message).toContain("k.json: at /inputs/k/data/0");
+});
+
+// ── every rule variant and precision, generated ──
+
+const PRECISIONS: readonly Precision[] = [
+  { storage: "f32", state: "f32", accumulate: "f64" }, { storage: "f32", state: "f32", accumulate: "f32" },
+  { storage: "bf16", state: "f32", accumulate: "f32" }, { storage: "f16", state: "f32", accumulate: "f32" },
+  { storage: "bf16", state: "bf16", accumulate: "f32" },
+];
+
+test("for every rule variant and precision, an emulated correct kernel passes and one gradient scaled by 1.01 fails", async () => {
+  let cases = 0, planted = 0;
+  const wrong: string[] = [];
+  for (const a of ABI) for (const frozen of a.frozen ? [false, true] : [false]) for (const p of PRECISIONS) {
+    const what = `${a.rule}${frozen ? ".frozen" : ""} ${p.storage}/${p.state}/${p.accumulate}`;
+    const doc: any = await kernelDoc({ id: "sweep", rule: a.rule, frozen, backend: "plain", order: "reversed", B: 1, H: 2, T: 6, d: 4, C: 1, seed: seedFromText(what), precision: p });
+    const l = parseFixture(JSON.stringify(doc), what);
+    const r = l.ok ? replayFixture(l.fixture) : { ok: false, message: l.error.message };
+    cases++;
+    if (!r.ok) wrong.push(`${what}: the correct kernel failed: ${r.message}`);
+    for (const [name, t] of Object.entries(doc.expected.grads) as [string, { data: number[] }][]) {
+      if (Math.max(...t.data.map(Math.abs)) <= 1e-3) continue; // zero by the math (a frozen Titans read's dS), or nearly
+      const dt = /^d(alpha|theta|eta|[kvqx]|omega)$/.test(name) ? p.storage : p.state;
+      const orig = t.data;
+      t.data = orig.map((x) => roundTo(dt, x * 1.01));
+      const l2 = parseFixture(JSON.stringify(doc), what);
+      const r2 = l2.ok ? replayFixture(l2.fixture) : { ok: true };
+      planted++;
+      if (r2.ok) wrong.push(`${what}: ${name} scaled by 1.01 passed`);
+      t.data = orig;
+    }
+  }
+  expect(wrong).toEqual([]);
+  expect(cases).toBe(95);
+  expect(planted).toBeGreaterThan(400);
 });

@@ -38,6 +38,7 @@ const MALFORMED: Readonly<Record<string, string>> = {
   "bad-dtype.json": "/dtype",
   "bad-param-name.json": "/inputs/params/W_x",
   "bad-target-id.json": "/inputs/target_ids/2",
+  "bad-kernel-bf16-value.json": "/inputs/k/data/0",
   "not-json.json": "/",
 };
 
