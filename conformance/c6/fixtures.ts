@@ -12,12 +12,21 @@ import { runCheck } from "../../harness/run.ts";
 import { findFixtureFiles, loadFixture } from "../../cases/fixtures/load.ts";
 import { replayFixture } from "./replay.ts";
 import { TOL_ULP } from "../../oracle/compare.ts";
+import { FLOOR_REL, FLOOR_REL_F32_ACC } from "../c5/tolerance.ts";
 
 const SPEC = "docs/spec/conformance.md#c6; docs/spec/README.md 'Fixture format nlc-fixture/1', 'Fixture details', 'Tolerance policy'";
 const TOLERANCE = {
   kind: "fixture",
   policy: "the fixture's {rtol, atol} if given; else f64: |a−b| <= atol + rtol·|b| with the suite's tape-vs-hand-written bound; f32: max |fixture − f64 reference| <= 2 · max |plain f32 run − f64 reference| + 8 f32 ulp of the tensor's scale",
   f64: TOL_ULP,
+};
+
+/** A kernel case's tolerance: its declared precision (docs/spec/fixtures.md#kernel-judgement). */
+const TOLERANCE_KERNEL = {
+  kind: "declared precision (docs/spec/precision.md)",
+  bound: "per tensor and sequence: max|fixture - ref64| <= 2 * max|plain - ref64| + floor, the plain reference run at the fixture's storage/state/accumulate",
+  floor: `${FLOOR_REL} * max|ref64| (accumulate f64), ${FLOOR_REL_F32_ACC} * max|ref64| (accumulate f32)`,
+  bias: "per tensor over every sequence: |slope of (fixture - ref64) on ref64| <= max(6 sigma, 2 |plain - ref64| / |ref64|, the storage dtype's floor)",
 };
 
 /** Where the loader's own test data lives (kept out of fixtures/ so the default run stays green). */
@@ -29,6 +38,7 @@ const MALFORMED: Readonly<Record<string, string>> = {
   "bad-dtype.json": "/dtype",
   "bad-param-name.json": "/inputs/params/W_x",
   "bad-target-id.json": "/inputs/target_ids/2",
+  "bad-kernel-bf16-value.json": "/inputs/k/data/0",
   "not-json.json": "/",
 };
 
@@ -45,7 +55,7 @@ function peekSubject(file: string): Subject {
     const t = (JSON.parse(readFileSync(file, "utf8")) as { target?: Record<string, unknown> }).target ?? {};
     if (typeof t.rule === "string") subject.rule = t.rule;
     if (typeof t.k === "number" && Number.isInteger(t.k)) subject.k = t.k;
-    if (t.kind === "rule") subject.frozen = t.frozen === true;
+    if (t.kind === "rule" || t.kind === "kernel") subject.frozen = t.frozen === true;
     else if (Array.isArray(t.active)) subject.frozen = t.active.some((a) => a === false);
   } catch {
     // The check itself reports what is wrong with the file.
@@ -59,8 +69,21 @@ function replayFile(file: string): CaseOutcome {
   return replayFixture(loaded.fixture);
 }
 
+/** Whether the file says it is a kernel case (read without validating; the check reports what is wrong). */
+function peekKernel(file: string): boolean {
+  try {
+    return (JSON.parse(readFileSync(file, "utf8")) as { target?: { kind?: unknown } }).target?.kind === "kernel";
+  } catch {
+    return false;
+  }
+}
+
 function fileCheck(file: string, id: string, replayArgs: readonly string[]): CheckDef<unknown> {
-  return { kind: "single", id, class: "C6", subject: peekSubject(file), spec: SPEC, tolerance: TOLERANCE, replayArgs, run: () => replayFile(file) };
+  const kernel = peekKernel(file);
+  return {
+    kind: "single", id, class: "C6", subject: peekSubject(file), spec: kernel ? `${SPEC}; docs/spec/fixtures.md#kernel-cases; docs/spec/precision.md#flash` : SPEC,
+    tolerance: kernel ? TOLERANCE_KERNEL : TOLERANCE, replayArgs, run: () => replayFile(file),
+  };
 }
 
 /** One check per fixture file; a directory that is missing is itself an error check. */
