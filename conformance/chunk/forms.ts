@@ -7,6 +7,7 @@
  *   C8/chunk-gd/<rule>/monotone      mean distance to sequential over a batch, C = 1, 2, 4, 8, 16:
  *                                    0 at C = 1, then non-decreasing (state-dependent writes)
  *   C1/chunk-gd/<rule>/backward      its gradient at C = 1 vs the rule's hand-written backward
+ *   C1/chunk-gd/<rule>/tape          Delta, Titans: the rule-arithmetic form vs the tape form (forward, gradients)
  *   C2/chunk-gd/<rule>               its gradient vs finite differences
  *   C8/exact-chunk/<rule>/sequential exact chunked form vs sequential forward, every listed C
  *   C1/exact-chunk/<rule>/backward   its tape gradient vs the sequential hand-written backward
@@ -17,7 +18,8 @@ import { bitwiseEqual, compareTensors, TOL_FD, TOL_ULP } from "../../oracle/comp
 import { FD_METHOD } from "../../oracle/fd.ts";
 import { gradCheck } from "../../oracle/gradcheck.ts";
 import { fromComparison, type CaseOutcome, type CheckDef, type Profile } from "../../harness/check.ts";
-import { exactChunked, type ChunkRun } from "../../src/rules/chunk-matrix.ts";
+import { chunkStartGd, exactChunked, type ChunkRun } from "../../src/rules/chunk-matrix.ts";
+import { hasErrorChunk } from "../../src/rules/chunk-error.ts";
 import { chunkStartGdForward, chunkStartGdGrads, hasChunkStartGd, writeReadsState } from "../../src/rules/chunk-gd.ts";
 import { add, frobeniusDot } from "../../src/ops/index.ts";
 import { RULES } from "../../src/rules/index.ts";
@@ -90,8 +92,8 @@ function joinLoss(r: ChunkRun, c: ChunkCase): Tensor {
  * when withState): the tape for the forms written in tape ops, the hand-written backward for the
  * chunk-start GD of the MLP memories, Lattice and Trellis.
  */
-function formGrads(kind: FormKind, decl: RuleDecl, c: ChunkCase, C: number, withState: boolean): Record<string, Float64Array> {
-  const hand = kind === "gd" ? chunkStartGdGrads(decl, c.inp, c.state, c.cfg, C, c.dy, withState ? c.dState : undefined) : undefined;
+function formGrads(kind: FormKind, decl: RuleDecl, c: ChunkCase, C: number, withState: boolean, viaTape = false): Record<string, Float64Array> {
+  const hand = kind === "gd" && !viaTape ? chunkStartGdGrads(decl, c.inp, c.state, c.cfg, C, c.dy, withState ? c.dState : undefined) : undefined;
   if (hand !== undefined) {
     const out: Record<string, Float64Array> = {};
     for (const n of Object.keys(inputsOf(decl, c))) out[n] = hand[n]!;
@@ -101,7 +103,7 @@ function formGrads(kind: FormKind, decl: RuleDecl, c: ChunkCase, C: number, with
     const named: Record<string, Tensor> = {};
     for (const [n, t] of Object.entries(inputsOf(decl, c))) named[n] = tape.input(t);
     const { inp, state } = rebuild(c, named);
-    const r = runForm(kind, decl, inp, state, c, C);
+    const r = viaTape ? chunkStartGd(decl, inp, state, C) : runForm(kind, decl, inp, state, c, C);
     if (withState) tape.backward(joinLoss(r, c));
     else tape.backward(r.y, c.dy);
     const out: Record<string, Float64Array> = {};
@@ -174,6 +176,28 @@ function againstHand(kind: FormKind, decl: RuleDecl, spec: ChunkCaseSpec, C: num
     b[n] = h.data;
   }
   return fromComparison(compareTensors(a, b, TOL_ULP));
+}
+
+/**
+ * The error-writing rules' chunk-start GD in their own arithmetic against its tape form
+ * (src/rules/chunk-matrix.ts): y, the final state and every gradient with the final-state term.
+ */
+function tapeCase(decl: RuleDecl, spec: ChunkCaseSpec, C: number): CaseOutcome {
+  const c = buildChunkCase(decl, spec);
+  const got: Record<string, ArrayLike<number>> = {}, want: Record<string, ArrayLike<number>> = {};
+  const own = chunkStartGdForward(decl, c.inp, c.state, c.cfg, C), tape = chunkStartGd(decl, c.inp, c.state, C);
+  got.y = own.y.data;
+  want.y = tape.y.data;
+  for (const [n, t] of Object.entries(tape.finalState)) {
+    got[`final ${n}`] = own.finalState[n]!.data;
+    want[`final ${n}`] = t.data;
+  }
+  const g = formGrads("gd", decl, c, C, true), w = formGrads("gd", decl, c, C, true, true);
+  for (const n of Object.keys(w)) {
+    got[`d${n}`] = g[n]!;
+    want[`d${n}`] = w[n]!;
+  }
+  return fromComparison(compareTensors(got, want, TOL_ULP));
 }
 
 function fdCase(kind: FormKind, decl: RuleDecl, spec: ChunkCaseSpec, C: number): CaseOutcome {
@@ -253,6 +277,14 @@ export function chunkMatrixChecks(): CheckDef[] {
       tolerance: { kind: "ulp", ...TOL_ULP, reason: "chunk-start GD at C = 1 is the rule: its backward vs the rule's hand-written one, other summation order" },
       runs: RUNS, arb: chunkCaseArb(decl, SMALL), run: (s: ChunkCaseSpec) => againstHand("gd", decl, s, 1),
     });
+    if (hasErrorChunk(decl)) {
+      checks.push({
+        kind: "property", id: `C1/chunk-gd/${k}/tape`, class: "C1", subject,
+        spec: `${SPEC}#chunk-start-gd; docs/spec/tolerances.md#backward`,
+        tolerance: { kind: "ulp", ...TOL_ULP, reason: "the rule-arithmetic form vs its tape form: the same function, other rounding order" },
+        runs: RUNS, arb: fc.tuple(chunkCaseArb(decl, SMALL), cArb), run: ([s, C]: [ChunkCaseSpec, number]) => tapeCase(decl, s, C),
+      });
+    }
     checks.push({
       kind: "property", id: `C2/chunk-gd/${k}`, class: "C2", subject,
       spec: `${SPEC}#chunk-start-gd; docs/spec/conformance.md#c2`,

@@ -1,10 +1,13 @@
 /**
  * Chunk-start GD for every memory rule (docs/spec/chunk-forms.md#chunk-start-gd): the matrix
- * family from its `matrixChunk` declaration (tape ops, src/rules/chunk-matrix.ts), the MLP memories
- * from their shared inner-gradient pieces (src/rules/chunk-mlp.ts), Lattice and Trellis from their
- * own steps (src/rules/chunk-lattice.ts, chunk-trellis.ts); the last three have hand-written backwards.
+ * family from its `matrixChunk` declaration — the error-writing rules (Delta, Titans) in their own
+ * arithmetic (src/rules/chunk-error.ts), the state-free writes (Hebbian, Atlas) as tape ops
+ * (src/rules/chunk-matrix.ts, which also holds the tape form of all four, the oracle of the
+ * former) — the MLP memories from their shared inner-gradient pieces (src/rules/chunk-mlp.ts),
+ * Lattice and Trellis from their own steps (src/rules/chunk-lattice.ts, chunk-trellis.ts).
  */
 import { chunkStartGd, type ChunkRun } from "./chunk-matrix.ts";
+import { errorChunkStartGd, errorChunkStartGdBackward, hasErrorChunk } from "./chunk-error.ts";
 import { hasMlpChunk, mlpChunkStartGd, mlpChunkStartGdBackward } from "./chunk-mlp.ts";
 import { latticeChunkStartGd, latticeChunkStartGdBackward } from "./chunk-lattice.ts";
 import { trellisChunkStartGd, trellisChunkStartGdBackward } from "./chunk-trellis.ts";
@@ -21,6 +24,10 @@ export function writeReadsState(decl: RuleDecl): boolean {
 }
 
 export function chunkStartGdForward(decl: RuleDecl, inp: InnerInputs, state: State, cfg: RuleConfig, C: number): ChunkRun {
+  if (hasErrorChunk(decl)) {
+    const r = errorChunkStartGd(decl, inp, state, cfg, C);
+    return { y: r.y, finalState: { ...r.finalState } };
+  }
   if (decl.matrixChunk !== undefined) return chunkStartGd(decl, inp, state, C);
   const r = decl.key === "lattice" ? latticeChunkStartGd(inp, state, cfg, C)
     : decl.key === "trellis" ? trellisChunkStartGd(inp, state, cfg, C)
@@ -30,11 +37,12 @@ export function chunkStartGdForward(decl: RuleDecl, inp: InnerInputs, state: Sta
 
 /**
  * Gradients of sum(y ⊙ dy) + Σ_n ⟨final_n, dFinal_n⟩ from a rule's hand-written chunk-start GD
- * backward, named by input (k, v, q, x, alpha, theta) and `state.<name>`; undefined for the matrix
- * family, whose chunk forms are tape ops (the tape gives their backward).
+ * backward, named by input (k, v, q, x, alpha, theta, eta) and `state.<name>`; undefined for
+ * Hebbian and Atlas, whose chunk-start GD is tape ops (the tape gives its backward).
  */
 export function chunkStartGdGrads(decl: RuleDecl, inp: InnerInputs, state: State, cfg: RuleConfig, C: number,
   dy: Tensor, dFinal?: State): Record<string, Float64Array> | undefined {
+  if (hasErrorChunk(decl)) return errorChunkStartGdBackward(errorChunkStartGd(decl, inp, state, cfg, C), inp, cfg, C, dy, dFinal);
   if (decl.matrixChunk !== undefined) return undefined;
   if (decl.key === "lattice") {
     const g = latticeChunkStartGdBackward(latticeChunkStartGd(inp, state, cfg, C), inp, cfg, C, dy, dFinal);
