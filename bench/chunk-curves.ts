@@ -1,7 +1,7 @@
 /**
  * The chunk-start GD curve per rule that has the form (docs/spec/chunk-forms.md#chunk-start-gd-curve):
  * mean over a fixed batch of cases of the RMS distance of y to the sequential rule, for
- * C = 1, 2, 4, 8, 16, at θ small and θ large; and the worst relative distance of the exact
+ * C = 1, 2, 4, 8, 16, at θ small and θ large (Lattice: α low and high, its write scale); and the worst relative distance of the exact
  * chunked form for C = 1, 2, 4, 8, 16, 64. Accuracy only, no timing. Usage: bun run bench/chunk-curves.ts
  */
 import { buildChunkCase, type ChunkCaseSpec } from "../cases/chunk-case.ts";
@@ -21,10 +21,20 @@ function batch(theta: "small" | "large"): ChunkCaseSpec[] {
 
 console.log("| rule | θ | C=1 | C=2 | C=4 | C=8 | C=16 |");
 console.log("|---|---|---:|---:|---:|---:|---:|");
+const row = (decl: (typeof RULES)[number], label: string, specs: ChunkCaseSpec[]): void =>
+  console.log(`| ${decl.key} | ${label} | ${gdCurve(decl, specs).map((x) => x.toExponential(2)).join(" | ")} |`);
 for (const decl of RULES.filter(hasChunkStartGd)) {
-  for (const theta of ["small", "large"] as const) {
-    console.log(`| ${decl.key} | ${theta} | ${gdCurve(decl, batch(theta)).map((x) => x.toExponential(2)).join(" | ")} |`);
+  if (decl.key === "trellis") {
+    // its default d_compress = 4 exceeds the batch's smallest d = 2
+    for (const theta of ["small", "large"] as const) row(decl, theta, batch(theta).map((s) => ({ ...s, hyper: { d_compress: 2 } })));
+    continue;
   }
+  if (decl.key === "lattice") {
+    // Lattice's write scale is α (θ is unused): its rows fix α instead.
+    for (const alpha of ["low", "high"] as const) row(decl, `α ${alpha}`, batch("small").map((s) => ({ ...s, alpha })));
+    continue;
+  }
+  for (const theta of ["small", "large"] as const) row(decl, theta, batch(theta));
 }
 console.log("\n| rule | exact chunked, worst max|Δ|/max|y_seq| over the batch: C=1 | 2 | 4 | 8 | 16 | 64 |");
 console.log("|---|---:|---:|---:|---:|---:|---:|");

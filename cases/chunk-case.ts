@@ -50,7 +50,8 @@ export function buildChunkCase(decl: RuleDecl, spec: ChunkCaseSpec): ChunkCase {
   const rng = new Rng(spec.seed);
   const k = rowsOfNorm(s, d, rng, decl.normalizeKQ), q = rowsOfNorm(s, d, rng, decl.normalizeKQ);
   const v = uniformTensor("f64", [s, d], rng, -1, 1);
-  const inp: Record<string, Tensor> = { k, v, q, x: v };
+  // x gets its own copy of v, so a check that perturbs v (finite differences) leaves x alone
+  const inp: Record<string, Tensor> = { k, v, q, x: new Tensor("f64", [s, d], v.data.slice()) };
   if (decl.gates.includes("alpha")) inp.alpha = gate(s, ALPHA_LEVELS[spec.alpha], rng);
   if (decl.gates.includes("theta")) inp.theta = gate(s, THETA_LEVELS[spec.theta], rng);
   if (decl.gates.includes("eta")) inp.eta = gate(s, 0.6, rng);

@@ -7,10 +7,62 @@
  * The forward keeps M every C tokens and the backward replays each chunk with the forward's own step
  * (matrix.cuh: forward_checkpointed, backward_checkpointed), so its states are the forward's bits
  * for every C. What is Delta's own here: delta_step, delta_token, token_backward, the launchers.
+ *
+ * Built with -DNLK_DELTA_CHUNK_GD=G (G >= 1) the pair is chunk-start GD with chunks of G tokens
+ * instead (docs/spec/chunk-forms.md#chunk-start-gd): e_t = M_c k_t − v_t with c = G·⌊t/G⌋, the
+ * retention on the running M_t; it then exports nlk_delta_chunk_form (docs/spec/kernel-abi.md#chunk-form).
  */
 #include "matrix.cuh"
 
+#ifndef NLK_DELTA_CHUNK_GD
+#define NLK_DELTA_CHUNK_GD 0
+#endif
+
 namespace {
+
+/** The chunk-start GD chunk size of this build (0: the sequential rule). */
+constexpr int kChunkGd = NLK_DELTA_CHUNK_GD;
+static_assert(kChunkGd >= 0, "NLK_DELTA_CHUNK_GD must be >= 0");
+/** kChunkGd as a divisor (only read when kChunkGd > 0). */
+constexpr int kGdDiv = kChunkGd > 0 ? kChunkGd : 1;
+
+/**
+ * What chunk-start GD adds to the matrix workspace, per sequence: `lead`, saved by the forward, the
+ * GD chunk start in effect at the first token of checkpoint chunk j when that token does not start
+ * a GD chunk itself; `cap`, scratch, the GD chunk starts inside the checkpoint chunk being run or
+ * replayed; `F`, scratch, the adjoint of the current GD chunk start. Nothing is carved when G = 0,
+ * so the sequential build's workspace is unchanged.
+ */
+struct GdWs {
+  int G, ncap, nchunks, C;
+  size_t dd;
+  float *lead = nullptr, *cap = nullptr;
+  adj_t* F = nullptr;
+  __host__ __device__ GdWs(nlk::Carver& c, const nlk::Shape& s, const nlk::Checkpoints& ck, int G_)
+      : G(G_), ncap(G_ > 0 ? ck.C / G_ + 2 : 0), nchunks(ck.nchunks), C(ck.C), dd(static_cast<size_t>(s.d) * s.d) {
+    if (G == 0) return;
+    const size_t seqs = static_cast<size_t>(s.seqs());
+    lead = c.take<float>(seqs * nchunks * dd);
+    cap = c.take<float>(seqs * ncap * dd);
+    F = c.take<adj_t>(seqs * dd);
+  }
+  /** First token of the GD chunk holding token t. */
+  __device__ int start_of(int t) const { return t - t % G; }
+  /** The cap slot of GD chunk start c (>= the checkpoint chunk's first token c0). */
+  __device__ float* capture(size_t n, int c0, int c) const { return cap + (n * ncap + (c / G - (c0 + G - 1) / G)) * dd; }
+  __device__ float* lead_of(size_t n, int j) const { return lead + (n * nchunks + j) * dd; }
+  /** M_c for token t: before its checkpoint chunk (the lead) or captured inside it. */
+  __device__ const float* state_for(size_t n, int t) const {
+    const int c0 = t - t % C, c = start_of(t);
+    return c < c0 ? lead_of(n, c0 / C) : capture(n, c0, c);
+  }
+  __device__ adj_t* adjoint(size_t n) const { return F + n * dd; }
+};
+
+/** At a GD chunk start, keeps the state before token t (cur) for the chunk's tokens (no barrier: the token's own follows). */
+__device__ void capture_start(const GdWs& gw, size_t n, int t, const float* cur) {
+  if (gw.G > 0 && t % gw.G == 0) nlk::block_copy(gw.capture(n, t - t % gw.C, t), cur, gw.dd);
+}
 
 
 /**
@@ -18,12 +70,13 @@ namespace {
  * y = M_next q. Called by the forward and by the backward's replay: one body (NLK_NOINLINE), so the
  * replayed states are bitwise the forward's. The caller has staged the token in sm (barrier done).
  */
-NLK_NOINLINE __device__ void delta_step(const float* Mcur, float* Mnext, const nlk::KvqSmem& sm, float alpha, float theta,
-                                        int d, float* e, float* y) {
+NLK_NOINLINE __device__ void delta_step(const float* Mcur, const float* Mgrad, float* Mnext, const nlk::KvqSmem& sm, float alpha,
+                                        float theta, int d, float* e, float* y) {
   const acc_t keep = 1.0 - static_cast<acc_t>(alpha), tht = theta;
   for (int i = threadIdx.x; i < d; i += blockDim.x) {
     // rounded where the reference stores: e, (1 − α)M_t, and M_{t+1}
-    const float ei = nlk::error_row(Mcur, sm, i, d);
+    // the error reads Mgrad: M_t (sequential) or the GD chunk start M_c
+    const float ei = nlk::error_row(Mgrad, sm, i, d);
     e[i] = ei;
     const acc_t c = -tht * ei;
     acc_t read = 0;
@@ -47,10 +100,10 @@ struct FwdArgs {
 
 /** Token t: stage k, v, q; M_cur → M_next (and y when Y is given); barriers before and after. */
 __device__ void delta_token(const nlk::delta::Inputs& in, const nlk::Seq& sq, const nlk::KvqSmem& sm, int t, const float* cur,
-                            float* next, float* e, float* Y) {
+                            const float* grad, float* next, float* e, float* Y) {
   sm.load(sq, t, in.k, in.v, in.q);
   __syncthreads();
-  delta_step(cur, next, sm, in.alpha[sq.gate(t)], in.theta[sq.gate(t)], static_cast<int>(sq.d), e, Y == nullptr ? nullptr : Y + sq.vec(t));
+  delta_step(cur, grad, next, sm, in.alpha[sq.gate(t)], in.theta[sq.gate(t)], static_cast<int>(sq.d), e, Y == nullptr ? nullptr : Y + sq.vec(t));
   __syncthreads();  // M_{t+1} complete; the next token overwrites the shared vectors
 }
 
@@ -59,11 +112,20 @@ __global__ void delta_forward_kernel(FwdArgs a) {
   const auto sm = nlk::carve_shared<nlk::KvqSmem>(a.s.d);
   nlk::Carver c(a.ws);
   const nlk::MatrixWs ws(c, a.s, a.C, 1);
+  const GdWs gw(c, a.s, ws.ck, kChunkGd);
   const float* init[1] = {a.M0 + sq.state(ws.dd)};
   float* out[1] = {a.Mout + sq.state(ws.dd)};
   // the forward's e is scratch: the backward recomputes it
   nlk::forward_checkpointed<1>(ws, sq.n, a.s.T, init, out, [&](int t, const float* const* cur, float* const* next, float* e) {
-    delta_token(a.in, sq, sm, t, cur[0], next[0], e, a.Y);
+    if (kChunkGd == 0) {
+      delta_token(a.in, sq, sm, t, cur[0], cur[0], next[0], e, a.Y);
+      return;
+    }
+    capture_start(gw, sq.n, t, cur[0]);
+    const float* Mc = gw.state_for(sq.n, t);
+    delta_token(a.in, sq, sm, t, cur[0], Mc, next[0], e, a.Y);
+    // the next checkpoint chunk starts inside this GD chunk: save its start for the backward
+    if ((t + 1) % ws.ck.C == 0 && t + 1 < a.s.T && (t + 1) % kGdDiv != 0) nlk::block_copy(gw.lead_of(sq.n, (t + 1) / ws.ck.C), Mc, ws.dd);
   });
 }
 
@@ -83,9 +145,13 @@ struct BwdArgs {
   float* DM0;
 };
 
-/** Token t's backward (v1's arithmetic): Mt = M_t, Mn = M_{t+1}, e = e_t; D carried to M_t. */
-__device__ void token_backward(const BwdArgs& a, const nlk::Seq& sq, const BwdSmem& sm, adj_t* D, const float* Mt, const float* Mn,
-                               const float* e, int t) {
+/**
+ * Token t's backward (v1's arithmetic): Mt = M_t, Mn = M_{t+1}, e = e_t, Mc the state the error read
+ * (M_t, or the GD chunk start); D carried to M_t. Chunk-start GD: the error's adjoint de kᵀ goes to F,
+ * which joins D at the GD chunk's first token.
+ */
+__device__ void token_backward(const BwdArgs& a, const nlk::Seq& sq, const BwdSmem& sm, adj_t* D, adj_t* F, const float* Mt,
+                               const float* Mc, const float* Mn, const float* e, int t) {
   const int d = a.s.d, tid = threadIdx.x, nt = blockDim.x;
   const nlk::ErrorBwdSmem& b = sm.bw;
   const size_t o = sq.vec(t);
@@ -118,7 +184,7 @@ __device__ void token_backward(const BwdArgs& a, const nlk::Seq& sq, const BwdSm
     for (int i = 0; i < d; i++) {
       gq += Mn[i * d + j] * b.dy[i];
       ge += D[i * d + j] * b.e[i];
-      gm += Mt[i * d + j] * b.de[i];
+      gm += Mc[i * d + j] * b.de[i];
     }
     a.g.dq[o + j] = static_cast<float>(gq);
     a.g.dk[o + j] = static_cast<float>(-tht * ge + gm);
@@ -129,8 +195,19 @@ __device__ void token_backward(const BwdArgs& a, const nlk::Seq& sq, const BwdSm
   }
   __syncthreads();  // every column loop has read D before it is carried to M_t
   const adj_t keep = 1.0 - static_cast<adj_t>(al);
-  for (int i = tid; i < d; i += nt)
-    for (int j = 0; j < d; j++) D[i * d + j] = keep * D[i * d + j] + b.de[i] * b.k[j];
+  if (kChunkGd == 0) {
+    for (int i = tid; i < d; i += nt)
+      for (int j = 0; j < d; j++) D[i * d + j] = keep * D[i * d + j] + b.de[i] * b.k[j];
+  } else {
+    const bool join = t % kGdDiv == 0;
+    for (int i = tid; i < d; i += nt)
+      for (int j = 0; j < d; j++) {
+        const size_t ij = static_cast<size_t>(i) * d + j;
+        const adj_t f = F[ij] + b.de[i] * b.k[j];
+        D[ij] = join ? keep * D[ij] + f : keep * D[ij];
+        F[ij] = join ? 0.0 : f;
+      }
+  }
   __syncthreads();
 }
 
@@ -139,15 +216,27 @@ __global__ void delta_backward_kernel(BwdArgs a) {
   const auto sm = nlk::carve_shared<BwdSmem>(a.s.d, static_cast<int>(blockDim.x));
   nlk::Carver c(a.ws);
   const nlk::MatrixWs ws(c, a.s, a.C, 1);
+  const GdWs gw(c, a.s, ws.ck, kChunkGd);
   adj_t* D = ws.adjoint(sq.n, 0);  // ∂L/∂M_{t+1}; starts as d(final state)
+  adj_t* F = kChunkGd == 0 ? nullptr : gw.adjoint(sq.n);  // ∂L/∂M_c through the current GD chunk's errors
   const float* dFin = a.DMfinal == nullptr ? nullptr : a.DMfinal + sq.state(ws.dd);
-  for (size_t i = threadIdx.x; i < ws.dd; i += blockDim.x) D[i] = dFin == nullptr ? 0.0 : static_cast<adj_t>(dFin[i]);
+  for (size_t i = threadIdx.x; i < ws.dd; i += blockDim.x) {
+    D[i] = dFin == nullptr ? 0.0 : static_cast<adj_t>(dFin[i]);
+    if (F != nullptr) F[i] = 0.0;
+  }
   __syncthreads();
   const float* init[1] = {a.M0 + sq.state(ws.dd)};
+  // the replay captures the GD chunk starts again (scratch) but never writes the forward's leads
   nlk::backward_checkpointed<1>(
       ws, sq.n, a.s.T, init,
-      [&](int t, const float* const* cur, float* const* next, float* e) { delta_token(a.in, sq, sm.fw, t, cur[0], next[0], e, nullptr); },
-      [&](int t, int u) { token_backward(a, sq, sm, D, ws.slot(sq.n, 0, u), ws.slot(sq.n, 0, u + 1), ws.token_vec(sq.n, u), t); });
+      [&](int t, const float* const* cur, float* const* next, float* e) {
+        capture_start(gw, sq.n, t, cur[0]);
+        delta_token(a.in, sq, sm.fw, t, cur[0], kChunkGd == 0 ? cur[0] : gw.state_for(sq.n, t), next[0], e, nullptr);
+      },
+      [&](int t, int u) {
+        const float* Mt = ws.slot(sq.n, 0, u);
+        token_backward(a, sq, sm, D, F, Mt, kChunkGd == 0 ? Mt : gw.state_for(sq.n, t), ws.slot(sq.n, 0, u + 1), ws.token_vec(sq.n, u), t);
+      });
   float* dM0 = a.DM0 + sq.state(ws.dd);  // after token 0, D = ∂L/∂M_0
   for (size_t i = threadIdx.x; i < ws.dd; i += blockDim.x) dM0[i] = static_cast<float>(D[i]);
 }
@@ -159,7 +248,11 @@ __global__ void delta_backward_kernel(BwdArgs a) {
 namespace nlk::delta {
 
 int workspace_bytes(const Shape& shape, int C, const Hyper&, size_t* bytes) {
-  *bytes = matrix_ws_bytes(shape, C, 1);
+  Carver c(nullptr);
+  const MatrixWs ws(c, shape, C, 1);
+  const GdWs gw(c, shape, ws.ck, kChunkGd);
+  (void)gw;
+  *bytes = c.off;
   return NLK_OK;
 }
 
@@ -177,6 +270,17 @@ int backward(const BackwardArgs& a) {
   return launch_status();
 }
 
+#if NLK_DELTA_CHUNK_GD > 0
+int chunk_form(int* kind, int* C) {
+  *kind = NLK_CHUNK_START_GD;
+  *C = kChunkGd;
+  return NLK_OK;
+}
+#endif
+
 }  // namespace nlk::delta
 
 #include "gen/delta_pair.inc"
+#if NLK_DELTA_CHUNK_GD > 0
+#include "gen/delta_chunk_form.inc"
+#endif

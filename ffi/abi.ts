@@ -101,6 +101,19 @@ export function gradInput(g: GradName): InnerInputName {
   return g.slice(1) as InnerInputName;
 }
 
+/**
+ * The optional chunk-form query of a recurrent pair (docs/spec/kernel-abi.md#chunk-form):
+ * `int nlk_<rule>_chunk_form(int* kind, int* C)`; a library that does not export it is sequential.
+ */
+export function chunkFormSymbol(rule: string): string {
+  return `nlk_${rule}_chunk_form`;
+}
+
+/** The chunk-form codes of nlk.h (NLK_CHUNK_*). */
+export const CHUNK_FORM_CODES: Readonly<Record<number, "sequential" | "exact-chunked" | "chunk-start-gd">> = {
+  0: "sequential", 1: "exact-chunked", 2: "chunk-start-gd",
+};
+
 /** dtype codes of nlk_dtypes (nlk.h). */
 export const DTYPE_CODES: Readonly<Record<number, string>> = { 1: "f32", 2: "bf16", 3: "f16", 4: "f64" };
 

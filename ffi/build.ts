@@ -4,13 +4,15 @@
  *   cpu       build/libnlk-cpu.so        g++ -x c++ with the emulation header (cuda/portable.cuh)
  *   cpu-f32   build/libnlk-cpu-f32.so    the cpu build summing and carrying adjoints in f32 (-DNLK_ACC=float
  *                                        -DNLK_ADJ=float): a plain f32 kernel (docs/spec/precision.md)
+ *   cpu-chunkgd  build/libnlk-cpu-chunkgd.so  the cpu build with the Delta pair as chunk-start GD with chunks
+ *                                        of 4 tokens (-DNLK_DELTA_CHUNK_GD=4; docs/spec/kernel-abi.md#chunk-form)
  *   cpu-test  build/libnlk-cpu-test.so   the cpu objects plus cuda/test/*.cu (planted crashes, races)
  *   cpu-tsan  build/libnlk-cpu-tsan.so   the cpu build with -fsanitize=thread (thread mode)
  *   cuda      build/libnlk-cuda.so       nvcc -arch=sm_90 (SASS + PTX), static cudart
  * Incremental: each object is rebuilt only when its source, a header, the compiler or the flags
  * change (content hashes, not mtimes), and sources compile in parallel.
  *
- *   bun ffi/build.ts [cpu|cpu-f32|cpu-test|cpu-tsan|cuda|all]   build (default: cpu)
+ *   bun ffi/build.ts [cpu|cpu-f32|cpu-chunkgd|cpu-test|cpu-tsan|cuda|all]   build (default: cpu)
  *   bun ffi/build.ts --check-cuda                        compile every kernel for sm_90 (CI gate)
  */
 import { createHash } from "node:crypto";
@@ -25,8 +27,11 @@ const CUDA_DIR = join(ROOT, "cuda");
 const TEST_DIR = join(CUDA_DIR, "test");
 export const BUILD_DIR = join(ROOT, "build");
 
-export type LibKind = "cpu" | "cpu-f32" | "cpu-test" | "cpu-tsan" | "cuda";
-export const LIB_KINDS: readonly LibKind[] = ["cpu", "cpu-f32", "cpu-test", "cpu-tsan", "cuda"];
+export type LibKind = "cpu" | "cpu-f32" | "cpu-chunkgd" | "cpu-test" | "cpu-tsan" | "cuda";
+export const LIB_KINDS: readonly LibKind[] = ["cpu", "cpu-f32", "cpu-chunkgd", "cpu-test", "cpu-tsan", "cuda"];
+
+/** The chunk size of the cpu-chunkgd build's chunk-start GD Delta pair. */
+export const CHUNK_GD_BUILD_C = 4;
 
 export function libPath(kind: LibKind): string {
   return join(BUILD_DIR, `libnlk-${kind}.so`);
@@ -109,6 +114,7 @@ function readKey(path: string): string | null {
 function toolchainFor(kind: LibKind): { tc: Toolchain; objDir: string } {
   if (kind === "cuda") return { tc: cudaToolchain, objDir: join(BUILD_DIR, "obj", "cuda") };
   if (kind === "cpu-tsan") return { tc: cpuToolchain(["-fsanitize=thread", "-DNLK_TSAN=1"]), objDir: join(BUILD_DIR, "obj", "cpu-tsan") };
+  if (kind === "cpu-chunkgd") return { tc: cpuToolchain([`-DNLK_DELTA_CHUNK_GD=${CHUNK_GD_BUILD_C}`]), objDir: join(BUILD_DIR, "obj", "cpu-chunkgd") };
   if (kind === "cpu-f32") return { tc: cpuToolchain(["-DNLK_ACC=float", "-DNLK_ADJ=float"]), objDir: join(BUILD_DIR, "obj", "cpu-f32") };
   return { tc: cpuToolchain([]), objDir: join(BUILD_DIR, "obj", "cpu") };
 }

@@ -9,7 +9,7 @@
 import { dlopen, FFIType } from "bun:ffi";
 import type { RuleConfig } from "../src/rules/types.ts";
 import {
-  ABI_VERSION, DTYPE_CODES, FROZEN_FNS, PAIR_FNS, abiOf, gradInput, signature, symbolName, tokenElems,
+  ABI_VERSION, CHUNK_FORM_CODES, DTYPE_CODES, chunkFormSymbol, FROZEN_FNS, PAIR_FNS, abiOf, gradInput, signature, symbolName, tokenElems,
   type KernelFn, type RuleAbi, type Shape,
 } from "./abi.ts";
 
@@ -45,6 +45,12 @@ export interface Workspace {
   readonly ptr: number | null;
   readonly bytes: number;
   free(): void;
+}
+
+/** A pair's declared chunk form: the reference it is compared with (chunk size C where it has one). */
+export interface ChunkForm {
+  kind: "sequential" | "exact-chunked" | "chunk-start-gd";
+  C: number;
 }
 
 export interface DTypes {
@@ -86,6 +92,12 @@ export interface KernelLib {
   pair(rule: string): RulePair | string;
   frozen(rule: string): FrozenKernel | string;
   dtypes(symbol: string): DTypes | string;
+  /**
+   * The chunk form the rule's pair declares (docs/spec/kernel-abi.md#chunk-form): sequential when
+   * the library does not export nlk_<rule>_chunk_form; a string when the query fails or answers
+   * something undefined.
+   */
+  chunkForm(rule: string): ChunkForm | string;
   /** Library memory (nlk_alloc and the copies). */
   readonly memory: LibMemory;
   /** Called with the symbol before every kernel call (the C5 child reports it, so a crash names its kernel). */
@@ -438,6 +450,22 @@ export function openKernelLib(path: string, stateShapes: (rule: string, cfg: Rul
       if (status !== 0) return `nlk_dtypes("${symbol}") returned ${status} (${statusString(status)})`;
       const name = (c: number) => DTYPE_CODES[c] ?? `unknown dtype code ${c}`;
       return { storage: name(s[0]!), state: name(st[0]!), accumulate: name(acc[0]!) };
+    },
+    chunkForm(rule) {
+      const sym = chunkFormSymbol(rule);
+      let query: Fn;
+      try {
+        query = dlopen(path, { [sym]: { args: [FFIType.ptr, FFIType.ptr], returns: FFIType.i32 } }).symbols[sym] as unknown as Fn;
+      } catch {
+        return { kind: "sequential", C: 1 };
+      }
+      const kind = new Int32Array(1), C = new Int32Array(1);
+      const status = query(kind, C);
+      if (status !== 0) return `${sym} returned ${status} (${statusString(status)})`;
+      const name = CHUNK_FORM_CODES[kind[0]!];
+      if (name === undefined) return `${sym} declared chunk form ${kind[0]}, which nlk.h does not define (NLK_CHUNK_*)`;
+      if (name !== "sequential" && !(C[0]! >= 1)) return `${sym} declared ${name} with chunk size C = ${C[0]} (expected >= 1)`;
+      return { kind: name, C: C[0]! };
     },
     memory: mem,
     onCall: null,

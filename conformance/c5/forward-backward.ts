@@ -13,14 +13,39 @@ import { batchDy, batchInputs, batchQ, batchState, seqOf, sequencesOf, stateOf, 
 import { withAccumulate, type Precision } from "../../src/precision.ts";
 import { F32_STORE_F64_ACC, flashCompare, type Compared } from "./compare.ts";
 import { requireFrozen, requirePair } from "./kernel-lib.ts";
+import { chunkFormSymbol } from "../../ffi/abi.ts";
+import { hasChunkStartGd } from "../../src/rules/chunk-gd.ts";
+import { chunkGdReferenceBackward, chunkGdReferenceForward } from "../chunk/reference.ts";
 
 /** What a kernel run produced for one sequence, by compared name. */
 export type PerSeq = Record<string, Float32Array>;
 
+/**
+ * The reference a pair is compared with (docs/spec/kernel-abi.md#chunk-form): the sequential rule,
+ * or chunk-start GD at the chunk size the pair declares. An exact chunked pair computes the
+ * sequential rule's function and is compared with it.
+ */
+type RefForm = { gdC: number | null };
+const SEQUENTIAL: RefForm = { gdC: null };
+
+/**
+ * The form a case compares against, or why the declaration cannot be judged. Frozen reads have no
+ * chunk form.
+ */
+export function refFormOf(decl: RuleDecl, frozen: boolean, lib: KernelLib): RefForm | string {
+  if (frozen) return SEQUENTIAL;
+  const f = lib.chunkForm(decl.key);
+  if (typeof f === "string") return f;
+  if (f.kind !== "chunk-start-gd") return SEQUENTIAL;
+  if (!hasChunkStartGd(decl)) return `${chunkFormSymbol(decl.key)} declares chunk-start GD, which the reference does not define for '${decl.key}'`;
+  return { gdC: f.C };
+}
+
 /** The reference's y and final state (frozen: y) of one sequence in one precision. */
-function refForward(decl: RuleDecl, frozen: boolean, s: Seq, p: 32 | 64, cfg: RuleConfig): Record<string, ArrayLike<number>> {
+function refForward(decl: RuleDecl, frozen: boolean, s: Seq, p: 32 | 64, cfg: RuleConfig, form: RefForm): Record<string, ArrayLike<number>> {
   const inp = p === 64 ? s.in64 : s.in32, st = p === 64 ? s.st64 : s.st32;
   if (frozen) return { y: decl.frozen!.forward(inp.q, st, cfg).y.data };
+  if (form.gdC !== null) return chunkGdReferenceForward(decl, inp, st, cfg, form.gdC);
   const r = decl.inner.forward(inp, st, cfg);
   const out: Record<string, ArrayLike<number>> = { y: r.y.data };
   for (const [n, t] of Object.entries(r.finalState)) out[`state ${n}`] = t.data;
@@ -28,7 +53,7 @@ function refForward(decl: RuleDecl, frozen: boolean, s: Seq, p: 32 | 64, cfg: Ru
 }
 
 /** The reference's gradients of one sequence (absent = zero, filled in by the comparison). */
-function refBackward(decl: RuleDecl, frozen: boolean, s: Seq, p: 32 | 64, cfg: RuleConfig, k: KSpec): Record<string, ArrayLike<number>> {
+function refBackward(decl: RuleDecl, frozen: boolean, s: Seq, p: 32 | 64, cfg: RuleConfig, k: KSpec, form: RefForm): Record<string, ArrayLike<number>> {
   const inp = p === 64 ? s.in64 : s.in32, st = p === 64 ? s.st64 : s.st32;
   const dy0 = p === 64 ? s.dy64 : s.dy32;
   const dy = k.dyNull ? zeros(dy0.dtype, dy0.shape) : dy0;
@@ -41,6 +66,7 @@ function refBackward(decl: RuleDecl, frozen: boolean, s: Seq, p: 32 | 64, cfg: R
     return out;
   }
   const dFinal: State | undefined = k.dFinalNull ? undefined : p === 64 ? s.dFinal64 : s.dFinal32;
+  if (form.gdC !== null) return chunkGdReferenceBackward(decl, inp, st, cfg, form.gdC, dy, dFinal);
   const g = decl.inner.backward(decl.inner.forward(inp, st, cfg).saved, inp, dy, cfg, dFinal) as Record<string, unknown>;
   for (const [n, t] of Object.entries(g)) if (n !== "dState0" && t !== undefined) out[n] = (t as Tensor).data;
   for (const [n, t] of Object.entries((g.dState0 ?? {}) as Record<string, Tensor>)) out[`d${n}_0`] = t.data;
@@ -62,12 +88,12 @@ export function declaredPrecision(lib: KernelLib, symbol: string): Precision {
  * kernel's declared accumulate dtype), per sequence; a name the reference lacks is zero.
  */
 function compareAll(decl: RuleDecl, frozen: boolean, k: KSpec, seqs: Seq[], cfg: RuleConfig, kernel: PerSeq[], which: "forward" | "backward",
-  exercised: Set<string>, who: string, precision: Precision): CaseOutcome {
+  exercised: Set<string>, who: string, precision: Precision, form: RefForm): CaseOutcome {
   const items: Compared[] = [];
   seqs.forEach((s, n) => {
-    const r64 = which === "forward" ? refForward(decl, frozen, s, 64, cfg) : refBackward(decl, frozen, s, 64, cfg, k);
+    const r64 = which === "forward" ? refForward(decl, frozen, s, 64, cfg, form) : refBackward(decl, frozen, s, 64, cfg, k, form);
     const r32 = withAccumulate(precision.accumulate, () =>
-      which === "forward" ? refForward(decl, frozen, s, 32, cfg) : refBackward(decl, frozen, s, 32, cfg, k));
+      which === "forward" ? refForward(decl, frozen, s, 32, cfg, form) : refBackward(decl, frozen, s, 32, cfg, k, form));
     for (const name of new Set([...Object.keys(kernel[n]!), ...Object.keys(r64)])) {
       const kern = kernel[n]![name];
       const len = (r64[name] ?? kern)?.length ?? 0;
@@ -122,16 +148,27 @@ export function runKernels(decl: RuleDecl, frozen: boolean, lib: KernelLib, k: K
 
 /** y (and, unfrozen, every final state tensor) of the forward kernel. */
 export function forwardCase(decl: RuleDecl, frozen: boolean, lib: KernelLib, k: KSpec, exercised: Set<string>): CaseOutcome {
+  const form = refFormOf(decl, frozen, lib);
+  if (typeof form === "string") return { ok: false, message: form };
   const { seqs, cfg, shape } = sequencesOf(decl, k, frozen);
   const r = runKernels(decl, frozen, lib, k, seqs, cfg, shape, false);
   const fn = symbolName(decl.key, frozen ? "frozen_forward" : "forward");
-  return compareAll(decl, frozen, k, seqs, cfg, r.forward, "forward", exercised, fn, declaredPrecision(lib, fn));
+  return withForm(compareAll(decl, frozen, k, seqs, cfg, r.forward, "forward", exercised, fn, declaredPrecision(lib, fn), form), form);
 }
 
 /** Every gradient of the backward kernel, d(initial state) included (frozen: dq and d(state)). */
 export function backwardCase(decl: RuleDecl, frozen: boolean, lib: KernelLib, k: KSpec, exercised: Set<string>): CaseOutcome {
+  const form = refFormOf(decl, frozen, lib);
+  if (typeof form === "string") return { ok: false, message: form };
   const { seqs, cfg, shape } = sequencesOf(decl, k, frozen);
   const r = runKernels(decl, frozen, lib, k, seqs, cfg, shape, true);
   const fn = symbolName(decl.key, frozen ? "frozen_backward" : "backward");
-  return compareAll(decl, frozen, k, seqs, cfg, r.backward, "backward", exercised, fn, declaredPrecision(lib, fn));
+  return withForm(compareAll(decl, frozen, k, seqs, cfg, r.backward, "backward", exercised, fn, declaredPrecision(lib, fn), form), form);
+}
+
+/** Names the reference in the outcome when it is not the sequential rule. */
+function withForm(o: CaseOutcome, form: RefForm): CaseOutcome {
+  if (form.gdC === null) return o;
+  const ref = `reference: chunk-start GD, C = ${form.gdC} (declared by the kernel)`;
+  return { ...o, ...(o.message !== undefined ? { message: `${o.message} [${ref}]` } : {}), details: { ...(o.details ?? {}), reference: ref } };
 }

@@ -20,6 +20,8 @@ struct BackwardArgs { Shape shape; int C; Hyper hyper; Inputs in; StateIn state0
 int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes);
 int forward(const ForwardArgs& a);
 int backward(const BackwardArgs& a);
+/** Optional (docs/spec/kernel-abi.md#chunk-form): a source that defines it includes gen/delta_chunk_form.inc. */
+int chunk_form(int* kind, int* C);
 struct FrozenForwardArgs { Shape shape; Hyper hyper; const float* q; StateIn state; float* y; unsigned char* ws; };
 struct FrozenBackwardArgs { Shape shape; Hyper hyper; const float* q; StateIn state; const float* dy; unsigned char* ws; float* dq; StateOut dstate; };
 int frozen_workspace_bytes(const Shape& shape, const Hyper& hyper, size_t* bytes);
@@ -40,6 +42,8 @@ struct BackwardArgs { Shape shape; int C; Hyper hyper; Inputs in; StateIn state0
 int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes);
 int forward(const ForwardArgs& a);
 int backward(const BackwardArgs& a);
+/** Optional (docs/spec/kernel-abi.md#chunk-form): a source that defines it includes gen/titans_chunk_form.inc. */
+int chunk_form(int* kind, int* C);
 struct FrozenForwardArgs { Shape shape; Hyper hyper; const float* q; StateIn state; float* y; unsigned char* ws; };
 struct FrozenBackwardArgs { Shape shape; Hyper hyper; const float* q; StateIn state; const float* dy; unsigned char* ws; float* dq; StateOut dstate; };
 int frozen_workspace_bytes(const Shape& shape, const Hyper& hyper, size_t* bytes);
@@ -60,6 +64,8 @@ struct BackwardArgs { Shape shape; int C; Hyper hyper; Inputs in; StateIn state0
 int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes);
 int forward(const ForwardArgs& a);
 int backward(const BackwardArgs& a);
+/** Optional (docs/spec/kernel-abi.md#chunk-form): a source that defines it includes gen/hebbian_chunk_form.inc. */
+int chunk_form(int* kind, int* C);
 struct FrozenForwardArgs { Shape shape; Hyper hyper; const float* q; StateIn state; float* y; unsigned char* ws; };
 struct FrozenBackwardArgs { Shape shape; Hyper hyper; const float* q; StateIn state; const float* dy; unsigned char* ws; float* dq; StateOut dstate; };
 int frozen_workspace_bytes(const Shape& shape, const Hyper& hyper, size_t* bytes);
@@ -80,6 +86,8 @@ struct BackwardArgs { Shape shape; int C; Hyper hyper; Inputs in; StateIn state0
 int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes);
 int forward(const ForwardArgs& a);
 int backward(const BackwardArgs& a);
+/** Optional (docs/spec/kernel-abi.md#chunk-form): a source that defines it includes gen/moneta_chunk_form.inc. */
+int chunk_form(int* kind, int* C);
 struct FrozenForwardArgs { Shape shape; Hyper hyper; const float* q; StateIn state; float* y; unsigned char* ws; };
 struct FrozenBackwardArgs { Shape shape; Hyper hyper; const float* q; StateIn state; const float* dy; unsigned char* ws; float* dq; StateOut dstate; };
 int frozen_workspace_bytes(const Shape& shape, const Hyper& hyper, size_t* bytes);
@@ -100,6 +108,8 @@ struct BackwardArgs { Shape shape; int C; Hyper hyper; Inputs in; StateIn state0
 int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes);
 int forward(const ForwardArgs& a);
 int backward(const BackwardArgs& a);
+/** Optional (docs/spec/kernel-abi.md#chunk-form): a source that defines it includes gen/yaad_chunk_form.inc. */
+int chunk_form(int* kind, int* C);
 struct FrozenForwardArgs { Shape shape; Hyper hyper; const float* q; StateIn state; float* y; unsigned char* ws; };
 struct FrozenBackwardArgs { Shape shape; Hyper hyper; const float* q; StateIn state; const float* dy; unsigned char* ws; float* dq; StateOut dstate; };
 int frozen_workspace_bytes(const Shape& shape, const Hyper& hyper, size_t* bytes);
@@ -120,6 +130,8 @@ struct BackwardArgs { Shape shape; int C; Hyper hyper; Inputs in; StateIn state0
 int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes);
 int forward(const ForwardArgs& a);
 int backward(const BackwardArgs& a);
+/** Optional (docs/spec/kernel-abi.md#chunk-form): a source that defines it includes gen/memora_chunk_form.inc. */
+int chunk_form(int* kind, int* C);
 struct FrozenForwardArgs { Shape shape; Hyper hyper; const float* q; StateIn state; float* y; unsigned char* ws; };
 struct FrozenBackwardArgs { Shape shape; Hyper hyper; const float* q; StateIn state; const float* dy; unsigned char* ws; float* dq; StateOut dstate; };
 int frozen_workspace_bytes(const Shape& shape, const Hyper& hyper, size_t* bytes);
@@ -140,6 +152,8 @@ struct BackwardArgs { Shape shape; int C; Hyper hyper; Inputs in; StateIn state0
 int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes);
 int forward(const ForwardArgs& a);
 int backward(const BackwardArgs& a);
+/** Optional (docs/spec/kernel-abi.md#chunk-form): a source that defines it includes gen/lattice_chunk_form.inc. */
+int chunk_form(int* kind, int* C);
 struct FrozenForwardArgs { Shape shape; Hyper hyper; const float* q; StateIn state; float* y; unsigned char* ws; };
 struct FrozenBackwardArgs { Shape shape; Hyper hyper; const float* q; StateIn state; const float* dy; unsigned char* ws; float* dq; StateOut dstate; };
 int frozen_workspace_bytes(const Shape& shape, const Hyper& hyper, size_t* bytes);
@@ -160,6 +174,8 @@ struct BackwardArgs { Shape shape; int C; Hyper hyper; Inputs in; StateIn state0
 int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes);
 int forward(const ForwardArgs& a);
 int backward(const BackwardArgs& a);
+/** Optional (docs/spec/kernel-abi.md#chunk-form): a source that defines it includes gen/trellis_chunk_form.inc. */
+int chunk_form(int* kind, int* C);
 struct FrozenForwardArgs { Shape shape; Hyper hyper; const float* q; StateIn state; float* y; unsigned char* ws; };
 struct FrozenBackwardArgs { Shape shape; Hyper hyper; const float* q; StateIn state; const float* dy; unsigned char* ws; float* dq; StateOut dstate; };
 int frozen_workspace_bytes(const Shape& shape, const Hyper& hyper, size_t* bytes);
@@ -180,6 +196,8 @@ struct BackwardArgs { Shape shape; int C; Hyper hyper; Inputs in; StateIn state0
 int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes);
 int forward(const ForwardArgs& a);
 int backward(const BackwardArgs& a);
+/** Optional (docs/spec/kernel-abi.md#chunk-form): a source that defines it includes gen/atlas_chunk_form.inc. */
+int chunk_form(int* kind, int* C);
 struct FrozenForwardArgs { Shape shape; Hyper hyper; const float* q; StateIn state; float* y; unsigned char* ws; };
 struct FrozenBackwardArgs { Shape shape; Hyper hyper; const float* q; StateIn state; const float* dy; unsigned char* ws; float* dq; StateOut dstate; };
 int frozen_workspace_bytes(const Shape& shape, const Hyper& hyper, size_t* bytes);

@@ -14,11 +14,11 @@ import { Tensor, alloc, zeros, type Data, type DType } from "../tensor.ts";
 import { adjointFrom, gradTensor } from "./state-grad.ts";
 import type { FrozenPair, InnerInputs, Invariant, RuleConfig, RuleDecl, State } from "./types.ts";
 
-const VARIANTS = ["decode", "encode", "similarity"] as const;
-type Variant = (typeof VARIANTS)[number];
+export const VARIANTS = ["decode", "encode", "similarity"] as const;
+export type Variant = (typeof VARIANTS)[number];
 
 /** Below this the tangent step is degenerate and the slot keeps its old value (§5.3, §5.6). */
-const FALLBACK = 1e-8;
+export const FALLBACK = 1e-8;
 
 /** Divides each row of S [m, d] by its norm, leaving (near-)zero rows as they are (§5.2). */
 function normalizeSlots(S: Data, m: number, d: number): void {
@@ -29,7 +29,7 @@ function normalizeSlots(S: Data, m: number, d: number): void {
 }
 
 /** u_i of the chosen variant into `out` (f64 scratch), from slot S[si..si+d). */
-function writeVector(variant: Variant, S: Data, si: number, k: Data, v: Data, o: number, d: number, out: Data): void {
+export function writeVector(variant: Variant, S: Data, si: number, k: Data, v: Data, o: number, d: number, out: Data): void {
   const src = variant === "encode" ? k : v;
   for (let j = 0; j < d; j++) out[j] = src[o + j]!;
   if (variant === "similarity") {
@@ -40,7 +40,7 @@ function writeVector(variant: Variant, S: Data, si: number, k: Data, v: Data, o:
 }
 
 /** Read weights w = softmax(S q_t) into w[wo..wo+m) and y_t = Σ_i w_i S[i] into y[o..o+d). */
-function readSlots(S: Data, so: number, m: number, d: number, q: Data, o: number, rho: Data,
+export function readSlots(S: Data, so: number, m: number, d: number, q: Data, o: number, rho: Data,
   yt: Data, w: Data, wo: number, y: Data): void {
   K.matvec(S, so, m, d, q, o, rho, 0);
   K.softmaxRows(rho, 1, m, rho);
@@ -51,7 +51,7 @@ function readSlots(S: Data, so: number, m: number, d: number, q: Data, o: number
 }
 
 /** VJP of the read: P[i] += w_i dy + dρ_i q (when P is given) and dq += Σ_i dρ_i S[i]. */
-function readSlotsVjp(S: Data, so: number, m: number, d: number, q: Data, o: number, w: Data, wo: number,
+export function readSlotsVjp(S: Data, so: number, m: number, d: number, q: Data, o: number, w: Data, wo: number,
   dy: Data, dw: Data, P: Data | null, dq: Data): void {
   K.matvec(S, so, m, d, dy, o, dw, 0);
   let wdw = 0;

@@ -1,0 +1,131 @@
+/**
+ * Chunk-start GD of the error-writing matrix rules, Delta and Titans (matrixChunk.write = "error";
+ * docs/spec/chunk-forms.md#chunk-start-gd), written in the rules' own arithmetic: the error
+ * e_t = M_c k_t − v_t reads the state of the chunk's first token; retention (and Titans' momentum)
+ * run on the running state. With C = 1 it is the rule bit for bit, in f64 and in f32 — which is
+ * why it exists beside the tape form of src/rules/chunk-matrix.ts: a kernel declaring chunk-start
+ * GD is judged against a plain f32 reference that rounds where the rule rounds
+ * (docs/spec/kernel-abi.md#chunk-form). The tape form stays the independent oracle of this one
+ * (check C1/chunk-gd/<rule>/tape). The backward is hand-written and exact: the error's adjoint
+ * w.r.t. M_c collects in F, which joins the running adjoint at the chunk's first token.
+ */
+import { accBuffer } from "../precision.ts";
+import * as K from "../numeric.ts";
+import { Tensor, alloc, type Data } from "../tensor.ts";
+import { adjointFrom } from "./state-grad.ts";
+import type { InnerInputs, RuleConfig, RuleDecl, State } from "./types.ts";
+
+export function hasErrorChunk(decl: RuleDecl): boolean {
+  return decl.matrixChunk?.write === "error";
+}
+
+export interface ErrorChunkForward {
+  y: Tensor;
+  finalState: State;
+  /** M_0..M_s (and S_0..S_s with momentum) and the errors e_t. */
+  M: Data; S: Data | null; e: Data;
+}
+
+const chunkStart = (t: number, C: number): number => t - (t % C);
+
+export function errorChunkStartGd(decl: RuleDecl, inp: InnerInputs, state: State, cfg: RuleConfig, C: number): ErrorChunkForward {
+  if (!Number.isInteger(C) || C < 1) throw new Error(`chunk size C = ${C}: expected an integer >= 1`);
+  if (!hasErrorChunk(decl)) throw new Error(`rule '${decl.key}' does not write its prediction error`);
+  const momentum = decl.matrixChunk!.momentum;
+  const { k, v, q, alpha, theta, eta } = inp;
+  const { d, seq_len: s } = cfg;
+  const dt = k.dtype, dd = d * d;
+  const M = alloc(dt, (s + 1) * dd);
+  M.set(state.M!.data);
+  const S = momentum ? alloc(dt, (s + 1) * dd) : null;
+  if (S !== null) S.set(state.S!.data);
+  const e = alloc(dt, s * d), y = alloc(dt, s * d);
+  const sNext = accBuffer(dd);
+  for (let t = 0; t < s; t++) {
+    const mt = t * dd, mn = (t + 1) * dd, mc = chunkStart(t, C) * dd, o = t * d;
+    K.matvec(M, mc, d, d, k.data, o, e, o);
+    for (let i = 0; i < d; i++) e[o + i]! -= v.data[o + i]!;
+    const a = alpha!.data[t]!, th = theta!.data[t]!;
+    if (S === null) {
+      // Delta's order: (1−α)M_t rounded, then the outer product added
+      for (let i = 0; i < dd; i++) M[mn + i] = (1 - a) * M[mt + i]!;
+      K.addOuter(M, mn, d, d, -th, e, o, k.data, o);
+    } else {
+      // Titans' order: S_{t+1} = η S_t − θ e kᵀ (accumulate dtype), then (1−α)M_t rounded plus S_{t+1}
+      const et = eta!.data[t]!;
+      for (let i = 0; i < d; i++) {
+        const gi = -th * e[o + i]!;
+        for (let j = 0; j < d; j++) sNext[i * d + j] = et * S[mt + i * d + j]! + gi * k.data[o + j]!;
+      }
+      for (let i = 0; i < dd; i++) {
+        M[mn + i] = (1 - a) * M[mt + i]!;
+        M[mn + i]! += sNext[i]!;
+      }
+      S.set(sNext, mn);
+    }
+    K.matvec(M, mn, d, d, q.data, o, y, o);
+  }
+  const finalState: State = S === null
+    ? { M: new Tensor(dt, [d, d], M.slice(s * dd)) }
+    : { M: new Tensor(dt, [d, d], M.slice(s * dd)), S: new Tensor(dt, [d, d], S.slice(s * dd)) };
+  return { y: new Tensor(dt, [s, d], y), finalState, M, S, e };
+}
+
+/** Exact backward for upstream dy and ∂L/∂(final M, S) (zero when absent), named by input and `state.<name>`. */
+export function errorChunkStartGdBackward(fw: ErrorChunkForward, inp: InnerInputs, cfg: RuleConfig, C: number, dy: Tensor,
+  dFinal?: State): Record<string, Float64Array> {
+  const { k, q, alpha, theta, eta } = inp;
+  const { d, seq_len: s } = cfg;
+  const dd = d * d;
+  const { M, S, e: Ev } = fw;
+  const dk = new Float64Array(s * d), dv = new Float64Array(s * d), dq = new Float64Array(s * d);
+  const dalpha = new Float64Array(s), dtheta = new Float64Array(s), deta = new Float64Array(s);
+  const D = adjointFrom(dFinal, "M", dd); // ∂L/∂M_{t+1}; after t = 0, ∂L/∂M_0
+  const E = S === null ? null : adjointFrom(dFinal, "S", dd); // ∂L/∂S_{t+1}
+  const F = accBuffer(dd); // ∂L/∂M_c through the errors of the current chunk
+  const Ek = accBuffer(d), ete = accBuffer(d), de = accBuffer(d), tmp = accBuffer(d);
+  for (let t = s - 1; t >= 0; t--) {
+    const mt = t * dd, mn = (t + 1) * dd, f = chunkStart(t, C), mc = f * dd, o = t * d;
+    const a = alpha!.data[t]!, th = theta!.data[t]!;
+    // read y_t = M_{t+1} q_t
+    K.addOuter(D, 0, d, d, 1, dy.data, o, q.data, o);
+    K.matTvec(M, mn, d, d, dy.data, o, tmp, 0);
+    for (let j = 0; j < d; j++) dq[o + j] = tmp[j]!;
+    dalpha[t] = -K.frob(D, 0, M, mt, dd);
+    // the write −θ e kᵀ receives G: all of D (Delta), or E after S_{t+1} takes D (Titans)
+    let G = D;
+    if (E !== null) {
+      for (let i = 0; i < dd; i++) E[i]! += D[i]!;
+      deta[t] = K.frob(S!, mt, E, 0, dd);
+      G = E;
+    }
+    K.matvec(G, 0, d, d, k.data, o, Ek, 0);
+    dtheta[t] = -K.dot(Ev, Ek, d, o, 0);
+    for (let i = 0; i < d; i++) {
+      de[i] = -th * Ek[i]!;
+      dv[o + i] = -de[i]!;
+    }
+    K.matTvec(G, 0, d, d, Ev, o, ete, 0);
+    // the prediction M_c k_t: ∂/∂k += M_cᵀ de, ∂/∂M_c += de kᵀ (into F)
+    K.matTvec(M, mc, d, d, de, 0, tmp, 0);
+    for (let j = 0; j < d; j++) dk[o + j] = -th * ete[j]! + tmp[j]!;
+    for (let i = 0; i < dd; i++) D[i]! *= 1 - a;
+    if (E !== null) {
+      const et = eta!.data[t]!;
+      for (let i = 0; i < dd; i++) E[i]! *= et;
+    }
+    K.addOuter(F, 0, d, d, 1, de, 0, k.data, o);
+    if (t === f) {
+      for (let i = 0; i < dd; i++) D[i]! += F[i]!;
+      F.fill(0);
+    }
+  }
+  const out: Record<string, Float64Array> = {
+    k: dk, v: dv, q: dq, alpha: dalpha, theta: dtheta, "state.M": Float64Array.from(D),
+  };
+  if (E !== null) {
+    out.eta = deta;
+    out["state.S"] = Float64Array.from(E);
+  }
+  return out;
+}
