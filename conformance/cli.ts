@@ -8,7 +8,7 @@ import { buildCatalogue, matchesFilter } from "./catalogue.ts";
 import { buildRuleCase, parseRuleCaseRequest, type RuleCaseRequest } from "../cases/rule-case.ts";
 import { PROFILES, type CheckResult, type Profile } from "../harness/check.ts";
 import { DEFAULT_SEED } from "../harness/collect.ts";
-import { DEFAULT_REPORT, runInfo, summarize, validateReport, writeReport, type Summary } from "../harness/report.ts";
+import { closingLine, DEFAULT_REPORT, NO_REPORT_LINE, runInfo, summarize, validateReport, writeReport, type Summary } from "../harness/report.ts";
 import { mkdirSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { runCheck } from "../harness/run.ts";
@@ -156,16 +156,13 @@ function main(): void {
     }, path);
     console.log(`report: ${path}`);
   }
-  process.exit(closingLine(summary) ? 0 : 1);
+  process.exit(printClosingLine(summary) ? 0 : 1);
 }
 
-/** The closing line CI reads; vacuous and error count as failed. Returns true when nothing failed. */
-function closingLine(s: Summary): boolean {
-  const bad = s.fail + s.vacuous + s.error;
-  // The closing line keeps the plain "N passed, M failed" form CI readers parse; the kinds of failure come first.
-  if (bad > 0) console.log(`failed: ${s.fail} fail, ${s.error} error, ${s.vacuous} vacuous`);
-  console.log(`conformance: ${s.pass} passed, ${bad} failed${s.skip ? `, ${s.skip} skipped` : ""}`);
-  return bad === 0;
+/** Prints the closing line CI reads (vacuous and error count as failed). Returns true when nothing failed. */
+function printClosingLine(s: Summary): boolean {
+  console.log(closingLine(s));
+  return s.fail + s.vacuous + s.error === 0;
 }
 
 /** Why a report cannot be written at `path` (checked before the run, so no result is lost), or null. */
@@ -189,17 +186,17 @@ function printSummary(path: string): void {
     report = JSON.parse(readFileSync(path, "utf8"));
   } catch (e) {
     console.error(`conformance: cannot read report ${path}: ${e instanceof Error ? e.message : e}`);
-    console.log("conformance: 0 passed, 1 failed");
+    console.log(NO_REPORT_LINE);
     process.exit(2);
   }
   try {
     validateReport(report);
   } catch (e) {
     console.error(`conformance: ${e instanceof Error ? e.message : e}`);
-    console.log("conformance: 0 passed, 1 failed");
+    console.log(NO_REPORT_LINE);
     process.exit(1);
   }
-  process.exit(closingLine(report.summary!) && (report.checks?.length ?? 0) > 0 ? 0 : 1);
+  process.exit(printClosingLine(report.summary!) && (report.checks?.length ?? 0) > 0 ? 0 : 1);
 }
 
 function printCase(ruleKey: string, json: string): void {

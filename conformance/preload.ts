@@ -1,7 +1,7 @@
 /** `bun test` preload: after all test files ran, write the conformance report of what ran. */
 import { afterAll } from "bun:test";
 import { collected, envOptions } from "../harness/collect.ts";
-import { runInfo, summarize, writeReport, type BackendInfo } from "../harness/report.ts";
+import { closingLine, runInfo, summarize, writeReport, type BackendInfo } from "../harness/report.ts";
 
 const started = new Date();
 /** Set by the test file: the backends of the catalogue it ran, read when the report is written. */
@@ -18,6 +18,5 @@ afterAll(() => {
     checks: sorted,
   };
   writeReport(report, opts.report);
-  const s = report.summary;
-  console.log(`\nnlc report: ${s.pass} pass, ${s.fail} fail, ${s.vacuous} vacuous, ${s.error} error, ${s.skip} skip -> ${opts.report ?? "reports/conformance.json"}`);
+  console.log(`\n${closingLine(report.summary)}\nreport: ${opts.report ?? "reports/conformance.json"}`);
 });

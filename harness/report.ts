@@ -47,6 +47,18 @@ export function summarize(checks: readonly CheckResult[]): Summary {
   return s;
 }
 
+/**
+ * The closing line CI reads: "conformance: N passed, M failed" stays a prefix (M counts fail,
+ * vacuous and error), followed by the breakdown of M and the skips.
+ */
+export function closingLine(s: Summary): string {
+  const bad = s.fail + s.vacuous + s.error;
+  return `conformance: ${s.pass} passed, ${bad} failed (${s.fail} fail, ${s.vacuous} vacuous, ${s.error} error, ${s.skip} skipped)`;
+}
+
+/** A run that produced no report at all (install, typecheck or build failed): one error. */
+export const NO_REPORT_LINE = closingLine({ pass: 0, fail: 0, vacuous: 0, skip: 0, error: 1 });
+
 function revision(): string | null {
   try {
     return execSync("git rev-parse HEAD", { cwd: ROOT, stdio: ["ignore", "pipe", "ignore"] }).toString().trim() || null;
