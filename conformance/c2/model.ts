@@ -71,7 +71,7 @@ export function c2ModelChecks(): CheckDef[] {
     for (const k of t.key === "mixed" ? KS.filter((k) => k > 1) : KS) {
       const p = k === 1 ? patterns(1)[0]! : k === 2 ? patterns(2)[1]! : patterns(4).find((p) => p.name === "step-8")!;
       checks.push({
-        kind: "property", id: `C2/model/${t.key}/k${k}/${p.name}`, class: "C2", subject: t.subject(k, p),
+        kind: "property", id: `C2/model/${t.key}/k${k}/${p.name}`, class: "C2", subject: { ...t.subject(k, p), dtype: "f64" },
         spec: "docs/spec/conformance.md#c2 (MAG cross entropy); docs/spec/titans-family.md#mag; docs/spec/decisions.md#d2, docs/spec/decisions.md#d12",
         tolerance: {
           kind: "finite-differences", ...TOL_FD, ...FD_METHOD, full_max_elements: FULL_FD_MAX, directions: DIRECTIONS,

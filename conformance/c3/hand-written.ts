@@ -27,7 +27,7 @@ export function c3Checks(): CheckDef[] {
     for (const k of t.key === "mixed" ? KS.filter((k) => k > 1) : KS) {
       for (const p of patterns(k)) {
         checks.push({
-          kind: "property", id: `C3/${t.key}/k${k}/${p.name}`, class: "C3", subject: t.subject(k, p), spec: SPEC_C3, tolerance,
+          kind: "property", id: `C3/${t.key}/k${k}/${p.name}`, class: "C3", subject: { ...t.subject(k, p), dtype: "f64" }, spec: SPEC_C3, tolerance,
           runs: RUNS_C3, arb: specArb(t.rules(k), SIZES, FIXED), run: (s: ModelCaseSpec) => c3Case(s, p),
         });
       }

@@ -48,7 +48,7 @@ export function c4Checks(): CheckDef[] {
     for (const k of t.key === "mixed" ? KS.filter((k) => k > 1) : KS) {
       for (const p of patterns(k)) {
         checks.push({
-          kind: "property", id: `C4/${t.key}/k${k}/${p.name}`, class: "C4", subject: t.subject(k, p),
+          kind: "property", id: `C4/${t.key}/k${k}/${p.name}`, class: "C4", subject: { ...t.subject(k, p), dtype: "f64+f32" },
           spec: "docs/spec/conformance.md#c4; docs/spec/tape.md#must-hold (opt-in recording, same bits); docs/spec/titans-family.md#mag-forward, docs/spec/titans-family.md#cms-context",
           tolerance: TOLERANCE, runs: RUNS_C4, arb: specArb(t.rules(k), SIZES, FIXED), run: (s: ModelCaseSpec) => c4Case(s, p),
         });
@@ -59,7 +59,7 @@ export function c4Checks(): CheckDef[] {
   for (const k of KS.filter((k) => k > 1)) {
     const p = patterns(k)[0]!;
     checks.push({
-      kind: "property", id: `C4/mixed/k${k}/learned`, class: "C4", subject: { rule: "mixed", k, frozen: true },
+      kind: "property", id: `C4/mixed/k${k}/learned`, class: "C4", subject: { rule: "mixed", k, levels: "learned", dtype: "f64+f32" },
       spec: "docs/spec/conformance.md#c4; docs/spec/tape.md#must-hold; docs/spec/titans-family.md#learned-gate; docs/spec/decisions.md#d10",
       tolerance: TOLERANCE, runs: RUNS_C4, arb: specArb(mixedRules(k), SIZES, LEARNED), run: (s: ModelCaseSpec) => c4Case(s, p),
     });

@@ -16,14 +16,14 @@ export function c7Checks(): CheckDef[] {
   for (const t of targets()) {
     for (const k of t.key === "mixed" ? KS.filter((k) => k > 1) : KS) {
       checks.push({
-        kind: "single", id: `C7/build-loop/${t.key}/k${k}`, class: "C7", subject: { rule: t.key, k, frozen: k > 1 },
+        kind: "single", id: `C7/build-loop/${t.key}/k${k}`, class: "C7", subject: { rule: t.key, k, levels: k > 1 ? "scheduled" : "all-active", dtype: "f64" },
         spec: "docs/spec/conformance.md#c7; docs/spec/titans-family.md#cms-error-buffers (training loop); docs/spec/decisions.md#d13",
         tolerance: { kind: "trajectory", step0: "bitwise", rtol: TRAJECTORY_RTOL, steps: 10, reason: "after step 0 the two paths' parameters differ by ULPs, which the loss carries forward" },
         run: () => trajectoryCase(fixedSpec(levelRules(t.key, k), 101 + k), 10),
       });
       if (k > 1) {
         checks.push({
-          kind: "property", id: `C7/learned-gate/${t.key}/k${k}`, class: "C7", subject: { rule: t.key, k, frozen: true },
+          kind: "property", id: `C7/learned-gate/${t.key}/k${k}`, class: "C7", subject: { rule: t.key, k, levels: "learned", dtype: "f64" },
           spec: "docs/spec/conformance.md#c7; docs/spec/titans-family.md#learned-gate; docs/spec/decisions.md#d10 (straight-through, true sign)",
           tolerance: {
             kind: "tape-vs-hand-written", ...TOL_ULP,
@@ -35,13 +35,13 @@ export function c7Checks(): CheckDef[] {
     }
     if (t.key !== "mixed") {
       checks.push({
-        kind: "single", id: `C7/error-buffers/${t.key}/k2`, class: "C7", subject: { rule: t.key, k: 2, frozen: true },
+        kind: "single", id: `C7/error-buffers/${t.key}/k2`, class: "C7", subject: { rule: t.key, k: 2, levels: "scheduled", dtype: "f64" },
         spec: "docs/spec/conformance.md#c7; docs/spec/titans-family.md#cms-error-buffers; docs/spec/decisions.md#d13",
         tolerance: { kind: "exact", steps: 9, chunk_sizes: [1, 8] },
         run: () => errorBufferCase(fixedSpec(levelRules(t.key, 2), 211), 9, tapeStep),
       });
       checks.push({
-        kind: "single", id: `C7/loss-decreases/${t.key}/k1`, class: "C7", subject: { rule: t.key, k: 1, frozen: false },
+        kind: "single", id: `C7/loss-decreases/${t.key}/k1`, class: "C7", subject: { rule: t.key, k: 1, levels: "all-active", dtype: "f64" },
         spec: "docs/spec/conformance.md#c7 (smoke: forward, tape backward, SGD, advance); docs/spec/titans-family.md#mag-backward",
         tolerance: { kind: "smoke", steps: 50, lr: LR, criterion: "last loss < first loss" },
         run: () => lossDecreases(fixedSpec([t.key as MemoryRuleKey], 307)),
@@ -50,21 +50,21 @@ export function c7Checks(): CheckDef[] {
   }
   for (const k of KS) {
     checks.push({
-      kind: "single", id: `C7/pulse/k${k}`, class: "C7", subject: { k }, spec: "docs/spec/titans-family.md#cms-pulse; docs/spec/decisions.md#d11",
+      kind: "single", id: `C7/pulse/k${k}`, class: "C7", subject: { k, levels: "scheduled" }, spec: "docs/spec/titans-family.md#cms-pulse; docs/spec/decisions.md#d11",
       tolerance: { kind: "exact", steps: 600 }, run: () => pulseSchedule(k),
     });
   }
   // Several levels buffering at once, on both paths, with short chunks so every level cycles.
   for (const [name, stepper] of [["tape", tapeStep], ["hand-written", cmsStep]] as const) {
     checks.push({
-      kind: "single", id: `C7/error-buffers/mixed/k4/${name}`, class: "C7", subject: { rule: "mixed", k: 4, frozen: true },
+      kind: "single", id: `C7/error-buffers/mixed/k4/${name}`, class: "C7", subject: { rule: "mixed", k: 4, levels: "scheduled", dtype: "f64" },
       spec: "docs/spec/conformance.md#c7; docs/spec/titans-family.md#cms-error-buffers; docs/spec/decisions.md#d13",
       tolerance: { kind: "exact", steps: 9, chunk_sizes: [1, 2, 3, 4] },
       run: () => errorBufferCase(fixedSpec(["delta", "moneta", "lattice", "trellis"], 223, { context: "random", chunk_sizes: [1, 2, 3, 4] }), 9, stepper),
     });
   }
   checks.push({
-    kind: "single", id: "C7/build-loop/mixed/k4/learned", class: "C7", subject: { rule: "mixed", k: 4, frozen: true },
+    kind: "single", id: "C7/build-loop/mixed/k4/learned", class: "C7", subject: { rule: "mixed", k: 4, levels: "learned", dtype: "f64" },
     spec: "docs/spec/conformance.md#c7; docs/spec/titans-family.md#cms-error-buffers, docs/spec/titans-family.md#learned-gate; docs/spec/decisions.md#d10, docs/spec/decisions.md#d13",
     tolerance: { kind: "trajectory", step0: "bitwise", rtol: TRAJECTORY_RTOL, steps: 10 },
     run: () => trajectoryCase(fixedSpec(["titans", "yaad", "atlas", "memora"], 131, { freq: LEARNED, context: "random" }), 10),

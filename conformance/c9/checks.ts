@@ -17,6 +17,7 @@ import { probeTorchSync } from "../../oracle/torch-bridge.ts";
 import { ROOT } from "../../paths.ts";
 import { variants, vkey } from "../../cases/rule-variant.ts";
 import { modelCases, parseArgs } from "./cross-check.ts";
+import { levelPatternOf } from "../../cases/model-arb.ts";
 
 /** Rule cases per variant (random specs; pinned hyperparameters and edge cases come on top). */
 const CASES: Record<Profile, number> = { quick: 2, default: 6, deep: 40 };
@@ -92,7 +93,7 @@ export function c9Checks(): CheckDef[] {
   const base = (id: string, subject: CheckDef["subject"], spec: string) => ({ id, class: "C9" as const, subject, spec, tolerance: TOLERANCE });
   const checks: CheckDef[] = [];
   for (const v of variants()) {
-    const b = base(`C9/${vkey(v)}`, { rule: v.decl.key, frozen: v.frozen }, `docs/spec/conformance.md#c9; docs/spec/decisions.md#d19; ${v.decl.sheet}`);
+    const b = base(`C9/${vkey(v)}`, { rule: v.decl.key, frozen: v.frozen, dtype: "f64" }, `docs/spec/conformance.md#c9; docs/spec/decisions.md#d19; ${v.decl.sheet}`);
     if (reason !== null) { checks.push({ ...b, kind: "skipped", reason }); continue; }
     checks.push({
       ...b, kind: "delegated",
@@ -108,7 +109,9 @@ export function c9Checks(): CheckDef[] {
   for (const def of modelCases(parseArgs([]))) {
     const rule = def.id.split(" ")[0]!;
     const k = def.spec.levels.length;
-    const b = base(modelId(def.id), { rule: rule === "mixed" ? "mixed" : rule, k, frozen: def.pulse.some((a) => !a) },
+    // The case's pattern: the learned gate when it decides, else the pulse's mask by name.
+    const levels = def.spec.freq.kind === "learned" ? "learned" : levelPatternOf(def.pulse);
+    const b = base(modelId(def.id), { rule: rule === "mixed" ? "mixed" : rule, k, ...(levels ? { levels } : {}), dtype: "f64" },
       "docs/spec/conformance.md#c9; docs/spec/decisions.md#d19; docs/spec/titans-family.md#mag, docs/spec/titans-family.md#cms");
     if (reason !== null) { checks.push({ ...b, kind: "skipped", reason }); continue; }
     checks.push({
