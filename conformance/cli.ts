@@ -12,10 +12,12 @@ import { closingLine, DEFAULT_REPORT, NO_REPORT_LINE, runInfo, summarize, valida
 import { mkdirSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { runCheck } from "../harness/run.ts";
+import { REPORT_COMMANDS, REPORT_COMMANDS_HELP, runReportCommand, type ReportCommand } from "./report-commands.ts";
 import { ruleFixture } from "../cases/fixtures/rule-fixture.ts";
 import { ruleByKey } from "../src/rules/index.ts";
 
 const HELP = `usage: npm run conformance -- [options]   (or: bun run conformance [options])
+       npm run conformance -- diff OLD NEW
 
 Runs the nl-conformance checks (classes C0-C8) and writes an nlc-report/1 JSON report.
 
@@ -41,7 +43,9 @@ Runs the nl-conformance checks (classes C0-C8) and writes an nlc-report/1 JSON r
   -h, --help       this text
 
 Exit status: 0 when every check passed or was skipped; 1 when any check failed, was vacuous
-or errored; 2 on a usage error.`;
+or errored; 2 on a usage error.
+
+${REPORT_COMMANDS_HELP}`;
 
 function usage(msg: string): never {
   console.error(`conformance: ${msg}\n(see --help)`);
@@ -49,6 +53,8 @@ function usage(msg: string): never {
 }
 
 function main(): void {
+  const sub = process.argv[2];
+  if ((REPORT_COMMANDS as readonly string[]).includes(sub ?? "")) process.exit(runReportCommand(sub as ReportCommand, process.argv.slice(3)));
   let args, positionals: string[];
   try {
     ({ values: args, positionals } = parseArgs({

@@ -99,6 +99,25 @@ export function validateReport(report: unknown): void {
   }
 }
 
+/** A report file that cannot be used (missing, not JSON, not nlc-report/1): a usage error naming the file. */
+export class ReportFileError extends Error {}
+
+/** Reads and validates a report file; throws ReportFileError naming the file and what is wrong. */
+export function readReportFile(path: string): Report {
+  let data: unknown;
+  try {
+    data = JSON.parse(readFileSync(path, "utf8"));
+  } catch (e) {
+    throw new ReportFileError(`${path}: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  try {
+    validateReport(data);
+  } catch (e) {
+    throw new ReportFileError(`${path}: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  return data as Report;
+}
+
 /** JSON cannot hold Infinity/NaN: they are written as null. */
 function jsonSafe(report: Report): string {
   return JSON.stringify(report, (_k, v) => (typeof v === "number" && !Number.isFinite(v) ? null : v), 2);

@@ -8,7 +8,7 @@ export function check(id: string, status: Status, extra: Partial<CheckResult> & 
   const cls = (id.split("/")[0] ?? "C2") as CheckResult["class"];
   return {
     id, class: cls, subject: { rule: "moneta", k: 1, dtype: "f64" }, status,
-    tolerance: { atol: 1e-6 }, runs: status === "skip" ? 0 : 10, seed: 7, path: status === "fail" ? "3:1" : "",
+    tolerance: { rtol: 0, atol: 1e-6 }, runs: status === "skip" ? 0 : 10, seed: 7, path: status === "fail" ? "3:1" : "",
     replay: `npm run conformance -- --replay ${id}:7:${status === "fail" ? "3:1" : ""}`, ms: 5, spec: "docs/spec/conformance.md#c2",
     ...(ratio !== undefined ? { worst: { abs: ratio * 1e-6, rel: ratio * 1e-6, tensor: "dW", index: 0 } } : {}),
     ...(status === "fail" ? { message: "dW: |a-b| = 3e-3 > tolerance at index 0" } : {}),
