@@ -17,7 +17,7 @@ import { ruleFixture } from "../cases/fixtures/rule-fixture.ts";
 import { ruleByKey } from "../src/rules/index.ts";
 
 const HELP = `usage: npm run conformance -- [options]   (or: bun run conformance [options])
-       npm run conformance -- diff OLD NEW
+       npm run conformance -- diff OLD NEW | html REPORT [--out FILE]
 
 Runs the nl-conformance checks (classes C0-C8) and writes an nlc-report/1 JSON report.
 
