@@ -12,12 +12,14 @@ import { closingLine, DEFAULT_REPORT, NO_REPORT_LINE, runInfo, summarize, valida
 import { mkdirSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { runCheck } from "../harness/run.ts";
+import { parseShard, selectShard, type Shard } from "../harness/shard.ts";
 import { REPORT_COMMANDS, REPORT_COMMANDS_HELP, runReportCommand, type ReportCommand } from "./report-commands.ts";
 import { ruleFixture } from "../cases/fixtures/rule-fixture.ts";
 import { ruleByKey } from "../src/rules/index.ts";
 
 const HELP = `usage: npm run conformance -- [options]   (or: bun run conformance [options])
-       npm run conformance -- diff OLD NEW | html REPORT [--out FILE]
+       npm run conformance -- diff OLD NEW | html REPORT [--out FILE] | merge A B ... --out FILE
+                              | timings REPORT
 
 Runs the nl-conformance checks (classes C0-C8) and writes an nlc-report/1 JSON report.
 
@@ -37,6 +39,9 @@ Runs the nl-conformance checks (classes C0-C8) and writes an nlc-report/1 JSON r
                    --rule moneta --case '{"d":4,"seq_len":3,"seed":7,"hyper":{"p":3}}'
                    fields: d, seq_len, seed, hyper, frozen, state ("init"|"random"),
                    alpha ("low"|"mid"|"high"), theta ("small"|"large")
+  --shard I/N      run only shard I of N (1-based): a deterministic partition of the
+                   selected checks balanced by measured check times; merge the shards'
+                   reports with the merge command
   --list           list the check ids and exit
   --summary [PATH] print the closing line of an existing report (default
                    reports/conformance.json) and exit 1 unless it is all pass/skip
@@ -69,6 +74,7 @@ function main(): void {
         fixtures: { type: "string", multiple: true },
         backend: { type: "string", multiple: true },
         case: { type: "string" },
+        shard: { type: "string" },
         list: { type: "boolean" },
         summary: { type: "boolean" },
         help: { type: "boolean", short: "h" },
@@ -118,13 +124,23 @@ function main(): void {
   } catch (e) {
     usage(e instanceof Error ? e.message : String(e));
   }
-  const defs = replay !== undefined
+  let defs = replay !== undefined
     ? cat.checks.filter((c) => c.id === replay!.id)
     : cat.checks.filter((c) => matchesFilter(c, filters));
   if (replay !== undefined && defs.length === 0) usage(`--replay: no check with id '${replay.id}' (try --list)`);
   if (defs.length === 0) usage(`no check matches ${filters.join(", ")} (try --list)`);
   const idle = replay === undefined ? filters.filter((f) => !cat.checks.some((c) => matchesFilter(c, [f]))) : [];
   if (idle.length > 0) usage(`--filter: ${idle.map((f) => `'${f}'`).join(", ")} matches no check (try --list)`);
+  let shard: Shard | undefined;
+  if (args.shard !== undefined) {
+    if (replay !== undefined) usage("--shard does not apply to --replay");
+    try {
+      shard = parseShard(args.shard);
+    } catch (e) {
+      usage(`--shard ${e instanceof Error ? e.message : String(e)}`);
+    }
+    defs = selectShard(defs, shard);
+  }
   if (args.list) {
     for (const d of defs) console.log(d.id);
     return;
@@ -138,7 +154,7 @@ function main(): void {
   const started = new Date();
   const results: CheckResult[] = [];
   const width = String(defs.length).length;
-  console.log(`nl-conformance: ${defs.length} checks, seed ${seed}, profile ${profile}`);
+  console.log(`nl-conformance: ${defs.length} checks, seed ${seed}, profile ${profile}${shard ? `, shard ${shard.index}/${shard.count}` : ""}`);
   const selected = new Set(defs.map((d) => d.id));
   defs.forEach((def, i) => {
     const r = runCheck(def, { seed, profile, replay: replay && { seed: replay.seed, path: replay.path }, selected });
@@ -156,7 +172,7 @@ function main(): void {
     const path = reportPath;
     writeReport({
       format: "nlc-report/1",
-      run: runInfo(started, seed, profile, filters.join(",") || null, backends),
+      run: runInfo(started, seed, profile, filters.join(",") || null, backends, shard),
       summary,
       checks: results,
     }, path);

@@ -9,13 +9,16 @@ import { collected, envOptions } from "../harness/collect.ts";
 import { runCheck } from "../harness/run.ts";
 import type { CheckDef } from "../harness/check.ts";
 import { buildCatalogue, matchesFilter } from "./catalogue.ts";
+import { selectShard } from "../harness/shard.ts";
 import { backendSkipReason } from "./c5/checks.ts";
 import { reportBackends } from "./preload.ts";
 
 const opts = envOptions();
 const cat = buildCatalogue({ fixtureDirs: opts.fixtureDirs });
 reportBackends.get = () => cat.backends();
-const defs = cat.checks.filter((c) => matchesFilter(c, opts.filters));
+const matching = cat.checks.filter((c) => matchesFilter(c, opts.filters));
+// NLC_SHARD=i/n: this process runs shard i of n (the same partition in every shard process).
+const defs = opts.shard === undefined ? matching : selectShard(matching, opts.shard);
 const selected = new Set(defs.map((d) => d.id));
 
 /** Why a check will be skipped, known before it runs; null when it runs. */

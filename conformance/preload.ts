@@ -13,7 +13,7 @@ afterAll(() => {
   const sorted = [...collected].sort((a, b) => a.id.localeCompare(b.id));
   const report = {
     format: "nlc-report/1" as const,
-    run: runInfo(started, opts.seed, opts.profile, opts.filters.join(",") || null, reportBackends.get()),
+    run: runInfo(started, opts.seed, opts.profile, opts.filters.join(",") || null, reportBackends.get(), opts.shard),
     summary: summarize(sorted),
     checks: sorted,
   };

@@ -9,6 +9,7 @@ import { cpus, platform, release } from "node:os";
 import { dirname, join } from "node:path";
 import type { BackendInfo } from "../ffi/backends.ts";
 import type { CheckResult, Profile, Status } from "./check.ts";
+import type { Shard } from "./shard.ts";
 
 export type { BackendInfo };
 
@@ -30,6 +31,8 @@ export interface RunInfo {
   profile: Profile;
   filter: string | null;
   backends: BackendInfo[];
+  /** Set when this run was one shard of the selection (`--shard i/n`, NLC_SHARD). */
+  shard?: Shard;
 }
 
 export type Summary = Record<Status, number>;
@@ -67,7 +70,7 @@ function revision(): string | null {
   }
 }
 
-export function runInfo(started: Date, seed: number, profile: Profile, filter: string | null, backends: BackendInfo[]): RunInfo {
+export function runInfo(started: Date, seed: number, profile: Profile, filter: string | null, backends: BackendInfo[], shard?: Shard): RunInfo {
   const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { version: string };
   return {
     started: started.toISOString(),
@@ -81,6 +84,7 @@ export function runInfo(started: Date, seed: number, profile: Profile, filter: s
     profile,
     filter,
     backends,
+    ...(shard !== undefined ? { shard } : {}),
   };
 }
 

@@ -38,4 +38,4 @@ test("--summary prints the closing line of a report and exits 1 when anything fa
   expect(missing.code).toBe(2);
   expect(missing.err).toContain("absent.json");
   expect(CI_PREFIX.test(missing.out)).toBe(true);
-});
+}, 120_000);

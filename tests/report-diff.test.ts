@@ -75,4 +75,4 @@ test("diff CLI: exit 1 on a regression, 0 without, 2 naming a missing or invalid
   expect(invalid.code).toBe(2);
   expect(invalid.err).toContain("bad.json");
   expect(cli("diff", a).code).toBe(2);
-});
+}, 120_000);
