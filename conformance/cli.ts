@@ -9,9 +9,11 @@ import { buildRuleCase, parseRuleCaseRequest, type RuleCaseRequest } from "../ca
 import { PROFILES, type CheckResult, type Profile } from "../harness/check.ts";
 import { DEFAULT_SEED } from "../harness/collect.ts";
 import { closingLine, DEFAULT_REPORT, NO_REPORT_LINE, runInfo, summarize, validateReport, writeReport, type Summary } from "../harness/report.ts";
-import { mkdirSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, rmSync, unlinkSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { runCheck } from "../harness/run.ts";
+import { catchInterrupts, interruptedBy, partialPath, signalExitCode } from "../harness/interrupt.ts";
+import { isRunner, superviseSelf } from "./supervise.ts";
 import { parseShard, selectShard, type Shard } from "../harness/shard.ts";
 import { REPORT_COMMANDS, REPORT_COMMANDS_HELP, runReportCommand, type ReportCommand } from "./report-commands.ts";
 import { ruleFixture } from "../cases/fixtures/rule-fixture.ts";
@@ -48,7 +50,9 @@ Runs the nl-conformance checks (classes C0-C8) and writes an nlc-report/1 JSON r
   -h, --help       this text
 
 Exit status: 0 when every check passed or was skipped; 1 when any check failed, was vacuous
-or errored; 2 on a usage error.
+or errored; 2 on a usage error; 130 (SIGINT) or 143 (SIGTERM) when interrupted. An interrupted
+run passes the signal to its child processes, stops after the check in flight and writes what
+finished to <report>.partial.json ("partial": true), leaving the report itself as it was.
 
 ${REPORT_COMMANDS_HELP}`;
 
@@ -57,9 +61,16 @@ function usage(msg: string): never {
   process.exit(2);
 }
 
-function main(): void {
+/** Whether this command line runs checks (then it runs in a supervised child, see supervise.ts). */
+function runsChecks(argv: readonly string[]): boolean {
+  return !argv.some((a) => ["-h", "--help", "--list", "--summary", "--case"].includes(a));
+}
+
+async function main(): Promise<void> {
   const sub = process.argv[2];
   if ((REPORT_COMMANDS as readonly string[]).includes(sub ?? "")) process.exit(runReportCommand(sub as ReportCommand, process.argv.slice(3)));
+  if (!isRunner() && runsChecks(process.argv.slice(2))) process.exit(await superviseSelf());
+  if (runsChecks(process.argv.slice(2))) catchInterrupts();
   let args, positionals: string[];
   try {
     ({ values: args, positionals } = parseArgs({
@@ -156,27 +167,40 @@ function main(): void {
   const width = String(defs.length).length;
   console.log(`nl-conformance: ${defs.length} checks, seed ${seed}, profile ${profile}${shard ? `, shard ${shard.index}/${shard.count}` : ""}`);
   const selected = new Set(defs.map((d) => d.id));
-  defs.forEach((def, i) => {
+  for (const [i, def] of defs.entries()) {
+    // Between checks the event loop turns, so a SIGINT/SIGTERM handler can run.
+    await new Promise((resolve) => setImmediate(resolve));
+    if (interruptedBy() !== null) break;
     const r = runCheck(def, { seed, profile, replay: replay && { seed: replay.seed, path: replay.path }, selected });
+    if (interruptedBy() !== null) break;
     results.push(r);
     const n = `[${String(i + 1).padStart(width)}/${defs.length}]`;
     console.log(`${n} ${r.status.padEnd(7)} ${r.id} (${r.runs} run${r.runs === 1 ? "" : "s"}, ${r.ms.toFixed(0)} ms)`);
     if (r.status !== "pass" && r.status !== "skip" && r.message) console.log(`      ${r.message}\n      replay: ${r.replay}`);
     else if (r.status === "skip") console.log(`      ${r.message ?? ""}`);
-  });
+  }
+  const interrupt = interruptedBy();
 
   const summary = summarize(results);
   const backends = cat.backends();
   for (const b of backends) console.log(`backend ${b.name}: ${b.available ? "available" : `unavailable (${b.reason ?? "?"})`}`);
+  const run = runInfo(started, seed, profile, filters.join(",") || null, backends, shard);
+  if (interrupt !== null) {
+    // Never over the complete report: what finished goes beside it, marked partial.
+    console.log(`conformance: interrupted by ${interrupt} after ${results.length} of ${defs.length} checks`);
+    if (reportPath !== null) {
+      const path = partialPath(reportPath);
+      writeReport({ format: "nlc-report/1", partial: true, run, summary, checks: results }, path);
+      console.log(`partial report: ${path} (${reportPath} is left as it was)`);
+    }
+    printClosingLine(summary);
+    process.exit(signalExitCode(interrupt));
+  }
   if (reportPath !== null) {
-    const path = reportPath;
-    writeReport({
-      format: "nlc-report/1",
-      run: runInfo(started, seed, profile, filters.join(",") || null, backends, shard),
-      summary,
-      checks: results,
-    }, path);
-    console.log(`report: ${path}`);
+    writeReport({ format: "nlc-report/1", run, summary, checks: results }, reportPath);
+    // A partial report left by an earlier interrupted run no longer describes the latest one.
+    rmSync(partialPath(reportPath), { force: true });
+    console.log(`report: ${reportPath}`);
   }
   process.exit(printClosingLine(summary) ? 0 : 1);
 }
@@ -256,4 +280,4 @@ function printCase(ruleKey: string, json: string): void {
   console.log(text);
 }
 
-main();
+void main();

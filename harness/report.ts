@@ -39,6 +39,8 @@ export type Summary = Record<Status, number>;
 
 export interface Report {
   format: "nlc-report/1";
+  /** Set on the report of an interrupted run (written beside the complete one, never over it). */
+  partial?: true;
   run: RunInfo;
   summary: Summary;
   checks: CheckResult[];

@@ -7,6 +7,7 @@
 import { join } from "node:path";
 import { kernelBackendNames, type Resolved } from "../../ffi/backends.ts";
 import type { CheckResult } from "../../harness/check.ts";
+import { noteSignal } from "../../harness/interrupt.ts";
 import { ROOT } from "../../paths.ts";
 import { childArgs, parseProbeOutput, parseRunOutput, stubResult, type ChildMode, type ChildRequest } from "./protocol.ts";
 
@@ -62,6 +63,7 @@ export function runChild(req: ChildRequest): ChildOutcome {
   const proc = spawnChild({ kind: "run", backend: req.backend, profile: req.profile }, timeout, JSON.stringify(req));
   const { results, running } = parseRunOutput(proc.stdout.toString());
   const stderr = childStderr(proc.stderr.toString());
+  noteSignal(proc.signalCode); // a child ended by SIGINT/SIGTERM means the run was interrupted
   let death: string | undefined;
   if (proc.exitedDueToTimeout) death = `timed out after ${Math.round(timeout / 1000)} s (killed)`;
   else if (proc.signalCode !== undefined && proc.signalCode !== null) death = `killed by ${proc.signalCode}`;
@@ -95,6 +97,7 @@ export function probeBackends(): Resolved[] {
   console.error(`kernel backends: building (if needed) and loading ${names.join(", ")} ...`);
   const proc = spawnChild({ kind: "probe", backends: names }, 900_000);
   const text = proc.stdout.toString();
+  noteSignal(proc.signalCode);
   const report = parseProbeOutput(text);
   if (proc.exitCode === 0 && report !== undefined) {
     probed = report;

@@ -14,6 +14,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { CheckDef, DelegatedResult, Profile } from "../../harness/check.ts";
 import { probeTorchSync } from "../../oracle/torch-bridge.ts";
+import { noteSignal } from "../../harness/interrupt.ts";
 import { ROOT } from "../../paths.ts";
 import { variants, vkey } from "../../cases/rule-variant.ts";
 import { modelCases, parseArgs } from "./cross-check.ts";
@@ -60,6 +61,7 @@ function crossReport(runSeed: number, profile: Profile): CrossReport {
     const out = join(dir, "cross.json");
     const p = spawnSync(process.execPath, [join(import.meta.dir, "cross-check.ts"), "--seed", String(runSeed), "--cases", String(CASES[profile]), "--tol", String(TOL), "--json", out],
       { cwd: ROOT, encoding: "utf8", timeout: 600_000, maxBuffer: 64 << 20 });
+    noteSignal(p.signal); // the cross-check ended by SIGINT/SIGTERM: the run was interrupted
     try {
       if (p.error !== undefined) r = new Error(`the cross-check could not run: ${p.error.message}`);
       else if (p.status !== 0 && p.status !== 1) r = new Error(`the cross-check exited with ${p.status ?? p.signal}: ${(p.stderr || p.stdout).slice(-800)}`);
