@@ -14,6 +14,7 @@ import { dirname, resolve } from "node:path";
 import { runCheck } from "../harness/run.ts";
 import { catchInterrupts, interruptedBy, partialPath, signalExitCode } from "../harness/interrupt.ts";
 import { isRunner, superviseSelf } from "./supervise.ts";
+import { Progress } from "../harness/progress.ts";
 import { parseShard, selectShard, type Shard } from "../harness/shard.ts";
 import { REPORT_COMMANDS, REPORT_COMMANDS_HELP, runReportCommand, type ReportCommand } from "./report-commands.ts";
 import { ruleFixture } from "../cases/fixtures/rule-fixture.ts";
@@ -167,18 +168,23 @@ async function main(): Promise<void> {
   const width = String(defs.length).length;
   console.log(`nl-conformance: ${defs.length} checks, seed ${seed}, profile ${profile}${shard ? `, shard ${shard.index}/${shard.count}` : ""}`);
   const selected = new Set(defs.map((d) => d.id));
+  const progress = new Progress(defs);
   for (const [i, def] of defs.entries()) {
     // Between checks the event loop turns, so a SIGINT/SIGTERM handler can run.
     await new Promise((resolve) => setImmediate(resolve));
     if (interruptedBy() !== null) break;
+    // A delegated check may print on its own (kernel builds, a child's messages): no live line under it.
+    if (def.kind === "delegated") progress.clear();
     const r = runCheck(def, { seed, profile, replay: replay && { seed: replay.seed, path: replay.path }, selected });
     if (interruptedBy() !== null) break;
     results.push(r);
     const n = `[${String(i + 1).padStart(width)}/${defs.length}]`;
-    console.log(`${n} ${r.status.padEnd(7)} ${r.id} (${r.runs} run${r.runs === 1 ? "" : "s"}, ${r.ms.toFixed(0)} ms)`);
+    progress.print(`${n} ${r.status.padEnd(7)} ${r.id} (${r.runs} run${r.runs === 1 ? "" : "s"}, ${r.ms.toFixed(0)} ms)`);
     if (r.status !== "pass" && r.status !== "skip" && r.message) console.log(`      ${r.message}\n      replay: ${r.replay}`);
     else if (r.status === "skip") console.log(`      ${r.message ?? ""}`);
+    progress.finished(r.id, defs[i + 1]?.id);
   }
+  progress.end();
   const interrupt = interruptedBy();
 
   const summary = summarize(results);

@@ -29,12 +29,11 @@ function spawnChild(mode: ChildMode, timeout: number, stdin?: string) {
   return Bun.spawnSync({
     cmd: [process.execPath, CHILD, ...childArgs(mode)],
     cwd: ROOT,
-    stdin: stdin === undefined ? undefined : Buffer.from(stdin),
-    stdout: "pipe",
-    stderr: "pipe",
+    // fd 3 is this process's stderr: the child's progress (kernel builds) shows while it runs.
+    stdio: [stdin === undefined ? "ignore" : Buffer.from(stdin), "pipe", "pipe", 2],
     timeout,
     killSignal: "SIGKILL",
-    env: childEnv(),
+    env: { ...childEnv(), NLC_PROGRESS_FD: "3" },
   });
 }
 
