@@ -24,7 +24,7 @@ const HELP = `usage: npm run conformance -- [options]   (or: bun run conformance
        npm run conformance -- diff OLD NEW | html REPORT [--out FILE] | merge A B ... --out FILE
                               | timings REPORT
 
-Runs the nl-conformance checks (classes C0-C8) and writes an nlc-report/1 JSON report.
+Runs the nl-conformance checks (classes C0-C9) and writes an nlc-report/1 JSON report.
 
   --filter F       run checks matching F: a class (C2), a rule (moneta, moneta.frozen),
                    or any substring of a check id; repeatable, or comma-separated

@@ -10,6 +10,7 @@ import { runCheck } from "../harness/run.ts";
 import type { CheckDef } from "../harness/check.ts";
 import { buildCatalogue, matchesFilter } from "./catalogue.ts";
 import { selectShard } from "../harness/shard.ts";
+import { interruptedBy } from "../harness/interrupt.ts";
 import { backendSkipReason } from "./c5/checks.ts";
 import { reportBackends } from "./preload.ts";
 
@@ -36,7 +37,11 @@ for (const def of defs) {
     continue;
   }
   test(def.id, () => {
+    // After an interrupt (a child ended by SIGINT/SIGTERM) nothing more runs, and the check in
+    // flight is not recorded: its result is the interruption's. The report is then written as partial.
+    if (interruptedBy() !== null) throw new Error(`${def.id}: not run: the run was interrupted by ${interruptedBy()}`);
     const r = runCheck(def, { seed: opts.seed, profile: opts.profile, selected });
+    if (interruptedBy() !== null) throw new Error(`${def.id}: interrupted by ${interruptedBy()}`);
     collected.push(r);
     if (r.status !== "pass" && r.status !== "skip") {
       throw new Error(`${r.id}: ${r.status}: ${r.message ?? ""}\n  replay: ${r.replay}`);

@@ -18,6 +18,8 @@ const SAME = ["version", "revision", "seed", "profile", "filter"] as const;
 
 export function mergeReports(parts: readonly Part[]): Report {
   if (parts.length === 0) throw new MergeError("nothing to merge");
+  const partial = parts.find((p) => p.report.partial === true);
+  if (partial !== undefined) throw new MergeError(`${partial.path} is the partial report of an interrupted run: rerun that shard`);
   const first = parts[0]!;
   for (const p of parts.slice(1)) {
     for (const f of SAME) {

@@ -102,4 +102,8 @@ test("merge CLI: writes the merged report; overlaps, other versions and missing 
   expect(r4.code).toBe(2);
   expect(r4.err).toContain("absent.json");
   expect(cli("merge", a, b).code).toBe(2);
+  const partial = f("partial.json", { ...SHARD_B, partial: true });
+  const r5 = cli("merge", a, partial, "--out", out);
+  expect(r5.code).toBe(2);
+  expect(r5.err).toContain("partial.json is the partial report");
 }, 120_000);
