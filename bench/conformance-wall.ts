@@ -4,7 +4,7 @@
  * besides a throwaway report. Usage: bun bench/conformance-wall.ts [--runs N] [-- extra CLI args]
  */
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ROOT } from "../paths.ts";
@@ -21,13 +21,18 @@ if (!Number.isInteger(runs) || runs < 1) {
 }
 
 const dir = mkdtempSync(join(tmpdir(), "nlc-wall-"));
-const args = ["run", join(ROOT, "conformance", "cli.ts"), "--report", join(dir, "r.json"), ...extra];
+const report = join(dir, "r.json");
+const args = ["run", join(ROOT, "conformance", "cli.ts"), "--report", report, ...extra];
 
 function once(): number {
+  rmSync(report, { force: true });
   const t0 = performance.now();
-  const r = spawnSync(process.execPath, args, { cwd: ROOT, stdio: ["ignore", "ignore", "inherit"] });
+  const r = spawnSync(process.execPath, args, { cwd: ROOT, stdio: ["ignore", "ignore", "pipe"] });
   const ms = performance.now() - t0;
-  if (r.status !== 0 && r.status !== 1) throw new Error(`conformance run exited ${r.status}`);
+  // A run counts only when it finished and wrote its report (exit 0 or 1: checks passed or failed).
+  if ((r.status !== 0 && r.status !== 1) || !existsSync(report)) {
+    throw new Error(`conformance run exited ${r.status} without a report: ${r.stderr.toString().slice(-600)}`);
+  }
   return ms;
 }
 
