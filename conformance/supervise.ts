@@ -5,6 +5,7 @@
  * receive it. The runner then stops after the check in flight and writes a partial report.
  */
 import { spawn } from "node:child_process";
+import { constants } from "node:os";
 import { INTERRUPT_SIGNALS } from "../oracle/child-signals.ts";
 
 const RUNNER_ENV = "NLC_RUNNER";
@@ -31,7 +32,8 @@ export function superviseSelf(): Promise<number> {
     });
   }
   return new Promise((resolve) => {
-    child.on("exit", (code, signal) => resolve(code ?? (signal === "SIGINT" ? 130 : signal === "SIGTERM" ? 143 : 1)));
+    // Ended by a signal: 128 + its number, as a shell reports it (130 SIGINT, 143 SIGTERM, 137 SIGKILL).
+    child.on("exit", (code, signal) => resolve(code ?? 128 + (signal !== null ? constants.signals[signal] ?? 0 : 0)));
     child.on("error", (e) => {
       console.error(`conformance: cannot start the runner: ${e.message}`);
       resolve(1);
