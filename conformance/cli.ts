@@ -6,7 +6,7 @@ import { parseVariantKey, variantKey } from "../src/rules/level.ts";
 import { parseArgs } from "node:util";
 import { buildCatalogue, matchesFilter } from "./catalogue.ts";
 import { buildRuleCase, parseRuleCaseRequest, type RuleCaseRequest } from "../cases/rule-case.ts";
-import { PROFILES, type CheckResult, type Profile } from "../harness/check.ts";
+import { PROFILES, type CheckDef, type CheckResult, type Profile } from "../harness/check.ts";
 import { DEFAULT_SEED } from "../harness/collect.ts";
 import { closingLine, DEFAULT_REPORT, NO_REPORT_LINE, runInfo, summarize, validateReport, writeReport, type Summary } from "../harness/report.ts";
 import { mkdirSync, readFileSync, rmSync, unlinkSync, writeFileSync } from "node:fs";
@@ -15,6 +15,9 @@ import { runCheck } from "../harness/run.ts";
 import { catchInterrupts, interruptedBy, partialPath, signalExitCode } from "../harness/interrupt.ts";
 import { isRunner, superviseSelf } from "./supervise.ts";
 import { Progress } from "../harness/progress.ts";
+import { delegatedBatches, mergeBackendInfo, parallelEnabled, runBatchInWorker } from "./parallel.ts";
+import type { InterruptSignal } from "../oracle/child-signals.ts";
+import type { BackendInfo } from "../harness/report.ts";
 import { parseShard, selectShard, type Shard } from "../harness/shard.ts";
 import { REPORT_COMMANDS, REPORT_COMMANDS_HELP, runReportCommand, type ReportCommand } from "./report-commands.ts";
 import { ruleFixture } from "../cases/fixtures/rule-fixture.ts";
@@ -49,6 +52,9 @@ Runs the nl-conformance checks (classes C0-C9) and writes an nlc-report/1 JSON r
   --summary [PATH] print the closing line of an existing report (default
                    reports/conformance.json) and exit 1 unless it is all pass/skip
   -h, --help       this text
+
+Delegated checks (C5 kernel children, the C9 cross-check) run in worker threads beside the
+others; NLC_SERIAL=1 runs everything in one thread (the report is the same apart from timings).
 
 Exit status: 0 when every check passed or was skipped; 1 when any check failed, was vacuous
 or errored; 2 on a usage error; 130 (SIGINT) or 143 (SIGTERM) when interrupted. An interrupted
@@ -164,31 +170,63 @@ async function main(): Promise<void> {
     if (problem !== null) usage(`--report ${reportPath}: ${problem}`);
   }
   const started = new Date();
-  const results: CheckResult[] = [];
   const width = String(defs.length).length;
   console.log(`nl-conformance: ${defs.length} checks, seed ${seed}, profile ${profile}${shard ? `, shard ${shard.index}/${shard.count}` : ""}`);
   const selected = new Set(defs.map((d) => d.id));
   const progress = new Progress(defs);
-  for (const [i, def] of defs.entries()) {
-    // Between checks the event loop turns, so a SIGINT/SIGTERM handler can run.
-    await new Promise((resolve) => setImmediate(resolve));
-    if (interruptedBy() !== null) break;
-    // A delegated check may print on its own (kernel builds, a child's messages): no live line under it.
-    if (def.kind === "delegated") progress.clear();
-    const r = runCheck(def, { seed, profile, replay: replay && { seed: replay.seed, path: replay.path }, selected });
-    if (interruptedBy() !== null) break;
-    results.push(r);
-    const n = `[${String(i + 1).padStart(width)}/${defs.length}]`;
+  // Results by catalogue position: the report lists checks in catalogue order, however they ran.
+  const slots: (CheckResult | undefined)[] = new Array(defs.length);
+  const position = new Map(defs.map((d, i) => [d.id, i]));
+  let finished = 0;
+  let stopped = false;
+  const record = (r: CheckResult) => {
+    if (stopped) return;
+    slots[position.get(r.id)!] = r;
+    finished++;
+    const n = `[${String(finished).padStart(width)}/${defs.length}]`;
     progress.print(`${n} ${r.status.padEnd(7)} ${r.id} (${r.runs} run${r.runs === 1 ? "" : "s"}, ${r.ms.toFixed(0)} ms)`);
     if (r.status !== "pass" && r.status !== "skip" && r.message) console.log(`      ${r.message}\n      replay: ${r.replay}`);
     else if (r.status === "skip") console.log(`      ${r.message ?? ""}`);
-    progress.finished(r.id, defs[i + 1]?.id);
+    progress.finished(r.id);
+  };
+  // The delegated checks (kernel children, the cross-check) run in worker threads beside the rest.
+  const batches = replay === undefined && parallelEnabled() ? delegatedBatches(defs) : new Map<string, string[]>();
+  const inWorker = new Set([...batches.values()].flat());
+  const workers = [...batches.values()].map((ids) =>
+    runBatchInWorker({ ids, seed, profile, fixtureDirs: args.fixtures ?? [], selected: [...selected] }, record));
+  const runInline = async (def: CheckDef) => {
+    // Between checks the event loop turns: signal handlers run and workers' results arrive.
+    await new Promise((resolve) => setImmediate(resolve));
+    if (interruptedBy() !== null) return false;
+    if (def.kind === "delegated") progress.clear();
+    const r = runCheck(def, { seed, profile, replay: replay && { seed: replay.seed, path: replay.path }, selected });
+    if (interruptedBy() !== null) return false;
+    record(r);
+    return true;
+  };
+  for (const def of defs) if (!inWorker.has(def.id) && !(await runInline(def))) break;
+  const workerBackends: BackendInfo[][] = [];
+  let workerInterrupt: InterruptSignal | null = null;
+  const settled = Promise.allSettled(workers.map((w) => w.done));
+  while (interruptedBy() === null && !(await Promise.race([settled.then(() => true), Bun.sleep(100).then(() => false)]))) { /* wait */ }
+  if (interruptedBy() === null) {
+    for (const o of await settled) {
+      if (o.status === "fulfilled") {
+        workerBackends.push(o.value.backends);
+        workerInterrupt ??= o.value.interrupt;
+      } else console.error(`conformance: ${o.reason instanceof Error ? o.reason.message : String(o.reason)}; its checks run here instead`);
+    }
+    // What a failed worker did not report runs here, in order.
+    if (workerInterrupt === null) for (const [i, def] of defs.entries()) if (slots[i] === undefined && !(await runInline(def))) break;
   }
+  stopped = true;
+  for (const w of workers) w.stop();
   progress.end();
-  const interrupt = interruptedBy();
+  const interrupt = interruptedBy() ?? workerInterrupt;
+  const results = slots.filter((r): r is CheckResult => r !== undefined);
 
   const summary = summarize(results);
-  const backends = cat.backends();
+  const backends = mergeBackendInfo(cat.backends(), workerBackends);
   for (const b of backends) console.log(`backend ${b.name}: ${b.available ? "available" : `unavailable (${b.reason ?? "?"})`}`);
   const run = runInfo(started, seed, profile, filters.join(",") || null, backends, shard);
   if (interrupt !== null) {
