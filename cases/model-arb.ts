@@ -74,8 +74,15 @@ export function compositionSubject(pattern: Composition): { pattern?: string } {
 export const sameRule = (rule: MemoryRuleKey, k: number) => fc.constant(Array.from({ length: k }, () => rule));
 export const mixedRules = (k: number) => fc.array(fc.constantFrom(...MEMORY_RULES), { minLength: k, maxLength: k });
 
+/**
+ * The model's level pattern, as check ids and report subjects name it: every level active, level l
+ * frozen, the Conductor's pulse at step n (k = 4), the learned frequency gate deciding, or the
+ * Conductor's schedule over a whole loop (C7).
+ */
+export type LevelPattern = "all-active" | `frozen-${number}` | `step-${number}` | "learned" | "scheduled";
+
 export interface Pattern {
-  readonly name: string;
+  readonly name: LevelPattern;
   readonly active: readonly boolean[];
 }
 
@@ -87,7 +94,12 @@ export function patterns(k: number): Pattern[] {
   return out;
 }
 
-export type ModelSubject = { rule: string; k: number; frozen: boolean };
+/** The pattern an active mask is (for fixtures, which store the mask), or undefined when none is. */
+export function levelPatternOf(active: readonly boolean[]): LevelPattern | undefined {
+  return patterns(active.length).find((p) => p.active.length === active.length && p.active.every((a, i) => a === active[i]))?.name;
+}
+
+export type ModelSubject = { rule: string; k: number; levels: LevelPattern };
 
 /** Every (subject, k, pattern) the model checks cover: each rule alone, and levels mixing rules. */
 export interface Target {
@@ -99,10 +111,10 @@ export interface Target {
 export function targets(): Target[] {
   const out: Target[] = MEMORY_RULES.map((rule) => ({
     key: rule as string,
-    subject: (k: number, p: Pattern) => ({ rule, k, frozen: p.active.some((a) => !a) }),
+    subject: (k: number, p: Pattern) => ({ rule, k, levels: p.name }),
     rules: (k: number) => sameRule(rule, k),
   }));
-  out.push({ key: "mixed", subject: (k, p) => ({ rule: "mixed", k, frozen: p.active.some((a) => !a) }), rules: mixedRules });
+  out.push({ key: "mixed", subject: (k, p) => ({ rule: "mixed", k, levels: p.name }), rules: mixedRules });
   return out;
 }
 

@@ -9,13 +9,17 @@ import { collected, envOptions } from "../harness/collect.ts";
 import { runCheck } from "../harness/run.ts";
 import type { CheckDef } from "../harness/check.ts";
 import { buildCatalogue, matchesFilter } from "./catalogue.ts";
+import { selectShard } from "../harness/shard.ts";
+import { interruptedBy } from "../harness/interrupt.ts";
 import { backendSkipReason } from "./c5/checks.ts";
 import { reportBackends } from "./preload.ts";
 
 const opts = envOptions();
 const cat = buildCatalogue({ fixtureDirs: opts.fixtureDirs });
 reportBackends.get = () => cat.backends();
-const defs = cat.checks.filter((c) => matchesFilter(c, opts.filters));
+const matching = cat.checks.filter((c) => matchesFilter(c, opts.filters));
+// NLC_SHARD=i/n: this process runs shard i of n (the same partition in every shard process).
+const defs = opts.shard === undefined ? matching : selectShard(matching, opts.shard);
 const selected = new Set(defs.map((d) => d.id));
 
 /** Why a check will be skipped, known before it runs; null when it runs. */
@@ -33,7 +37,11 @@ for (const def of defs) {
     continue;
   }
   test(def.id, () => {
+    // After an interrupt (a child ended by SIGINT/SIGTERM) nothing more runs, and the check in
+    // flight is not recorded: its result is the interruption's. The report is then written as partial.
+    if (interruptedBy() !== null) throw new Error(`${def.id}: not run: the run was interrupted by ${interruptedBy()}`);
     const r = runCheck(def, { seed: opts.seed, profile: opts.profile, selected });
+    if (interruptedBy() !== null) throw new Error(`${def.id}: interrupted by ${interruptedBy()}`);
     collected.push(r);
     if (r.status !== "pass" && r.status !== "skip") {
       throw new Error(`${r.id}: ${r.status}: ${r.message ?? ""}\n  replay: ${r.replay}`);

@@ -183,9 +183,12 @@ export async function buildLib(kind: LibKind, opts: { log?: (s: string) => void;
     if (!existsSync(obj) || readKey(`${obj}.key`) !== key) jobs.push({ src, obj, key });
   }
   if (jobs.length > 0) log(`nlk build ${kind}: compiling ${jobs.length} of ${sources.length} sources with ${tc.compiler}`);
+  let compiled = 0;
+  const t0 = performance.now();
   await parallel(jobs, Math.max(1, availableParallelism()), async ({ src, obj, key }) => {
     const tmp = `${obj}.${process.pid}.tmp`;
     await run([compiler, ...tc.compile(src), "-c", src, "-o", tmp], `compiling ${basename(src)} (${kind})`);
+    log(`nlk build ${kind}: [${++compiled}/${jobs.length}] ${basename(src)} (${((performance.now() - t0) / 1000).toFixed(1)} s)`);
     renameSync(tmp, obj);
     writeFileSync(`${obj}.key`, key);
   });

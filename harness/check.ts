@@ -9,14 +9,29 @@ export const CHECK_CLASSES = ["C0", "C1", "C2", "C3", "C4", "C5", "C6", "C7", "C
 export type CheckClass = (typeof CHECK_CLASSES)[number];
 export type Status = "pass" | "fail" | "vacuous" | "skip" | "error";
 
+import type { LevelPattern } from "../cases/model-arb.ts";
+
+export type { LevelPattern };
+
+/** The kernel phase a C5 check exercises. */
+export type KernelPhase = "forward" | "backward" | "checkpoint" | "chunks" | "workspace" | "race" | "gpu-blocks" | "tape-e2e";
+
+/** What a check is about. Every field is optional: a check fills the ones that apply to it. */
 export interface Subject {
   op?: string;
   rule?: string;
+  /** The rule's frozen read (D3) rather than its update: only rule variants carry it. */
   frozen?: boolean;
   k?: number;
   /** The model's composition pattern (docs/spec/composition.md); absent for MAG and non-model checks. */
   pattern?: string;
+  /** Model checks: which levels update (never called `frozen`, which names the frozen read). */
+  levels?: LevelPattern;
   backend?: string;
+  /** C5: the kernel phase. */
+  phase?: KernelPhase;
+  /** The precision of the computation under test; "f64+f32" when one check covers both. */
+  dtype?: "f64" | "f32" | "f64+f32";
   fixture?: string;
 }
 
@@ -32,7 +47,9 @@ export interface CaseOutcome {
 
 /** A comparison's verdict as a case outcome. */
 export function fromComparison(r: Comparison): CaseOutcome {
-  return { ok: r.ok, vacuous: r.vacuous, worst: r.worst, message: r.message };
+  // A comparison that stopped before any element (a missing tensor, a loss mismatch) names no worst.
+  const worst = r.worst.index < 0 && r.worst.tensor === "" ? undefined : r.worst;
+  return { ok: r.ok, vacuous: r.vacuous, worst, message: r.message };
 }
 
 export type Profile = "quick" | "default" | "deep";

@@ -1,5 +1,6 @@
 /** Results of the current process, shared by `bun test` (through its preload) and the CLI. */
 import type { CheckResult } from "./check.ts";
+import { parseShard, type Shard } from "./shard.ts";
 
 export const collected: CheckResult[] = [];
 
@@ -9,11 +10,12 @@ export interface EnvOptions {
   report: string | undefined;
   filters: string[];
   fixtureDirs: string[];
+  shard: Shard | undefined;
 }
 
 export const DEFAULT_SEED = 1;
 
-/** Options for `bun test`, which takes no flags of ours: NLC_SEED, NLC_PROFILE, NLC_REPORT, NLC_FILTER, NLC_FIXTURES. */
+/** Options for `bun test`, which takes no flags of ours: NLC_SEED, NLC_PROFILE, NLC_REPORT, NLC_FILTER, NLC_FIXTURES, NLC_SHARD. */
 export function envOptions(env: Record<string, string | undefined> = process.env): EnvOptions {
   const profile = env.NLC_PROFILE ?? "default";
   if (profile !== "quick" && profile !== "default" && profile !== "deep") {
@@ -22,5 +24,11 @@ export function envOptions(env: Record<string, string | undefined> = process.env
   const seed = env.NLC_SEED === undefined ? DEFAULT_SEED : Number(env.NLC_SEED);
   if (!Number.isInteger(seed)) throw new Error(`NLC_SEED=${env.NLC_SEED}: expected an integer`);
   const split = (v: string | undefined) => (v ?? "").split(",").map((s) => s.trim()).filter((s) => s !== "");
-  return { seed, profile, report: env.NLC_REPORT, filters: split(env.NLC_FILTER), fixtureDirs: split(env.NLC_FIXTURES) };
+  let shard: Shard | undefined;
+  try {
+    shard = env.NLC_SHARD === undefined || env.NLC_SHARD === "" ? undefined : parseShard(env.NLC_SHARD);
+  } catch (e) {
+    throw new Error(`NLC_SHARD=${env.NLC_SHARD}: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  return { seed, profile, report: env.NLC_REPORT, filters: split(env.NLC_FILTER), fixtureDirs: split(env.NLC_FIXTURES), shard };
 }

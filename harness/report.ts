@@ -9,6 +9,7 @@ import { cpus, platform, release } from "node:os";
 import { dirname, join } from "node:path";
 import type { BackendInfo } from "../ffi/backends.ts";
 import type { CheckResult, Profile, Status } from "./check.ts";
+import type { Shard } from "./shard.ts";
 
 export type { BackendInfo };
 
@@ -30,12 +31,16 @@ export interface RunInfo {
   profile: Profile;
   filter: string | null;
   backends: BackendInfo[];
+  /** Set when this run was one shard of the selection (`--shard i/n`, NLC_SHARD). */
+  shard?: Shard;
 }
 
 export type Summary = Record<Status, number>;
 
 export interface Report {
   format: "nlc-report/1";
+  /** Set on the report of an interrupted run (written beside the complete one, never over it). */
+  partial?: true;
   run: RunInfo;
   summary: Summary;
   checks: CheckResult[];
@@ -47,6 +52,18 @@ export function summarize(checks: readonly CheckResult[]): Summary {
   return s;
 }
 
+/**
+ * The closing line CI reads: "conformance: N passed, M failed" stays a prefix (M counts fail,
+ * vacuous and error), followed by the breakdown of M and the skips.
+ */
+export function closingLine(s: Summary): string {
+  const bad = s.fail + s.vacuous + s.error;
+  return `conformance: ${s.pass} passed, ${bad} failed (${s.fail} fail, ${s.vacuous} vacuous, ${s.error} error, ${s.skip} skipped)`;
+}
+
+/** A run that produced no report at all (install, typecheck or build failed): one error. */
+export const NO_REPORT_LINE = closingLine({ pass: 0, fail: 0, vacuous: 0, skip: 0, error: 1 });
+
 function revision(): string | null {
   try {
     return execSync("git rev-parse HEAD", { cwd: ROOT, stdio: ["ignore", "pipe", "ignore"] }).toString().trim() || null;
@@ -55,7 +72,7 @@ function revision(): string | null {
   }
 }
 
-export function runInfo(started: Date, seed: number, profile: Profile, filter: string | null, backends: BackendInfo[]): RunInfo {
+export function runInfo(started: Date, seed: number, profile: Profile, filter: string | null, backends: BackendInfo[], shard?: Shard): RunInfo {
   const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { version: string };
   return {
     started: started.toISOString(),
@@ -69,6 +86,7 @@ export function runInfo(started: Date, seed: number, profile: Profile, filter: s
     profile,
     filter,
     backends,
+    ...(shard !== undefined ? { shard } : {}),
   };
 }
 
@@ -85,6 +103,25 @@ export function validateReport(report: unknown): void {
     const first = errs.slice(0, 5).map((e) => `${e.instancePath || "/"} ${e.message ?? ""}`).join("; ");
     throw new Error(`report does not match ${SCHEMA}: ${first}`);
   }
+}
+
+/** A report file that cannot be used (missing, not JSON, not nlc-report/1): a usage error naming the file. */
+export class ReportFileError extends Error {}
+
+/** Reads and validates a report file; throws ReportFileError naming the file and what is wrong. */
+export function readReportFile(path: string): Report {
+  let data: unknown;
+  try {
+    data = JSON.parse(readFileSync(path, "utf8"));
+  } catch (e) {
+    throw new ReportFileError(`${path}: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  try {
+    validateReport(data);
+  } catch (e) {
+    throw new ReportFileError(`${path}: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  return data as Report;
 }
 
 /** JSON cannot hold Infinity/NaN: they are written as null. */

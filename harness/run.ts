@@ -35,14 +35,29 @@ export function replayCommand(id: string, seed: number, path: string, args: read
   return ["npm", "run", "conformance", "--", ...args, "--replay", `${id}:${seed}:${path}`].map(shellWord).join(" ");
 }
 
+/**
+ * Everything the replay command needs besides the id, seed and path: the options that rebuild the
+ * check's catalogue (its own replayArgs, e.g. --fixtures DIR), the backend it ran on (a `lib:`
+ * backend exists only when named), and a profile other than the default (the generators of some
+ * checks size their cases by profile, so a path is only meaningful under the same one).
+ */
+export function replayArgsOf(def: CheckDef<any>, profile: Profile): string[] {
+  const args = [...(def.replayArgs ?? [])];
+  const backend = def.subject.backend;
+  if (backend !== undefined && !args.includes("--backend")) args.push("--backend", backend);
+  if (profile !== "default" && !args.includes("--profile")) args.push("--profile", profile);
+  return args;
+}
+
 class CaseFailed extends Error {}
 
 export function runCheck<T>(def: CheckDef<T>, opts: RunOptions): CheckResult {
   const seed = opts.replay?.seed ?? checkSeed(opts.seed, def.id);
   const base = { id: def.id, class: def.class, subject: def.subject, tolerance: def.tolerance, seed, spec: def.spec };
   const t0 = performance.now();
+  const args = replayArgsOf(def, opts.profile);
   const done = (r: Omit<CheckResult, keyof typeof base | "ms" | "replay">): CheckResult => ({
-    ...base, ...r, ms: Math.round((performance.now() - t0) * 1000) / 1000, replay: replayCommand(def.id, seed, r.path, def.replayArgs),
+    ...base, ...r, ms: Math.round((performance.now() - t0) * 1000) / 1000, replay: replayCommand(def.id, seed, r.path, args),
   });
   if (def.kind === "skipped") return done({ status: "skip", runs: 0, path: "", message: def.reason });
   if (def.kind === "delegated") {
@@ -51,7 +66,7 @@ export function runCheck<T>(def: CheckDef<T>, opts: RunOptions): CheckResult {
         seed, runSeed: opts.seed, profile: opts.profile, replayPath: opts.replay?.path, selected: opts.selected ?? new Set([def.id]),
       });
       const res = done({ status: r.status, runs: r.runs, path: r.path, worst: r.worst, message: r.message, ...(r.details ? { details: r.details } : {}) });
-      return { ...res, seed: r.seed, replay: replayCommand(def.id, r.seed, r.path, def.replayArgs), ms: r.ms ?? res.ms };
+      return { ...res, seed: r.seed, replay: replayCommand(def.id, r.seed, r.path, args), ms: r.ms ?? res.ms };
     } catch (e) {
       return done({ status: "error", runs: 0, path: "", message: errText(e) });
     }

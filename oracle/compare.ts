@@ -59,9 +59,10 @@ export function compareTensors(
 ): Comparison {
   let worst = emptyWorst();
   let worstExcess = -Infinity;
+  // The failure message describes the worst element, so it names the same tensor and index as `worst`.
+  let worstText = "";
   let ok = true;
   const vacuousNames: string[] = [];
-  let firstBad: string | undefined;
   for (const name of Object.keys(expected)) {
     const e = expected[name]!, a = actual[name];
     if (a === undefined) return { ok: false, vacuous: false, worst, message: `${name}: missing from the result` };
@@ -77,15 +78,13 @@ export function compareTensors(
       if (excess > worstExcess) {
         worstExcess = excess;
         worst = { abs: Number.isNaN(abs) ? Infinity : abs, rel: abs / Math.max(Math.abs(ev), 1e-300), tensor: name, index: i };
+        if (bad) worstText = `${name}[${i}]: got ${av}, expected ${ev} (|diff| ${abs.toExponential(3)} > ${bound.toExponential(3)})`;
       }
-      if (bad && ok) {
-        ok = false;
-        firstBad = `${name}[${i}]: got ${av}, expected ${ev} (|diff| ${abs.toExponential(3)} > ${bound.toExponential(3)})`;
-      }
+      if (bad) ok = false;
     }
     if (maxRef < floor) vacuousNames.push(`${name} (max |ref| ${maxRef.toExponential(2)})`);
   }
-  if (!ok) return { ok, vacuous: false, worst, message: firstBad };
+  if (!ok) return { ok, vacuous: false, worst, message: worstText };
   const names = Object.keys(expected);
   if (require === "every" ? vacuousNames.length > 0 : vacuousNames.length === names.length) {
     return { ok: false, vacuous: true, worst, message: `near-zero reference, comparison proves nothing: ${vacuousNames.join(", ")}` };

@@ -56,11 +56,13 @@ export function gradCheck(loss: () => number, ds: readonly Differentiated[], opt
     const abs = Math.abs(a - fd);
     // The bound scales with u: atol per element (in quadrature), rtol on the summed contributions.
     const bound = TOL_FD.atol * Math.sqrt(total) + TOL_FD.rtol * scale;
-    if (abs > worst.abs) worst = { abs, rel: abs / Math.max(Math.abs(fd), 1e-300), tensor: "direction", index: k };
+    const here: Worst = { abs, rel: abs / Math.max(Math.abs(fd), 1e-300), tensor: "direction", index: k };
+    if (abs > worst.abs) worst = here;
     if (!(abs <= bound)) {
       const full = fullCheck(loss, ds, floor);
       const msg = `direction ${k}: v^T J u = ${fd}, tape ${a} (|diff| ${abs.toExponential(3)} > ${bound.toExponential(3)})`;
-      return full.ok ? { ok: false, vacuous: false, worst, message: `${msg}; full Jacobian check passed` } : full;
+      // `worst` is the failing direction the message names, not an earlier larger (passing) one.
+      return full.ok ? { ok: false, vacuous: false, worst: here, message: `${msg}; full Jacobian check passed` } : full;
     }
   }
   const flat: string[] = [];

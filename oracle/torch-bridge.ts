@@ -13,6 +13,7 @@
  * and restarted on the next request), "request" (the bridge rejected the input; it names the field).
  */
 import { Tensor, sizeOf } from "../src/tensor.ts";
+import { forwardInterrupts } from "./child-signals.ts";
 
 export type TensorRecord = Record<string, Tensor>;
 
@@ -271,6 +272,9 @@ class Proc {
     } catch (e) {
       throw new TorchBridgeError("unavailable", `torch bridge: cannot start ${python}: ${(e as Error).message}`);
     }
+    // SIGINT/SIGTERM reaching this process reach the bridge process too.
+    const stopForwarding = forwardInterrupts(this.sub);
+    void this.sub.exited.then(stopForwarding);
     const echo = opts.echoStderr ?? false;
     void this.pumpStderr(echo);
     this.exited = this.pumpStdout();

@@ -115,7 +115,7 @@ export function c0OpChecks(): CheckDef<OpCase>[] {
     kind: "property",
     id: `C0/op/${op.name}`,
     class: "C0" as const,
-    subject: { op: op.name },
+    subject: { op: op.name, dtype: "f64" },
     spec: "docs/spec/conformance.md#c0; docs/spec/tape.md#ops",
     tolerance: op.oracle === "surrogate"
       ? { kind: "surrogate-exact", rtol: 0, atol: 0 }

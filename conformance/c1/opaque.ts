@@ -68,7 +68,7 @@ export function variantCaseArb(v: Variant) {
 
 export function c1Checks(): CheckDef[] {
   return variants().map((v): CheckDef => ({
-    kind: "property", id: `C1/${vkey(v)}`, class: "C1", subject: { rule: v.decl.key, frozen: v.frozen },
+    kind: "property", id: `C1/${vkey(v)}`, class: "C1", subject: { rule: v.decl.key, frozen: v.frozen, dtype: "f64" },
     spec: `docs/spec/conformance.md#c1; docs/spec/tape.md#opaque; docs/spec/state-gradients.md#checks; ${v.decl.sheet}`,
     tolerance: { kind: "bitwise", rtol: 0, atol: 0 },
     runs: RUNS_C1, arb: variantCaseArb(v),

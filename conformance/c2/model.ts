@@ -80,7 +80,7 @@ export function c2ModelChecks(): CheckDef[] {
     for (const k of t.key === "mixed" ? KS.filter((k) => k > 1) : KS) {
       const p = k === 1 ? patterns(1)[0]! : k === 2 ? patterns(2)[1]! : patterns(4).find((p) => p.name === "step-8")!;
       checks.push({
-        kind: "property", id: `C2/model/${compositionId(comp)}${t.key}/k${k}/${p.name}`, class: "C2", subject: { ...t.subject(k, p), ...compositionSubject(comp) },
+        kind: "property", id: `C2/model/${compositionId(comp)}${t.key}/k${k}/${p.name}`, class: "C2", subject: { ...t.subject(k, p), ...compositionSubject(comp), dtype: "f64" },
         spec: SPEC_C2[comp],
         tolerance: {
           kind: "finite-differences", ...TOL_FD, ...FD_METHOD, full_max_elements: FULL_FD_MAX, directions: DIRECTIONS,

@@ -45,7 +45,7 @@ function c2Case(v: Variant, spec: RuleCaseSpec): CaseOutcome {
 
 export function c2RuleChecks(): CheckDef[] {
   return variants().map((v): CheckDef => ({
-    kind: "property", id: `C2/${vkey(v)}`, class: "C2", subject: { rule: v.decl.key, frozen: v.frozen },
+    kind: "property", id: `C2/${vkey(v)}`, class: "C2", subject: { rule: v.decl.key, frozen: v.frozen, dtype: "f64" },
     spec: `docs/spec/conformance.md#c2 (loss sum(y*dy) + sum(final*dFinal)); docs/spec/state-gradients.md#checks; ${v.decl.sheet}; docs/spec/decisions.md#d2`,
     tolerance: { kind: "finite-differences", ...TOL_FD, ...FD_METHOD, full_max_elements: FULL_FD_MAX, directions: DIRECTIONS },
     runs: RUNS_C2, arb: variantCaseArb(v),

@@ -36,7 +36,7 @@ export function c3Checks(): CheckDef[] {
         for (const p of patterns(k)) {
           checks.push({
             kind: "property", id: `C3/${compositionId(comp)}${t.key}/k${k}/${p.name}`, class: "C3",
-            subject: { ...t.subject(k, p), ...compositionSubject(comp) }, spec: SPEC_C3[comp], tolerance,
+            subject: { ...t.subject(k, p), ...compositionSubject(comp), dtype: "f64" }, spec: SPEC_C3[comp], tolerance,
             runs: RUNS_C3, arb: specArb(t.rules(k), SIZES, FIXED, "random", comp), run: (s: ModelCaseSpec) => c3Case(s, p),
           });
         }

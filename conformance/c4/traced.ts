@@ -61,7 +61,7 @@ export function c4Checks(): CheckDef[] {
         for (const p of patterns(k)) {
           checks.push({
             kind: "property", id: `C4/${compositionId(comp)}${t.key}/k${k}/${p.name}`, class: "C4",
-            subject: { ...t.subject(k, p), ...compositionSubject(comp) }, spec: SPEC_C4[comp],
+            subject: { ...t.subject(k, p), ...compositionSubject(comp), dtype: "f64+f32" }, spec: SPEC_C4[comp],
             tolerance, runs: RUNS_C4, arb: specArb(t.rules(k), SIZES, FIXED, "random", comp), run: (s: ModelCaseSpec) => c4Case(s, p),
           });
         }
@@ -71,7 +71,7 @@ export function c4Checks(): CheckDef[] {
     for (const k of KS.filter((k) => k > 1)) {
       const p = patterns(k)[0]!;
       checks.push({
-        kind: "property", id: `C4/${compositionId(comp)}mixed/k${k}/learned`, class: "C4", subject: { rule: "mixed", k, frozen: true, ...compositionSubject(comp) },
+        kind: "property", id: `C4/${compositionId(comp)}mixed/k${k}/learned`, class: "C4", subject: { rule: "mixed", k, levels: "learned", ...compositionSubject(comp), dtype: "f64+f32" },
         spec: `docs/spec/conformance.md#c4; docs/spec/tape.md#must-hold; docs/spec/titans-family.md#learned-gate; docs/spec/decisions.md#d10${comp === "mag" ? "" : "; docs/spec/composition.md#gate-and-buffers"}`,
         tolerance, runs: RUNS_C4, arb: specArb(mixedRules(k), SIZES, LEARNED, "random", comp), run: (s: ModelCaseSpec) => c4Case(s, p),
       });

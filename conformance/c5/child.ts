@@ -18,7 +18,8 @@ function emit(line: string): void {
   writeSync(1, `${line}\n`);
 }
 
-const log = (s: string) => writeSync(2, `${s}\n`);
+// Progress goes to fd 3 (the parent's stderr, live) when the parent gave one; else to stderr.
+const log = (s: string) => writeSync(process.env.NLC_PROGRESS_FD === "3" ? 3 : 2, `${s}\n`);
 
 async function probe(names: string[]): Promise<void> {
   const out: Probed[] = [];

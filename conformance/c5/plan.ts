@@ -90,7 +90,7 @@ function ruleEntries(backend: string, decl: RuleDecl, frozen: boolean): RuleEntr
   const subject = { rule: decl.key, frozen, backend };
   const sheet = `docs/spec/conformance.md#c5; ${decl.sheet}${frozen ? " (frozen read, D3)" : ""}; docs/spec/kernel-abi.md#contract`;
   const entry = (kind: RuleEntry["kind"], spec: string, tolerance: CheckTolerance, runs: Runs): RuleEntry =>
-    ({ id: `C5/${slug}/${key}/${kind}`, kind, subject, spec, tolerance, runs, decl, frozen });
+    ({ id: `C5/${slug}/${key}/${kind}`, kind, subject: { ...subject, phase: kind, dtype: "f32" }, spec, tolerance, runs, decl, frozen });
   const out = [
     entry("forward", `${sheet}; README tolerance policy (f32)`, TOLERANCE, RUNS),
     entry("backward", `${sheet}; docs/spec/decisions.md#d2, tolerance policy (f32)`, TOLERANCE, RUNS),

@@ -7,6 +7,7 @@
 import { join } from "node:path";
 import { kernelBackendNames, type Resolved } from "../../ffi/backends.ts";
 import type { CheckResult } from "../../harness/check.ts";
+import { noteSignal } from "../../harness/interrupt.ts";
 import { ROOT } from "../../paths.ts";
 import { childArgs, parseProbeOutput, parseRunOutput, stubResult, type CaseLine, type ChildMode, type ChildRequest } from "./protocol.ts";
 import { replayCommand } from "../../harness/run.ts";
@@ -29,12 +30,11 @@ function spawnChild(mode: ChildMode, timeout: number, stdin?: string) {
   return Bun.spawnSync({
     cmd: [process.execPath, CHILD, ...childArgs(mode)],
     cwd: ROOT,
-    stdin: stdin === undefined ? undefined : Buffer.from(stdin),
-    stdout: "pipe",
-    stderr: "pipe",
+    // fd 3 is this process's stderr: the child's progress (kernel builds) shows while it runs.
+    stdio: [stdin === undefined ? "ignore" : Buffer.from(stdin), "pipe", "pipe", 2],
     timeout,
     killSignal: "SIGKILL",
-    env: childEnv(),
+    env: { ...childEnv(), NLC_PROGRESS_FD: "3" },
   });
 }
 
@@ -78,6 +78,7 @@ export function runChild(req: ChildRequest): ChildOutcome {
   const proc = spawnChild({ kind: "run", backend: req.backend, profile: req.profile }, timeout, JSON.stringify(req));
   const { results, running, lastCase, lastCall } = parseRunOutput(proc.stdout.toString());
   const stderr = childStderr(proc.stderr.toString());
+  noteSignal(proc.signalCode); // a child ended by SIGINT/SIGTERM means the run was interrupted
   let death: string | undefined;
   if (proc.exitedDueToTimeout) death = `timed out after ${Math.round(timeout / 1000)} s (killed)`;
   else if (proc.signalCode !== undefined && proc.signalCode !== null) death = `killed by ${proc.signalCode}`;
@@ -113,6 +114,7 @@ export function probeBackends(): Resolved[] {
   console.error(`kernel backends: building (if needed) and loading ${names.join(", ")} ...`);
   const proc = spawnChild({ kind: "probe", backends: names }, 900_000);
   const text = proc.stdout.toString();
+  noteSignal(proc.signalCode);
   const report = parseProbeOutput(text);
   if (proc.exitCode === 0 && report !== undefined) {
     probed = report;

@@ -13,6 +13,7 @@ import { findFixtureFiles, loadFixture } from "../../cases/fixtures/load.ts";
 import { replayFixture } from "./replay.ts";
 import { TOL_ULP } from "../../oracle/compare.ts";
 import { FLOOR_REL, FLOOR_REL_F32_ACC } from "../c5/tolerance.ts";
+import { levelPatternOf } from "../../cases/model-arb.ts";
 
 const SPEC = "docs/spec/conformance.md#c6; docs/spec/README.md 'Fixture format nlc-fixture/1', 'Fixture details', 'Tolerance policy'";
 const TOLERANCE = {
@@ -52,11 +53,16 @@ function shown(p: string): string {
 function peekSubject(file: string): Subject {
   const subject: Subject = { fixture: shown(file) };
   try {
-    const t = (JSON.parse(readFileSync(file, "utf8")) as { target?: Record<string, unknown> }).target ?? {};
+    const doc = JSON.parse(readFileSync(file, "utf8")) as { target?: Record<string, unknown>; dtype?: unknown };
+    const t = doc.target ?? {};
     if (typeof t.rule === "string") subject.rule = t.rule;
     if (typeof t.k === "number" && Number.isInteger(t.k)) subject.k = t.k;
     if (t.kind === "rule" || t.kind === "kernel") subject.frozen = t.frozen === true;
-    else if (Array.isArray(t.active)) subject.frozen = t.active.some((a) => a === false);
+    else if (Array.isArray(t.active)) {
+      const levels = levelPatternOf(t.active.map((a) => a === true));
+      if (levels !== undefined) subject.levels = levels;
+    }
+    if (doc.dtype === "f64" || doc.dtype === "f32") subject.dtype = doc.dtype;
   } catch {
     // The check itself reports what is wrong with the file.
   }

@@ -23,7 +23,7 @@ export function c7Checks(): CheckDef[] {
   for (const comp of COMPOSITIONS) checks.push(...compositionChecks(comp));
   for (const k of KS) {
     checks.push({
-      kind: "single", id: `C7/pulse/k${k}`, class: "C7", subject: { k }, spec: "docs/spec/titans-family.md#cms-pulse; docs/spec/decisions.md#d11",
+      kind: "single", id: `C7/pulse/k${k}`, class: "C7", subject: { k, levels: "scheduled" }, spec: "docs/spec/titans-family.md#cms-pulse; docs/spec/decisions.md#d11",
       tolerance: { kind: "exact", steps: 600 }, run: () => pulseSchedule(k),
     });
   }
@@ -38,14 +38,14 @@ function compositionChecks(comp: Composition): CheckDef[] {
   for (const t of targets()) {
     for (const k of t.key === "mixed" ? KS.filter((k) => k > 1) : KS) {
       checks.push({
-        kind: "single", id: `C7/build-loop/${id}${t.key}/k${k}`, class: "C7", subject: { rule: t.key, k, frozen: k > 1, ...subj },
+        kind: "single", id: `C7/build-loop/${id}${t.key}/k${k}`, class: "C7", subject: { rule: t.key, k, levels: k > 1 ? "scheduled" : "all-active", ...subj, dtype: "f64" },
         spec: "docs/spec/conformance.md#c7; docs/spec/titans-family.md#cms-error-buffers (training loop); docs/spec/decisions.md#d13" + extra,
         tolerance: { kind: "trajectory", step0: "bitwise", rtol: TRAJECTORY_RTOL, steps: 10, reason: "after step 0 the two paths' parameters differ by ULPs, which the loss carries forward" },
         run: () => trajectoryCase(fixedSpec(levelRules(t.key, k), 101 + k, over), 10),
       });
       if (k > 1) {
         checks.push({
-          kind: "property", id: `C7/learned-gate/${id}${t.key}/k${k}`, class: "C7", subject: { rule: t.key, k, frozen: true, ...subj },
+          kind: "property", id: `C7/learned-gate/${id}${t.key}/k${k}`, class: "C7", subject: { rule: t.key, k, levels: "learned", ...subj, dtype: "f64" },
           spec: "docs/spec/conformance.md#c7; docs/spec/titans-family.md#learned-gate; docs/spec/decisions.md#d10 (straight-through, true sign)" + extra,
           tolerance: {
             kind: "tape-vs-hand-written", ...TOL_ULP,
@@ -57,13 +57,13 @@ function compositionChecks(comp: Composition): CheckDef[] {
     }
     if (t.key !== "mixed") {
       checks.push({
-        kind: "single", id: `C7/error-buffers/${id}${t.key}/k2`, class: "C7", subject: { rule: t.key, k: 2, frozen: true, ...subj },
+        kind: "single", id: `C7/error-buffers/${id}${t.key}/k2`, class: "C7", subject: { rule: t.key, k: 2, levels: "scheduled", ...subj, dtype: "f64" },
         spec: "docs/spec/conformance.md#c7; docs/spec/titans-family.md#cms-error-buffers; docs/spec/decisions.md#d13" + extra,
         tolerance: { kind: "exact", steps: 9, chunk_sizes: [1, 8] },
         run: () => errorBufferCase(fixedSpec(levelRules(t.key, 2), 211, over), 9, tapeStep),
       });
       checks.push({
-        kind: "single", id: `C7/loss-decreases/${id}${t.key}/k1`, class: "C7", subject: { rule: t.key, k: 1, frozen: false, ...subj },
+        kind: "single", id: `C7/loss-decreases/${id}${t.key}/k1`, class: "C7", subject: { rule: t.key, k: 1, levels: "all-active", ...subj, dtype: "f64" },
         spec: "docs/spec/conformance.md#c7 (smoke: forward, tape backward, SGD, advance); docs/spec/titans-family.md#mag-backward" + extra,
         tolerance: { kind: "smoke", steps: 50, lr: LR, criterion: "trained parameters lower the first step's loss (same batch, initial context)" },
         run: () => lossDecreases(fixedSpec([t.key as MemoryRuleKey], 307, over)),
@@ -73,14 +73,14 @@ function compositionChecks(comp: Composition): CheckDef[] {
   // Several levels buffering at once, on both paths, with short chunks so every level cycles.
   for (const [name, stepper] of [["tape", tapeStep], ["hand-written", cmsStep]] as const) {
     checks.push({
-      kind: "single", id: `C7/error-buffers/${id}mixed/k4/${name}`, class: "C7", subject: { rule: "mixed", k: 4, frozen: true, ...subj },
+      kind: "single", id: `C7/error-buffers/${id}mixed/k4/${name}`, class: "C7", subject: { rule: "mixed", k: 4, levels: "scheduled", ...subj, dtype: "f64" },
       spec: "docs/spec/conformance.md#c7; docs/spec/titans-family.md#cms-error-buffers; docs/spec/decisions.md#d13" + extra,
       tolerance: { kind: "exact", steps: 9, chunk_sizes: [1, 2, 3, 4] },
       run: () => errorBufferCase(fixedSpec(["delta", "moneta", "lattice", "trellis"], 223, { context: "random", chunk_sizes: [1, 2, 3, 4], ...over }), 9, stepper),
     });
   }
   checks.push({
-    kind: "single", id: `C7/build-loop/${id}mixed/k4/learned`, class: "C7", subject: { rule: "mixed", k: 4, frozen: true, ...subj },
+    kind: "single", id: `C7/build-loop/${id}mixed/k4/learned`, class: "C7", subject: { rule: "mixed", k: 4, levels: "learned", ...subj, dtype: "f64" },
     spec: "docs/spec/conformance.md#c7; docs/spec/titans-family.md#cms-error-buffers, docs/spec/titans-family.md#learned-gate; docs/spec/decisions.md#d10, docs/spec/decisions.md#d13" + extra,
     tolerance: { kind: "trajectory", step0: "bitwise", rtol: TRAJECTORY_RTOL, steps: 10 },
     run: () => trajectoryCase(fixedSpec(["titans", "yaad", "atlas", "memora"], 131, { freq: LEARNED, context: "random", ...over }), 10),

@@ -22,7 +22,7 @@ export function c8Checks(): CheckDef[] {
   const checks: CheckDef[] = [];
   for (const v of variants()) {
     const key = vkey(v);
-    const subject = { rule: v.decl.key, frozen: v.frozen };
+    const subject = { rule: v.decl.key, frozen: v.frozen, dtype: "f64" as const };
     if (v.frozen) {
       checks.push({
         kind: "single", id: `C8/${key}/zero-state-reads-zero`, class: "C8", subject,

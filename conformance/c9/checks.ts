@@ -14,9 +14,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { CheckDef, DelegatedResult, Profile } from "../../harness/check.ts";
 import { probeTorchSync } from "../../oracle/torch-bridge.ts";
+import { noteSignal } from "../../harness/interrupt.ts";
 import { ROOT } from "../../paths.ts";
 import { variants, vkey } from "../../cases/rule-variant.ts";
 import { modelCases, parseArgs } from "./cross-check.ts";
+import { levelPatternOf } from "../../cases/model-arb.ts";
 
 /** Rule cases per variant (random specs; pinned hyperparameters and edge cases come on top). */
 const CASES: Record<Profile, number> = { quick: 2, default: 6, deep: 40 };
@@ -59,6 +61,7 @@ function crossReport(runSeed: number, profile: Profile): CrossReport {
     const out = join(dir, "cross.json");
     const p = spawnSync(process.execPath, [join(import.meta.dir, "cross-check.ts"), "--seed", String(runSeed), "--cases", String(CASES[profile]), "--tol", String(TOL), "--json", out],
       { cwd: ROOT, encoding: "utf8", timeout: 600_000, maxBuffer: 64 << 20 });
+    noteSignal(p.signal); // the cross-check ended by SIGINT/SIGTERM: the run was interrupted
     try {
       if (p.error !== undefined) r = new Error(`the cross-check could not run: ${p.error.message}`);
       else if (p.status !== 0 && p.status !== 1) r = new Error(`the cross-check exited with ${p.status ?? p.signal}: ${(p.stderr || p.stdout).slice(-800)}`);
@@ -92,7 +95,7 @@ export function c9Checks(): CheckDef[] {
   const base = (id: string, subject: CheckDef["subject"], spec: string) => ({ id, class: "C9" as const, subject, spec, tolerance: TOLERANCE });
   const checks: CheckDef[] = [];
   for (const v of variants()) {
-    const b = base(`C9/${vkey(v)}`, { rule: v.decl.key, frozen: v.frozen }, `docs/spec/conformance.md#c9; docs/spec/decisions.md#d19; ${v.decl.sheet}`);
+    const b = base(`C9/${vkey(v)}`, { rule: v.decl.key, frozen: v.frozen, dtype: "f64" }, `docs/spec/conformance.md#c9; docs/spec/decisions.md#d19; ${v.decl.sheet}`);
     if (reason !== null) { checks.push({ ...b, kind: "skipped", reason }); continue; }
     checks.push({
       ...b, kind: "delegated",
@@ -109,7 +112,9 @@ export function c9Checks(): CheckDef[] {
     const pattern = def.spec.pattern ?? "mag";
     const rule = def.id.split(" ")[pattern === "mag" ? 0 : 1]!;
     const k = def.spec.levels.length;
-    const b = base(modelId(def.id), { rule: rule === "mixed" ? "mixed" : rule, k, frozen: def.pulse.some((a) => !a), ...(pattern === "mag" ? {} : { pattern }) },
+    // The case's pattern: the learned gate when it decides, else the pulse's mask by name.
+    const levels = def.spec.freq.kind === "learned" ? "learned" : levelPatternOf(def.pulse);
+    const b = base(modelId(def.id), { rule: rule === "mixed" ? "mixed" : rule, k, ...(levels ? { levels } : {}), ...(pattern === "mag" ? {} : { pattern }), dtype: "f64" },
       `docs/spec/conformance.md#c9; docs/spec/decisions.md#d19; ${pattern === "mag" ? "docs/spec/titans-family.md#mag" : `docs/spec/composition.md#${pattern}`}, docs/spec/titans-family.md#cms`);
     if (reason !== null) { checks.push({ ...b, kind: "skipped", reason }); continue; }
     checks.push({

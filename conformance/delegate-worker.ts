@@ -1,0 +1,33 @@
+/**
+ * A worker thread of `npm run conformance`: runs the delegated checks of one class (C5's kernel
+ * children, C9's cross-check process) while the main thread runs the in-process checks, so the
+ * second core works and a child's waiting (the hang-isolation timeout) overlaps other checks.
+ * Each check's seed comes from the run seed and its id, so the results are those of a serial run.
+ */
+import { buildCatalogue } from "./catalogue.ts";
+import { interruptedBy } from "../harness/interrupt.ts";
+import { runCheck } from "../harness/run.ts";
+import type { WorkerJob, WorkerMessage } from "./parallel.ts";
+
+declare const self: Worker;
+
+self.onmessage = (ev: MessageEvent<WorkerJob>) => {
+  const job = ev.data;
+  const post = (m: WorkerMessage) => self.postMessage(m);
+  try {
+    const cat = buildCatalogue({ fixtureDirs: job.fixtureDirs });
+    const byId = new Map(cat.checks.map((c) => [c.id, c]));
+    const selected = new Set(job.selected);
+    for (const id of job.ids) {
+      const def = byId.get(id);
+      if (def === undefined) throw new Error(`no check ${id} in the worker's catalogue`);
+      const r = runCheck(def, { seed: job.seed, profile: job.profile, selected });
+      // A child ended by SIGINT/SIGTERM: the check in flight is the interruption's, not recorded.
+      if (interruptedBy() !== null) break;
+      post({ kind: "result", result: r });
+    }
+    post({ kind: "done", backends: cat.backends(), interrupt: interruptedBy() });
+  } catch (e) {
+    post({ kind: "failed", message: e instanceof Error ? e.stack ?? e.message : String(e) });
+  }
+};

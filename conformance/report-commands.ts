@@ -1,0 +1,118 @@
+/**
+ * The subcommands that work on finished reports (no check runs):
+ *   diff OLD NEW                 what changed between two reports; exit 1 on a regression
+ *   html REPORT [--out FILE]     one static HTML page: the status matrix with click-through
+ *   merge A B ... --out FILE     the shards' reports as one report
+ *   timings REPORT               refresh the table of check times sharding balances with
+ * Usage errors (a missing or invalid report file, wrong arguments) exit 2 and name the file.
+ */
+import { diffReports, formatDiff, isRegression } from "../harness/report-diff.ts";
+import { readReportFile, ReportFileError } from "../harness/report.ts";
+import { reportHtml } from "../harness/report-html.ts";
+import { mergeReports, MergeError } from "../harness/report-merge.ts";
+import { CHECK_TIMES, formatTimes, timesFromReport } from "../harness/shard.ts";
+import { writeReport } from "../harness/report.ts";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import { parseArgs } from "node:util";
+
+export const REPORT_COMMANDS = ["diff", "html", "merge", "timings"] as const;
+export type ReportCommand = (typeof REPORT_COMMANDS)[number];
+
+export const REPORT_COMMANDS_HELP = `Report commands (they run no checks):
+  diff OLD NEW     compare two reports: new failures, fixed checks, checks that disappeared
+                   or appeared, and passing checks whose error-to-bound ratio grew over 10x;
+                   exit 1 on a regression (a new failure, a disappeared check, such growth)
+  html REPORT [--out FILE]
+                   write one static HTML page (default: REPORT with .html): a matrix of
+                   rule x variant by k x backend x dtype coloured by status, each cell
+                   listing its checks (message, worst error, tolerance, replay command)
+  merge A B ... --out FILE
+                   merge the reports of the shards of one run (--shard i/n, NLC_SHARD) into
+                   one report; parts from different versions, revisions, seeds, profiles or
+                   filters, a check in two parts, or a missing shard are usage errors (exit 2)
+  timings REPORT   write the checks' measured times from REPORT (a full default run) into
+                   conformance/data/check-times.json, the table --shard balances with`;
+
+class UsageError extends Error {}
+
+function usage(msg: string): never {
+  throw new UsageError(msg);
+}
+
+function diff(args: string[]): number {
+  if (args.length !== 2) usage(`diff expects two report files (OLD NEW), got ${args.length}`);
+  const [oldPath, newPath] = args as [string, string];
+  const d = diffReports(readReportFile(oldPath), readReportFile(newPath));
+  console.log(formatDiff(d, oldPath, newPath));
+  return isRegression(d) ? 1 : 0;
+}
+
+function html(argv: string[]): number {
+  let parsed;
+  try {
+    parsed = parseArgs({ args: argv, options: { out: { type: "string" } }, allowPositionals: true });
+  } catch (e) {
+    usage(e instanceof Error ? e.message : String(e));
+  }
+  if (parsed.positionals.length !== 1) usage(`html expects one report file, got ${parsed.positionals.length}`);
+  const src = parsed.positionals[0]!;
+  const out = parsed.values.out ?? src.replace(/\.json$/, "") + ".html";
+  const page = reportHtml(readReportFile(src), src);
+  try {
+    mkdirSync(dirname(resolve(out)), { recursive: true });
+    writeFileSync(out, page);
+  } catch (e) {
+    usage(`--out ${out}: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  console.log(`html: ${out}`);
+  return 0;
+}
+
+function merge(argv: string[]): number {
+  let parsed;
+  try {
+    parsed = parseArgs({ args: argv, options: { out: { type: "string" } }, allowPositionals: true });
+  } catch (e) {
+    usage(e instanceof Error ? e.message : String(e));
+  }
+  const out = parsed.values.out;
+  if (out === undefined) usage("merge needs --out FILE");
+  if (parsed.positionals.length === 0) usage("merge expects the report files of the shards");
+  const merged = mergeReports(parsed.positionals.map((path) => ({ path, report: readReportFile(path) })));
+  try {
+    writeReport(merged, out);
+  } catch (e) {
+    usage(`--out ${out}: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  const s = merged.summary;
+  console.log(`merge: ${parsed.positionals.length} reports, ${merged.checks.length} checks (${s.pass} pass, ${s.fail} fail, ${s.vacuous} vacuous, ${s.error} error, ${s.skip} skip) -> ${out}`);
+  return 0;
+}
+
+function timings(args: string[]): number {
+  if (args.length !== 1) usage(`timings expects one report file, got ${args.length}`);
+  const r = readReportFile(args[0]!);
+  if (r.run.filter !== null && r.run.filter !== undefined) console.warn(`timings: ${args[0]} is a filtered run (${r.run.filter}); checks it did not run fall back to their class's mean`);
+  writeFileSync(CHECK_TIMES, formatTimes(timesFromReport(r.checks, r.run.profile)));
+  console.log(`timings: ${r.checks.length} checks -> ${CHECK_TIMES}`);
+  return 0;
+}
+
+/** Runs a report command; returns its exit status (2 for usage errors, printed to stderr). */
+export function runReportCommand(name: ReportCommand, args: string[]): number {
+  try {
+    switch (name) {
+      case "diff": return diff(args);
+      case "html": return html(args);
+      case "merge": return merge(args);
+      case "timings": return timings(args);
+    }
+  } catch (e) {
+    if (e instanceof UsageError || e instanceof ReportFileError || e instanceof MergeError) {
+      console.error(`conformance ${name}: ${e.message}\n(see --help)`);
+      return 2;
+    }
+    throw e;
+  }
+}

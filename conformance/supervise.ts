@@ -1,0 +1,42 @@
+/**
+ * The CLI runs its checks in a child of itself that leads its own process group, and passes
+ * SIGINT/SIGTERM on to that whole group: the runner, the kernel child it is waiting on (spawned
+ * synchronously, so the runner cannot pass a signal on while it waits) and the PyTorch bridge all
+ * receive it. The runner then stops after the check in flight and writes a partial report.
+ */
+import { spawn } from "node:child_process";
+import { constants } from "node:os";
+import { INTERRUPT_SIGNALS } from "../oracle/child-signals.ts";
+
+const RUNNER_ENV = "NLC_RUNNER";
+
+/** True in the runner (or where supervision is off: NLC_RUNNER=1 runs the checks in this process). */
+export function isRunner(): boolean {
+  return process.env[RUNNER_ENV] === "1";
+}
+
+/** Runs this same command as the runner and returns its exit status (128 + n when a signal ended it). */
+export function superviseSelf(): Promise<number> {
+  const child = spawn(process.execPath, process.argv.slice(1), {
+    stdio: "inherit",
+    detached: true,
+    env: { ...process.env, [RUNNER_ENV]: "1" },
+  });
+  for (const sig of INTERRUPT_SIGNALS) {
+    process.on(sig, () => {
+      try {
+        process.kill(-child.pid!, sig);
+      } catch {
+        // the group is gone
+      }
+    });
+  }
+  return new Promise((resolve) => {
+    // Ended by a signal: 128 + its number, as a shell reports it (130 SIGINT, 143 SIGTERM, 137 SIGKILL).
+    child.on("exit", (code, signal) => resolve(code ?? 128 + (signal !== null ? constants.signals[signal] ?? 0 : 0)));
+    child.on("error", (e) => {
+      console.error(`conformance: cannot start the runner: ${e.message}`);
+      resolve(1);
+    });
+  });
+}

@@ -1,0 +1,34 @@
+/**
+ * Whether the run was interrupted: SIGINT/SIGTERM caught by this process, or a child process that
+ * died of one (the signal reached the child, e.g. from the terminal or a process-group kill). An
+ * interrupted run stops after the check in flight, drops that check (its result is the
+ * interruption's, not the code's), and writes what finished as a partial report beside the
+ * complete one (never over it).
+ */
+import { INTERRUPT_SIGNALS, isInterruptSignal, type InterruptSignal } from "../oracle/child-signals.ts";
+
+let caught: InterruptSignal | null = null;
+
+export function interruptedBy(): InterruptSignal | null {
+  return caught;
+}
+
+/** Called with a child's terminating signal (or ours): an interrupt signal marks the run interrupted. */
+export function noteSignal(signal: unknown): void {
+  if (caught === null && isInterruptSignal(signal)) caught = signal;
+}
+
+/** From now on SIGINT/SIGTERM mark the run interrupted instead of ending the process. */
+export function catchInterrupts(): void {
+  for (const sig of INTERRUPT_SIGNALS) process.on(sig, () => noteSignal(sig));
+}
+
+/** The exit status of a process ended by the signal (128 + its number), as shells report it. */
+export function signalExitCode(sig: InterruptSignal): number {
+  return sig === "SIGINT" ? 130 : 143;
+}
+
+/** Where an interrupted run's report goes: beside the complete one. */
+export function partialPath(reportPath: string): string {
+  return reportPath.endsWith(".json") ? `${reportPath.slice(0, -5)}.partial.json` : `${reportPath}.partial.json`;
+}

@@ -1,0 +1,156 @@
+/**
+ * One static HTML page from a report: a matrix of rule × variant (rows) by k × backend × dtype
+ * (columns), each cell coloured by its worst status with the count per status; clicking a cell
+ * lists its checks, failing ones open with message, worst error, tolerance and replay command.
+ * Everything is inline (no network, no build step): the report's checks are embedded as JSON and
+ * the page renders itself with a few lines of script.
+ */
+import type { CheckResult } from "./check.ts";
+import { closingLine, type Report } from "./report.ts";
+
+/** The matrix coordinates of a check, as the page groups it. */
+export interface Cell {
+  rule: string;
+  variant: string;
+  k: string;
+  backend: string;
+  dtype: string;
+}
+
+/** Where a check sits in the matrix: its subject's fields, with "—" where a field does not apply. */
+export function cellOf(c: CheckResult): Cell {
+  const s = c.subject;
+  const rule = s.rule ?? (s.op !== undefined ? `op ${s.op}` : s.fixture !== undefined ? "fixture loader" : `${c.class} (no rule)`);
+  const variant = s.levels ?? (s.frozen === true ? "frozen read" : s.frozen === false ? "update" : "—");
+  return { rule, variant, k: s.k === undefined ? "—" : `k${s.k}`, backend: s.backend ?? "ref", dtype: s.dtype ?? "—" };
+}
+
+/** `<` inside an inline script would end it early; JSON escapes keep the text identical once parsed. */
+function scriptJson(x: unknown): string {
+  return JSON.stringify(x, (_k, v) => (typeof v === "number" && !Number.isFinite(v) ? null : v))
+    .replace(/</g, "\\u003c").replace(/>/g, "\\u003e").replace(/&/g, "\\u0026").replace(/\u2028/g, "\\u2028").replace(/\u2029/g, "\\u2029");
+}
+
+function escapeHtml(s: string): string {
+  return s.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
+}
+
+const CSS = `
+body { font: 13px/1.4 system-ui, sans-serif; margin: 16px; color: #222; background: #fff; }
+h1 { font-size: 18px; margin: 0 0 4px; }
+.meta { color: #555; margin-bottom: 8px; }
+.closing { font-family: monospace; font-weight: bold; margin: 8px 0; }
+table.matrix { border-collapse: collapse; }
+.matrix th, .matrix td { border: 1px solid #ccc; padding: 2px 6px; text-align: center; white-space: nowrap; }
+.matrix th.row { text-align: left; }
+.matrix td.cell { cursor: pointer; min-width: 48px; }
+.matrix td.cell:hover { outline: 2px solid #333; }
+.s-pass { background: #7fd67f; } .s-fail, .s-error { background: #f07070; } .s-vacuous { background: #f5b942; }
+.s-skip { background: #cfcfcf; } .empty { background: #fafafa; }
+.legend span { display: inline-block; padding: 1px 8px; margin-right: 6px; border: 1px solid #aaa; }
+#detail { margin-top: 14px; border-top: 2px solid #333; padding-top: 8px; }
+#detail details { margin: 4px 0; padding: 2px 6px; border-left: 6px solid #ccc; }
+#detail details.s-fail, #detail details.s-error { border-left-color: #d33; background: #fff3f3; }
+#detail details.s-vacuous { border-left-color: #e90; background: #fff8ec; }
+#detail details.s-pass { background: #f4fff4; } #detail details.s-skip { background: #f6f6f6; }
+pre, code { font-family: monospace; white-space: pre-wrap; word-break: break-all; }
+.filters label { margin-right: 10px; }
+`;
+
+/** Runs in the page: builds the matrix from the embedded checks and fills the detail panel on click. */
+const SCRIPT = `
+const data = JSON.parse(document.getElementById("nlc-data").textContent);
+const ORDER = ["error", "fail", "vacuous", "pass", "skip"];
+const worstOf = (counts) => ORDER.find((s) => counts[s] > 0) || "skip";
+const el = (tag, props, ...kids) => { const e = Object.assign(document.createElement(tag), props || {}); for (const k of kids) e.append(k); return e; };
+const cmp = (a, b) => a.localeCompare(b, "en", { numeric: true });
+const classes = [...new Set(data.checks.map((c) => c.class))].sort(cmp);
+const shown = new Set(classes);
+
+function render() {
+  const checks = data.checks.filter((c) => shown.has(c.class));
+  const rowKey = (c) => c.cell.rule + " | " + c.cell.variant;
+  const colKey = (c) => [c.cell.k, c.cell.backend, c.cell.dtype].join(" · ");
+  const rows = [...new Set(checks.map(rowKey))].sort(cmp);
+  const cols = [...new Set(checks.map(colKey))].sort(cmp);
+  const cells = new Map();
+  for (const c of checks) {
+    const key = rowKey(c) + "\\u0000" + colKey(c);
+    if (!cells.has(key)) cells.set(key, []);
+    cells.get(key).push(c);
+  }
+  const head = el("tr", {}, el("th", { textContent: "rule" }), el("th", { textContent: "variant" }), ...cols.map((k) => el("th", { textContent: k })));
+  const body = rows.map((r) => {
+    const [rule, variant] = r.split(" | ");
+    return el("tr", {}, el("th", { className: "row", textContent: rule }), el("th", { className: "row", textContent: variant }), ...cols.map((col) => {
+      const list = cells.get(r + "\\u0000" + col);
+      if (!list) return el("td", { className: "empty" });
+      const counts = {};
+      for (const c of list) counts[c.status] = (counts[c.status] || 0) + 1;
+      const td = el("td", { className: "cell s-" + worstOf(counts), title: r + " / " + col,
+        textContent: ORDER.filter((s) => counts[s]).map((s) => counts[s] + (s === "pass" ? "" : " " + s)).join(", ") });
+      td.dataset.status = worstOf(counts);
+      td.addEventListener("click", () => detail(r + " / " + col, list));
+      return td;
+    }));
+  });
+  document.getElementById("matrix").replaceChildren(el("thead", {}, head), el("tbody", {}, ...body));
+}
+
+function detail(title, list) {
+  const bad = (s) => s === "fail" || s === "error" || s === "vacuous";
+  const sorted = [...list].sort((a, b) => ORDER.indexOf(a.status) - ORDER.indexOf(b.status) || cmp(a.id, b.id));
+  const items = sorted.map((c) => {
+    const d = el("details", { className: "s-" + c.status, open: bad(c.status) }, el("summary", { textContent: c.status + "  " + c.id }));
+    if (c.message) d.append(el("div", {}, el("b", { textContent: "message: " }), el("code", { textContent: c.message })));
+    if (c.worst) d.append(el("div", {}, el("b", { textContent: "worst: " }),
+      el("code", { textContent: c.worst.tensor + "[" + c.worst.index + "]  abs " + c.worst.abs + "  rel " + c.worst.rel })));
+    d.append(el("div", {}, el("b", { textContent: "tolerance: " }), el("code", { textContent: JSON.stringify(c.tolerance) })));
+    if (bad(c.status)) d.append(el("div", {}, el("b", { textContent: "replay: " }), el("code", { className: "replay", textContent: c.replay })));
+    d.append(el("div", {}, el("b", { textContent: "spec: " }), el("code", { textContent: c.spec })));
+    return d;
+  });
+  document.getElementById("detail").replaceChildren(el("h2", { textContent: title }), ...items);
+}
+
+const filters = document.getElementById("filters");
+for (const cls of classes) {
+  const box = el("input", { type: "checkbox", checked: true });
+  box.addEventListener("change", () => { box.checked ? shown.add(cls) : shown.delete(cls); render(); });
+  filters.append(el("label", {}, box, " " + cls));
+}
+render();
+const firstBad = [...document.querySelectorAll("td.cell")].find((td) => ["error", "fail", "vacuous"].includes(td.dataset.status));
+if (firstBad) firstBad.click();
+`;
+
+export function reportHtml(report: Report, source: string): string {
+  const checks = report.checks.map((c) => ({
+    id: c.id, class: c.class, status: c.status, cell: cellOf(c), message: c.message, worst: c.worst,
+    tolerance: c.tolerance, replay: c.replay, spec: c.spec,
+  }));
+  const r = report.run;
+  const meta = `${source} · ${r.started} · version ${r.version}${r.revision ? ` (${r.revision.slice(0, 10)})` : ""} · seed ${r.seed} · profile ${r.profile}` +
+    `${r.filter ? ` · filter ${r.filter}` : ""} · ${r.runtime} · ${r.os} · ${r.cpu}` +
+    ` · backends: ${r.backends.map((b) => `${b.name} ${b.available ? "available" : "unavailable"}`).join(", ")}`;
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>nl-conformance report</title>
+<style>${CSS}</style>
+</head>
+<body>
+<h1>nl-conformance report</h1>
+<div class="meta">${escapeHtml(meta)}</div>
+<div class="closing">${escapeHtml(closingLine(report.summary))}</div>
+<div class="legend"><span class="s-pass">pass</span><span class="s-fail">fail / error</span><span class="s-vacuous">vacuous</span><span class="s-skip">skip</span> a cell's colour is its worst status; click it for its checks</div>
+<div class="filters" id="filters">classes: </div>
+<table class="matrix" id="matrix"></table>
+<div id="detail"></div>
+<script type="application/json" id="nlc-data">${scriptJson({ checks })}</script>
+<script>${SCRIPT}</script>
+</body>
+</html>
+`;
+}

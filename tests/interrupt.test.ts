@@ -1,0 +1,125 @@
+/**
+ * Interrupts: SIGINT/SIGTERM reach the child processes, and an interrupted run leaves the complete
+ * report as it was and writes what finished beside it, marked partial.
+ */
+import { expect, test } from "bun:test";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { validateReport } from "../harness/report.ts";
+import { ROOT } from "../paths.ts";
+
+const COMPLETE = '{"a complete report": "from an earlier run"}\n';
+
+function parentOf(pid: number): number | null {
+  try {
+    // /proc/PID/stat: "pid (comm) state ppid ..."; comm may hold spaces, so split after the last ')'.
+    return Number(readFileSync(`/proc/${pid}/stat`, "utf8").split(")").at(-1)!.trim().split(" ")[1]);
+  } catch {
+    return null;
+  }
+}
+
+/** Live descendants of `root` whose command line contains `needle`. */
+function descendants(root: number, needle: string): number[] {
+  const out: number[] = [];
+  for (const name of readdirSync("/proc")) {
+    const pid = Number(name);
+    if (!Number.isInteger(pid) || pid === root) continue;
+    let cmd = "";
+    try {
+      cmd = readFileSync(`/proc/${pid}/cmdline`, "utf8").replace(/\0/g, " ");
+    } catch {
+      continue;
+    }
+    if (!cmd.includes(needle)) continue;
+    for (let p: number | null = parentOf(pid), hops = 0; p !== null && p > 1 && hops < 10; p = parentOf(p), hops++) {
+      if (p === root) {
+        out.push(pid);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+async function until<T>(what: string, probe: () => T | null | undefined, ms = 90_000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = probe();
+    if (v !== null && v !== undefined) return v;
+    if (Date.now() > end) throw new Error(`gave up waiting for ${what}`);
+    await Bun.sleep(25);
+  }
+}
+
+function startRun(filter: string, report: string) {
+  const proc = Bun.spawn([process.execPath, join(ROOT, "conformance", "cli.ts"), "--filter", filter, "--report", report], {
+    cwd: ROOT, stdout: "pipe", stderr: "pipe",
+  });
+  let out = "";
+  void (async () => {
+    for await (const chunk of proc.stdout as ReadableStream<Uint8Array>) out += new TextDecoder().decode(chunk);
+  })();
+  return { proc, out: () => out };
+}
+
+function expectPartial(dir: string, report: string): { checks: { id: string }[] } {
+  expect(readFileSync(report, "utf8")).toBe(COMPLETE);
+  const partial = join(dir, "r.partial.json");
+  expect(existsSync(partial)).toBe(true);
+  const doc = JSON.parse(readFileSync(partial, "utf8"));
+  validateReport(doc);
+  expect(doc.partial).toBe(true);
+  return doc;
+}
+
+test("SIGINT to the CLI: it stops after the check in flight, keeps the complete report, writes the partial one", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "nlc-int-"));
+  const report = join(dir, "r.json");
+  writeFileSync(report, COMPLETE);
+  const run = startRun("C2", report);
+  await until("three checks to finish", () => (/\[\s*3\/\d+\]/.test(run.out()) ? true : null));
+  run.proc.kill("SIGINT");
+  expect(await run.proc.exited).toBe(130);
+  expect(run.out()).toContain("interrupted by SIGINT");
+  const doc = expectPartial(dir, report);
+  const total = Number(/(\d+) checks, seed/.exec(run.out())![1]);
+  expect(doc.checks.length).toBeGreaterThanOrEqual(3);
+  expect(doc.checks.length).toBeLessThan(total);
+}, 180_000);
+
+test("SIGINT reaching only the kernel child: the run is interrupted, not 'crashed', and the complete report stays", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "nlc-int-"));
+  const report = join(dir, "r.json");
+  writeFileSync(report, COMPLETE);
+  const run = startRun("C5/cpu-emu", report);
+  // The probe child or the batch child, whichever is running: both are the kernel child.
+  const child = await until("a C5 child process", () => descendants(run.proc.pid, "c5/child.ts")[0]);
+  process.kill(child, "SIGINT");
+  expect(await run.proc.exited).toBe(130);
+  expect(run.out()).toContain("interrupted by SIGINT");
+  const doc = expectPartial(dir, report);
+  // No check is reported as an error because of the interrupt.
+  expect(doc.checks.filter((c) => (c as { status?: string }).status === "error")).toEqual([]);
+}, 180_000);
+
+test("a signal to a process forwarding interrupts reaches its child, then ends the process as the signal would", async () => {
+  const script = `
+    import { forwardInterrupts } from ${JSON.stringify(join(ROOT, "oracle", "child-signals.ts"))};
+    const child = Bun.spawn(["sleep", "60"]);
+    forwardInterrupts(child);
+    console.log(child.pid);
+    await child.exited;
+    await Bun.sleep(60_000);
+  `;
+  const proc = Bun.spawn([process.execPath, "-e", script], { stdout: "pipe", stderr: "inherit" });
+  const reader = (proc.stdout as ReadableStream<Uint8Array>).getReader();
+  const first = new TextDecoder().decode((await reader.read()).value);
+  const childPid = Number(first.trim());
+  expect(parentOf(childPid)).toBe(proc.pid);
+  proc.kill("SIGTERM");
+  await proc.exited;
+  expect(proc.signalCode).toBe("SIGTERM");
+  await until("the child to be gone", () => (parentOf(childPid) === null ? true : null), 10_000);
+}, 60_000);

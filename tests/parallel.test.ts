@@ -1,0 +1,41 @@
+/**
+ * `npm run conformance` runs delegated checks (kernel children, the cross-check) in worker threads
+ * beside the in-process checks; the report is the serial run's (NLC_SERIAL=1) apart from timings.
+ */
+import { expect, test } from "bun:test";
+import { mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { buildCatalogue } from "../conformance/catalogue.ts";
+import { delegatedBatches, mergeBackendInfo } from "../conformance/parallel.ts";
+import { ROOT } from "../paths.ts";
+
+test("delegated checks are batched by class, in catalogue order; nothing else is", () => {
+  const defs = buildCatalogue({ fixtureDirs: [] }).checks;
+  const batches = delegatedBatches(defs);
+  for (const [cls, ids] of batches) {
+    expect(ids).toEqual(defs.filter((d) => d.kind === "delegated" && d.class === cls).map((d) => d.id));
+  }
+  expect([...batches.values()].flat().length).toBe(defs.filter((d) => d.kind === "delegated").length);
+});
+
+test("the report lists a worker's probe of a backend instead of 'not probed'", () => {
+  const main = [{ name: "ref", available: true }, { name: "cpu-emu", available: false, reason: "not probed: no C5 check ran in this run" }];
+  const worker = [{ name: "ref", available: true }, { name: "cpu-emu", available: true, device: "emu" }];
+  expect(mergeBackendInfo(main, [worker])).toEqual([{ name: "ref", available: true }, { name: "cpu-emu", available: true, device: "emu" }]);
+});
+
+function run(report: string, serial: boolean) {
+  const env = { ...process.env, NLC_SERIAL: serial ? "1" : "0" };
+  const r = Bun.spawnSync({ cmd: [process.execPath, join(ROOT, "conformance", "cli.ts"), "--filter", "C2/delta,C5/cpu-emu/delta/,C9/delta", "--report", report], cwd: ROOT, env });
+  expect(r.exitCode).toBe(0);
+  const doc = JSON.parse(readFileSync(report, "utf8"));
+  return { checks: doc.checks.map(({ ms: _ms, ...c }: { ms: number }) => c), backends: doc.run.backends };
+}
+
+test("with worker threads the report is the serial run's, apart from timings", () => {
+  const dir = mkdtempSync(join(tmpdir(), "nlc-par-"));
+  const par = run(join(dir, "p.json"), false), ser = run(join(dir, "s.json"), true);
+  expect(par.checks.length).toBeGreaterThan(5);
+  expect(par).toEqual(ser);
+}, 300_000);

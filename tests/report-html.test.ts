@@ -1,0 +1,86 @@
+/**
+ * The HTML report: a self-contained page (no network, inline script and style), and, where Debian's
+ * chromium is installed (.ci/run installs it), rendered in a real headless browser: the matrix
+ * exists with a failing cell, the click-through lists the failing check's message, worst value,
+ * tolerance and replay line, and a screenshot of the page is non-empty and not blank.
+ */
+import { expect, test } from "bun:test";
+import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { cellOf, reportHtml } from "../harness/report-html.ts";
+import { ROOT } from "../paths.ts";
+import { pngColourCount } from "./png-colours.ts";
+import { check, report } from "./synthetic-report.ts";
+
+const HOSTILE = "dW[0]: got </script><b>1</b> & more";
+const REPORT = report([
+  check("C2/moneta", "pass", { subject: { rule: "moneta", frozen: false, dtype: "f64" }, ratio: 0.1 }),
+  check("C2/moneta.frozen", "fail", { subject: { rule: "moneta", frozen: true, dtype: "f64" }, ratio: 3000, message: HOSTILE }),
+  check("C3/moneta/k2/frozen-1", "pass", { subject: { rule: "moneta", k: 2, levels: "frozen-1", dtype: "f64" } }),
+  check("C5/cpu-emu/moneta/forward", "skip", { subject: { rule: "moneta", frozen: false, backend: "cpu-emu", phase: "forward", dtype: "f32" }, message: "no toolchain" }),
+  check("C9/moneta", "vacuous", { subject: { rule: "moneta", frozen: false, dtype: "f64" }, message: "every compared tensor was zero" }),
+]);
+
+test("matrix coordinates come from the subject fields", () => {
+  expect(cellOf(REPORT.checks[2]!)).toEqual({ rule: "moneta", variant: "frozen-1", k: "k2", backend: "ref", dtype: "f64" });
+  expect(cellOf(REPORT.checks[1]!)).toMatchObject({ variant: "frozen read", k: "—" });
+  expect(cellOf(REPORT.checks[3]!)).toMatchObject({ backend: "cpu-emu", dtype: "f32" });
+});
+
+test("the page is one self-contained file: no external resource, the data survives hostile text", () => {
+  const page = reportHtml(REPORT, "synthetic.json");
+  expect(page).not.toMatch(/\b(src|href)=/);
+  expect(page).not.toMatch(/https?:\/\/(?!www\.w3)/);
+  expect(page.match(/<\/script>/g)!.length).toBe(2);
+  const json = /<script type="application\/json" id="nlc-data">([^]*?)<\/script>/.exec(page)![1]!;
+  expect(JSON.parse(json).checks[1].message).toBe(HOSTILE);
+});
+
+/** Debian's chromium (the `chromium` package); NLC_CHROMIUM names another binary. */
+function findChromium(): string | null {
+  const named = process.env.NLC_CHROMIUM;
+  if (named) return named;
+  for (const p of ["/usr/bin/chromium", "/usr/bin/chromium-browser"]) if (existsSync(p)) return p;
+  return null;
+}
+const chromium = findChromium();
+const why = "chromium is not installed (apt-get install chromium; .ci/run does it), so the page is not rendered in a browser";
+if (chromium === null) console.warn(`report-html: skipped: ${why}`);
+
+function headless(...args: string[]): string {
+  const r = Bun.spawnSync({
+    cmd: [chromium!, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--hide-scrollbars", ...args],
+    stdout: "pipe", stderr: "pipe", timeout: 60_000,
+  });
+  if (r.exitCode !== 0) throw new Error(`chromium exited ${r.exitCode}: ${r.stderr.toString().slice(-600)}`);
+  return r.stdout.toString();
+}
+
+test.skipIf(chromium === null)(`in headless chromium: the matrix renders, a click lists the failure, the screenshot is not blank${chromium === null ? ` (skip: ${why})` : ""}`, () => {
+  mkdirSync(join(ROOT, "reports"), { recursive: true });
+  const page = join(ROOT, "reports", "conformance-matrix.html");
+  writeFileSync(page, reportHtml(REPORT, "synthetic.json"));
+  const url = `file://${page}`;
+
+  const dom = headless("--dump-dom", url);
+  const cells = [...dom.matchAll(/<td class="cell s-(\w+)"[^>]*>([^<]*)<\/td>/g)].map((m) => [m[1], m[2]]);
+  // rows: moneta | frozen read, frozen-1, update; the update row has a pass, a vacuous (C9) and a skip (C5, cpu-emu column).
+  expect(cells).toContainEqual(["fail", "1 fail"]);
+  expect(cells).toContainEqual(["vacuous", "1 vacuous, 1"]);
+  expect(cells).toContainEqual(["skip", "1 skip"]);
+  expect(cells.length).toBe(4);
+  // The page opens the first failing cell: its check, message, worst value, tolerance and replay line.
+  const detail = dom.slice(dom.indexOf('id="detail"'));
+  expect(detail).toContain("C2/moneta.frozen");
+  expect(detail).toContain("dW[0]: got &lt;/script&gt;&lt;b&gt;1&lt;/b&gt; &amp; more");
+  expect(detail).toContain("dW[0]  abs 0.003");
+  expect(detail).toContain('{"rtol":0,"atol":0.000001}');
+  expect(detail).toContain("npm run conformance -- --replay C2/moneta.frozen:7:3:1");
+
+  const shot = join(ROOT, "reports", "conformance-matrix.png");
+  rmSync(shot, { force: true });
+  headless(`--screenshot=${shot}`, "--window-size=1200,800", url);
+  expect(statSync(shot).size).toBeGreaterThan(1000);
+  expect(pngColourCount(readFileSync(shot))).toBeGreaterThan(4);
+  console.log(`report-html: screenshot ${shot}`);
+}, 120_000);
