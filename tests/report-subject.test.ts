@@ -32,7 +32,10 @@ test("subject: C5 rule checks carry their phase and dtype f32; gradient classes 
   const c5 = checks.filter((c) => c.class === "C5" && /\/(forward|backward|race|gpu-blocks|tape-e2e)$/.test(c.id));
   expect(c5.length).toBeGreaterThan(10);
   for (const c of c5) expect({ id: c.id, phase: c.subject.phase, dtype: c.subject.dtype }).toEqual({ id: c.id, phase: c.id.split("/").at(-1) as never, dtype: "f32" });
-  for (const c of checks.filter((c) => ["C1", "C2", "C3", "C8", "C9"].includes(c.class))) expect({ id: c.id, dtype: c.subject.dtype }).toEqual({ id: c.id, dtype: "f64" });
+  // gradient classes run in f64; a check that runs both dtypes (C1 recompute parity) says f64+f32
+  for (const c of checks.filter((c) => ["C1", "C2", "C3", "C8", "C9"].includes(c.class))) {
+    expect({ id: c.id, dtype: c.subject.dtype }).toEqual({ id: c.id, dtype: c.id.startsWith("C1/recompute/") ? "f64+f32" : "f64" });
+  }
   for (const c of checks.filter((c) => c.class === "C4")) expect(c.subject.dtype).toBe("f64+f32");
 });
 

@@ -251,7 +251,7 @@ const CURVE: SizeLimits = { d: [2, 8], seq_len: [17, 40] };
 export function chunkMatrixChecks(): CheckDef[] {
   const checks: CheckDef[] = [];
   for (const decl of RULES.filter(hasChunkStartGd)) {
-    const k = decl.key, subject = { rule: k };
+    const k = decl.key, subject = { rule: k, dtype: "f64" as const };
     const stateFree = !writeReadsState(decl);
     const cArb = fc.integer({ min: 1, max: 5 });
     checks.push({

@@ -56,7 +56,7 @@ export function recomputeChecks(): CheckDef[] {
     for (const kind of POLICY_KINDS) {
       const arb = fc.tuple(variantCaseArb(v), fc.integer({ min: 1, max: 4 }));
       checks.push({
-        kind: "property", id: `C1/recompute/${vkey(v)}/${kind}`, class: "C1", subject: { rule: v.decl.key, frozen: v.frozen },
+        kind: "property", id: `C1/recompute/${vkey(v)}/${kind}`, class: "C1", subject: { rule: v.decl.key, frozen: v.frozen, dtype: "f64+f32" },
         spec: `docs/spec/chunk-forms.md#recompute; docs/spec/tape.md#recompute; ${v.decl.sheet}`,
         tolerance: { kind: "bitwise", compared: "y and every gradient vs store-all", dtypes: ["f64", "f32"], rtol: 0, atol: 0 },
         runs: RUNS, arb,
