@@ -11,8 +11,8 @@ import type { RuleAbi, Shape } from "../../ffi/abi.ts";
 import { isGate } from "../../ffi/abi.ts";
 import type { Arrays } from "../../ffi/lib.ts";
 import type { Profile } from "../../harness/check.ts";
-import { ALPHA_LEVELS, THETA_LEVELS, buildRuleCase, ruleCaseSpecArb, type RuleCaseSpec, type SizeLimits } from "../../cases/rule-case.ts";
-import { frozenForwardSaved, ruleForwardSaved } from "../../src/rules/level.ts";
+import { innerCase } from "../../cases/inner-case.ts";
+import { ALPHA_LEVELS, THETA_LEVELS, ruleCaseSpecArb, type RuleCaseSpec, type SizeLimits } from "../../cases/rule-case.ts";
 import type { InnerInputs, RuleConfig, RuleDecl, State } from "../../src/rules/types.ts";
 import { Tensor, cast } from "../../src/tensor.ts";
 
@@ -82,8 +82,6 @@ export interface Seq {
   dFinal64: State;
 }
 
-const INNER_NAMES = ["k", "v", "q", "x", "alpha", "theta", "eta", "omega"] as const;
-
 function pairs(rec: Readonly<Record<string, Tensor>>): { r32: Record<string, Tensor>; r64: Record<string, Tensor> } {
   const r32: Record<string, Tensor> = {}, r64: Record<string, Tensor> = {};
   for (const [n, t] of Object.entries(rec)) ({ t32: r32[n]!, t64: r64[n]! } = pairOf(t));
@@ -91,18 +89,8 @@ function pairs(rec: Readonly<Record<string, Tensor>>): { r32: Record<string, Ten
 }
 
 export function sequence(decl: RuleDecl, spec: RuleCaseSpec, frozen: boolean): Seq {
-  const c = buildRuleCase(decl, spec, "f64", frozen);
-  const raw: Record<string, Tensor> = {};
-  if (frozen) {
-    raw.q = frozenForwardSaved(decl, c.X, c.params, c.state, c.cfg).saved.q!;
-  } else {
-    const saved = ruleForwardSaved(decl, c.X, c.params, c.state, c.cfg).saved;
-    for (const n of INNER_NAMES) {
-      const t = n === "x" ? saved.X : saved[n];
-      if (t !== undefined) raw[n] = t;
-    }
-  }
-  const inp = pairs(raw), st = pairs(c.state), dF = pairs(c.dFinal ?? {});
+  const c = innerCase(decl, spec, frozen);
+  const inp = pairs(c.inputs as unknown as Record<string, Tensor>), st = pairs(c.state), dF = pairs(c.dFinal ?? {});
   const dy = pairOf(c.dy);
   return {
     cfg: c.cfg, in32: inp.r32 as unknown as InnerInputs, in64: inp.r64 as unknown as InnerInputs, st32: st.r32, st64: st.r64,
