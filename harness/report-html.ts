@@ -21,7 +21,9 @@ export interface Cell {
 export function cellOf(c: CheckResult): Cell {
   const s = c.subject;
   const rule = s.rule ?? (s.op !== undefined ? `op ${s.op}` : s.fixture !== undefined ? "fixture loader" : `${c.class} (no rule)`);
-  const variant = s.levels ?? (s.frozen === true ? "frozen read" : s.frozen === false ? "update" : "—");
+  const base = s.levels ?? (s.frozen === true ? "frozen read" : s.frozen === false ? "update" : "—");
+  // the composition pattern (MAC, MAL) is part of the model variant; MAG is the default and unnamed
+  const variant = s.pattern !== undefined ? `${s.pattern.toUpperCase()} ${base}` : base;
   return { rule, variant, k: s.k === undefined ? "—" : `k${s.k}`, backend: s.backend ?? "ref", dtype: s.dtype ?? "—" };
 }
 
