@@ -13,6 +13,7 @@ import { accBuffer } from "../precision.ts";
 import * as K from "../numeric.ts";
 import { Tensor, alloc, type Data } from "../tensor.ts";
 import { adjointFrom } from "./state-grad.ts";
+import { titansWrite } from "./titans.ts";
 import type { InnerInputs, RuleConfig, RuleDecl, State } from "./types.ts";
 
 export function hasErrorChunk(decl: RuleDecl): boolean {
@@ -51,17 +52,7 @@ export function errorChunkStartGd(decl: RuleDecl, inp: InnerInputs, state: State
       for (let i = 0; i < dd; i++) M[mn + i] = (1 - a) * M[mt + i]!;
       K.addOuter(M, mn, d, d, -th, e, o, k.data, o);
     } else {
-      // Titans' order: S_{t+1} = η S_t − θ e kᵀ (accumulate dtype), then (1−α)M_t rounded plus S_{t+1}
-      const et = eta!.data[t]!;
-      for (let i = 0; i < d; i++) {
-        const gi = -th * e[o + i]!;
-        for (let j = 0; j < d; j++) sNext[i * d + j] = et * S[mt + i * d + j]! + gi * k.data[o + j]!;
-      }
-      for (let i = 0; i < dd; i++) {
-        M[mn + i] = (1 - a) * M[mt + i]!;
-        M[mn + i]! += sNext[i]!;
-      }
-      S.set(sNext, mn);
+      titansWrite(M, S, t, d, e, k.data, a, th, eta!.data[t]!, sNext);
     }
     K.matvec(M, mn, d, d, q.data, o, y, o);
   }

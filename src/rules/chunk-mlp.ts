@@ -12,7 +12,7 @@
  */
 import * as K from "../numeric.ts";
 import { Tensor, alloc, type Data } from "../tensor.ts";
-import { L2_BIAS, logc, logcPrime, softmaxRowInto, softmaxRowsVjpInPlace } from "./memora.ts";
+import { L2_BIAS, logc, logcPrime, memoraWrite, softmaxRowsVjpInPlace } from "./memora.ts";
 import { MlpScratch, chainIn, chainOut, dHidden, innerGradDot, innerGradient, mlpRead, readVjp, type Bias } from "./mlp.ts";
 import { isL2, lpBias, lqNormalize, lqNormalizeVjpAdd } from "./moneta.ts";
 import { huber } from "./yaad.ts";
@@ -77,14 +77,7 @@ export function mlpChunkStartGd(decl: RuleDecl, inp: InnerInputs, state: State, 
       // Read before the write; Z = α logc(W_t) − θ G(W_c), row softmax.
       mlpRead(sc, W1, c1, W2, c2, q.data, o, y, o);
       innerGradient(sc, W1, f1, W2, f2, k.data, v.data, o, ret.bias);
-      for (let i = 0; i < dh; i++) {
-        for (let j = 0; j < d; j++) Z[j] = al * logc(W1[c1 + i * d + j]!) - th * sc.u[i]! * k.data[o + j]!;
-        softmaxRowInto(Z, d, W1, x1 + i * d);
-      }
-      for (let i = 0; i < d; i++) {
-        for (let j = 0; j < dh; j++) Z[j] = al * logc(W2[c2 + i * dh + j]!) - th * sc.g[i]! * sc.h[j]!;
-        softmaxRowInto(Z, dh, W2, x2 + i * dh);
-      }
+      memoraWrite(sc, W1, c1, x1, W2, c2, x2, k.data, o, al, th, d, dh, Z);
       continue;
     }
     innerGradient(sc, W1, f1, W2, f2, k.data, v.data, o, ret.bias);

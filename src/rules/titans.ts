@@ -10,11 +10,32 @@
 import { accBuffer } from "../precision.ts";
 import { Rng, uniformTensor } from "../rng.ts";
 import * as K from "../numeric.ts";
-import { Tensor, alloc, zeros } from "../tensor.ts";
+import { Tensor, alloc, zeros, type Data } from "../tensor.ts";
 import { delta } from "./delta.ts";
 import { adjointFrom, gradTensor } from "./state-grad.ts";
 import { matrixFrozenRead, randomMatrixState } from "./matrix.ts";
 import type { RuleDecl } from "./types.ts";
+
+/**
+ * The write of token t from its error e_t (already in e): S_{t+1} = η S_t − θ e kᵀ in the accumulate
+ * dtype (sNext), then M_{t+1} = (1−α)M_t + S_{t+1}. Shared with the chunk-start form, whose e_t reads
+ * the chunk's first state instead of M_t.
+ */
+export function titansWrite(M: Data, S: Data, t: number, d: number, e: Data, k: Data, a: number, th: number, et: number,
+  sNext: Data): void {
+  const dd = d * d, mt = t * dd, mn = (t + 1) * dd, o = t * d;
+  for (let i = 0; i < d; i++) {
+    const gi = -th * e[o + i]!;
+    for (let j = 0; j < d; j++) sNext[i * d + j] = et * S[mt + i * d + j]! + gi * k[o + j]!;
+  }
+  // (1−α)M_t is rounded to the state dtype before the (still f64) S_{t+1} is added,
+  // the same two roundings Delta makes, so η = 0 reproduces Delta bit for bit in f32 too.
+  for (let i = 0; i < dd; i++) {
+    M[mn + i] = (1 - a) * M[mt + i]!;
+    M[mn + i]! += sNext[i]!;
+  }
+  S.set(sNext, mn);
+}
 
 export const titans: RuleDecl<"titans"> = {
   key: "titans",
@@ -42,18 +63,7 @@ export const titans: RuleDecl<"titans"> = {
         const mt = t * dd, mn = (t + 1) * dd, o = t * d;
         K.matvec(mStates, mt, d, d, k.data, o, e, o);
         for (let i = 0; i < d; i++) e[o + i]! -= v.data[o + i]!;
-        const a = alpha!.data[t]!, th = theta!.data[t]!, et = eta!.data[t]!;
-        for (let i = 0; i < d; i++) {
-          const gi = -th * e[o + i]!;
-          for (let j = 0; j < d; j++) sNext[i * d + j] = et * sStates[mt + i * d + j]! + gi * k.data[o + j]!;
-        }
-        // (1−α)M_t is rounded to the state dtype before the (still f64) S_{t+1} is added,
-        // the same two roundings Delta makes, so η = 0 reproduces Delta bit for bit in f32 too.
-        for (let i = 0; i < dd; i++) {
-          mStates[mn + i] = (1 - a) * mStates[mt + i]!;
-          mStates[mn + i]! += sNext[i]!;
-        }
-        sStates.set(sNext, mn);
+        titansWrite(mStates, sStates, t, d, e, k.data, alpha!.data[t]!, theta!.data[t]!, eta!.data[t]!, sNext);
         K.matvec(mStates, mn, d, d, q.data, o, y, o);
       }
       return {
