@@ -10,16 +10,15 @@
  * joins the running adjoint when the backward reaches the chunk's first token.
  */
 import { accBuffer } from "../precision.ts";
-import { Tensor, alloc, type Data } from "../tensor.ts";
-import { latticeScratch, latticeToken, latticeTokenBackward } from "./lattice.ts";
+import { Tensor } from "../tensor.ts";
+import { latticeScratch, latticeSweep, latticeTokenBackward, type LatticeTape } from "./lattice.ts";
 import { adjointFrom } from "./state-grad.ts";
 import type { InnerInputs, RuleConfig, State } from "./types.ts";
 
-export interface LatticeChunkForward {
+/** The output and final state, and the tape: S_0..S_s [s+1, m, d], read weights, γ, p = S_t[i]·δ_i and ‖ũ_i‖. */
+export interface LatticeChunkForward extends LatticeTape {
   y: Tensor;
   finalState: State;
-  /** S_0..S_s [s+1, m, d], read weights, γ, p = S_t[i]·δ_i and ‖ũ_i‖ per token and slot. */
-  S: Data; readW: Data; gamma: Data; pDot: Data; uNorm: Data;
 }
 
 /** First token of the chunk holding token t. */
@@ -30,15 +29,10 @@ export function latticeChunkStartGd(inp: InnerInputs, state: State, cfg: RuleCon
   const { d, seq_len: s } = cfg;
   const m = cfg.m_slots as number;
   const dt = inp.k.dtype, md = m * d;
-  const S = alloc(dt, (s + 1) * md);
-  S.set(state.S!.data);
-  const readW = alloc(dt, s * m), gamma = alloc(dt, s * m), pDot = alloc(dt, s * m), uNorm = alloc(dt, s * m);
-  const y = alloc(dt, s * d);
-  const tape = { S, readW, gamma, pDot, uNorm }, scratch = latticeScratch(m, d);
-  for (let t = 0; t < s; t++) latticeToken(tape, inp, cfg, t, chunkStart(t, C), scratch, y);
+  const { y, tape } = latticeSweep(inp, state, cfg, (t) => chunkStart(t, C));
   return {
-    y: new Tensor(dt, [s, d], y), finalState: { S: new Tensor(dt, [m, d], S.slice(s * md)) },
-    S, readW, gamma, pDot, uNorm,
+    y: new Tensor(dt, [s, d], y), finalState: { S: new Tensor(dt, [m, d], tape.S.slice(s * md)) },
+    ...tape,
   };
 }
 

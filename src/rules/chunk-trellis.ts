@@ -13,16 +13,15 @@
  * when the backward reaches the chunk's first token.
  */
 import { accBuffer } from "../precision.ts";
-import { Tensor, alloc, type Data } from "../tensor.ts";
+import { Tensor } from "../tensor.ts";
 import { adjointFrom } from "./state-grad.ts";
-import { trellisScratch, trellisToken, trellisTokenBackward } from "./trellis.ts";
+import { trellisScratch, trellisSweep, trellisTokenBackward, type TrellisTape } from "./trellis.ts";
 import type { InnerInputs, RuleConfig, State } from "./types.ts";
 
-export interface TrellisChunkForward {
+/** The output and final state, and the tape: S_K^0..S_K^s, S_V^0..S_V^s and the per-token r, ĉ, e^k, u, c, e^v. */
+export interface TrellisChunkForward extends TrellisTape {
   y: Tensor;
   finalState: State;
-  /** States S_K^0..S_K^s, S_V^0..S_V^s and the per-token r, ĉ, e^k, u, c, e^v. */
-  SK: Data; SV: Data; r: Data; cHat: Data; eK: Data; u: Data; c: Data; eV: Data;
 }
 
 const chunkStart = (t: number, C: number): number => t - (t % C);
@@ -32,18 +31,12 @@ export function trellisChunkStartGd(inp: InnerInputs, state: State, cfg: RuleCon
   const { d, seq_len: s } = cfg;
   const dk = cfg.d_compress as number;
   const dt = inp.k.dtype, n = dk * d;
-  const SK = alloc(dt, (s + 1) * n), SV = alloc(dt, (s + 1) * n);
-  SK.set(state.S_K!.data);
-  SV.set(state.S_V!.data);
-  const r = alloc(dt, s * dk), cHat = alloc(dt, s * dk), eK = alloc(dt, s * dk);
-  const u = alloc(dt, s * dk), c = alloc(dt, s * dk), eV = alloc(dt, s * d), y = alloc(dt, s * d);
-  const yt = accBuffer(d);
-  const tape = { SK, SV, r, cHat, eK, u, c, eV };
-  for (let t = 0; t < s; t++) trellisToken(tape, inp, cfg, dk, t, chunkStart(t, C), y, yt);
+  const { y, tape } = trellisSweep(inp, state, cfg, dk, (t) => chunkStart(t, C));
+  const { SK, SV } = tape;
   return {
     y: new Tensor(dt, [s, d], y),
     finalState: { S_K: new Tensor(dt, [dk, d], SK.slice(s * n)), S_V: new Tensor(dt, [d, dk], SV.slice(s * n)) },
-    SK, SV, r, cHat, eK, u, c, eV,
+    ...tape,
   };
 }
 

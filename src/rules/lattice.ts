@@ -108,6 +108,21 @@ export function latticeToken(tp: LatticeTape, { k, v, q, alpha }: InnerInputs, c
   }
 }
 
+/** Runs every token from `state`; token t's data terms read the slots of token dataAt(t). */
+export function latticeSweep(inp: InnerInputs, state: State, cfg: RuleConfig,
+  dataAt: (t: number) => number): { y: Data; tape: LatticeTape } {
+  const { d, seq_len: s } = cfg;
+  const m = cfg.m_slots as number;
+  const dt = inp.k.dtype, md = m * d;
+  const S = alloc(dt, (s + 1) * md);
+  S.set(state.S!.data);
+  const readW = alloc(dt, s * m), gamma = alloc(dt, s * m), pDot = alloc(dt, s * m), uNorm = alloc(dt, s * m);
+  const y = alloc(dt, s * d);
+  const tape: LatticeTape = { S, readW, gamma, pDot, uNorm }, scratch = latticeScratch(m, d);
+  for (let t = 0; t < s; t++) latticeToken(tape, inp, cfg, t, dataAt(t), scratch, y);
+  return { y, tape };
+}
+
 /**
  * Exact backward of latticeToken for the same `e`. Sh = ∂L/∂S_{t+1}; P = ∂L/∂S_t (cleared and built
  * here); F receives the data term's adjoint w.r.t. the slots it read: P itself in the rule, a chunk
@@ -224,12 +239,7 @@ export const lattice: RuleDecl<"lattice"> = {
       const { d, seq_len: s } = cfg;
       const m = cfg.m_slots as number;
       const dt = inp.k.dtype, md = m * d;
-      const S = alloc(dt, (s + 1) * md);
-      S.set(state.S!.data);
-      const readW = alloc(dt, s * m), gamma = alloc(dt, s * m), pDot = alloc(dt, s * m), uNorm = alloc(dt, s * m);
-      const y = alloc(dt, s * d);
-      const tape: LatticeTape = { S, readW, gamma, pDot, uNorm }, scratch = latticeScratch(m, d);
-      for (let t = 0; t < s; t++) latticeToken(tape, inp, cfg, t, t, scratch, y);
+      const { y, tape: { S, readW, gamma, pDot, uNorm } } = latticeSweep(inp, state, cfg, (t) => t);
       return {
         y: new Tensor(dt, [s, d], y),
         finalState: { S: new Tensor(dt, [m, d], S.slice(s * md)) },

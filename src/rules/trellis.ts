@@ -93,14 +93,7 @@ export const trellis: RuleDecl<"trellis"> = {
       const { d, seq_len: s } = cfg;
       const dk = compressedSize(cfg);
       const dt = inp.k.dtype, n = dk * d;
-      const SK = alloc(dt, (s + 1) * n), SV = alloc(dt, (s + 1) * n);
-      SK.set(state.S_K!.data);
-      SV.set(state.S_V!.data);
-      const r = alloc(dt, s * dk), cHat = alloc(dt, s * dk), eK = alloc(dt, s * dk);
-      const u = alloc(dt, s * dk), c = alloc(dt, s * dk), eV = alloc(dt, s * d), y = alloc(dt, s * d);
-      const yt = accBuffer(d);
-      const tape: TrellisTape = { SK, SV, r, cHat, eK, u, c, eV };
-      for (let t = 0; t < s; t++) trellisToken(tape, inp, cfg, dk, t, t, y, yt);
+      const { y, tape: { SK, SV, r, cHat, eK, u, c, eV } } = trellisSweep(inp, state, cfg, dk, (t) => t);
       const T = (shape: number[], data: Data) => new Tensor(dt, shape, data);
       return {
         y: T([s, d], y),
@@ -190,6 +183,22 @@ export function trellisToken(tp: TrellisTape, { k, v, q, x, alpha, theta }: Inne
   const rv = 1 - a - th * lv;
   for (let i = 0; i < n; i++) SV[an + i] = rv * SV[at + i]!;
   K.addOuter(SV, an, d, dk, -th, eV, o, c, oc);
+}
+
+/** Runs every token from `state`; token t's errors read the state of token errorAt(t). */
+export function trellisSweep(inp: InnerInputs, state: State, cfg: RuleConfig, dk: number,
+  errorAt: (t: number) => number): { y: Data; tape: TrellisTape } {
+  const { d, seq_len: s } = cfg;
+  const dt = inp.k.dtype, n = dk * d;
+  const SK = alloc(dt, (s + 1) * n), SV = alloc(dt, (s + 1) * n);
+  SK.set(state.S_K!.data);
+  SV.set(state.S_V!.data);
+  const r = alloc(dt, s * dk), cHat = alloc(dt, s * dk), eK = alloc(dt, s * dk);
+  const u = alloc(dt, s * dk), c = alloc(dt, s * dk), eV = alloc(dt, s * d), y = alloc(dt, s * d);
+  const yt = accBuffer(d);
+  const tape: TrellisTape = { SK, SV, r, cHat, eK, u, c, eV };
+  for (let t = 0; t < s; t++) trellisToken(tape, inp, cfg, dk, t, errorAt(t), y, yt);
+  return { y, tape };
 }
 
 /** Per-token input gradients, written row by row by trellisTokenBackward. */
