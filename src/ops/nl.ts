@@ -7,18 +7,23 @@ import { dim, need, sameShapes, rowsCols } from "./op-checks.ts";
 
 const NSILU_EPS = 1e-8;
 
+/** ‖silu(u[o..o+n))‖, the sum of squares accumulated as every rule accumulates. */
+function siluNorm(u: Data, o: number, n: number): number {
+  let ss = 0;
+  for (let j = 0; j < n; j++) {
+    const s = K.silu(u[o + j]!);
+    ss = accStep(ss + s * s);
+  }
+  return Math.sqrt(ss);
+}
+
 /**
  * Trellis' normalised SiLU per row of length n: sqrt(n) · silu(u) / ||silu(u)||, and the zero
  * vector when ||silu(u)|| <= 1e-8 (docs/spec/miras-compression.md#trellis-nsilu). The seed's op has no sqrt(n)
  * factor; we follow the rule that uses it, so the op and Trellis agree.
  */
 export function nsiluRow(u: Data, o: number, n: number, out: Data): void {
-  let ss = 0;
-  for (let j = 0; j < n; j++) {
-    const s = K.silu(u[o + j]!);
-    ss = accStep(ss + s * s);
-  }
-  const norm = Math.sqrt(ss);
+  const norm = siluNorm(u, o, n);
   if (norm <= NSILU_EPS) {
     for (let j = 0; j < n; j++) out[o + j] = 0;
     return;
@@ -29,12 +34,7 @@ export function nsiluRow(u: Data, o: number, n: number, out: Data): void {
 
 /** VJP of nsiluRow at u for upstream g, written into out (0 below the norm guard). */
 export function nsiluRowVjp(u: Data, g: Data, o: number, n: number, out: Data, oo = o): void {
-  let ss = 0;
-  for (let j = 0; j < n; j++) {
-    const s = K.silu(u[o + j]!);
-    ss = accStep(ss + s * s);
-  }
-  const norm = Math.sqrt(ss);
+  const norm = siluNorm(u, o, n);
   if (norm <= NSILU_EPS) {
     for (let j = 0; j < n; j++) out[oo + j] = 0;
     return;

@@ -15,6 +15,7 @@ import { Tensor, alloc, type Data } from "../tensor.ts";
 import { adjointFrom } from "./state-grad.ts";
 import { titansScratch, titansTokenBackward, titansWrite } from "./titans.ts";
 import type { InnerInputs, RuleConfig, RuleDecl, State } from "./types.ts";
+import { checkChunkSize, chunkStart } from "./chunk-start.ts";
 
 export function hasErrorChunk(decl: RuleDecl): boolean {
   return decl.matrixChunk?.write === "error";
@@ -27,10 +28,8 @@ export interface ErrorChunkForward {
   M: Data; S: Data | null; e: Data;
 }
 
-const chunkStart = (t: number, C: number): number => t - (t % C);
-
 export function errorChunkStartGd(decl: RuleDecl, inp: InnerInputs, state: State, cfg: RuleConfig, C: number): ErrorChunkForward {
-  if (!Number.isInteger(C) || C < 1) throw new Error(`chunk size C = ${C}: expected an integer >= 1`);
+  checkChunkSize(C);
   if (!hasErrorChunk(decl)) throw new Error(`rule '${decl.key}' does not write its prediction error`);
   const momentum = decl.matrixChunk!.momentum;
   const { k, v, q, alpha, theta, eta } = inp;

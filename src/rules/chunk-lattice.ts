@@ -14,6 +14,7 @@ import { Tensor } from "../tensor.ts";
 import { latticeScratch, latticeSweep, latticeTokenBackward, type LatticeTape } from "./lattice.ts";
 import { adjointFrom } from "./state-grad.ts";
 import type { InnerInputs, RuleConfig, State } from "./types.ts";
+import { checkChunkSize, chunkStart } from "./chunk-start.ts";
 
 /** The output and final state, and the tape: S_0..S_s [s+1, m, d], read weights, γ, p = S_t[i]·δ_i and ‖ũ_i‖. */
 export interface LatticeChunkForward extends LatticeTape {
@@ -21,11 +22,8 @@ export interface LatticeChunkForward extends LatticeTape {
   finalState: State;
 }
 
-/** First token of the chunk holding token t. */
-const chunkStart = (t: number, C: number): number => t - (t % C);
-
 export function latticeChunkStartGd(inp: InnerInputs, state: State, cfg: RuleConfig, C: number): LatticeChunkForward {
-  if (!Number.isInteger(C) || C < 1) throw new Error(`chunk size C = ${C}: expected an integer >= 1`);
+  checkChunkSize(C);
   const { d, seq_len: s } = cfg;
   const m = cfg.m_slots as number;
   const dt = inp.k.dtype, md = m * d;

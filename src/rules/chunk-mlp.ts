@@ -17,6 +17,7 @@ import { MlpScratch, chainIn, chainOut, dHidden, innerGradDot, innerGradient, ml
 import { isL2, lpBias, lqNormalize, lqNormalizeVjpAdd } from "./moneta.ts";
 import { huber } from "./yaad.ts";
 import type { InnerInputs, RuleConfig, RuleDecl, State } from "./types.ts";
+import { checkChunkSize, chunkStart } from "./chunk-start.ts";
 
 export const MLP_CHUNK_RULES = ["moneta", "yaad", "memora"] as const;
 
@@ -52,7 +53,7 @@ export interface MlpChunkForward {
 
 /** Chunk-start GD forward with chunks of C tokens. */
 export function mlpChunkStartGd(decl: RuleDecl, inp: InnerInputs, state: State, cfg: RuleConfig, C: number): MlpChunkForward {
-  if (!Number.isInteger(C) || C < 1) throw new Error(`chunk size C = ${C}: expected an integer >= 1`);
+  checkChunkSize(C);
   const ret = retentionOf(decl, cfg);
   const { d, seq_len: s } = cfg, dh = dHidden(cfg);
   const { k, v, q, alpha, theta } = inp;
@@ -71,7 +72,7 @@ export function mlpChunkStartGd(decl: RuleDecl, inp: InnerInputs, state: State, 
   const y = alloc(dt, s * d);
   for (let t = 0; t < s; t++) {
     const o = t * d, c1 = t * n1, c2 = t * n2, x1 = c1 + n1, x2 = c2 + n2;
-    const f = t - (t % C), f1 = f * n1, f2 = f * n2;
+    const f = chunkStart(t, C), f1 = f * n1, f2 = f * n2;
     const al = alpha!.data[t]!, th = theta!.data[t]!;
     if (ret.kind === "memora") {
       // Read before the write; Z = α logc(W_t) − θ G(W_c), row softmax.
@@ -163,7 +164,7 @@ export function mlpChunkStartGdBackward(decl: RuleDecl, fw: MlpChunkForward, inp
   const sc = new MlpScratch(dt, d, dh);
   for (let t = s - 1; t >= 0; t--) {
     const o = t * d, c1 = t * n1, c2 = t * n2, x1 = c1 + n1, x2 = c2 + n2;
-    const f = t - (t % C), f1 = f * n1, f2 = f * n2;
+    const f = chunkStart(t, C), f1 = f * n1, f2 = f * n2;
     const al = alpha!.data[t]!, th = theta!.data[t]!;
     if (ret.kind === "memora") {
       softmaxRowsVjpInPlace(W1, x1, dh, d, Hb1);

@@ -17,6 +17,7 @@ import { Tensor } from "../tensor.ts";
 import { adjointFrom } from "./state-grad.ts";
 import { trellisScratch, trellisSweep, trellisTokenBackward, type TrellisTape } from "./trellis.ts";
 import type { InnerInputs, RuleConfig, State } from "./types.ts";
+import { checkChunkSize, chunkStart } from "./chunk-start.ts";
 
 /** The output and final state, and the tape: S_K^0..S_K^s, S_V^0..S_V^s and the per-token r, ĉ, e^k, u, c, e^v. */
 export interface TrellisChunkForward extends TrellisTape {
@@ -24,10 +25,8 @@ export interface TrellisChunkForward extends TrellisTape {
   finalState: State;
 }
 
-const chunkStart = (t: number, C: number): number => t - (t % C);
-
 export function trellisChunkStartGd(inp: InnerInputs, state: State, cfg: RuleConfig, C: number): TrellisChunkForward {
-  if (!Number.isInteger(C) || C < 1) throw new Error(`chunk size C = ${C}: expected an integer >= 1`);
+  checkChunkSize(C);
   const { d, seq_len: s } = cfg;
   const dk = cfg.d_compress as number;
   const dt = inp.k.dtype, n = dk * d;
