@@ -221,6 +221,23 @@ export function trellisScratch(d: number, dk: number) {
   };
 }
 
+/**
+ * Adjoint of one pass's write S^{t+1} = r S^t − θ e wᵀ (S [rows, cols], r = 1 − α − θλ) for G = ∂L/∂S^{t+1}:
+ * P += r G; de = −θ G w (into dErr, scratch gw = G w); F += de wᵀ (the error's state, which F stands for);
+ * dTarget[to..] = −de (the error subtracts its target). Returns ⟨G, S^t⟩ and eᵀ G w, the pieces of dα and dθ.
+ */
+function writeVjp(G: Data, P: Data, F: Data, S: Data, at: number, rows: number, cols: number, r: number, th: number,
+  w: Data, wo: number, err: Data, eo: number, gw: Data, dErr: Data, dTarget: Data, to: number): [number, number] {
+  for (let i = 0; i < rows * cols; i++) P[i]! += r * G[i]!;
+  K.matvec(G, 0, rows, cols, w, wo, gw, 0);
+  for (let i = 0; i < rows; i++) dErr[i] = -th * gw[i]!;
+  const gS = K.frob(G, 0, S, at, rows * cols);
+  const eGw = K.dot(err, gw, rows, eo, 0);
+  K.addOuter(F, 0, rows, cols, 1, dErr, 0, w, wo);
+  for (let i = 0; i < rows; i++) dTarget[to + i] = -dErr[i]!;
+  return [gS, eGw];
+}
+
 /** Exact backward of trellisToken for the same `e`; GK gains pass 2's code adjoint before pass 1 reads it. */
 export function trellisTokenBackward(tp: TrellisTape, { q, x, alpha, theta }: InnerInputs, cfg: RuleConfig, dk: number,
   dy: Tensor, t: number, e: number, adj: TrellisAdjoints, sc: TrellisScratch, g: TrellisTokenGrads): void {
@@ -242,15 +259,9 @@ export function trellisTokenBackward(tp: TrellisTape, { q, x, alpha, theta }: In
   K.matTvec(SK, at, dk, d, dr, 0, dqt, 0);
 
   // (pass 2)  retention on the running S_V^t; Ĝ_V c_t serves both de^v and dθ; e^v reads S_V^e
-  const rv = 1 - a - th * lv;
-  for (let i = 0; i < n; i++) PV[i]! += rv * GV[i]!;
-  K.matvec(GV, 0, d, dk, C, oc, gc, 0);
-  for (let i = 0; i < d; i++) dev[i] = -th * gc[i]!;
-  const gvS = K.frob(GV, 0, SV, at, n);
+  const [gvS, eGc] = writeVjp(GV, PV, FV, SV, at, d, dk, 1 - a - th * lv, th, C, oc, EV, o, gc, dev, g.dv, o);
   let da = -gvS;
-  let dth = -K.dot(EV, gc, d, o, 0) - lv * gvS;
-  K.addOuter(FV, 0, d, dk, 1, dev, 0, C, oc);
-  for (let i = 0; i < d; i++) g.dv[o + i] = -dev[i]!;
+  let dth = -eGc - lv * gvS;
   K.matTvec(GV, 0, d, dk, EV, o, dc, 0);
   K.matTvec(SV, ae, d, dk, dev, 0, tmpC, 0);
   for (let i = 0; i < dk; i++) dc[i] = -th * dc[i]! + tmpC[i]!;
@@ -260,15 +271,9 @@ export function trellisTokenBackward(tp: TrellisTape, { q, x, alpha, theta }: In
   K.matTvec(SK, an, dk, d, du, 0, dxt, 0);
 
   // (pass 1)  GK now holds ∂L/∂S_K^{t+1} in full; e^k = S_K^e x − k reaches F_K
-  const rk = 1 - a - th * lk;
-  for (let i = 0; i < n; i++) PK[i]! += rk * GK[i]!;
-  K.matvec(GK, 0, dk, d, X, o, gx, 0);
-  for (let i = 0; i < dk; i++) dek[i] = -th * gx[i]!;
-  const gkS = K.frob(GK, 0, SK, at, n);
+  const [gkS, eGx] = writeVjp(GK, PK, FK, SK, at, dk, d, 1 - a - th * lk, th, X, o, EK, oc, gx, dek, g.dk, o);
   da -= gkS;
-  dth += -K.dot(EK, gx, dk, oc, 0) - lk * gkS;
-  K.addOuter(FK, 0, dk, d, 1, dek, 0, X, o);
-  for (let i = 0; i < dk; i++) g.dk[o + i] = -dek[i]!;
+  dth += -eGx - lk * gkS;
   // x_t enters e^k_t = S_K^e x_t − k_t and the outer product e^k_t x_tᵀ
   K.matTvec(SK, ae, dk, d, dek, 0, tmpD, 0);
   for (let j = 0; j < d; j++) dxt[j]! += tmpD[j]!;
