@@ -1,4 +1,4 @@
-/** Shape and dtype checks and small data helpers shared by the tape ops. */
+/** Shape and dtype checks and the small data functions shared by the tape ops. */
 import { Tensor, alloc, sameShape, shapeStr, type Data } from "../tensor.ts";
 import { type Draw } from "./define.ts";
 
