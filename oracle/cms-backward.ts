@@ -6,10 +6,10 @@
  * here touches the tape or the tape ops, so C3 compares two independent derivations.
  */
 import * as K from "../src/numeric.ts";
-import { frozenBackward, frozenForwardSaved, ruleBackward, ruleForwardSaved } from "../src/rules/level.ts";
+import { frozenBackward, ruleBackward, ruleForwardSaved } from "../src/rules/level.ts";
 import { Tensor, alloc, type Data, type DType } from "../src/tensor.ts";
 import { levelParamNames, type Model } from "../src/model/config.ts";
-import { callState, keepContext, type LevelContext } from "../src/model/context.ts";
+import type { LevelContext } from "../src/model/context.ts";
 import type { Batch } from "../src/model/mag.ts";
 import { validateParams, zeroGrads, type ModelParams } from "../src/model/params.ts";
 import {
@@ -17,12 +17,7 @@ import {
 } from "./model-pieces.ts";
 import { FROZEN_BUFFERED, type StepResult, type Stepper } from "../src/model/step.ts";
 import { macStep, malStep } from "./composition-backward.ts";
-
-interface LevelCache {
-  readonly active: boolean;
-  readonly y: Tensor;
-  readonly saved: Record<string, Tensor>;
-}
+import { levelSum, stageForward, sumGrad, type LevelCache } from "./level-stage.ts";
 
 export interface CmsCache {
   readonly model: Model;
@@ -62,29 +57,9 @@ export function cmsForward(model: Model, params: ModelParams, batch: Batch, puls
   const active = gate === null ? pulse : model.levels.map((_, l) => l === 0 || gate.g[l]! > threshold!);
   if (active.length !== model.k) throw new Error(`pulse has ${active.length} entries, k = ${model.k}`);
 
-  const levels: LevelCache[] = [];
-  const next: LevelContext[] = [];
-  model.levels.forEach((lv, l) => {
-    const state = callState(lv, context[l]!, dt);
-    if (active[l]) {
-      const r = ruleForwardSaved(lv.decl, Xt, params.levels[l]!, state, lv.cfg);
-      levels.push({ active: true, y: r.y, saved: r.saved });
-      next.push(keepContext(lv, r.finalState));
-    } else {
-      const r = frozenForwardSaved(lv.decl, Xt, params.levels[l]!, state, lv.cfg);
-      levels.push({ active: false, y: r.y, saved: r.saved });
-      next.push(context[l]!);
-    }
-  });
-
+  const { levels, next } = stageForward(model, params, Xt, active, context);
   // Σ_l y_l, left to right, each partial sum rounded to the dtype (the order the model adds in).
-  let sum: Data = levels[0]!.y.data;
-  for (let l = 1; l < levels.length; l++) {
-    const prev = sum, y = levels[l]!.y.data;
-    sum = fill(dt, s * d, (i) => prev[i]! + y[i]!);
-  }
-  const c = model.combineScale;
-  const combined = c === null ? sum : fill(dt, s * d, (i) => c * sum[i]!);
+  const combined = levelSum(model, levels.map((lv) => lv.y.data), dt);
   const G = fill(dt, s * d, (i) => K.sigmoid(combined[i]!));
   const A = swa.y.data;
   const O = fill(dt, s * d, (i) => A[i]! * G[i]!);
@@ -115,8 +90,7 @@ export function cmsBackward(c: CmsCache): CmsGrads {
   // Through O = A ⊙ G and G = sigmoid(combined); then every level gets the same gradient of the
   // unscaled sum (the 1/sqrt(k) applied here, §9.3).
   const dComb = fill(dt, s * d, (i) => dO[i]! * c.A[i]! * (c.G[i]! * (1 - c.G[i]!)));
-  const scaleC = model.combineScale;
-  const dSum = new Tensor(dt, [s, d], scaleC === null ? dComb : fill(dt, s * d, (i) => scaleC * dComb[i]!));
+  const dSum = sumGrad(model, dComb, dt, [s, d]);
 
   const dX = alloc(dt, s * d);
   const swaG = ruleBackward(model.swa.decl, c.swaSaved, new Tensor(dt, [s, d], dA), model.swa.cfg);

@@ -8,57 +8,17 @@ import * as K from "../src/numeric.ts";
 import { frozenBackward, frozenForwardSaved, ruleBackward, ruleForwardSaved } from "../src/rules/level.ts";
 import { Tensor, alloc, clone, type Data, type DType } from "../src/tensor.ts";
 import { levelParamNames, type Model } from "../src/model/config.ts";
-import { callState, keepContext, type LevelContext } from "../src/model/context.ts";
+import { callState, type LevelContext } from "../src/model/context.ts";
 import type { Batch } from "../src/model/mag.ts";
 import { validateParams, zeroGrads, type ModelGrads, type ModelParams } from "../src/model/params.ts";
 import { FROZEN_BUFFERED, type StepResult, type Stepper } from "../src/model/step.ts";
 import {
   addInto, checkIds, crossEntropy, embedBackward, fill, gateBackward, gateForward, logitGrad, type GateCache,
 } from "./model-pieces.ts";
-
-interface LevelCache {
-  readonly active: boolean;
-  readonly y: Tensor;
-  readonly saved: Record<string, Tensor>;
-}
+import { levelSum, stageForward, sumGrad, type LevelCache } from "./level-stage.ts";
 
 type Grads = ReturnType<typeof zeroGrads>;
 type Buffers = Record<string, Tensor>[];
-
-/** Level calls on input U: the rule from the context when active, the frozen read when not. */
-function stageForward(model: Model, params: ModelParams, U: Tensor, active: readonly boolean[],
-  context: readonly LevelContext[]): { levels: LevelCache[]; next: LevelContext[] } {
-  const levels: LevelCache[] = [], next: LevelContext[] = [];
-  model.levels.forEach((lv, l) => {
-    const state = callState(lv, context[l]!, U.dtype);
-    if (active[l]) {
-      const r = ruleForwardSaved(lv.decl, U, params.levels[l]!, state, lv.cfg);
-      levels.push({ active: true, y: r.y, saved: r.saved });
-      next.push(keepContext(lv, r.finalState));
-    } else {
-      levels.push({ active: false, ...frozenForwardSaved(lv.decl, U, params.levels[l]!, state, lv.cfg) });
-      next.push(context[l]!);
-    }
-  });
-  return { levels, next };
-}
-
-/** Σ_l y_l left to right, each partial sum rounded, then × 1/sqrt(k) when k > 2 (D11). */
-function levelSum(model: Model, ys: readonly Data[], dt: DType): Data {
-  let sum = ys[0]!;
-  for (let l = 1; l < ys.length; l++) {
-    const prev = sum, y = ys[l]!;
-    sum = fill(dt, sum.length, (i) => prev[i]! + y[i]!);
-  }
-  const c = model.combineScale;
-  return c === null ? sum : fill(dt, sum.length, (i) => c * sum[i]!);
-}
-
-/** dy of every term of the level sum from the gradient of its (scaled) result. */
-function sumGrad(model: Model, d: Data, dt: DType, shape: number[]): Tensor {
-  const c = model.combineScale;
-  return new Tensor(dt, shape, c === null ? d : fill(dt, d.length, (i) => c * d[i]!));
-}
 
 /** W_Q's gradient of a frozen read goes to the buffer; an active level's joins its step gradient. */
 function addWQ(out: Grads, buffers: Buffers, l: number, active: boolean, g: Tensor): void {

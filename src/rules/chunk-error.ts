@@ -13,7 +13,9 @@ import { accBuffer } from "../precision.ts";
 import * as K from "../numeric.ts";
 import { Tensor, alloc, type Data } from "../tensor.ts";
 import { adjointFrom } from "./state-grad.ts";
+import { titansScratch, titansTokenBackward, titansWrite } from "./titans.ts";
 import type { InnerInputs, RuleConfig, RuleDecl, State } from "./types.ts";
+import { checkChunkSize, chunkStart } from "./chunk-start.ts";
 
 export function hasErrorChunk(decl: RuleDecl): boolean {
   return decl.matrixChunk?.write === "error";
@@ -26,10 +28,8 @@ export interface ErrorChunkForward {
   M: Data; S: Data | null; e: Data;
 }
 
-const chunkStart = (t: number, C: number): number => t - (t % C);
-
 export function errorChunkStartGd(decl: RuleDecl, inp: InnerInputs, state: State, cfg: RuleConfig, C: number): ErrorChunkForward {
-  if (!Number.isInteger(C) || C < 1) throw new Error(`chunk size C = ${C}: expected an integer >= 1`);
+  checkChunkSize(C);
   if (!hasErrorChunk(decl)) throw new Error(`rule '${decl.key}' does not write its prediction error`);
   const momentum = decl.matrixChunk!.momentum;
   const { k, v, q, alpha, theta, eta } = inp;
@@ -51,17 +51,7 @@ export function errorChunkStartGd(decl: RuleDecl, inp: InnerInputs, state: State
       for (let i = 0; i < dd; i++) M[mn + i] = (1 - a) * M[mt + i]!;
       K.addOuter(M, mn, d, d, -th, e, o, k.data, o);
     } else {
-      // Titans' order: S_{t+1} = η S_t − θ e kᵀ (accumulate dtype), then (1−α)M_t rounded plus S_{t+1}
-      const et = eta!.data[t]!;
-      for (let i = 0; i < d; i++) {
-        const gi = -th * e[o + i]!;
-        for (let j = 0; j < d; j++) sNext[i * d + j] = et * S[mt + i * d + j]! + gi * k.data[o + j]!;
-      }
-      for (let i = 0; i < dd; i++) {
-        M[mn + i] = (1 - a) * M[mt + i]!;
-        M[mn + i]! += sNext[i]!;
-      }
-      S.set(sNext, mn);
+      titansWrite(M, S, t, d, e, k.data, a, th, eta!.data[t]!, sNext);
     }
     K.matvec(M, mn, d, d, q.data, o, y, o);
   }
@@ -74,52 +64,26 @@ export function errorChunkStartGd(decl: RuleDecl, inp: InnerInputs, state: State
 /** Exact backward for upstream dy and ∂L/∂(final M, S) (zero when absent), named by input and `state.<name>`. */
 export function errorChunkStartGdBackward(fw: ErrorChunkForward, inp: InnerInputs, cfg: RuleConfig, C: number, dy: Tensor,
   dFinal?: State): Record<string, Float64Array> {
-  const { k, q, alpha, theta, eta } = inp;
   const { d, seq_len: s } = cfg;
   const dd = d * d;
   const { M, S, e: Ev } = fw;
-  const dk = new Float64Array(s * d), dv = new Float64Array(s * d), dq = new Float64Array(s * d);
-  const dalpha = new Float64Array(s), dtheta = new Float64Array(s), deta = new Float64Array(s);
+  const g = {
+    dk: new Float64Array(s * d), dv: new Float64Array(s * d), dq: new Float64Array(s * d),
+    dalpha: new Float64Array(s), dtheta: new Float64Array(s), deta: new Float64Array(s),
+  };
   const D = adjointFrom(dFinal, "M", dd); // ∂L/∂M_{t+1}; after t = 0, ∂L/∂M_0
   const E = S === null ? null : adjointFrom(dFinal, "S", dd); // ∂L/∂S_{t+1}
   const F = accBuffer(dd); // ∂L/∂M_c through the errors of the current chunk
-  const Ek = accBuffer(d), ete = accBuffer(d), de = accBuffer(d), tmp = accBuffer(d);
+  const scratch = titansScratch(d);
   for (let t = s - 1; t >= 0; t--) {
-    const mt = t * dd, mn = (t + 1) * dd, f = chunkStart(t, C), mc = f * dd, o = t * d;
-    const a = alpha!.data[t]!, th = theta!.data[t]!;
-    // read y_t = M_{t+1} q_t
-    K.addOuter(D, 0, d, d, 1, dy.data, o, q.data, o);
-    K.matTvec(M, mn, d, d, dy.data, o, tmp, 0);
-    for (let j = 0; j < d; j++) dq[o + j] = tmp[j]!;
-    dalpha[t] = -K.frob(D, 0, M, mt, dd);
-    // the write −θ e kᵀ receives G: all of D (Delta), or E after S_{t+1} takes D (Titans)
-    let G = D;
-    if (E !== null) {
-      for (let i = 0; i < dd; i++) E[i]! += D[i]!;
-      deta[t] = K.frob(S!, mt, E, 0, dd);
-      G = E;
-    }
-    K.matvec(G, 0, d, d, k.data, o, Ek, 0);
-    dtheta[t] = -K.dot(Ev, Ek, d, o, 0);
-    for (let i = 0; i < d; i++) {
-      de[i] = -th * Ek[i]!;
-      dv[o + i] = -de[i]!;
-    }
-    K.matTvec(G, 0, d, d, Ev, o, ete, 0);
-    // the prediction M_c k_t: ∂/∂k += M_cᵀ de, ∂/∂M_c += de kᵀ (into F)
-    K.matTvec(M, mc, d, d, de, 0, tmp, 0);
-    for (let j = 0; j < d; j++) dk[o + j] = -th * ete[j]! + tmp[j]!;
-    for (let i = 0; i < dd; i++) D[i]! *= 1 - a;
-    if (E !== null) {
-      const et = eta!.data[t]!;
-      for (let i = 0; i < dd; i++) E[i]! *= et;
-    }
-    K.addOuter(F, 0, d, d, 1, de, 0, k.data, o);
+    const f = chunkStart(t, C);
+    titansTokenBackward(M, S, Ev, inp, dy, d, t, f, D, E, F, scratch, g);
     if (t === f) {
       for (let i = 0; i < dd; i++) D[i]! += F[i]!;
       F.fill(0);
     }
   }
+  const { dk, dv, dq, dalpha, dtheta, deta } = g;
   const out: Record<string, Float64Array> = {
     k: dk, v: dv, q: dq, alpha: dalpha, theta: dtheta, "state.M": Float64Array.from(D),
   };

@@ -19,6 +19,7 @@ import {
 } from "../ops/index.ts";
 import { Tensor, zeros } from "../tensor.ts";
 import type { InnerInputs, MatrixChunkDecl, RuleDecl, State } from "./types.ts";
+import { checkChunkSize } from "./chunk-start.ts";
 
 export interface ChunkRun {
   y: Tensor;
@@ -36,7 +37,7 @@ function rows(t: Tensor, start: number, len: number): Tensor {
 }
 
 function checkChunk(C: number): void {
-  if (!Number.isInteger(C) || C < 1) throw new Error(`chunk size C = ${C}: expected an integer >= 1`);
+  checkChunkSize(C);
 }
 
 /** Chunk-start GD: u_t is evaluated at the state of the chunk's first token. */

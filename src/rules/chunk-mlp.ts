@@ -12,11 +12,12 @@
  */
 import * as K from "../numeric.ts";
 import { Tensor, alloc, type Data } from "../tensor.ts";
-import { L2_BIAS, logc, logcPrime, softmaxRowInto, softmaxRowsVjpInPlace } from "./memora.ts";
+import { L2_BIAS, logc, logcPrime, memoraWrite, softmaxRowsVjpInPlace } from "./memora.ts";
 import { MlpScratch, chainIn, chainOut, dHidden, innerGradDot, innerGradient, mlpRead, readVjp, type Bias } from "./mlp.ts";
 import { isL2, lpBias, lqNormalize, lqNormalizeVjpAdd } from "./moneta.ts";
 import { huber } from "./yaad.ts";
 import type { InnerInputs, RuleConfig, RuleDecl, State } from "./types.ts";
+import { checkChunkSize, chunkStart } from "./chunk-start.ts";
 
 export const MLP_CHUNK_RULES = ["moneta", "yaad", "memora"] as const;
 
@@ -52,7 +53,7 @@ export interface MlpChunkForward {
 
 /** Chunk-start GD forward with chunks of C tokens. */
 export function mlpChunkStartGd(decl: RuleDecl, inp: InnerInputs, state: State, cfg: RuleConfig, C: number): MlpChunkForward {
-  if (!Number.isInteger(C) || C < 1) throw new Error(`chunk size C = ${C}: expected an integer >= 1`);
+  checkChunkSize(C);
   const ret = retentionOf(decl, cfg);
   const { d, seq_len: s } = cfg, dh = dHidden(cfg);
   const { k, v, q, alpha, theta } = inp;
@@ -71,20 +72,13 @@ export function mlpChunkStartGd(decl: RuleDecl, inp: InnerInputs, state: State, 
   const y = alloc(dt, s * d);
   for (let t = 0; t < s; t++) {
     const o = t * d, c1 = t * n1, c2 = t * n2, x1 = c1 + n1, x2 = c2 + n2;
-    const f = t - (t % C), f1 = f * n1, f2 = f * n2;
+    const f = chunkStart(t, C), f1 = f * n1, f2 = f * n2;
     const al = alpha!.data[t]!, th = theta!.data[t]!;
     if (ret.kind === "memora") {
       // Read before the write; Z = α logc(W_t) − θ G(W_c), row softmax.
       mlpRead(sc, W1, c1, W2, c2, q.data, o, y, o);
       innerGradient(sc, W1, f1, W2, f2, k.data, v.data, o, ret.bias);
-      for (let i = 0; i < dh; i++) {
-        for (let j = 0; j < d; j++) Z[j] = al * logc(W1[c1 + i * d + j]!) - th * sc.u[i]! * k.data[o + j]!;
-        softmaxRowInto(Z, d, W1, x1 + i * d);
-      }
-      for (let i = 0; i < d; i++) {
-        for (let j = 0; j < dh; j++) Z[j] = al * logc(W2[c2 + i * dh + j]!) - th * sc.g[i]! * sc.h[j]!;
-        softmaxRowInto(Z, dh, W2, x2 + i * dh);
-      }
+      memoraWrite(sc, W1, c1, x1, W2, c2, x2, k.data, o, al, th, d, dh, Z);
       continue;
     }
     innerGradient(sc, W1, f1, W2, f2, k.data, v.data, o, ret.bias);
@@ -170,7 +164,7 @@ export function mlpChunkStartGdBackward(decl: RuleDecl, fw: MlpChunkForward, inp
   const sc = new MlpScratch(dt, d, dh);
   for (let t = s - 1; t >= 0; t--) {
     const o = t * d, c1 = t * n1, c2 = t * n2, x1 = c1 + n1, x2 = c2 + n2;
-    const f = t - (t % C), f1 = f * n1, f2 = f * n2;
+    const f = chunkStart(t, C), f1 = f * n1, f2 = f * n2;
     const al = alpha!.data[t]!, th = theta!.data[t]!;
     if (ret.kind === "memora") {
       softmaxRowsVjpInPlace(W1, x1, dh, d, Hb1);

@@ -52,6 +52,8 @@ export const delta: RuleDecl<"delta"> = {
       const dalpha = alloc(dt, s), dtheta = alloc(dt, s);
       const D = adjointFrom(dFinal, "M", dd); // ∂L/∂M_{t+1}; after t = 0, ∂L/∂M_0
       const de = accBuffer(d), tmp = accBuffer(d);
+      // Not shared with the chunk form's Delta (titansTokenBackward without momentum): that one sums dk in
+      // f64 and stores it once, while this one stores −θ Dᵀe and then adds M_tᵀde in the state dtype.
       for (let t = s - 1; t >= 0; t--) {
         const mt = t * dd, mn = (t + 1) * dd, o = t * d;
         K.addOuter(D, 0, d, d, 1, dy.data, o, q.data, o);

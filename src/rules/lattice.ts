@@ -67,6 +67,121 @@ export function readSlotsVjp(S: Data, so: number, m: number, d: number, q: Data,
   }
 }
 
+/** The flat Lattice tape: S_0..S_s [s+1, m, d], read weights, γ, p = S_t[i]·δ_i and ‖ũ_i‖ per token and slot. */
+export interface LatticeTape { S: Data; readW: Data; gamma: Data; pDot: Data; uNorm: Data }
+
+export type LatticeScratch = ReturnType<typeof latticeScratch>;
+
+export function latticeScratch(m: number, d: number) {
+  return {
+    rho: accBuffer(m), yt: accBuffer(d), ut: accBuffer(d), dw: accBuffer(m),
+    u: accBuffer(d), du: accBuffer(d), dut: accBuffer(d), dqt: accBuffer(d),
+  };
+}
+
+/**
+ * One token: the read, then every slot's write S_{t+1}[i] from S_t[i]. The data term δ_i (γ_i and u_i)
+ * reads the slots of token `e`: the running state (e = t) in the rule, the chunk's first token in the
+ * chunk form (docs/spec/chunk-forms.md#chunk-start-gd-lattice); the tangent projection and the
+ * renormalisation always act on the running slot.
+ */
+export function latticeToken(tp: LatticeTape, { k, v, q, alpha }: InnerInputs, cfg: RuleConfig, t: number, e: number,
+  sc: LatticeScratch, y: Data): void {
+  const { S, readW, gamma, pDot, uNorm } = tp;
+  const { rho, yt, u, ut } = sc;
+  const d = cfg.d, m = cfg.m_slots as number, variant = cfg.variant as Variant, md = m * d;
+  const st = t * md, sn = (t + 1) * md, se = e * md, o = t * d;
+  readSlots(S, st, m, d, q.data, o, rho, yt, readW, t * m, y);
+  const a = alpha!.data[t]!;
+  for (let i = 0; i < m; i++) {
+    const si = st + i * d, ei = se + i * d, ni = sn + i * d, ti = t * m + i;
+    gamma[ti] = K.sigmoid(K.dot(S, k.data, d, ei, o));
+    writeVector(variant, S, ei, k.data, v.data, o, d, u);
+    const beta = a * gamma[ti]!;
+    pDot[ti] = beta * K.dot(S, u, d, si, 0);
+    const p = pDot[ti]!;
+    for (let j = 0; j < d; j++) ut[j] = (1 - p) * S[si + j]! + beta * u[j]!;
+    uNorm[ti] = Math.sqrt(K.dot(ut, ut, d));
+    const n = uNorm[ti]!;
+    if (n > FALLBACK) for (let j = 0; j < d; j++) S[ni + j] = ut[j]! / n;
+    else for (let j = 0; j < d; j++) S[ni + j] = S[si + j]!;
+  }
+}
+
+/** Runs every token from `state`; token t's data terms read the slots of token dataAt(t). */
+export function latticeSweep(inp: InnerInputs, state: State, cfg: RuleConfig,
+  dataAt: (t: number) => number): { y: Data; tape: LatticeTape } {
+  const { d, seq_len: s } = cfg;
+  const m = cfg.m_slots as number;
+  const dt = inp.k.dtype, md = m * d;
+  const S = alloc(dt, (s + 1) * md);
+  S.set(state.S!.data);
+  const readW = alloc(dt, s * m), gamma = alloc(dt, s * m), pDot = alloc(dt, s * m), uNorm = alloc(dt, s * m);
+  const y = alloc(dt, s * d);
+  const tape: LatticeTape = { S, readW, gamma, pDot, uNorm }, scratch = latticeScratch(m, d);
+  for (let t = 0; t < s; t++) latticeToken(tape, inp, cfg, t, dataAt(t), scratch, y);
+  return { y, tape };
+}
+
+/**
+ * Exact backward of latticeToken for the same `e`. Sh = ∂L/∂S_{t+1}; P = ∂L/∂S_t (cleared and built
+ * here); F receives the data term's adjoint w.r.t. the slots it read: P itself in the rule, a chunk
+ * accumulator in the chunk form. dq_t lands in sc.dqt; dk_t, dv_t are added at dk[go..], dv[go..].
+ * Returns dα_t.
+ */
+export function latticeTokenBackward(tp: LatticeTape, { k, v, q, alpha }: InnerInputs, cfg: RuleConfig, dy: Tensor,
+  t: number, e: number, Sh: Data, P: Data, F: Data, sc: LatticeScratch, dk: Data, dv: Data, go: number): number {
+  const { S, readW: W, gamma: G, pDot: Pd, uNorm: N } = tp;
+  const { dw, u, du, dut, dqt } = sc;
+  const d = cfg.d, m = cfg.m_slots as number, variant = cfg.variant as Variant, md = m * d;
+  const st = t * md, sn = (t + 1) * md, se = e * md, o = t * d;
+  P.fill(0);
+  dqt.fill(0);
+  readSlotsVjp(S, st, m, d, q.data, o, W, t * m, dy.data, dw, P, dqt);
+  const a = alpha!.data[t]!;
+  let da = 0;
+  for (let i = 0; i < m; i++) {
+    const si = st + i * d, ei = se + i * d, ni = sn + i * d, ti = t * m + i, pi = i * d;
+    const n = N[ti]!;
+    if (!(n > FALLBACK)) {
+      // The forward copied S_t[i], so ∂L/∂S_{t+1}[i] passes straight through (D2); the data term is unused.
+      for (let j = 0; j < d; j++) P[pi + j]! += Sh[pi + j]!;
+      continue;
+    }
+    // dũ = (Ŝ[i] − s'(s'·Ŝ[i])) / n with s' = S_{t+1}[i]
+    const sh = K.dot(S, Sh, d, ni, pi);
+    for (let j = 0; j < d; j++) dut[j] = (Sh[pi + j]! - S[ni + j]! * sh) / n;
+    const c = K.dot(dut, S, d, 0, si);
+    const g = G[ti]!, p = Pd[ti]!, beta = a * g;
+    writeVector(variant, S, ei, k.data, v.data, o, d, u);
+    // ũ = (1 − p) S_t + δ, p = S_t·δ: the running slot gets (1 − p) dũ − c δ; δ gets dδ = dũ − c S_t
+    let ddu = 0;
+    for (let j = 0; j < d; j++) {
+      const ddelta = dut[j]! - c * S[si + j]!;
+      P[pi + j]! += (1 - p) * dut[j]! - c * beta * u[j]!;
+      ddu += ddelta * u[j]!;
+      du[j] = beta * ddelta;
+    }
+    da += g * ddu;
+    // δ = α σ(S_e·k) u(S_e): everything below reaches the slot the data term read, i.e. F
+    const dsc = a * ddu * g * (1 - g);
+    if (variant === "decode") for (let j = 0; j < d; j++) dv[go + j]! += du[j]!;
+    else if (variant === "encode") for (let j = 0; j < d; j++) dk[go + j]! += du[j]!;
+    else {
+      const c2 = K.dot(du, S, d, 0, ei), sv = K.dot(S, v.data, d, ei, o);
+      for (let j = 0; j < d; j++) {
+        dv[go + j]! += du[j]! - c2 * S[ei + j]!;
+        F[pi + j]! -= sv * du[j]! + c2 * v.data[o + j]!;
+      }
+    }
+    for (let j = 0; j < d; j++) {
+      F[pi + j]! += dsc * k.data[o + j]!;
+      dk[go + j]! += dsc * S[ei + j]!;
+    }
+  }
+  return da;
+}
+
 const latticeFrozen: FrozenPair<"S" | "readW"> = {
   saved: ["S", "readW"],
   forward(q, state, cfg) {
@@ -120,33 +235,11 @@ export const lattice: RuleDecl<"lattice"> = {
   },
   inner: {
     saved: ["sStates", "readW", "gamma", "pDot", "uNorm"],
-    forward({ k, v, q, alpha }, state, cfg) {
+    forward(inp, state, cfg) {
       const { d, seq_len: s } = cfg;
-      const m = cfg.m_slots as number, variant = cfg.variant as Variant;
-      const dt = k.dtype, md = m * d;
-      const S = alloc(dt, (s + 1) * md);
-      S.set(state.S!.data);
-      const readW = alloc(dt, s * m), gamma = alloc(dt, s * m), pDot = alloc(dt, s * m), uNorm = alloc(dt, s * m);
-      const y = alloc(dt, s * d);
-      const rho = accBuffer(m), yt = accBuffer(d), u = accBuffer(d), ut = accBuffer(d);
-      for (let t = 0; t < s; t++) {
-        const st = t * md, sn = (t + 1) * md, o = t * d;
-        readSlots(S, st, m, d, q.data, o, rho, yt, readW, t * m, y);
-        const a = alpha!.data[t]!;
-        for (let i = 0; i < m; i++) {
-          const si = st + i * d, ni = sn + i * d, ti = t * m + i;
-          gamma[ti] = K.sigmoid(K.dot(S, k.data, d, si, o));
-          writeVector(variant, S, si, k.data, v.data, o, d, u);
-          const beta = a * gamma[ti]!;
-          pDot[ti] = beta * K.dot(S, u, d, si, 0);
-          const p = pDot[ti]!;
-          for (let j = 0; j < d; j++) ut[j] = (1 - p) * S[si + j]! + beta * u[j]!;
-          uNorm[ti] = Math.sqrt(K.dot(ut, ut, d));
-          const n = uNorm[ti]!;
-          if (n > FALLBACK) for (let j = 0; j < d; j++) S[ni + j] = ut[j]! / n;
-          else for (let j = 0; j < d; j++) S[ni + j] = S[si + j]!;
-        }
-      }
+      const m = cfg.m_slots as number;
+      const dt = inp.k.dtype, md = m * d;
+      const { y, tape: { S, readW, gamma, pDot, uNorm } } = latticeSweep(inp, state, cfg, (t) => t);
       return {
         y: new Tensor(dt, [s, d], y),
         finalState: { S: new Tensor(dt, [m, d], S.slice(s * md)) },
@@ -159,65 +252,23 @@ export const lattice: RuleDecl<"lattice"> = {
         },
       };
     },
-    backward({ sStates, readW, gamma, pDot, uNorm }, { k, v, q, alpha }, dy, cfg, dFinal) {
+    backward({ sStates, readW, gamma, pDot, uNorm }, inp, dy, cfg, dFinal) {
       const { d, seq_len: s } = cfg;
-      const m = cfg.m_slots as number, variant = cfg.variant as Variant;
-      const dt = k.dtype, md = m * d;
-      const S = sStates!.data, W = readW!.data, G = gamma!.data, Pd = pDot!.data, N = uNorm!.data;
+      const m = cfg.m_slots as number;
+      const dt = inp.k.dtype, md = m * d;
+      const tape: LatticeTape = { S: sStates!.data, readW: readW!.data, gamma: gamma!.data, pDot: pDot!.data, uNorm: uNorm!.data };
       const dk = alloc(dt, s * d), dv = alloc(dt, s * d), dq = alloc(dt, s * d), dalpha = alloc(dt, s);
       let Sh = adjointFrom(dFinal, "S", md); // Ŝ = ∂L/∂S_{t+1}
-      let P = accBuffer(md); //  ∂L/∂S_t, built at token t
-      const dw = accBuffer(m), u = accBuffer(d), du = accBuffer(d), dut = accBuffer(d);
-      const dkt = accBuffer(d), dvt = accBuffer(d), dqt = accBuffer(d);
+      let P = accBuffer(md); //  ∂L/∂S_t, built at token t; the data term reads S_t too, so F = P
+      const scratch = latticeScratch(m, d), dkt = accBuffer(d), dvt = accBuffer(d);
       for (let t = s - 1; t >= 0; t--) {
-        const st = t * md, sn = (t + 1) * md, o = t * d;
-        P.fill(0); dkt.fill(0); dvt.fill(0); dqt.fill(0);
-        readSlotsVjp(S, st, m, d, q.data, o, W, t * m, dy.data, dw, P, dqt);
-        const a = alpha!.data[t]!;
-        let da = 0;
-        for (let i = 0; i < m; i++) {
-          const si = st + i * d, ni = sn + i * d, ti = t * m + i, pi = i * d;
-          const n = N[ti]!;
-          if (!(n > FALLBACK)) {
-            // The forward copied S_t[i], so ∂L/∂S_{t+1}[i] passes straight through (D2).
-            for (let j = 0; j < d; j++) P[pi + j]! += Sh[pi + j]!;
-            continue;
-          }
-          // dũ = (Ŝ[i] − s'(s'·Ŝ[i])) / n with s' = S_{t+1}[i]
-          const sh = K.dot(S, Sh, d, ni, pi);
-          for (let j = 0; j < d; j++) dut[j] = (Sh[pi + j]! - S[ni + j]! * sh) / n;
-          const c = K.dot(dut, S, d, 0, si);
-          const g = G[ti]!, p = Pd[ti]!, beta = a * g;
-          writeVector(variant, S, si, k.data, v.data, o, d, u);
-          // dδ = dũ − c S_t[i]; δ = β u enters P[i] through p = S_t[i]·δ
-          let ddu = 0;
-          for (let j = 0; j < d; j++) {
-            const ddelta = dut[j]! - c * S[si + j]!;
-            P[pi + j]! += (1 - p) * dut[j]! - c * beta * u[j]!;
-            ddu += ddelta * u[j]!;
-            du[j] = beta * ddelta;
-          }
-          da += g * ddu;
-          const dsc = a * ddu * g * (1 - g);
-          if (variant === "decode") for (let j = 0; j < d; j++) dvt[j]! += du[j]!;
-          else if (variant === "encode") for (let j = 0; j < d; j++) dkt[j]! += du[j]!;
-          else {
-            const c2 = K.dot(du, S, d, 0, si), sv = K.dot(S, v.data, d, si, o);
-            for (let j = 0; j < d; j++) {
-              dvt[j]! += du[j]! - c2 * S[si + j]!;
-              P[pi + j]! -= sv * du[j]! + c2 * v.data[o + j]!;
-            }
-          }
-          for (let j = 0; j < d; j++) {
-            P[pi + j]! += dsc * k.data[o + j]!;
-            dkt[j]! += dsc * S[si + j]!;
-          }
-        }
-        dalpha[t] = da;
+        const o = t * d;
+        dkt.fill(0); dvt.fill(0);
+        dalpha[t] = latticeTokenBackward(tape, inp, cfg, dy, t, t, Sh, P, P, scratch, dkt, dvt, 0);
         for (let j = 0; j < d; j++) {
           dk[o + j] = dkt[j]!;
           dv[o + j] = dvt[j]!;
-          dq[o + j] = dqt[j]!;
+          dq[o + j] = scratch.dqt[j]!;
         }
         [Sh, P] = [P, Sh];
       }

@@ -46,6 +46,24 @@ export function softmaxRowInto(z: Data, n: number, out: Data, oo: number): void 
   for (let j = 0; j < n; j++) out[oo + j] = z[j]! / div;
 }
 
+/**
+ * The KL write of both layers from W_t (at c1, c2) into W_{t+1} (at x1, x2), with the inner gradient
+ * (u, g, h) already in sc; Z is a scratch row of length max(d, dh).
+ */
+export function memoraWrite(sc: MlpScratch, W1: Data, c1: number, x1: number, W2: Data, c2: number, x2: number,
+  k: Data, o: number, al: number, th: number, d: number, dh: number, Z: Data): void {
+  // Z1 = α logc(W1_t) − θ u kᵀ, row by row (rows of length d)
+  for (let i = 0; i < dh; i++) {
+    for (let j = 0; j < d; j++) Z[j] = al * logc(W1[c1 + i * d + j]!) - th * sc.u[i]! * k[o + j]!;
+    softmaxRowInto(Z, d, W1, x1 + i * d);
+  }
+  // Z2 = α logc(W2_t) − θ e hᵀ (rows of length dh)
+  for (let i = 0; i < d; i++) {
+    for (let j = 0; j < dh; j++) Z[j] = al * logc(W2[c2 + i * dh + j]!) - th * sc.g[i]! * sc.h[j]!;
+    softmaxRowInto(Z, dh, W2, x2 + i * dh);
+  }
+}
+
 /** §4.2: W1[r,:] = softmax(0.1·(hash(r·d+c) − 0.5))_c, W2 = 1/dh. */
 function memoraInit(cfg: RuleConfig, dtype: DType): Record<string, Tensor> {
   const { d } = cfg, dh = dHidden(cfg);
@@ -99,16 +117,7 @@ export const memora: RuleDecl<"memora"> = {
         const al = alpha!.data[t]!, th = theta!.data[t]!;
         mlpRead(sc, W1, c1, W2, c2, q.data, o, y, o);
         innerGradient(sc, W1, c1, W2, c2, k.data, v.data, o, L2_BIAS);
-        // Z1 = α logc(W1_t) − θ u kᵀ, row by row (rows of length d)
-        for (let i = 0; i < dh; i++) {
-          for (let j = 0; j < d; j++) Z[j] = al * logc(W1[c1 + i * d + j]!) - th * sc.u[i]! * k.data[o + j]!;
-          softmaxRowInto(Z, d, W1, x1 + i * d);
-        }
-        // Z2 = α logc(W2_t) − θ e hᵀ (rows of length dh)
-        for (let i = 0; i < d; i++) {
-          for (let j = 0; j < dh; j++) Z[j] = al * logc(W2[c2 + i * dh + j]!) - th * sc.g[i]! * sc.h[j]!;
-          softmaxRowInto(Z, dh, W2, x2 + i * dh);
-        }
+        memoraWrite(sc, W1, c1, x1, W2, c2, x2, k.data, o, al, th, d, dh, Z);
       }
       return {
         y: new Tensor(dt, [s, d], y),

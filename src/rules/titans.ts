@@ -10,11 +10,86 @@
 import { accBuffer } from "../precision.ts";
 import { Rng, uniformTensor } from "../rng.ts";
 import * as K from "../numeric.ts";
-import { Tensor, alloc, zeros } from "../tensor.ts";
+import { Tensor, alloc, zeros, type Data } from "../tensor.ts";
 import { delta } from "./delta.ts";
 import { adjointFrom, gradTensor } from "./state-grad.ts";
 import { matrixFrozenRead, randomMatrixState } from "./matrix.ts";
-import type { RuleDecl } from "./types.ts";
+import type { InnerInputs, RuleDecl } from "./types.ts";
+
+/**
+ * The write of token t from its error e_t (already in e): S_{t+1} = η S_t − θ e kᵀ in the accumulate
+ * dtype (sNext), then M_{t+1} = (1−α)M_t + S_{t+1}. Shared with the chunk-start form, whose e_t reads
+ * the chunk's first state instead of M_t.
+ */
+export function titansWrite(M: Data, S: Data, t: number, d: number, e: Data, k: Data, a: number, th: number, et: number,
+  sNext: Data): void {
+  const dd = d * d, mt = t * dd, mn = (t + 1) * dd, o = t * d;
+  for (let i = 0; i < d; i++) {
+    const gi = -th * e[o + i]!;
+    for (let j = 0; j < d; j++) sNext[i * d + j] = et * S[mt + i * d + j]! + gi * k[o + j]!;
+  }
+  // (1−α)M_t is rounded to the state dtype before the (still f64) S_{t+1} is added,
+  // the same two roundings Delta makes, so η = 0 reproduces Delta bit for bit in f32 too.
+  for (let i = 0; i < dd; i++) {
+    M[mn + i] = (1 - a) * M[mt + i]!;
+    M[mn + i]! += sNext[i]!;
+  }
+  S.set(sNext, mn);
+}
+
+/** Per-token input gradients, written row by row by titansTokenBackward. */
+export interface TitansTokenGrads { dk: Data; dv: Data; dq: Data; dalpha: Data; dtheta: Data; deta: Data }
+
+export type TitansScratch = ReturnType<typeof titansScratch>;
+
+export function titansScratch(d: number) {
+  return { ek: accBuffer(d), ete: accBuffer(d), de: accBuffer(d), tmp: accBuffer(d) };
+}
+
+/**
+ * Exact backward of token t. D = ∂L/∂M_{t+1} and E = ∂L/∂S_{t+1} on entry, ∂L/∂M_t and ∂L/∂S_t on exit
+ * except for the prediction's term de kᵀ, which goes to F: D itself in the rule; in the chunk form, an
+ * accumulator for the chunk's first state, which the error e_t = M_e k_t − v_t reads (token e).
+ * E = null is the same step without momentum (the chunk form's Delta: η = 0, all of D reaches the write).
+ */
+export function titansTokenBackward(M: Data, S: Data | null, Ev: Data, { k, q, alpha, theta, eta }: InnerInputs, dy: Tensor,
+  d: number, t: number, e: number, D: Data, E: Data | null, F: Data, sc: TitansScratch, g: TitansTokenGrads): void {
+  const { ek, ete, de, tmp } = sc;
+  const dd = d * d, mt = t * dd, mn = (t + 1) * dd, me = e * dd, o = t * d;
+  const a = alpha!.data[t]!, th = theta!.data[t]!;
+  // read y_t = M_{t+1} q_t
+  K.addOuter(D, 0, d, d, 1, dy.data, o, q.data, o);
+  K.matTvec(M, mn, d, d, dy.data, o, tmp, 0);
+  for (let j = 0; j < d; j++) g.dq[o + j] = tmp[j]!;
+  g.dalpha[t] = -K.frob(D, 0, M, mt, dd);
+  // M_{t+1} = (1−α)M_t + S_{t+1}: S_{t+1} receives all of D; the write −θ G_t then receives G = E
+  // (without momentum the write is in M_{t+1} itself: G = D)
+  let G = D;
+  if (E !== null) {
+    for (let i = 0; i < dd; i++) E[i]! += D[i]!;
+    // EMA: dη = ⟨S_t, E⟩
+    g.deta[t] = K.frob(S!, mt, E, 0, dd);
+    G = E;
+  }
+  // dθ = −⟨G_t, E⟩ = −eᵀ E k
+  K.matvec(G, 0, d, d, k.data, o, ek, 0);
+  g.dtheta[t] = -K.dot(Ev, ek, d, o, 0);
+  // dG = −θ E:  de = dG k = −θ E k ;  dk = dGᵀ e = −θ Eᵀ e
+  for (let i = 0; i < d; i++) {
+    de[i] = -th * ek[i]!;
+    g.dv[o + i] = -de[i]!;
+  }
+  K.matTvec(G, 0, d, d, Ev, o, ete, 0);
+  // prediction M_e k_t: ∂/∂k += M_eᵀ de, ∂/∂M_e += de kᵀ (into F)
+  K.matTvec(M, me, d, d, de, 0, tmp, 0);
+  for (let j = 0; j < d; j++) g.dk[o + j] = -th * ete[j]! + tmp[j]!;
+  for (let i = 0; i < dd; i++) D[i]! *= 1 - a;
+  if (E !== null) {
+    const et = eta!.data[t]!;
+    for (let i = 0; i < dd; i++) E[i]! *= et;
+  }
+  K.addOuter(F, 0, d, d, 1, de, 0, k.data, o);
+}
 
 export const titans: RuleDecl<"titans"> = {
   key: "titans",
@@ -42,18 +117,7 @@ export const titans: RuleDecl<"titans"> = {
         const mt = t * dd, mn = (t + 1) * dd, o = t * d;
         K.matvec(mStates, mt, d, d, k.data, o, e, o);
         for (let i = 0; i < d; i++) e[o + i]! -= v.data[o + i]!;
-        const a = alpha!.data[t]!, th = theta!.data[t]!, et = eta!.data[t]!;
-        for (let i = 0; i < d; i++) {
-          const gi = -th * e[o + i]!;
-          for (let j = 0; j < d; j++) sNext[i * d + j] = et * sStates[mt + i * d + j]! + gi * k.data[o + j]!;
-        }
-        // (1−α)M_t is rounded to the state dtype before the (still f64) S_{t+1} is added,
-        // the same two roundings Delta makes, so η = 0 reproduces Delta bit for bit in f32 too.
-        for (let i = 0; i < dd; i++) {
-          mStates[mn + i] = (1 - a) * mStates[mt + i]!;
-          mStates[mn + i]! += sNext[i]!;
-        }
-        sStates.set(sNext, mn);
+        titansWrite(mStates, sStates, t, d, e, k.data, alpha!.data[t]!, theta!.data[t]!, eta!.data[t]!, sNext);
         K.matvec(mStates, mn, d, d, q.data, o, y, o);
       }
       return {
@@ -69,43 +133,16 @@ export const titans: RuleDecl<"titans"> = {
         },
       };
     },
-    backward({ mStates, sStates, e }, { k, q, alpha, theta, eta }, dy, { d, seq_len: s }, dFinal) {
-      const dt = k.dtype, dd = d * d;
-      const M = mStates!.data, S = sStates!.data, Ev = e!.data;
+    backward({ mStates, sStates, e }, inp, dy, { d, seq_len: s }, dFinal) {
+      const dt = inp.k.dtype, dd = d * d;
       const dk = alloc(dt, s * d), dv = alloc(dt, s * d), dq = alloc(dt, s * d);
       const dalpha = alloc(dt, s), dtheta = alloc(dt, s), deta = alloc(dt, s);
+      const out: TitansTokenGrads = { dk, dv, dq, dalpha, dtheta, deta };
       const D = adjointFrom(dFinal, "M", dd); // ∂L/∂M_{t+1}; after t = 0, ∂L/∂M_0
       const E = adjointFrom(dFinal, "S", dd); // ∂L/∂S_{t+1}; after t = 0, ∂L/∂S_0
-      const ek = accBuffer(d), ete = accBuffer(d), de = accBuffer(d), tmp = accBuffer(d);
-      for (let t = s - 1; t >= 0; t--) {
-        const mt = t * dd, mn = (t + 1) * dd, o = t * d;
-        const a = alpha!.data[t]!, th = theta!.data[t]!, et = eta!.data[t]!;
-        // read y_t = M_{t+1} q_t
-        K.addOuter(D, 0, d, d, 1, dy.data, o, q.data, o);
-        K.matTvec(M, mn, d, d, dy.data, o, tmp, 0);
-        for (let j = 0; j < d; j++) dq[o + j] = tmp[j]!;
-        // M_{t+1} = (1−α)M_t + S_{t+1}: S_{t+1} receives all of D
-        for (let i = 0; i < dd; i++) E[i]! += D[i]!;
-        dalpha[t] = -K.frob(D, 0, M, mt, dd);
-        // EMA: dη = ⟨S_t, E⟩, dθ = −⟨G_t, E⟩ = −eᵀ E k
-        deta[t] = K.frob(S, mt, E, 0, dd);
-        K.matvec(E, 0, d, d, k.data, o, ek, 0);
-        dtheta[t] = -K.dot(Ev, ek, d, o, 0);
-        // dG = −θ E:  de = dG k = −θ E k ;  dk = dGᵀ e = −θ Eᵀ e
-        for (let i = 0; i < d; i++) {
-          de[i] = -th * ek[i]!;
-          dv[o + i] = -de[i]!;
-        }
-        K.matTvec(E, 0, d, d, Ev, o, ete, 0);
-        // prediction M_t k_t: ∂/∂k += M_tᵀ de, ∂/∂M_t += de kᵀ
-        K.matTvec(M, mt, d, d, de, 0, tmp, 0);
-        for (let j = 0; j < d; j++) dk[o + j] = -th * ete[j]! + tmp[j]!;
-        for (let i = 0; i < dd; i++) {
-          D[i]! *= 1 - a;
-          E[i]! *= et;
-        }
-        K.addOuter(D, 0, d, d, 1, de, 0, k.data, o);
-      }
+      const scratch = titansScratch(d);
+      // the error reads M_t, so its adjoint joins D at once (F = D)
+      for (let t = s - 1; t >= 0; t--) titansTokenBackward(mStates!.data, sStates!.data, e!.data, inp, dy, d, t, t, D, E, D, scratch, out);
       return {
         dk: new Tensor(dt, [s, d], dk), dv: new Tensor(dt, [s, d], dv), dq: new Tensor(dt, [s, d], dq),
         dalpha: new Tensor(dt, [s], dalpha), dtheta: new Tensor(dt, [s], dtheta), deta: new Tensor(dt, [s], deta),

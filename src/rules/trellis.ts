@@ -89,39 +89,11 @@ export const trellis: RuleDecl<"trellis"> = {
   },
   inner: {
     saved: ["skStates", "svStates", "r", "cHat", "eK", "u", "c", "eV"],
-    forward({ k, v, q, x, alpha, theta }, state, cfg) {
+    forward(inp, state, cfg) {
       const { d, seq_len: s } = cfg;
       const dk = compressedSize(cfg);
-      const lk = cfg.lambda_k as number, lv = cfg.lambda_v as number;
-      const dt = k.dtype, n = dk * d;
-      const SK = alloc(dt, (s + 1) * n), SV = alloc(dt, (s + 1) * n);
-      SK.set(state.S_K!.data);
-      SV.set(state.S_V!.data);
-      const r = alloc(dt, s * dk), cHat = alloc(dt, s * dk), eK = alloc(dt, s * dk);
-      const u = alloc(dt, s * dk), c = alloc(dt, s * dk), eV = alloc(dt, s * d), y = alloc(dt, s * d);
-      const yt = accBuffer(d);
-      for (let t = 0; t < s; t++) {
-        const at = t * n, an = (t + 1) * n, o = t * d, oc = t * dk;
-        const a = alpha!.data[t]!, th = theta!.data[t]!;
-        K.matvec(SK, at, dk, d, q.data, o, r, oc);
-        nsiluRow(r, oc, dk, cHat);
-        K.matvec(SV, at, d, dk, cHat, oc, yt, 0);
-        for (let i = 0; i < d; i++) y[o + i] = yt[i]!;
-
-        K.matvec(SK, at, dk, d, x.data, o, eK, oc);
-        for (let i = 0; i < dk; i++) eK[oc + i]! -= k.data[o + i]!;
-        const rk = 1 - a - th * lk;
-        for (let i = 0; i < n; i++) SK[an + i] = rk * SK[at + i]!;
-        K.addOuter(SK, an, dk, d, -th, eK, oc, x.data, o);
-
-        K.matvec(SK, an, dk, d, x.data, o, u, oc);
-        nsiluRow(u, oc, dk, c);
-        K.matvec(SV, at, d, dk, c, oc, eV, o);
-        for (let i = 0; i < d; i++) eV[o + i]! -= v.data[o + i]!;
-        const rv = 1 - a - th * lv;
-        for (let i = 0; i < n; i++) SV[an + i] = rv * SV[at + i]!;
-        K.addOuter(SV, an, d, dk, -th, eV, o, c, oc);
-      }
+      const dt = inp.k.dtype, n = dk * d;
+      const { y, tape: { SK, SV, r, cHat, eK, u, c, eV } } = trellisSweep(inp, state, cfg, dk, (t) => t);
       const T = (shape: number[], data: Data) => new Tensor(dt, shape, data);
       return {
         y: T([s, d], y),
@@ -132,70 +104,22 @@ export const trellis: RuleDecl<"trellis"> = {
         },
       };
     },
-    backward({ skStates, svStates, r, cHat, eK, u, c, eV }, { k, q, x, alpha, theta }, dy, cfg, dFinal) {
+    backward({ skStates, svStates, r, cHat, eK, u, c, eV }, inp, dy, cfg, dFinal) {
       const { d, seq_len: s } = cfg;
       const dk = compressedSize(cfg);
-      const lk = cfg.lambda_k as number, lv = cfg.lambda_v as number;
-      const dt = k.dtype, n = dk * d;
-      const SK = skStates!.data, SV = svStates!.data, R = r!.data, CH = cHat!.data;
-      const EK = eK!.data, U = u!.data, C = c!.data, EV = eV!.data, X = x.data;
+      const dt = inp.k.dtype, n = dk * d;
+      const tape: TrellisTape = {
+        SK: skStates!.data, SV: svStates!.data, r: r!.data, cHat: cHat!.data, eK: eK!.data, u: u!.data, c: c!.data, eV: eV!.data,
+      };
       const dK = alloc(dt, s * d), dV = alloc(dt, s * d), dQ = alloc(dt, s * d), dX = alloc(dt, s * d);
       const dalpha = alloc(dt, s), dtheta = alloc(dt, s);
-      // Ĝ = ∂L/∂S^{t+1} from later tokens; P = ∂L/∂S^t being built at token t.
+      const out: TrellisTokenGrads = { dk: dK, dv: dV, dq: dQ, dx: dX, dalpha, dtheta };
+      const scratch = trellisScratch(d, dk);
+      // Ĝ = ∂L/∂S^{t+1} from later tokens; P = ∂L/∂S^t being built at token t. The errors read S^t, so
+      // their adjoints go straight into P.
       let GK = adjointFrom(dFinal, "S_K", n), GV = adjointFrom(dFinal, "S_V", n), PK = accBuffer(n), PV = accBuffer(n);
-      const dcHat = accBuffer(dk), dr = accBuffer(dk), dc = accBuffer(dk), du = accBuffer(dk);
-      const gc = accBuffer(d), gx = accBuffer(dk), dev = accBuffer(d), dek = accBuffer(dk);
-      const tmpD = accBuffer(d), tmpC = accBuffer(dk), dxt = accBuffer(d), dqt = accBuffer(d);
       for (let t = s - 1; t >= 0; t--) {
-        const at = t * n, an = (t + 1) * n, o = t * d, oc = t * dk;
-        const a = alpha!.data[t]!, th = theta!.data[t]!;
-
-        // (read)
-        PV.fill(0);
-        K.addOuter(PV, 0, d, dk, 1, dy.data, o, CH, oc);
-        K.matTvec(SV, at, d, dk, dy.data, o, dcHat, 0);
-        nsiluRowVjp(R, dcHat, oc, dk, dr, 0);
-        PK.fill(0);
-        K.addOuter(PK, 0, dk, d, 1, dr, 0, q.data, o);
-        K.matTvec(SK, at, dk, d, dr, 0, dqt, 0);
-
-        // (pass 2)  Ĝ_V c_t serves both de^v and dθ
-        const rv = 1 - a - th * lv;
-        for (let i = 0; i < n; i++) PV[i]! += rv * GV[i]!;
-        K.matvec(GV, 0, d, dk, C, oc, gc, 0);
-        for (let i = 0; i < d; i++) dev[i] = -th * gc[i]!;
-        const gvS = K.frob(GV, 0, SV, at, n);
-        let da = -gvS;
-        let dth = -K.dot(EV, gc, d, o, 0) - lv * gvS;
-        K.addOuter(PV, 0, d, dk, 1, dev, 0, C, oc);
-        for (let i = 0; i < d; i++) dV[o + i] = -dev[i]!;
-        K.matTvec(GV, 0, d, dk, EV, o, dc, 0);
-        K.matTvec(SV, at, d, dk, dev, 0, tmpC, 0);
-        for (let i = 0; i < dk; i++) dc[i] = -th * dc[i]! + tmpC[i]!;
-        nsiluRowVjp(U, dc, oc, dk, du, 0);
-        // pass 2 reads the UPDATED S_K and the input row x_t directly
-        K.addOuter(GK, 0, dk, d, 1, du, 0, X, o);
-        K.matTvec(SK, an, dk, d, du, 0, dxt, 0);
-
-        // (pass 1)  GK now holds Ĝ_K'
-        const rk = 1 - a - th * lk;
-        for (let i = 0; i < n; i++) PK[i]! += rk * GK[i]!;
-        K.matvec(GK, 0, dk, d, X, o, gx, 0);
-        for (let i = 0; i < dk; i++) dek[i] = -th * gx[i]!;
-        const gkS = K.frob(GK, 0, SK, at, n);
-        da -= gkS;
-        dth += -K.dot(EK, gx, dk, oc, 0) - lk * gkS;
-        K.addOuter(PK, 0, dk, d, 1, dek, 0, X, o);
-        for (let i = 0; i < dk; i++) dK[o + i] = -dek[i]!;
-        // x_t enters e^k_t = S_K^t x_t − k_t and the outer product e^k_t x_tᵀ
-        K.matTvec(SK, at, dk, d, dek, 0, tmpD, 0);
-        for (let j = 0; j < d; j++) dxt[j]! += tmpD[j]!;
-        K.matTvec(GK, 0, dk, d, EK, oc, tmpD, 0);
-        for (let j = 0; j < d; j++) dX[o + j] = dxt[j]! - th * tmpD[j]!;
-
-        for (let j = 0; j < d; j++) dQ[o + j] = dqt[j]!;
-        dalpha[t] = da;
-        dtheta[t] = dth;
+        trellisTokenBackward(tape, inp, cfg, dk, dy, t, t, { GK, GV, PK, PV, FK: PK, FV: PV }, scratch, out);
         [GK, PK] = [PK, GK];
         [GV, PV] = [PV, GV];
       }
@@ -221,6 +145,145 @@ export const trellis: RuleDecl<"trellis"> = {
     },
   ],
 };
+
+/** The flat Trellis tape: states S_K^0..S_K^s, S_V^0..S_V^s and the per-token r, ĉ, e^k, u, c, e^v. */
+export interface TrellisTape { SK: Data; SV: Data; r: Data; cHat: Data; eK: Data; u: Data; c: Data; eV: Data }
+
+/**
+ * One token of the recurrence (read, pass 1, pass 2), writing S^{t+1} from S^t. The errors e^k_t, e^v_t
+ * read the state of token `e`: the running state (e = t) in the rule, the chunk start in the chunk form
+ * (docs/spec/chunk-forms.md#chunk-start-gd-trellis); everything else is the same arithmetic.
+ */
+export function trellisToken(tp: TrellisTape, { k, v, q, x, alpha, theta }: InnerInputs, cfg: RuleConfig, dk: number,
+  t: number, e: number, y: Data, yt: Data): void {
+  const { SK, SV, r, cHat, eK, u, c, eV } = tp;
+  const d = cfg.d, n = dk * d;
+  const lk = cfg.lambda_k as number, lv = cfg.lambda_v as number;
+  const at = t * n, an = (t + 1) * n, ae = e * n, o = t * d, oc = t * dk;
+  const a = alpha!.data[t]!, th = theta!.data[t]!;
+  // READ    r_t = S_K^t q_t ;  ĉ_t = nsilu(r_t) ;  y_t = S_V^t ĉ_t
+  K.matvec(SK, at, dk, d, q.data, o, r, oc);
+  nsiluRow(r, oc, dk, cHat);
+  K.matvec(SV, at, d, dk, cHat, oc, yt, 0);
+  for (let i = 0; i < d; i++) y[o + i] = yt[i]!;
+
+  // PASS 1  e^k_t = S_K^e x_t − k_t ;  S_K^{t+1} = (1−α_t−θ_tλ_k) S_K^t − θ_t e^k_t x_tᵀ
+  K.matvec(SK, ae, dk, d, x.data, o, eK, oc);
+  for (let i = 0; i < dk; i++) eK[oc + i]! -= k.data[o + i]!;
+  const rk = 1 - a - th * lk;
+  for (let i = 0; i < n; i++) SK[an + i] = rk * SK[at + i]!;
+  K.addOuter(SK, an, dk, d, -th, eK, oc, x.data, o);
+
+  // PASS 2  u_t = S_K^{t+1} x_t ;  c_t = nsilu(u_t) ;  e^v_t = S_V^e c_t − v_t
+  //         S_V^{t+1} = (1−α_t−θ_tλ_v) S_V^t − θ_t e^v_t c_tᵀ
+  K.matvec(SK, an, dk, d, x.data, o, u, oc);
+  nsiluRow(u, oc, dk, c);
+  K.matvec(SV, ae, d, dk, c, oc, eV, o);
+  for (let i = 0; i < d; i++) eV[o + i]! -= v.data[o + i]!;
+  const rv = 1 - a - th * lv;
+  for (let i = 0; i < n; i++) SV[an + i] = rv * SV[at + i]!;
+  K.addOuter(SV, an, d, dk, -th, eV, o, c, oc);
+}
+
+/** Runs every token from `state`; token t's errors read the state of token errorAt(t). */
+export function trellisSweep(inp: InnerInputs, state: State, cfg: RuleConfig, dk: number,
+  errorAt: (t: number) => number): { y: Data; tape: TrellisTape } {
+  const { d, seq_len: s } = cfg;
+  const dt = inp.k.dtype, n = dk * d;
+  const SK = alloc(dt, (s + 1) * n), SV = alloc(dt, (s + 1) * n);
+  SK.set(state.S_K!.data);
+  SV.set(state.S_V!.data);
+  const r = alloc(dt, s * dk), cHat = alloc(dt, s * dk), eK = alloc(dt, s * dk);
+  const u = alloc(dt, s * dk), c = alloc(dt, s * dk), eV = alloc(dt, s * d), y = alloc(dt, s * d);
+  const yt = accBuffer(d);
+  const tape: TrellisTape = { SK, SV, r, cHat, eK, u, c, eV };
+  for (let t = 0; t < s; t++) trellisToken(tape, inp, cfg, dk, t, errorAt(t), y, yt);
+  return { y, tape };
+}
+
+/** Per-token input gradients, written row by row by trellisTokenBackward. */
+export interface TrellisTokenGrads { dk: Data; dv: Data; dq: Data; dx: Data; dalpha: Data; dtheta: Data }
+
+/**
+ * Adjoint buffers of one backward token. G = ∂L/∂S^{t+1} (complete); P = ∂L/∂S^t being built;
+ * F receives the errors' adjoints w.r.t. the state they read: P itself in the rule, a chunk accumulator
+ * in the chunk form.
+ */
+export interface TrellisAdjoints { GK: Data; GV: Data; PK: Data; PV: Data; FK: Data; FV: Data }
+
+export type TrellisScratch = ReturnType<typeof trellisScratch>;
+
+export function trellisScratch(d: number, dk: number) {
+  return {
+    dcHat: accBuffer(dk), dr: accBuffer(dk), dc: accBuffer(dk), du: accBuffer(dk),
+    gc: accBuffer(d), gx: accBuffer(dk), dev: accBuffer(d), dek: accBuffer(dk),
+    tmpD: accBuffer(d), tmpC: accBuffer(dk), dxt: accBuffer(d), dqt: accBuffer(d),
+  };
+}
+
+/**
+ * Adjoint of one pass's write S^{t+1} = r S^t − θ e wᵀ (S [rows, cols], r = 1 − α − θλ) for G = ∂L/∂S^{t+1}:
+ * P += r G; de = −θ G w (into dErr, scratch gw = G w); F += de wᵀ (the error's state, which F stands for);
+ * dTarget[to..] = −de (the error subtracts its target). Returns ⟨G, S^t⟩ and eᵀ G w, the pieces of dα and dθ.
+ */
+function writeVjp(G: Data, P: Data, F: Data, S: Data, at: number, rows: number, cols: number, r: number, th: number,
+  w: Data, wo: number, err: Data, eo: number, gw: Data, dErr: Data, dTarget: Data, to: number): [number, number] {
+  for (let i = 0; i < rows * cols; i++) P[i]! += r * G[i]!;
+  K.matvec(G, 0, rows, cols, w, wo, gw, 0);
+  for (let i = 0; i < rows; i++) dErr[i] = -th * gw[i]!;
+  const gS = K.frob(G, 0, S, at, rows * cols);
+  const eGw = K.dot(err, gw, rows, eo, 0);
+  K.addOuter(F, 0, rows, cols, 1, dErr, 0, w, wo);
+  for (let i = 0; i < rows; i++) dTarget[to + i] = -dErr[i]!;
+  return [gS, eGw];
+}
+
+/** Exact backward of trellisToken for the same `e`; GK gains pass 2's code adjoint before pass 1 reads it. */
+export function trellisTokenBackward(tp: TrellisTape, { q, x, alpha, theta }: InnerInputs, cfg: RuleConfig, dk: number,
+  dy: Tensor, t: number, e: number, adj: TrellisAdjoints, sc: TrellisScratch, g: TrellisTokenGrads): void {
+  const { SK, SV, r: R, cHat: CH, eK: EK, u: U, c: C, eV: EV } = tp;
+  const { GK, GV, PK, PV, FK, FV } = adj;
+  const { dcHat, dr, dc, du, gc, gx, dev, dek, tmpD, tmpC, dxt, dqt } = sc;
+  const d = cfg.d, n = dk * d, X = x.data;
+  const lk = cfg.lambda_k as number, lv = cfg.lambda_v as number;
+  const at = t * n, an = (t + 1) * n, ae = e * n, o = t * d, oc = t * dk;
+  const a = alpha!.data[t]!, th = theta!.data[t]!;
+
+  // (read, running state)
+  PV.fill(0);
+  K.addOuter(PV, 0, d, dk, 1, dy.data, o, CH, oc);
+  K.matTvec(SV, at, d, dk, dy.data, o, dcHat, 0);
+  nsiluRowVjp(R, dcHat, oc, dk, dr, 0);
+  PK.fill(0);
+  K.addOuter(PK, 0, dk, d, 1, dr, 0, q.data, o);
+  K.matTvec(SK, at, dk, d, dr, 0, dqt, 0);
+
+  // (pass 2)  retention on the running S_V^t; Ĝ_V c_t serves both de^v and dθ; e^v reads S_V^e
+  const [gvS, eGc] = writeVjp(GV, PV, FV, SV, at, d, dk, 1 - a - th * lv, th, C, oc, EV, o, gc, dev, g.dv, o);
+  let da = -gvS;
+  let dth = -eGc - lv * gvS;
+  K.matTvec(GV, 0, d, dk, EV, o, dc, 0);
+  K.matTvec(SV, ae, d, dk, dev, 0, tmpC, 0);
+  for (let i = 0; i < dk; i++) dc[i] = -th * dc[i]! + tmpC[i]!;
+  nsiluRowVjp(U, dc, oc, dk, du, 0);
+  // the code reads the freshly written running S_K^{t+1} and the input row x_t directly
+  K.addOuter(GK, 0, dk, d, 1, du, 0, X, o);
+  K.matTvec(SK, an, dk, d, du, 0, dxt, 0);
+
+  // (pass 1)  GK now holds ∂L/∂S_K^{t+1} in full; e^k = S_K^e x − k reaches F_K
+  const [gkS, eGx] = writeVjp(GK, PK, FK, SK, at, dk, d, 1 - a - th * lk, th, X, o, EK, oc, gx, dek, g.dk, o);
+  da -= gkS;
+  dth += -eGx - lk * gkS;
+  // x_t enters e^k_t = S_K^e x_t − k_t and the outer product e^k_t x_tᵀ
+  K.matTvec(SK, ae, dk, d, dek, 0, tmpD, 0);
+  for (let j = 0; j < d; j++) dxt[j]! += tmpD[j]!;
+  K.matTvec(GK, 0, dk, d, EK, oc, tmpD, 0);
+  for (let j = 0; j < d; j++) g.dx[o + j] = dxt[j]! - th * tmpD[j]!;
+
+  for (let j = 0; j < d; j++) g.dq[o + j] = dqt[j]!;
+  g.dalpha[t] = da;
+  g.dtheta[t] = dth;
+}
 
 /**
  * Every read ĉ_t and pass-2 code c_t, from the zero init (whose first read must hit the guard and be

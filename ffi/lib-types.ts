@@ -1,0 +1,100 @@
+/** What a loaded kernel library offers (ffi/nlk.h, docs/spec/kernel-abi.md): its errors, device, rule pairs and frozen kernels. */
+import type { RuleConfig } from "../src/rules/types.ts";
+import type { RuleAbi, Shape } from "./abi.ts";
+import type { LibMemory } from "./lib.ts";
+
+/** A kernel returned a non-zero status. */
+export class KernelError extends Error {
+  constructor(readonly symbol: string, readonly status: number, detail: string) {
+    super(`${symbol} returned status ${status} (${detail})`);
+  }
+}
+
+/** Thrown when a library cannot be used at all (missing identity symbols, wrong ABI version). */
+export class LibraryError extends Error {}
+
+export type Fn = (...args: unknown[]) => number;
+
+export interface Device {
+  status: number;
+  name: string;
+}
+
+export type Arrays = Record<string, Float32Array>;
+
+export interface EmuControls {
+  setOrder(reversed: boolean): void;
+  setMode(threads: boolean): void;
+  /** Blocks sized as in the cuda build (whole warps) instead of the emulation's few threads. */
+  setGpuBlocks(on: boolean): void;
+  errorDetail(): string;
+}
+
+/** The forward's workspace, in library memory until freed. */
+export interface Workspace {
+  readonly ptr: number | null;
+  readonly bytes: number;
+  free(): void;
+}
+
+/** A pair's declared chunk form: the reference it is compared with (chunk size C where it has one). */
+export interface ChunkForm {
+  kind: "sequential" | "exact-chunked" | "chunk-start-gd";
+  C: number;
+}
+
+export interface DTypes {
+  storage: string;
+  state: string;
+  accumulate: string;
+}
+
+/** Pointers (library memory) by parameter name; dy and d<state> may be null. */
+export type Pointers = Record<string, number | null>;
+
+export interface RulePair {
+  readonly abi: RuleAbi;
+  /** One call on library memory that is already in place (the benchmark): no copies, no fills. */
+  callRaw(fn: "forward" | "backward", shape: Shape, C: number, cfg: RuleConfig, ptrs: Pointers): void;
+  workspaceBytes(shape: Shape, C: number, cfg: RuleConfig): number;
+  forward(shape: Shape, C: number, cfg: RuleConfig, inputs: Arrays, state0: Arrays): { y: Float32Array; state: Arrays; ws: Workspace };
+  /** dy and dFinal null = zero. Returns the input gradients (by grad name) and d(initial state) (by state name). */
+  backward(shape: Shape, C: number, cfg: RuleConfig, inputs: Arrays, state0: Arrays, ws: Workspace, dy: Float32Array | null,
+    dFinal: Arrays | null): { grads: Arrays; dState0: Arrays };
+}
+
+export interface FrozenKernel {
+  readonly abi: RuleAbi;
+  callRaw(fn: "frozen_forward" | "frozen_backward", shape: Shape, cfg: RuleConfig, ptrs: Pointers): void;
+  workspaceBytes(shape: Shape, cfg: RuleConfig): number;
+  forward(shape: Shape, cfg: RuleConfig, q: Float32Array, state: Arrays): { y: Float32Array; ws: Workspace };
+  backward(shape: Shape, cfg: RuleConfig, q: Float32Array, state: Arrays, ws: Workspace, dy: Float32Array | null): { dq: Float32Array; dState: Arrays };
+}
+
+export interface KernelLib {
+  readonly path: string;
+  readonly backend: string;
+  device(): Device;
+  peakGbps(): number;
+  lastKernelMs(): number;
+  statusString(status: number): string;
+  /** The rule's pair, or why it is missing ("not implemented by <lib>: ..."). */
+  pair(rule: string): RulePair | string;
+  frozen(rule: string): FrozenKernel | string;
+  dtypes(symbol: string): DTypes | string;
+  /**
+   * The chunk form the rule's pair declares (docs/spec/kernel-abi.md#chunk-form): sequential when
+   * the library does not export nlk_<rule>_chunk_form; a string when the query fails or answers
+   * something undefined.
+   */
+  chunkForm(rule: string): ChunkForm | string;
+  /** Library memory (nlk_alloc and the copies). */
+  readonly memory: LibMemory;
+  /** Called with the symbol before every kernel call (the C5 child reports it, so a crash names its kernel). */
+  onCall: ((symbol: string) => void) | null;
+  readonly emu: EmuControls | null;
+  /** The no-op call used to measure the ffi overhead. */
+  readonly abiVersion: () => number;
+  /** Raw symbols of a test library (cpu-test build), when present. */
+  readonly raw: Record<string, Fn>;
+}

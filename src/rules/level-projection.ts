@@ -1,0 +1,193 @@
+/**
+ * The level around a rule's inner pair: projections, L2 row normalisation (Delta/Titans), scalar gates
+ * from c_t = [k_t; v_t], Atlas' omega, and the shared backward tail (docs/spec/titans-family.md#projections,
+ * docs/spec/titans-family.md#gates, docs/spec/miras-compression.md#outer-projections,
+ * docs/spec/miras-compression.md#backward-tail).
+ */
+import * as K from "../numeric.ts";
+import { Tensor, alloc, zeros } from "../tensor.ts";
+import type { InnerGrads, InnerInputs, Named, RuleDecl } from "./types.ts";
+import { paramNames, type Params } from "./level-params.ts";
+
+const EPS = 1e-8;
+
+export function project(X: Tensor, W: Tensor): Tensor {
+  const [s, d] = X.shape as [number, number];
+  const o = W.shape[0]!;
+  return new Tensor(X.dtype, [s, o], K.matmulTB(X.data, W.data, s, d, o, alloc(X.dtype, s * o)));
+}
+
+function normalizeRows(x: Tensor): Tensor {
+  const [s, d] = x.shape as [number, number];
+  const out = alloc(x.dtype, x.size);
+  for (let t = 0; t < s; t++) {
+    const n = Math.max(Math.sqrt(K.dot(x.data, x.data, d, t * d, t * d)), EPS);
+    for (let j = 0; j < d; j++) out[t * d + j] = x.data[t * d + j]! / n;
+  }
+  return new Tensor(x.dtype, x.shape, out);
+}
+
+function normalizeRowsVjp(raw: Tensor, y: Tensor, dy: Tensor): Tensor {
+  const [s, d] = raw.shape as [number, number];
+  const out = alloc(raw.dtype, raw.size);
+  for (let t = 0; t < s; t++) {
+    const o = t * d;
+    const n = Math.sqrt(K.dot(raw.data, raw.data, d, o, o));
+    if (n >= EPS) {
+      const c = K.dot(dy.data, y.data, d, o, o);
+      for (let j = 0; j < d; j++) out[o + j] = (dy.data[o + j]! - y.data[o + j]! * c) / n;
+    } else {
+      for (let j = 0; j < d; j++) out[o + j] = dy.data[o + j]! / EPS;
+    }
+  }
+  return new Tensor(raw.dtype, raw.shape, out);
+}
+
+/** Gate pre-activation per token: b + w · [k_t; v_t]. */
+function gatePre(k: Tensor, v: Tensor, w: Tensor, b: Tensor): Tensor {
+  const [s, d] = k.shape as [number, number];
+  const out = alloc(k.dtype, s);
+  for (let t = 0; t < s; t++) {
+    out[t] = b.data[0]! + K.dot(w.data, k.data, d, 0, t * d) + K.dot(w.data, v.data, d, d, t * d);
+  }
+  return new Tensor(k.dtype, [s], out);
+}
+
+function mapT(x: Tensor, f: (v: number) => number): Tensor {
+  const out = alloc(x.dtype, x.size);
+  for (let i = 0; i < out.length; i++) out[i] = f(x.data[i]!);
+  return new Tensor(x.dtype, x.shape, out);
+}
+
+const GATE_FN = { alpha: K.sigmoid, theta: K.softplus, eta: K.sigmoid } as const;
+
+/** silu([k_t; v_t]) per token, [s, 2d]. */
+function siluKV(k: Tensor, v: Tensor): Tensor {
+  const [s, d] = k.shape as [number, number];
+  const out = alloc(k.dtype, s * 2 * d);
+  for (let t = 0; t < s; t++) {
+    for (let j = 0; j < d; j++) {
+      out[t * 2 * d + j] = K.silu(k.data[t * d + j]!);
+      out[t * 2 * d + d + j] = K.silu(v.data[t * d + j]!);
+    }
+  }
+  return new Tensor(k.dtype, [s, 2 * d], out);
+}
+
+/** Names the level machinery saves for a rule (derived from the declaration, so declared once). */
+export function levelSavedNames(decl: RuleDecl): string[] {
+  const names = ["X", ...paramNames(decl), "k", "v", "q"];
+  if (decl.normalizeKQ) names.push("k_raw", "q_raw");
+  for (const g of decl.gates) names.push(g, `${g}_pre`);
+  if (decl.omega) names.push("silu_c", "omega");
+  return names;
+}
+
+interface LevelForward {
+  inputs: InnerInputs;
+  saved: Record<string, Tensor>;
+}
+
+export function levelForward(decl: RuleDecl, X: Tensor, params: Params): LevelForward {
+  const saved: Record<string, Tensor> = { X };
+  for (const n of paramNames(decl)) saved[n] = params[n]!;
+  if (decl.projection === "attention") {
+    const q = project(X, params.W_q!), k = project(X, params.W_k!), v = project(X, params.W_v!);
+    Object.assign(saved, { q, k, v });
+    return { inputs: { k, v, q, x: X }, saved };
+  }
+  const kRaw = project(X, params.W_K!), v = project(X, params.W_V!), qRaw = project(X, params.W_Q!);
+  const k = decl.normalizeKQ ? normalizeRows(kRaw) : kRaw;
+  const q = decl.normalizeKQ ? normalizeRows(qRaw) : qRaw;
+  Object.assign(saved, { k, v, q });
+  if (decl.normalizeKQ) Object.assign(saved, { k_raw: kRaw, q_raw: qRaw });
+  const inputs: { -readonly [P in keyof InnerInputs]: InnerInputs[P] } = { k, v, q, x: X };
+  for (const g of decl.gates) {
+    const pre = gatePre(k, v, params[`w_${g}`]!, params[`b_${g}`]!);
+    const val = mapT(pre, GATE_FN[g]);
+    saved[g] = val;
+    saved[`${g}_pre`] = pre;
+    inputs[g] = val;
+  }
+  if (decl.omega) {
+    const sc = siluKV(k, v);
+    saved.silu_c = sc;
+    inputs.omega = saved.omega = project(sc, params.W_omega!);
+  }
+  return { inputs, saved };
+}
+
+function zerosLike(t: Tensor): Tensor {
+  return zeros(t.dtype, t.shape);
+}
+
+/** The shared backward tail: gates, omega, normalisation, projections. Returns dX and every parameter's gradient. */
+export function levelBackward(decl: RuleDecl, saved: Named<string>, g: InnerGrads): Record<string, Tensor> {
+  const X = saved.X!;
+  const [s, d] = X.shape as [number, number];
+  const dt = X.dtype;
+  const out: Record<string, Tensor> = {};
+  for (const [n, p] of Object.entries(paramsOf(decl, saved))) out[n] = zerosLike(p);
+  const k = saved.k!, v = saved.v!;
+  const dk = g.dk ? new Tensor(dt, [s, d], g.dk.data.slice()) : zeros(dt, [s, d]);
+  const dv = g.dv ? new Tensor(dt, [s, d], g.dv.data.slice()) : zeros(dt, [s, d]);
+  let dq = g.dq ?? zeros(dt, [s, d]);
+
+  if (decl.projection === "memory") {
+    const gateGrad = { alpha: g.dalpha, theta: g.dtheta, eta: g.deta };
+    for (const gate of decl.gates) {
+      const dGate = gateGrad[gate];
+      if (dGate === undefined) continue;
+      const val = saved[gate]!, pre = saved[`${gate}_pre`]!;
+      const w = saved[`w_${gate}`]!;
+      const dw = out[`w_${gate}`]!.data, db = out[`b_${gate}`]!.data;
+      for (let t = 0; t < s; t++) {
+        const y = val.data[t]!;
+        // sigmoid' = y(1-y); softplus' = sigmoid(pre)
+        const dPre = dGate.data[t]! * (gate === "theta" ? K.sigmoid(pre.data[t]!) : y * (1 - y));
+        if (dPre === 0) continue;
+        db[0]! += dPre;
+        for (let j = 0; j < d; j++) {
+          dw[j]! += dPre * k.data[t * d + j]!;
+          dw[d + j]! += dPre * v.data[t * d + j]!;
+          dk.data[t * d + j]! += dPre * w.data[j]!;
+          dv.data[t * d + j]! += dPre * w.data[d + j]!;
+        }
+      }
+    }
+    if (decl.omega && g.domega !== undefined) {
+      const sc = saved.silu_c!, W = saved.W_omega!;
+      K.matmulTA(g.domega.data, sc.data, d, s, 2 * d, out.W_omega!.data);
+      const dsc = K.matmul(g.domega.data, W.data, s, d, 2 * d, alloc(dt, s * 2 * d));
+      for (let t = 0; t < s; t++) {
+        for (let j = 0; j < d; j++) {
+          dk.data[t * d + j]! += dsc[t * 2 * d + j]! * K.siluPrime(k.data[t * d + j]!);
+          dv.data[t * d + j]! += dsc[t * 2 * d + d + j]! * K.siluPrime(v.data[t * d + j]!);
+        }
+      }
+    }
+  }
+
+  let dkRaw = dk;
+  if (decl.normalizeKQ) {
+    dkRaw = normalizeRowsVjp(saved.k_raw!, k, dk);
+    dq = normalizeRowsVjp(saved.q_raw!, saved.q!, dq);
+  }
+  const names = decl.projection === "attention" ? ["W_k", "W_v", "W_q"] : ["W_K", "W_V", "W_Q"];
+  const dX = g.dx ? g.dx.data.slice() : alloc(dt, s * d);
+  const tmp = alloc(dt, s * d);
+  [dkRaw, dv, dq].forEach((dp, i) => {
+    const W = saved[names[i]!]!;
+    K.matmulTA(dp.data, X.data, d, s, d, out[names[i]!]!.data);
+    K.matmul(dp.data, W.data, s, d, d, tmp);
+    for (let j = 0; j < dX.length; j++) dX[j]! += tmp[j]!;
+  });
+  out.X = new Tensor(dt, [s, d], dX);
+  return out;
+}
+
+export function paramsOf(decl: RuleDecl, saved: Named<string>): Record<string, Tensor> {
+  const p: Record<string, Tensor> = {};
+  for (const n of paramNames(decl)) p[n] = saved[n]!;
+  return p;
+}
