@@ -16,6 +16,8 @@ export interface WorkerJob {
   profile: Profile;
   fixtureDirs: string[];
   selected: string[];
+  /** The main thread's answer to "can C9 run here" (conformance/c9/checks.ts), so a worker need not probe again. */
+  c9SkipReason: string | null;
 }
 
 export type WorkerMessage =
