@@ -18,6 +18,7 @@ import { catchInterrupts, interruptedBy, partialPath, signalExitCode } from "../
 import { isRunner, superviseSelf } from "./supervise.ts";
 import { Progress } from "../harness/progress.ts";
 import { delegatedBatches, mergeBackendInfo, parallelEnabled, runBatchInWorker } from "./parallel.ts";
+import { c9SkipReason } from "./c9/checks.ts";
 import type { InterruptSignal } from "../oracle/child-signals.ts";
 import type { BackendInfo } from "../harness/report.ts";
 import { parseShard, selectShard, type Shard } from "../harness/shard.ts";
@@ -211,7 +212,7 @@ async function main(): Promise<void> {
   const batches = replay === undefined && parallelEnabled() ? delegatedBatches(defs) : new Map<string, string[]>();
   const inWorker = new Set([...batches.values()].flat());
   const workers = [...batches.values()].map((ids) =>
-    runBatchInWorker({ ids, seed, profile, fixtureDirs: args.fixtures ?? [], selected: [...selected] }, record));
+    runBatchInWorker({ ids, seed, profile, fixtureDirs: args.fixtures ?? [], selected: [...selected], c9SkipReason: c9SkipReason() }, record));
   const runInline = async (def: CheckDef) => {
     // Between checks the event loop turns: signal handlers run and workers' results arrive.
     await new Promise((resolve) => setImmediate(resolve));

@@ -1,10 +1,12 @@
 /**
- * A worker thread of `npm run conformance`: runs the delegated checks of one class (C5's kernel
- * children, C9's cross-check process) while the main thread runs the in-process checks, so the
- * second core works and a child's waiting (the hang-isolation timeout) overlaps other checks.
+ * A worker thread of `npm run conformance`: runs one batch (conformance/parallel.ts) — the
+ * delegated checks of one class (C5's kernel children, C9's cross-check process) or the
+ * crash-isolation checks — beside the main thread, so the second core works and a child's waiting
+ * (the hang-isolation timeout) overlaps other checks.
  * Each check's seed comes from the run seed and its id, so the results are those of a serial run.
  */
 import { buildCatalogue } from "./catalogue.ts";
+import { adoptC9SkipReason } from "./c9/checks.ts";
 import { interruptedBy } from "../harness/interrupt.ts";
 import { runCheck } from "../harness/run.ts";
 import type { WorkerJob, WorkerMessage } from "./parallel.ts";
@@ -15,6 +17,7 @@ self.onmessage = (ev: MessageEvent<WorkerJob>) => {
   const job = ev.data;
   const post = (m: WorkerMessage) => self.postMessage(m);
   try {
+    adoptC9SkipReason(job.c9SkipReason);
     const cat = buildCatalogue({ fixtureDirs: job.fixtureDirs });
     const byId = new Map(cat.checks.map((c) => [c.id, c]));
     const selected = new Set(job.selected);

@@ -2,7 +2,9 @@
  * Running the delegated checks beside the in-process ones (`npm run conformance` only; `bun test`
  * and replays run serially). Delegated checks of one class share a batch (one kernel child, one
  * cross-check run), so each class with delegated checks goes to one worker thread, in catalogue
- * order. NLC_SERIAL=1 runs everything in the main thread.
+ * order; a check may name its own batch (the crash-isolation checks do: their children mostly wait,
+ * the hang one for its whole timeout, and so overlap the kernel checks instead of following them).
+ * NLC_SERIAL=1 runs everything in the main thread.
  */
 import type { CheckDef, CheckResult, Profile } from "../harness/check.ts";
 import type { BackendInfo } from "../harness/report.ts";
@@ -14,6 +16,8 @@ export interface WorkerJob {
   profile: Profile;
   fixtureDirs: string[];
   selected: string[];
+  /** The main thread's answer to "can C9 run here" (conformance/c9/checks.ts), so a worker need not probe again. */
+  c9SkipReason: string | null;
 }
 
 export type WorkerMessage =
@@ -26,14 +30,15 @@ export interface WorkerOutcome {
   interrupt: InterruptSignal | null;
 }
 
-/** The classes whose delegated checks go to a worker, with their ids in catalogue order. */
+/** The batches (a class, or a check's own `batch`) whose delegated checks go to a worker, with their ids in catalogue order. */
 export function delegatedBatches(defs: readonly CheckDef[]): Map<string, string[]> {
   const out = new Map<string, string[]>();
   for (const d of defs) {
     if (d.kind !== "delegated") continue;
-    const ids = out.get(d.class) ?? [];
+    const key = d.batch ?? d.class;
+    const ids = out.get(key) ?? [];
     ids.push(d.id);
-    out.set(d.class, ids);
+    out.set(key, ids);
   }
   return out;
 }

@@ -16,7 +16,7 @@
  *   bun ffi/build.ts --check-cuda                        compile every kernel for sm_90 (CI gate)
  */
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { basename, join } from "node:path";
 
@@ -163,8 +163,61 @@ async function parallel<T>(items: T[], limit: number, fn: (t: T) => Promise<void
   if (errors.length > 0) throw new BuildError(errors.map((e) => (e instanceof Error ? e.message : String(e))).join("\n\n"));
 }
 
+const LOCK_DIR = join(BUILD_DIR, ".lock");
+let lockDepth = 0;
+
+function lockHolderAlive(): boolean {
+  const pid = Number(readKey(join(LOCK_DIR, "pid")) ?? NaN);
+  if (!Number.isInteger(pid)) return true; // being created: its holder writes the pid next
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * One build at a time per build directory: the suite's workers and child processes may each ask
+ * for a library at once (the kernel probe and the crash-isolation check both need the cpu objects),
+ * and on a fresh checkout two processes would compile the same sources twice. The lock is a
+ * directory (created atomically) holding its owner's pid; a dead owner's lock is taken over.
+ */
+async function withBuildLock<T>(fn: () => Promise<T>): Promise<T> {
+  if (lockDepth > 0) return fn(); // this process already holds it
+  mkdirSync(BUILD_DIR, { recursive: true });
+  let since = performance.now();
+  for (;;) {
+    try {
+      mkdirSync(LOCK_DIR);
+      break;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
+      // a missing pid for more than a few seconds means its creator died between the two steps
+      if (!lockHolderAlive() || (readKey(join(LOCK_DIR, "pid")) === null && performance.now() - since > 5000)) {
+        rmSync(LOCK_DIR, { recursive: true, force: true });
+        since = performance.now();
+        continue;
+      }
+      await Bun.sleep(100);
+    }
+  }
+  writeFileSync(join(LOCK_DIR, "pid"), String(process.pid));
+  lockDepth++;
+  try {
+    return await fn();
+  } finally {
+    lockDepth--;
+    rmSync(LOCK_DIR, { recursive: true, force: true });
+  }
+}
+
 /** Compiles what changed and links; `objectsOnly` stops before linking (the CI compile gate). */
-export async function buildLib(kind: LibKind, opts: { log?: (s: string) => void; objectsOnly?: boolean } = {}): Promise<BuildResult> {
+export function buildLib(kind: LibKind, opts: { log?: (s: string) => void; objectsOnly?: boolean } = {}): Promise<BuildResult> {
+  return withBuildLock(() => buildLibUnlocked(kind, opts));
+}
+
+async function buildLibUnlocked(kind: LibKind, opts: { log?: (s: string) => void; objectsOnly?: boolean }): Promise<BuildResult> {
   const log = opts.log ?? (() => {});
   // the wrappers and the header are generated from the rule declarations (ffi/generate.ts)
   const written = writeGenerated();

@@ -90,6 +90,11 @@ export interface SingleCheck extends CheckBase {
  */
 export interface DelegatedCheck extends CheckBase {
   readonly kind: "delegated";
+  /**
+   * Which worker thread runs it under `npm run conformance` (conformance/parallel.ts): delegated
+   * checks of one batch share a worker, in catalogue order. Default: its class.
+   */
+  readonly batch?: string;
   delegate(opts: DelegateOptions): DelegatedResult;
 }
 

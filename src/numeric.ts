@@ -10,73 +10,193 @@
 import { accumulatesInF32, sumsReversed } from "./precision.ts";
 import type { Data } from "./tensor.ts";
 
-const f = Math.fround;
+/**
+ * The array kernels, closed over what they consult. Self-contained (no free variables besides
+ * globals and its parameters): it is also compiled from its source text, once per specialised copy.
+ */
+function arrayKernels(accumulatesInF32: () => boolean, sumsReversed: () => boolean) {
+  const f = Math.fround;
+  let scratch = new Float64Array(64);
+  let scratch32 = new Float32Array(64);
+
+  /** out[m,n] = A[m,k] · B[k,n] */
+  function matmul(a: Data, b: Data, m: number, k: number, n: number, out: Data): Data {
+    const acc32 = accumulatesInF32();
+    const acc = acc32 ? new Float32Array(n) : new Float64Array(n);
+    for (let i = 0; i < m; i++) {
+      acc.fill(0);
+      const ai = i * k, rev = sumsReversed();
+      for (let pp = 0; pp < k; pp++) {
+        const p = rev ? k - 1 - pp : pp;
+        const av = a[ai + p]!;
+        if (av === 0) continue;
+        const bp = p * n;
+        for (let j = 0; j < n; j++) acc[j]! += av * b[bp + j]!; // a Float32Array acc rounds each step
+      }
+      const oi = i * n;
+      for (let j = 0; j < n; j++) out[oi + j] = acc[j]!;
+    }
+    return out;
+  }
+
+  /** out[m,n] = A[m,k] · B[n,k]^T */
+  function matmulTB(a: Data, b: Data, m: number, k: number, n: number, out: Data): Data {
+    for (let i = 0; i < m; i++) {
+      const ai = i * k;
+      for (let j = 0; j < n; j++) {
+        const bj = j * k;
+        out[i * n + j] = dot(a, b, k, ai, bj);
+      }
+    }
+    return out;
+  }
+
+  /** out[m,n] = A[k,m]^T · B[k,n] */
+  function matmulTA(a: Data, b: Data, m: number, k: number, n: number, out: Data): Data {
+    const acc = accumulatesInF32() ? new Float32Array(m * n) : new Float64Array(m * n);
+    const rev = sumsReversed();
+    for (let pp = 0; pp < k; pp++) {
+      const p = rev ? k - 1 - pp : pp;
+      const ap = p * m;
+      const bp = p * n;
+      for (let i = 0; i < m; i++) {
+        const av = a[ap + i]!;
+        if (av === 0) continue;
+        const oi = i * n;
+        for (let j = 0; j < n; j++) acc[oi + j]! += av * b[bp + j]!;
+      }
+    }
+    out.set(acc);
+    return out;
+  }
+
+  /** out[c,r] = A[r,c]^T */
+  function transpose(a: Data, rows: number, cols: number, out: Data): Data {
+    for (let i = 0; i < rows; i++) for (let j = 0; j < cols; j++) out[j * rows + i] = a[i * cols + j]!;
+    return out;
+  }
+
+  function dot(a: Data, b: Data, n = a.length, ao = 0, bo = 0): number {
+    let s = 0;
+    if (sumsReversed()) {
+      if (accumulatesInF32()) for (let i = n - 1; i >= 0; i--) s = f(s + a[ao + i]! * b[bo + i]!);
+      else for (let i = n - 1; i >= 0; i--) s += a[ao + i]! * b[bo + i]!;
+    } else if (accumulatesInF32()) for (let i = 0; i < n; i++) s = f(s + a[ao + i]! * b[bo + i]!);
+    else for (let i = 0; i < n; i++) s += a[ao + i]! * b[bo + i]!;
+    return s;
+  }
+
+  /** Row softmax (max-subtracted) of a [rows, cols] block into out. */
+  function softmaxRows(x: Data, rows: number, cols: number, out: Data): Data {
+    for (let r = 0; r < rows; r++) {
+      const o = r * cols;
+      let mx = -Infinity;
+      for (let j = 0; j < cols; j++) mx = Math.max(mx, x[o + j]!);
+      let sum = 0;
+      if (accumulatesInF32()) for (let j = 0; j < cols; j++) sum = f(sum + f(Math.exp(x[o + j]! - mx)));
+      else for (let j = 0; j < cols; j++) sum += Math.exp(x[o + j]! - mx);
+      for (let j = 0; j < cols; j++) out[o + j] = Math.exp(x[o + j]! - mx) / sum;
+    }
+    return out;
+  }
+
+  /** VJP of a row softmax given its output p: dx = p ⊙ (dp − ⟨dp, p⟩) per row. */
+  function softmaxRowsVjp(p: Data, dp: Data, rows: number, cols: number, out: Data): Data {
+    for (let r = 0; r < rows; r++) {
+      const o = r * cols;
+      const s = dot(dp, p, cols, o, o);
+      for (let j = 0; j < cols; j++) out[o + j] = p[o + j]! * (dp[o + j]! - s);
+    }
+    return out;
+  }
+
+  // ── small dense helpers for the rules' inner loops (offsets address rows inside flat buffers) ──
+
+  /** out[oo..oo+rows) = A[ao: rows x cols] · x[xo..xo+cols) */
+  function matvec(A: Data, ao: number, rows: number, cols: number, x: Data, xo: number, out: Data, oo = 0): void {
+    for (let i = 0; i < rows; i++) out[oo + i] = dot(A, x, cols, ao + i * cols, xo);
+  }
+
+  /** out[oo..oo+cols) = A[ao: rows x cols]^T · x[xo..xo+rows) */
+  function matTvec(A: Data, ao: number, rows: number, cols: number, x: Data, xo: number, out: Data, oo = 0): void {
+    // Accumulate in f64 scratch and store once, so f32 outputs round once per element.
+    const acc32 = accumulatesInF32();
+    if (scratch.length < cols) scratch = new Float64Array(cols * 2);
+    if (scratch32.length < cols) scratch32 = new Float32Array(cols * 2);
+    const acc = acc32 ? scratch32 : scratch;
+    acc.fill(0, 0, cols);
+    const rev = sumsReversed();
+    for (let ii = 0; ii < rows; ii++) {
+      const i = rev ? rows - 1 - ii : ii;
+      const xi = x[xo + i]!;
+      if (xi === 0) continue;
+      const r = ao + i * cols;
+      for (let j = 0; j < cols; j++) acc[j]! += A[r + j]! * xi;
+    }
+    for (let j = 0; j < cols; j++) out[oo + j] = acc[j]!;
+  }
+
+  /** A[ao: rows x cols] += c · u[uo..uo+rows) w[wo..wo+cols)^T */
+  function addOuter(A: Data, ao: number, rows: number, cols: number, c: number, u: Data, uo: number, w: Data, wo: number): void {
+    for (let i = 0; i < rows; i++) {
+      const ui = c * u[uo + i]!;
+      if (ui === 0) continue;
+      const r = ao + i * cols;
+      for (let j = 0; j < cols; j++) A[r + j]! += ui * w[wo + j]!;
+    }
+  }
+
+  return { matmul, matmulTB, matmulTA, transpose, dot, softmaxRows, softmaxRowsVjp, matvec, matTvec, addOuter };
+}
+type ArrayKernels = ReturnType<typeof arrayKernels>;
+
+/*
+ * Specialised copies. JavaScriptCore profiles typed-array element accesses per compiled function;
+ * one copy of a kernel that has seen both Float32Array and Float64Array compiles its loops for
+ * either, and every later call pays (f64 work measured 3-4x slower after some f32 work,
+ * bench/numeric-dtype.ts). So each combination of operand classes (all f64, all f32, mixed) and
+ * accumulate mode gets its own copy, compiled from its own source text (a distinct source is a
+ * distinct function to the engine; closures of one function would share its profile). Every copy
+ * is the same code, so results are bit-identical whichever copy runs.
+ */
+const COPY_NAMES = ["f64", "f32", "mixed", "f64 acc-f32", "f32 acc-f32", "mixed acc-f32"] as const;
+const copies: (ArrayKernels | undefined)[] = [];
+
+function specialisedCopy(key: number): ArrayKernels {
+  const make = new Function("acc32", "rev", `"use strict"; // array kernels, ${COPY_NAMES[key]} copy\nreturn (${arrayKernels.toString()})(acc32, rev);`);
+  return make(accumulatesInF32, sumsReversed) as ArrayKernels;
+}
+
+/** The copy for these operands and the current accumulate mode. */
+function kernelsFor(x: Data, y: Data, z: Data): ArrayKernels {
+  const cls = x instanceof Float64Array && y instanceof Float64Array && z instanceof Float64Array ? 0
+    : x instanceof Float32Array && y instanceof Float32Array && z instanceof Float32Array ? 1 : 2;
+  const key = cls + (accumulatesInF32() ? 3 : 0);
+  return copies[key] ?? (copies[key] = specialisedCopy(key));
+}
 
 /** out[m,n] = A[m,k] · B[k,n] */
 export function matmul(a: Data, b: Data, m: number, k: number, n: number, out: Data): Data {
-  const acc32 = accumulatesInF32();
-  const acc = acc32 ? new Float32Array(n) : new Float64Array(n);
-  for (let i = 0; i < m; i++) {
-    acc.fill(0);
-    const ai = i * k, rev = sumsReversed();
-    for (let pp = 0; pp < k; pp++) {
-      const p = rev ? k - 1 - pp : pp;
-      const av = a[ai + p]!;
-      if (av === 0) continue;
-      const bp = p * n;
-      for (let j = 0; j < n; j++) acc[j]! += av * b[bp + j]!; // a Float32Array acc rounds each step
-    }
-    const oi = i * n;
-    for (let j = 0; j < n; j++) out[oi + j] = acc[j]!;
-  }
-  return out;
+  return kernelsFor(a, b, out).matmul(a, b, m, k, n, out);
 }
 
 /** out[m,n] = A[m,k] · B[n,k]^T */
 export function matmulTB(a: Data, b: Data, m: number, k: number, n: number, out: Data): Data {
-  for (let i = 0; i < m; i++) {
-    const ai = i * k;
-    for (let j = 0; j < n; j++) {
-      const bj = j * k;
-      out[i * n + j] = dot(a, b, k, ai, bj);
-    }
-  }
-  return out;
+  return kernelsFor(a, b, out).matmulTB(a, b, m, k, n, out);
 }
 
 /** out[m,n] = A[k,m]^T · B[k,n] */
 export function matmulTA(a: Data, b: Data, m: number, k: number, n: number, out: Data): Data {
-  const acc = accumulatesInF32() ? new Float32Array(m * n) : new Float64Array(m * n);
-  const rev = sumsReversed();
-  for (let pp = 0; pp < k; pp++) {
-    const p = rev ? k - 1 - pp : pp;
-    const ap = p * m;
-    const bp = p * n;
-    for (let i = 0; i < m; i++) {
-      const av = a[ap + i]!;
-      if (av === 0) continue;
-      const oi = i * n;
-      for (let j = 0; j < n; j++) acc[oi + j]! += av * b[bp + j]!;
-    }
-  }
-  out.set(acc);
-  return out;
+  return kernelsFor(a, b, out).matmulTA(a, b, m, k, n, out);
 }
 
 /** out[c,r] = A[r,c]^T */
 export function transpose(a: Data, rows: number, cols: number, out: Data): Data {
-  for (let i = 0; i < rows; i++) for (let j = 0; j < cols; j++) out[j * rows + i] = a[i * cols + j]!;
-  return out;
+  return kernelsFor(a, out, out).transpose(a, rows, cols, out);
 }
 
 export function dot(a: Data, b: Data, n = a.length, ao = 0, bo = 0): number {
-  let s = 0;
-  if (sumsReversed()) {
-    if (accumulatesInF32()) for (let i = n - 1; i >= 0; i--) s = f(s + a[ao + i]! * b[bo + i]!);
-    else for (let i = n - 1; i >= 0; i--) s += a[ao + i]! * b[bo + i]!;
-  } else if (accumulatesInF32()) for (let i = 0; i < n; i++) s = f(s + a[ao + i]! * b[bo + i]!);
-  else for (let i = 0; i < n; i++) s += a[ao + i]! * b[bo + i]!;
-  return s;
+  return kernelsFor(a, b, b).dot(a, b, n, ao, bo);
 }
 
 /** Numerically stable logistic, no saturation cut (docs/spec/decisions.md#d6). */
@@ -107,64 +227,27 @@ export function siluSecond(x: number): number {
 
 /** Row softmax (max-subtracted) of a [rows, cols] block into out. */
 export function softmaxRows(x: Data, rows: number, cols: number, out: Data): Data {
-  for (let r = 0; r < rows; r++) {
-    const o = r * cols;
-    let mx = -Infinity;
-    for (let j = 0; j < cols; j++) mx = Math.max(mx, x[o + j]!);
-    let sum = 0;
-    if (accumulatesInF32()) for (let j = 0; j < cols; j++) sum = f(sum + f(Math.exp(x[o + j]! - mx)));
-    else for (let j = 0; j < cols; j++) sum += Math.exp(x[o + j]! - mx);
-    for (let j = 0; j < cols; j++) out[o + j] = Math.exp(x[o + j]! - mx) / sum;
-  }
-  return out;
+  return kernelsFor(x, out, out).softmaxRows(x, rows, cols, out);
 }
 
 /** VJP of a row softmax given its output p: dx = p ⊙ (dp − ⟨dp, p⟩) per row. */
 export function softmaxRowsVjp(p: Data, dp: Data, rows: number, cols: number, out: Data): Data {
-  for (let r = 0; r < rows; r++) {
-    const o = r * cols;
-    const s = dot(dp, p, cols, o, o);
-    for (let j = 0; j < cols; j++) out[o + j] = p[o + j]! * (dp[o + j]! - s);
-  }
-  return out;
+  return kernelsFor(p, dp, out).softmaxRowsVjp(p, dp, rows, cols, out);
 }
-
-// ── small dense helpers for the rules' inner loops (offsets address rows inside flat buffers) ──
 
 /** out[oo..oo+rows) = A[ao: rows x cols] · x[xo..xo+cols) */
 export function matvec(A: Data, ao: number, rows: number, cols: number, x: Data, xo: number, out: Data, oo = 0): void {
-  for (let i = 0; i < rows; i++) out[oo + i] = dot(A, x, cols, ao + i * cols, xo);
+  kernelsFor(A, x, out).matvec(A, ao, rows, cols, x, xo, out, oo);
 }
 
 /** out[oo..oo+cols) = A[ao: rows x cols]^T · x[xo..xo+rows) */
 export function matTvec(A: Data, ao: number, rows: number, cols: number, x: Data, xo: number, out: Data, oo = 0): void {
-  // Accumulate in f64 scratch and store once, so f32 outputs round once per element.
-  const acc32 = accumulatesInF32();
-  if (scratch.length < cols) scratch = new Float64Array(cols * 2);
-  if (scratch32.length < cols) scratch32 = new Float32Array(cols * 2);
-  const acc = acc32 ? scratch32 : scratch;
-  acc.fill(0, 0, cols);
-  const rev = sumsReversed();
-  for (let ii = 0; ii < rows; ii++) {
-    const i = rev ? rows - 1 - ii : ii;
-    const xi = x[xo + i]!;
-    if (xi === 0) continue;
-    const r = ao + i * cols;
-    for (let j = 0; j < cols; j++) acc[j]! += A[r + j]! * xi;
-  }
-  for (let j = 0; j < cols; j++) out[oo + j] = acc[j]!;
+  kernelsFor(A, x, out).matTvec(A, ao, rows, cols, x, xo, out, oo);
 }
-let scratch = new Float64Array(64);
-let scratch32 = new Float32Array(64);
 
 /** A[ao: rows x cols] += c · u[uo..uo+rows) w[wo..wo+cols)^T */
 export function addOuter(A: Data, ao: number, rows: number, cols: number, c: number, u: Data, uo: number, w: Data, wo: number): void {
-  for (let i = 0; i < rows; i++) {
-    const ui = c * u[uo + i]!;
-    if (ui === 0) continue;
-    const r = ao + i * cols;
-    for (let j = 0; j < cols; j++) A[r + j]! += ui * w[wo + j]!;
-  }
+  kernelsFor(A, u, w).addOuter(A, ao, rows, cols, c, u, uo, w, wo);
 }
 
 /** Frobenius inner product of two n-element blocks. */

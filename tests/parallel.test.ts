@@ -10,11 +10,11 @@ import { buildCatalogue } from "../conformance/catalogue.ts";
 import { delegatedBatches, mergeBackendInfo } from "../conformance/parallel.ts";
 import { ROOT } from "../paths.ts";
 
-test("delegated checks are batched by class, in catalogue order; nothing else is", () => {
+test("delegated checks are batched by class (or their own batch), in catalogue order; nothing else is", () => {
   const defs = buildCatalogue({ fixtureDirs: [] }).checks;
   const batches = delegatedBatches(defs);
   for (const [cls, ids] of batches) {
-    expect(ids).toEqual(defs.filter((d) => d.kind === "delegated" && d.class === cls).map((d) => d.id));
+    expect(ids).toEqual(defs.filter((d) => d.kind === "delegated" && (d.batch ?? d.class) === cls).map((d) => d.id));
   }
   expect([...batches.values()].flat().length).toBe(defs.filter((d) => d.kind === "delegated").length);
 });

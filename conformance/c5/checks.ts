@@ -97,7 +97,9 @@ function isolationCheck(e: IsolationEntry, emuConfigured: boolean): CheckDef {
   const base = { id: e.id, class: "C5", subject: e.subject, spec: e.spec, tolerance: e.tolerance } as const;
   if (!emuConfigured) return { ...base, kind: "skipped", reason: "the cpu-emu backend is not configured" };
   return {
-    ...base, kind: "delegated",
+    // Their own worker: each child mostly waits (the hang's for its whole timeout), which overlaps
+    // the kernel checks' batch instead of adding to it.
+    ...base, kind: "delegated", batch: "C5 isolation",
     delegate: ({ seed, profile }) => {
       const verdict = backendVerdict("cpu-emu", seed);
       if (verdict !== null) return verdict;

@@ -50,6 +50,14 @@ export function c9SkipReason(): string | null {
   return skipReason;
 }
 
+/**
+ * Takes the probe's answer from the thread that started this one (conformance/delegate-worker.ts):
+ * each probe starts Python and imports torch (about a CPU second), and one run needs one answer.
+ */
+export function adoptC9SkipReason(reason: string | null): void {
+  skipReason = reason;
+}
+
 const results = new Map<string, CrossReport | Error>();
 
 /** Runs every C9 case once per seed and profile (one bridge process), then serves the checks. */
