@@ -5,12 +5,11 @@
  */
 import * as fc from "fast-check";
 import { frozenForwardSaved, ruleForwardSaved } from "../src/rules/level.ts";
-import type { InnerInputs, RuleDecl } from "../src/rules/types.ts";
+import { INNER_INPUT_NAMES, type InnerInputs, type RuleDecl } from "../src/rules/types.ts";
 import type { Tensor } from "../src/tensor.ts";
 import type { PairCase } from "../oracle/plain-reference.ts";
 import { buildRuleCase, ruleCaseSpecArb, type RuleCaseSpec, type SizeLimits } from "./rule-case.ts";
 
-export const INNER_INPUT_NAMES = ["k", "v", "q", "x", "alpha", "theta", "eta", "omega"] as const;
 
 export interface InnerCase extends PairCase {
   readonly cfg: ReturnType<typeof buildRuleCase>["cfg"];

@@ -9,7 +9,7 @@
  * as the kernel's error.
  */
 import { roundTo, withAccumulate, type Precision } from "../src/precision.ts";
-import type { InnerInputs, RuleConfig, RuleDecl, State } from "../src/rules/types.ts";
+import { INNER_INPUT_NAMES, type InnerInputs, type RuleConfig, type RuleDecl, type State } from "../src/rules/types.ts";
 import { Tensor, type DType } from "../src/tensor.ts";
 
 /**
@@ -32,7 +32,6 @@ export interface PairCase {
   readonly dFinal?: State;
 }
 
-const INPUT_NAMES = ["k", "v", "q", "x", "alpha", "theta", "eta", "omega"] as const;
 
 function mapTensor(t: Tensor, dtype: DType, round: (x: number) => number): Tensor {
   const out = new Tensor(dtype, [...t.shape]);
@@ -42,7 +41,7 @@ function mapTensor(t: Tensor, dtype: DType, round: (x: number) => number): Tenso
 
 function mapCase(c: PairCase, dtype: DType, storage: (x: number) => number, state: (x: number) => number): PairCase {
   const inputs: Record<string, Tensor> = {};
-  for (const n of INPUT_NAMES) {
+  for (const n of INNER_INPUT_NAMES) {
     const t = c.inputs[n];
     if (t !== undefined) inputs[n] = mapTensor(t, dtype, storage);
   }

@@ -255,6 +255,14 @@ export function frob(A: Data, ao: number, B: Data, bo: number, n: number): numbe
   return dot(A, B, n, ao, bo);
 }
 
+/** The parts one after another, in a fresh array of the dtype (f64 by default). */
+export function concat(parts: readonly ArrayLike<number>[], dtype: "f64" | "f32" = "f64"): Data {
+  const out = dtype === "f32" ? new Float32Array(parts.reduce((a, p) => a + p.length, 0)) : new Float64Array(parts.reduce((a, p) => a + p.length, 0));
+  let o = 0;
+  for (const p of parts) for (let i = 0; i < p.length; i++) out[o++] = p[i]!;
+  return out;
+}
+
 /** max_i |a_i| (0 for an empty array). */
 export function maxAbs(a: ArrayLike<number>): number {
   let m = 0;

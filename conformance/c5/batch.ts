@@ -14,6 +14,7 @@ import type { Profile } from "../../harness/check.ts";
 import { innerCase } from "../../cases/inner-case.ts";
 import { ALPHA_LEVELS, THETA_LEVELS, ruleCaseSpecArb, type RuleCaseSpec, type SizeLimits } from "../../cases/rule-case.ts";
 import type { InnerInputs, RuleConfig, RuleDecl, State } from "../../src/rules/types.ts";
+import { concat } from "../../src/numeric.ts";
 import { Tensor, cast } from "../../src/tensor.ts";
 
 interface SeqExtra {
@@ -142,19 +143,9 @@ export function batchInputs(a: RuleAbi, seqs: Seq[], shape: Shape): Arrays {
   return out;
 }
 
-export function concat(parts: ArrayLike<number>[]): Float32Array {
-  const out = new Float32Array(parts.reduce((s, p) => s + p.length, 0));
-  let o = 0;
-  for (const p of parts) {
-    out.set(p, o);
-    o += p.length;
-  }
-  return out;
-}
-
 export function batchState(names: readonly string[], states: State[]): Arrays {
   const out: Arrays = {};
-  for (const n of names) out[n] = concat(states.map((s) => s[n]!.data));
+  for (const n of names) out[n] = concat(states.map((s) => s[n]!.data), "f32") as Float32Array;
   return out;
 }
 

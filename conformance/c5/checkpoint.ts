@@ -13,6 +13,7 @@ import type { Arrays, KernelLib, RulePair } from "../../ffi/lib.ts";
 import type { CaseOutcome } from "../../harness/check.ts";
 import { withDefaults } from "../../src/rules/level.ts";
 import type { InnerGrads, InnerInputs, RuleConfig, RuleDecl, State } from "../../src/rules/types.ts";
+import { concat } from "../../src/numeric.ts";
 import { Tensor } from "../../src/tensor.ts";
 import { CHECKPOINTS, batchDy, batchInputs, batchState, sequencesOf, widthOf, type KSpec } from "./batch.ts";
 import { firstBitDiff } from "./bitwise.ts";
@@ -101,16 +102,6 @@ function sliceInner(inp: InnerInputs, t0: number, t1: number): InnerInputs {
   return out as unknown as InnerInputs;
 }
 
-function joinTokens(parts: ArrayLike<number>[]): Float64Array {
-  const out = new Float64Array(parts.reduce((a, p) => a + p.length, 0));
-  let o = 0;
-  for (const p of parts) {
-    out.set(Array.from(p), o);
-    o += p.length;
-  }
-  return out;
-}
-
 /**
  * The reference pair run the way the chunked kernel calls ran: three calls of CHUNK tokens, the
  * final state threaded forward and d(initial state) threaded back. y, the final state and every
@@ -134,9 +125,9 @@ function chunkedReference(decl: RuleDecl, cfg: RuleConfig, inp: InnerInputs, st:
     grads[i] = Object.fromEntries(Object.entries(g).filter(([, t]) => t instanceof Tensor).map(([n, t]) => [n, (t as Tensor).data]));
     dF = dState0 ?? {};
   }
-  const out: Record<string, ArrayLike<number>> = { y: joinTokens(ys) };
+  const out: Record<string, ArrayLike<number>> = { y: concat(ys) };
   for (const [n, t] of Object.entries(states[3]!)) out[`state ${n}`] = t.data;
-  for (const n of Object.keys(grads[0]!)) out[n] = joinTokens(grads.map((g) => g[n]!));
+  for (const n of Object.keys(grads[0]!)) out[n] = concat(grads.map((g) => g[n]!));
   for (const [n, t] of Object.entries(dF)) out[`d${n}_0`] = t.data;
   return out;
 }

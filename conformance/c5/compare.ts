@@ -7,9 +7,10 @@ import { abiOf } from "../../ffi/abi.ts";
 import type { CaseOutcome, CheckResult } from "../../harness/check.ts";
 import { biasVerdict } from "../../oracle/bias.ts";
 import { flashRule, type Worst } from "../../oracle/compare.ts";
-import { maxAbs } from "../../src/numeric.ts";
+import { concat, maxAbs } from "../../src/numeric.ts";
 import type { Precision } from "../../src/precision.ts";
-import { usedParams, withDefaults } from "../../src/rules/level.ts";
+import { usedParams } from "../../src/rules/level.ts";
+import { stateNames } from "../../src/rules/state-grad.ts";
 import type { RuleDecl } from "../../src/rules/types.ts";
 import { EXERCISED, floorRel } from "./tolerance.ts";
 
@@ -45,13 +46,6 @@ function groupMax(items: Compared[], name: string): number {
 
 /** Our kernels' precision, and what a kernel is judged as when it declares nothing else. */
 export const F32_STORE_F64_ACC: Precision = { storage: "f32", state: "f32", accumulate: "f64" };
-
-function concat(parts: ArrayLike<number>[]): Float64Array {
-  const out = new Float64Array(parts.reduce((a, p) => a + p.length, 0));
-  let o = 0;
-  for (const p of parts) for (let i = 0; i < p.length; i++) out[o++] = p[i]!;
-  return out;
-}
 
 const sig = (x: number) => Number(x.toPrecision(4));
 
@@ -159,10 +153,6 @@ export function expectedTensors(kind: "forward" | "backward" | "tape-e2e", decl:
     case "tape-e2e":
       return ["y", "grad X", ...usedParams(decl).map((n) => `grad ${n}`)];
   }
-}
-
-function stateNames(decl: RuleDecl): string[] {
-  return Object.keys(decl.stateShapes(withDefaults(decl, { d: 8, seq_len: 1 })));
 }
 
 /** A passing check in which some compared tensor never carried a non-trivial reference value is vacuous. */

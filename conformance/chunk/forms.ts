@@ -23,7 +23,7 @@ import { hasErrorChunk } from "../../src/rules/chunk-error.ts";
 import { chunkStartGdForward, chunkStartGdGrads, hasChunkStartGd, writeReadsState } from "../../src/rules/chunk-gd.ts";
 import { add, frobeniusDot } from "../../src/ops/index.ts";
 import { RULES } from "../../src/rules/index.ts";
-import type { InnerInputs, RuleDecl, State } from "../../src/rules/types.ts";
+import { INNER_INPUT_NAMES, type InnerInputs, type RuleDecl, type State } from "../../src/rules/types.ts";
 import { withTape } from "../../src/tape.ts";
 import type { Tensor } from "../../src/tensor.ts";
 import { buildChunkCase, chunkCaseArb, type ChunkCase, type ChunkCaseSpec } from "../../cases/chunk-case.ts";
@@ -43,12 +43,11 @@ function runForm(kind: FormKind, decl: RuleDecl, inp: InnerInputs, state: State,
   return kind === "gd" ? chunkStartGdForward(decl, inp, state, c.cfg, C) : exactChunked(decl, inp, state, C);
 }
 
-const INPUT_NAMES = ["k", "v", "q", "x", "alpha", "theta", "eta", "omega"] as const;
 
 /** Differentiated tensors of a case: the inner inputs the rule reads and every initial state entry. */
 function inputsOf(decl: RuleDecl, c: ChunkCase): Record<string, Tensor> {
   const out: Record<string, Tensor> = {};
-  for (const n of INPUT_NAMES) {
+  for (const n of INNER_INPUT_NAMES) {
     const t = c.inp[n];
     if (t === undefined) continue;
     if ((n === "alpha" || n === "theta" || n === "eta") && !decl.gates.includes(n)) continue;

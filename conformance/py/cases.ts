@@ -10,7 +10,7 @@ import { ALPHA_LEVELS, THETA_LEVELS, buildRuleCase, ruleCaseSpecArb, type RuleCa
 import type { Profile } from "../../harness/check.ts";
 import { Rng, uniformTensor } from "../../src/rng.ts";
 import { frozenForwardSaved, ruleForwardSaved } from "../../src/rules/level.ts";
-import type { InnerInputs, RuleConfig, RuleDecl } from "../../src/rules/types.ts";
+import { INNER_INPUT_NAMES, type InnerInputs, type RuleConfig, type RuleDecl } from "../../src/rules/types.ts";
 import { Tensor, cast } from "../../src/tensor.ts";
 
 interface SeqExtra {
@@ -45,8 +45,7 @@ export function pyCaseArb(decl: RuleDecl, profile: Profile): fc.Arbitrary<PyCase
 }
 
 /** The inner inputs a rule reads: the ones its reference backward differentiates (absent = not read). */
-const INNER_NAMES = ["k", "v", "q", "x", "alpha", "theta", "eta", "omega"] as const;
-export type InnerName = (typeof INNER_NAMES)[number];
+export type InnerName = (typeof INNER_INPUT_NAMES)[number];
 const GATES: ReadonlySet<string> = new Set(["alpha", "theta", "eta"]);
 
 /** One sequence: f32-rounded values held in f64 tensors (what the kernel, ref32 and ref64 all receive). */
@@ -103,7 +102,7 @@ function readInputs(decl: RuleDecl, spec: RuleCaseSpec, frozen: boolean): { inpu
   const inp: Record<string, Tensor | undefined> = { ...r.saved, x: r.saved.X };
   const fw = decl.inner.forward(inp as unknown as InnerInputs, c.state, c.cfg);
   const g = decl.inner.backward(fw.saved, inp as unknown as InnerInputs, c.dy, c.cfg) as Record<string, Tensor | undefined>;
-  return { inputs: INNER_NAMES.filter((n) => inp[n] !== undefined && g[`d${n}`] !== undefined), states: Object.keys(c.state) };
+  return { inputs: INNER_INPUT_NAMES.filter((n) => inp[n] !== undefined && g[`d${n}`] !== undefined), states: Object.keys(c.state) };
 }
 
 export function buildPyCase(decl: RuleDecl, spec: PyCaseSpec, frozen = false): PyCase {

@@ -39,6 +39,9 @@ export type HyperSpec =
 export type Named<K extends string> = { readonly [P in K]: Tensor };
 export type State = Readonly<Record<string, Tensor>>;
 
+/** The names of an inner recurrence's per-token inputs, in ABI order (InnerInputs' keys). */
+export const INNER_INPUT_NAMES = ["k", "v", "q", "x", "alpha", "theta", "eta", "omega"] as const;
+
 /** Per-token inputs of an inner recurrence (all [s, d] or [s]); gates present iff the rule declares them. */
 export interface InnerInputs {
   readonly k: Tensor;
