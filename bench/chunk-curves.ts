@@ -2,7 +2,7 @@
  * The chunk-start GD curve per rule that has the form (docs/spec/chunk-forms.md#chunk-start-gd-curve):
  * mean over a fixed batch of cases of the RMS distance of y to the sequential rule, for
  * C = 1, 2, 4, 8, 16, at θ small and θ large (Lattice: α low and high, its write scale); and the worst relative distance of the exact
- * chunked form for C = 1, 2, 4, 8, 16, 64. Accuracy only, no timing. Usage: bun run bench/chunk-curves.ts
+ * chunked form for C = 1, 2, 4, 8, 16, 64. Accuracy only, no timing. Usage: npx bun bench/chunk-curves.ts
  */
 import { buildChunkCase, type ChunkCaseSpec } from "../cases/chunk-case.ts";
 import { gdCurve } from "../conformance/chunk/forms.ts";

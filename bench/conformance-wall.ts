@@ -1,7 +1,7 @@
 /**
  * Wall time of the default conformance run (`bun run conformance/cli.ts`), measured from outside
  * the process: one warm-up run (kernel builds, disk caches), then N timed runs. Writes nothing
- * besides a throwaway report. Usage: bun bench/conformance-wall.ts [--runs N] [-- extra CLI args]
+ * besides a throwaway report. Usage: npx bun bench/conformance-wall.ts [--runs N] [-- extra CLI args]
  */
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";

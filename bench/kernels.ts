@@ -8,7 +8,7 @@
  *     read once by the backward) over the kernel time, with its fraction of the device's peak.
  *   --small: B = 2, T = 32, H = 2, d ∈ {16, 32} (for the CPU emulation).
  * Writes reports/bench-kernels-<backend>.json.
- * Usage: bun bench/kernels.ts [--small] [--quick] [--backend cpu-emu|cuda|lib:<path>]
+ * Usage: npx bun bench/kernels.ts [--small] [--quick] [--backend cpu-emu|cuda|lib:<path>]
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";

@@ -2,7 +2,7 @@
  * f64 numeric kernels before and after the process has run f32 work (src/numeric.ts keeps one
  * specialised copy of its array kernels per operand class, so the second number should match the
  * first). The mixed conformance run does exactly this: f32 cases first, f64 cases later.
- * Usage: bun bench/numeric-dtype.ts
+ * Usage: npx bun bench/numeric-dtype.ts
  */
 import { Bench } from "tinybench";
 import { addOuter, dot, matmul, matTvec, matvec } from "../src/numeric.ts";

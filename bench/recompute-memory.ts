@@ -2,7 +2,7 @@
  * Tape memory per save policy (docs/spec/chunk-forms.md#recompute-memory): the bytes the tape
  * holds after recording one rule block at d = 64, s = 256 (f64), under store-all, recompute and
  * checkpoint every 16 tokens. Accounting only, no timing. Writes reports/recompute-memory.json and
- * prints a markdown table. Usage: bun run bench/recompute-memory.ts [--d N] [--s N]
+ * prints a markdown table. Usage: npx bun bench/recompute-memory.ts [--d N] [--s N]
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";

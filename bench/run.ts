@@ -1,7 +1,7 @@
 /**
  * Benchmarks (tinybench): tape recording overhead per op, backward/forward ratio of a 200-op
  * chain at d=64, and per-rule forward and backward time at d=64, seq_len=256 (f64 and f32).
- * Writes reports/bench.json and prints a table. Usage: bun run bench [--quick]
+ * Writes reports/bench.json and prints a table. Usage: npm run bench -- [--quick]
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
