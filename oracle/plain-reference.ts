@@ -103,3 +103,37 @@ export function runPlain(decl: RuleDecl, frozen: boolean, c: PairCase, cfg: Rule
   return withAccumulate(p.accumulate, () => run(decl, frozen, inF32, cfg, storage, state), order);
 }
 
+
+/**
+ * The summation orders a plain reference is run in for a kernel of accumulate dtype `acc`
+ * (docs/spec/precision.md#orders): f64 sums are order-insensitive at the bound's scale, so one run;
+ * an f32 sum of cancelling terms lands on different roundings in different orders, and one order is
+ * one sample of them, so f32 is run in the natural order and reversed.
+ */
+export function plainOrders(acc: Precision["accumulate"]): ("natural" | "reversed")[] {
+  return acc === "f32" ? ["natural", "reversed"] : ["natural"];
+}
+
+/**
+ * The plain reference's yardstick: `run(order)` once per order of plainOrders(acc), and per
+ * tensor and element the value farther from ref64, so max|yardstick − ref64| is the larger
+ * error any of the orders made. Names ref64 lacks are taken from the first run.
+ */
+export function plainYardstick<K extends string>(acc: Precision["accumulate"], ref64: Readonly<Record<K, ArrayLike<number>>>,
+  run: (order: "natural" | "reversed") => Readonly<Record<K, ArrayLike<number>>>): Record<K, ArrayLike<number>> {
+  const [first, ...rest] = plainOrders(acc).map((o) => withAccumulate(acc, () => run(o), o));
+  if (rest.length === 0) return { ...first! };
+  const out = { ...first! } as Record<K, ArrayLike<number>>;
+  for (const name of Object.keys(out) as K[]) {
+    const r64 = ref64[name];
+    if (r64 === undefined) continue;
+    const far = Float64Array.from(out[name]);
+    for (const other of rest) {
+      const o = other[name];
+      if (o === undefined) continue;
+      for (let i = 0; i < far.length; i++) if (Math.abs(o[i]! - r64[i]!) > Math.abs(far[i]! - r64[i]!)) far[i] = o[i]!;
+    }
+    out[name] = far;
+  }
+  return out;
+}

@@ -19,7 +19,7 @@ import { CHECKPOINTS, batchDy, batchInputs, batchState, sequencesOf, widthOf, ty
 import { firstBitDiff } from "./bitwise.ts";
 import { flashCompare, type Compared } from "./compare.ts";
 import { declaredPrecision, perSequence, runKernels, type PerSeq } from "./forward-backward.ts";
-import { withAccumulate } from "../../src/precision.ts";
+import { plainYardstick } from "../../oracle/plain-reference.ts";
 import { requirePair } from "./kernel-lib.ts";
 
 function compareBits(a: PerSeq[], b: PerSeq[], what: string): string | null {
@@ -197,11 +197,11 @@ export function chunkCase(decl: RuleDecl, lib: KernelLib, k: KSpec, exercised: S
           return out;
         };
         a64 = flat(decl.inner.backward(decl.inner.forward(s.in64, s.st64, cfg).saved, s.in64, s.dy64, cfg, s.dFinal64));
-        a32 = withAccumulate(precision.accumulate, () =>
+        a32 = plainYardstick(precision.accumulate, a64, () =>
           flat(decl.inner.backward(decl.inner.forward(s.in32, s.st32, cfg).saved, s.in32, s.dy32, cfg, s.dFinal32)));
       } else {
         a64 = chunkedReference(decl, cfg, s.in64, s.st64, s.dy64, s.dFinal64);
-        a32 = withAccumulate(precision.accumulate, () => chunkedReference(decl, cfg, s.in32, s.st32, s.dy32, s.dFinal32));
+        a32 = plainYardstick(precision.accumulate, a64, () => chunkedReference(decl, cfg, s.in32, s.st32, s.dy32, s.dFinal32));
       }
       const kernel = splitNeutral ? chunked[n]! : { ...fwd[n]!, ...chunked[n]! };
       for (const name of Object.keys(kernel)) {

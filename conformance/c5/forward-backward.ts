@@ -10,7 +10,8 @@ import type { CaseOutcome } from "../../harness/check.ts";
 import type { RuleConfig, RuleDecl, State } from "../../src/rules/types.ts";
 import { zeros, type Tensor } from "../../src/tensor.ts";
 import { batchDy, batchInputs, batchQ, batchState, seqOf, sequencesOf, stateOf, widthOf, type KSpec, type Seq } from "./batch.ts";
-import { withAccumulate, type Precision } from "../../src/precision.ts";
+import type { Precision } from "../../src/precision.ts";
+import { plainYardstick } from "../../oracle/plain-reference.ts";
 import { F32_STORE_F64_ACC, flashCompare, type Compared } from "./compare.ts";
 import { requireFrozen, requirePair } from "./kernel-lib.ts";
 import { chunkFormSymbol } from "../../ffi/abi.ts";
@@ -92,7 +93,7 @@ function compareAll(decl: RuleDecl, frozen: boolean, k: KSpec, seqs: Seq[], cfg:
   const items: Compared[] = [];
   seqs.forEach((s, n) => {
     const r64 = which === "forward" ? refForward(decl, frozen, s, 64, cfg, form) : refBackward(decl, frozen, s, 64, cfg, k, form);
-    const r32 = withAccumulate(precision.accumulate, () =>
+    const r32 = plainYardstick(precision.accumulate, r64, () =>
       which === "forward" ? refForward(decl, frozen, s, 32, cfg, form) : refBackward(decl, frozen, s, 32, cfg, k, form));
     for (const name of new Set([...Object.keys(kernel[n]!), ...Object.keys(r64)])) {
       const kern = kernel[n]![name];

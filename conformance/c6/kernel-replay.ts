@@ -9,7 +9,7 @@
 import type { CaseOutcome } from "../../harness/check.ts";
 import type { KernelFixture, KernelTensor } from "../../cases/fixtures/kernel-load.ts";
 import { kernelGradNames, tokenShape } from "../../cases/fixtures/kernel-load.ts";
-import { runPlain, runRef64, type PairCase, type PairRun } from "../../oracle/plain-reference.ts";
+import { plainYardstick, runPlain, runRef64, type PairCase, type PairRun } from "../../oracle/plain-reference.ts";
 import type { InnerInputs, State } from "../../src/rules/types.ts";
 import { Tensor } from "../../src/tensor.ts";
 import { flashCompare, type Compared } from "../c5/compare.ts";
@@ -91,7 +91,8 @@ export function replayKernelFixture(fx: KernelFixture): CaseOutcome {
     if (want.size === 0) break;
     const c = pairCaseOf(fx, n);
     const r64 = namedRun(fx, runRef64(fx.decl, fx.frozen, c, fx.cfg));
-    const plain = namedRun(fx, runPlain(fx.decl, fx.frozen, c, fx.cfg, fx.precision));
+    const plain = new Map(Object.entries(plainYardstick(fx.precision.accumulate, Object.fromEntries(r64),
+      (order) => Object.fromEntries(namedRun(fx, runPlain(fx.decl, fx.frozen, c, fx.cfg, fx.precision, order))))));
     for (const [name, kernel] of want) {
       // the loader admits only names of the rule's ABI, and namedRun gives every one of them
       items.push({ name, seq: n, kernel, ref64: r64.get(name)!, ref32: plain.get(name)! });
