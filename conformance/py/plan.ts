@@ -79,7 +79,9 @@ export interface PyEntry {
  */
 export const PY_TOLERANCE: CheckTolerance = {
   ...TOLERANCE,
-  ref32: "the PyTorch reference (python/nlc_torch/rules.py) run in f32, forward and autograd backward, on the same inputs",
+  ref32: "the PyTorch reference (python/nlc_torch/rules.py) run in f32, forward and autograd backward, on the same inputs; " +
+    "for a bf16 or f16 kernel its outputs rounded to the kernel's storage dtype and states to its state dtype (docs/spec/py-backend.md#precision)",
+  bias: "a bf16 or f16 kernel is held to the bias test too, with the same yardstick (docs/spec/precision.md#bias); so is an f32 one",
   ref64: "the TypeScript reference pair in f64 (backward with d(final state), docs/spec/state-gradients.md#active)",
 };
 
