@@ -26,8 +26,11 @@ const TITANS = "py:examples/py-kernels/naive_titans.py:naive_titans";
 /** The frozen read of the naive delta state. */
 const READ = "py:examples/py-kernels/naive_delta.py:naive_delta_read";
 const PLANTED = (k: string) => `py:examples/py-kernels/naive_delta_planted.py:${k}`;
+/** bf16 in and out, f32 inside and in the state; and the same with f16 storage. */
+const BF16 = "py:examples/py-kernels/naive_delta_bf16.py:naive_delta_bf16";
+const F16 = "py:examples/py-kernels/naive_delta_bf16.py:naive_delta_f16";
 const BAD = (k: string) => `py:tests/py-kernels/misbehaving.py:${k}`;
-const FAULTS = ["dies", "hangs", "raises", "chatty", "garbage_stream", "wrong_shape", "wrong_dtype", "no_tuple", "bf16"];
+const FAULTS = ["dies", "hangs", "raises", "chatty", "garbage_stream", "wrong_shape", "wrong_dtype", "no_tuple", "state_in_bf16", "f64"];
 
 function cli(args: string[], env: Record<string, string> = {}) {
   return Bun.spawnSync({ cmd: [process.execPath, "conformance/cli.ts", ...args], cwd: ROOT, env: { ...process.env, ...env }, stdout: "pipe", stderr: "pipe" });
@@ -49,7 +52,7 @@ describe.skipIf(!torch.available)("py: backend run", () => {
   const dir = mkdtempSync(join(tmpdir(), "nlc-py-"));
   const report = join(dir, "report.json");
   const backends = [...FAULTS.map(BAD), "py:tests/py-kernels/import_fails.py:kernel", PLANTED("no_initial_decay"), PLANTED("dq_scaled"),
-    PLANTED("dstate0_scaled"), PLANTED("ignores_d_final"), PLANTED("explicit_correct"), GOOD, TITANS, READ];
+    PLANTED("dstate0_scaled"), PLANTED("ignores_d_final"), PLANTED("explicit_correct"), PLANTED("bf16_dtheta_scaled"), GOOD, TITANS, READ, BF16, F16];
   let byId: Map<string, CheckResult> | undefined;
   const results = (): Map<string, CheckResult> => {
     if (byId === undefined) {
@@ -104,6 +107,7 @@ describe.skipIf(!torch.available)("py: backend run", () => {
       wrong_shape: [/returned y of shape/],
       wrong_dtype: [/returned y as torch.float64, but declares dtype f32/],
       no_tuple: [/expected \(y, final_state\)/],
+      state_in_bf16: [/returned final state M as torch.bfloat16, but declares state_dtype f32/],
     };
     for (const [k, patterns] of Object.entries(expectations)) {
       for (const kind of ["forward", "backward"]) {
@@ -118,10 +122,29 @@ describe.skipIf(!torch.available)("py: backend run", () => {
     expect(imp.message).toContain("ImportError: misbehaving module");
   }, 300_000);
 
-  test("stdout writes of a kernel never reach the protocol; a declared bf16 kernel is skipped", () => {
+  test("stdout writes of a kernel never reach the protocol; a declared f64 kernel is skipped", () => {
     for (const kind of ["forward", "backward"]) expectStatus(get(BAD("chatty"), "delta", kind), "pass");
-    const bf = get(BAD("bf16"), "delta", "forward");
-    expectStatus(bf, "skip");
-    expect(bf.message).toContain("declares dtype bf16");
+    const f64 = get(BAD("f64"), "delta", "forward");
+    expectStatus(f64, "skip");
+    expect(f64.message).toContain("declares dtype f64");
+  }, 300_000);
+
+  test("bf16 and f16 kernels are judged at their precision; a 1% dtheta scale in bf16 fails", () => {
+    for (const [b, storage] of [[BF16, "bf16"], [F16, "f16"]] as const) {
+      for (const kind of ["forward", "backward"]) {
+        const r = get(b, "delta", kind);
+        expectStatus(r, "pass");
+        expect(r.message).toContain(`${storage} (state f32)`);
+        expect(r.details?.precision).toEqual({ storage, state: "f32", accumulate: "f32" });
+      }
+    }
+    expectStatus(get(PLANTED("bf16_dtheta_scaled"), "delta", "forward"), "pass");
+    const bw = get(PLANTED("bf16_dtheta_scaled"), "delta", "backward");
+    expectStatus(bw, "fail");
+    expect(bw.message).toMatch(/^dtheta/);
+    // the bias test flags it too (on these short sequences the flash bound usually trips first)
+    const dtheta = (bw.details?.tensors as Record<string, { bias: boolean; slope: number }>).dtheta!;
+    expect(dtheta.bias).toBe(true);
+    expect(dtheta.slope).toBeGreaterThan(5e-3);
   }, 300_000);
 });

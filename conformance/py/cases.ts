@@ -2,16 +2,20 @@
  * The generated cases of the py: backend checks (docs/spec/py-backend.md#cases): B sequences times
  * H heads, each (b, h) an independent sequence of one rule (the rule registry's case generator
  * for the first, its own seed, gates and state for the others), packed in the canonical kernel
- * layout: per-token [B, T, H, d], gates [B, T, H], states [B, H, rows, cols]. Values are rounded to
- * f32 once, so the kernel, ref32 and ref64 see identical inputs.
+ * layout: per-token [B, T, H, d], gates [B, T, H], states [B, H, rows, cols]. Values are rounded
+ * once, before anything else, to the kernel's storage dtype (inputs, gates, dy) and state dtype
+ * (initial state, d(final state)), so the kernel, the plain reference and ref64 see identical inputs
+ * (docs/spec/py-backend.md#precision).
  */
 import * as fc from "fast-check";
 import { ALPHA_LEVELS, THETA_LEVELS, buildRuleCase, ruleCaseSpecArb, type RuleCaseSpec } from "../../cases/rule-case.ts";
 import type { Profile } from "../../harness/check.ts";
+import { roundedCopy, type Precision, type StorageDType } from "../../src/precision.ts";
 import { Rng, uniformTensor } from "../../src/rng.ts";
 import { frozenForwardSaved, ruleForwardSaved } from "../../src/rules/level.ts";
 import { INNER_INPUT_NAMES, type InnerInputs, type RuleConfig, type RuleDecl } from "../../src/rules/types.ts";
-import { Tensor, cast } from "../../src/tensor.ts";
+import { Tensor } from "../../src/tensor.ts";
+import { F32_STORE_F64_ACC } from "../c5/compare.ts";
 
 interface SeqExtra {
   seed: number;
@@ -48,7 +52,7 @@ export function pyCaseArb(decl: RuleDecl, profile: Profile): fc.Arbitrary<PyCase
 export type InnerName = (typeof INNER_INPUT_NAMES)[number];
 const GATES: ReadonlySet<string> = new Set(["alpha", "theta", "eta"]);
 
-/** One sequence: f32-rounded values held in f64 tensors (what the kernel, ref32 and ref64 all receive). */
+/** One sequence: values rounded to the kernel's dtypes, held in f64 tensors (what the kernel, ref32 and ref64 all receive). */
 export interface Seq {
   in64: Record<string, Tensor>;
   st64: Record<string, Tensor>;
@@ -71,18 +75,22 @@ export interface PyCase {
   frozen: boolean;
 }
 
-/** Rounded to f32 once, held in f64. */
-const f32 = (t: Tensor): Tensor => cast(cast(t, "f32"), "f64");
+/** Rounded to the dtype once, held in f64. */
+function rounded(dtype: StorageDType, t: Tensor): Tensor {
+  const out = new Tensor("f64", [...t.shape]);
+  out.data.set(roundedCopy(dtype, t.data));
+  return out;
+}
 
-function sequence(decl: RuleDecl, spec: RuleCaseSpec, inputs: readonly InnerName[], frozen: boolean, dFinalRng: Rng): Seq {
+function sequence(decl: RuleDecl, spec: RuleCaseSpec, inputs: readonly InnerName[], frozen: boolean, dFinalRng: Rng, p: Precision): Seq {
   const c = buildRuleCase(decl, spec, "f64", frozen);
   const saved = frozen ? frozenForwardSaved(decl, c.X, c.params, c.state, c.cfg).saved : ruleForwardSaved(decl, c.X, c.params, c.state, c.cfg).saved;
-  const s: Seq = { in64: {}, st64: {}, dy64: f32(c.dy), dFinal64: {} };
-  for (const n of inputs) s.in64[n] = f32(n === "x" ? saved.X! : saved[n]!);
+  const s: Seq = { in64: {}, st64: {}, dy64: rounded(p.storage, c.dy), dFinal64: {} };
+  for (const n of inputs) s.in64[n] = rounded(p.storage, n === "x" ? saved.X! : saved[n]!);
   for (const [n, t] of Object.entries(c.state)) {
-    s.st64[n] = f32(t);
+    s.st64[n] = rounded(p.state, t);
     // a frozen read leaves the state unchanged: there is no final state to take a gradient
-    if (!frozen) s.dFinal64[n] = f32(uniformTensor("f64", t.shape, dFinalRng, -1, 1));
+    if (!frozen) s.dFinal64[n] = rounded(p.state, uniformTensor("f64", t.shape, dFinalRng, -1, 1));
   }
   return s;
 }
@@ -105,20 +113,21 @@ function readInputs(decl: RuleDecl, spec: RuleCaseSpec, frozen: boolean): { inpu
   return { inputs: INNER_INPUT_NAMES.filter((n) => inp[n] !== undefined && g[`d${n}`] !== undefined), states: Object.keys(c.state) };
 }
 
-export function buildPyCase(decl: RuleDecl, spec: PyCaseSpec, frozen = false): PyCase {
+/** `p`: the kernel's precision (its storage and state dtypes are what the case is rounded to). */
+export function buildPyCase(decl: RuleDecl, spec: PyCaseSpec, frozen = false, p: Precision = F32_STORE_F64_ACC): PyCase {
   // a frozen read of a zero state reads zero: frozen cases read random states
   const st = <X extends { state: "init" | "random" }>(x: X): X => (frozen ? { ...x, state: "random" } : x);
   const base = st(spec.base);
   const { inputs, states } = readInputs(decl, base, frozen);
   const rng = new Rng(spec.dFinalSeed);
   const specs = [base, ...spec.extra.slice(0, spec.B * spec.H - 1).map((e) => ({ ...base, ...st(e) }))];
-  const seqs = specs.map((s) => sequence(decl, s, inputs, frozen, rng));
+  const seqs = specs.map((s) => sequence(decl, s, inputs, frozen, rng, p));
   for (const q of seqs) for (const n of Object.keys(q.st64)) if (!states.includes(n)) delete q.st64[n];
   const cfg = buildRuleCase(decl, base, "f64").cfg;
   return { spec, cfg, B: spec.B, T: cfg.seq_len, H: spec.H, seqs, inputs, stateNames: states, frozen };
 }
 
-/** Per-sequence tensors [T, ...] -> canonical [B, T, H, ...] (f64 values, f32-rounded). */
+/** Per-sequence tensors [T, ...] -> canonical [B, T, H, ...] (f64 values, already rounded). */
 export function packTokens(c: PyCase, per: (s: Seq) => Tensor): Tensor {
   const first = per(c.seqs[0]!);
   const inner = first.shape.slice(1);

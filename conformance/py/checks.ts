@@ -65,7 +65,10 @@ function delegate(b: PyBackend, e: PyEntry, siblings: () => readonly CheckDef[])
       r = cache.get(key(e.id, seed, profile));
       if (r === undefined) throw new Error(`the ${b.name} child process returned no result for ${e.id}`);
     }
-    return { status: r.status, runs: r.runs, seed: r.seed, path: r.path, worst: r.worst ?? undefined, message: r.message, ms: r.ms };
+    return {
+      status: r.status, runs: r.runs, seed: r.seed, path: r.path, worst: r.worst ?? undefined, message: r.message, ms: r.ms,
+      ...(r.details ? { details: r.details } : {}),
+    };
   };
 }
 

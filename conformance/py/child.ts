@@ -12,7 +12,7 @@ import { TorchBridgeError } from "../../oracle/torch-bridge.ts";
 import { coverage } from "../c5/compare.ts";
 import { buildPyCase, describeCase, pyCaseArb, type PyCaseSpec } from "./cases.ts";
 import { backwardCase, backwardNames, forwardCase, forwardNames } from "./kernel-cases.ts";
-import { KernelSession } from "./kernel-session.ts";
+import { KernelSession, kernelPrecision } from "./kernel-session.ts";
 import { parsePyBackend, pyPlan, type PyEntry } from "./plan.ts";
 import { runAsyncCheck, type AsyncPropertyCheck } from "./run-async.ts";
 import { resultLine, startLine, stubResult, type PyChildRequest } from "./child-protocol.ts";
@@ -20,14 +20,15 @@ import { resultLine, startLine, stubResult, type PyChildRequest } from "./child-
 const emit = (line: string) => writeSync(1, `${line}\n`);
 
 function definition(e: PyEntry, s: KernelSession, profile: Profile, replayArgs: string[], exercised: Set<string>, names: Set<string>): AsyncPropertyCheck<PyCaseSpec> {
+  const p = kernelPrecision(s.info);
   return {
     kind: "property", id: e.id, class: "C5", subject: e.subject, spec: e.spec, tolerance: e.tolerance, runs: e.runs, replayArgs,
     arb: pyCaseArb(e.decl, profile),
-    describe: (spec) => describeCase(buildPyCase(e.decl, spec, e.frozen)),
+    describe: (spec) => describeCase(buildPyCase(e.decl, spec, e.frozen, p)),
     run: async (spec) => {
-      const c = buildPyCase(e.decl, spec, e.frozen);
+      const c = buildPyCase(e.decl, spec, e.frozen, p);
       for (const n of e.kind === "forward" ? forwardNames(c) : backwardNames(c)) names.add(n);
-      return e.kind === "forward" ? forwardCase(s, e.decl, e.key, c, exercised) : backwardCase(s, e.decl, e.key, c, exercised);
+      return e.kind === "forward" ? forwardCase(s, e.decl, e.key, c, exercised, p) : backwardCase(s, e.decl, e.key, c, exercised, p);
     },
   };
 }
@@ -69,7 +70,7 @@ async function run(req: PyChildRequest): Promise<void> {
       const r = req.runSeed !== undefined
         ? await runAsyncCheck(def, { seed: req.runSeed, profile: req.profile })
         : await runAsyncCheck(def, { seed: 0, profile: req.profile, replay: { seed, path: c.path ?? "" } });
-      const device = `${session.info.device}, ${session.info.dtype}, backward by ${session.info.backward}`;
+      const device = `${session.info.device}, ${session.info.dtype} (state ${session.info.state_dtype}), backward by ${session.info.backward}`;
       const out = coverage(r, [...names], exercised);
       emit(resultLine({ ...out, message: out.message ? `${out.message} [${device}]` : `[${device}]` }));
     }

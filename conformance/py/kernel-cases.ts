@@ -5,10 +5,12 @@
  *
  * ref64 is the TypeScript reference pair in f64: forward (y, every final state) and backward given
  * dy AND a random non-zero d(final state) (every input gradient, and dState0, the initial
- * state's). ref32, the bound's yardstick, is a plain f32 run of the PyTorch reference (forward and
- * autograd backward, docs/spec/py-backend.md#reference).
+ * state's). ref32, the yardstick of the bound and the bias test, is the plain reference at the
+ * kernel's precision: the PyTorch reference run in f32 (forward and autograd backward), its outputs
+ * rounded to the kernel's storage and state dtypes (docs/spec/py-backend.md#reference, #precision).
  */
 import type { CaseOutcome } from "../../harness/check.ts";
+import type { Precision } from "../../src/precision.ts";
 import type { InnerInputs, RuleDecl, State } from "../../src/rules/types.ts";
 import type { Tensor } from "../../src/tensor.ts";
 import { flashCompare, type Compared } from "../c5/compare.ts";
@@ -44,9 +46,9 @@ function ref64(decl: RuleDecl, c: PyCase, q: Seq): { y: Tensor; finalState: Reco
   return { y: fw.y, finalState: fw.finalState as Record<string, Tensor>, grads: g, dState0: g.dState0 ?? {} };
 }
 
-export async function forwardCase(s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>): Promise<CaseOutcome> {
+export async function forwardCase(s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision): Promise<CaseOutcome> {
   const out = await s.forward(c, key);
-  const r32 = await s.torchReference(c, key, "f32");
+  const r32 = await s.plainReference(c, key, p);
   const y = need(out, "y", "forward");
   const items: Compared[] = [];
   c.seqs.forEach((q, n) => {
@@ -60,12 +62,12 @@ export async function forwardCase(s: KernelSession, decl: RuleDecl, key: string,
       });
     }
   });
-  return flashCompare(items, exercised, `${s.backend.module}:${s.backend.callable}`);
+  return flashCompare(items, exercised, `${s.backend.module}:${s.backend.callable}`, p);
 }
 
-export async function backwardCase(s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>): Promise<CaseOutcome> {
+export async function backwardCase(s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision): Promise<CaseOutcome> {
   const out = await s.backward(c, key);
-  const r32 = await s.torchReference(c, key, "f32");
+  const r32 = await s.plainReference(c, key, p);
   const items: Compared[] = [];
   c.seqs.forEach((q, n) => {
     const g64 = ref64(decl, c, q);
@@ -84,5 +86,5 @@ export async function backwardCase(s: KernelSession, decl: RuleDecl, key: string
       });
     }
   });
-  return flashCompare(items, exercised, `${s.backend.module}:${s.backend.callable}`);
+  return flashCompare(items, exercised, `${s.backend.module}:${s.backend.callable}`, p);
 }

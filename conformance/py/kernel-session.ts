@@ -1,11 +1,14 @@
 /**
  * The two Python processes of a py: backend run: the kernel host (the kernel under test, which
  * may die, hang or misbehave: per-request timeout, restarted on the next request) and the
- * reference bridge (ref32: a plain f32 run of the PyTorch reference, docs/spec/py-backend.md#reference).
- * Both speak python/PROTOCOL.md through oracle/torch-bridge.ts.
+ * reference bridge (the yardstick: a plain run of the PyTorch reference at the kernel's precision,
+ * docs/spec/py-backend.md#reference, #precision). Both speak python/PROTOCOL.md through
+ * oracle/torch-bridge.ts.
  */
 import { TorchBridge, TorchBridgeError } from "../../oracle/torch-bridge.ts";
-import type { Tensor } from "../../src/tensor.ts";
+import { roundedCopy, type Precision, type StorageDType } from "../../src/precision.ts";
+import { Tensor } from "../../src/tensor.ts";
+import { F32_STORE_F64_ACC } from "../c5/compare.ts";
 import { packTokens, stackSeqs, type PyCase } from "./cases.ts";
 import type { PyBackend } from "./plan.ts";
 
@@ -14,6 +17,8 @@ export interface KernelInfo {
   kernel: string;
   rules: string[];
   dtype: string;
+  /** The dtype of the initial and final state (and their gradients); "f32" unless declared. */
+  state_dtype: StorageDType;
   layout: string;
   state_layout: string;
   backward: "explicit" | "autograd";
@@ -38,6 +43,21 @@ export function kernelTimeoutMs(): number {
 }
 
 export type Out = Map<string, Tensor>;
+
+/**
+ * The precision a judged kernel is held to (docs/spec/py-backend.md#precision): storage = its
+ * dtype, state = its state_dtype, sums in f32. An all-f32 kernel keeps the f64-accumulate floor
+ * it was always judged with: its yardstick is a plain f32 PyTorch run (f32 scalars as well as f32
+ * sums), which the wider floor of the emulated f32 reference exists to make up for.
+ */
+export function kernelPrecision(info: Pick<KernelInfo, "dtype" | "state_dtype">): Precision {
+  const storage = info.dtype as StorageDType, state = info.state_dtype ?? "f32";
+  if (storage === "f32" && state === "f32") return F32_STORE_F64_ACC;
+  return { storage, state, accumulate: "f32" };
+}
+
+/** Where a reply tensor is stored: states and their gradients in the state dtype, everything else in the storage dtype. */
+const isStateName = (name: string): boolean => name.startsWith("state.") || name.startsWith("grads.state.");
 
 export class KernelSession {
   /** The reference process, started on first use (a kernel that fails at once never needs it). */
@@ -96,6 +116,21 @@ export class KernelSession {
     tensors.push(["dy", stackSeqs(c, (s) => s.dy64)]);
     this.ref ??= TorchBridge.start({ timeoutMs: 120_000 });
     return (await (await this.ref).call({ op: "inner", rule, config: c.cfg, dtype }, tensors, `reference backward of ${rule} (${dtype})`)).tensors;
+  }
+
+  /**
+   * The yardstick of the flash bound and the bias test (the plain reference at the kernel's
+   * precision): the PyTorch reference in f32 on the case's (already rounded) inputs, each output
+   * rounded to the dtype the kernel returns it in. The one place this rounding happens.
+   */
+  async plainReference(c: PyCase, rule: string, p: Precision): Promise<Out> {
+    const out: Out = new Map();
+    for (const [name, t] of await this.torchReference(c, rule, "f32")) {
+      const r = new Tensor("f64", [...t.shape]);
+      r.data.set(roundedCopy(isStateName(name) ? p.state : p.storage, t.data));
+      out.set(name, r);
+    }
+    return out;
   }
 
   async close(): Promise<void> {

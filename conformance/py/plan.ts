@@ -2,7 +2,7 @@
  * The checks of a `py:<module>:<callable>` kernel backend (docs/spec/py-backend.md): per rule of
  * the registry, a forward and a backward check against the reference, with ids
  *
- *   C5/py-<module>-<callable>/<rule>/forward    y and every final state (f32 kernel vs f64 reference)
+ *   C5/py-<module>-<callable>/<rule>/forward    y and every final state (f32, bf16 or f16 kernel vs f64 reference)
  *   C5/py-<module>-<callable>/<rule>/backward   every input gradient and d(initial state), given dy and d(final state)
  *   C5/py-<module>-<callable>/<rule>.frozen/forward|backward   the frozen read: y; dq and the read state's gradient
  *
@@ -79,7 +79,9 @@ export interface PyEntry {
  */
 export const PY_TOLERANCE: CheckTolerance = {
   ...TOLERANCE,
-  ref32: "the PyTorch reference (python/nlc_torch/rules.py) run in f32, forward and autograd backward, on the same inputs",
+  ref32: "the PyTorch reference (python/nlc_torch/rules.py) run in f32, forward and autograd backward, on the same inputs; " +
+    "for a bf16 or f16 kernel its outputs rounded to the kernel's storage dtype and states to its state dtype (docs/spec/py-backend.md#precision)",
+  bias: "the bias test against the same yardstick, with the floor of the kernel's storage dtype (docs/spec/precision.md#bias)",
   ref64: "the TypeScript reference pair in f64 (backward with d(final state), docs/spec/state-gradients.md#active)",
 };
 
@@ -94,7 +96,7 @@ export function pyPlan(b: PyBackend): PyEntry[] {
           id: `C5/${b.slug}/${key}/${kind}`, kind, decl, frozen, key, runs: RUNS,
           subject: { rule: decl.key, frozen, backend: b.name },
           spec: `docs/spec/py-backend.md#${kind === "forward" ? "forward-check" : "backward-check"}; docs/spec/conformance.md#c5; ` +
-            `${decl.sheet}${frozen ? " (frozen read, docs/spec/state-gradients.md#frozen)" : ""}; docs/spec/tolerances.md#f32`,
+            `${decl.sheet}${frozen ? " (frozen read, docs/spec/state-gradients.md#frozen)" : ""}; docs/spec/tolerances.md#f32; docs/spec/py-backend.md#precision`,
           tolerance: PY_TOLERANCE,
         });
       }

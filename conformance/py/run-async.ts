@@ -28,11 +28,13 @@ class CaseFailed extends Error {}
 export async function runAsyncCheck<T>(def: AsyncPropertyCheck<T>, opts: AsyncRunOptions): Promise<CheckResult> {
   const seed = opts.replay?.seed ?? checkSeed(opts.seed, def.id);
   const t0 = performance.now();
-  const done = (r: Pick<CheckResult, "status" | "runs" | "path" | "worst" | "message">): CheckResult => ({
+  const done = (r: Pick<CheckResult, "status" | "runs" | "path" | "worst" | "message" | "details">): CheckResult => ({
     id: def.id, class: def.class, subject: def.subject, tolerance: def.tolerance, seed, spec: def.spec, ...r,
     ms: Math.round((performance.now() - t0) * 1000) / 1000, replay: replayCommand(def.id, seed, r.path, def.replayArgs),
   });
   let worst: Worst = emptyWorst();
+  // the measurements of the case with the worst error (a failure reports the shrunk case's)
+  let worstDetails: CaseOutcome["details"];
   let informative = 0, discarded = 0, calls = 0;
   let lastVacuous = "";
   let broken: { fault: KernelFault; input: T; index: number } | undefined;
@@ -52,7 +54,10 @@ export async function runAsyncCheck<T>(def: AsyncPropertyCheck<T>, opts: AsyncRu
       fc.pre(false);
     }
     informative++;
-    if (out.worst !== undefined && out.worst.abs >= worst.abs) worst = out.worst;
+    if (out.worst !== undefined && out.worst.abs >= worst.abs) {
+      worst = out.worst;
+      worstDetails = out.details;
+    }
     if (!out.ok) throw new CaseFailed(out.message ?? "check failed");
   });
   const numRuns = opts.replay !== undefined ? 1 : def.runs[opts.profile];
@@ -69,7 +74,10 @@ export async function runAsyncCheck<T>(def: AsyncPropertyCheck<T>, opts: AsyncRu
       return done({ status: "vacuous", runs, path: "", message: `only ${informative} of ${numRuns} cases compared non-negligible values${discardNote}` });
     }
     if (!details.failed) {
-      return done({ status: "pass", runs, path: "", worst: worst.index >= 0 ? worst : undefined, message: discardNote ? discardNote.trim() : undefined });
+      return done({
+        status: "pass", runs, path: "", worst: worst.index >= 0 ? worst : undefined, message: discardNote ? discardNote.trim() : undefined,
+        ...(worstDetails ? { details: worstDetails } : {}),
+      });
     }
   }
   const path = details.counterexamplePath ?? "";
@@ -82,6 +90,8 @@ export async function runAsyncCheck<T>(def: AsyncPropertyCheck<T>, opts: AsyncRu
     shrunk = undefined;
   }
   const err = details.errorInstance;
-  if (err instanceof CaseFailed) return done({ status: "fail", runs, path, worst: shrunk?.worst, message: `${err.message}${example}` });
+  if (err instanceof CaseFailed) {
+    return done({ status: "fail", runs, path, worst: shrunk?.worst, message: `${err.message}${example}`, ...(shrunk?.details ? { details: shrunk.details } : {}) });
+  }
   return done({ status: "error", runs, path, message: `${err instanceof Error ? err.message : String(err)}${example}` });
 }

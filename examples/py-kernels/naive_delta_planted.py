@@ -5,6 +5,9 @@
 * `dq_scaled`: a correct forward with an explicit backward whose query gradient is 1% too large.
 * `dstate0_scaled`: the same with the initial state's gradient 1% too large.
 * `ignores_d_final`: an explicit backward that drops the d(final state) term.
+* `bf16_dtheta_scaled`: naive_delta_bf16.py with the step-size gate's gradient (dbeta, our dtheta)
+  1% too large, through an autograd.Function on the f32 copy of beta; the gradient is rounded to
+  bf16 once, as the correct kernel's is. The forward is correct.
 """
 import os
 import sys
@@ -73,3 +76,26 @@ dq_scaled = DqScaled
 dstate0_scaled = DState0Scaled
 ignores_d_final = IgnoresDFinal
 explicit_correct = ExplicitCorrect
+
+
+class _ScaledGrad(torch.autograd.Function):
+    """Identity forward; the backward scales the incoming gradient."""
+
+    @staticmethod
+    def forward(ctx, x, factor):
+        ctx.factor = factor
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.factor, None
+
+
+def bf16_dtheta_scaled(q, k, v, forget, beta, scale=None, initial_state=None, output_final_state=False):
+    beta32 = _ScaledGrad.apply(beta.float(), 1.01)                 # planted: dbeta * 1.01
+    o, S = naive_delta(q.float(), k.float(), v.float(), forget.float(), beta32, scale=scale,
+                       initial_state=initial_state.float(), output_final_state=output_final_state)
+    return o.to(torch.bfloat16), S
+
+
+bf16_dtheta_scaled.nlc = {**naive_delta.nlc, "dtype": "bf16", "state_dtype": "f32"}

@@ -26,8 +26,10 @@ import torch
 
 GATE_NAMES = ("alpha", "theta", "eta")
 DTYPES = {"f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16, "f16": torch.float16}
-# Until the precision rules for reduced-precision kernels exist, only f32 kernels are judged.
-JUDGED_DTYPES = ("f32",)
+# Judged against a plain run of their own precision (docs/spec/py-backend.md#precision); an f64
+# kernel has no such yardstick short of ref64 itself and is skipped.
+JUDGED_DTYPES = ("f32", "bf16", "f16")
+STATE_DTYPES = ("f32", "bf16", "f16")
 LAYOUTS = ("BTHD", "BHTD")
 STATE_LAYOUTS = ("ours", "transposed")
 
@@ -71,6 +73,11 @@ class Kernel:
         if self.dtype_name not in DTYPES:
             raise KernelError(f"{spec}.nlc['dtype']: expected one of {', '.join(DTYPES)}, got {self.dtype_name!r}")
         self.dtype = DTYPES[self.dtype_name]
+        # linear-attention kernels keep the state in f32 whatever their storage dtype
+        self.state_dtype_name = decl.get("state_dtype", "f32")
+        if self.state_dtype_name not in STATE_DTYPES:
+            raise KernelError(f"{spec}.nlc['state_dtype']: expected one of {', '.join(STATE_DTYPES)}, got {self.state_dtype_name!r}")
+        self.state_dtype = DTYPES[self.state_dtype_name]
         self.layout = decl.get("layout", "BTHD")
         if self.layout not in LAYOUTS:
             raise KernelError(f"{spec}.nlc['layout']: expected one of {', '.join(LAYOUTS)}, got {self.layout!r}")
@@ -120,12 +127,13 @@ class Kernel:
     def describe(self) -> dict:
         judged = self.dtype_name in JUDGED_DTYPES
         return {
-            "kernel": self.spec, "rules": self.rules, "dtype": self.dtype_name, "layout": self.layout,
+            "kernel": self.spec, "rules": self.rules, "dtype": self.dtype_name, "state_dtype": self.state_dtype_name, "layout": self.layout,
             "state_layout": self.state_layout, "backward": "explicit" if self.backward else "autograd",
             "device": str(self.device) + (f" ({torch.cuda.get_device_name(0)})" if self.device.type == "cuda" else ""),
             "judged": judged,
             "skip_reason": None if judged else
-            f"{self.spec} declares dtype {self.dtype_name}; only f32 kernels are judged until the precision rules for reduced-precision kernels exist",
+            f"{self.spec} declares dtype {self.dtype_name}; f32, bf16 and f16 kernels are judged (an f64 kernel's yardstick would be "
+            "ref64 itself: docs/spec/py-backend.md#precision)",
         }
 
     # ── adapters: canonical <-> the kernel's conventions (all differentiable) ─────────────────
@@ -157,8 +165,9 @@ class Kernel:
             raise KernelError(f"{self.spec} returned {what} as {type(t).__name__}, expected a torch.Tensor of shape {want}")
         if list(t.shape) != want:
             raise KernelError(f"{self.spec} returned {what} of shape {list(t.shape)}, expected {want}")
-        if t.dtype != self.dtype:
-            raise KernelError(f"{self.spec} returned {what} as {t.dtype}, but declares dtype {self.dtype_name} ({self.dtype})")
+        want_dtype, key, name = (self.state_dtype, "state_dtype", self.state_dtype_name) if kind == "state" else (self.dtype, "dtype", self.dtype_name)
+        if t.dtype != want_dtype:
+            raise KernelError(f"{self.spec} returned {what} as {t.dtype}, but declares {key} {name} ({want_dtype})")
         if t.device.type != self.device.type:
             raise KernelError(f"{self.spec} returned {what} on {t.device}, inputs were on {self.device}")
         return t
@@ -253,7 +262,9 @@ class KernelHost:
         cfg = header.get("config") or {}
         inputs, state, extra = {}, {}, {}
         for name, t in tensors.items():
-            t = t.to(device=k.device, dtype=k.dtype)
+            # the values arrive already rounded to these dtypes (f64 on the wire): the casts are exact
+            is_state = name.startswith("state.") or name.startswith("dstate.")
+            t = t.to(device=k.device, dtype=k.state_dtype if is_state else k.dtype)
             if name.startswith("in."):
                 inputs[name[3:]] = t
             elif name.startswith("state."):

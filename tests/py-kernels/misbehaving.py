@@ -1,6 +1,6 @@
 """Misbehaving kernels for the py: backend's reliability tests (tests/py-backend.test.ts): each is
 the naive delta kernel of examples/py-kernels with one fault. Every fault must become an `error`
-check naming the case (or a skip, for a declared dtype that is not judged), and the run goes on.
+check naming the case (or a skip, for a declared dtype that is not judged: f64), and the run goes on.
 """
 import os
 import stat
@@ -11,6 +11,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "py-kernels"))
 from naive_delta import naive_delta  # noqa: E402
+from naive_delta_bf16 import naive_delta_bf16  # noqa: E402
 
 DECL = naive_delta.nlc
 
@@ -87,4 +88,13 @@ garbage_stream = _declared(_sig(_garbage_stream))
 wrong_shape = _declared(_sig(_wrong_shape))
 wrong_dtype = _declared(_sig(_wrong_dtype))
 no_tuple = _declared(_sig(_no_tuple))
-bf16 = _declared(_sig(naive_delta), dtype="bf16")
+
+
+def _state_in_bf16(**kw):
+    """A bf16 kernel that returns its final state in bf16 while declaring state_dtype f32."""
+    o, S = naive_delta_bf16(**kw)
+    return o, S.to(torch.bfloat16)
+
+
+state_in_bf16 = _declared(_sig(_state_in_bf16), dtype="bf16", state_dtype="f32")
+f64 = _declared(_sig(naive_delta), dtype="f64")
