@@ -38,9 +38,10 @@ __host__ __device__ inline float f32_from_bits(uint32_t u) {
 __host__ __device__ inline float bf16_to_f32(uint16_t h) { return f32_from_bits(static_cast<uint32_t>(h) << 16); }
 
 /**
- * f32 -> bf16, round to nearest, ties to even; overflow rounds to ±inf. A NaN stays a NaN: its
- * quiet bit is set, because a NaN whose payload lies only in the dropped half would otherwise
- * become ±inf.
+ * f32 -> bf16, round to nearest, ties to even; overflow rounds to ±inf. A NaN stays a NaN, kept
+ * apart from the rounding: the increment would carry out of an all-ones payload (the NaN fill
+ * 0xffffffff would become 0, the GPU's 0x7fffffff -0), and a payload only in the dropped half would
+ * truncate to ±inf, so the quiet bit is set on the upper half.
  */
 __host__ __device__ inline uint16_t f32_to_bf16(float x) {
   const uint32_t u = f32_bits(x);

@@ -4,8 +4,8 @@
  * library, the cpu-bf16 build given bf16 inputs returns exactly the cpu-f32 build's outputs (given
  * the same values in f32) rounded to bf16 to nearest-even (src/precision.ts roundTo, written
  * independently of the kernels' bit trick), and exactly its f32 states. A frozen read with chosen
- * state values pins the rounding's corners: ties both ways, overflow, a NaN whose payload lies in
- * the dropped half.
+ * state values pins the rounding's corners: ties both ways, overflow, NaNs whose payload fills the
+ * dropped half (the NaN fill pattern among them).
  *
  * Library memory of the cpu-emu builds is host memory, so the bf16 side writes and reads its
  * buffers in place (bun:ffi toArrayBuffer) and calls the kernels through callRaw.
@@ -89,7 +89,9 @@ function callBf16(a: RuleAbi, fn: KernelFn, cfg: RuleConfig, given: Record<strin
         const { n, state } = size(p.name);
         expect(arr.length).toBe(n);
         const b = buffer(n, state);
-        for (let i = 0; i < n; i++) b.view[i] = state ? f32Bits(arr[i]!) : bf16Bits(arr[i]!);
+        // states by their bits (a NaN's payload survives), storage as the bf16 bits of the value
+        if (state) b.view.set(new Uint32Array(arr.buffer, arr.byteOffset, n));
+        else for (let i = 0; i < n; i++) b.view[i] = bf16Bits(arr[i]!);
         ptrs[p.name] = b.p;
       } else if (p.kind === "out") {
         const { n, state } = size(p.name);
@@ -200,7 +202,7 @@ describe("bf16-storage build", () => {
     }
   }
 
-  test("rounding corners: ties to even both ways, overflow to inf, a low-payload NaN stays NaN", () => {
+  test("rounding corners: ties to even both ways, overflow to inf, a NaN stays NaN", () => {
     // Delta's frozen read y = M q with q = e_0 returns column 0 of the f32 state M: its values are
     // narrowed to bf16 exactly as chosen
     const a = ABI.find((r) => r.rule === "delta")!;
@@ -228,10 +230,14 @@ describe("bf16-storage build", () => {
     const ws = wsAlloc(fr.workspaceBytes(SHAPE, cfg));
     const y = callBf16(a, "frozen_forward", cfg, { q, M }, ws.ptr).y as Uint16Array;
     for (let i = 0; i < y.length; i++) expect(y[i]!.toString(16)).toBe(corners[(i % d) % corners.length]![1].toString(16));
-    // a NaN whose payload is only in the dropped half, 0x7f800001: truncated it would read +inf
-    M[0] = asF32(0x7f800001);
+    // NaNs whose payload fills the dropped half (all ones: the harness's NaN fill, and the GPU's
+    // canonical 0x7fffffff): adding the rounding increment would carry out of them, to 0 and -0.
+    // Arithmetic keeps a NaN operand's payload (x86), so y = M q carries them out as they are.
+    const bits = new Uint32Array(M.buffer);
+    bits[0] = 0xffffffff;
+    bits[d] = 0x7fffffff;
     const y2 = callBf16(a, "frozen_forward", cfg, { q, M }, ws.ptr).y as Uint16Array;
-    expect(Number.isNaN(widen(y2[0]!))).toBe(true);
+    expect([widen(y2[0]!), widen(y2[1]!)]).toEqual([Number.NaN, Number.NaN]);
     ws.free();
   });
 });
