@@ -213,7 +213,8 @@ async function main(): Promise<void> {
   const batches = replay === undefined && parallelEnabled() ? delegatedBatches(defs) : new Map<string, string[]>();
   const inWorker = new Set([...batches.values()].flat());
   const workers = [...batches.values()].map((ids) =>
-    runBatchInWorker({ ids, seed, profile, fixtureDirs: args.fixtures ?? [], selected: [...selected], c9SkipReason: c9SkipReason() }, record));
+    runBatchInWorker({ ids, seed, profile, fixtureDirs: args.fixtures ?? [], selected: [...selected], c9SkipReason: c9SkipReason(),
+      backendEnv: { NLC_BACKENDS: process.env.NLC_BACKENDS, NLC_PY_BACKENDS: process.env.NLC_PY_BACKENDS } }, record));
   const runInline = async (def: CheckDef) => {
     // Between checks the event loop turns: signal handlers run and workers' results arrive.
     await new Promise((resolve) => setImmediate(resolve));

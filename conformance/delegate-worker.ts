@@ -18,6 +18,10 @@ self.onmessage = (ev: MessageEvent<WorkerJob>) => {
   const post = (m: WorkerMessage) => self.postMessage(m);
   try {
     adoptC9SkipReason(job.c9SkipReason);
+    for (const [k, v] of Object.entries(job.backendEnv)) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
     const cat = buildCatalogue({ fixtureDirs: job.fixtureDirs });
     const byId = new Map(cat.checks.map((c) => [c.id, c]));
     const selected = new Set(job.selected);

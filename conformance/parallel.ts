@@ -18,6 +18,11 @@ export interface WorkerJob {
   selected: string[];
   /** The main thread's answer to "can C9 run here" (conformance/c9/checks.ts), so a worker need not probe again. */
   c9SkipReason: string | null;
+  /**
+   * The backend lists the catalogue is built from (NLC_BACKENDS, NLC_PY_BACKENDS) as the main thread
+   * set them from --backend: a worker does not see the main thread's later changes to process.env.
+   */
+  backendEnv: { NLC_BACKENDS?: string; NLC_PY_BACKENDS?: string };
 }
 
 export type WorkerMessage =

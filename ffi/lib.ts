@@ -41,15 +41,51 @@ export function hyperValues(a: RuleAbi, cfg: RuleConfig): number[] {
   });
 }
 
+/** How a tensor crosses the ABI: 4-byte f32, or the 2-byte bf16 / f16 a library declares (nlk_dtypes). */
+export type WireDType = "f32" | "bf16" | "f16";
+
+/** A declared dtype name as a wire dtype: f32 for f32, anything unknown or wider (the bound covers f64 as f32). */
+export function wireDType(name: string): WireDType {
+  return name === "bf16" || name === "f16" ? name : "f32";
+}
+
+const BYTES: Readonly<Record<WireDType, number>> = { f32: 4, bf16: 2, f16: 2 };
+
+/**
+ * f32 values in a wire dtype's bits. bf16 keeps the upper half of the f32 bits, rounded to nearest
+ * even (a NaN stays a quiet NaN); f16 goes through the platform's Float16Array (round to nearest
+ * even). Every value the harness sends is already representable (C5 rounds its inputs first), so
+ * the rounding here matters only for NaN fills and for callers that pass wider values.
+ */
+export function encode(dtype: WireDType, data: Float32Array): Float32Array | Uint16Array {
+  if (dtype === "f32") return data;
+  if (dtype === "f16") return new Uint16Array(new Float16Array(data).buffer);
+  const u = new Uint32Array(data.buffer, data.byteOffset, data.length), out = new Uint16Array(data.length);
+  for (let i = 0; i < u.length; i++) {
+    const x = u[i]!;
+    out[i] = (x & 0x7fffffff) > 0x7f800000 ? (x >>> 16) | 0x40 : (x + 0x7fff + ((x >>> 16) & 1)) >>> 16;
+  }
+  return out;
+}
+
+/** A wire dtype's bits as f32 values (exact: bf16 and f16 values are all f32 values). */
+export function decode(dtype: WireDType, bits: Float32Array | Uint16Array): Float32Array {
+  if (dtype === "f32") return bits as Float32Array;
+  if (dtype === "f16") return new Float32Array(new Float16Array(bits.buffer, bits.byteOffset, bits.length));
+  const out = new Float32Array(bits.length), u = new Uint32Array(out.buffer);
+  for (let i = 0; i < bits.length; i++) u[i] = bits[i]! << 16;
+  return out;
+}
+
 export interface LibMemory {
   alloc(bytes: number): number;
   free(p: number | null): void;
-  upload(data: Float32Array): number;
-  download(p: number, n: number): Float32Array;
-  nanBuffer(n: number): number;
+  upload(data: Float32Array, dtype?: WireDType): number;
+  download(p: number, n: number, dtype?: WireDType): Float32Array;
+  nanBuffer(n: number, dtype?: WireDType): number;
 }
 
-/** Library memory: allocation, copies, NaN fill. */
+/** Library memory: allocation, copies (converting to and from the wire dtype), NaN fill. */
 class Memory implements LibMemory {
   constructor(private readonly s: Record<string, Fn>, private readonly check: (sym: string, st: number) => void) {}
   alloc(bytes: number): number {
@@ -60,19 +96,20 @@ class Memory implements LibMemory {
   free(p: number | null): void {
     if (p !== null) this.check("nlk_free", this.s.nlk_free!(p));
   }
-  upload(data: Float32Array): number {
-    const p = this.alloc(data.byteLength);
-    if (data.byteLength > 0) this.check("nlk_copy_in", this.s.nlk_copy_in!(p, data, data.byteLength));
+  upload(data: Float32Array, dtype: WireDType = "f32"): number {
+    const bits = encode(dtype, data);
+    const p = this.alloc(bits.byteLength);
+    if (bits.byteLength > 0) this.check("nlk_copy_in", this.s.nlk_copy_in!(p, bits, bits.byteLength));
     return p;
   }
-  download(p: number, n: number): Float32Array {
-    const out = new Float32Array(n);
-    if (n > 0) this.check("nlk_copy_out", this.s.nlk_copy_out!(out, p, out.byteLength));
-    return out;
+  download(p: number, n: number, dtype: WireDType = "f32"): Float32Array {
+    const bits = dtype === "f32" ? new Float32Array(n) : new Uint16Array(n);
+    if (n > 0) this.check("nlk_copy_out", this.s.nlk_copy_out!(bits, p, n * BYTES[dtype]));
+    return decode(dtype, bits);
   }
-  /** An output buffer of n floats, filled with NaN so that an element the kernel does not write shows. */
-  nanBuffer(n: number): number {
-    return this.upload(new Float32Array(n).fill(Number.NaN));
+  /** An output buffer of n elements, filled with NaN so that an element the kernel does not write shows. */
+  nanBuffer(n: number, dtype: WireDType = "f32"): number {
+    return this.upload(new Float32Array(n).fill(Number.NaN), dtype);
   }
 }
 
@@ -83,14 +120,21 @@ interface Ctx {
   fail: (sym: string, st: number) => never;
   onCall: () => ((symbol: string) => void) | null;
   stateShapes: (rule: string, cfg: RuleConfig) => Record<string, number[]>;
+  /** The wire dtypes a function declares (nlk_dtypes): storage tensors and states. */
+  wire: (symbol: string) => { storage: WireDType; state: WireDType };
+}
+
+/** The state a tensor parameter holds or is the gradient of (M_0, M, dM, dM_0 -> M), or null for a per-token tensor. */
+function stateOfParam(a: RuleAbi, name: string): string | null {
+  const bare = name.replace(/_0$/, "");
+  return a.state.includes(bare) ? bare : bare.startsWith("d") && a.state.includes(bare.slice(1)) ? bare.slice(1) : null;
 }
 
 /** Elements of every tensor parameter of `fn` (states [B,H,...], per-token [B,T,H,d] or [B,T,H]). */
 function elems(a: RuleAbi, ctx: Ctx, shape: Shape, cfg: RuleConfig): (name: string) => number {
   const st = ctx.stateShapes(a.rule, cfg);
   return (name) => {
-    const bare = name.replace(/_0$/, "");
-    const stName = a.state.includes(bare) ? bare : bare.startsWith("d") && a.state.includes(bare.slice(1)) ? bare.slice(1) : null;
+    const stName = stateOfParam(a, name);
     if (stName !== null) return shape.B * shape.H * product(st[stName]!);
     if (name.startsWith("d") && name.length > 1 && (a.grads as readonly string[]).includes(name)) return tokenElems(gradInput(name as never), shape);
     return tokenElems(name === "dy" || name === "dq" ? "y" : name, shape);
@@ -102,6 +146,8 @@ function invoke(a: RuleAbi, fn: KernelFn, ctx: Ctx, shape: Shape, C: number, cfg
   given: Record<string, Float32Array | null>, ws: Workspace | null): Arrays {
   const sym = symbolName(a.rule, fn);
   const size = elems(a, ctx, shape, cfg);
+  const w = ctx.wire(sym);
+  const dtypeOf = (name: string): WireDType => (stateOfParam(a, name) !== null ? w.state : w.storage);
   const hyper = hyperValues(a, cfg);
   const owned: number[] = [];
   const outs: { name: string; ptr: number; n: number }[] = [];
@@ -123,14 +169,14 @@ function invoke(a: RuleAbi, fn: KernelFn, ctx: Ctx, shape: Shape, C: number, cfg
             break;
           }
           if (arr.length !== size(p.name)) throw new Error(`${sym}: input '${p.name}' has ${arr.length} elements, expected ${size(p.name)}`);
-          const ptr = ctx.mem.upload(arr);
+          const ptr = ctx.mem.upload(arr, dtypeOf(p.name));
           owned.push(ptr);
           args.push(ptr);
           break;
         }
         case "out": {
           const n = size(p.name);
-          const ptr = ctx.mem.nanBuffer(n);
+          const ptr = ctx.mem.nanBuffer(n, dtypeOf(p.name));
           owned.push(ptr);
           outs.push({ name: p.name, ptr, n });
           args.push(ptr);
@@ -147,7 +193,7 @@ function invoke(a: RuleAbi, fn: KernelFn, ctx: Ctx, shape: Shape, C: number, cfg
     const st = ctx.symbols[sym]!(...args);
     if (st !== 0) ctx.fail(sym, st);
     const out: Arrays = {};
-    for (const o of outs) out[o.name] = ctx.mem.download(o.ptr, o.n);
+    for (const o of outs) out[o.name] = ctx.mem.download(o.ptr, o.n, dtypeOf(o.name));
     return out;
   } finally {
     for (const p of owned) ctx.mem.free(p);
@@ -388,6 +434,15 @@ export function openKernelLib(path: string, stateShapes: (rule: string, cfg: Rul
   };
   const pairs = new Map<string, RulePair | string>();
   const frozens = new Map<string, FrozenKernel | string>();
-  const ctx0: Omit<Ctx, "symbols"> = { lib: `${lib.backend} (${libLabel(path)})`, mem, fail, onCall: () => lib.onCall, stateShapes };
+  const wires = new Map<string, { storage: WireDType; state: WireDType }>();
+  const wire = (symbol: string) => {
+    if (!wires.has(symbol)) {
+      // a library without a readable declaration is f32 (docs/spec/precision.md#declaration)
+      const dt = lib.dtypes(symbol);
+      wires.set(symbol, typeof dt === "string" ? { storage: "f32", state: "f32" } : { storage: wireDType(dt.storage), state: wireDType(dt.state) });
+    }
+    return wires.get(symbol)!;
+  };
+  const ctx0: Omit<Ctx, "symbols"> = { lib: `${lib.backend} (${libLabel(path)})`, mem, fail, onCall: () => lib.onCall, stateShapes, wire };
   return lib;
 }

@@ -16,6 +16,7 @@ import { ALPHA_LEVELS, THETA_LEVELS, ruleCaseSpecArb, type RuleCaseSpec, type Si
 import type { InnerInputs, RuleConfig, RuleDecl, State } from "../../src/rules/types.ts";
 import { concat } from "../../src/numeric.ts";
 import { Tensor, cast } from "../../src/tensor.ts";
+import { roundTo, roundedCopy, type Precision, type StorageDType } from "../../src/precision.ts";
 
 interface SeqExtra {
   seed: number;
@@ -64,9 +65,13 @@ export function batchArb(decl: RuleDecl, frozen: boolean, profile: Profile, size
     frozen ? { ...k, base: { ...k.base, state: "random" as const }, extra: k.extra.map((e) => ({ ...e, state: "random" as const })) } : k);
 }
 
-/** f32 once, and the same values in f64: kernel, ref32 and ref64 all see identical inputs. */
-function pairOf(t: Tensor): { t32: Tensor; t64: Tensor } {
+/**
+ * Rounded once to the kernel's dtype (f32, or the bf16/f16 it declares; docs/spec/precision.md#plain),
+ * held in f32, and the same values in f64: kernel, plain reference and ref64 all see identical inputs.
+ */
+function pairOf(t: Tensor, dtype: StorageDType): { t32: Tensor; t64: Tensor } {
   const t32 = cast(t, "f32");
+  if (dtype !== "f32") for (let i = 0; i < t32.data.length; i++) t32.data[i] = roundTo(dtype, t32.data[i]!);
   return { t32, t64: cast(t32, "f64") };
 }
 
@@ -83,27 +88,41 @@ export interface Seq {
   dFinal64: State;
 }
 
-function pairs(rec: Readonly<Record<string, Tensor>>): { r32: Record<string, Tensor>; r64: Record<string, Tensor> } {
+function pairs(rec: Readonly<Record<string, Tensor>>, dtype: StorageDType): { r32: Record<string, Tensor>; r64: Record<string, Tensor> } {
   const r32: Record<string, Tensor> = {}, r64: Record<string, Tensor> = {};
-  for (const [n, t] of Object.entries(rec)) ({ t32: r32[n]!, t64: r64[n]! } = pairOf(t));
+  for (const [n, t] of Object.entries(rec)) ({ t32: r32[n]!, t64: r64[n]! } = pairOf(t, dtype));
   return { r32, r64 };
 }
 
-export function sequence(decl: RuleDecl, spec: RuleCaseSpec, frozen: boolean): Seq {
+/** The f32 kernel precision: what a caller that names none gets. */
+const F32: Pick<Precision, "storage" | "state"> = { storage: "f32", state: "f32" };
+
+export function sequence(decl: RuleDecl, spec: RuleCaseSpec, frozen: boolean, p: Pick<Precision, "storage" | "state"> = F32): Seq {
   const c = innerCase(decl, spec, frozen);
-  const inp = pairs(c.inputs as unknown as Record<string, Tensor>), st = pairs(c.state), dF = pairs(c.dFinal ?? {});
-  const dy = pairOf(c.dy);
+  const inp = pairs(c.inputs as unknown as Record<string, Tensor>, p.storage), st = pairs(c.state, p.state), dF = pairs(c.dFinal ?? {}, p.state);
+  const dy = pairOf(c.dy, p.storage);
   return {
     cfg: c.cfg, in32: inp.r32 as unknown as InnerInputs, in64: inp.r64 as unknown as InnerInputs, st32: st.r32, st64: st.r64,
     dy32: dy.t32, dy64: dy.t64, dFinal32: dF.r32, dFinal64: dF.r64,
   };
 }
 
+/**
+ * A plain reference's outputs as the kernel stores them: per-token tensors and gates (y, dk, dalpha,
+ * ...) rounded to the storage dtype, states and state gradients ("state M", "dM_0", a frozen read's
+ * "dM") to the state dtype. Identity for f32.
+ */
+export function asStored(rec: Readonly<Record<string, ArrayLike<number>>>, states: readonly string[], p: Pick<Precision, "storage" | "state">): Record<string, ArrayLike<number>> {
+  if (p.storage === "f32" && p.state === "f32") return { ...rec };
+  const isState = (name: string) => name.startsWith("state ") || states.some((s) => name === `d${s}` || name === `d${s}_0`);
+  return Object.fromEntries(Object.entries(rec).map(([n, a]) => [n, roundedCopy(isState(n) ? p.state : p.storage, a)]));
+}
+
 /** The batch's B·H sequences (one config: the extras change seeds, gates and state only). */
-export function sequencesOf(decl: RuleDecl, k: KSpec, frozen: boolean): { seqs: Seq[]; cfg: RuleConfig; shape: Shape } {
+export function sequencesOf(decl: RuleDecl, k: KSpec, frozen: boolean, p?: Pick<Precision, "storage" | "state">): { seqs: Seq[]; cfg: RuleConfig; shape: Shape } {
   const n = k.B * k.H;
   const specs = [k.base, ...k.extra.slice(0, n - 1).map((e) => ({ ...k.base, ...e }))];
-  const seqs = specs.map((s) => sequence(decl, s, frozen));
+  const seqs = specs.map((s) => sequence(decl, s, frozen, p));
   const cfg = seqs[0]!.cfg;
   return { seqs, cfg, shape: { B: k.B, T: cfg.seq_len, H: k.H, d: cfg.d } };
 }

@@ -12,10 +12,11 @@ import type { Shape } from "../../ffi/abi.ts";
 import type { Arrays, KernelLib, RulePair } from "../../ffi/lib.ts";
 import type { CaseOutcome } from "../../harness/check.ts";
 import { withDefaults } from "../../src/rules/level.ts";
+import { stateNames } from "../../src/rules/state-grad.ts";
 import type { InnerGrads, InnerInputs, RuleConfig, RuleDecl, State } from "../../src/rules/types.ts";
 import { concat } from "../../src/numeric.ts";
 import { Tensor } from "../../src/tensor.ts";
-import { CHECKPOINTS, batchDy, batchInputs, batchState, sequencesOf, widthOf, type KSpec } from "./batch.ts";
+import { CHECKPOINTS, asStored, batchDy, batchInputs, batchState, sequencesOf, widthOf, type KSpec, type Seq } from "./batch.ts";
 import { firstBitDiff } from "./bitwise.ts";
 import { flashCompare, type Compared } from "./compare.ts";
 import { declaredPrecision, perSequence, runKernels, type PerSeq } from "./forward-backward.ts";
@@ -148,10 +149,10 @@ function chunkedReference(decl: RuleDecl, cfg: RuleConfig, inp: InnerInputs, st:
  */
 export function chunkCase(decl: RuleDecl, lib: KernelLib, k: KSpec, exercised: Set<string>): CaseOutcome {
   const pair: RulePair = requirePair(lib, decl.key);
-  const { seqs, cfg, shape } = sequencesOf(decl, k, false);
+  const precision = declaredPrecision(lib, `nlk_${decl.key}_backward`);
+  const { seqs, cfg, shape } = sequencesOf(decl, k, false, precision);
   if (shape.T !== CHUNK_T) throw new Error(`chunk case with T = ${shape.T}, expected ${CHUNK_T}`);
   const splitNeutral = decl.derivedState === undefined;
-  const precision = declaredPrecision(lib, `nlk_${decl.key}_backward`);
   const inputs = batchInputs(pair.abi, seqs, shape), st0 = batchState(pair.abi.state, seqs.map((s) => s.st32));
   const dy = batchDy(seqs, shape), dFinal = batchState(pair.abi.state, seqs.map((s) => s.dFinal32));
   const whole = runKernels(decl, false, lib, { ...k, dyNull: false, dFinalNull: false }, seqs, cfg, shape, true);
@@ -187,22 +188,21 @@ export function chunkCase(decl: RuleDecl, lib: KernelLib, k: KSpec, exercised: S
     for (const gname of pair.abi.grads) joined[gname] = tokenJoin(grads.map((g) => g[gname]!), shape, widthOf(gname, shape));
     const chunked = perSequence(shape, joined, Object.fromEntries(Object.entries(dF).map(([n, a]) => [`d${n}_0`, a])));
     const items: Compared[] = [];
+    const stateNamesOf = stateNames(decl);
     seqs.forEach((s, n) => {
-      let a64: Record<string, ArrayLike<number>>, a32: Record<string, ArrayLike<number>>;
-      if (splitNeutral) {
-        const flat = (r: InnerGrads): Record<string, ArrayLike<number>> => {
-          const out: Record<string, ArrayLike<number>> = {};
-          for (const [nm, t] of Object.entries(r)) if (nm !== "dState0" && t instanceof Tensor) out[nm] = t.data;
-          for (const [nm, t] of Object.entries(r.dState0 ?? {})) out[`d${nm}_0`] = t.data;
-          return out;
-        };
-        a64 = flat(decl.inner.backward(decl.inner.forward(s.in64, s.st64, cfg).saved, s.in64, s.dy64, cfg, s.dFinal64));
-        a32 = plainYardstick(precision.accumulate, a64, () =>
-          flat(decl.inner.backward(decl.inner.forward(s.in32, s.st32, cfg).saved, s.in32, s.dy32, cfg, s.dFinal32)));
-      } else {
-        a64 = chunkedReference(decl, cfg, s.in64, s.st64, s.dy64, s.dFinal64);
-        a32 = plainYardstick(precision.accumulate, a64, () => chunkedReference(decl, cfg, s.in32, s.st32, s.dy32, s.dFinal32));
-      }
+      const flat = (r: InnerGrads): Record<string, ArrayLike<number>> => {
+        const out: Record<string, ArrayLike<number>> = {};
+        for (const [nm, t] of Object.entries(r)) if (nm !== "dState0" && t instanceof Tensor) out[nm] = t.data;
+        for (const [nm, t] of Object.entries(r.dState0 ?? {})) out[`d${nm}_0`] = t.data;
+        return out;
+      };
+      // the reference the pieces are compared with: the whole sequence, or (derived state) the same three calls
+      const reference = (x: Seq, p: 32 | 64): Record<string, ArrayLike<number>> => {
+        const [inp, st, dy, dF] = p === 64 ? [x.in64, x.st64, x.dy64, x.dFinal64] : [x.in32, x.st32, x.dy32, x.dFinal32];
+        return splitNeutral ? flat(decl.inner.backward(decl.inner.forward(inp, st, cfg).saved, inp, dy, cfg, dF)) : chunkedReference(decl, cfg, inp, st, dy, dF);
+      };
+      const a64 = reference(s, 64);
+      const a32 = plainYardstick(precision.accumulate, a64, () => asStored(reference(s, 32), stateNamesOf, precision));
       const kernel = splitNeutral ? chunked[n]! : { ...fwd[n]!, ...chunked[n]! };
       for (const name of Object.keys(kernel)) {
         const len = kernel[name]!.length;

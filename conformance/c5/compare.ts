@@ -44,6 +44,15 @@ function groupMax(items: Compared[], name: string): number {
   return m;
 }
 
+/** The floor of one item's bound: relative to its largest reference value, or its group's for tensors zero by the math. */
+function floorOf(it: Compared, items: Compared[], p: Precision): number {
+  // A tensor that is zero by the math (MEMORA's dk, dv at d = 1) has only roundoff in ref64, so a
+  // floor relative to it would be ~1e-22 while a kernel's f32 sums leave ~1e-9: its floor is
+  // taken relative to the case's largest tensor of the same kind (outputs, or gradients) instead,
+  // scaled down by GROUP_FLOOR, as C9 does (docs/spec/precision.md#floors).
+  return floorRel(p.accumulate) * Math.max(maxAbs(it.ref64), GROUP_FLOOR * groupMax(items, it.name));
+}
+
 /** Our kernels' precision, and what a kernel is judged as when it declares nothing else. */
 export const F32_STORE_F64_ACC: Precision = { storage: "f32", state: "f32", accumulate: "f64" };
 
@@ -60,21 +69,23 @@ function biasAndDetails(items: Compared[], p: Precision): { failure?: string; de
   for (const name of [...new Set(items.map((i) => i.name))]) {
     const mine = items.filter((i) => i.name === name && i.kernel !== undefined && i.kernel.length === i.ref64.length);
     if (mine.length === 0) continue;
-    let err = 0, plain = 0, bound = 0, ratio = -1;
+    let err = 0, plain = 0, bound = 0, floor = 0, ratio = -1;
     for (const it of mine) {
-      const k = flashRule(it.kernel!, it.ref64, it.ref32, floorRel(p.accumulate) * Math.max(maxAbs(it.ref64), GROUP_FLOOR * groupMax(items, name)));
+      const f = floorOf(it, items, p);
+      const k = flashRule(it.kernel!, it.ref64, it.ref32, f);
       const r = k.bound > 0 ? k.err / k.bound : k.err === 0 ? 0 : Infinity;
       if (r > ratio) {
         ratio = r;
         err = k.err;
         plain = k.errRef;
         bound = k.bound;
+        floor = f;
       }
     }
     const ref64 = concat(mine.map((i) => i.ref64));
     const v = biasVerdict(concat(mine.map((i) => i.kernel!)), ref64, concat(mine.map((i) => i.ref32)), p.storage);
     tensors[name] = {
-      err: sig(err), plain: sig(plain), bound: sig(bound), slope: sig(v.slope), sigma: sig(v.sigma), plainTerm: sig(v.plainTerm),
+      err: sig(err), plain: sig(plain), floor: sig(floor), bound: sig(bound), slope: sig(v.slope), sigma: sig(v.sigma), plainTerm: sig(v.plainTerm),
       threshold: sig(v.threshold), bias: !v.ok,
     };
     // a bias on values that never left the vacuity floor is no evidence
@@ -117,11 +128,7 @@ export function flashCompare(items: Compared[], exercised: Set<string>, who: str
       exercised.add(it.name);
       anyLive = true;
     }
-    // A tensor that is zero by the math (MEMORA's dk, dv at d = 1) has only roundoff in ref64, so a
-    // floor relative to it would be ~1e-22 while a kernel's f32 sums leave ~1e-9: its floor is
-    // taken relative to the case's largest tensor of the same kind (outputs, or gradients) instead,
-    // scaled down by GROUP_FLOOR, as C9 does (docs/spec/precision.md#floors).
-    const floor = floorRel(precision.accumulate) * Math.max(mag, GROUP_FLOOR * groupMax(items, it.name));
+    const floor = floorOf(it, items, precision);
     const k = flashRule(it.kernel, it.ref64, it.ref32, floor);
     const ratio = k.bound > 0 ? k.err / k.bound : k.err === 0 ? 0 : Infinity;
     if (ratio > worstRatio) {

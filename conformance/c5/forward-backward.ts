@@ -9,8 +9,9 @@ import type { Arrays, KernelLib } from "../../ffi/lib.ts";
 import type { CaseOutcome } from "../../harness/check.ts";
 import type { RuleConfig, RuleDecl, State } from "../../src/rules/types.ts";
 import { zeros, type Tensor } from "../../src/tensor.ts";
-import { batchDy, batchInputs, batchQ, batchState, seqOf, sequencesOf, stateOf, widthOf, type KSpec, type Seq } from "./batch.ts";
-import type { Precision } from "../../src/precision.ts";
+import { asStored, batchDy, batchInputs, batchQ, batchState, seqOf, sequencesOf, stateOf, widthOf, type KSpec, type Seq } from "./batch.ts";
+import { stateNames } from "../../src/rules/state-grad.ts";
+import type { Precision, StorageDType } from "../../src/precision.ts";
 import { plainYardstick } from "../../oracle/plain-reference.ts";
 import { F32_STORE_F64_ACC, flashCompare, type Compared } from "./compare.ts";
 import { requireFrozen, requirePair } from "./kernel-lib.ts";
@@ -75,13 +76,14 @@ function refBackward(decl: RuleDecl, frozen: boolean, s: Seq, p: 32 | 64, cfg: R
 }
 
 /**
- * The precision the library declares for a function (docs/spec/precision.md#declaration); storage
- * and state other than f32 never get here (the check is skipped with the reason).
+ * The precision the library declares for a function (docs/spec/precision.md#declaration): storage and
+ * state f32, bf16 or f16 (skipReason turns anything else away), accumulate f32 or f64.
  */
 export function declaredPrecision(lib: KernelLib, symbol: string): Precision {
   const dt = lib.dtypes(symbol);
   if (typeof dt === "string") return F32_STORE_F64_ACC;
-  return { storage: "f32", state: "f32", accumulate: dt.accumulate === "f32" ? "f32" : "f64" };
+  const store = (x: string): StorageDType => (x === "bf16" || x === "f16" ? x : "f32");
+  return { storage: store(dt.storage), state: store(dt.state), accumulate: dt.accumulate === "f32" ? "f32" : "f64" };
 }
 
 /**
@@ -91,10 +93,11 @@ export function declaredPrecision(lib: KernelLib, symbol: string): Precision {
 function compareAll(decl: RuleDecl, frozen: boolean, k: KSpec, seqs: Seq[], cfg: RuleConfig, kernel: PerSeq[], which: "forward" | "backward",
   exercised: Set<string>, who: string, precision: Precision, form: RefForm): CaseOutcome {
   const items: Compared[] = [];
+  const states = stateNames(decl);
   seqs.forEach((s, n) => {
     const r64 = which === "forward" ? refForward(decl, frozen, s, 64, cfg, form) : refBackward(decl, frozen, s, 64, cfg, k, form);
     const r32 = plainYardstick(precision.accumulate, r64, () =>
-      which === "forward" ? refForward(decl, frozen, s, 32, cfg, form) : refBackward(decl, frozen, s, 32, cfg, k, form));
+      asStored(which === "forward" ? refForward(decl, frozen, s, 32, cfg, form) : refBackward(decl, frozen, s, 32, cfg, k, form), states, precision));
     for (const name of new Set([...Object.keys(kernel[n]!), ...Object.keys(r64)])) {
       const kern = kernel[n]![name];
       const len = (r64[name] ?? kern)?.length ?? 0;
@@ -151,20 +154,22 @@ export function runKernels(decl: RuleDecl, frozen: boolean, lib: KernelLib, k: K
 export function forwardCase(decl: RuleDecl, frozen: boolean, lib: KernelLib, k: KSpec, exercised: Set<string>): CaseOutcome {
   const form = refFormOf(decl, frozen, lib);
   if (typeof form === "string") return { ok: false, message: form };
-  const { seqs, cfg, shape } = sequencesOf(decl, k, frozen);
-  const r = runKernels(decl, frozen, lib, k, seqs, cfg, shape, false);
   const fn = symbolName(decl.key, frozen ? "frozen_forward" : "forward");
-  return withForm(compareAll(decl, frozen, k, seqs, cfg, r.forward, "forward", exercised, fn, declaredPrecision(lib, fn), form), form);
+  const precision = declaredPrecision(lib, fn);
+  const { seqs, cfg, shape } = sequencesOf(decl, k, frozen, precision);
+  const r = runKernels(decl, frozen, lib, k, seqs, cfg, shape, false);
+  return withForm(compareAll(decl, frozen, k, seqs, cfg, r.forward, "forward", exercised, fn, precision, form), form);
 }
 
 /** Every gradient of the backward kernel, d(initial state) included (frozen: dq and d(state)). */
 export function backwardCase(decl: RuleDecl, frozen: boolean, lib: KernelLib, k: KSpec, exercised: Set<string>): CaseOutcome {
   const form = refFormOf(decl, frozen, lib);
   if (typeof form === "string") return { ok: false, message: form };
-  const { seqs, cfg, shape } = sequencesOf(decl, k, frozen);
-  const r = runKernels(decl, frozen, lib, k, seqs, cfg, shape, true);
   const fn = symbolName(decl.key, frozen ? "frozen_backward" : "backward");
-  return withForm(compareAll(decl, frozen, k, seqs, cfg, r.backward, "backward", exercised, fn, declaredPrecision(lib, fn), form), form);
+  const precision = declaredPrecision(lib, fn);
+  const { seqs, cfg, shape } = sequencesOf(decl, k, frozen, precision);
+  const r = runKernels(decl, frozen, lib, k, seqs, cfg, shape, true);
+  return withForm(compareAll(decl, frozen, k, seqs, cfg, r.backward, "backward", exercised, fn, precision, form), form);
 }
 
 /** Names the reference in the outcome when it is not the sequential rule. */
