@@ -1,5 +1,5 @@
 /* Identity and diagnostics of the library (nlk.h "identity and diagnostics"). */
-#include "common.cuh"
+#include "storage.cuh"
 
 #include <stdio.h>
 #include <string.h>
@@ -67,11 +67,12 @@ NLK_API const char* nlk_status_string(int status) {
   return "unknown status";
 }
 
-// Every kernel of this library stores tensors and states in f32 and accumulates in acc_t.
+// Every function of this library keeps states in f32 and accumulates in acc_t; the tensors crossing
+// the ABI are f32, or bf16 in a -DNLK_STORAGE_BF16=1 build (storage.cuh).
 NLK_API int nlk_dtypes(const char* fn, int* storage, int* state, int* accumulate) {
   if (fn == nullptr || storage == nullptr || state == nullptr || accumulate == nullptr) return NLK_ERR_NULL_POINTER;
   if (strncmp(fn, "nlk_", 4) != 0) return NLK_ERR_UNSUPPORTED;
-  *storage = NLK_DTYPE_F32;
+  *storage = NLK_STORAGE_BF16 ? NLK_DTYPE_BF16 : NLK_DTYPE_F32;
   *state = NLK_DTYPE_F32;
   *accumulate = sizeof(acc_t) == 8 ? NLK_DTYPE_F64 : NLK_DTYPE_F32;
   return NLK_OK;

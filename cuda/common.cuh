@@ -17,7 +17,8 @@
 #include <stdint.h>
 
 /**
- * Precision. Every tensor crossing the ABI, and every per-token state the forward saves, is f32.
+ * Precision. Every tensor a kernel reads or writes, and every per-token state the forward saves, is
+ * f32 (a bf16-storage build converts at the ABI, in the generated wrappers: storage.cuh).
  * Dot products and reductions accumulate in acc_t, and the backward's running adjoints (∂L/∂state,
  * carried across the whole sequence) live in adj_t — f64 by default, as in the reference's f32 mode
  * (f32 storage, f64 accumulation). With both set to float (-DNLK_ACC=float -DNLK_ADJ=float) the

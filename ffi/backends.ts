@@ -1,6 +1,7 @@
 /**
  * Kernel backends: `ref` (the TypeScript reference, the oracle), `cpu-emu` (the .cu sources built
- * with g++ and the CUDA emulation), `cuda` (the same sources built with nvcc) and `lib:<path>` (any
+ * with g++ and the CUDA emulation), `cuda` (the same sources built with nvcc), their bf16-storage
+ * builds `cpu-bf16` and `cuda-bf16` (docs/spec/kernel-abi.md#bf16-storage) and `lib:<path>` (any
  * library implementing ffi/nlk.h). Resolving a backend builds what is missing and loads it; the
  * result says whether it can run kernels and, if not, why.
  */
@@ -22,14 +23,22 @@ export interface BackendInfo {
 /** The backends C5 runs on unless NLC_BACKENDS says otherwise. */
 export const DEFAULT_KERNEL_BACKENDS = ["cpu-emu", "cuda"] as const;
 
-/** NLC_BACKENDS=cpu-emu,cuda,lib:/path/libx.so (comma-separated); `ref` is always there. */
+/** The backends built from our sources, by the library kind that builds them. */
+const BUILT_BACKENDS: Readonly<Record<string, LibKind>> = {
+  "cpu-emu": "cpu", "cpu-bf16": "cpu-bf16", "cpu-test": "cpu-test", cuda: "cuda", "cuda-bf16": "cuda-bf16",
+};
+
+/** The names NLC_BACKENDS (and --backend) accept besides lib:<path>. */
+const NAMED_BACKENDS = ["cpu-emu", "cuda", "cpu-bf16", "cuda-bf16"] as const;
+
+/** NLC_BACKENDS=cpu-emu,cuda,cpu-bf16,lib:/path/libx.so (comma-separated); `ref` is always there. */
 export function kernelBackendNames(env: Record<string, string | undefined> = process.env): string[] {
   const raw = env.NLC_BACKENDS;
   if (raw === undefined || raw.trim() === "") return [...DEFAULT_KERNEL_BACKENDS];
   const names = raw.split(",").map((s) => s.trim()).filter((s) => s !== "" && s !== "ref");
   for (const n of names) {
-    if (n !== "cpu-emu" && n !== "cuda" && !n.startsWith("lib:")) {
-      throw new Error(`NLC_BACKENDS: unknown backend '${n}' (expected cpu-emu, cuda, or lib:<path to a library implementing ffi/nlk.h>)`);
+    if (!(NAMED_BACKENDS as readonly string[]).includes(n) && !n.startsWith("lib:")) {
+      throw new Error(`NLC_BACKENDS: unknown backend '${n}' (expected ${NAMED_BACKENDS.join(", ")}, or lib:<path to a library implementing ffi/nlk.h>)`);
     }
   }
   return [...new Set(names)];
@@ -63,9 +72,8 @@ export async function resolveBackend(name: string, log: (s: string) => void = ()
   if (name === "ref") return { info: { name, available: true, device: "TypeScript reference (oracle)" } };
   let path: string;
   try {
-    if (name === "cpu-emu") path = await build("cpu", log);
-    else if (name === "cpu-test") path = await build("cpu-test", log);
-    else if (name === "cuda") path = await build("cuda", log);
+    const kind = BUILT_BACKENDS[name];
+    if (kind !== undefined) path = await build(kind, log);
     else if (name.startsWith("lib:")) {
       path = resolve(name.slice(4));
       if (!existsSync(path)) return { info: { name, available: false, reason: `${path} does not exist` }, problem: "broken" };

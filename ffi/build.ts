@@ -8,12 +8,16 @@
  *                                        of 4 tokens (-DNLK_DELTA_CHUNK_GD=4; docs/spec/kernel-abi.md#chunk-form)
  *   cpu-test  build/libnlk-cpu-test.so   the cpu objects plus cuda/test/*.cu (planted crashes, races)
  *   cpu-tsan  build/libnlk-cpu-tsan.so   the cpu build with -fsanitize=thread (thread mode)
+ *   cpu-bf16  build/libnlk-cpu-bf16.so   the cpu-f32 build with bf16 storage (-DNLK_STORAGE_BF16=1): every
+ *                                        per-token tensor and gate crossing the ABI is bf16, states f32
+ *                                        (docs/spec/kernel-abi.md#bf16-storage)
  *   cuda      build/libnlk-cuda.so       nvcc -arch=sm_90 (SASS + PTX), static cudart
+ *   cuda-bf16 build/libnlk-cuda-bf16.so  the cuda build with the flags of cpu-bf16
  * Incremental: each object is rebuilt only when its source, a header, the compiler or the flags
  * change (content hashes, not mtimes), and sources compile in parallel.
  *
- *   bun ffi/build.ts [cpu|cpu-f32|cpu-chunkgd|cpu-test|cpu-tsan|cuda|all]   build (default: cpu)
- *   bun ffi/build.ts --check-cuda                        compile every kernel for sm_90 (CI gate)
+ *   bun ffi/build.ts [cpu|cpu-f32|cpu-bf16|cpu-chunkgd|cpu-test|cpu-tsan|cuda|cuda-bf16|all]   build (default: cpu)
+ *   bun ffi/build.ts --check-cuda     compile every kernel for sm_90, f32 and bf16 storage (CI gate)
  */
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
@@ -27,8 +31,15 @@ const CUDA_DIR = join(ROOT, "cuda");
 const TEST_DIR = join(CUDA_DIR, "test");
 export const BUILD_DIR = join(ROOT, "build");
 
-export type LibKind = "cpu" | "cpu-f32" | "cpu-chunkgd" | "cpu-test" | "cpu-tsan" | "cuda";
-export const LIB_KINDS: readonly LibKind[] = ["cpu", "cpu-f32", "cpu-chunkgd", "cpu-test", "cpu-tsan", "cuda"];
+export type LibKind = "cpu" | "cpu-f32" | "cpu-bf16" | "cpu-chunkgd" | "cpu-test" | "cpu-tsan" | "cuda" | "cuda-bf16";
+export const LIB_KINDS: readonly LibKind[] = ["cpu", "cpu-f32", "cpu-bf16", "cpu-chunkgd", "cpu-test", "cpu-tsan", "cuda", "cuda-bf16"];
+
+/** The pure-f32 kernels (f32 sums, f32 adjoints). */
+const F32_FLAGS = ["-DNLK_ACC=float", "-DNLK_ADJ=float"];
+/** bf16 storage around the pure-f32 kernels (cuda/storage.cuh). */
+const BF16_FLAGS = [...F32_FLAGS, "-DNLK_STORAGE_BF16=1"];
+
+const isCuda = (kind: LibKind): boolean => kind === "cuda" || kind === "cuda-bf16";
 
 /** The chunk size of the cpu-chunkgd build's chunk-start GD Delta pair. */
 export const CHUNK_GD_BUILD_C = 4;
@@ -61,12 +72,14 @@ const NVCC_FLAGS = [
   "-std=c++20", "-O2", "-arch=sm_90", "-Xcompiler", "-fPIC,-fvisibility=hidden,-Wall", "--Werror", "all-warnings",
 ];
 
-const cudaToolchain: Toolchain = {
-  compiler: "nvcc",
-  compile: (src) => [...NVCC_FLAGS, ...(src.endsWith(".cu") ? ["-x", "cu"] : []), `-I${CUDA_DIR}`],
-  // Static cudart (no libcudart.so needed at run time), and none of its symbols exported.
-  link: (objs, out) => ["nvcc", "-shared", "-cudart", "static", "-arch=sm_90", "-Xlinker", "--exclude-libs,ALL", "-o", out, ...objs],
-};
+function cudaToolchain(extra: string[]): Toolchain {
+  return {
+    compiler: "nvcc",
+    compile: (src) => [...NVCC_FLAGS, ...extra, ...(src.endsWith(".cu") ? ["-x", "cu"] : []), `-I${CUDA_DIR}`],
+    // Static cudart (no libcudart.so needed at run time), and none of its symbols exported.
+    link: (objs, out) => ["nvcc", "-shared", "-cudart", "static", "-arch=sm_90", "-Xlinker", "--exclude-libs,ALL", "-o", out, ...objs],
+  };
+}
 
 function which(cmd: string): string | null {
   return Bun.which(cmd) ?? (cmd === "nvcc" && existsSync("/usr/local/cuda/bin/nvcc") ? "/usr/local/cuda/bin/nvcc" : null);
@@ -85,7 +98,7 @@ function listSources(dir: string, exts: string[]): string[] {
 /** Every source that goes into a library of this kind. */
 export function sourcesOf(kind: LibKind): string[] {
   const kernels = listSources(CUDA_DIR, [".cu"]);
-  if (kind === "cuda") return kernels;
+  if (isCuda(kind)) return kernels;
   const runtime = join(CUDA_DIR, "emu_runtime.cpp");
   return kind === "cpu-test" ? [...kernels, runtime, ...listSources(TEST_DIR, [".cu"])] : [...kernels, runtime];
 }
@@ -112,15 +125,17 @@ function readKey(path: string): string | null {
 }
 
 function toolchainFor(kind: LibKind): { tc: Toolchain; objDir: string } {
-  if (kind === "cuda") return { tc: cudaToolchain, objDir: join(BUILD_DIR, "obj", "cuda") };
+  if (kind === "cuda") return { tc: cudaToolchain([]), objDir: join(BUILD_DIR, "obj", "cuda") };
+  if (kind === "cuda-bf16") return { tc: cudaToolchain(BF16_FLAGS), objDir: join(BUILD_DIR, "obj", "cuda-bf16") };
+  if (kind === "cpu-bf16") return { tc: cpuToolchain(BF16_FLAGS), objDir: join(BUILD_DIR, "obj", "cpu-bf16") };
   if (kind === "cpu-tsan") return { tc: cpuToolchain(["-fsanitize=thread", "-DNLK_TSAN=1"]), objDir: join(BUILD_DIR, "obj", "cpu-tsan") };
   if (kind === "cpu-chunkgd") return { tc: cpuToolchain([`-DNLK_DELTA_CHUNK_GD=${CHUNK_GD_BUILD_C}`]), objDir: join(BUILD_DIR, "obj", "cpu-chunkgd") };
-  if (kind === "cpu-f32") return { tc: cpuToolchain(["-DNLK_ACC=float", "-DNLK_ADJ=float"]), objDir: join(BUILD_DIR, "obj", "cpu-f32") };
+  if (kind === "cpu-f32") return { tc: cpuToolchain(F32_FLAGS), objDir: join(BUILD_DIR, "obj", "cpu-f32") };
   return { tc: cpuToolchain([]), objDir: join(BUILD_DIR, "obj", "cpu") };
 }
 
 function requireTools(kind: LibKind): string {
-  if (kind === "cuda") {
+  if (isCuda(kind)) {
     const nvcc = which("nvcc");
     if (nvcc === null) throw new BuildError("nvcc not found (install the CUDA toolkit, e.g. Debian 'nvidia-cuda-toolkit', or put /usr/local/cuda/bin on PATH)");
     return nvcc;
@@ -263,8 +278,11 @@ async function main(argv: string[]): Promise<number> {
   const log = (s: string) => console.error(s);
   try {
     if (argv.includes("--check-cuda")) {
-      const r = await buildLib("cuda", { log, objectsOnly: true });
-      console.log(`cuda compile gate: every kernel source compiles for sm_90 (${sourcesOf("cuda").length} sources, ${r.compiled} recompiled)`);
+      // both storage precisions: the bf16 wrappers (cuda/storage.cuh) are compiled only in the bf16 build
+      for (const kind of ["cuda", "cuda-bf16"] as const) {
+        const r = await buildLib(kind, { log, objectsOnly: true });
+        console.log(`${kind} compile gate: every kernel source compiles for sm_90 (${sourcesOf(kind).length} sources, ${r.compiled} recompiled)`);
+      }
       return 0;
     }
     const kinds = argv.filter((a) => !a.startsWith("-"));

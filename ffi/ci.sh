@@ -27,7 +27,7 @@ bun ffi/generate.ts --check
 step "build the cpu-emu libraries (incremental)"
 bun ffi/build.ts cpu cpu-test
 
-step "CUDA compile gate (sm_90)"
+step "CUDA compile gate (sm_90; f32 and bf16 storage)"
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   bun ffi/build.ts --check-cuda
 else

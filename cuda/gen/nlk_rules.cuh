@@ -4,7 +4,7 @@
 // gen/<rule>_frozen.inc), the extern "C" wrappers that check the arguments and call them.
 #pragma once
 
-#include "../common.cuh"
+#include "../storage.cuh"
 
 namespace nlk {
 namespace delta {
