@@ -8,7 +8,7 @@
  * ref64 is run on the SAME rounded inputs (cast to f64), so rounding the inputs is never counted
  * as the kernel's error.
  */
-import { roundTo, withAccumulate, type Precision } from "../src/precision.ts";
+import { roundTo, withAccumulate, type Precision, type SumRounding } from "../src/precision.ts";
 import { INNER_INPUT_NAMES, type InnerInputs, type RuleConfig, type RuleDecl, type State } from "../src/rules/types.ts";
 import { Tensor, type DType } from "../src/tensor.ts";
 
@@ -97,7 +97,7 @@ export function runRef64(decl: RuleDecl, frozen: boolean, c: PairCase, cfg: Rule
  * f32 wide, so its values are exact in f32), sums in the accumulate dtype, outputs rounded to the
  * storage dtype and the final state to the state dtype.
  */
-export function runPlain(decl: RuleDecl, frozen: boolean, c: PairCase, cfg: RuleConfig, p: Precision, order: "natural" | "reversed" = "natural"): PairRun {
+export function runPlain(decl: RuleDecl, frozen: boolean, c: PairCase, cfg: RuleConfig, p: Precision, order: SumRounding = "natural"): PairRun {
   const storage = (x: number) => roundTo(p.storage, x), state = (x: number) => roundTo(p.state, x);
   const inF32 = mapCase(c, "f32", storage, state);
   return withAccumulate(p.accumulate, () => run(decl, frozen, inF32, cfg, storage, state), order);
@@ -105,22 +105,27 @@ export function runPlain(decl: RuleDecl, frozen: boolean, c: PairCase, cfg: Rule
 
 
 /**
- * The summation orders a plain reference is run in for a kernel of accumulate dtype `acc`
- * (docs/spec/precision.md#orders): f64 sums are order-insensitive at the bound's scale, so one run;
- * an f32 sum of cancelling terms lands on different roundings in different orders, and one order is
- * one sample of them, so f32 is run in the natural order and reversed.
+ * The roundings a plain reference is run with for a kernel of accumulate dtype `acc`
+ * (docs/spec/precision.md#orders): f64 sums are order-insensitive at the bound's scale, so one run.
+ * An f32 sum of cancelling terms lands on different roundings in different orders, and one run is
+ * one sample of them: f32 is run in the natural order, reversed, and RANDOM_RUNS times with random
+ * rounding (seeds 1, 2, ...: the same runs every time).
  */
-export function plainOrders(acc: Precision["accumulate"]): ("natural" | "reversed")[] {
-  return acc === "f32" ? ["natural", "reversed"] : ["natural"];
+export function plainOrders(acc: Precision["accumulate"]): SumRounding[] {
+  if (acc !== "f32") return ["natural"];
+  return ["natural", "reversed", ...Array.from({ length: RANDOM_RUNS }, (_, i) => ({ random: i + 1 }))];
 }
 
+/** Random-rounding runs of the plain reference of an f32-summing kernel (measured choice: docs/spec/precision.md#orders). */
+export const RANDOM_RUNS = 2;
+
 /**
- * The plain reference's yardstick: `run(order)` once per order of plainOrders(acc), and per
+ * The plain reference's yardstick: `run(rounding)` once per rounding of plainOrders(acc), and per
  * tensor and element the value farther from ref64, so max|yardstick − ref64| is the larger
- * error any of the orders made. Names ref64 lacks are taken from the first run.
+ * error any of the runs made. Names ref64 lacks are taken from the first run.
  */
 export function plainYardstick<K extends string>(acc: Precision["accumulate"], ref64: Readonly<Record<K, ArrayLike<number>>>,
-  run: (order: "natural" | "reversed") => Readonly<Record<K, ArrayLike<number>>>): Record<K, ArrayLike<number>> {
+  run: (rounding: SumRounding) => Readonly<Record<K, ArrayLike<number>>>): Record<K, ArrayLike<number>> {
   const [first, ...rest] = plainOrders(acc).map((o) => withAccumulate(acc, () => run(o), o));
   if (rest.length === 0) return { ...first! };
   const out = { ...first! } as Record<K, ArrayLike<number>>;

@@ -7,15 +7,16 @@
  * instead rounds to f32 after each multiply-add, in the same order: acc = fl32(acc + a·b), which is
  * a fused multiply-add because the product of two f32 values is exact in f64.
  */
-import { accumulatesInF32, sumsReversed } from "./precision.ts";
+import { accumulatesInF32, round32, sumsReversed } from "./precision.ts";
 import type { Data } from "./tensor.ts";
 
 /**
  * The array kernels, closed over what they consult. Self-contained (no free variables besides
  * globals and its parameters): it is also compiled from its source text, once per specialised copy.
  */
-function arrayKernels(accumulatesInF32: () => boolean, sumsReversed: () => boolean) {
-  const f = Math.fround;
+function arrayKernels(accumulatesInF32: () => boolean, sumsReversed: () => boolean, round32: (x: number) => number) {
+  // f32 sums round through round32: to nearest, or randomly (src/precision.ts withAccumulate)
+  const f = round32;
   let scratch = new Float64Array(64);
   let scratch32 = new Float32Array(64);
 
@@ -31,7 +32,8 @@ function arrayKernels(accumulatesInF32: () => boolean, sumsReversed: () => boole
         const av = a[ai + p]!;
         if (av === 0) continue;
         const bp = p * n;
-        for (let j = 0; j < n; j++) acc[j]! += av * b[bp + j]!; // a Float32Array acc rounds each step
+        if (acc32) for (let j = 0; j < n; j++) acc[j] = f(acc[j]! + av * b[bp + j]!);
+        else for (let j = 0; j < n; j++) acc[j]! += av * b[bp + j]!;
       }
       const oi = i * n;
       for (let j = 0; j < n; j++) out[oi + j] = acc[j]!;
@@ -53,7 +55,8 @@ function arrayKernels(accumulatesInF32: () => boolean, sumsReversed: () => boole
 
   /** out[m,n] = A[k,m]^T · B[k,n] */
   function matmulTA(a: Data, b: Data, m: number, k: number, n: number, out: Data): Data {
-    const acc = accumulatesInF32() ? new Float32Array(m * n) : new Float64Array(m * n);
+    const acc32 = accumulatesInF32();
+    const acc = acc32 ? new Float32Array(m * n) : new Float64Array(m * n);
     const rev = sumsReversed();
     for (let pp = 0; pp < k; pp++) {
       const p = rev ? k - 1 - pp : pp;
@@ -63,7 +66,8 @@ function arrayKernels(accumulatesInF32: () => boolean, sumsReversed: () => boole
         const av = a[ap + i]!;
         if (av === 0) continue;
         const oi = i * n;
-        for (let j = 0; j < n; j++) acc[oi + j]! += av * b[bp + j]!;
+        if (acc32) for (let j = 0; j < n; j++) acc[oi + j] = f(acc[oi + j]! + av * b[bp + j]!);
+        else for (let j = 0; j < n; j++) acc[oi + j]! += av * b[bp + j]!;
       }
     }
     out.set(acc);
@@ -131,7 +135,8 @@ function arrayKernels(accumulatesInF32: () => boolean, sumsReversed: () => boole
       const xi = x[xo + i]!;
       if (xi === 0) continue;
       const r = ao + i * cols;
-      for (let j = 0; j < cols; j++) acc[j]! += A[r + j]! * xi;
+      if (acc32) for (let j = 0; j < cols; j++) acc[j] = f(acc[j]! + A[r + j]! * xi);
+      else for (let j = 0; j < cols; j++) acc[j]! += A[r + j]! * xi;
     }
     for (let j = 0; j < cols; j++) out[oo + j] = acc[j]!;
   }
@@ -163,8 +168,8 @@ const COPY_NAMES = ["f64", "f32", "mixed", "f64 acc-f32", "f32 acc-f32", "mixed 
 const copies: (ArrayKernels | undefined)[] = [];
 
 function specialisedCopy(key: number): ArrayKernels {
-  const make = new Function("acc32", "rev", `"use strict"; // array kernels, ${COPY_NAMES[key]} copy\nreturn (${arrayKernels.toString()})(acc32, rev);`);
-  return make(accumulatesInF32, sumsReversed) as ArrayKernels;
+  const make = new Function("acc32", "rev", "round32", `"use strict"; // array kernels, ${COPY_NAMES[key]} copy\nreturn (${arrayKernels.toString()})(acc32, rev, round32);`);
+  return make(accumulatesInF32, sumsReversed, round32) as ArrayKernels;
 }
 
 /** The copy for these operands and the current accumulate mode. */

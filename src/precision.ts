@@ -7,6 +7,8 @@
  * declared precision may show (D5, D15); ref64, the truth, never runs with it.
  */
 
+import { Rng } from "./rng.ts";
+
 export type StorageDType = "f32" | "bf16" | "f16";
 export type AccumulateDType = "f64" | "f32";
 
@@ -66,6 +68,8 @@ export function unitRoundoff(dtype: StorageDType | AccumulateDType): number {
 
 let accumulateF32 = false;
 let reversed = false;
+/** The random stream of random rounding (withAccumulate's { random: seed }), or null: round to nearest. */
+let randomBits: Rng | null = null;
 
 /** True while the numeric kernels sum in f32 (see withAccumulate). */
 export function accumulatesInF32(): boolean {
@@ -77,22 +81,47 @@ export function sumsReversed(): boolean {
   return reversed;
 }
 
+const one32 = new Float32Array(1), bits32 = new Uint32Array(one32.buffer);
+
+/**
+ * x rounded to f32 as the current f32 sums round: to nearest, or — under random rounding — to
+ * either f32 neighbour of an inexact x with probability 1/2 each.
+ */
+export function round32(x: number): number {
+  const r = Math.fround(x);
+  if (randomBits === null || r === x || !Number.isFinite(r) || randomBits.next() < 0.5) return r;
+  // the other neighbour: one step of the f32 bit pattern away from zero or towards it
+  one32[0] = r;
+  bits32[0] = Math.abs(x) > Math.abs(r) ? bits32[0]! + 1 : bits32[0]! - 1;
+  return one32[0]!;
+}
+
+/**
+ * How a plain f32 reference rounds its sums: in the reference's natural order, in reverse order,
+ * or in the natural order with random rounding (a stream seeded by `random`). Each is an equally
+ * correct f32 computation that lands on its own rounding; together they sample the spread a
+ * correct f32 kernel can show (docs/spec/precision.md#orders).
+ */
+export type SumRounding = "natural" | "reversed" | { readonly random: number };
+
 /**
  * Runs fn with the numeric kernels' sums (dot products, matrix products, reductions) rounded to
  * f32 after every addition — a plain f32 kernel's accumulation in the reference's own order — and
  * the rules' adjoint scratch buffers (accBuffer) in f32. Restores the previous mode afterwards.
  */
-export function withAccumulate<T>(acc: AccumulateDType, fn: () => T, order: "natural" | "reversed" = "natural"): T {
-  const before = accumulateF32, orderBefore = reversed;
+export function withAccumulate<T>(acc: AccumulateDType, fn: () => T, rounding: SumRounding = "natural"): T {
+  const before = accumulateF32, orderBefore = reversed, randomBefore = randomBits;
   accumulateF32 = acc === "f32";
   // "reversed" sums every reduction from its last term to its first: a second, equally correct
   // rounding order, which stands in for a kernel when the bias test is calibrated.
-  reversed = order === "reversed";
+  reversed = rounding === "reversed";
+  randomBits = typeof rounding === "object" && accumulateF32 ? new Rng(rounding.random) : null;
   try {
     return fn();
   } finally {
     accumulateF32 = before;
     reversed = orderBefore;
+    randomBits = randomBefore;
   }
 }
 
@@ -101,7 +130,7 @@ export function withAccumulate<T>(acc: AccumulateDType, fn: () => T, order: "nat
  * withAccumulate("f32"), unchanged otherwise. `sum = accStep(sum + term)`.
  */
 export function accStep(x: number): number {
-  return accumulateF32 ? Math.fround(x) : x;
+  return accumulateF32 ? round32(x) : x;
 }
 
 /** A zeroed scratch buffer for accumulated quantities (adjoints, partial sums): f64, or f32 under withAccumulate("f32"). */

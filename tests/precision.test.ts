@@ -6,7 +6,7 @@ import { expect, test } from "bun:test";
 import { biasVerdict, BIAS_FLOOR } from "../oracle/bias.ts";
 import { flashRule } from "../oracle/compare.ts";
 import { dot, matvec } from "../src/numeric.ts";
-import { roundTo, withAccumulate } from "../src/precision.ts";
+import { accStep, roundTo, withAccumulate } from "../src/precision.ts";
 import { Rng } from "../src/rng.ts";
 
 test("f16 rounding agrees with the platform's Math.f16round on a million values", () => {
@@ -90,4 +90,24 @@ test("a NaN in the kernel's values fails the bias test", () => {
   const { r, kernel } = synthetic(64, 2 ** -24, 9);
   kernel[3] = NaN;
   expect(biasVerdict(kernel, r, r, "f32").ok).toBe(false);
+});
+
+test("random rounding lands on one of the two f32 neighbours, each about half the time, the same way for the same seed", () => {
+  const x = 1 + 2 ** -30; // between 1 and the next f32 above it
+  const up = Math.fround(1 + 2 ** -23);
+  const draw = (seed: number) => withAccumulate("f32", () => Array.from({ length: 2000 }, () => accStep(x)), { random: seed });
+  const a = draw(7);
+  expect(a.every((v) => v === 1 || v === up)).toBe(true);
+  const ups = a.filter((v) => v === up).length;
+  expect(ups).toBeGreaterThan(850);
+  expect(ups).toBeLessThan(1150);
+  expect(draw(7)).toEqual(a);
+  // negative values and values just above zero step by one f32 ulp too, towards x's side
+  const neg = withAccumulate("f32", () => Array.from({ length: 200 }, () => accStep(-x)), { random: 3 });
+  expect(neg.every((v) => v === -1 || v === -up)).toBe(true);
+  const tiny = withAccumulate("f32", () => Array.from({ length: 200 }, () => accStep(2 ** -151)), { random: 3 });
+  expect(new Set(tiny)).toEqual(new Set([0, 2 ** -149]));
+  // exact values and round-to-nearest mode are untouched
+  expect(withAccumulate("f32", () => accStep(0.5), { random: 1 })).toBe(0.5);
+  expect(withAccumulate("f32", () => accStep(x))).toBe(1);
 });
