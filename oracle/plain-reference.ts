@@ -117,7 +117,7 @@ export function plainOrders(acc: Precision["accumulate"]): SumRounding[] {
 }
 
 /** Random-rounding runs of the plain reference of an f32-summing kernel (measured choice: docs/spec/precision.md#orders). */
-export const RANDOM_RUNS = 2;
+export const RANDOM_RUNS = 8;
 
 /**
  * The plain reference's yardstick: `run(rounding)` once per rounding of plainOrders(acc), and per
