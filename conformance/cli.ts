@@ -42,8 +42,8 @@ Runs the nl-conformance checks (classes C0-C9) and writes an nlc-report/1 JSON r
   --replay R       re-run one case exactly: R = <check id>:<seed>:<path>, as printed
                    in a report's "replay" field
   --fixtures DIR   also replay the nlc-fixture/1 files in DIR (C6); repeatable
-  --backend B      kernel backend for C5: cpu-emu, cuda, the pure-f32 build cpu-f32,
-                   the bf16-storage builds cpu-bf16 and cuda-bf16, or lib:<path> (a library implementing
+  --backend B      kernel backend for C5: cpu-emu, cuda, the pure-f32 builds cpu-f32 and
+                   cuda-f32, the bf16-storage builds cpu-bf16 and cuda-bf16, or lib:<path> (a library implementing
                    ffi/nlk.h); repeatable; default cpu-emu and cuda;
                    or py:<module>:<callable>, a PyTorch/Triton kernel pair (module: a
                    dotted name, or a path to a .py file; docs/spec/py-backend.md)

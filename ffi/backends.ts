@@ -1,7 +1,7 @@
 /**
  * Kernel backends: `ref` (the TypeScript reference, the oracle), `cpu-emu` (the .cu sources built
  * with g++ and the CUDA emulation), `cuda` (the same sources built with nvcc), their other precision
- * builds — `cpu-f32` (f32 sums) and the bf16-storage `cpu-bf16` and `cuda-bf16`
+ * builds — `cpu-f32` / `cuda-f32` (f32 sums) and the bf16-storage `cpu-bf16` / `cuda-bf16`
  * (docs/spec/kernel-abi.md#bf16-storage) — and `lib:<path>` (any library implementing ffi/nlk.h). Resolving a backend builds what is missing and loads it; the
  * result says whether it can run kernels and, if not, why.
  */
@@ -25,11 +25,11 @@ export const DEFAULT_KERNEL_BACKENDS = ["cpu-emu", "cuda"] as const;
 
 /** The backends built from our sources, by the library kind that builds them. */
 const BUILT_BACKENDS: Readonly<Record<string, LibKind>> = {
-  "cpu-emu": "cpu", "cpu-f32": "cpu-f32", "cpu-bf16": "cpu-bf16", "cpu-test": "cpu-test", cuda: "cuda", "cuda-bf16": "cuda-bf16",
+  "cpu-emu": "cpu", "cpu-f32": "cpu-f32", "cpu-bf16": "cpu-bf16", "cpu-test": "cpu-test", cuda: "cuda", "cuda-f32": "cuda-f32", "cuda-bf16": "cuda-bf16",
 };
 
 /** The names NLC_BACKENDS (and --backend) accept besides lib:<path>. */
-const NAMED_BACKENDS = ["cpu-emu", "cuda", "cpu-f32", "cpu-bf16", "cuda-bf16"] as const;
+const NAMED_BACKENDS = ["cpu-emu", "cuda", "cpu-f32", "cuda-f32", "cpu-bf16", "cuda-bf16"] as const;
 
 /** NLC_BACKENDS=cpu-emu,cuda,cpu-bf16,lib:/path/libx.so (comma-separated); `ref` is always there. */
 export function kernelBackendNames(env: Record<string, string | undefined> = process.env): string[] {

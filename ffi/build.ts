@@ -12,11 +12,12 @@
  *                                        per-token tensor and gate crossing the ABI is bf16, states f32
  *                                        (docs/spec/kernel-abi.md#bf16-storage)
  *   cuda      build/libnlk-cuda.so       nvcc -arch=sm_90 (SASS + PTX), static cudart
+ *   cuda-f32  build/libnlk-cuda-f32.so   the cuda build with the flags of cpu-f32
  *   cuda-bf16 build/libnlk-cuda-bf16.so  the cuda build with the flags of cpu-bf16
  * Incremental: each object is rebuilt only when its source, a header, the compiler or the flags
  * change (content hashes, not mtimes), and sources compile in parallel.
  *
- *   bun ffi/build.ts [cpu|cpu-f32|cpu-bf16|cpu-chunkgd|cpu-test|cpu-tsan|cuda|cuda-bf16|all]   build (default: cpu)
+ *   bun ffi/build.ts [cpu|cpu-f32|cpu-bf16|cpu-chunkgd|cpu-test|cpu-tsan|cuda|cuda-f32|cuda-bf16|all]   build (default: cpu)
  *   bun ffi/build.ts --check-cuda     compile every kernel for sm_90, f32 and bf16 storage (CI gate)
  */
 import { createHash } from "node:crypto";
@@ -31,15 +32,15 @@ const CUDA_DIR = join(ROOT, "cuda");
 const TEST_DIR = join(CUDA_DIR, "test");
 export const BUILD_DIR = join(ROOT, "build");
 
-export type LibKind = "cpu" | "cpu-f32" | "cpu-bf16" | "cpu-chunkgd" | "cpu-test" | "cpu-tsan" | "cuda" | "cuda-bf16";
-export const LIB_KINDS: readonly LibKind[] = ["cpu", "cpu-f32", "cpu-bf16", "cpu-chunkgd", "cpu-test", "cpu-tsan", "cuda", "cuda-bf16"];
+export type LibKind = "cpu" | "cpu-f32" | "cpu-bf16" | "cpu-chunkgd" | "cpu-test" | "cpu-tsan" | "cuda" | "cuda-f32" | "cuda-bf16";
+export const LIB_KINDS: readonly LibKind[] = ["cpu", "cpu-f32", "cpu-bf16", "cpu-chunkgd", "cpu-test", "cpu-tsan", "cuda", "cuda-f32", "cuda-bf16"];
 
 /** The pure-f32 kernels (f32 sums, f32 adjoints). */
 const F32_FLAGS = ["-DNLK_ACC=float", "-DNLK_ADJ=float"];
 /** bf16 storage around the pure-f32 kernels (cuda/storage.cuh). */
 const BF16_FLAGS = [...F32_FLAGS, "-DNLK_STORAGE_BF16=1"];
 
-const isCuda = (kind: LibKind): boolean => kind === "cuda" || kind === "cuda-bf16";
+const isCuda = (kind: LibKind): boolean => kind === "cuda" || kind === "cuda-f32" || kind === "cuda-bf16";
 
 /** The chunk size of the cpu-chunkgd build's chunk-start GD Delta pair. */
 export const CHUNK_GD_BUILD_C = 4;
@@ -127,6 +128,7 @@ function readKey(path: string): string | null {
 function toolchainFor(kind: LibKind): { tc: Toolchain; objDir: string } {
   if (kind === "cuda") return { tc: cudaToolchain([]), objDir: join(BUILD_DIR, "obj", "cuda") };
   if (kind === "cuda-bf16") return { tc: cudaToolchain(BF16_FLAGS), objDir: join(BUILD_DIR, "obj", "cuda-bf16") };
+  if (kind === "cuda-f32") return { tc: cudaToolchain(F32_FLAGS), objDir: join(BUILD_DIR, "obj", "cuda-f32") };
   if (kind === "cpu-bf16") return { tc: cpuToolchain(BF16_FLAGS), objDir: join(BUILD_DIR, "obj", "cpu-bf16") };
   if (kind === "cpu-tsan") return { tc: cpuToolchain(["-fsanitize=thread", "-DNLK_TSAN=1"]), objDir: join(BUILD_DIR, "obj", "cpu-tsan") };
   if (kind === "cpu-chunkgd") return { tc: cpuToolchain([`-DNLK_DELTA_CHUNK_GD=${CHUNK_GD_BUILD_C}`]), objDir: join(BUILD_DIR, "obj", "cpu-chunkgd") };
