@@ -7,7 +7,7 @@
  * α is the write scale; θ is unused (its parameters get zero gradient). Frozen read: the READ
  * line on a fixed S (§5.4).
  */
-import { accBuffer } from "../precision.ts";
+import { accBuffer, accStep } from "../precision.ts";
 import * as K from "../numeric.ts";
 import { Rng, initHash } from "../rng.ts";
 import { Tensor, alloc, zeros, type Data, type DType } from "../tensor.ts";
@@ -159,10 +159,10 @@ export function latticeTokenBackward(tp: LatticeTape, { k, v, q, alpha }: InnerI
     for (let j = 0; j < d; j++) {
       const ddelta = dut[j]! - c * S[si + j]!;
       P[pi + j]! += (1 - p) * dut[j]! - c * beta * u[j]!;
-      ddu += ddelta * u[j]!;
+      ddu = accStep(ddu + ddelta * u[j]!);
       du[j] = beta * ddelta;
     }
-    da += g * ddu;
+    da = accStep(da + g * ddu);
     // δ = α σ(S_e·k) u(S_e): everything below reaches the slot the data term read, i.e. F
     const dsc = a * ddu * g * (1 - g);
     if (variant === "decode") for (let j = 0; j < d; j++) dv[go + j]! += du[j]!;

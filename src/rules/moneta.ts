@@ -9,7 +9,7 @@
  * serves both (§2.8 is §2.9 with N_qᵀ = id). A_0 = W_0 at the start of every call (README
  * "Fixture details"); A is not a state input.
  */
-import { accBuffer } from "../precision.ts";
+import { accBuffer, accStep } from "../precision.ts";
 import * as K from "../numeric.ts";
 import { Tensor, alloc, zeros, type Data } from "../tensor.ts";
 import {
@@ -56,15 +56,18 @@ export function isL2(q: number): boolean {
   return Math.abs(q - 2) < PATH_TOL;
 }
 
-/** n = (Σ (A²+1e-12)^{q/2})^{1/q}, summed in f64 (§2.5), and the divisor s = n^{q−2}. */
+/**
+ * n = (Σ (A²+1e-12)^{q/2})^{1/q}, summed in f64 (§2.5), and the divisor s = n^{q−2}. A plain f32
+ * reference (withAccumulate("f32")) holds the sum, n and s in f32, as an f32 kernel does.
+ */
 function lqNorm(A: Data, ao: number, len: number, q: number): { n: number; s: number } {
   let sum = 0;
   for (let i = 0; i < len; i++) {
     const x = A[ao + i]!;
-    sum += Math.pow(x * x + LQ_EPS, q / 2);
+    sum = accStep(sum + accStep(Math.pow(x * x + LQ_EPS, q / 2)));
   }
-  const n = Math.pow(sum, 1 / q);
-  return { n, s: Math.pow(n, q - 2) };
+  const n = accStep(Math.pow(sum, 1 / q));
+  return { n, s: accStep(Math.pow(n, q - 2)) };
 }
 
 /** W = N_q(A) = A / n^{q−2} (§2.5); A itself where the divisor underflows. */
@@ -87,8 +90,8 @@ export function lqNormalizeVjpAdd(A: Data, ao: number, len: number, q: number, W
   // The sheet zeroes c when n²s² ≤ 1e-30; that cut is not part of the forward function (which
   // divides by s whenever s ≥ 1e-30), so it would make the VJP inexact (D2). n ≥ 1e-6 thanks to
   // the 1e-12 inside the power, so n²s² = n^{2q−2} never vanishes for q in the declared range.
-  const c = (q - 2) / (n * n * s * s);
-  const wa = c * K.dot(Wbar, A, len, 0, ao);
+  const c = accStep((q - 2) / (n * n * s * s));
+  const wa = accStep(c * K.dot(Wbar, A, len, 0, ao));
   for (let i = 0; i < len; i++) {
     const x = A[ao + i]!;
     out[i]! += Wbar[i]! / s - wa * x * Math.pow(x * x + LQ_EPS, (q - 2) / 2);

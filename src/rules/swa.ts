@@ -6,7 +6,7 @@
  *   score_w = τ ⟨Q[i,h], K[j0+w,h]⟩  (w < L) ;  P[h,i,·] = softmax(score) ;  A[i,h] = Σ_{w<L} P_w V[j0+w,h]
  * P is kept as [nh, s, ws] with P_w = 0 for L ≤ w < ws (the −∞ scores).
  */
-import { accBuffer } from "../precision.ts";
+import { accBuffer, accStep } from "../precision.ts";
 import { Rng } from "../rng.ts";
 import { Tensor, alloc, zeros, type DType, type Data } from "../tensor.ts";
 import type { InnerInputs, RuleConfig, RuleDecl } from "./types.ts";
@@ -46,19 +46,19 @@ export const swa: RuleDecl<"swa"> = {
           let mx = -Infinity;
           for (let w = 0; w < L; w++) {
             let dot = 0;
-            for (let c = 0; c < hd; c++) dot += q.data[i * d + c0 + c]! * k.data[(j0 + w) * d + c0 + c]!;
+            for (let c = 0; c < hd; c++) dot = accStep(dot + q.data[i * d + c0 + c]! * k.data[(j0 + w) * d + c0 + c]!);
             score[w] = tau * dot;
             mx = Math.max(mx, score[w]!);
           }
           let sum = 0;
           for (let w = 0; w < L; w++) {
             score[w] = Math.exp(score[w]! - mx);
-            sum += score[w]!;
+            sum = accStep(sum + score[w]!);
           }
           for (let w = 0; w < L; w++) P[pi + w] = score[w]! / sum;
           for (let c = 0; c < hd; c++) {
             let a = 0;
-            for (let w = 0; w < L; w++) a += P[pi + w]! * v.data[(j0 + w) * d + c0 + c]!;
+            for (let w = 0; w < L; w++) a = accStep(a + P[pi + w]! * v.data[(j0 + w) * d + c0 + c]!);
             y[i * d + c0 + c] = a;
           }
         }
@@ -82,11 +82,11 @@ export const swa: RuleDecl<"swa"> = {
             const bj = (j0 + w) * d + c0, pw = P[pi + w]!;
             let dot = 0;
             for (let c = 0; c < hd; c++) {
-              dot += dy.data[ai + c]! * v.data[bj + c]!;
+              dot = accStep(dot + dy.data[ai + c]! * v.data[bj + c]!);
               dV[bj + c]! += pw * dy.data[ai + c]!;
             }
             dP[w] = dot;
-            pdp += pw * dot;
+            pdp = accStep(pdp + pw * dot);
           }
           for (let w = 0; w < L; w++) {
             const bj = (j0 + w) * d + c0;

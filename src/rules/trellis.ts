@@ -7,7 +7,7 @@
  * x_t is the level input row itself, so the backward returns a direct dx (D2: the repo omits it).
  * α is a forget rate here, θ the inner learning rate. Frozen read: y_t = S_V nsilu(S_K q_t) (§6.5).
  */
-import { accBuffer } from "../precision.ts";
+import { accBuffer, accStep } from "../precision.ts";
 import * as K from "../numeric.ts";
 import { nsiluRow, nsiluRowVjp } from "../ops/index.ts";
 import { Rng } from "../rng.ts";
@@ -261,7 +261,7 @@ export function trellisTokenBackward(tp: TrellisTape, { q, x, alpha, theta }: In
   // (pass 2)  retention on the running S_V^t; Ĝ_V c_t serves both de^v and dθ; e^v reads S_V^e
   const [gvS, eGc] = writeVjp(GV, PV, FV, SV, at, d, dk, 1 - a - th * lv, th, C, oc, EV, o, gc, dev, g.dv, o);
   let da = -gvS;
-  let dth = -eGc - lv * gvS;
+  let dth = accStep(-eGc - lv * gvS);
   K.matTvec(GV, 0, d, dk, EV, o, dc, 0);
   K.matTvec(SV, ae, d, dk, dev, 0, tmpC, 0);
   for (let i = 0; i < dk; i++) dc[i] = -th * dc[i]! + tmpC[i]!;
@@ -272,8 +272,8 @@ export function trellisTokenBackward(tp: TrellisTape, { q, x, alpha, theta }: In
 
   // (pass 1)  GK now holds ∂L/∂S_K^{t+1} in full; e^k = S_K^e x − k reaches F_K
   const [gkS, eGx] = writeVjp(GK, PK, FK, SK, at, dk, d, 1 - a - th * lk, th, X, o, EK, oc, gx, dek, g.dk, o);
-  da -= gkS;
-  dth += -eGx - lk * gkS;
+  da = accStep(da - gkS);
+  dth = accStep(dth + (-eGx - lk * gkS));
   // x_t enters e^k_t = S_K^e x_t − k_t and the outer product e^k_t x_tᵀ
   K.matTvec(SK, ae, dk, d, dek, 0, tmpD, 0);
   for (let j = 0; j < d; j++) dxt[j]! += tmpD[j]!;
