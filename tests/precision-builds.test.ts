@@ -4,7 +4,7 @@
  * against the plain reference of their declared precision. The default run judges the f32 / f64
  * build only; these two run here, at the quick profile, so that a change to the harness's wire
  * conversion, the case rounding or the yardstick that breaks a reduced-precision kernel fails CI.
- * Deeper measurements of these builds: docs/spec/precision.md#orders.
+ * Deeper measurements of these builds are in docs/spec/precision.md#orders (the default run leaves them out for time).
  */
 import { expect, test } from "bun:test";
 import { mkdtempSync, readFileSync } from "node:fs";
