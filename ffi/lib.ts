@@ -7,6 +7,7 @@
  * implemented by <library>".
  */
 import { dlopen, FFIType } from "bun:ffi";
+import { roundTo, type StorageDType } from "../src/precision.ts";
 import type { RuleConfig } from "../src/rules/types.ts";
 import {
   ABI_VERSION, CHUNK_FORM_CODES, DTYPE_CODES, chunkFormSymbol, FROZEN_FNS, PAIR_FNS, abiOf, gradInput, signature, symbolName, tokenElems,
@@ -41,35 +42,34 @@ export function hyperValues(a: RuleAbi, cfg: RuleConfig): number[] {
   });
 }
 
-/** How a tensor crosses the ABI: 4-byte f32, or the 2-byte bf16 / f16 a library declares (nlk_dtypes). */
-export type WireDType = "f32" | "bf16" | "f16";
-
-/** A declared dtype name as a wire dtype: f32 for f32, anything unknown or wider (the bound covers f64 as f32). */
-export function wireDType(name: string): WireDType {
+/**
+ * A declared dtype name as the dtype a tensor crosses the ABI in: 2-byte bf16 or f16, else 4-byte
+ * f32 (f32 itself, and anything unknown or wider: the bound covers f64 as f32).
+ */
+export function wireDType(name: string): StorageDType {
   return name === "bf16" || name === "f16" ? name : "f32";
 }
 
-const BYTES: Readonly<Record<WireDType, number>> = { f32: 4, bf16: 2, f16: 2 };
+const BYTES: Readonly<Record<StorageDType, number>> = { f32: 4, bf16: 2, f16: 2 };
 
 /**
- * f32 values in a wire dtype's bits. bf16 keeps the upper half of the f32 bits, rounded to nearest
- * even (a NaN stays a quiet NaN); f16 goes through the platform's Float16Array (round to nearest
- * even). Every value the harness sends is already representable (C5 rounds its inputs first), so
- * the rounding here matters only for NaN fills and for callers that pass wider values.
+ * f32 values in a wire dtype's bits. bf16 is the upper half of the f32 bits of the value rounded
+ * to bf16 (src/precision.ts roundTo, round to nearest even; a NaN is the quiet NaN 0x7fc0); f16
+ * goes through the platform's Float16Array (round to nearest even). Every value the harness sends
+ * is already representable (C5 rounds its inputs first), so the rounding here matters only for NaN
+ * fills and for callers that pass wider values.
  */
-export function encode(dtype: WireDType, data: Float32Array): Float32Array | Uint16Array {
+export function encode(dtype: StorageDType, data: Float32Array): Float32Array | Uint16Array {
   if (dtype === "f32") return data;
   if (dtype === "f16") return new Uint16Array(new Float16Array(data).buffer);
-  const u = new Uint32Array(data.buffer, data.byteOffset, data.length), out = new Uint16Array(data.length);
-  for (let i = 0; i < u.length; i++) {
-    const x = u[i]!;
-    out[i] = (x & 0x7fffffff) > 0x7f800000 ? (x >>> 16) | 0x40 : (x + 0x7fff + ((x >>> 16) & 1)) >>> 16;
-  }
+  const rounded = Float32Array.from(data, (x) => roundTo("bf16", x)), u = new Uint32Array(rounded.buffer);
+  const out = new Uint16Array(data.length);
+  for (let i = 0; i < u.length; i++) out[i] = Number.isNaN(rounded[i]!) ? 0x7fc0 : u[i]! >>> 16;
   return out;
 }
 
 /** A wire dtype's bits as f32 values (exact: bf16 and f16 values are all f32 values). */
-export function decode(dtype: WireDType, bits: Float32Array | Uint16Array): Float32Array {
+export function decode(dtype: StorageDType, bits: Float32Array | Uint16Array): Float32Array {
   if (dtype === "f32") return bits as Float32Array;
   if (dtype === "f16") return new Float32Array(new Float16Array(bits.buffer, bits.byteOffset, bits.length));
   const out = new Float32Array(bits.length), u = new Uint32Array(out.buffer);
@@ -80,9 +80,9 @@ export function decode(dtype: WireDType, bits: Float32Array | Uint16Array): Floa
 export interface LibMemory {
   alloc(bytes: number): number;
   free(p: number | null): void;
-  upload(data: Float32Array, dtype?: WireDType): number;
-  download(p: number, n: number, dtype?: WireDType): Float32Array;
-  nanBuffer(n: number, dtype?: WireDType): number;
+  upload(data: Float32Array, dtype?: StorageDType): number;
+  download(p: number, n: number, dtype?: StorageDType): Float32Array;
+  nanBuffer(n: number, dtype?: StorageDType): number;
 }
 
 /** Library memory: allocation, copies (converting to and from the wire dtype), NaN fill. */
@@ -96,19 +96,19 @@ class Memory implements LibMemory {
   free(p: number | null): void {
     if (p !== null) this.check("nlk_free", this.s.nlk_free!(p));
   }
-  upload(data: Float32Array, dtype: WireDType = "f32"): number {
+  upload(data: Float32Array, dtype: StorageDType = "f32"): number {
     const bits = encode(dtype, data);
     const p = this.alloc(bits.byteLength);
     if (bits.byteLength > 0) this.check("nlk_copy_in", this.s.nlk_copy_in!(p, bits, bits.byteLength));
     return p;
   }
-  download(p: number, n: number, dtype: WireDType = "f32"): Float32Array {
+  download(p: number, n: number, dtype: StorageDType = "f32"): Float32Array {
     const bits = dtype === "f32" ? new Float32Array(n) : new Uint16Array(n);
     if (n > 0) this.check("nlk_copy_out", this.s.nlk_copy_out!(bits, p, n * BYTES[dtype]));
     return decode(dtype, bits);
   }
   /** An output buffer of n elements, filled with NaN so that an element the kernel does not write shows. */
-  nanBuffer(n: number, dtype: WireDType = "f32"): number {
+  nanBuffer(n: number, dtype: StorageDType = "f32"): number {
     return this.upload(new Float32Array(n).fill(Number.NaN), dtype);
   }
 }
@@ -121,7 +121,7 @@ interface Ctx {
   onCall: () => ((symbol: string) => void) | null;
   stateShapes: (rule: string, cfg: RuleConfig) => Record<string, number[]>;
   /** The wire dtypes a function declares (nlk_dtypes): storage tensors and states. */
-  wire: (symbol: string) => { storage: WireDType; state: WireDType };
+  wire: (symbol: string) => { storage: StorageDType; state: StorageDType };
 }
 
 /** The state a tensor parameter holds or is the gradient of (M_0, M, dM, dM_0 -> M), or null for a per-token tensor. */
@@ -147,7 +147,7 @@ function invoke(a: RuleAbi, fn: KernelFn, ctx: Ctx, shape: Shape, C: number, cfg
   const sym = symbolName(a.rule, fn);
   const size = elems(a, ctx, shape, cfg);
   const w = ctx.wire(sym);
-  const dtypeOf = (name: string): WireDType => (stateOfParam(a, name) !== null ? w.state : w.storage);
+  const dtypeOf = (name: string): StorageDType => (stateOfParam(a, name) !== null ? w.state : w.storage);
   const hyper = hyperValues(a, cfg);
   const owned: number[] = [];
   const outs: { name: string; ptr: number; n: number }[] = [];
@@ -434,7 +434,7 @@ export function openKernelLib(path: string, stateShapes: (rule: string, cfg: Rul
   };
   const pairs = new Map<string, RulePair | string>();
   const frozens = new Map<string, FrozenKernel | string>();
-  const wires = new Map<string, { storage: WireDType; state: WireDType }>();
+  const wires = new Map<string, { storage: StorageDType; state: StorageDType }>();
   const wire = (symbol: string) => {
     if (!wires.has(symbol)) {
       // a library without a readable declaration is f32 (docs/spec/precision.md#declaration)

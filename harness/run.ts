@@ -49,7 +49,69 @@ export function replayArgsOf(def: CheckDef<any>, profile: Profile): string[] {
   return args;
 }
 
-class CaseFailed extends Error {}
+/** A case's comparison failed (as opposed to a check that threw). */
+export class CaseFailed extends Error {}
+
+type Verdict = Pick<CheckResult, "status" | "runs" | "path" | "worst" | "message" | "details">;
+
+/**
+ * What a property check keeps across its cases, and the verdict of its fast-check run — one
+ * definition for runCheck and the asynchronous runner of the py: backend. A case whose comparison
+ * is over near-zero values proves nothing: it is discarded (as a fast-check precondition) and
+ * counted, and the check is vacuous when such cases are the majority.
+ */
+export class CaseTally {
+  private worst: Worst = emptyWorst();
+  // the measurements of the case with the worst error (a failure reports the shrunk case's)
+  private worstDetails: CaseOutcome["details"];
+  private informative = 0;
+  private discarded = 0;
+  private lastVacuous = "";
+
+  /** Inside the property: counts one case; a vacuous one is discarded, a failing one throws CaseFailed. */
+  record(out: CaseOutcome): void {
+    if (out.vacuous) {
+      this.discarded++;
+      this.lastVacuous = out.message ?? "vacuous comparison";
+      fc.pre(false);
+    }
+    this.informative++;
+    if (out.worst !== undefined && out.worst.abs >= this.worst.abs) {
+      this.worst = out.worst;
+      this.worstDetails = out.details;
+    }
+    if (!out.ok) throw new CaseFailed(out.message ?? "check failed");
+  }
+
+  /** The verdict of a run without a counterexample to report (pass or vacuous), or null. */
+  settled<Ts>(details: fc.RunDetails<Ts>, numRuns: number): Verdict | null {
+    const runs = details.numRuns;
+    const discardNote = this.discarded > 0
+      ? ` (${this.discarded} near-zero case${this.discarded === 1 ? "" : "s"} discarded; last: ${this.lastVacuous})` : "";
+    if (details.failed && !(details.counterexample === null && details.numSkips > 0)) return null;
+    if (this.informative < Math.ceil(numRuns / 2)) {
+      return { status: "vacuous", runs, path: "", message: `only ${this.informative} of ${numRuns} cases compared non-negligible values${discardNote}` };
+    }
+    if (details.failed) return null;
+    return {
+      status: "pass", runs, path: "", worst: this.worst.index >= 0 ? this.worst : undefined, message: discardNote ? discardNote.trim() : undefined,
+      ...(this.worstDetails ? { details: this.worstDetails } : {}),
+    };
+  }
+}
+
+/**
+ * The verdict of a run with a counterexample: `fail` with the shrunk case's own worst error and
+ * measurements (it is run once more for them), or `error` when the property threw something else.
+ */
+export function counterexampleVerdict<Ts>(details: fc.RunDetails<Ts>, example: string, shrunk: CaseOutcome | undefined): Verdict {
+  const path = details.counterexamplePath ?? "";
+  const err = details.errorInstance;
+  if (err instanceof CaseFailed) {
+    return { status: "fail", runs: details.numRuns, path, worst: shrunk?.worst, message: `${err.message}${example}`, ...(shrunk?.details ? { details: shrunk.details } : {}) };
+  }
+  return { status: "error", runs: details.numRuns, path, message: `${errText(err)}${example}` };
+}
 
 export function runCheck<T>(def: CheckDef<T>, opts: RunOptions): CheckResult {
   const seed = opts.replay?.seed ?? checkSeed(opts.seed, def.id);
@@ -82,26 +144,8 @@ export function runCheck<T>(def: CheckDef<T>, opts: RunOptions): CheckResult {
     return done({ status: statusOf(out), runs: 1, path: "", worst: out.worst, message: out.message, ...(out.details ? { details: out.details } : {}) });
   }
 
-  let worst: Worst = emptyWorst();
-  let worstDetails: CaseOutcome["details"];
-  // A case whose comparison is over near-zero values proves nothing: it is discarded (as a
-  // fast-check precondition) and counted. The check is vacuous when such cases are the majority.
-  let informative = 0, discarded = 0;
-  let lastVacuous = "";
-  const property = fc.property(def.arb, (input) => {
-    const out = def.run(input);
-    if (out.vacuous) {
-      discarded++;
-      lastVacuous = out.message ?? "vacuous comparison";
-      fc.pre(false);
-    }
-    informative++;
-    if (out.worst !== undefined && out.worst.abs >= worst.abs) {
-      worst = out.worst;
-      worstDetails = out.details;
-    }
-    if (!out.ok) throw new CaseFailed(out.message ?? "check failed");
-  });
+  const tally = new CaseTally();
+  const property = fc.property(def.arb, (input) => tally.record(def.run(input)));
   const numRuns = opts.replay !== undefined ? 1 : def.runs[opts.profile];
   const details = fc.check(property, {
     seed,
@@ -110,23 +154,9 @@ export function runCheck<T>(def: CheckDef<T>, opts: RunOptions): CheckResult {
     endOnFailure: false,
     maxSkipsPerRun: 2,
   });
-  const runs = details.numRuns;
-  const discardNote = discarded > 0 ? ` (${discarded} near-zero case${discarded === 1 ? "" : "s"} discarded; last: ${lastVacuous})` : "";
-  const tooFew = informative < Math.ceil(numRuns / 2);
-  if (!details.failed || (details.counterexample === null && details.numSkips > 0)) {
-    if (tooFew) {
-      return done({ status: "vacuous", runs, path: "", message: `only ${informative} of ${numRuns} cases compared non-negligible values${discardNote}` });
-    }
-    if (!details.failed) {
-      return done({
-        status: "pass", runs, path: "", worst: worst.index >= 0 ? worst : undefined, message: discardNote ? discardNote.trim() : undefined,
-        ...(worstDetails ? { details: worstDetails } : {}),
-      });
-    }
-  }
-  const path = details.counterexamplePath ?? "";
+  const settled = tally.settled(details, numRuns);
+  if (settled !== null) return done(settled);
   const example = details.counterexample === null ? "" : ` — case ${fc.stringify(details.counterexample[0])}`;
-  const err = details.errorInstance;
   // The worst error reported is the shrunk counterexample's own, so run it once more.
   let shrunk: CaseOutcome | undefined;
   try {
@@ -134,10 +164,7 @@ export function runCheck<T>(def: CheckDef<T>, opts: RunOptions): CheckResult {
   } catch {
     shrunk = undefined;
   }
-  if (err instanceof CaseFailed) {
-    return done({ status: "fail", runs, path, worst: shrunk?.worst, message: `${err.message}${example}`, ...(shrunk?.details ? { details: shrunk.details } : {}) });
-  }
-  return done({ status: "error", runs, path, message: `${errText(err)}${example}` });
+  return done(counterexampleVerdict(details, example, shrunk));
 }
 
 function statusOf(out: CaseOutcome): CheckResult["status"] {

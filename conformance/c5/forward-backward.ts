@@ -5,13 +5,13 @@
  * d(final state) given or NULL (docs/spec/kernel-abi.md#backward).
  */
 import { symbolName, type Shape } from "../../ffi/abi.ts";
-import type { Arrays, KernelLib } from "../../ffi/lib.ts";
+import { wireDType, type Arrays, type KernelLib } from "../../ffi/lib.ts";
 import type { CaseOutcome } from "../../harness/check.ts";
 import type { RuleConfig, RuleDecl, State } from "../../src/rules/types.ts";
 import { zeros, type Tensor } from "../../src/tensor.ts";
 import { asStored, batchDy, batchInputs, batchQ, batchState, seqOf, sequencesOf, stateOf, widthOf, type KSpec, type Seq } from "./batch.ts";
 import { stateNames } from "../../src/rules/state-grad.ts";
-import type { Precision, StorageDType } from "../../src/precision.ts";
+import type { Precision } from "../../src/precision.ts";
 import { plainYardstick } from "../../oracle/plain-reference.ts";
 import { F32_STORE_F64_ACC, flashCompare, type Compared } from "./compare.ts";
 import { requireFrozen, requirePair } from "./kernel-lib.ts";
@@ -82,8 +82,7 @@ function refBackward(decl: RuleDecl, frozen: boolean, s: Seq, p: 32 | 64, cfg: R
 export function declaredPrecision(lib: KernelLib, symbol: string): Precision {
   const dt = lib.dtypes(symbol);
   if (typeof dt === "string") return F32_STORE_F64_ACC;
-  const store = (x: string): StorageDType => (x === "bf16" || x === "f16" ? x : "f32");
-  return { storage: store(dt.storage), state: store(dt.state), accumulate: dt.accumulate === "f32" ? "f32" : "f64" };
+  return { storage: wireDType(dt.storage), state: wireDType(dt.state), accumulate: dt.accumulate === "f32" ? "f32" : "f64" };
 }
 
 /**
@@ -150,27 +149,25 @@ export function runKernels(decl: RuleDecl, frozen: boolean, lib: KernelLib, k: K
   }
 }
 
-/** y (and, unfrozen, every final state tensor) of the forward kernel. */
-export function forwardCase(decl: RuleDecl, frozen: boolean, lib: KernelLib, k: KSpec, exercised: Set<string>): CaseOutcome {
+/**
+ * One phase of a case: the forward kernel's y (and, unfrozen, every final state tensor), or every
+ * gradient of the backward kernel, d(initial state) included (frozen: dq and d(state)), judged at
+ * the precision the phase's function declares.
+ */
+function phaseCase(which: "forward" | "backward", decl: RuleDecl, frozen: boolean, lib: KernelLib, k: KSpec, exercised: Set<string>): CaseOutcome {
   const form = refFormOf(decl, frozen, lib);
   if (typeof form === "string") return { ok: false, message: form };
-  const fn = symbolName(decl.key, frozen ? "frozen_forward" : "forward");
+  const fn = symbolName(decl.key, frozen ? `frozen_${which}` : which);
   const precision = declaredPrecision(lib, fn);
   const { seqs, cfg, shape } = sequencesOf(decl, k, frozen, precision);
-  const r = runKernels(decl, frozen, lib, k, seqs, cfg, shape, false);
-  return withForm(compareAll(decl, frozen, k, seqs, cfg, r.forward, "forward", exercised, fn, precision, form), form);
+  const r = runKernels(decl, frozen, lib, k, seqs, cfg, shape, which === "backward");
+  return withForm(compareAll(decl, frozen, k, seqs, cfg, r[which], which, exercised, fn, precision, form), form);
 }
 
-/** Every gradient of the backward kernel, d(initial state) included (frozen: dq and d(state)). */
-export function backwardCase(decl: RuleDecl, frozen: boolean, lib: KernelLib, k: KSpec, exercised: Set<string>): CaseOutcome {
-  const form = refFormOf(decl, frozen, lib);
-  if (typeof form === "string") return { ok: false, message: form };
-  const fn = symbolName(decl.key, frozen ? "frozen_backward" : "backward");
-  const precision = declaredPrecision(lib, fn);
-  const { seqs, cfg, shape } = sequencesOf(decl, k, frozen, precision);
-  const r = runKernels(decl, frozen, lib, k, seqs, cfg, shape, true);
-  return withForm(compareAll(decl, frozen, k, seqs, cfg, r.backward, "backward", exercised, fn, precision, form), form);
-}
+export const forwardCase = (decl: RuleDecl, frozen: boolean, lib: KernelLib, k: KSpec, exercised: Set<string>): CaseOutcome =>
+  phaseCase("forward", decl, frozen, lib, k, exercised);
+export const backwardCase = (decl: RuleDecl, frozen: boolean, lib: KernelLib, k: KSpec, exercised: Set<string>): CaseOutcome =>
+  phaseCase("backward", decl, frozen, lib, k, exercised);
 
 /** Names the reference in the outcome when it is not the sequential rule. */
 function withForm(o: CaseOutcome, form: RefForm): CaseOutcome {

@@ -7,8 +7,7 @@
  */
 import * as fc from "fast-check";
 import type { CaseOutcome, CheckResult, Profile, PropertyCheck } from "../../harness/check.ts";
-import { checkSeed, replayCommand } from "../../harness/run.ts";
-import { emptyWorst, type Worst } from "../../oracle/compare.ts";
+import { CaseTally, checkSeed, counterexampleVerdict, replayCommand } from "../../harness/run.ts";
 import { KernelFault } from "./kernel-session.ts";
 
 export interface AsyncPropertyCheck<T> extends Omit<PropertyCheck<T>, "run"> {
@@ -23,8 +22,6 @@ export interface AsyncRunOptions {
   readonly replay?: { seed: number; path: string };
 }
 
-class CaseFailed extends Error {}
-
 export async function runAsyncCheck<T>(def: AsyncPropertyCheck<T>, opts: AsyncRunOptions): Promise<CheckResult> {
   const seed = opts.replay?.seed ?? checkSeed(opts.seed, def.id);
   const t0 = performance.now();
@@ -32,11 +29,8 @@ export async function runAsyncCheck<T>(def: AsyncPropertyCheck<T>, opts: AsyncRu
     id: def.id, class: def.class, subject: def.subject, tolerance: def.tolerance, seed, spec: def.spec, ...r,
     ms: Math.round((performance.now() - t0) * 1000) / 1000, replay: replayCommand(def.id, seed, r.path, def.replayArgs),
   });
-  let worst: Worst = emptyWorst();
-  // the measurements of the case with the worst error (a failure reports the shrunk case's)
-  let worstDetails: CaseOutcome["details"];
-  let informative = 0, discarded = 0, calls = 0;
-  let lastVacuous = "";
+  const tally = new CaseTally();
+  let calls = 0;
   let broken: { fault: KernelFault; input: T; index: number } | undefined;
   const property = fc.asyncProperty(def.arb, async (input) => {
     if (broken !== undefined) return; // no more calls into a broken kernel (shrinking ends at once)
@@ -48,39 +42,17 @@ export async function runAsyncCheck<T>(def: AsyncPropertyCheck<T>, opts: AsyncRu
       if (e instanceof KernelFault) broken = { fault: e, input, index };
       throw e;
     }
-    if (out.vacuous) {
-      discarded++;
-      lastVacuous = out.message ?? "vacuous comparison";
-      fc.pre(false);
-    }
-    informative++;
-    if (out.worst !== undefined && out.worst.abs >= worst.abs) {
-      worst = out.worst;
-      worstDetails = out.details;
-    }
-    if (!out.ok) throw new CaseFailed(out.message ?? "check failed");
+    tally.record(out);
   });
   const numRuns = opts.replay !== undefined ? 1 : def.runs[opts.profile];
   const details = await fc.check(property, { seed, numRuns, path: opts.replay?.path || undefined, endOnFailure: false, maxSkipsPerRun: 2 });
-  const runs = details.numRuns;
   if (broken !== undefined) {
     // the path of the case itself: a replay of run `index` (from the replayed path, if any)
     const path = opts.replay?.path ? opts.replay.path : String(broken.index);
     return done({ status: "error", runs: broken.index + 1, path, message: `case ${def.describe(broken.input)}: ${broken.fault.message}` });
   }
-  const discardNote = discarded > 0 ? ` (${discarded} near-zero case${discarded === 1 ? "" : "s"} discarded; last: ${lastVacuous})` : "";
-  if (!details.failed || (details.counterexample === null && details.numSkips > 0)) {
-    if (informative < Math.ceil(numRuns / 2)) {
-      return done({ status: "vacuous", runs, path: "", message: `only ${informative} of ${numRuns} cases compared non-negligible values${discardNote}` });
-    }
-    if (!details.failed) {
-      return done({
-        status: "pass", runs, path: "", worst: worst.index >= 0 ? worst : undefined, message: discardNote ? discardNote.trim() : undefined,
-        ...(worstDetails ? { details: worstDetails } : {}),
-      });
-    }
-  }
-  const path = details.counterexamplePath ?? "";
+  const settled = tally.settled(details, numRuns);
+  if (settled !== null) return done(settled);
   const input = details.counterexample?.[0];
   const example = input === undefined ? "" : ` — case ${def.describe(input)}`;
   let shrunk: CaseOutcome | undefined;
@@ -89,9 +61,5 @@ export async function runAsyncCheck<T>(def: AsyncPropertyCheck<T>, opts: AsyncRu
   } catch {
     shrunk = undefined;
   }
-  const err = details.errorInstance;
-  if (err instanceof CaseFailed) {
-    return done({ status: "fail", runs, path, worst: shrunk?.worst, message: `${err.message}${example}`, ...(shrunk?.details ? { details: shrunk.details } : {}) });
-  }
-  return done({ status: "error", runs, path, message: `${err instanceof Error ? err.message : String(err)}${example}` });
+  return done(counterexampleVerdict(details, example, shrunk));
 }
