@@ -1,7 +1,7 @@
 /**
  * Comparison of computed tensors against an oracle, with the suite's vacuity rule: a compared
  * tensor whose reference values are all (near) zero proves nothing and makes the comparison
- * vacuous (docs/spec/README.md, tolerance policy).
+ * vacuous (docs/spec/tolerances.md#vacuous).
  */
 import type { Data } from "../src/tensor.ts";
 
@@ -110,7 +110,7 @@ export interface FlashResult {
 }
 
 /**
- * The flash-attention rule of the README's tolerance policy for one tensor: the candidate's max
+ * The flash-attention rule (docs/spec/precision.md#flash) for one tensor: the candidate's max
  * error against the f64 reference is at most twice a plain f32 reference's, plus `floor` (the
  * rounding-noise allowance each caller states with its reason). NaN never passes, in either run.
  */

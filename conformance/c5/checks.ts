@@ -1,5 +1,5 @@
 /**
- * C5 — kernel pairs (docs/spec/conformance.md#c5; the flash-attention rule of docs/spec/tolerances.md#f32):
+ * C5 — kernel pairs (docs/spec/conformance.md#c5; the precision rule of docs/spec/precision.md#flash):
  * the catalogue side. The checks are the plan's (plan.ts). Each backend's checks run in one child
  * process (spawn.ts, child.ts), started by the first of them that runs, which batches every
  * selected check of that backend; the results are cached here and handed to each check in turn.

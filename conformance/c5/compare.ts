@@ -1,5 +1,5 @@
 /**
- * The flash-attention comparison of the C5 checks (docs/spec/README.md, tolerance policy), per
+ * The flash-attention comparison of the C5 checks (docs/spec/precision.md#flash), per
  * tensor and sequence, and the check-level vacuity rule: a passing check in which some compared
  * tensor never carried a non-trivial reference value proves nothing about that tensor.
  */

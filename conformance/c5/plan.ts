@@ -92,8 +92,8 @@ function ruleEntries(backend: string, decl: RuleDecl, frozen: boolean): RuleEntr
   const entry = (kind: RuleEntry["kind"], spec: string, tolerance: CheckTolerance, runs: Runs): RuleEntry =>
     ({ id: `C5/${slug}/${key}/${kind}`, kind, subject: { ...subject, phase: kind, dtype: "f32" }, spec, tolerance, runs, decl, frozen });
   const out = [
-    entry("forward", `${sheet}; README tolerance policy (f32)`, TOLERANCE, RUNS),
-    entry("backward", `${sheet}; docs/spec/decisions.md#d2, tolerance policy (f32)`, TOLERANCE, RUNS),
+    entry("forward", `${sheet}; docs/spec/precision.md#flash`, TOLERANCE, RUNS),
+    entry("backward", `${sheet}; docs/spec/decisions.md#d2; docs/spec/precision.md#flash`, TOLERANCE, RUNS),
   ];
   if (!frozen && ruleHasState(decl)) {
     out.push(entry("checkpoint", `${sheet}; docs/spec/kernel-abi.md#checkpointing; docs/spec/decisions.md#d16`, TOL_BITWISE, RUNS_CHECKPOINT));

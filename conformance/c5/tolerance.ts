@@ -1,5 +1,5 @@
 /**
- * C5's tolerances and run counts (docs/spec/tolerances.md#f32, the flash-attention rule):
+ * C5's tolerances and run counts (docs/spec/precision.md#flash, the flash-attention rule):
  * the values the plan attaches to its entries and the comparison applies.
  */
 import type { Profile } from "../../harness/check.ts";
@@ -34,7 +34,7 @@ export function floorRel(accumulate: "f64" | "f32"): number {
 export const EXERCISED = 1e-6;
 
 export const TOLERANCE: CheckTolerance = {
-  kind: "flash-attention rule (docs/spec/README.md, tolerance policy)",
+  kind: "flash-attention rule (docs/spec/precision.md#flash)",
   bound: "per tensor and sequence: max|kernel - ref64| <= 2 * max|ref32 - ref64| + floor",
   ref32: "the TypeScript reference run on f32 tensors (same inputs, rounded to the kernel's storage dtype once), summed in the kernel's accumulate dtype; " +
     "for a kernel summing in f32, per element the farthest from ref64 of ten runs (natural order, reversed, eight with random rounding; docs/spec/precision.md#orders)",

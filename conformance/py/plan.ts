@@ -96,7 +96,7 @@ export function pyPlan(b: PyBackend): PyEntry[] {
           id: `C5/${b.slug}/${key}/${kind}`, kind, decl, frozen, key, runs: RUNS,
           subject: { rule: decl.key, frozen, backend: b.name },
           spec: `docs/spec/py-backend.md#${kind === "forward" ? "forward-check" : "backward-check"}; docs/spec/conformance.md#c5; ` +
-            `${decl.sheet}${frozen ? " (frozen read, docs/spec/state-gradients.md#frozen)" : ""}; docs/spec/tolerances.md#f32; docs/spec/py-backend.md#precision`,
+            `${decl.sheet}${frozen ? " (frozen read, docs/spec/state-gradients.md#frozen)" : ""}; docs/spec/precision.md#flash; docs/spec/py-backend.md#precision`,
           tolerance: PY_TOLERANCE,
         });
       }
