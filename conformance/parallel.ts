@@ -76,16 +76,21 @@ export function runBatchInWorker(job: WorkerJob, onResult: (r: CheckResult) => v
   return { done, stop: () => worker.terminate() };
 }
 
+/** A backend the thread that lists it never tried: its checks ran in a worker, or nowhere. */
+function undecided(b: BackendInfo): boolean {
+  return !b.available && /^not (probed|run)\b/.test(b.reason ?? "");
+}
+
 /**
- * The report's backends: the main thread's list, where a worker probed a backend (it ran C5) its
- * findings instead of "not probed".
+ * The report's backends: the main thread's list, where a worker tried a backend (it ran C5 or a
+ * `py:` backend's checks) its findings instead of "not probed" / "not run".
  */
 export function mergeBackendInfo(main: readonly BackendInfo[], fromWorkers: readonly BackendInfo[][]): BackendInfo[] {
   return main.map((b) => {
-    if (!(b.reason ?? "").startsWith("not probed")) return b;
+    if (!undecided(b)) return b;
     for (const list of fromWorkers) {
       const w = list.find((x) => x.name === b.name);
-      if (w !== undefined && !(w.reason ?? "").startsWith("not probed")) return w;
+      if (w !== undefined && !undecided(w)) return w;
     }
     return b;
   });
