@@ -13,7 +13,7 @@ import re
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # conformance/c9/ -> the root
 BUGS = [
   # (id, file, old, new, cross-check args)
   ("torch: gates from [v;k] instead of [k;v]", "python/nlc_torch/rules.py",
