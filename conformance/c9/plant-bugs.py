@@ -13,14 +13,14 @@ import re
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # conformance/c9/ -> the root
 BUGS = [
   # (id, file, old, new, cross-check args)
   ("torch: gates from [v;k] instead of [k;v]", "python/nlc_torch/rules.py",
    "c = torch.cat([k, v], dim=1)                      # c_t = [k_t; v_t], k first",
    "c = torch.cat([v, k], dim=1)", ["--no-model", "--cases", "3"]),
   ("torch: no 1/sqrt(k) at k=4", "python/nlc_torch/model.py",
-   "        if k > 2:\n            comb = comb * (1.0 / math.sqrt(k))", "        if k > 4:\n            comb = comb * (1.0 / math.sqrt(k))", ["--no-rules"]),
+   "return total * (1.0 / math.sqrt(k)) if k > 2 else total", "return total * (1.0 / math.sqrt(k)) if k > 4 else total", ["--no-rules"]),
   ("torch: 2*lambda instead of lambda in Trellis", "python/nlc_torch/rules.py",
    "SK_new = (1 - al) * SK - th * (torch.outer(ek, x[t]) + lk * SK)", "SK_new = (1 - al) * SK - th * (torch.outer(ek, x[t]) + 2 * lk * SK)",
    ["--no-model", "--rule", "trellis", "--cases", "6"]),
@@ -62,9 +62,9 @@ BUGS = [
   ("TS: Lattice similarity write without the slot projection", "src/rules/lattice.ts",
    "    for (let j = 0; j < d; j++) out[j]! -= sv * S[si + j]!;", "    for (let j = 0; j < d; j++) out[j]! -= 0 * sv * S[si + j]!;",
    ["--no-model", "--rule", "lattice", "--cases", "6"]),
-  ("TS: oracle backward misses 1/sqrt(k) at k=4", "oracle/cms-backward.ts",
-   "const dSum = new Tensor(dt, [s, d], scaleC === null ? dComb : fill(dt, s * d, (i) => scaleC * dComb[i]!));",
-   "const dSum = new Tensor(dt, [s, d], scaleC === null ? dComb : fill(dt, s * d, (i) => dComb[i]!));", ["--no-rules"]),
+  ("TS: oracle backward misses 1/sqrt(k) at k=4", "oracle/level-stage.ts",
+   "return new Tensor(dt, shape, c === null ? d : fill(dt, d.length, (i) => c * d[i]!));",
+   "return new Tensor(dt, shape, c === null ? d : fill(dt, d.length, (i) => d[i]!));", ["--no-rules"]),
 ]
 
 
