@@ -11,8 +11,10 @@
  *   ./node_modules/.bin/bun conformance/c9/cross-check.ts [--cases N] [--seed S] [--large] [--extreme] [--rule KEY]...
  *       [--no-rules] [--no-model] [--no-fixtures] [--verbose] [--tol X] [--json PATH]
  *
- * Exit code 1 when any compared tensor differs by more than --tol (default 1e-10), 2 when the
- * bridge is unavailable.
+ * Exit code 1 when any compared tensor differs by more than --tol (default 1e-10) or a rule variant
+ * or model case could not be run (a rule the bridge does not list, or one it fails on: that row
+ * alone errors, with a message naming the rule, and the run goes on), 2 when the bridge is
+ * unavailable.
  */
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import type { RuleCaseSpec } from "../../cases/rule-case.ts";
