@@ -15,7 +15,8 @@ import { Rng, uniformTensor } from "../../src/rng.ts";
 import { frozenForwardSaved, ruleForwardSaved } from "../../src/rules/level.ts";
 import { INNER_INPUT_NAMES, type InnerInputs, type RuleConfig, type RuleDecl } from "../../src/rules/types.ts";
 import { Tensor } from "../../src/tensor.ts";
-import { F32_STORE_F64_ACC } from "../c5/compare.ts";
+import { F32_STORE_F64_ACC } from "../../oracle/kernel-judge.ts";
+import { packStates, packTokens, unpackState, unpackTokens } from "../../cases/kernel-batch.ts";
 
 interface SeqExtra {
   seed: number;
@@ -50,7 +51,6 @@ export function pyCaseArb(decl: RuleDecl, profile: Profile): fc.Arbitrary<PyCase
 
 /** The inner inputs a rule reads: the ones its reference backward differentiates (absent = not read). */
 export type InnerName = (typeof INNER_INPUT_NAMES)[number];
-const GATES: ReadonlySet<string> = new Set(["alpha", "theta", "eta"]);
 
 /** One sequence: values rounded to the kernel's dtypes, held in f64 tensors (what the kernel, ref32 and ref64 all receive). */
 export interface Seq {
@@ -128,46 +128,32 @@ export function buildPyCase(decl: RuleDecl, spec: PyCaseSpec, frozen = false, p:
 }
 
 /** Per-sequence tensors [T, ...] -> canonical [B, T, H, ...] (f64 values, already rounded). */
-export function packTokens(c: PyCase, per: (s: Seq) => Tensor): Tensor {
+export function tokensTensor(c: PyCase, per: (s: Seq) => Tensor): Tensor {
   const first = per(c.seqs[0]!);
   const inner = first.shape.slice(1);
-  const w = inner.reduce((a, b) => a * b, 1);
   const out = new Tensor("f64", [c.B, c.T, c.H, ...inner]);
-  c.seqs.forEach((s, n) => {
-    const b = Math.floor(n / c.H), h = n % c.H, src = per(s).data;
-    for (let t = 0; t < c.T; t++) {
-      for (let j = 0; j < w; j++) out.data[((b * c.T + t) * c.H + h) * w + j] = src[t * w + j]!;
-    }
-  });
+  packTokens(c.seqs.map((s) => per(s).data), c, inner.reduce((a, b) => a * b, 1), out.data);
   return out;
 }
 
 /** Canonical [B, T, H, ...] -> sequence n's [T, ...] values. */
-export function unpackTokens(c: PyCase, t: Tensor, n: number): Float64Array {
-  const b = Math.floor(n / c.H), h = n % c.H;
+export function seqTokens(c: PyCase, t: Tensor, n: number): Float64Array {
   const w = t.size / (c.B * c.T * c.H);
-  const out = new Float64Array(c.T * w);
-  for (let s = 0; s < c.T; s++) {
-    for (let j = 0; j < w; j++) out[s * w + j] = t.data[((b * c.T + s) * c.H + h) * w + j]!;
-  }
-  return out;
+  return unpackTokens(t.data, c, w, n, new Float64Array(c.T * w));
 }
 
 /** Per-sequence tensors -> [N, ...] with n = b·H + h (which is also the canonical [B, H, ...] order). */
-export function stackSeqs(c: PyCase, per: (s: Seq) => Tensor, lead: number[] = [c.seqs.length]): Tensor {
+export function statesTensor(c: PyCase, per: (s: Seq) => Tensor, lead: number[] = [c.seqs.length]): Tensor {
   const first = per(c.seqs[0]!);
   const out = new Tensor("f64", [...lead, ...first.shape]);
-  c.seqs.forEach((s, n) => out.data.set(per(s).data, n * first.size));
+  packStates(c.seqs.map((s) => per(s).data), out.data);
   return out;
 }
 
 /** Sequence n of a tensor whose leading dimensions enumerate the sequences ([N, ...] or [B, H, ...]). */
-export function seqSlice(c: PyCase, t: Tensor, n: number): Float64Array {
-  const w = t.size / c.seqs.length;
-  return Float64Array.from(t.data.subarray(n * w, (n + 1) * w));
+export function seqState(c: PyCase, t: Tensor, n: number): Float64Array {
+  return Float64Array.from(unpackState(t.data, c.seqs.length, n));
 }
-
-export const isGate = (n: string): boolean => GATES.has(n);
 
 /** A line naming the case for messages. */
 export function describeCase(c: PyCase): string {

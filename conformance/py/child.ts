@@ -9,7 +9,7 @@
 import { writeSync } from "node:fs";
 import type { CheckResult, Profile } from "../../harness/check.ts";
 import { TorchBridgeError } from "../../oracle/torch-bridge.ts";
-import { coverage } from "../c5/compare.ts";
+import { coverage } from "../../oracle/kernel-judge.ts";
 import { buildPyCase, describeCase, pyCaseArb, type PyCaseSpec } from "./cases.ts";
 import { backwardCase, backwardNames, forwardCase, forwardNames } from "./kernel-cases.ts";
 import { KernelSession, kernelPrecision } from "./kernel-session.ts";
