@@ -7,18 +7,38 @@
  * tensor names in strings. C5's native and py: checks and C6's kernel replay all pack, unpack and
  * name their tensors here.
  */
+import * as fc from "fast-check";
 import { abiOf, gradInput, isGate, type GradName, type RuleAbi } from "../ffi/abi.ts";
 import { Tensor } from "../src/tensor.ts";
 import { usedParams } from "../src/rules/level.ts";
 import { stateNames } from "../src/rules/state-grad.ts";
 import type { InnerGrads, RuleDecl } from "../src/rules/types.ts";
 import type { Compared } from "../oracle/kernel-judge.ts";
+import type { ALPHA_LEVELS, THETA_LEVELS } from "./rule-case.ts";
 import type { SeqTensors } from "../oracle/plain-reference.ts";
 
 /** Generated cases per check and profile (harness/check.ts Profile). */
 export type Runs = Readonly<Record<"quick" | "default" | "deep", number>>;
 /** The kernel checks' run counts (forward, backward; C5 and py:). */
 export const RUNS: Runs = { quick: 5, default: 30, deep: 300 };
+
+/** A sequence of a batch beyond the first: the first's rule case with its own seed, gate levels and initial state. */
+export interface SeqExtra {
+  seed: number;
+  alpha: keyof typeof ALPHA_LEVELS;
+  theta: keyof typeof THETA_LEVELS;
+  state: "init" | "random";
+}
+
+/** The generator of a batch's other sequences (`states`: the initial states, in the order fast-check draws them). */
+export function seqExtraArb(states: readonly SeqExtra["state"][]): fc.Arbitrary<SeqExtra> {
+  return fc.record({
+    seed: fc.integer({ min: 1, max: 0x7fffffff }),
+    alpha: fc.constantFrom<SeqExtra["alpha"]>("mid", "low", "high"),
+    theta: fc.constantFrom<SeqExtra["theta"]>("small", "large"),
+    state: fc.constantFrom<SeqExtra["state"]>(...states),
+  });
+}
 
 /** The sizes of a batch: B batches × H heads of T tokens. */
 export interface BatchDims {
@@ -93,18 +113,32 @@ export function emptySeq<A>(): SeqTensors<A> {
  */
 export type NameStyle = "abi" | "py";
 
+/** How one naming spells each kind of tensor. */
+export interface TensorNaming {
+  readonly y: string;
+  state(name: string): string;
+  grad(input: string): string;
+  dState0(name: string): string;
+}
+
+/** A tensor's name under a naming. */
+export function nameOf(k: TensorKey, naming: TensorNaming): string {
+  return k.part === "y" ? naming.y : naming[k.part](k.name);
+}
+
+/** The report's naming: y, `state M`, dk and the state's gradient by style (frozen read: dM). */
+function reportNaming(frozen: boolean, style: NameStyle): TensorNaming {
+  return {
+    y: "y",
+    state: (n) => `state ${n}`,
+    grad: (n) => `d${n}`,
+    dState0: (n) => (style === "py" ? `d${n} (initial state)` : frozen ? `d${n}` : `d${n}_0`),
+  };
+}
+
 /** The report's name of a tensor: built here and nowhere else. */
 export function tensorName(k: TensorKey, frozen: boolean, style: NameStyle = "abi"): string {
-  switch (k.part) {
-    case "y":
-      return "y";
-    case "state":
-      return `state ${k.name}`;
-    case "grad":
-      return `d${k.name}`;
-    case "dState0":
-      return style === "py" ? `d${k.name} (initial state)` : frozen ? `d${k.name}` : `d${k.name}_0`;
-  }
+  return nameOf(k, reportNaming(frozen, style));
 }
 
 /** The reference's gradients (InnerGrads: dk, dalpha, ..., dState0) as the record's grads and dState0; absent ones stay absent. */

@@ -91,7 +91,7 @@ export function childStderr(s: string): string {
   const fault = lines.slice(banner).find((l) => /^panic[:(]|Segmentation fault|Illegal instruction|Bus error|Floating point|Aborted|SIG[A-Z]+/.test(l.trim()));
   const what = fault === undefined ? "a fault" : fault.trim().replace(/^panic(\([^)]*\))?: /, "");
   const before = tail(lines.slice(0, banner).join("\n"));
-  return `${before ? `${before}\n` : ""}${what} (a fault in native code the child loaded; Bun's crash handler reports it as its own)`;
+  return `${before ? `${before}\n` : ""}panic: ${what} (a fault in native kernel code; Bun's crash handler reports it as its own)`;
 }
 
 /** How a child is started and named. */

@@ -7,7 +7,7 @@
  * about that tensor. C5's native and py: checks and C6's kernel replay all judge through it.
  */
 import { biasVerdict } from "./bias.ts";
-import { flashRule, type Worst } from "./compare.ts";
+import { flashRule, type CaseVerdict, type Worst } from "./compare.ts";
 import { concat, maxAbs } from "../src/numeric.ts";
 import type { Precision } from "../src/precision.ts";
 
@@ -41,14 +41,6 @@ export const KERNEL_TOLERANCE: Readonly<Record<string, unknown>> = {
   vacuity: `a case whose compared references are all below ${EXERCISED} is vacuous; so is a check in which some compared tensor never exceeds it`,
 };
 
-/** The judge's verdict on one case (a check's CaseOutcome). */
-export interface KernelVerdict {
-  ok: boolean;
-  vacuous?: boolean;
-  worst?: Worst;
-  message?: string;
-  details?: Readonly<Record<string, unknown>>;
-}
 
 /** One tensor of one sequence: the kernel's values (undefined when it does not return them) and both references. */
 export interface Compared {
@@ -135,7 +127,7 @@ function biasAndDetails(items: Compared[], p: Precision): { failure?: string; de
  * Applies the flash-attention bound and the bias test to every item (the plain reference in ref32
  * run at the kernel's declared precision); records which tensors were exercised.
  */
-export function flashCompare(items: Compared[], exercised: Set<string>, who: string, precision: Precision = F32_STORE_F64_ACC): KernelVerdict {
+export function flashCompare(items: Compared[], exercised: Set<string>, who: string, precision: Precision = F32_STORE_F64_ACC): CaseVerdict {
   let worst: Worst | undefined;
   let worstRatio = -1;
   let failure: string | undefined;

@@ -8,20 +8,10 @@
  * ref64 is run on the SAME rounded inputs (cast to f64), so rounding the inputs is never counted
  * as the kernel's error.
  */
+import { gradInput, type GradName } from "../ffi/abi.ts";
 import { roundTo, withAccumulate, type Precision, type SumRounding } from "../src/precision.ts";
 import { INNER_INPUT_NAMES, type InnerInputs, type RuleConfig, type RuleDecl, type State } from "../src/rules/types.ts";
 import { Tensor, type DType } from "../src/tensor.ts";
-
-/**
- * One run of a pair: y, the final state (active pairs) and every gradient the pair returns, as f64
- * values; the state's gradient (initial state for an active pair, the read state for a frozen
- * read) is among the grads as `dState0.<name>`.
- */
-export interface PairRun {
-  readonly y: Float64Array;
-  readonly finalState: Readonly<Record<string, Float64Array>>;
-  readonly grads: Readonly<Record<string, Float64Array>>;
-}
 
 /**
  * What one sequence of a kernel case gives (a kernel, ref64 or the plain reference), by what each
@@ -37,17 +27,8 @@ export interface SeqTensors<A = ArrayLike<number>> {
   dState0: Record<string, A>;
 }
 
-const DSTATE0 = "dState0.";
-
-/** A run as the typed record (gradients by input name, the state's gradient as dState0). */
-export function pairTensors(r: PairRun): SeqTensors<Float64Array> {
-  const out: SeqTensors<Float64Array> = { y: r.y, state: { ...r.finalState }, grads: {}, dState0: {} };
-  for (const [n, a] of Object.entries(r.grads)) {
-    if (n.startsWith(DSTATE0)) out.dState0[n.slice(DSTATE0.length)] = a;
-    else out.grads[n.slice(1)] = a;
-  }
-  return out;
-}
+/** One run of a pair as f64 values: y, the final state (active pairs), every gradient the pair returns. */
+export type PairRun = SeqTensors<Float64Array> & { y: Float64Array };
 
 /** The inputs of one kernel case, in f64 (already rounded to the kernel's storage dtype where they cross the ABI). */
 export interface PairCase {
@@ -93,22 +74,23 @@ function toF64(t: Tensor | undefined, round: (x: number) => number): Float64Arra
 }
 
 function run(decl: RuleDecl, frozen: boolean, c: PairCase, cfg: RuleConfig, storage: (x: number) => number, state: (x: number) => number): PairRun {
-  const grads: Record<string, Float64Array> = {};
+  const out: PairRun = { y: new Float64Array(0), state: {}, grads: {}, dState0: {} };
   if (frozen) {
     const fr = decl.frozen!;
     const f = fr.forward(c.inputs.q, c.state, cfg);
     const b = fr.backward(f.saved, c.inputs.q, c.dy, cfg);
-    grads.dq = toF64(b.dq, storage);
-    for (const [n, t] of Object.entries(b.dState)) grads[`${DSTATE0}${n}`] = toF64(t, state);
-    return { y: toF64(f.y, storage), finalState: {}, grads };
+    out.y = toF64(f.y, storage);
+    out.grads.q = toF64(b.dq, storage);
+    for (const [n, t] of Object.entries(b.dState)) out.dState0[n] = toF64(t, state);
+    return out;
   }
   const f = decl.inner.forward(c.inputs, c.state, cfg);
   const { dState0, ...g } = decl.inner.backward(f.saved, c.inputs, c.dy, cfg, c.dFinal);
-  for (const [n, t] of Object.entries(g)) if (t instanceof Tensor) grads[n] = toF64(t, storage);
-  for (const [n, t] of Object.entries(dState0 ?? {})) grads[`${DSTATE0}${n}`] = toF64(t, state);
-  const finalState: Record<string, Float64Array> = {};
-  for (const [n, t] of Object.entries(f.finalState)) finalState[n] = toF64(t, state);
-  return { y: toF64(f.y, storage), finalState, grads };
+  out.y = toF64(f.y, storage);
+  for (const [n, t] of Object.entries(f.finalState)) out.state[n] = toF64(t, state);
+  for (const [n, t] of Object.entries(g)) if (t instanceof Tensor) out.grads[gradInput(n as GradName)] = toF64(t, storage);
+  for (const [n, t] of Object.entries(dState0 ?? {})) out.dState0[n] = toF64(t, state);
+  return out;
 }
 
 const exact = (x: number) => x;

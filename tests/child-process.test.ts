@@ -62,6 +62,6 @@ test("Bun's crash banner is reduced to the line that says what happened", () => 
     "Args: \"bun\" \"conformance/c5/child.ts\"", "panic(main thread): Segmentation fault at address 0x0",
     "oh no: Bun has crashed. This indicates a bug in Bun, not your code.", "", " https://bun.report/1.4.5/abc",
   ].join("\n");
-  expect(childStderr(banner)).toBe("loading the library\nSegmentation fault at address 0x0 (a fault in native code the child loaded; Bun's crash handler reports it as its own)");
+  expect(childStderr(banner)).toBe("loading the library\npanic: Segmentation fault at address 0x0 (a fault in native kernel code; Bun's crash handler reports it as its own)");
   expect(childStderr("Traceback: ValueError\n")).toBe("Traceback: ValueError");
 });

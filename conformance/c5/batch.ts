@@ -11,19 +11,12 @@ import type { RuleAbi, Shape } from "../../ffi/abi.ts";
 import type { Arrays } from "../../ffi/lib.ts";
 import type { Profile } from "../../harness/check.ts";
 import { innerCase } from "../../cases/inner-case.ts";
-import { isStateTensor, mapSeq, packStates, packTokens, tokenWidth } from "../../cases/kernel-batch.ts";
+import { isStateTensor, mapSeq, packStates, packTokens, seqExtraArb, tokenWidth, type SeqExtra } from "../../cases/kernel-batch.ts";
 import type { SeqTensors } from "../../oracle/plain-reference.ts";
-import { ALPHA_LEVELS, THETA_LEVELS, ruleCaseSpecArb, type RuleCaseSpec, type SizeLimits } from "../../cases/rule-case.ts";
+import { ruleCaseSpecArb, type RuleCaseSpec, type SizeLimits } from "../../cases/rule-case.ts";
 import type { InnerInputs, RuleConfig, RuleDecl, State } from "../../src/rules/types.ts";
 import { Tensor, cast } from "../../src/tensor.ts";
 import { roundTo, roundedCopy, type Precision, type StorageDType } from "../../src/precision.ts";
-
-interface SeqExtra {
-  seed: number;
-  alpha: keyof typeof ALPHA_LEVELS;
-  theta: keyof typeof THETA_LEVELS;
-  state: "init" | "random";
-}
 
 /** The checkpoint intervals C5 runs (docs/spec/kernel-abi.md#checkpointing). */
 export const CHECKPOINTS = [1, 4, 16] as const;
@@ -49,12 +42,7 @@ export function batchArb(decl: RuleDecl, frozen: boolean, profile: Profile, size
   // deep adds sizes that are odd and not a multiple of 32, above one warp (a fixed T stays fixed)
   const wide: SizeLimits = { d: [33, 40], seq_len: sizes?.seq_len ?? [1, 6] };
   if (profile === "deep") base = fc.oneof({ weight: 4, arbitrary: base }, { weight: 1, arbitrary: ruleCaseSpecArb(decl, wide) });
-  const extra = fc.record({
-    seed: fc.integer({ min: 1, max: 0x7fffffff }),
-    alpha: fc.constantFrom<SeqExtra["alpha"]>("mid", "low", "high"),
-    theta: fc.constantFrom<SeqExtra["theta"]>("small", "large"),
-    state: fc.constantFrom<SeqExtra["state"]>("init", "random"),
-  });
+  const extra = seqExtraArb(["init", "random"]);
   // mostly given: a NULL upstream gradient is one case in five
   const nullable = fc.integer({ min: 0, max: 4 }).map((i) => i === 0);
   return fc.record({

@@ -9,7 +9,7 @@
 import type { CaseOutcome } from "../../harness/check.ts";
 import type { KernelFixture, KernelTensor } from "../../cases/fixtures/kernel-load.ts";
 import { comparedItems, emptySeq, entries, kernelGradKeys, tensorName, unpackState, unpackTokens } from "../../cases/kernel-batch.ts";
-import { pairTensors, plainYardstickSeq, runPlain, runRef64, type PairCase, type SeqTensors } from "../../oracle/plain-reference.ts";
+import { plainYardstickSeq, runPlain, runRef64, type PairCase, type SeqTensors } from "../../oracle/plain-reference.ts";
 import type { InnerInputs, State } from "../../src/rules/types.ts";
 import { Tensor } from "../../src/tensor.ts";
 import { flashCompare } from "../../oracle/kernel-judge.ts";
@@ -72,10 +72,10 @@ export function replayKernelFixture(fx: KernelFixture): CaseOutcome {
     const want = expectedOf(fx, n);
     if (entries(want).length === 0) break;
     const c = pairCaseOf(fx, n);
-    const ref = pairTensors(runRef64(fx.decl, fx.frozen, c, fx.cfg));
+    const ref = runRef64(fx.decl, fx.frozen, c, fx.cfg);
     kernel.push(want);
     r64.push(ref);
-    plain.push(plainYardstickSeq(fx.precision.accumulate, ref, (order) => pairTensors(runPlain(fx.decl, fx.frozen, c, fx.cfg, fx.precision, order))));
+    plain.push(plainYardstickSeq(fx.precision.accumulate, ref, (order) => runPlain(fx.decl, fx.frozen, c, fx.cfg, fx.precision, order)));
   }
   // the loader admits only names of the rule's ABI; a gradient the reference leaves absent is zero by the math
   const items = comparedItems(kernel, r64, plain, fx.frozen, "abi", false);

@@ -8,7 +8,7 @@
  * (docs/spec/py-backend.md#precision).
  */
 import * as fc from "fast-check";
-import { ALPHA_LEVELS, THETA_LEVELS, buildRuleCase, ruleCaseSpecArb, type RuleCaseSpec } from "../../cases/rule-case.ts";
+import { buildRuleCase, ruleCaseSpecArb, type RuleCaseSpec } from "../../cases/rule-case.ts";
 import type { Profile } from "../../harness/check.ts";
 import { roundedCopy, type Precision, type StorageDType } from "../../src/precision.ts";
 import { Rng, uniformTensor } from "../../src/rng.ts";
@@ -16,14 +16,7 @@ import { frozenForwardSaved, ruleForwardSaved } from "../../src/rules/level.ts";
 import { INNER_INPUT_NAMES, type InnerInputs, type RuleConfig, type RuleDecl } from "../../src/rules/types.ts";
 import { Tensor } from "../../src/tensor.ts";
 import { F32_STORE_F64_ACC } from "../../oracle/kernel-judge.ts";
-import { packStates, packTokens, unpackState, unpackTokens } from "../../cases/kernel-batch.ts";
-
-interface SeqExtra {
-  seed: number;
-  alpha: keyof typeof ALPHA_LEVELS;
-  theta: keyof typeof THETA_LEVELS;
-  state: "init" | "random";
-}
+import { fromInnerGrads, packStates, packTokens, seqExtraArb, unpackState, unpackTokens, type SeqExtra } from "../../cases/kernel-batch.ts";
 
 export interface PyCaseSpec {
   base: RuleCaseSpec;
@@ -37,12 +30,7 @@ export interface PyCaseSpec {
 
 export function pyCaseArb(decl: RuleDecl, profile: Profile): fc.Arbitrary<PyCaseSpec> {
   const base = ruleCaseSpecArb(decl, profile === "deep" ? { d: [1, 12], seq_len: [1, 8] } : { d: [1, 12], seq_len: [1, 6] });
-  const extra = fc.record({
-    seed: fc.integer({ min: 1, max: 0x7fffffff }),
-    alpha: fc.constantFrom<SeqExtra["alpha"]>("mid", "low", "high"),
-    theta: fc.constantFrom<SeqExtra["theta"]>("small", "large"),
-    state: fc.constantFrom<SeqExtra["state"]>("random", "init"),
-  });
+  const extra = seqExtraArb(["random", "init"]);
   return fc.record({
     base, B: fc.integer({ min: 1, max: 2 }), H: fc.integer({ min: 1, max: 2 }),
     extra: fc.array(extra, { minLength: 3, maxLength: 3 }), dFinalSeed: fc.integer({ min: 1, max: 0x7fffffff }),
@@ -109,8 +97,8 @@ function readInputs(decl: RuleDecl, spec: RuleCaseSpec, frozen: boolean): { inpu
   const r = ruleForwardSaved(decl, c.X, c.params, c.state, c.cfg);
   const inp: Record<string, Tensor | undefined> = { ...r.saved, x: r.saved.X };
   const fw = decl.inner.forward(inp as unknown as InnerInputs, c.state, c.cfg);
-  const g = decl.inner.backward(fw.saved, inp as unknown as InnerInputs, c.dy, c.cfg) as Record<string, Tensor | undefined>;
-  return { inputs: INNER_INPUT_NAMES.filter((n) => inp[n] !== undefined && g[`d${n}`] !== undefined), states: Object.keys(c.state) };
+  const g = fromInnerGrads(decl.inner.backward(fw.saved, inp as unknown as InnerInputs, c.dy, c.cfg));
+  return { inputs: INNER_INPUT_NAMES.filter((n) => inp[n] !== undefined && g.grads[n] !== undefined), states: Object.keys(c.state) };
 }
 
 /** `p`: the kernel's precision (its storage and state dtypes are what the case is rounded to). */

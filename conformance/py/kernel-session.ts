@@ -10,7 +10,7 @@ import { roundedCopy, type Precision, type StorageDType } from "../../src/precis
 import { Tensor } from "../../src/tensor.ts";
 import { F32_STORE_F64_ACC } from "../../oracle/kernel-judge.ts";
 import { seqState, seqTokens, statesTensor, tokensTensor, type PyCase } from "./cases.ts";
-import { emptySeq, isStateTensor, mapSeq, setAt, type TensorKey } from "../../cases/kernel-batch.ts";
+import { emptySeq, isStateTensor, mapSeq, nameOf, setAt, type TensorKey, type TensorNaming } from "../../cases/kernel-batch.ts";
 import type { SeqTensors } from "../../oracle/plain-reference.ts";
 import type { PyBackend } from "./plan.ts";
 
@@ -58,6 +58,8 @@ export function kernelPrecision(info: Pick<KernelInfo, "dtype" | "state_dtype">)
   return { storage, state, accumulate: "f32" };
 }
 
+const REPLY: TensorNaming = { y: "y", state: (n) => `state.${n}`, grad: (n) => `grads.${n}`, dState0: (n) => `grads.state.${n}` };
+
 /**
  * The names python/PROTOCOL.md gives a case's tensors, built here and nowhere else: requests carry
  * `in.<input>`, `state.<name>`, `dy` and `dstate.<name>`; replies `y`, `state.<name>`,
@@ -68,18 +70,7 @@ export const wire = {
   state: (n: string): string => `state.${n}`,
   dy: "dy",
   dFinal: (n: string): string => `dstate.${n}`,
-  reply(k: TensorKey): string {
-    switch (k.part) {
-      case "y":
-        return "y";
-      case "state":
-        return `state.${k.name}`;
-      case "grad":
-        return `grads.${k.name}`;
-      case "dState0":
-        return `grads.state.${k.name}`;
-    }
-  },
+  reply: (k: TensorKey): string => nameOf(k, REPLY),
 };
 
 export class KernelSession {
