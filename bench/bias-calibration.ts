@@ -41,8 +41,9 @@ const PLANT = 1 + 1 / 100;
 
 function tensors(r: PairRun): Record<string, Float64Array> {
   const out: Record<string, Float64Array> = { y: r.y };
-  for (const [n, t] of Object.entries(r.finalState)) out[`final ${n}`] = t;
-  for (const [n, t] of Object.entries(r.grads)) out[n] = t;
+  for (const [n, t] of Object.entries(r.state)) out[`final ${n}`] = t;
+  for (const [n, t] of Object.entries(r.grads)) out[`d${n}`] = t;
+  for (const [n, t] of Object.entries(r.dState0)) out[`dState0.${n}`] = t;
   return out;
 }
 

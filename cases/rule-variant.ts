@@ -16,7 +16,7 @@ import type { RuleDecl } from "../src/rules/types.ts";
 import { STORE_ALL, type SavePolicy } from "../src/recompute.ts";
 import { withTape } from "../src/tape.ts";
 import type { Tensor } from "../src/tensor.ts";
-import type { RuleCase } from "./rule-case.ts";
+import { ruleCaseSpecArb, type RuleCase } from "./rule-case.ts";
 
 export type Variant = { decl: RuleDecl; frozen: boolean };
 
@@ -140,4 +140,9 @@ export function lossOf(v: Variant, c: RuleCase): () => number {
     }
     return s;
   };
+}
+
+/** A variant's case generator; a frozen read of a zero state reads zero (C8), so frozen variants read random states. */
+export function variantCaseArb(v: Variant) {
+  return v.frozen ? ruleCaseSpecArb(v.decl).map((s) => ({ ...s, state: "random" as const })) : ruleCaseSpecArb(v.decl);
 }

@@ -1,7 +1,7 @@
 /** What a loaded kernel library offers (ffi/nlk.h, docs/spec/kernel-abi.md): its errors, device, rule pairs and frozen kernels. */
 import type { RuleConfig } from "../src/rules/types.ts";
 import type { RuleAbi, Shape } from "./abi.ts";
-import type { LibMemory } from "./lib.ts";
+import type { StorageDType } from "../src/precision.ts";
 
 /** A kernel returned a non-zero status. */
 export class KernelError extends Error {
@@ -14,6 +14,15 @@ export class KernelError extends Error {
 export class LibraryError extends Error {}
 
 export type Fn = (...args: unknown[]) => number;
+
+/** A library's memory: allocation, copies (converting to and from the wire dtype), NaN fill. */
+export interface LibMemory {
+  alloc(bytes: number): number;
+  free(p: number | null): void;
+  upload(data: Float32Array, dtype?: StorageDType): number;
+  download(p: number, n: number, dtype?: StorageDType): Float32Array;
+  nanBuffer(n: number, dtype?: StorageDType): number;
+}
 
 export interface Device {
   status: number;

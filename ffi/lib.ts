@@ -14,13 +14,13 @@ import {
   type KernelFn, type RuleAbi, type Shape,
 } from "./abi.ts";
 import {
-  KernelError, LibraryError, type Arrays, type EmuControls, type Fn, type FrozenKernel, type KernelLib, type Pointers, type RulePair,
+  KernelError, LibraryError, type Arrays, type EmuControls, type Fn, type FrozenKernel, type KernelLib, type LibMemory, type Pointers, type RulePair,
   type Workspace,
 } from "./lib-types.ts";
 
 export {
   KernelError, LibraryError, type Arrays, type ChunkForm, type Device, type DTypes, type EmuControls, type FrozenKernel, type KernelLib,
-  type Pointers, type RulePair, type Workspace,
+  type LibMemory, type Pointers, type RulePair, type Workspace,
 } from "./lib-types.ts";
 
 const FFI_OF: Record<string, FFIType> = { i32: FFIType.i32, f64: FFIType.f64, in: FFIType.ptr, "in?": FFIType.ptr, out: FFIType.ptr, ws: FFIType.ptr, size: FFIType.ptr };
@@ -75,14 +75,6 @@ export function decode(dtype: StorageDType, bits: Float32Array | Uint16Array): F
   const out = new Float32Array(bits.length), u = new Uint32Array(out.buffer);
   for (let i = 0; i < bits.length; i++) u[i] = bits[i]! << 16;
   return out;
-}
-
-export interface LibMemory {
-  alloc(bytes: number): number;
-  free(p: number | null): void;
-  upload(data: Float32Array, dtype?: StorageDType): number;
-  download(p: number, n: number, dtype?: StorageDType): Float32Array;
-  nanBuffer(n: number, dtype?: StorageDType): number;
 }
 
 /** Library memory: allocation, copies (converting to and from the wire dtype), NaN fill. */

@@ -3,7 +3,7 @@
  * a tolerance, and either one deterministic case or a fast-check property over generated cases.
  */
 import type * as fc from "fast-check";
-import type { Comparison, Worst } from "../oracle/compare.ts";
+import type { CaseVerdict, Comparison, Worst } from "../oracle/compare.ts";
 
 export const CHECK_CLASSES = ["C0", "C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9"] as const;
 export type CheckClass = (typeof CHECK_CLASSES)[number];
@@ -35,15 +35,8 @@ export interface Subject {
   fixture?: string;
 }
 
-/** The result of one case. `vacuous` marks a comparison over (near-)zero values. */
-export interface CaseOutcome {
-  ok: boolean;
-  vacuous?: boolean;
-  worst?: Worst;
-  message?: string;
-  /** Measurements of the case the report keeps beside `worst` (e.g. C5's per-tensor bounds and bias statistics). */
-  details?: Readonly<Record<string, unknown>>;
-}
+/** The result of one case (oracle/compare.ts). `vacuous` marks a comparison over (near-)zero values. */
+export type CaseOutcome = CaseVerdict;
 
 /** A comparison's verdict as a case outcome. */
 export function fromComparison(r: Comparison): CaseOutcome {

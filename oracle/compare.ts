@@ -21,6 +21,16 @@ export interface Worst {
   index: number;
 }
 
+/** The verdict on one case (a check's CaseOutcome). `vacuous` marks a comparison over (near-)zero values. */
+export interface CaseVerdict {
+  ok: boolean;
+  vacuous?: boolean;
+  worst?: Worst;
+  message?: string;
+  /** Measurements of the case the report keeps beside `worst` (e.g. C5's per-tensor bounds and bias statistics). */
+  details?: Readonly<Record<string, unknown>>;
+}
+
 export interface Comparison {
   ok: boolean;
   vacuous: boolean;

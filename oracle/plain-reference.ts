@@ -8,20 +8,27 @@
  * ref64 is run on the SAME rounded inputs (cast to f64), so rounding the inputs is never counted
  * as the kernel's error.
  */
+import { gradInput, type GradName } from "../ffi/abi.ts";
 import { roundTo, withAccumulate, type Precision, type SumRounding } from "../src/precision.ts";
 import { INNER_INPUT_NAMES, type InnerInputs, type RuleConfig, type RuleDecl, type State } from "../src/rules/types.ts";
 import { Tensor, type DType } from "../src/tensor.ts";
 
 /**
- * One run of a pair: y, the final state (active pairs) and every gradient the pair returns, as f64
- * values; the state's gradient (initial state for an active pair, the read state for a frozen
- * read) is among the grads as `dState0.<name>`.
+ * What one sequence of a kernel case gives (a kernel, ref64 or the plain reference), by what each
+ * tensor is rather than by a name in a string: cases/kernel-batch.ts packs, unpacks and names them.
  */
-export interface PairRun {
-  readonly y: Float64Array;
-  readonly finalState: Readonly<Record<string, Float64Array>>;
-  readonly grads: Readonly<Record<string, Float64Array>>;
+export interface SeqTensors<A = ArrayLike<number>> {
+  y?: A;
+  /** Final state by state name (active pairs). */
+  state: Record<string, A>;
+  /** Input gradients by input name: dk is grads.k. */
+  grads: Record<string, A>;
+  /** d(initial state) by state name (a frozen read: d(read state)). */
+  dState0: Record<string, A>;
 }
+
+/** One run of a pair as f64 values: y, the final state (active pairs), every gradient the pair returns. */
+export type PairRun = SeqTensors<Float64Array> & { y: Float64Array };
 
 /** The inputs of one kernel case, in f64 (already rounded to the kernel's storage dtype where they cross the ABI). */
 export interface PairCase {
@@ -67,22 +74,23 @@ function toF64(t: Tensor | undefined, round: (x: number) => number): Float64Arra
 }
 
 function run(decl: RuleDecl, frozen: boolean, c: PairCase, cfg: RuleConfig, storage: (x: number) => number, state: (x: number) => number): PairRun {
-  const grads: Record<string, Float64Array> = {};
+  const out: PairRun = { y: new Float64Array(0), state: {}, grads: {}, dState0: {} };
   if (frozen) {
     const fr = decl.frozen!;
     const f = fr.forward(c.inputs.q, c.state, cfg);
     const b = fr.backward(f.saved, c.inputs.q, c.dy, cfg);
-    grads.dq = toF64(b.dq, storage);
-    for (const [n, t] of Object.entries(b.dState)) grads[`dState0.${n}`] = toF64(t, state);
-    return { y: toF64(f.y, storage), finalState: {}, grads };
+    out.y = toF64(f.y, storage);
+    out.grads.q = toF64(b.dq, storage);
+    for (const [n, t] of Object.entries(b.dState)) out.dState0[n] = toF64(t, state);
+    return out;
   }
   const f = decl.inner.forward(c.inputs, c.state, cfg);
   const { dState0, ...g } = decl.inner.backward(f.saved, c.inputs, c.dy, cfg, c.dFinal);
-  for (const [n, t] of Object.entries(g)) if (t instanceof Tensor) grads[n] = toF64(t, storage);
-  for (const [n, t] of Object.entries(dState0 ?? {})) grads[`dState0.${n}`] = toF64(t, state);
-  const finalState: Record<string, Float64Array> = {};
-  for (const [n, t] of Object.entries(f.finalState)) finalState[n] = toF64(t, state);
-  return { y: toF64(f.y, storage), finalState, grads };
+  out.y = toF64(f.y, storage);
+  for (const [n, t] of Object.entries(f.finalState)) out.state[n] = toF64(t, state);
+  for (const [n, t] of Object.entries(g)) if (t instanceof Tensor) out.grads[gradInput(n as GradName)] = toF64(t, storage);
+  for (const [n, t] of Object.entries(dState0 ?? {})) out.dState0[n] = toF64(t, state);
+  return out;
 }
 
 const exact = (x: number) => x;
@@ -127,18 +135,31 @@ export const RANDOM_RUNS = 8;
 export function plainYardstick<K extends string>(acc: Precision["accumulate"], ref64: Readonly<Record<K, ArrayLike<number>>>,
   run: (rounding: SumRounding) => Readonly<Record<K, ArrayLike<number>>>): Record<K, ArrayLike<number>> {
   const [first, ...rest] = plainOrders(acc).map((o) => withAccumulate(acc, () => run(o), o));
-  if (rest.length === 0) return { ...first! };
   const out = { ...first! } as Record<K, ArrayLike<number>>;
-  for (const name of Object.keys(out) as K[]) {
-    const r64 = ref64[name];
-    if (r64 === undefined) continue;
-    const far = Float64Array.from(out[name]);
-    for (const other of rest) {
-      const o = other[name];
-      if (o === undefined) continue;
-      for (let i = 0; i < far.length; i++) if (Math.abs(o[i]! - r64[i]!) > Math.abs(far[i]! - r64[i]!)) far[i] = o[i]!;
-    }
-    out[name] = far;
-  }
+  if (rest.length === 0) return out;
+  for (const name of Object.keys(out) as K[]) out[name] = farthest(out[name], rest.map((r) => r[name]), ref64[name]);
   return out;
+}
+
+/** plainYardstick on a kernel case's typed record (every tensor of every part). */
+export function plainYardstickSeq(acc: Precision["accumulate"], ref64: SeqTensors, run: (rounding: SumRounding) => SeqTensors): SeqTensors {
+  const [first, ...rest] = plainOrders(acc).map((o) => withAccumulate(acc, () => run(o), o));
+  const part = (p: "state" | "grads" | "dState0"): Record<string, ArrayLike<number>> => {
+    const out = { ...first![p] };
+    if (rest.length > 0) for (const name of Object.keys(out)) out[name] = farthest(out[name]!, rest.map((r) => r[p][name]), ref64[p][name]);
+    return out;
+  };
+  const y = first!.y === undefined || rest.length === 0 ? first!.y : farthest(first!.y, rest.map((r) => r.y), ref64.y);
+  return { ...(y !== undefined ? { y } : {}), state: part("state"), grads: part("grads"), dState0: part("dState0") };
+}
+
+/** Per element, the value of `first` or of the `others` farthest from ref64 (`first` itself where ref64 lacks the tensor). */
+function farthest(first: ArrayLike<number>, others: readonly (ArrayLike<number> | undefined)[], r64: ArrayLike<number> | undefined): ArrayLike<number> {
+  if (r64 === undefined) return first;
+  const far = Float64Array.from(first);
+  for (const o of others) {
+    if (o === undefined) continue;
+    for (let i = 0; i < far.length; i++) if (Math.abs(o[i]! - r64[i]!) > Math.abs(far[i]! - r64[i]!)) far[i] = o[i]!;
+  }
+  return far;
 }

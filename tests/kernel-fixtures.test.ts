@@ -167,4 +167,4 @@ test("for every rule variant and precision, an emulated correct kernel passes an
   expect(wrong).toEqual([]);
   expect(cases).toBe(95);
   expect(planted).toBeGreaterThan(400);
-});
+}, 600_000); // a hang guard: ~500 replays take about ten seconds on a loaded two-core machine

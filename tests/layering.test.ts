@@ -2,7 +2,9 @@
  * The project's layering (README "Layout"): data flows one way,
  *   reference (src/, with ffi/ beside it) ← oracle/ ← cases/ ← harness/ ← conformance/ (checks)
  * and a module may import only from its own layer or the layers before it. src/ is the reference
- * alone: it imports nothing but itself (no oracle, cases, checks, ffi or packages).
+ * alone: it imports nothing but itself (no oracle, cases, checks, ffi or packages). A check folder
+ * (conformance/<folder>/) imports no other check folder: what two of them need belongs one layer
+ * down. No modules import each other, directly or through others (no import cycles).
  */
 import { expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
@@ -12,11 +14,11 @@ import { ROOT } from "../paths.ts";
 /** Layer of each top-level folder (or root file); tools at the top may import anything below. */
 const LAYERS: Readonly<Record<string, number>> = {
   "paths.ts": 0, src: 0, ffi: 0, oracle: 1, cases: 2, harness: 3, conformance: 4,
-  bench: 5, bridge: 5, fixtures: 5, examples: 5, tests: 5,
+  bench: 5, fixtures: 5, examples: 5, tests: 5,
 };
 /** Packages each layer may use (besides node: and bun: built-ins, which only src/ may not need). */
 const PACKAGES: Readonly<Record<string, readonly string[]>> = {
-  src: [], ffi: [], "paths.ts": [], oracle: [], bridge: ["fast-check"],
+  src: [], ffi: [], "paths.ts": [], oracle: [],
   cases: ["fast-check", "ajv"], harness: ["fast-check", "ajv"], conformance: ["fast-check", "mathjs", "ajv"],
   bench: ["tinybench"], fixtures: [], examples: [], tests: [],
 };
@@ -38,6 +40,12 @@ function importsOf(text: string): string[] {
   return specs;
 }
 
+/** The check folder of a file (conformance/<folder>/...), or null for the suite's own files (conformance/cli.ts, ...). */
+function checkFolderOf(rel: string): string | null {
+  const parts = rel.split("/");
+  return parts[0] === "conformance" && parts.length > 2 ? parts[1]! : null;
+}
+
 export function layeringViolations(files: readonly { rel: string; text: string }[]): string[] {
   const bad: string[] = [];
   for (const { rel, text } of files) {
@@ -46,10 +54,13 @@ export function layeringViolations(files: readonly { rel: string; text: string }
       if (spec.startsWith(".")) {
         const target = relative(ROOT, resolve(ROOT, dirname(rel), spec));
         const to = folderOf(target);
+        const checkFrom = checkFolderOf(rel), checkTo = checkFolderOf(target);
         if (!(to in LAYERS)) {
           bad.push(`${rel} imports ${spec}: outside the layered folders`);
         } else if (LAYERS[to]! > LAYERS[from]! || (from === "src" && to !== "src")) {
           bad.push(`${rel} (${from}) imports ${target} (${to}): against the direction reference ← oracle ← cases ← harness ← checks`);
+        } else if (checkFrom !== null && checkTo !== null && checkFrom !== checkTo) {
+          bad.push(`${rel} imports ${target}: the check folder conformance/${checkFrom} imports another check folder, conformance/${checkTo}`);
         }
       } else if (!spec.startsWith("node:") && !spec.startsWith("bun:") && !(spec === "bun" && from !== "src")) {
         const pkg = spec.startsWith("@") ? spec.split("/").slice(0, 2).join("/") : spec.split("/")[0]!;
@@ -61,6 +72,56 @@ export function layeringViolations(files: readonly { rel: string; text: string }
   }
   return bad;
 }
+
+/** Relative imports as edges between files (type-only imports included: they tie the modules as much). */
+function importGraph(files: readonly { rel: string; text: string }[]): Map<string, string[]> {
+  const known = new Set(files.map((f) => f.rel));
+  const g = new Map<string, string[]>();
+  for (const { rel, text } of files) {
+    g.set(rel, importsOf(text).filter((s) => s.startsWith(".")).map((s) => relative(ROOT, resolve(ROOT, dirname(rel), s))).filter((t) => known.has(t)));
+  }
+  return g;
+}
+
+/** The import cycles: each strongly connected set of two or more files (or a file importing itself), sorted. */
+export function importCycles(files: readonly { rel: string; text: string }[]): string[][] {
+  const g = importGraph(files);
+  const index = new Map<string, number>(), low = new Map<string, number>(), stack: string[] = [], onStack = new Set<string>();
+  const cycles: string[][] = [];
+  let next = 0;
+  const visit = (v: string): void => {
+    index.set(v, next);
+    low.set(v, next++);
+    stack.push(v);
+    onStack.add(v);
+    for (const w of g.get(v)!) {
+      if (!index.has(w)) {
+        visit(w);
+        low.set(v, Math.min(low.get(v)!, low.get(w)!));
+      } else if (onStack.has(w)) low.set(v, Math.min(low.get(v)!, index.get(w)!));
+    }
+    if (low.get(v) !== index.get(v)) return;
+    const scc: string[] = [];
+    let w: string;
+    do {
+      w = stack.pop()!;
+      onStack.delete(w);
+      scc.push(w);
+    } while (w !== v);
+    if (scc.length > 1 || g.get(v)!.includes(v)) cycles.push(scc.sort());
+  };
+  for (const v of g.keys()) if (!index.has(v)) visit(v);
+  return cycles.sort((a, b) => a[0]!.localeCompare(b[0]!));
+}
+
+/**
+ * Cycles known and not yet taken apart: C9's case modules take their Options type from the module
+ * that runs them. Listed so that no other cycle can appear; the test fails when one of these is
+ * gone, so that the list is shortened with the fix.
+ */
+const KNOWN_CYCLES: readonly (readonly string[])[] = [
+  ["conformance/c9/cross-check.ts", "conformance/c9/model-cases.ts", "conformance/c9/rule-cases.ts"],
+];
 
 test("layering: every import follows reference ← oracle ← cases ← harness ← checks", () => {
   const files = tsFiles().map((rel) => ({ rel, text: readFileSync(resolve(ROOT, rel), "utf8") }));
@@ -76,4 +137,27 @@ test("layering: the test itself catches an import against the direction", () => 
     { rel: "ffi/w.ts", text: 'import type { Report } from "../harness/report.ts";\n' },
   ];
   expect(layeringViolations(planted).length).toBe(4);
+});
+
+test("layering: no import cycles (besides the known ones, each still present)", () => {
+  const files = tsFiles().map((rel) => ({ rel, text: readFileSync(resolve(ROOT, rel), "utf8") }));
+  expect(importCycles(files)).toEqual(KNOWN_CYCLES.map((c) => [...c]));
+});
+
+test("layering: the test catches a check folder importing another, and an import cycle", () => {
+  const planted = [
+    { rel: "conformance/c6/x.ts", text: 'import { flashCompare } from "../c5/compare.ts";\n' },
+    { rel: "conformance/c6/y.ts", text: 'import { replay } from "./replay.ts";\nimport { cli } from "../cli.ts";\n' },
+    { rel: "conformance/cli.ts", text: 'import { c5 } from "./c5/checks.ts";\n' },
+  ];
+  expect(layeringViolations(planted)).toEqual([
+    "conformance/c6/x.ts imports conformance/c5/compare.ts: the check folder conformance/c6 imports another check folder, conformance/c5",
+  ]);
+  const cyclic = [
+    { rel: "oracle/a.ts", text: 'import type { B } from "./b.ts";\n' },
+    { rel: "oracle/b.ts", text: 'import { c } from "./c.ts";\n' },
+    { rel: "oracle/c.ts", text: 'import { a } from "./a.ts";\n' },
+    { rel: "oracle/d.ts", text: 'import { a } from "./a.ts";\n' },
+  ];
+  expect(importCycles(cyclic)).toEqual([["oracle/a.ts", "oracle/b.ts", "oracle/c.ts"]]);
 });

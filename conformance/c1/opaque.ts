@@ -7,8 +7,8 @@
 import { bitwiseEqual, compareTensors } from "../../oracle/compare.ts";
 import { fromComparison, type CaseOutcome, type CheckDef, type Profile } from "../../harness/check.ts";
 import { frozenBackward, frozenForwardSaved, paramNames, ruleBackward, ruleForwardSaved } from "../../src/rules/level.ts";
-import { buildRuleCase, ruleCaseSpecArb, type RuleCase, type RuleCaseSpec } from "../../cases/rule-case.ts";
-import { forwardY, gradNames, handGrads, tapeGrads, variants, vkey, type TapeRun, type Variant } from "../../cases/rule-variant.ts";
+import { buildRuleCase, type RuleCase, type RuleCaseSpec } from "../../cases/rule-case.ts";
+import { forwardY, gradNames, handGrads, tapeGrads, variantCaseArb, variants, vkey, type TapeRun, type Variant } from "../../cases/rule-variant.ts";
 
 const RUNS_C1: Record<Profile, number> = { quick: 5, default: 20, deep: 200 };
 
@@ -59,11 +59,6 @@ function checkSavedUntouched(v: Variant, c: RuleCase): CaseOutcome | null {
     if (bitwiseEqual(saved[n]!.data, b) !== -1) return { ok: false, message: `backward wrote into saved tensor '${n}'` };
   }
   return null;
-}
-
-/** A frozen read of a zero state reads zero (C8): frozen variants read random states here. */
-export function variantCaseArb(v: Variant) {
-  return v.frozen ? ruleCaseSpecArb(v.decl).map((s) => ({ ...s, state: "random" as const })) : ruleCaseSpecArb(v.decl);
 }
 
 export function c1Checks(): CheckDef[] {

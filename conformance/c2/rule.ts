@@ -9,8 +9,7 @@ import { gradCheck } from "../../oracle/gradcheck.ts";
 import { fromComparison, type CaseOutcome, type CheckDef, type Profile } from "../../harness/check.ts";
 import { paramNames } from "../../src/rules/level.ts";
 import { buildRuleCase, type RuleCaseSpec } from "../../cases/rule-case.ts";
-import { gradNames, isStateGradName, lossOf, tapeGrads, tensorOf, variants, vkey, type Variant } from "../../cases/rule-variant.ts";
-import { variantCaseArb } from "../c1/opaque.ts";
+import { gradNames, isStateGradName, lossOf, tapeGrads, tensorOf, variantCaseArb, variants, vkey, type Variant } from "../../cases/rule-variant.ts";
 
 const RUNS_C2: Record<Profile, number> = { quick: 4, default: 15, deep: 150 };
 /** Above this many input elements C2 uses random directions (then the full Jacobian on failure). */

@@ -8,22 +8,15 @@
  */
 import * as fc from "fast-check";
 import type { RuleAbi, Shape } from "../../ffi/abi.ts";
-import { isGate } from "../../ffi/abi.ts";
 import type { Arrays } from "../../ffi/lib.ts";
 import type { Profile } from "../../harness/check.ts";
 import { innerCase } from "../../cases/inner-case.ts";
-import { ALPHA_LEVELS, THETA_LEVELS, ruleCaseSpecArb, type RuleCaseSpec, type SizeLimits } from "../../cases/rule-case.ts";
+import { isStateTensor, mapSeq, packStates, packTokens, seqExtraArb, tokenWidth, type SeqExtra } from "../../cases/kernel-batch.ts";
+import type { SeqTensors } from "../../oracle/plain-reference.ts";
+import { ruleCaseSpecArb, type RuleCaseSpec, type SizeLimits } from "../../cases/rule-case.ts";
 import type { InnerInputs, RuleConfig, RuleDecl, State } from "../../src/rules/types.ts";
-import { concat } from "../../src/numeric.ts";
 import { Tensor, cast } from "../../src/tensor.ts";
 import { roundTo, roundedCopy, type Precision, type StorageDType } from "../../src/precision.ts";
-
-interface SeqExtra {
-  seed: number;
-  alpha: keyof typeof ALPHA_LEVELS;
-  theta: keyof typeof THETA_LEVELS;
-  state: "init" | "random";
-}
 
 /** The checkpoint intervals C5 runs (docs/spec/kernel-abi.md#checkpointing). */
 export const CHECKPOINTS = [1, 4, 16] as const;
@@ -49,12 +42,7 @@ export function batchArb(decl: RuleDecl, frozen: boolean, profile: Profile, size
   // deep adds sizes that are odd and not a multiple of 32, above one warp (a fixed T stays fixed)
   const wide: SizeLimits = { d: [33, 40], seq_len: sizes?.seq_len ?? [1, 6] };
   if (profile === "deep") base = fc.oneof({ weight: 4, arbitrary: base }, { weight: 1, arbitrary: ruleCaseSpecArb(decl, wide) });
-  const extra = fc.record({
-    seed: fc.integer({ min: 1, max: 0x7fffffff }),
-    alpha: fc.constantFrom<SeqExtra["alpha"]>("mid", "low", "high"),
-    theta: fc.constantFrom<SeqExtra["theta"]>("small", "large"),
-    state: fc.constantFrom<SeqExtra["state"]>("init", "random"),
-  });
+  const extra = seqExtraArb(["init", "random"]);
   // mostly given: a NULL upstream gradient is one case in five
   const nullable = fc.integer({ min: 0, max: 4 }).map((i) => i === 0);
   return fc.record({
@@ -109,13 +97,11 @@ export function sequence(decl: RuleDecl, spec: RuleCaseSpec, frozen: boolean, p:
 
 /**
  * A plain reference's outputs as the kernel stores them: per-token tensors and gates (y, dk, dalpha,
- * ...) rounded to the storage dtype, states and state gradients ("state M", "dM_0", a frozen read's
- * "dM") to the state dtype. Identity for f32.
+ * ...) rounded to the storage dtype, states and state gradients to the state dtype. Identity for f32.
  */
-export function asStored(rec: Readonly<Record<string, ArrayLike<number>>>, states: readonly string[], p: Pick<Precision, "storage" | "state">): Record<string, ArrayLike<number>> {
-  if (p.storage === "f32" && p.state === "f32") return { ...rec };
-  const isState = (name: string) => name.startsWith("state ") || states.some((s) => name === `d${s}` || name === `d${s}_0`);
-  return Object.fromEntries(Object.entries(rec).map(([n, a]) => [n, roundedCopy(isState(n) ? p.state : p.storage, a)]));
+export function asStored(rec: SeqTensors, p: Pick<Precision, "storage" | "state">): SeqTensors {
+  if (p.storage === "f32" && p.state === "f32") return rec;
+  return mapSeq(rec, (a, k) => roundedCopy(isStateTensor(k) ? p.state : p.storage, a));
 }
 
 /** The batch's B·H sequences (one config: the extras change seeds, gates and state only). */
@@ -127,46 +113,23 @@ export function sequencesOf(decl: RuleDecl, k: KSpec, frozen: boolean, p?: Pick<
   return { seqs, cfg, shape: { B: k.B, T: cfg.seq_len, H: k.H, d: cfg.d } };
 }
 
-/** Per-sequence [T, w] arrays (sequence n = b·H + h) as one ABI tensor [B, T, H, w]. */
-export function interleave(parts: ArrayLike<number>[], shape: Shape, w: number): Float32Array {
-  const { B, T, H } = shape;
-  const out = new Float32Array(B * T * H * w);
-  for (let b = 0; b < B; b++)
-    for (let h = 0; h < H; h++) {
-      const p = parts[b * H + h]!;
-      for (let t = 0; t < T; t++) for (let i = 0; i < w; i++) out[((b * T + t) * H + h) * w + i] = p[t * w + i]!;
-    }
-  return out;
-}
-
-/** Sequence n's [T, w] slice of an ABI tensor [B, T, H, w]. */
-export function seqOf(a: Float32Array, shape: Shape, w: number, n: number): Float32Array {
-  const { T, H } = shape;
-  const b = Math.floor(n / H), h = n % H;
-  const out = new Float32Array(T * w);
-  for (let t = 0; t < T; t++) for (let i = 0; i < w; i++) out[t * w + i] = a[((b * T + t) * H + h) * w + i]!;
-  return out;
-}
-
-/** Sequence n's part of a state tensor [B, H, ...] (states of sequence n are contiguous). */
-export function stateOf(a: Float32Array, shape: Shape, n: number): Float32Array {
-  const per = a.length / (shape.B * shape.H);
-  return a.subarray(n * per, (n + 1) * per);
-}
-
-export const widthOf = (name: string, shape: Shape): number => (isGate(name.replace(/^d/, "")) ? 1 : shape.d);
-
 export function batchInputs(a: RuleAbi, seqs: Seq[], shape: Shape): Arrays {
   const out: Arrays = {};
-  for (const n of a.inputs) out[n] = interleave(seqs.map((s) => s.in32[n]!.data), shape, widthOf(n, shape));
+  for (const n of a.inputs) out[n] = tokens(seqs.map((s) => s.in32[n]!.data), shape, tokenWidth(n, shape.d));
   return out;
 }
 
 export function batchState(names: readonly string[], states: State[]): Arrays {
   const out: Arrays = {};
-  for (const n of names) out[n] = concat(states.map((s) => s[n]!.data), "f32") as Float32Array;
+  for (const n of names) {
+    const parts = states.map((s) => s[n]!.data);
+    out[n] = packStates(parts, new Float32Array(parts.reduce((a, p) => a + p.length, 0)));
+  }
   return out;
 }
 
-export const batchQ = (seqs: Seq[], shape: Shape): Float32Array => interleave(seqs.map((s) => s.in32.q.data), shape, shape.d);
-export const batchDy = (seqs: Seq[], shape: Shape): Float32Array => interleave(seqs.map((s) => s.dy32.data), shape, shape.d);
+/** Per-sequence [T, w] arrays as one f32 ABI tensor [B, T, H, w]. */
+const tokens = (parts: ArrayLike<number>[], shape: Shape, w: number): Float32Array => packTokens(parts, shape, w, new Float32Array(shape.B * shape.T * shape.H * w));
+
+export const batchQ = (seqs: Seq[], shape: Shape): Float32Array => tokens(seqs.map((s) => s.in32.q.data), shape, shape.d);
+export const batchDy = (seqs: Seq[], shape: Shape): Float32Array => tokens(seqs.map((s) => s.dy32.data), shape, shape.d);

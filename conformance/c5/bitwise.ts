@@ -5,17 +5,27 @@
 import type { KernelLib } from "../../ffi/lib.ts";
 import type { CaseOutcome } from "../../harness/check.ts";
 import type { RuleDecl } from "../../src/rules/types.ts";
+import { entries, tensorName } from "../../cases/kernel-batch.ts";
 import { sequencesOf, type KSpec } from "./batch.ts";
 import { runKernels } from "./forward-backward.ts";
 
-/** Every output of every kernel of the variant, keyed `<fn> <output> <sequence>`. */
-export function runAllKernels(decl: RuleDecl, frozen: boolean, lib: KernelLib, k: KSpec): Record<string, Float32Array> {
+/** One output array of a kernel run: the function that wrote it, the tensor, and the sequence (if per sequence). */
+export interface RunOutput {
+  readonly fn: string;
+  readonly name: string;
+  readonly seq?: number;
+  readonly data: Float32Array;
+}
+
+/** Every output of every kernel of the variant, per sequence, in a fixed order. */
+export function runAllKernels(decl: RuleDecl, frozen: boolean, lib: KernelLib, k: KSpec): RunOutput[] {
   const { seqs, cfg, shape } = sequencesOf(decl, k, frozen);
   const r = runKernels(decl, frozen, lib, k, seqs, cfg, shape, true);
-  const out: Record<string, Float32Array> = {};
+  const out: RunOutput[] = [];
   const pre = `nlk_${decl.key}_${frozen ? "frozen_" : ""}`;
-  r.forward.forEach((rec, n) => { for (const [name, a] of Object.entries(rec)) out[`${pre}forward ${name} ${n}`] = a; });
-  r.backward.forEach((rec, n) => { for (const [name, a] of Object.entries(rec)) out[`${pre}backward ${name} ${n}`] = a; });
+  for (const [phase, recs] of [["forward", r.forward], ["backward", r.backward]] as const) {
+    recs.forEach((rec, seq) => { for (const [key, data] of entries(rec)) out.push({ fn: `${pre}${phase}`, name: tensorName(key, frozen), seq, data }); });
+  }
   return out;
 }
 
@@ -27,12 +37,17 @@ export function firstBitDiff(a: Float32Array, b: Float32Array): number {
   return -1;
 }
 
-export function compareRuns(a: Record<string, Float32Array>, b: Record<string, Float32Array>, what: string): CaseOutcome {
-  for (const key of Object.keys(a)) {
-    const i = firstBitDiff(a[key]!, b[key]!);
+/** The two runs' outputs bit for bit; a run that produced nothing, or other outputs, proves nothing and fails. */
+export function compareRuns(a: readonly RunOutput[], b: readonly RunOutput[], what: string): CaseOutcome {
+  if (a.length === 0 || a.length !== b.length || a.some((x, j) => x.fn !== b[j]!.fn || x.name !== b[j]!.name || x.data.length === 0)) {
+    return { ok: false, message: `the two runs do not give the same non-empty outputs (${a.length} and ${b.length} arrays) ${what}` };
+  }
+  for (let j = 0; j < a.length; j++) {
+    const x = a[j]!, y = b[j]!;
+    const i = firstBitDiff(x.data, y.data);
     if (i >= 0) {
-      const [sym, name, seq] = key.split(" ");
-      return { ok: false, message: `${sym}: output ${name} (sequence ${seq})[${i}] differs ${what}: ${a[key]![i]} vs ${b[key]![i]} — a race between threads of a block` };
+      const where = x.seq === undefined ? `${x.name}[${i}]` : `${x.name} (sequence ${x.seq})[${i}]`;
+      return { ok: false, message: `${x.fn}: output ${where} differs ${what}: ${x.data[i]} vs ${y.data[i]} — a race between threads of a block` };
     }
   }
   return { ok: true };

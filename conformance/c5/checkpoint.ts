@@ -12,21 +12,22 @@ import type { Shape } from "../../ffi/abi.ts";
 import type { Arrays, KernelLib, RulePair } from "../../ffi/lib.ts";
 import type { CaseOutcome } from "../../harness/check.ts";
 import { withDefaults } from "../../src/rules/level.ts";
-import { stateNames } from "../../src/rules/state-grad.ts";
 import type { InnerGrads, InnerInputs, RuleConfig, RuleDecl, State } from "../../src/rules/types.ts";
 import { concat } from "../../src/numeric.ts";
 import { Tensor } from "../../src/tensor.ts";
-import { CHECKPOINTS, asStored, batchDy, batchInputs, batchState, sequencesOf, widthOf, type KSpec } from "./batch.ts";
+import { CHECKPOINTS, asStored, batchDy, batchInputs, batchState, sequencesOf, type KSpec } from "./batch.ts";
+import { comparedItems, entries, fromInnerGrads, tensorAt, tensorName, tokenWidth } from "../../cases/kernel-batch.ts";
+import { gradInput, type GradName } from "../../ffi/abi.ts";
 import { firstBitDiff } from "./bitwise.ts";
-import { flashCompare, type Compared } from "./compare.ts";
-import { declaredPrecision, perSequence, runKernels, type PerSeq } from "./forward-backward.ts";
-import { plainYardstick } from "../../oracle/plain-reference.ts";
+import { flashCompare } from "../../oracle/kernel-judge.ts";
+import { byInput, declaredPrecision, perSequence, runKernels, type PerSeq } from "./forward-backward.ts";
+import { plainYardstickSeq, type SeqTensors } from "../../oracle/plain-reference.ts";
 import { requirePair } from "./kernel-lib.ts";
 
 function compareBits(a: PerSeq[], b: PerSeq[], what: string): string | null {
   for (let n = 0; n < a.length; n++) {
-    for (const name of Object.keys(a[n]!)) {
-      const x = a[n]![name]!, y = b[n]?.[name];
+    for (const [key, x] of entries(a[n]!)) {
+      const name = tensorName(key, false), y = b[n] === undefined ? undefined : tensorAt(b[n]!, key);
       if (y === undefined) return `${name} missing ${what}`;
       const i = firstBitDiff(x, y);
       if (i >= 0) return `${name} (sequence ${n})[${i}] differs ${what}: ${x[i]} vs ${y[i]}`;
@@ -56,7 +57,7 @@ export function checkpointCase(decl: RuleDecl, lib: KernelLib, k: KSpec, bitwise
   try {
     const g1 = pair.backward(shape, k.C, cfg, inputs, st0, f.ws, dy, dFinal);
     const g2 = pair.backward(shape, k.C, cfg, inputs, st0, f.ws, dy, dFinal);
-    const d = compareBits(perSequence(shape, g1.grads, g1.dState0), perSequence(shape, g2.grads, g2.dState0),
+    const d = compareBits(perSequence(shape, { grads: byInput(g1.grads), dState0: g1.dState0 }), perSequence(shape, { grads: byInput(g2.grads), dState0: g2.dState0 }),
       `between two backward calls on one workspace (C = ${k.C}): the backward changed what the forward saved`);
     if (d !== null) return { ok: false, message: `nlk_${decl.key}_backward: ${d}` };
   } finally {
@@ -88,7 +89,7 @@ export const CHUNK_T = 24;
 const CHUNK = 8;
 
 function sliceAll(rec: Arrays, s: Shape, t0: number, t1: number): Arrays {
-  return Object.fromEntries(Object.entries(rec).map(([n, a]) => [n, tokenSlice(a, s, widthOf(n, s), t0, t1)]));
+  return Object.fromEntries(Object.entries(rec).map(([n, a]) => [n, tokenSlice(a, s, tokenWidth(n, s.d), t0, t1)]));
 }
 
 /** Tokens t0 .. t1−1 of a per-token reference tensor ([s, d] or a gate [s]). */
@@ -108,7 +109,7 @@ function sliceInner(inp: InnerInputs, t0: number, t1: number): InnerInputs {
  * final state threaded forward and d(initial state) threaded back. y, the final state and every
  * gradient, flat, named as the kernel's per-sequence records.
  */
-function chunkedReference(decl: RuleDecl, cfg: RuleConfig, inp: InnerInputs, st: State, dy: Tensor, dFinal: State): Record<string, ArrayLike<number>> {
+function chunkedReference(decl: RuleDecl, cfg: RuleConfig, inp: InnerInputs, st: State, dy: Tensor, dFinal: State): SeqTensors {
   const cCfg = withDefaults(decl, { ...cfg, seq_len: CHUNK });
   const chunks = [0, 1, 2].map((i) => sliceInner(inp, i * CHUNK, (i + 1) * CHUNK));
   const states: State[] = [st], saved = [];
@@ -126,10 +127,10 @@ function chunkedReference(decl: RuleDecl, cfg: RuleConfig, inp: InnerInputs, st:
     grads[i] = Object.fromEntries(Object.entries(g).filter(([, t]) => t instanceof Tensor).map(([n, t]) => [n, (t as Tensor).data]));
     dF = dState0 ?? {};
   }
-  const out: Record<string, ArrayLike<number>> = { y: concat(ys) };
-  for (const [n, t] of Object.entries(states[3]!)) out[`state ${n}`] = t.data;
-  for (const n of Object.keys(grads[0]!)) out[n] = concat(grads.map((g) => g[n]!));
-  for (const [n, t] of Object.entries(dF)) out[`d${n}_0`] = t.data;
+  const out: SeqTensors = { y: concat(ys), state: {}, grads: {}, dState0: {} };
+  for (const [n, t] of Object.entries(states[3]!)) out.state[n] = t.data;
+  for (const n of Object.keys(grads[0]!)) out.grads[gradInput(n as GradName)] = concat(grads.map((g) => g[n]!));
+  for (const [n, t] of Object.entries(dF)) out.dState0[n] = t.data;
   return out;
 }
 
@@ -167,12 +168,13 @@ export function chunkCase(decl: RuleDecl, lib: KernelLib, k: KSpec, exercised: S
       ys.push(f.y);
       states.push(f.state);
     }
-    const fwd = perSequence(shape, { y: tokenJoin(ys, shape, shape.d) }, Object.fromEntries(Object.entries(states[3]!).map(([n, a]) => [`state ${n}`, a])));
+    const fwd = perSequence(shape, { y: tokenJoin(ys, shape, shape.d), state: states[3]! });
     if (splitNeutral) {
       for (let n = 0; n < fwd.length; n++) {
-        for (const name of Object.keys(fwd[n]!)) {
-          const i = firstBitDiff(fwd[n]![name]!, whole.forward[n]![name]!);
-          if (i >= 0) return { ok: false, message: `${name} (sequence ${n})[${i}]: three chunks of ${CHUNK} give ${fwd[n]![name]![i]}, one call ${whole.forward[n]![name]![i]} (must be bitwise equal)` };
+        for (const [key, a] of entries(fwd[n]!)) {
+          const b = tensorAt(whole.forward[n]!, key)!;
+          const i = firstBitDiff(a, b);
+          if (i >= 0) return { ok: false, message: `${tensorName(key, false)} (sequence ${n})[${i}]: three chunks of ${CHUNK} give ${a[i]}, one call ${b[i]} (must be bitwise equal)` };
         }
       }
     }
@@ -185,30 +187,23 @@ export function chunkCase(decl: RuleDecl, lib: KernelLib, k: KSpec, exercised: S
       dF = g.dState0;
     }
     const joined: Arrays = {};
-    for (const gname of pair.abi.grads) joined[gname] = tokenJoin(grads.map((g) => g[gname]!), shape, widthOf(gname, shape));
-    const chunked = perSequence(shape, joined, Object.fromEntries(Object.entries(dF).map(([n, a]) => [`d${n}_0`, a])));
-    const items: Compared[] = [];
-    const stateNamesOf = stateNames(decl);
+    for (const gname of pair.abi.grads) joined[gname] = tokenJoin(grads.map((g) => g[gname]!), shape, tokenWidth(gname, shape.d));
+    const chunked = perSequence(shape, { grads: byInput(joined), dState0: dF });
+    const kernels: SeqTensors[] = [], refs64: SeqTensors[] = [], refs32: SeqTensors[] = [];
     seqs.forEach((s, n) => {
-      const flat = (r: InnerGrads): Record<string, ArrayLike<number>> => {
-        const out: Record<string, ArrayLike<number>> = {};
-        for (const [nm, t] of Object.entries(r)) if (nm !== "dState0" && t instanceof Tensor) out[nm] = t.data;
-        for (const [nm, t] of Object.entries(r.dState0 ?? {})) out[`d${nm}_0`] = t.data;
-        return out;
-      };
+      const flat = (r: InnerGrads): SeqTensors => ({ state: {}, ...fromInnerGrads(r) });
       // ref64: the whole sequence, or (derived state) the same three calls
       const a64 = splitNeutral ? flat(decl.inner.backward(decl.inner.forward(s.in64, s.st64, cfg).saved, s.in64, s.dy64, cfg, s.dFinal64))
         : chunkedReference(decl, cfg, s.in64, s.st64, s.dy64, s.dFinal64);
       // The plain reference runs as the kernel did, three calls with the state and its gradient
       // crossing the ABI in the state dtype between them: those roundings are the ABI's, not the kernel's.
-      const a32 = plainYardstick(precision.accumulate, a64, () =>
-        asStored(chunkedReference(decl, cfg, s.in32, s.st32, s.dy32, s.dFinal32), stateNamesOf, precision));
-      const kernel = splitNeutral ? chunked[n]! : { ...fwd[n]!, ...chunked[n]! };
-      for (const name of Object.keys(kernel)) {
-        const len = kernel[name]!.length;
-        items.push({ name, seq: n, kernel: kernel[name], ref64: a64[name] ?? new Float64Array(len), ref32: a32[name] ?? new Float64Array(len) });
-      }
+      const a32 = plainYardstickSeq(precision.accumulate, a64, () =>
+        asStored(chunkedReference(decl, cfg, s.in32, s.st32, s.dy32, s.dFinal32), precision));
+      kernels.push(splitNeutral ? chunked[n]! : { ...chunked[n]!, y: fwd[n]!.y, state: fwd[n]!.state });
+      refs64.push(a64);
+      refs32.push(a32);
     });
+    const items = comparedItems(kernels, refs64, refs32, false, "abi", false);
     const who = `nlk_${decl.key} over three chunks of ${CHUNK}${splitNeutral ? "" : " (against the reference cut the same way)"}`;
     const r = flashCompare(items, exercised, who, precision);
     if (!splitNeutral) return r.ok ? { ...r, message: "the rule derives state at each call: compared with the reference run as the same three calls" } : r;

@@ -1,18 +1,18 @@
 /**
  * C5 — kernel pairs (docs/spec/conformance.md#c5; the precision rule of docs/spec/precision.md#flash):
- * the catalogue side. The checks are the plan's (plan.ts). Each backend's checks run in one child
- * process (spawn.ts, child.ts), started by the first of them that runs, which batches every
- * selected check of that backend; the results are cached here and handed to each check in turn.
+ * the catalogue side. The checks are the plan's (plan.ts). Each backend's checks run in a child
+ * process (spawn.ts, child.ts; harness/child-process.ts), started by the first of them that runs,
+ * which batches every selected check of that backend (a fresh child after a crash); the results
+ * are cached and handed to each check in turn.
  * The isolation and header checks run in this process.
  */
 import { kernelBackendNames } from "../../ffi/backends.ts";
-import type { CheckDef, CheckResult, DelegatedCheck, DelegatedResult, DelegateOptions, Profile } from "../../harness/check.ts";
+import type { CheckDef, DelegatedCheck, DelegatedResult, DelegateOptions } from "../../harness/check.ts";
+import { ChildResults } from "../../harness/child-process.ts";
 import type { BackendInfo } from "../../harness/report.ts";
-import { checkSeed } from "../../harness/run.ts";
 import { abiHeaderCheck } from "./header.ts";
 import { crashIsolation } from "./isolation.ts";
 import { c5Plan, parentPlan, type ChildEntry, type IsolationEntry } from "./plan.ts";
-import type { ChildRequest } from "./protocol.ts";
 import { probeBackends, probedBackends, runChild } from "./spawn.ts";
 
 /**
@@ -50,38 +50,12 @@ function backendVerdict(backend: string, seed: number): DelegatedResult | null {
   return null;
 }
 
-/** Child results by check id, seed and profile: one child run answers every check of its batch. */
-const cache = new Map<string, CheckResult>();
-
-function cacheKey(id: string, seed: number, profile: Profile): string {
-  return `${id}|${seed}|${profile}`;
-}
-
-function toDelegated(r: CheckResult): DelegatedResult {
-  return { status: r.status, runs: r.runs, seed: r.seed, path: r.path, worst: r.worst ?? undefined, message: r.message, ms: r.ms, ...(r.details ? { details: r.details } : {}) };
-}
+/** The children's results: one batch answers every selected check of its backend. */
+const results = new ChildResults(runChild);
 
 /** Runs a check in its backend's child: a replay alone, a normal run with every selected sibling. */
 function childDelegate(backend: string, id: string, siblings: () => readonly CheckDef[]): (opts: DelegateOptions) => DelegatedResult {
-  return ({ seed, runSeed, profile, replayPath, selected }) => {
-    const verdict = backendVerdict(backend, seed);
-    if (verdict !== null) return verdict;
-    const key = cacheKey(id, seed, profile);
-    let r = cache.get(key);
-    if (r === undefined) {
-      const req: ChildRequest = replayPath !== undefined
-        ? { backend, profile, checks: [{ id, seed, path: replayPath }] }
-        : { backend, profile, runSeed, checks: siblings().filter((c) => c.id === id || selected.has(c.id)).map((c) => ({ id: c.id })) };
-      const out = runChild(req);
-      for (const [cid, res] of out.results) {
-        const s = req.runSeed !== undefined ? checkSeed(req.runSeed, cid) : seed;
-        cache.set(cacheKey(cid, s, profile), res);
-      }
-      r = cache.get(key);
-      if (r === undefined) throw new Error(`the ${backend} child process returned no result for ${id}`);
-    }
-    return toDelegated(r);
-  };
+  return (opts) => backendVerdict(backend, opts.seed) ?? results.result(backend, id, opts, siblings);
 }
 
 function childCheck(backend: string, e: ChildEntry, siblings: () => readonly CheckDef[]): DelegatedCheck {

@@ -7,7 +7,8 @@ import type { CaseOutcome, CheckDef, CheckResult, Profile, PropertyCheck } from 
 import { ruleCaseSpecArb, type RuleCaseSpec } from "../../cases/rule-case.ts";
 import { ruleByKey } from "../../src/rules/index.ts";
 import { batchArb, sizesFor, type KSpec } from "./batch.ts";
-import { coverage, expectedTensors } from "./compare.ts";
+import { coverage } from "../../oracle/kernel-judge.ts";
+import { expectedTensors } from "../../cases/kernel-batch.ts";
 import { THREAD_MODE_RULE, plantedFault, raceDetector, syncMisuse, threadMode } from "./emu-selftest.ts";
 import { backwardCase, forwardCase } from "./forward-backward.ts";
 import { e2eCase, gpuBlocksCase, raceCase } from "./phases.ts";

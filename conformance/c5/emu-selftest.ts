@@ -28,7 +28,7 @@ export function raceDetector(t: KernelLib): CaseOutcome {
   } finally {
     emu.setOrder(false);
   }
-  const r = compareRuns({ "nlk_test_race out": a }, { "nlk_test_race out": b }, "between thread orders");
+  const r = compareRuns([{ fn: "nlk_test_race", name: "out", data: a }], [{ fn: "nlk_test_race", name: "out", data: b }], "between thread orders");
   return r.ok ? { ok: false, message: "the planted race (a missing __syncthreads) gave identical bits in both thread orders: the race check is blind" }
     : { ok: true, message: r.message };
 }

@@ -4,23 +4,23 @@
  * sequence — y and the final state; every input gradient and d(initial state), with dy and
  * d(final state) given or NULL (docs/spec/kernel-abi.md#backward).
  */
-import { symbolName, type Shape } from "../../ffi/abi.ts";
+import { gradInput, symbolName, type GradName, type Shape } from "../../ffi/abi.ts";
 import { wireDType, type Arrays, type KernelLib } from "../../ffi/lib.ts";
 import type { CaseOutcome } from "../../harness/check.ts";
 import type { RuleConfig, RuleDecl, State } from "../../src/rules/types.ts";
-import { zeros, type Tensor } from "../../src/tensor.ts";
-import { asStored, batchDy, batchInputs, batchQ, batchState, seqOf, sequencesOf, stateOf, widthOf, type KSpec, type Seq } from "./batch.ts";
-import { stateNames } from "../../src/rules/state-grad.ts";
+import { zeros } from "../../src/tensor.ts";
+import { asStored, batchDy, batchInputs, batchQ, batchState, sequencesOf, type KSpec, type Seq } from "./batch.ts";
+import { comparedItems, emptySeq, fromInnerGrads, tokenWidth, unpackState, unpackTokens } from "../../cases/kernel-batch.ts";
 import type { Precision } from "../../src/precision.ts";
-import { plainYardstick } from "../../oracle/plain-reference.ts";
-import { F32_STORE_F64_ACC, flashCompare, type Compared } from "./compare.ts";
+import { plainYardstickSeq, type SeqTensors } from "../../oracle/plain-reference.ts";
+import { F32_STORE_F64_ACC, flashCompare } from "../../oracle/kernel-judge.ts";
 import { requireFrozen, requirePair } from "./kernel-lib.ts";
 import { chunkFormSymbol } from "../../ffi/abi.ts";
 import { hasChunkStartGd } from "../../src/rules/chunk-gd.ts";
-import { chunkGdReferenceBackward, chunkGdReferenceForward } from "../chunk/reference.ts";
+import { chunkGdReferenceBackward, chunkGdReferenceForward } from "../../oracle/chunk-gd-reference.ts";
 
-/** What a kernel run produced for one sequence, by compared name. */
-export type PerSeq = Record<string, Float32Array>;
+/** What a kernel run produced for one sequence. */
+export type PerSeq = SeqTensors<Float32Array>;
 
 /**
  * The reference a pair is compared with (docs/spec/kernel-abi.md#chunk-form): the sequential rule,
@@ -44,35 +44,33 @@ export function refFormOf(decl: RuleDecl, frozen: boolean, lib: KernelLib): RefF
 }
 
 /** The reference's y and final state (frozen: y) of one sequence in one precision. */
-function refForward(decl: RuleDecl, frozen: boolean, s: Seq, p: 32 | 64, cfg: RuleConfig, form: RefForm): Record<string, ArrayLike<number>> {
+function refForward(decl: RuleDecl, frozen: boolean, s: Seq, p: 32 | 64, cfg: RuleConfig, form: RefForm): SeqTensors {
   const inp = p === 64 ? s.in64 : s.in32, st = p === 64 ? s.st64 : s.st32;
-  if (frozen) return { y: decl.frozen!.forward(inp.q, st, cfg).y.data };
+  const out = emptySeq<ArrayLike<number>>();
+  if (frozen) return { ...out, y: decl.frozen!.forward(inp.q, st, cfg).y.data };
   if (form.gdC !== null) return chunkGdReferenceForward(decl, inp, st, cfg, form.gdC);
   const r = decl.inner.forward(inp, st, cfg);
-  const out: Record<string, ArrayLike<number>> = { y: r.y.data };
-  for (const [n, t] of Object.entries(r.finalState)) out[`state ${n}`] = t.data;
+  out.y = r.y.data;
+  for (const [n, t] of Object.entries(r.finalState)) out.state[n] = t.data;
   return out;
 }
 
 /** The reference's gradients of one sequence (absent = zero, filled in by the comparison). */
-function refBackward(decl: RuleDecl, frozen: boolean, s: Seq, p: 32 | 64, cfg: RuleConfig, k: KSpec, form: RefForm): Record<string, ArrayLike<number>> {
+function refBackward(decl: RuleDecl, frozen: boolean, s: Seq, p: 32 | 64, cfg: RuleConfig, k: KSpec, form: RefForm): SeqTensors {
   const inp = p === 64 ? s.in64 : s.in32, st = p === 64 ? s.st64 : s.st32;
   const dy0 = p === 64 ? s.dy64 : s.dy32;
   const dy = k.dyNull ? zeros(dy0.dtype, dy0.shape) : dy0;
-  const out: Record<string, ArrayLike<number>> = {};
+  const out = emptySeq<ArrayLike<number>>();
   if (frozen) {
     const fz = decl.frozen!;
     const g = fz.backward(fz.forward(inp.q, st, cfg).saved, inp.q, dy, cfg);
-    out.dq = g.dq.data;
-    for (const [n, t] of Object.entries(g.dState)) out[`d${n}`] = t.data;
+    out.grads.q = g.dq.data;
+    for (const [n, t] of Object.entries(g.dState)) out.dState0[n] = t.data;
     return out;
   }
   const dFinal: State | undefined = k.dFinalNull ? undefined : p === 64 ? s.dFinal64 : s.dFinal32;
   if (form.gdC !== null) return chunkGdReferenceBackward(decl, inp, st, cfg, form.gdC, dy, dFinal);
-  const g = decl.inner.backward(decl.inner.forward(inp, st, cfg).saved, inp, dy, cfg, dFinal) as Record<string, unknown>;
-  for (const [n, t] of Object.entries(g)) if (n !== "dState0" && t !== undefined) out[n] = (t as Tensor).data;
-  for (const [n, t] of Object.entries((g.dState0 ?? {}) as Record<string, Tensor>)) out[`d${n}_0`] = t.data;
-  return out;
+  return { ...out, ...fromInnerGrads(decl.inner.backward(decl.inner.forward(inp, st, cfg).saved, inp, dy, cfg, dFinal)) };
 }
 
 /**
@@ -87,36 +85,35 @@ export function declaredPrecision(lib: KernelLib, symbol: string): Precision {
 
 /**
  * Kernel outputs against ref64 and the plain reference (the reference in f32, summed in the
- * kernel's declared accumulate dtype), per sequence; a name the reference lacks is zero.
+ * kernel's declared accumulate dtype), per sequence; a tensor the reference lacks is zero.
  */
 function compareAll(decl: RuleDecl, frozen: boolean, k: KSpec, seqs: Seq[], cfg: RuleConfig, kernel: PerSeq[], which: "forward" | "backward",
   exercised: Set<string>, who: string, precision: Precision, form: RefForm): CaseOutcome {
-  const items: Compared[] = [];
-  const states = stateNames(decl);
-  seqs.forEach((s, n) => {
-    const r64 = which === "forward" ? refForward(decl, frozen, s, 64, cfg, form) : refBackward(decl, frozen, s, 64, cfg, k, form);
-    const r32 = plainYardstick(precision.accumulate, r64, () =>
-      asStored(which === "forward" ? refForward(decl, frozen, s, 32, cfg, form) : refBackward(decl, frozen, s, 32, cfg, k, form), states, precision));
-    for (const name of new Set([...Object.keys(kernel[n]!), ...Object.keys(r64)])) {
-      const kern = kernel[n]![name];
-      const len = (r64[name] ?? kern)?.length ?? 0;
-      items.push({ name, seq: n, kernel: kern, ref64: r64[name] ?? new Float64Array(len), ref32: r32[name] ?? new Float64Array(len) });
-    }
-  });
-  return flashCompare(items, exercised, who, precision);
+  const ref = (s: Seq, p: 32 | 64) => (which === "forward" ? refForward(decl, frozen, s, p, cfg, form) : refBackward(decl, frozen, s, p, cfg, k, form));
+  const r64 = seqs.map((s) => ref(s, 64));
+  const r32 = seqs.map((s, n) => plainYardstickSeq(precision.accumulate, r64[n]!, () => asStored(ref(s, 32), precision)));
+  return flashCompare(comparedItems(kernel, r64, r32, frozen, "abi", true), exercised, who, precision);
 }
 
-/** Splits batched kernel outputs into per-sequence arrays under the compared names. */
-export function perSequence(shape: Shape, tokens: Arrays, states: Arrays): PerSeq[] {
-  return Array.from({ length: shape.B * shape.H }, (_, n) => {
-    const out: PerSeq = {};
-    for (const [name, a] of Object.entries(tokens)) out[name] = seqOf(a, shape, widthOf(name, shape), n);
-    for (const [name, a] of Object.entries(states)) out[name] = stateOf(a, shape, n).slice();
-    return out;
-  });
+/** Splits batched kernel outputs [B, T, H, w] and [B, H, ...] into per-sequence records. */
+export function perSequence(shape: Shape, out: { y?: Float32Array; state?: Arrays; grads?: Arrays; dState0?: Arrays }): PerSeq[] {
+  const N = shape.B * shape.H;
+  const tok = (a: Float32Array, name: string, n: number) => {
+    const w = tokenWidth(name, shape.d);
+    return unpackTokens(a, shape, w, n, new Float32Array(shape.T * w));
+  };
+  const each = (rec: Arrays | undefined, f: (a: Float32Array, name: string) => Float32Array) =>
+    Object.fromEntries(Object.entries(rec ?? {}).map(([name, a]) => [name, f(a, name)]));
+  return Array.from({ length: N }, (_, n) => ({
+    ...(out.y !== undefined ? { y: tok(out.y, "y", n) } : {}),
+    state: each(out.state, (a) => unpackState(a, N, n)),
+    grads: each(out.grads, (a, name) => tok(a, name, n)),
+    dState0: each(out.dState0, (a) => unpackState(a, N, n)),
+  }));
 }
 
-const prefixed = (rec: Arrays, pre: string, suf = ""): Arrays => Object.fromEntries(Object.entries(rec).map(([n, a]) => [`${pre}${n}${suf}`, a]));
+/** The ABI's gradient outputs (dk, dalpha, ...) by input name. */
+export const byInput = (grads: Arrays): Arrays => Object.fromEntries(Object.entries(grads).map(([g, a]) => [gradInput(g as GradName), a]));
 
 /** Runs the kernels of one case: the forward's outputs and (backward) the gradients, per sequence. */
 export function runKernels(decl: RuleDecl, frozen: boolean, lib: KernelLib, k: KSpec, seqs: Seq[], cfg: RuleConfig, shape: Shape,
@@ -127,10 +124,10 @@ export function runKernels(decl: RuleDecl, frozen: boolean, lib: KernelLib, k: K
     const q = batchQ(seqs, shape), st = batchState(fz.abi.state, seqs.map((s) => s.st32));
     const f = fz.forward(shape, cfg, q, st);
     try {
-      const forward = perSequence(shape, { y: f.y }, {});
+      const forward = perSequence(shape, { y: f.y });
       if (!withBackward) return { forward, backward: [] };
       const g = fz.backward(shape, cfg, q, st, f.ws, dy);
-      return { forward, backward: perSequence(shape, { dq: g.dq }, prefixed(g.dState, "d")) };
+      return { forward, backward: perSequence(shape, { grads: { q: g.dq }, dState0: g.dState }) };
     } finally {
       f.ws.free();
     }
@@ -139,11 +136,11 @@ export function runKernels(decl: RuleDecl, frozen: boolean, lib: KernelLib, k: K
   const inputs = batchInputs(pair.abi, seqs, shape), st0 = batchState(pair.abi.state, seqs.map((s) => s.st32));
   const f = pair.forward(shape, k.C, cfg, inputs, st0);
   try {
-    const forward = perSequence(shape, { y: f.y }, prefixed(f.state, "state "));
+    const forward = perSequence(shape, { y: f.y, state: f.state });
     if (!withBackward) return { forward, backward: [] };
     const dFinal = k.dFinalNull ? null : batchState(pair.abi.state, seqs.map((s) => s.dFinal32));
     const g = pair.backward(shape, k.C, cfg, inputs, st0, f.ws, dy, dFinal);
-    return { forward, backward: perSequence(shape, g.grads, prefixed(g.dState0, "d", "_0")) };
+    return { forward, backward: perSequence(shape, { grads: byInput(g.grads), dState0: g.dState0 }) };
   } finally {
     f.ws.free();
   }

@@ -13,7 +13,8 @@ import { withTape } from "../../src/tape.ts";
 import { Tensor, cast } from "../../src/tensor.ts";
 import type { KSpec } from "./batch.ts";
 import { compareRuns, runAllKernels } from "./bitwise.ts";
-import { flashCompare, type Compared } from "./compare.ts";
+import { flashCompare, type Compared } from "../../oracle/kernel-judge.ts";
+import { paramGradName } from "../../cases/kernel-batch.ts";
 import { backwardCase, declaredPrecision, forwardCase } from "./forward-backward.ts";
 import { plainYardstick } from "../../oracle/plain-reference.ts";
 import { requireEmu, requirePair } from "./kernel-lib.ts";
@@ -79,16 +80,16 @@ export function e2eCase(decl: RuleDecl, lib: KernelLib, spec: RuleCaseSpec, exer
   const precision = declaredPrecision(lib, `nlk_${decl.key}_backward`);
   const flat = (r: TapeRun): Record<string, ArrayLike<number>> => {
     const out: Record<string, ArrayLike<number>> = { y: r.y.data };
-    for (const [n, g] of Object.entries(r.grads)) if (g !== null && g !== undefined) out[`grad ${n}`] = g.data;
+    for (const [n, g] of Object.entries(r.grads)) if (g !== null && g !== undefined) out[paramGradName(n)] = g.data;
     return out;
   };
   const r64 = tapeRun(decl, c64, decl.inner), f64 = flat(r64);
   const r32 = plainYardstick(precision.accumulate, f64, () => flat(tapeRun(decl, c32, decl.inner)));
-  const items: Compared[] = [{ name: "y", seq: 0, kernel: kern.y.data, ref64: f64.y!, ref32: r32.y! }];
+  const items: Compared[] = [{ name: "y", group: "out", seq: 0, kernel: kern.y.data, ref64: f64.y!, ref32: r32.y! }];
   for (const n of Object.keys(r64.grads)) {
-    const g64 = r64.grads[n], g32 = r32[`grad ${n}`], gk = kern.grads[n];
+    const g64 = r64.grads[n], g32 = r32[paramGradName(n)], gk = kern.grads[n];
     if (g64 === null || g64 === undefined) return { ok: false, message: `no reference gradient reached ${n}` };
-    items.push({ name: `grad ${n}`, seq: 0, kernel: gk?.data, ref64: g64.data, ref32: g32 ?? new Float64Array(g64.data.length) });
+    items.push({ name: paramGradName(n), group: "grad", seq: 0, kernel: gk?.data, ref64: g64.data, ref32: g32 ?? new Float64Array(g64.data.length) });
   }
   return flashCompare(items, exercised, `rule '${decl.key}' with the ${lib.backend} kernel as its inner loop`, precision);
 }

@@ -20,10 +20,11 @@ import type { Subject } from "../../harness/check.ts";
 import { RULES } from "../../src/rules/index.ts";
 import { variantKey, withDefaults } from "../../src/rules/level.ts";
 import type { RuleDecl } from "../../src/rules/types.ts";
+import { RUNS, type Runs } from "../../cases/kernel-batch.ts";
 import {
-  RUNS, RUNS_CHECKPOINT, RUNS_CHUNKS, RUNS_E2E, RUNS_GPU_BLOCKS, RUNS_ONE, RUNS_THREAD_MODE, TOLERANCE, TOL_BITWISE, TOL_CRASH, TOL_EXACT,
+  RUNS_CHECKPOINT, RUNS_CHUNKS, RUNS_E2E, RUNS_GPU_BLOCKS, RUNS_ONE, RUNS_THREAD_MODE, TOLERANCE, TOL_BITWISE, TOL_CRASH, TOL_EXACT,
   TOL_ISOLATION, TOL_WORKSPACE,
-  type Runs, type CheckTolerance,
+  type CheckTolerance,
 } from "./tolerance.ts";
 
 interface EntryBase {

@@ -12,7 +12,7 @@ import { runCheck } from "../../harness/run.ts";
 import { findFixtureFiles, loadFixture } from "../../cases/fixtures/load.ts";
 import { replayFixture } from "./replay.ts";
 import { TOL_ULP } from "../../oracle/compare.ts";
-import { FLOOR_REL, FLOOR_REL_F32_ACC } from "../c5/tolerance.ts";
+import { FLOOR_REL, FLOOR_REL_F32_ACC } from "../../oracle/kernel-judge.ts";
 import { levelPatternOf } from "../../cases/model-arb.ts";
 
 const SPEC = "docs/spec/conformance.md#c6; docs/spec/README.md 'Fixture format nlc-fixture/1', 'Fixture details', 'Tolerance policy'";

@@ -8,96 +8,77 @@
  */
 import type { CaseOutcome } from "../../harness/check.ts";
 import type { KernelFixture, KernelTensor } from "../../cases/fixtures/kernel-load.ts";
-import { kernelGradNames, tokenShape } from "../../cases/fixtures/kernel-load.ts";
-import { plainYardstick, runPlain, runRef64, type PairCase, type PairRun } from "../../oracle/plain-reference.ts";
+import { comparedItems, emptySeq, entries, kernelGradKeys, tensorName, unpackState, unpackTokens } from "../../cases/kernel-batch.ts";
+import { plainYardstickSeq, runPlain, runRef64, type PairCase, type SeqTensors } from "../../oracle/plain-reference.ts";
 import type { InnerInputs, State } from "../../src/rules/types.ts";
 import { Tensor } from "../../src/tensor.ts";
-import { flashCompare, type Compared } from "../c5/compare.ts";
+import { flashCompare } from "../../oracle/kernel-judge.ts";
 
 /** Sequence n = b·H + h of an ABI per-token tensor [B, T, H, w] as [T, w] (gates: [T]). */
-export function tokenSeq(t: KernelTensor, n: number, H: number): Float64Array {
-  const [, T, , w = 1] = t.shape as number[];
-  const b = Math.floor(n / H), h = n % H;
-  const out = new Float64Array(T! * w);
-  for (let i = 0; i < T!; i++) for (let j = 0; j < w; j++) out[i * w + j] = t.data[((b * T! + i) * H + h) * w + j]!;
-  return out;
+function tokenSeq(fx: KernelFixture, t: KernelTensor, n: number): Float64Array {
+  const w = t.shape.length === 3 ? 1 : fx.cfg.d;
+  return unpackTokens(t.data, { B: fx.B, T: fx.cfg.seq_len, H: fx.H }, w, n, new Float64Array(fx.cfg.seq_len * w));
 }
 
-/** Sequence n's block of an ABI state tensor [B, H, ...] (contiguous per sequence). */
-export function stateSeq(t: KernelTensor, n: number, B: number, H: number): Float64Array {
-  const per = t.data.length / (B * H);
-  return t.data.slice(n * per, (n + 1) * per);
-}
+/** Sequence n's block of an ABI state tensor [B, H, ...]. */
+const stateSeq = (fx: KernelFixture, t: KernelTensor, n: number): Float64Array => unpackState(t.data, fx.B * fx.H, n);
 
 /** The reference's case for sequence n: inputs [T, d] / [T], the state, dy and d(final state) (absent = zero). */
 export function pairCaseOf(fx: KernelFixture, n: number): PairCase {
   const { d, seq_len: T } = fx.cfg;
   const inputs: Record<string, Tensor> = {};
   for (const [name, t] of Object.entries(fx.inputs)) {
-    inputs[name] = new Tensor("f64", t.shape.length === 3 ? [T] : [T, d], tokenSeq(t, n, fx.H));
+    inputs[name] = new Tensor("f64", t.shape.length === 3 ? [T] : [T, d], tokenSeq(fx, t, n));
   }
   // The reference pair's inputs always carry x; only Trellis reads it, and it is in Trellis' ABI.
   if (!fx.frozen && inputs.x === undefined) inputs.x = new Tensor("f64", [T, d]);
   const shapes = fx.decl.stateShapes(fx.cfg);
   const state: Record<string, Tensor> = {};
-  for (const [name, t] of Object.entries(fx.state)) state[name] = new Tensor("f64", shapes[name]!, stateSeq(t, n, fx.B, fx.H));
-  const dy = fx.dy === null ? new Tensor("f64", [T, d]) : new Tensor("f64", [T, d], tokenSeq(fx.dy, n, fx.H));
+  for (const [name, t] of Object.entries(fx.state)) state[name] = new Tensor("f64", shapes[name]!, stateSeq(fx, t, n));
+  const dy = fx.dy === null ? new Tensor("f64", [T, d]) : new Tensor("f64", [T, d], tokenSeq(fx, fx.dy, n));
   let dFinal: State | undefined;
   if (!fx.frozen && Object.keys(fx.dstate).length > 0) {
     const rec: Record<string, Tensor> = {};
     for (const name of fx.abi.state) {
       const t = fx.dstate[name];
-      rec[name] = t === undefined ? new Tensor("f64", shapes[name]!) : new Tensor("f64", shapes[name]!, stateSeq(t, n, fx.B, fx.H));
+      rec[name] = t === undefined ? new Tensor("f64", shapes[name]!) : new Tensor("f64", shapes[name]!, stateSeq(fx, t, n));
     }
     dFinal = rec;
   }
   return { inputs: inputs as unknown as InnerInputs, state, dy, ...(dFinal ? { dFinal } : {}) };
 }
 
-/**
- * A run's tensors under the fixture's names: y, `state <name>`, the input gradients, d<state>_0
- * (frozen: d<state>). A gradient the reference leaves absent is zero by the math (a frozen Titans
- * read ignores its momentum S).
- */
-export function namedRun(fx: Pick<KernelFixture, "abi" | "frozen" | "decl" | "cfg">, r: PairRun): Map<string, ArrayLike<number>> {
-  const { d, seq_len: T } = fx.cfg;
-  const shapes = fx.decl.stateShapes(fx.cfg);
-  const out = new Map<string, ArrayLike<number>>();
-  out.set("y", r.y);
-  for (const name of fx.abi.state) if (r.finalState[name] !== undefined) out.set(`state ${name}`, r.finalState[name]!);
-  const g = kernelGradNames(fx.abi, fx.frozen);
-  for (const name of g.tokens) out.set(name, r.grads[name] ?? new Float64Array(tokenShape(name, 1, T, 1, d).reduce((a, b) => a * b, 1)));
-  fx.abi.state.forEach((s, i) => {
-    out.set(g.states[i]!, r.grads[`dState0.${s}`] ?? new Float64Array(shapes[s]!.reduce((a, b) => a * b, 1)));
-  });
-  return out;
-}
-
-/** The fixture's expected tensors of sequence n under the same names. */
-function expectedOf(fx: KernelFixture, n: number): Map<string, Float64Array> {
-  const out = new Map<string, Float64Array>();
+/** The fixture's expected tensors of sequence n (those it gives). */
+function expectedOf(fx: KernelFixture, n: number): SeqTensors<Float64Array> {
+  const out = emptySeq<Float64Array>();
   const e = fx.expected;
-  if (e.y !== undefined) out.set("y", tokenSeq(e.y, n, fx.H));
-  for (const [name, t] of Object.entries(e.state ?? {})) out.set(`state ${name}`, stateSeq(t, n, fx.B, fx.H));
-  const g = kernelGradNames(fx.abi, fx.frozen);
-  for (const [name, t] of Object.entries(e.grads ?? {})) out.set(name, g.tokens.includes(name) ? tokenSeq(t, n, fx.H) : stateSeq(t, n, fx.B, fx.H));
+  if (e.y !== undefined) out.y = tokenSeq(fx, e.y, n);
+  for (const [name, t] of Object.entries(e.state ?? {})) out.state[name] = stateSeq(fx, t, n);
+  const g = kernelGradKeys(fx.abi, fx.frozen);
+  for (const k of g.tokens) {
+    const t = e.grads?.[tensorName(k, fx.frozen)];
+    if (t !== undefined) out.grads[k.name] = tokenSeq(fx, t, n);
+  }
+  for (const k of g.states) {
+    const t = e.grads?.[tensorName(k, fx.frozen)];
+    if (t !== undefined) out.dState0[k.name] = stateSeq(fx, t, n);
+  }
   return out;
 }
 
 export function replayKernelFixture(fx: KernelFixture): CaseOutcome {
-  const items: Compared[] = [];
+  const kernel: SeqTensors[] = [], r64: SeqTensors[] = [], plain: SeqTensors[] = [];
   for (let n = 0; n < fx.B * fx.H; n++) {
     const want = expectedOf(fx, n);
-    if (want.size === 0) break;
+    if (entries(want).length === 0) break;
     const c = pairCaseOf(fx, n);
-    const r64 = namedRun(fx, runRef64(fx.decl, fx.frozen, c, fx.cfg));
-    const plain = new Map(Object.entries(plainYardstick(fx.precision.accumulate, Object.fromEntries(r64),
-      (order) => Object.fromEntries(namedRun(fx, runPlain(fx.decl, fx.frozen, c, fx.cfg, fx.precision, order))))));
-    for (const [name, kernel] of want) {
-      // the loader admits only names of the rule's ABI, and namedRun gives every one of them
-      items.push({ name, seq: n, kernel, ref64: r64.get(name)!, ref32: plain.get(name)! });
-    }
+    const ref = runRef64(fx.decl, fx.frozen, c, fx.cfg);
+    kernel.push(want);
+    r64.push(ref);
+    plain.push(plainYardstickSeq(fx.precision.accumulate, ref, (order) => runPlain(fx.decl, fx.frozen, c, fx.cfg, fx.precision, order)));
   }
+  // the loader admits only names of the rule's ABI; a gradient the reference leaves absent is zero by the math
+  const items = comparedItems(kernel, r64, plain, fx.frozen, "abi", false);
   if (items.length === 0) return { ok: false, vacuous: true, message: "the fixture has no expected values" };
   const exercised = new Set<string>();
   const p = fx.precision;

@@ -10,8 +10,7 @@ import { STORE_ALL, type SavePolicy } from "../../src/recompute.ts";
 import type { DType } from "../../src/tensor.ts";
 import { paramNames } from "../../src/rules/level.ts";
 import { buildRuleCase, type RuleCaseSpec } from "../../cases/rule-case.ts";
-import { gradNames, tapeGrads, variants, vkey, type Variant } from "../../cases/rule-variant.ts";
-import { variantCaseArb } from "../c1/opaque.ts";
+import { gradNames, tapeGrads, variantCaseArb, variants, vkey, type Variant } from "../../cases/rule-variant.ts";
 
 const RUNS: Record<Profile, number> = { quick: 3, default: 10, deep: 100 };
 

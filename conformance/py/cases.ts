@@ -8,21 +8,15 @@
  * (docs/spec/py-backend.md#precision).
  */
 import * as fc from "fast-check";
-import { ALPHA_LEVELS, THETA_LEVELS, buildRuleCase, ruleCaseSpecArb, type RuleCaseSpec } from "../../cases/rule-case.ts";
+import { buildRuleCase, ruleCaseSpecArb, type RuleCaseSpec } from "../../cases/rule-case.ts";
 import type { Profile } from "../../harness/check.ts";
 import { roundedCopy, type Precision, type StorageDType } from "../../src/precision.ts";
 import { Rng, uniformTensor } from "../../src/rng.ts";
 import { frozenForwardSaved, ruleForwardSaved } from "../../src/rules/level.ts";
 import { INNER_INPUT_NAMES, type InnerInputs, type RuleConfig, type RuleDecl } from "../../src/rules/types.ts";
 import { Tensor } from "../../src/tensor.ts";
-import { F32_STORE_F64_ACC } from "../c5/compare.ts";
-
-interface SeqExtra {
-  seed: number;
-  alpha: keyof typeof ALPHA_LEVELS;
-  theta: keyof typeof THETA_LEVELS;
-  state: "init" | "random";
-}
+import { F32_STORE_F64_ACC } from "../../oracle/kernel-judge.ts";
+import { fromInnerGrads, packStates, packTokens, seqExtraArb, unpackState, unpackTokens, type SeqExtra } from "../../cases/kernel-batch.ts";
 
 export interface PyCaseSpec {
   base: RuleCaseSpec;
@@ -36,12 +30,7 @@ export interface PyCaseSpec {
 
 export function pyCaseArb(decl: RuleDecl, profile: Profile): fc.Arbitrary<PyCaseSpec> {
   const base = ruleCaseSpecArb(decl, profile === "deep" ? { d: [1, 12], seq_len: [1, 8] } : { d: [1, 12], seq_len: [1, 6] });
-  const extra = fc.record({
-    seed: fc.integer({ min: 1, max: 0x7fffffff }),
-    alpha: fc.constantFrom<SeqExtra["alpha"]>("mid", "low", "high"),
-    theta: fc.constantFrom<SeqExtra["theta"]>("small", "large"),
-    state: fc.constantFrom<SeqExtra["state"]>("random", "init"),
-  });
+  const extra = seqExtraArb(["random", "init"]);
   return fc.record({
     base, B: fc.integer({ min: 1, max: 2 }), H: fc.integer({ min: 1, max: 2 }),
     extra: fc.array(extra, { minLength: 3, maxLength: 3 }), dFinalSeed: fc.integer({ min: 1, max: 0x7fffffff }),
@@ -50,7 +39,6 @@ export function pyCaseArb(decl: RuleDecl, profile: Profile): fc.Arbitrary<PyCase
 
 /** The inner inputs a rule reads: the ones its reference backward differentiates (absent = not read). */
 export type InnerName = (typeof INNER_INPUT_NAMES)[number];
-const GATES: ReadonlySet<string> = new Set(["alpha", "theta", "eta"]);
 
 /** One sequence: values rounded to the kernel's dtypes, held in f64 tensors (what the kernel, ref32 and ref64 all receive). */
 export interface Seq {
@@ -109,8 +97,8 @@ function readInputs(decl: RuleDecl, spec: RuleCaseSpec, frozen: boolean): { inpu
   const r = ruleForwardSaved(decl, c.X, c.params, c.state, c.cfg);
   const inp: Record<string, Tensor | undefined> = { ...r.saved, x: r.saved.X };
   const fw = decl.inner.forward(inp as unknown as InnerInputs, c.state, c.cfg);
-  const g = decl.inner.backward(fw.saved, inp as unknown as InnerInputs, c.dy, c.cfg) as Record<string, Tensor | undefined>;
-  return { inputs: INNER_INPUT_NAMES.filter((n) => inp[n] !== undefined && g[`d${n}`] !== undefined), states: Object.keys(c.state) };
+  const g = fromInnerGrads(decl.inner.backward(fw.saved, inp as unknown as InnerInputs, c.dy, c.cfg));
+  return { inputs: INNER_INPUT_NAMES.filter((n) => inp[n] !== undefined && g.grads[n] !== undefined), states: Object.keys(c.state) };
 }
 
 /** `p`: the kernel's precision (its storage and state dtypes are what the case is rounded to). */
@@ -128,46 +116,32 @@ export function buildPyCase(decl: RuleDecl, spec: PyCaseSpec, frozen = false, p:
 }
 
 /** Per-sequence tensors [T, ...] -> canonical [B, T, H, ...] (f64 values, already rounded). */
-export function packTokens(c: PyCase, per: (s: Seq) => Tensor): Tensor {
+export function tokensTensor(c: PyCase, per: (s: Seq) => Tensor): Tensor {
   const first = per(c.seqs[0]!);
   const inner = first.shape.slice(1);
-  const w = inner.reduce((a, b) => a * b, 1);
   const out = new Tensor("f64", [c.B, c.T, c.H, ...inner]);
-  c.seqs.forEach((s, n) => {
-    const b = Math.floor(n / c.H), h = n % c.H, src = per(s).data;
-    for (let t = 0; t < c.T; t++) {
-      for (let j = 0; j < w; j++) out.data[((b * c.T + t) * c.H + h) * w + j] = src[t * w + j]!;
-    }
-  });
+  packTokens(c.seqs.map((s) => per(s).data), c, inner.reduce((a, b) => a * b, 1), out.data);
   return out;
 }
 
 /** Canonical [B, T, H, ...] -> sequence n's [T, ...] values. */
-export function unpackTokens(c: PyCase, t: Tensor, n: number): Float64Array {
-  const b = Math.floor(n / c.H), h = n % c.H;
+export function seqTokens(c: PyCase, t: Tensor, n: number): Float64Array {
   const w = t.size / (c.B * c.T * c.H);
-  const out = new Float64Array(c.T * w);
-  for (let s = 0; s < c.T; s++) {
-    for (let j = 0; j < w; j++) out[s * w + j] = t.data[((b * c.T + s) * c.H + h) * w + j]!;
-  }
-  return out;
+  return unpackTokens(t.data, c, w, n, new Float64Array(c.T * w));
 }
 
 /** Per-sequence tensors -> [N, ...] with n = b·H + h (which is also the canonical [B, H, ...] order). */
-export function stackSeqs(c: PyCase, per: (s: Seq) => Tensor, lead: number[] = [c.seqs.length]): Tensor {
+export function statesTensor(c: PyCase, per: (s: Seq) => Tensor, lead: number[] = [c.seqs.length]): Tensor {
   const first = per(c.seqs[0]!);
   const out = new Tensor("f64", [...lead, ...first.shape]);
-  c.seqs.forEach((s, n) => out.data.set(per(s).data, n * first.size));
+  packStates(c.seqs.map((s) => per(s).data), out.data);
   return out;
 }
 
 /** Sequence n of a tensor whose leading dimensions enumerate the sequences ([N, ...] or [B, H, ...]). */
-export function seqSlice(c: PyCase, t: Tensor, n: number): Float64Array {
-  const w = t.size / c.seqs.length;
-  return Float64Array.from(t.data.subarray(n * w, (n + 1) * w));
+export function seqState(c: PyCase, t: Tensor, n: number): Float64Array {
+  return Float64Array.from(unpackState(t.data, c.seqs.length, n));
 }
-
-export const isGate = (n: string): boolean => GATES.has(n);
 
 /** A line naming the case for messages. */
 export function describeCase(c: PyCase): string {

@@ -4,18 +4,18 @@
  * prints "@@nlc-start <id>" before and "@@nlc-result <json>" after each check, so the parent
  * knows which check was running if this process itself is killed.
  *
- *   bun conformance/py/child.ts < request.json      (PyChildRequest)
+ *   bun conformance/py/child.ts < request.json      (BatchRequest)
  */
 import { writeSync } from "node:fs";
 import type { CheckResult, Profile } from "../../harness/check.ts";
 import { TorchBridgeError } from "../../oracle/torch-bridge.ts";
-import { coverage } from "../c5/compare.ts";
+import { coverage } from "../../oracle/kernel-judge.ts";
 import { buildPyCase, describeCase, pyCaseArb, type PyCaseSpec } from "./cases.ts";
 import { backwardCase, backwardNames, forwardCase, forwardNames } from "./kernel-cases.ts";
 import { KernelSession, kernelPrecision } from "./kernel-session.ts";
 import { parsePyBackend, pyPlan, type PyEntry } from "./plan.ts";
 import { runAsyncCheck, type AsyncPropertyCheck } from "./run-async.ts";
-import { resultLine, startLine, stubResult, type PyChildRequest } from "./child-protocol.ts";
+import { resultLine, startLine, stubResult, type BatchRequest } from "../../harness/child-process.ts";
 
 const emit = (line: string) => writeSync(1, `${line}\n`);
 
@@ -33,7 +33,7 @@ function definition(e: PyEntry, s: KernelSession, profile: Profile, replayArgs: 
   };
 }
 
-async function run(req: PyChildRequest): Promise<void> {
+async function run(req: BatchRequest): Promise<void> {
   const backend = parsePyBackend(req.backend);
   const plan = new Map(pyPlan(backend).map((e) => [e.id, e]));
   const all = (status: CheckResult["status"], message: string) => {
@@ -79,5 +79,5 @@ async function run(req: PyChildRequest): Promise<void> {
   }
 }
 
-await run(JSON.parse(await Bun.stdin.text()) as PyChildRequest);
+await run(JSON.parse(await Bun.stdin.text()) as BatchRequest);
 process.exit(0);

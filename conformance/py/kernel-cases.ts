@@ -1,7 +1,7 @@
 /**
  * One generated case of a py: forward or backward check (docs/spec/py-backend.md#forward-check,
  * #backward-check): the kernel's tensors against ref64 under the flash-attention bound, per tensor
- * and sequence (conformance/c5/compare.ts).
+ * and sequence (oracle/kernel-judge.ts).
  *
  * ref64 is the TypeScript reference pair in f64: forward (y, every final state) and backward given
  * dy AND a random non-zero d(final state) (every input gradient, and dState0, the initial
@@ -13,78 +13,55 @@ import type { CaseOutcome } from "../../harness/check.ts";
 import type { Precision } from "../../src/precision.ts";
 import type { InnerInputs, RuleDecl, State } from "../../src/rules/types.ts";
 import type { Tensor } from "../../src/tensor.ts";
-import { flashCompare, type Compared } from "../c5/compare.ts";
-import { seqSlice, unpackTokens, type PyCase, type Seq } from "./cases.ts";
-import { KernelFault, type KernelSession, type Out } from "./kernel-session.ts";
+import { comparedItems, fromInnerGrads, tensorName, type TensorKey } from "../../cases/kernel-batch.ts";
+import { flashCompare } from "../../oracle/kernel-judge.ts";
+import type { SeqTensors } from "../../oracle/plain-reference.ts";
+import type { PyCase, Seq } from "./cases.ts";
+import { readReply, type KernelSession } from "./kernel-session.ts";
 
 const asInputs = (r: Record<string, Tensor>) => r as unknown as InnerInputs;
 
-function need(out: Out, name: string, what: string): Tensor {
-  const t = out.get(name);
-  if (t === undefined) throw new KernelFault("protocol", `${what}: the reply has no ${name}`);
-  return t;
+/** The tensors a forward check compares: y and (active pairs) every final state. */
+function forwardKeys(c: PyCase): TensorKey[] {
+  return [{ part: "y" }, ...(c.frozen ? [] : c.stateNames.map((name): TensorKey => ({ part: "state", name })))];
 }
 
-export function forwardNames(c: PyCase): string[] {
-  return ["y", ...(c.frozen ? [] : c.stateNames.map((n) => `state ${n}`))];
+/** The tensors a backward check compares: every input's gradient and the state's. */
+function backwardKeys(c: PyCase): TensorKey[] {
+  return [...c.inputs.map((name): TensorKey => ({ part: "grad", name })), ...c.stateNames.map((name): TensorKey => ({ part: "dState0", name }))];
 }
 
-export function backwardNames(c: PyCase): string[] {
-  return [...c.inputs.map((n) => `d${n}`), ...c.stateNames.map((n) => `d${n} (initial state)`)];
-}
+export const forwardNames = (c: PyCase): string[] => forwardKeys(c).map((k) => tensorName(k, c.frozen, "py"));
+export const backwardNames = (c: PyCase): string[] => backwardKeys(c).map((k) => tensorName(k, c.frozen, "py"));
 
 /** The reference's f64 forward and backward of one sequence (active pair, or the frozen read). */
-function ref64(decl: RuleDecl, c: PyCase, q: Seq): { y: Tensor; finalState: Record<string, Tensor>; grads: Record<string, Tensor | undefined>; dState0: Record<string, Tensor> } {
+function ref64(decl: RuleDecl, c: PyCase, q: Seq): SeqTensors {
   if (c.frozen) {
     const fz = decl.frozen!;
     const fw = fz.forward(q.in64.q!, q.st64 as State, c.cfg);
     const g = fz.backward(fw.saved, q.in64.q!, q.dy64, c.cfg);
-    return { y: fw.y, finalState: {}, grads: { dq: g.dq }, dState0: g.dState };
+    return { y: fw.y.data, state: {}, grads: { q: g.dq.data }, dState0: Object.fromEntries(Object.entries(g.dState).map(([n, t]) => [n, t.data])) };
   }
   const fw = decl.inner.forward(asInputs(q.in64), q.st64 as State, c.cfg);
-  const g = decl.inner.backward(fw.saved, asInputs(q.in64), q.dy64, c.cfg, q.dFinal64 as State) as Record<string, Tensor | undefined> & { dState0?: Record<string, Tensor> };
-  return { y: fw.y, finalState: fw.finalState as Record<string, Tensor>, grads: g, dState0: g.dState0 ?? {} };
+  const g = decl.inner.backward(fw.saved, asInputs(q.in64), q.dy64, c.cfg, q.dFinal64 as State);
+  return { y: fw.y.data, state: Object.fromEntries(Object.entries(fw.finalState).map(([n, t]) => [n, t.data])), ...fromInnerGrads(g) };
 }
 
-export async function forwardCase(s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision): Promise<CaseOutcome> {
-  const out = await s.forward(c, key);
-  const r32 = await s.plainReference(c, key, p);
-  const y = need(out, "y", "forward");
-  const items: Compared[] = [];
-  c.seqs.forEach((q, n) => {
-    const r64 = ref64(decl, c, q);
-    items.push({ name: "y", seq: n, kernel: unpackTokens(c, y, n), ref64: r64.y.data, ref32: seqSlice(c, need(r32, "y", "reference"), n) });
-    if (c.frozen) return; // the read leaves the state as it was
-    for (const name of c.stateNames) {
-      items.push({
-        name: `state ${name}`, seq: n, kernel: seqSlice(c, need(out, `state.${name}`, "forward"), n),
-        ref64: r64.finalState[name]!.data, ref32: seqSlice(c, need(r32, `state.${name}`, "reference"), n),
-      });
+/** One phase of a case: the kernel's tensors `keys` against ref64, the plain reference as the yardstick. */
+async function phaseCase(s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision, which: "forward" | "backward"): Promise<CaseOutcome> {
+  const keys = which === "forward" ? forwardKeys(c) : backwardKeys(c);
+  const kernel = readReply(c, which === "forward" ? await s.forward(c, key) : await s.backward(c, key), keys, "kernel", which);
+  const r32 = await s.plainReference(c, key, p, keys);
+  const r64 = c.seqs.map((q) => ref64(decl, c, q));
+  if (which === "backward") {
+    for (const k of keys) {
+      if (k.part === "dState0" && r64[0]!.dState0[k.name] === undefined) throw new Error(`the reference backward of ${key} returns no gradient of the state ${k.name}`);
     }
-  });
-  return flashCompare(items, exercised, `${s.backend.module}:${s.backend.callable}`, p);
+  }
+  return flashCompare(comparedItems(kernel, r64, r32, c.frozen, "py", false), exercised, `${s.backend.module}:${s.backend.callable}`, p);
 }
 
-export async function backwardCase(s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision): Promise<CaseOutcome> {
-  const out = await s.backward(c, key);
-  const r32 = await s.plainReference(c, key, p);
-  const items: Compared[] = [];
-  c.seqs.forEach((q, n) => {
-    const g64 = ref64(decl, c, q);
-    for (const name of c.inputs) {
-      items.push({
-        name: `d${name}`, seq: n, kernel: unpackTokens(c, need(out, `grads.${name}`, "backward"), n),
-        ref64: g64.grads[`d${name}`]!.data, ref32: seqSlice(c, need(r32, `grads.${name}`, "reference"), n),
-      });
-    }
-    for (const name of c.stateNames) {
-      const r = g64.dState0[name];
-      if (r === undefined) throw new Error(`the reference backward of ${key} returns no gradient of the state ${name}`);
-      items.push({
-        name: `d${name} (initial state)`, seq: n, kernel: seqSlice(c, need(out, `grads.state.${name}`, "backward"), n),
-        ref64: r.data, ref32: seqSlice(c, need(r32, `grads.state.${name}`, "reference"), n),
-      });
-    }
-  });
-  return flashCompare(items, exercised, `${s.backend.module}:${s.backend.callable}`, p);
-}
+export const forwardCase = (s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision): Promise<CaseOutcome> =>
+  phaseCase(s, decl, key, c, exercised, p, "forward");
+export const backwardCase = (s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision): Promise<CaseOutcome> =>
+  phaseCase(s, decl, key, c, exercised, p, "backward");

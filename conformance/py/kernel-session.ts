@@ -8,8 +8,10 @@
 import { TorchBridge, TorchBridgeError } from "../../oracle/torch-bridge.ts";
 import { roundedCopy, type Precision, type StorageDType } from "../../src/precision.ts";
 import { Tensor } from "../../src/tensor.ts";
-import { F32_STORE_F64_ACC } from "../c5/compare.ts";
-import { packTokens, stackSeqs, type PyCase } from "./cases.ts";
+import { F32_STORE_F64_ACC } from "../../oracle/kernel-judge.ts";
+import { seqState, seqTokens, statesTensor, tokensTensor, type PyCase } from "./cases.ts";
+import { emptySeq, isStateTensor, mapSeq, nameOf, setAt, type TensorKey, type TensorNaming } from "../../cases/kernel-batch.ts";
+import type { SeqTensors } from "../../oracle/plain-reference.ts";
 import type { PyBackend } from "./plan.ts";
 
 /** What the kernel declares (kernel_load's reply). */
@@ -56,8 +58,20 @@ export function kernelPrecision(info: Pick<KernelInfo, "dtype" | "state_dtype">)
   return { storage, state, accumulate: "f32" };
 }
 
-/** Where a reply tensor is stored: states and their gradients in the state dtype, everything else in the storage dtype. */
-const isStateName = (name: string): boolean => name.startsWith("state.") || name.startsWith("grads.state.");
+const REPLY: TensorNaming = { y: "y", state: (n) => `state.${n}`, grad: (n) => `grads.${n}`, dState0: (n) => `grads.state.${n}` };
+
+/**
+ * The names python/PROTOCOL.md gives a case's tensors, built here and nowhere else: requests carry
+ * `in.<input>`, `state.<name>`, `dy` and `dstate.<name>`; replies `y`, `state.<name>`,
+ * `grads.<input>` and `grads.state.<name>`.
+ */
+export const wire = {
+  input: (n: string): string => `in.${n}`,
+  state: (n: string): string => `state.${n}`,
+  dy: "dy",
+  dFinal: (n: string): string => `dstate.${n}`,
+  reply: (k: TensorKey): string => nameOf(k, REPLY),
+};
 
 export class KernelSession {
   /** The reference process, started on first use (a kernel that fails at once never needs it). */
@@ -82,8 +96,8 @@ export class KernelSession {
   }
 
   private async kernel(op: "kernel_forward" | "kernel_backward", c: PyCase, rule: string, extra: [string, Tensor][]): Promise<Out> {
-    const tensors: [string, Tensor][] = c.inputs.map((n) => [`in.${n}`, packTokens(c, (s) => s.in64[n]!)]);
-    for (const n of c.stateNames) tensors.push([`state.${n}`, stackSeqs(c, (s) => s.st64[n]!, [c.B, c.H])]);
+    const tensors: [string, Tensor][] = c.inputs.map((n) => [wire.input(n), tokensTensor(c, (s) => s.in64[n]!)]);
+    for (const n of c.stateNames) tensors.push([wire.state(n), statesTensor(c, (s) => s.st64[n]!, [c.B, c.H])]);
     tensors.push(...extra);
     try {
       const r = await this.host.call({ op, ...KernelSession.target(this.backend), rule, config: c.cfg }, tensors, `${op} ${rule}`);
@@ -98,8 +112,8 @@ export class KernelSession {
   }
 
   backward(c: PyCase, rule: string): Promise<Out> {
-    const extra: [string, Tensor][] = [["dy", packTokens(c, (s) => s.dy64)]];
-    if (!c.frozen) for (const n of c.stateNames) extra.push([`dstate.${n}`, stackSeqs(c, (s) => s.dFinal64[n]!, [c.B, c.H])]);
+    const extra: [string, Tensor][] = [[wire.dy, tokensTensor(c, (s) => s.dy64)]];
+    if (!c.frozen) for (const n of c.stateNames) extra.push([wire.dFinal(n), statesTensor(c, (s) => s.dFinal64[n]!, [c.B, c.H])]);
     return this.kernel("kernel_backward", c, rule, extra);
   }
 
@@ -108,29 +122,26 @@ export class KernelSession {
    * autograd with dy and d(final state), every input's and the initial state's gradient.
    */
   async torchReference(c: PyCase, rule: string, dtype: "f64" | "f32"): Promise<Out> {
-    const tensors: [string, Tensor][] = c.inputs.map((n) => [`in.${n}`, stackSeqs(c, (s) => s.in64[n]!)]);
+    const tensors: [string, Tensor][] = c.inputs.map((n) => [wire.input(n), statesTensor(c, (s) => s.in64[n]!)]);
     for (const n of c.stateNames) {
-      tensors.push([`state.${n}`, stackSeqs(c, (s) => s.st64[n]!)]);
-      if (!c.frozen) tensors.push([`dstate.${n}`, stackSeqs(c, (s) => s.dFinal64[n]!)]);
+      tensors.push([wire.state(n), statesTensor(c, (s) => s.st64[n]!)]);
+      if (!c.frozen) tensors.push([wire.dFinal(n), statesTensor(c, (s) => s.dFinal64[n]!)]);
     }
-    tensors.push(["dy", stackSeqs(c, (s) => s.dy64)]);
+    tensors.push([wire.dy, statesTensor(c, (s) => s.dy64)]);
     this.ref ??= TorchBridge.start({ timeoutMs: 120_000 });
     return (await (await this.ref).call({ op: "inner", rule, config: c.cfg, dtype }, tensors, `reference backward of ${rule} (${dtype})`)).tensors;
   }
 
   /**
    * The yardstick of the flash bound and the bias test (the plain reference at the kernel's
-   * precision): the PyTorch reference in f32 on the case's (already rounded) inputs, each output
-   * rounded to the dtype the kernel returns it in. The one place this rounding happens.
+   * precision): the PyTorch reference in f32 on the case's (already rounded) inputs, the tensors
+   * `keys` per sequence, each rounded to the dtype the kernel returns it in. The one place this
+   * rounding happens.
    */
-  async plainReference(c: PyCase, rule: string, p: Precision): Promise<Out> {
-    const out: Out = new Map();
-    for (const [name, t] of await this.torchReference(c, rule, "f32")) {
-      const r = new Tensor("f64", [...t.shape]);
-      r.data.set(roundedCopy(isStateName(name) ? p.state : p.storage, t.data));
-      out.set(name, r);
-    }
-    return out;
+  async plainReference(c: PyCase, rule: string, p: Precision, keys: readonly TensorKey[]): Promise<SeqTensors<Float64Array>[]> {
+    const out = await this.torchReference(c, rule, "f32");
+    return readReply(c, out, keys, "stacked", "reference").map((r) =>
+      mapSeq(r, (a, k) => Float64Array.from(roundedCopy(isStateTensor(k) ? p.state : p.storage, a))));
   }
 
   async close(): Promise<void> {
@@ -146,4 +157,19 @@ function fault(e: unknown, what: string): KernelFault {
     return new KernelFault(kind, `${what}: ${e.message.replace(/^torch bridge: /, "")}`);
   }
   return new KernelFault("error", `${what}: ${e instanceof Error ? e.message : String(e)}`);
+}
+
+/**
+ * A reply's tensors `keys` per sequence: a kernel's in the canonical layout (per-token [B, T, H, ...],
+ * states [B, H, ...]), the reference's stacked [N, ...]. A missing tensor is a protocol fault.
+ */
+export function readReply(c: PyCase, out: Out, keys: readonly TensorKey[], layout: "kernel" | "stacked", what: string): SeqTensors<Float64Array>[] {
+  const seqs = c.seqs.map(() => emptySeq<Float64Array>());
+  for (const k of keys) {
+    const t = out.get(wire.reply(k));
+    if (t === undefined) throw new KernelFault("protocol", `${what}: the reply has no ${wire.reply(k)}`);
+    const perToken = layout === "kernel" && (k.part === "y" || k.part === "grad");
+    seqs.forEach((s, n) => setAt(s, k, perToken ? seqTokens(c, t, n) : seqState(c, t, n)));
+  }
+  return seqs;
 }

@@ -14,7 +14,11 @@ import type { Subject } from "../../harness/check.ts";
 import { RULES } from "../../src/rules/index.ts";
 import { variantKey } from "../../src/rules/level.ts";
 import type { RuleDecl } from "../../src/rules/types.ts";
-import { RUNS, TOLERANCE, type CheckTolerance, type Runs } from "../c5/tolerance.ts";
+import { RUNS, type Runs } from "../../cases/kernel-batch.ts";
+import { KERNEL_TOLERANCE } from "../../oracle/kernel-judge.ts";
+
+/** A check's tolerance as the report states it. */
+type CheckTolerance = Readonly<Record<string, unknown>>;
 
 export const PY_PREFIX = "py:";
 
@@ -78,7 +82,7 @@ export interface PyEntry {
  * ref64 where that run is 2.8e-7 off; a plain f32 autograd run is in the kernel's range).
  */
 export const PY_TOLERANCE: CheckTolerance = {
-  ...TOLERANCE,
+  ...KERNEL_TOLERANCE,
   ref32: "the PyTorch reference (python/nlc_torch/rules.py) run in f32, forward and autograd backward, on the same inputs; " +
     "for a bf16 or f16 kernel its outputs rounded to the kernel's storage dtype and states to its state dtype (docs/spec/py-backend.md#precision)",
   bias: "the bias test against the same yardstick, with the floor of the kernel's storage dtype (docs/spec/precision.md#bias)",

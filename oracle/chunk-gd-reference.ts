@@ -1,36 +1,37 @@
 /**
  * The chunk-start GD reference a kernel declaring that form is compared with
  * (docs/spec/kernel-abi.md#chunk-form): y and the final state, and every gradient the kernel ABI
- * names (d<input>, d<state>_0) of sum(y ⊙ dy) + Σ_n ⟨final_n, dFinal_n⟩, at the declared chunk size.
+ * names (each input's, the initial state's) of sum(y ⊙ dy) + Σ_n ⟨final_n, dFinal_n⟩, at the declared chunk size.
  * The gradients come from the rule's hand-written chunk backward, or from the tape for the matrix
  * family (whose chunk forms are tape ops). Runs in the dtype of the inputs it is given.
  */
-import { abiOf } from "../../ffi/abi.ts";
-import { add, frobeniusDot } from "../../src/ops/index.ts";
-import { chunkStartGdForward, chunkStartGdGrads } from "../../src/rules/chunk-gd.ts";
-import type { InnerInputs, RuleConfig, RuleDecl, State } from "../../src/rules/types.ts";
-import { withTape } from "../../src/tape.ts";
-import type { Tensor } from "../../src/tensor.ts";
+import { abiOf, gradInput } from "../ffi/abi.ts";
+import { add, frobeniusDot } from "../src/ops/index.ts";
+import { chunkStartGdForward, chunkStartGdGrads } from "../src/rules/chunk-gd.ts";
+import type { InnerInputs, RuleConfig, RuleDecl, State } from "../src/rules/types.ts";
+import { withTape } from "../src/tape.ts";
+import type { Tensor } from "../src/tensor.ts";
+import type { SeqTensors } from "./plain-reference.ts";
 
-/** y and the final state under the ABI's names (`y`, `state <name>`). */
-export function chunkGdReferenceForward(decl: RuleDecl, inp: InnerInputs, state: State, cfg: RuleConfig, C: number): Record<string, ArrayLike<number>> {
+/** y and the final state. */
+export function chunkGdReferenceForward(decl: RuleDecl, inp: InnerInputs, state: State, cfg: RuleConfig, C: number): SeqTensors {
   const r = chunkStartGdForward(decl, inp, state, cfg, C);
-  const out: Record<string, ArrayLike<number>> = { y: r.y.data };
-  for (const [n, t] of Object.entries(r.finalState)) out[`state ${n}`] = t.data;
+  const out: SeqTensors = { y: r.y.data, state: {}, grads: {}, dState0: {} };
+  for (const [n, t] of Object.entries(r.finalState)) out.state[n] = t.data;
   return out;
 }
 
 /** Every gradient the kernel ABI names for the rule; dFinal undefined = zero. */
 export function chunkGdReferenceBackward(decl: RuleDecl, inp: InnerInputs, state: State, cfg: RuleConfig, C: number,
-  dy: Tensor, dFinal?: State): Record<string, ArrayLike<number>> {
+  dy: Tensor, dFinal?: State): SeqTensors {
   const abi = abiOf(decl.key);
   if (abi === undefined) throw new Error(`rule '${decl.key}' has no kernel ABI`);
-  const inputs = abi.grads.map((g) => g.slice(1));
-  const out: Record<string, ArrayLike<number>> = {};
+  const inputs = abi.grads.map(gradInput);
+  const out: SeqTensors = { state: {}, grads: {}, dState0: {} };
   const hand = chunkStartGdGrads(decl, inp, state, cfg, C, dy, dFinal);
   if (hand !== undefined) {
-    for (const n of inputs) out[`d${n}`] = hand[n]!;
-    for (const n of Object.keys(state)) out[`d${n}_0`] = hand[`state.${n}`]!;
+    for (const n of inputs) out.grads[n] = hand[n]!;
+    for (const n of Object.keys(state)) out.dState0[n] = hand[`state.${n}`]!;
     return out;
   }
   return withTape((tape) => {
@@ -43,8 +44,8 @@ export function chunkGdReferenceBackward(decl: RuleDecl, inp: InnerInputs, state
     let loss = frobeniusDot([r.y, dy], {});
     if (dFinal !== undefined) for (const [n, t] of Object.entries(r.finalState)) loss = add([loss, frobeniusDot([t, dFinal[n]!], {})], {});
     tape.backward(loss);
-    for (const [n, t] of Object.entries(named)) out[`d${n}`] = tape.grad(t)?.data ?? new Float64Array(t.size);
-    for (const [n, t] of Object.entries(st)) out[`d${n}_0`] = tape.grad(t)?.data ?? new Float64Array(t.size);
+    for (const [n, t] of Object.entries(named)) out.grads[n] = tape.grad(t)?.data ?? new Float64Array(t.size);
+    for (const [n, t] of Object.entries(st)) out.dState0[n] = tape.grad(t)?.data ?? new Float64Array(t.size);
     return out;
   });
 }

@@ -1,0 +1,237 @@
+/**
+ * A kernel case's batch (docs/spec/kernel-abi.md#shapes): B·H independent sequences, sequence
+ * n = b·H + h, laid out as the ABI lays them out — per-token tensors [B, T, H, d], gates
+ * [B, T, H], states [B, H, ...] (contiguous per sequence) — and what a kernel, ref64 or the plain
+ * reference gives for one sequence, as a typed record ({y, state, grads, dState0}: SeqTensors of
+ * oracle/plain-reference.ts, the lowest layer that produces one) instead of
+ * tensor names in strings. C5's native and py: checks and C6's kernel replay all pack, unpack and
+ * name their tensors here.
+ */
+import * as fc from "fast-check";
+import { abiOf, gradInput, isGate, type GradName, type RuleAbi } from "../ffi/abi.ts";
+import { Tensor } from "../src/tensor.ts";
+import { usedParams } from "../src/rules/level.ts";
+import { stateNames } from "../src/rules/state-grad.ts";
+import type { InnerGrads, RuleDecl } from "../src/rules/types.ts";
+import type { Compared } from "../oracle/kernel-judge.ts";
+import type { ALPHA_LEVELS, THETA_LEVELS } from "./rule-case.ts";
+import type { SeqTensors } from "../oracle/plain-reference.ts";
+
+/** Generated cases per check and profile (harness/check.ts Profile). */
+export type Runs = Readonly<Record<"quick" | "default" | "deep", number>>;
+/** The kernel checks' run counts (forward, backward; C5 and py:). */
+export const RUNS: Runs = { quick: 5, default: 30, deep: 300 };
+
+/** A sequence of a batch beyond the first: the first's rule case with its own seed, gate levels and initial state. */
+export interface SeqExtra {
+  seed: number;
+  alpha: keyof typeof ALPHA_LEVELS;
+  theta: keyof typeof THETA_LEVELS;
+  state: "init" | "random";
+}
+
+/** The generator of a batch's other sequences (`states`: the initial states, in the order fast-check draws them). */
+export function seqExtraArb(states: readonly SeqExtra["state"][]): fc.Arbitrary<SeqExtra> {
+  return fc.record({
+    seed: fc.integer({ min: 1, max: 0x7fffffff }),
+    alpha: fc.constantFrom<SeqExtra["alpha"]>("mid", "low", "high"),
+    theta: fc.constantFrom<SeqExtra["theta"]>("small", "large"),
+    state: fc.constantFrom<SeqExtra["state"]>(...states),
+  });
+}
+
+/** The sizes of a batch: B batches × H heads of T tokens. */
+export interface BatchDims {
+  readonly B: number;
+  readonly T: number;
+  readonly H: number;
+}
+
+/** A writable array of numbers (what the packers fill). */
+export interface NumArray {
+  readonly length: number;
+  [i: number]: number;
+}
+
+/** Whether a per-token tensor is a gate (alpha, theta, eta) or a gate's gradient (dalpha, ...): one value per token. */
+export const isGateTensor = (name: string): boolean => isGate(name) || (name.startsWith("d") && isGate(name.slice(1)));
+
+/** Values per token of a per-token tensor: 1 for a gate or its gradient, else d. */
+export function tokenWidth(name: string, d: number): number {
+  return isGateTensor(name) ? 1 : d;
+}
+
+/** Per-sequence [T, w] arrays as one ABI tensor [B, T, H, w] (written into `out`). */
+export function packTokens<A extends NumArray>(parts: readonly ArrayLike<number>[], s: BatchDims, w: number, out: A): A {
+  const { B, T, H } = s;
+  for (let b = 0; b < B; b++)
+    for (let h = 0; h < H; h++) {
+      const p = parts[b * H + h]!;
+      for (let t = 0; t < T; t++) for (let i = 0; i < w; i++) out[((b * T + t) * H + h) * w + i] = p[t * w + i]!;
+    }
+  return out;
+}
+
+/** Sequence n's [T, w] values of an ABI tensor [B, T, H, w] (written into `out`, T·w long). */
+export function unpackTokens<A extends NumArray>(a: ArrayLike<number>, s: BatchDims, w: number, n: number, out: A): A {
+  const { T, H } = s;
+  const b = Math.floor(n / H), h = n % H;
+  for (let t = 0; t < T; t++) for (let i = 0; i < w; i++) out[t * w + i] = a[((b * T + t) * H + h) * w + i]!;
+  return out;
+}
+
+/** Per-sequence blocks as one tensor whose leading dimensions enumerate the sequences ([B, H, ...] or [N, ...]). */
+export function packStates<A extends NumArray>(parts: readonly ArrayLike<number>[], out: A): A {
+  let at = 0;
+  for (const p of parts) for (let i = 0; i < p.length; i++) out[at++] = p[i]!;
+  return out;
+}
+
+/** Sequence n's block (a copy) of a tensor whose leading dimensions enumerate `count` sequences. */
+export function unpackState<A extends Float32Array | Float64Array>(a: A, count: number, n: number): A {
+  const per = a.length / count;
+  return a.slice(n * per, (n + 1) * per) as A;
+}
+
+/** One tensor of a kernel case, by what it is. */
+export type TensorKey =
+  | { readonly part: "y" }
+  /** The final state (active pairs). */
+  | { readonly part: "state"; readonly name: string }
+  /** The gradient of the per-token input `name` (k, v, q, alpha, ...). */
+  | { readonly part: "grad"; readonly name: string }
+  /** The gradient of the initial state (a frozen read: of the state it reads). */
+  | { readonly part: "dState0"; readonly name: string };
+
+export function emptySeq<A>(): SeqTensors<A> {
+  return { state: {}, grads: {}, dState0: {} };
+}
+
+/**
+ * How the report names a tensor. "abi" (C5 native, C6 kernel fixtures): y, `state M`, dk, dM_0
+ * (a frozen read: dM); "py" (the py: checks): the same with the state's gradient as `dM (initial state)`.
+ */
+export type NameStyle = "abi" | "py";
+
+/** How one naming spells each kind of tensor. */
+export interface TensorNaming {
+  readonly y: string;
+  state(name: string): string;
+  grad(input: string): string;
+  dState0(name: string): string;
+}
+
+/** A tensor's name under a naming. */
+export function nameOf(k: TensorKey, naming: TensorNaming): string {
+  return k.part === "y" ? naming.y : naming[k.part](k.name);
+}
+
+/** The report's naming: y, `state M`, dk and the state's gradient by style (frozen read: dM). */
+function reportNaming(frozen: boolean, style: NameStyle): TensorNaming {
+  return {
+    y: "y",
+    state: (n) => `state ${n}`,
+    grad: (n) => `d${n}`,
+    dState0: (n) => (style === "py" ? `d${n} (initial state)` : frozen ? `d${n}` : `d${n}_0`),
+  };
+}
+
+/** The report's name of a tensor: built here and nowhere else. */
+export function tensorName(k: TensorKey, frozen: boolean, style: NameStyle = "abi"): string {
+  return nameOf(k, reportNaming(frozen, style));
+}
+
+/** The reference's gradients (InnerGrads: dk, dalpha, ..., dState0) as the record's grads and dState0; absent ones stay absent. */
+export function fromInnerGrads(g: InnerGrads): Pick<SeqTensors, "grads" | "dState0"> {
+  const { dState0, ...byGrad } = g;
+  const grads: Record<string, ArrayLike<number>> = {}, d0: Record<string, ArrayLike<number>> = {};
+  for (const [n, t] of Object.entries(byGrad)) if (t instanceof Tensor) grads[gradInput(n as GradName)] = t.data;
+  for (const [n, t] of Object.entries(dState0 ?? {})) d0[n] = t.data;
+  return { grads, dState0: d0 };
+}
+
+/** The gradients a kernel returns (frozen read: dq and the read state's), in the ABI's order. */
+export function kernelGradKeys(abi: RuleAbi, frozen: boolean): { tokens: Extract<TensorKey, { part: "grad" }>[]; states: Extract<TensorKey, { part: "dState0" }>[] } {
+  return {
+    tokens: frozen ? [{ part: "grad", name: "q" }] : abi.grads.map((g) => ({ part: "grad", name: gradInput(g) })),
+    states: abi.state.map((name) => ({ part: "dState0", name })),
+  };
+}
+
+/** The report's name of the gradient of a rule's input or parameter in the tape (tape-e2e): `grad X`, `grad W_K`. */
+export const paramGradName = (n: string): string => `grad ${n}`;
+
+/** The tensors a kernel check of this kind compares, named as the report names them (what `coverage` expects to see exercised). */
+export function expectedTensors(kind: "forward" | "backward" | "tape-e2e", decl: RuleDecl, frozen: boolean, style: NameStyle = "abi"): string[] {
+  const states = stateNames(decl);
+  const name = (k: TensorKey) => tensorName(k, frozen, style);
+  switch (kind) {
+    case "forward":
+      return frozen ? ["y"] : ["y", ...states.map((n) => name({ part: "state", name: n }))];
+    case "backward":
+      // a frozen read's S (Titans, Atlas) has a zero gradient by the math: only M is expected to be exercised
+      return frozen
+        ? [name({ part: "grad", name: "q" }), name({ part: "dState0", name: states[0]! })]
+        : [...(abiOf(decl.key)?.grads ?? []).map((g) => name({ part: "grad", name: gradInput(g) })), ...states.map((n) => name({ part: "dState0", name: n }))];
+    case "tape-e2e":
+      return ["y", paramGradName("X"), ...usedParams(decl).map(paramGradName)];
+  }
+}
+
+/** Whether a tensor is stored in the state dtype (states and their gradients) rather than the storage dtype. */
+export const isStateTensor = (k: TensorKey): boolean => k.part === "state" || k.part === "dState0";
+/** The judge's groups: outputs (y, final state) and gradients. */
+export const groupOf = (k: TensorKey): "out" | "grad" => (k.part === "grad" || k.part === "dState0" ? "grad" : "out");
+
+/** Every tensor of a record with its key, in the order y, final states, input gradients, state gradients. */
+export function entries<A>(r: SeqTensors<A>): [TensorKey, A][] {
+  const out: [TensorKey, A][] = [];
+  if (r.y !== undefined) out.push([{ part: "y" }, r.y]);
+  for (const [name, a] of Object.entries(r.state)) out.push([{ part: "state", name }, a]);
+  for (const [name, a] of Object.entries(r.grads)) out.push([{ part: "grad", name }, a]);
+  for (const [name, a] of Object.entries(r.dState0)) out.push([{ part: "dState0", name }, a]);
+  return out;
+}
+
+/** The tensor of a record under a key, or undefined. */
+export function tensorAt<A>(r: SeqTensors<A>, k: TensorKey): A | undefined {
+  return k.part === "y" ? r.y : k.part === "state" ? r.state[k.name] : k.part === "grad" ? r.grads[k.name] : r.dState0[k.name];
+}
+
+/** A record with `f` applied to every tensor (keys kept). */
+export function mapSeq<A, B>(r: SeqTensors<A>, f: (a: A, k: TensorKey) => B): SeqTensors<B> {
+  const out = emptySeq<B>();
+  for (const [k, a] of entries(r)) setAt(out, k, f(a, k));
+  return out;
+}
+
+/** Puts a tensor into a record under its key. */
+export function setAt<A>(r: SeqTensors<A>, k: TensorKey, a: A): void {
+  if (k.part === "y") r.y = a;
+  else if (k.part === "state") r.state[k.name] = a;
+  else if (k.part === "grad") r.grads[k.name] = a;
+  else r.dState0[k.name] = a;
+}
+
+/**
+ * The judge's items of a case (oracle/kernel-judge.ts), per sequence and tensor, named as the report
+ * names them: every tensor the kernel gave, and with `all`, every tensor ref64 has that the kernel
+ * did not give (a missing output fails). A tensor a reference lacks is zero.
+ */
+export function comparedItems(kernel: readonly SeqTensors[], ref64: readonly SeqTensors[], ref32: readonly SeqTensors[],
+  frozen: boolean, style: NameStyle, all: boolean): Compared[] {
+  const items: Compared[] = [];
+  kernel.forEach((kern, n) => {
+    const keys = entries(kern).map(([k]) => k);
+    if (all) for (const [k] of entries(ref64[n]!)) if (tensorAt(kern, k) === undefined) keys.push(k);
+    for (const k of keys) {
+      const got = tensorAt(kern, k), r64 = tensorAt(ref64[n]!, k), r32 = tensorAt(ref32[n]!, k);
+      const len = (r64 ?? got)?.length ?? 0;
+      items.push({
+        name: tensorName(k, frozen, style), group: groupOf(k), seq: n, kernel: got,
+        ref64: r64 ?? new Float64Array(len), ref32: r32 ?? new Float64Array(len),
+      });
+    }
+  });
+  return items;
+}

@@ -1,0 +1,56 @@
+/**
+ * The kernel batch record (cases/kernel-batch.ts): packing and unpacking every ABI layout, the
+ * report's tensor names built from typed keys, and the judge's items (oracle/kernel-judge.ts) —
+ * a tensor the kernel does not return, or returns scaled by 1%, fails the case.
+ */
+import { expect, test } from "bun:test";
+import {
+  comparedItems, entries, kernelGradKeys, packStates, packTokens, tensorName, tokenWidth, unpackState, unpackTokens, type TensorKey,
+} from "../cases/kernel-batch.ts";
+import { abiOf } from "../ffi/abi.ts";
+import { flashCompare } from "../oracle/kernel-judge.ts";
+import type { SeqTensors } from "../oracle/plain-reference.ts";
+
+test("pack and unpack: per-token [B, T, H, w] and per-sequence state blocks round-trip, sequence n = b·H + h", () => {
+  const dims = { B: 2, T: 3, H: 2 }, w = 4, N = dims.B * dims.H;
+  const parts = Array.from({ length: N }, (_, n) => Float64Array.from({ length: dims.T * w }, (_, i) => 100 * n + i));
+  const packed = packTokens(parts, dims, w, new Float64Array(N * dims.T * w));
+  // sequence n = 3 is b = 1, h = 1: its token t = 2, element 1 sits at ((1·T + 2)·H + 1)·w + 1
+  expect(packed[((1 * dims.T + 2) * dims.H + 1) * w + 1]).toBe(300 + 2 * w + 1);
+  for (let n = 0; n < N; n++) expect([...unpackTokens(packed, dims, w, n, new Float64Array(dims.T * w))]).toEqual([...parts[n]!]);
+  const states = packStates(parts, new Array<number>(N * dims.T * w));
+  for (let n = 0; n < N; n++) expect([...unpackState(Float64Array.from(states), N, n)]).toEqual([...parts[n]!]);
+  expect([tokenWidth("alpha", 5), tokenWidth("dtheta", 5), tokenWidth("k", 5), tokenWidth("dk", 5), tokenWidth("y", 5)]).toEqual([1, 1, 5, 5, 5]);
+});
+
+test("tensor names: the report's strings, from typed keys", () => {
+  const keys: TensorKey[] = [{ part: "y" }, { part: "state", name: "M" }, { part: "grad", name: "alpha" }, { part: "dState0", name: "M" }];
+  expect(keys.map((k) => tensorName(k, false))).toEqual(["y", "state M", "dalpha", "dM_0"]);
+  expect(keys.map((k) => tensorName(k, true))).toEqual(["y", "state M", "dalpha", "dM"]);
+  expect(keys.map((k) => tensorName(k, false, "py"))).toEqual(["y", "state M", "dalpha", "dM (initial state)"]);
+  const g = kernelGradKeys(abiOf("delta")!, false);
+  expect([...g.tokens, ...g.states].map((k) => tensorName(k, false))).toEqual([...abiOf("delta")!.grads, "dM_0"]);
+});
+
+function seq(scale: number, omit?: string): SeqTensors {
+  const v = (k: number) => Float64Array.from({ length: 6 }, (_, i) => scale * (k + Math.sin(i + k)));
+  const grads: Record<string, Float64Array> = { k: v(1), alpha: v(2) };
+  if (omit !== undefined) delete grads[omit];
+  return { y: v(3), state: { M: v(4) }, grads, dState0: { M: v(5) } };
+}
+
+test("the judge on the typed record: exact passes; a missing output or a 1% scale fails, naming the tensor", () => {
+  const ref = [seq(1), seq(1)];
+  const judge = (kernel: SeqTensors[], all: boolean) => flashCompare(comparedItems(kernel, ref, ref, false, "abi", all), new Set(), "k");
+  const ok = judge([seq(1), seq(1)], true);
+  expect(ok.ok).toBe(true);
+  expect(Object.keys((ok.details as { tensors: object }).tensors)).toEqual(entries(seq(1)).map(([k]) => tensorName(k, false)));
+  const missing = judge([seq(1), seq(1, "alpha")], true);
+  expect(missing.ok).toBe(false);
+  expect(missing.message).toBe("k does not return dalpha, which the reference computes");
+  const scaled = seq(1);
+  scaled.dState0.M = Float64Array.from(scaled.dState0.M!, (x) => x * 1.01);
+  const off = judge([seq(1), scaled], true);
+  expect(off.ok).toBe(false);
+  expect(off.message).toMatch(/^dM_0 \(sequence 1\): max \|kernel - ref64\|/);
+});
