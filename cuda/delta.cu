@@ -89,43 +89,45 @@ NLK_NOINLINE __device__ void delta_step(const float* Mcur, const float* Mgrad, f
   }
 }
 
-struct FwdArgs {
-  nlk::Shape s;
-  int C;
-  nlk::delta::Inputs in;
-  const float* M0;
-  float *Y, *Mout;
-  unsigned char* ws;
-};
-
-/** Token t: stage k, v, q; M_cur → M_next (and y when Y is given); barriers before and after. */
+/** Token t: stage k, v, q; M_cur → M_next (and y when given); barriers before and after. */
 __device__ void delta_token(const nlk::delta::Inputs& in, const nlk::Seq& sq, const nlk::KvqSmem& sm, int t, const float* cur,
-                            const float* grad, float* next, float* e, float* Y) {
+                            const float* grad, float* next, float* e, float* y) {
   sm.load(sq, t, in.k, in.v, in.q);
   __syncthreads();
-  delta_step(cur, grad, next, sm, in.alpha[sq.gate(t)], in.theta[sq.gate(t)], static_cast<int>(sq.d), e, Y == nullptr ? nullptr : Y + sq.vec(t));
+  delta_step(cur, grad, next, sm, in.alpha[sq.gate(t)], in.theta[sq.gate(t)], static_cast<int>(sq.d), e, y);
   __syncthreads();  // M_{t+1} complete; the next token overwrites the shared vectors
 }
 
-__global__ void delta_forward_kernel(FwdArgs a) {
-  const nlk::Seq sq(a.s, blockIdx.x);
-  const auto sm = nlk::carve_shared<nlk::KvqSmem>(a.s.d);
+/**
+ * The rule's step as the walk calls it (the forward, and the backward's replay without y): token t
+ * from M_t into M_{t+1}, its error into e. Chunk-start GD first captures a GD chunk's start M_c.
+ */
+__device__ void delta_walk_step(const nlk::delta::Inputs& in, const nlk::Seq& sq, const nlk::KvqSmem& sm, const GdWs& gw, int t,
+                                const float* const* cur, float* const* next, float* e, float* y) {
+  if (kChunkGd == 0) {
+    delta_token(in, sq, sm, t, cur[0], cur[0], next[0], e, y);
+    return;
+  }
+  capture_start(gw, sq.n, t, cur[0]);
+  delta_token(in, sq, sm, t, cur[0], gw.state_for(sq.n, t), next[0], e, y);
+}
+
+using Ws = nlk::MatrixWs<1>;
+
+__global__ void delta_forward_kernel(nlk::delta::ForwardArgs a) {
+  const nlk::Seq sq(a.shape, blockIdx.x);
+  const auto sm = nlk::carve_shared<nlk::KvqSmem>(a.shape.d);
   nlk::Carver c(a.ws);
-  const nlk::MatrixWs ws(c, a.s, a.C, 1);
-  const GdWs gw(c, a.s, ws.ck, kChunkGd);
-  const float* init[1] = {a.M0 + sq.state(ws.dd)};
-  float* out[1] = {a.Mout + sq.state(ws.dd)};
+  const Ws ws(c, a.shape, a.C);
+  const GdWs gw(c, a.shape, ws.ck, kChunkGd);
+  const float* init[1] = {a.state0.M + sq.state(ws.dd)};
+  float* out[1] = {a.state.M + sq.state(ws.dd)};
   // the forward's e is scratch: the backward recomputes it
-  nlk::forward_checkpointed<1>(ws, sq.n, a.s.T, init, out, [&](int t, const float* const* cur, float* const* next, float* e) {
-    if (kChunkGd == 0) {
-      delta_token(a.in, sq, sm, t, cur[0], cur[0], next[0], e, a.Y);
-      return;
-    }
-    capture_start(gw, sq.n, t, cur[0]);
-    const float* Mc = gw.state_for(sq.n, t);
-    delta_token(a.in, sq, sm, t, cur[0], Mc, next[0], e, a.Y);
+  nlk::walk_forward(ws, sq, init, out, a.y, [&](int t, const float* const* cur, float* const* next, float* e, float* y) {
+    delta_walk_step(a.in, sq, sm, gw, t, cur, next, e, y);
     // the next checkpoint chunk starts inside this GD chunk: save its start for the backward
-    if ((t + 1) % ws.ck.C == 0 && t + 1 < a.s.T && (t + 1) % kGdDiv != 0) nlk::block_copy(gw.lead_of(sq.n, (t + 1) / ws.ck.C), Mc, ws.dd);
+    if (kChunkGd > 0 && (t + 1) % ws.ck.C == 0 && t + 1 < a.shape.T && (t + 1) % kGdDiv != 0)
+      nlk::block_copy(gw.lead_of(sq.n, (t + 1) / ws.ck.C), gw.state_for(sq.n, t), ws.dd);
   });
 }
 
@@ -135,27 +137,17 @@ struct BwdSmem {
   __host__ __device__ BwdSmem(nlk::Carver& c, int d, int nt) : fw(c, d), bw(c, d, nt, 2) {}
 };
 
-struct BwdArgs {
-  nlk::Shape s;
-  int C;
-  nlk::delta::Inputs in;
-  const float *M0, *DY, *DMfinal;
-  unsigned char* ws;
-  nlk::delta::Grads g;
-  float* DM0;
-};
-
 /**
  * Token t's backward (v1's arithmetic): Mt = M_t, Mn = M_{t+1}, e = e_t, Mc the state the error read
  * (M_t, or the GD chunk start); D carried to M_t. Chunk-start GD: the error's adjoint de kᵀ goes to F,
  * which joins D at the GD chunk's first token.
  */
-__device__ void token_backward(const BwdArgs& a, const nlk::Seq& sq, const BwdSmem& sm, adj_t* D, adj_t* F, const float* Mt,
+__device__ void token_backward(const nlk::delta::BackwardArgs& a, const nlk::Seq& sq, const BwdSmem& sm, adj_t* D, adj_t* F, const float* Mt,
                                const float* Mc, const float* Mn, const float* e, int t) {
-  const int d = a.s.d, tid = threadIdx.x, nt = blockDim.x;
+  const int d = a.shape.d, tid = threadIdx.x, nt = blockDim.x;
   const nlk::ErrorBwdSmem& b = sm.bw;
   const size_t o = sq.vec(t);
-  nlk::load_vec_or_zero(b.dy, a.DY == nullptr ? nullptr : a.DY + o, d);
+  nlk::load_vec_or_zero(b.dy, a.dy == nullptr ? nullptr : a.dy + o, d);
   nlk::load_vec(b.q, a.in.q + o, d);
   nlk::load_vec(b.k, a.in.k + o, d);
   nlk::load_vec(b.e, e, d);
@@ -174,7 +166,7 @@ __device__ void token_backward(const BwdArgs& a, const nlk::Seq& sq, const BwdSm
     pth += b.e[i] * dki;
     const acc_t dei = -tht * dki;
     b.de[i] = dei;
-    a.g.dv[o + i] = static_cast<float>(-dei);
+    a.grad.dv[o + i] = static_cast<float>(-dei);
   }
   b.red[tid] = pa;
   b.red[nt + tid] = pth;
@@ -186,12 +178,12 @@ __device__ void token_backward(const BwdArgs& a, const nlk::Seq& sq, const BwdSm
       ge += D[i * d + j] * b.e[i];
       gm += Mc[i * d + j] * b.de[i];
     }
-    a.g.dq[o + j] = static_cast<float>(gq);
-    a.g.dk[o + j] = static_cast<float>(-tht * ge + gm);
+    a.grad.dq[o + j] = static_cast<float>(gq);
+    a.grad.dk[o + j] = static_cast<float>(-tht * ge + gm);
   }
   if (tid == 0) {
-    a.g.dalpha[sq.gate(t)] = -static_cast<float>(nlk::ordered_sum(b.red, 0));
-    a.g.dtheta[sq.gate(t)] = -static_cast<float>(nlk::ordered_sum(b.red, 1));
+    a.grad.dalpha[sq.gate(t)] = -static_cast<float>(nlk::ordered_sum(b.red, 0));
+    a.grad.dtheta[sq.gate(t)] = -static_cast<float>(nlk::ordered_sum(b.red, 1));
   }
   __syncthreads();  // every column loop has read D before it is carried to M_t
   const adj_t keep = 1.0 - static_cast<adj_t>(al);
@@ -211,34 +203,28 @@ __device__ void token_backward(const BwdArgs& a, const nlk::Seq& sq, const BwdSm
   __syncthreads();
 }
 
-__global__ void delta_backward_kernel(BwdArgs a) {
-  const nlk::Seq sq(a.s, blockIdx.x);
-  const auto sm = nlk::carve_shared<BwdSmem>(a.s.d, static_cast<int>(blockDim.x));
+__global__ void delta_backward_kernel(nlk::delta::BackwardArgs a) {
+  const nlk::Seq sq(a.shape, blockIdx.x);
+  const auto sm = nlk::carve_shared<BwdSmem>(a.shape.d, static_cast<int>(blockDim.x));
   nlk::Carver c(a.ws);
-  const nlk::MatrixWs ws(c, a.s, a.C, 1);
-  const GdWs gw(c, a.s, ws.ck, kChunkGd);
+  const Ws ws(c, a.shape, a.C);
+  const GdWs gw(c, a.shape, ws.ck, kChunkGd);
   adj_t* D = ws.adjoint(sq.n, 0);  // ∂L/∂M_{t+1}; starts as d(final state)
   adj_t* F = kChunkGd == 0 ? nullptr : gw.adjoint(sq.n);  // ∂L/∂M_c through the current GD chunk's errors
-  const float* dFin = a.DMfinal == nullptr ? nullptr : a.DMfinal + sq.state(ws.dd);
-  for (size_t i = threadIdx.x; i < ws.dd; i += blockDim.x) {
-    D[i] = dFin == nullptr ? 0.0 : static_cast<adj_t>(dFin[i]);
-    if (F != nullptr) F[i] = 0.0;
-  }
+  nlk::adjoint_from(D, a.dstate.M, sq, ws.dd);
+  if (F != nullptr)
+    for (size_t i = threadIdx.x; i < ws.dd; i += blockDim.x) F[i] = 0.0;
   __syncthreads();
-  const float* init[1] = {a.M0 + sq.state(ws.dd)};
+  const float* init[1] = {a.state0.M + sq.state(ws.dd)};
   // the replay captures the GD chunk starts again (scratch) but never writes the forward's leads
-  nlk::backward_checkpointed<1>(
-      ws, sq.n, a.s.T, init,
-      [&](int t, const float* const* cur, float* const* next, float* e) {
-        capture_start(gw, sq.n, t, cur[0]);
-        delta_token(a.in, sq, sm.fw, t, cur[0], kChunkGd == 0 ? cur[0] : gw.state_for(sq.n, t), next[0], e, nullptr);
-      },
-      [&](int t, int u) {
-        const float* Mt = ws.slot(sq.n, 0, u);
-        token_backward(a, sq, sm, D, F, Mt, kChunkGd == 0 ? Mt : gw.state_for(sq.n, t), ws.slot(sq.n, 0, u + 1), ws.token_vec(sq.n, u), t);
+  nlk::walk_backward(
+      ws, sq, init,
+      [&](int t, const float* const* cur, float* const* next, float* e, float* y) { delta_walk_step(a.in, sq, sm.fw, gw, t, cur, next, e, y); },
+      [&](int t, const float* const* before, const float* const* after, const float* e) {
+        const float* Mt = before[0];
+        token_backward(a, sq, sm, D, F, Mt, kChunkGd == 0 ? Mt : gw.state_for(sq.n, t), after[0], e, t);
       });
-  float* dM0 = a.DM0 + sq.state(ws.dd);  // after token 0, D = ∂L/∂M_0
-  for (size_t i = threadIdx.x; i < ws.dd; i += blockDim.x) dM0[i] = static_cast<float>(D[i]);
+  nlk::adjoint_out(a.dstate0.M, D, nullptr, sq, ws.dd);  // after token 0, D = ∂L/∂M_0
 }
 
 }  // namespace
@@ -247,26 +233,26 @@ __global__ void delta_backward_kernel(BwdArgs a) {
 
 namespace nlk::delta {
 
+/** The walk's workspace, then what chunk-start GD adds (nothing in the sequential build). */
+struct Workspace {
+  Ws walk;
+  GdWs gd;
+  Workspace(Carver& c, const Shape& s, int C) : walk(c, s, C), gd(c, s, walk.ck, kChunkGd) {}
+};
+
 int workspace_bytes(const Shape& shape, int C, const Hyper&, size_t* bytes) {
-  Carver c(nullptr);
-  const MatrixWs ws(c, shape, C, 1);
-  const GdWs gw(c, shape, ws.ck, kChunkGd);
-  (void)gw;
-  *bytes = c.off;
+  *bytes = layout_bytes<Workspace>(shape, C);
   return NLK_OK;
 }
 
 int forward(const ForwardArgs& a) {
-  const int nt = threads_for(a.shape.d);
-  NLK_LAUNCH(delta_forward_kernel, a.shape.seqs(), nt, smem_bytes<KvqSmem>(a.shape.d))
-  (FwdArgs{a.shape, a.C, a.in, a.state0.M, a.y, a.state.M, a.ws});
+  NLK_LAUNCH(delta_forward_kernel, a.shape.seqs(), threads_for(a.shape.d), layout_bytes<KvqSmem>(a.shape.d))(a);
   return launch_status();
 }
 
 int backward(const BackwardArgs& a) {
   const int nt = threads_for(a.shape.d);
-  NLK_LAUNCH(delta_backward_kernel, a.shape.seqs(), nt, smem_bytes<BwdSmem>(a.shape.d, nt))
-  (BwdArgs{a.shape, a.C, a.in, a.state0.M, a.dy, a.dstate.M, a.ws, a.grad, a.dstate0.M});
+  NLK_LAUNCH(delta_backward_kernel, a.shape.seqs(), nt, layout_bytes<BwdSmem>(a.shape.d, nt))(a);
   return launch_status();
 }
 
