@@ -13,6 +13,7 @@ namespace {
 /** The token's k, ω, q. */
 struct KwqSmem {
   float *k, *w, *q;
+  __host__ __device__ KwqSmem() {}
   __host__ __device__ KwqSmem(nlk::Carver& c, int d) : k(c.take<float>(d)), w(c.take<float>(d)), q(c.take<float>(d)) {}
   __device__ void load(const nlk::Seq& sq, int t, const nlk::atlas::Inputs& in) const {
     const size_t o = sq.vec(t);
@@ -52,24 +53,11 @@ __device__ void atlas_token(const nlk::atlas::Inputs& in, const nlk::Seq& sq, co
   __syncthreads();
 }
 
-using Ws = nlk::MatrixWs<2>;
-
-__global__ void atlas_forward_kernel(nlk::atlas::ForwardArgs a) {
-  const nlk::Seq sq(a.shape, blockIdx.x);
-  const auto sm = nlk::carve_shared<KwqSmem>(a.shape.d);
-  nlk::Carver c(a.ws);
-  const Ws ws(c, a.shape, a.C);
-  const float* init[2] = {a.state0.M + sq.state(ws.dd), a.state0.S + sq.state(ws.dd)};
-  float* out[2] = {a.state.M + sq.state(ws.dd), a.state.S + sq.state(ws.dd)};
-  nlk::walk_forward(ws, sq, init, out, a.y, [&](int t, const float* const* cur, float* const* next, float*, float* y) {
-    atlas_token(a.in, sq, sm, t, cur, next, y);
-  });
-}
-
 struct BwdSmem {
   KwqSmem fw;
   float* dy;
   acc_t* red;
+  __host__ __device__ BwdSmem() {}
   __host__ __device__ BwdSmem(nlk::Carver& c, int d, int nt) : fw(c, d), dy(c.take<float>(d)), red(c.take<acc_t>(3 * static_cast<size_t>(nt))) {}
 };
 
@@ -128,44 +116,21 @@ __device__ void token_backward(const nlk::atlas::BackwardArgs& a, const nlk::Seq
   __syncthreads();
 }
 
-__global__ void atlas_backward_kernel(nlk::atlas::BackwardArgs a) {
-  const nlk::Seq sq(a.shape, blockIdx.x);
-  const auto sm = nlk::carve_shared<BwdSmem>(a.shape.d, static_cast<int>(blockDim.x));
-  nlk::Carver c(a.ws);
-  const Ws ws(c, a.shape, a.C);
-  adj_t *D = ws.adjoint(sq.n, 0), *E = ws.adjoint(sq.n, 1);  // ∂L/∂M_{t+1}, ∂L/∂S_{t+1}: start as d(final state)
-  nlk::adjoint_from(D, a.dstate.M, sq, ws.dd);
-  nlk::adjoint_from(E, a.dstate.S, sq, ws.dd);
-  __syncthreads();
-  const float* init[2] = {a.state0.M + sq.state(ws.dd), a.state0.S + sq.state(ws.dd)};
-  nlk::walk_backward(
-      ws, sq, init,
-      [&](int t, const float* const* cur, float* const* next, float*, float* y) { atlas_token(a.in, sq, sm.fw, t, cur, next, y); },
-      [&](int t, const float* const* before, const float* const* after, const float*) { token_backward(a, sq, sm, D, E, before[0], before[1], after[0], t); });
-  // after token 0: ∂L/∂M_0, ∂L/∂S_0
-  nlk::adjoint_out(a.dstate0.M, D, nullptr, sq, ws.dd);
-  nlk::adjoint_out(a.dstate0.S, E, nullptr, sq, ws.dd);
-}
+/** Atlas on the walk (walk.cuh, matrix.cuh: MatrixRule). */
+struct Atlas : nlk::MatrixRule<nlk::atlas::ForwardArgs, nlk::atlas::BackwardArgs, 2, KwqSmem, BwdSmem> {
+  using MatrixRule::MatrixRule;
+  static constexpr const char *kForwardName = "atlas_forward_kernel", *kBackwardName = "atlas_backward_kernel";
+  __device__ void step(int t, const float* const* cur, float* const* next, float* , float* y) const { atlas_token(in, sq, sm.fw, t, cur, next, y); }
+  __device__ void token(int t, const float* const* before, const float* const* after, float*) const { token_backward(*b, sq, sm, adj[0], adj[1], before[0], before[1], after[0], t); }
+};
 
 }  // namespace
 
 namespace nlk::atlas {
 
-int workspace_bytes(const Shape& shape, int C, const Hyper&, size_t* bytes) {
-  *bytes = layout_bytes<Ws>(shape, C);
-  return NLK_OK;
-}
-
-int forward(const ForwardArgs& a) {
-  NLK_LAUNCH(atlas_forward_kernel, a.shape.seqs(), threads_for(a.shape.d), layout_bytes<KwqSmem>(a.shape.d))(a);
-  return launch_status();
-}
-
-int backward(const BackwardArgs& a) {
-  const int nt = threads_for(a.shape.d);
-  NLK_LAUNCH(atlas_backward_kernel, a.shape.seqs(), nt, layout_bytes<BwdSmem>(a.shape.d, nt))(a);
-  return launch_status();
-}
+int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes) { return walk_workspace_bytes<Atlas>(shape, C, hyper, bytes); }
+int forward(const ForwardArgs& a) { return walk_forward_launch<Atlas>(a); }
+int backward(const BackwardArgs& a) { return walk_backward_launch<Atlas>(a); }
 
 }  // namespace nlk::atlas
 

@@ -98,42 +98,10 @@ __device__ void delta_token(const nlk::delta::Inputs& in, const nlk::Seq& sq, co
   __syncthreads();  // M_{t+1} complete; the next token overwrites the shared vectors
 }
 
-/**
- * The rule's step as the walk calls it (the forward, and the backward's replay without y): token t
- * from M_t into M_{t+1}, its error into e. Chunk-start GD first captures a GD chunk's start M_c.
- */
-__device__ void delta_walk_step(const nlk::delta::Inputs& in, const nlk::Seq& sq, const nlk::KvqSmem& sm, const GdWs& gw, int t,
-                                const float* const* cur, float* const* next, float* e, float* y) {
-  if (kChunkGd == 0) {
-    delta_token(in, sq, sm, t, cur[0], cur[0], next[0], e, y);
-    return;
-  }
-  capture_start(gw, sq.n, t, cur[0]);
-  delta_token(in, sq, sm, t, cur[0], gw.state_for(sq.n, t), next[0], e, y);
-}
-
-using Ws = nlk::MatrixWs<1>;
-
-__global__ void delta_forward_kernel(nlk::delta::ForwardArgs a) {
-  const nlk::Seq sq(a.shape, blockIdx.x);
-  const auto sm = nlk::carve_shared<nlk::KvqSmem>(a.shape.d);
-  nlk::Carver c(a.ws);
-  const Ws ws(c, a.shape, a.C);
-  const GdWs gw(c, a.shape, ws.ck, kChunkGd);
-  const float* init[1] = {a.state0.M + sq.state(ws.dd)};
-  float* out[1] = {a.state.M + sq.state(ws.dd)};
-  // the forward's e is scratch: the backward recomputes it
-  nlk::walk_forward(ws, sq, init, out, a.y, [&](int t, const float* const* cur, float* const* next, float* e, float* y) {
-    delta_walk_step(a.in, sq, sm, gw, t, cur, next, e, y);
-    // the next checkpoint chunk starts inside this GD chunk: save its start for the backward
-    if (kChunkGd > 0 && (t + 1) % ws.ck.C == 0 && t + 1 < a.shape.T && (t + 1) % kGdDiv != 0)
-      nlk::block_copy(gw.lead_of(sq.n, (t + 1) / ws.ck.C), gw.state_for(sq.n, t), ws.dd);
-  });
-}
-
 struct BwdSmem {
   nlk::KvqSmem fw;
   nlk::ErrorBwdSmem bw;
+  __host__ __device__ BwdSmem() {}
   __host__ __device__ BwdSmem(nlk::Carver& c, int d, int nt) : fw(c, d), bw(c, d, nt, 2) {}
 };
 
@@ -203,29 +171,65 @@ __device__ void token_backward(const nlk::delta::BackwardArgs& a, const nlk::Seq
   __syncthreads();
 }
 
-__global__ void delta_backward_kernel(nlk::delta::BackwardArgs a) {
-  const nlk::Seq sq(a.shape, blockIdx.x);
-  const auto sm = nlk::carve_shared<BwdSmem>(a.shape.d, static_cast<int>(blockDim.x));
-  nlk::Carver c(a.ws);
-  const Ws ws(c, a.shape, a.C);
-  const GdWs gw(c, a.shape, ws.ck, kChunkGd);
-  adj_t* D = ws.adjoint(sq.n, 0);  // ∂L/∂M_{t+1}; starts as d(final state)
-  adj_t* F = kChunkGd == 0 ? nullptr : gw.adjoint(sq.n);  // ∂L/∂M_c through the current GD chunk's errors
-  nlk::adjoint_from(D, a.dstate.M, sq, ws.dd);
-  if (F != nullptr)
+/** Delta on the walk (walk.cuh): the workspace, the step, the token backward. */
+struct Delta : nlk::WalkRule {
+  using ForwardArgs = nlk::delta::ForwardArgs;
+  using BackwardArgs = nlk::delta::BackwardArgs;
+  using Hyper = nlk::delta::Hyper;
+  /** The walk's workspace, then what chunk-start GD adds (nothing in the sequential build). */
+  struct Ws : nlk::MatrixWs<1> {
+    GdWs gw;
+    __host__ __device__ Ws(nlk::Carver& c, const nlk::Shape& s, int C) : MatrixWs(c, s, C), gw(c, s, ck, kChunkGd) {}
+  };
+  static constexpr const char *kForwardName = "delta_forward_kernel", *kBackwardName = "delta_backward_kernel";
+  static __host__ __device__ Ws workspace(nlk::Carver& c, const nlk::Shape& s, int C, const Hyper&) { return Ws(c, s, C); }
+  static int threads(const nlk::Shape& s, const Hyper&) { return nlk::threads_for(s.d); }
+  static size_t forward_smem(const nlk::Shape& s, const Hyper&, int) { return nlk::layout_bytes<nlk::KvqSmem>(s.d); }
+  static size_t backward_smem(const nlk::Shape& s, const Hyper&, int nt) { return nlk::layout_bytes<BwdSmem>(s.d, nt); }
+
+  nlk::delta::Inputs in;
+  nlk::Seq sq;
+  const Ws& ws;
+  BwdSmem sm;  // the forward carves sm.fw only
+  bool forward;
+  const BackwardArgs* b = nullptr;
+  adj_t *D = nullptr, *F = nullptr;  // ∂L/∂M_{t+1}; ∂L/∂M_c through the current GD chunk's errors
+
+  __device__ Delta(const ForwardArgs& a, const nlk::Seq& s, const Ws& w) : in(a.in), sq(s), ws(w), forward(true) {
+    sm.fw = nlk::carve_shared<nlk::KvqSmem>(a.shape.d);
+  }
+  __device__ Delta(const BackwardArgs& a, const nlk::Seq& s, const Ws& w)
+      : in(a.in), sq(s), ws(w), sm(nlk::carve_shared<BwdSmem>(a.shape.d, static_cast<int>(blockDim.x))), forward(false), b(&a) {}
+
+  /**
+   * Token t from M_t into M_{t+1}, its error into e (and y when given); chunk-start GD first captures a
+   * GD chunk's start M_c (scratch), and the forward saves the start in effect at a checkpoint.
+   */
+  __device__ void step(int t, const float* const* cur, float* const* next, float* e, float* y) const {
+    if (kChunkGd == 0) {
+      delta_token(in, sq, sm.fw, t, cur[0], cur[0], next[0], e, y);
+      return;
+    }
+    capture_start(ws.gw, sq.n, t, cur[0]);
+    delta_token(in, sq, sm.fw, t, cur[0], ws.gw.state_for(sq.n, t), next[0], e, y);
+    // the next checkpoint chunk starts inside this GD chunk: save its start for the backward (the replay never writes it)
+    if (forward && (t + 1) % ws.ck.C == 0 && t + 1 < static_cast<int>(sq.T) && (t + 1) % kGdDiv != 0)
+      nlk::block_copy(ws.gw.lead_of(sq.n, (t + 1) / ws.ck.C), ws.gw.state_for(sq.n, t), ws.dd);
+  }
+  __device__ void begin_backward(const BackwardArgs& a, const nlk::Seq&, const Ws&) {
+    D = ws.adjoint(sq.n, 0);  // starts as d(final state)
+    nlk::adjoint_from(D, a.dstate.M, sq, ws.dd);
+    if (kChunkGd == 0) return;
+    F = ws.gw.adjoint(sq.n);
     for (size_t i = threadIdx.x; i < ws.dd; i += blockDim.x) F[i] = 0.0;
-  __syncthreads();
-  const float* init[1] = {a.state0.M + sq.state(ws.dd)};
-  // the replay captures the GD chunk starts again (scratch) but never writes the forward's leads
-  nlk::walk_backward(
-      ws, sq, init,
-      [&](int t, const float* const* cur, float* const* next, float* e, float* y) { delta_walk_step(a.in, sq, sm.fw, gw, t, cur, next, e, y); },
-      [&](int t, const float* const* before, const float* const* after, const float* e) {
-        const float* Mt = before[0];
-        token_backward(a, sq, sm, D, F, Mt, kChunkGd == 0 ? Mt : gw.state_for(sq.n, t), after[0], e, t);
-      });
-  nlk::adjoint_out(a.dstate0.M, D, nullptr, sq, ws.dd);  // after token 0, D = ∂L/∂M_0
-}
+  }
+  __device__ void token(int t, const float* const* before, const float* const* after, float* e) const {
+    const float* Mt = before[0];
+    token_backward(*b, sq, sm, D, F, Mt, kChunkGd == 0 ? Mt : ws.gw.state_for(sq.n, t), after[0], e, t);
+  }
+  /** After token 0, D = ∂L/∂M_0. */
+  __device__ void end_backward(const BackwardArgs& a, const nlk::Seq&, const Ws&) const { nlk::adjoint_out(a.dstate0.M, D, nullptr, sq, ws.dd); }
+};
 
 }  // namespace
 
@@ -233,28 +237,9 @@ __global__ void delta_backward_kernel(nlk::delta::BackwardArgs a) {
 
 namespace nlk::delta {
 
-/** The walk's workspace, then what chunk-start GD adds (nothing in the sequential build). */
-struct Workspace {
-  Ws walk;
-  GdWs gd;
-  Workspace(Carver& c, const Shape& s, int C) : walk(c, s, C), gd(c, s, walk.ck, kChunkGd) {}
-};
-
-int workspace_bytes(const Shape& shape, int C, const Hyper&, size_t* bytes) {
-  *bytes = layout_bytes<Workspace>(shape, C);
-  return NLK_OK;
-}
-
-int forward(const ForwardArgs& a) {
-  NLK_LAUNCH(delta_forward_kernel, a.shape.seqs(), threads_for(a.shape.d), layout_bytes<KvqSmem>(a.shape.d))(a);
-  return launch_status();
-}
-
-int backward(const BackwardArgs& a) {
-  const int nt = threads_for(a.shape.d);
-  NLK_LAUNCH(delta_backward_kernel, a.shape.seqs(), nt, layout_bytes<BwdSmem>(a.shape.d, nt))(a);
-  return launch_status();
-}
+int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes) { return walk_workspace_bytes<Delta>(shape, C, hyper, bytes); }
+int forward(const ForwardArgs& a) { return walk_forward_launch<Delta>(a); }
+int backward(const BackwardArgs& a) { return walk_backward_launch<Delta>(a); }
 
 #if NLK_DELTA_CHUNK_GD > 0
 int chunk_form(int* kind, int* C) {

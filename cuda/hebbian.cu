@@ -33,24 +33,11 @@ __device__ void hebbian_token(const nlk::hebbian::Inputs& in, const nlk::Seq& sq
   __syncthreads();
 }
 
-using Ws = nlk::MatrixWs<1>;
-
-__global__ void hebbian_forward_kernel(nlk::hebbian::ForwardArgs a) {
-  const nlk::Seq sq(a.shape, blockIdx.x);
-  const auto sm = nlk::carve_shared<nlk::KvqSmem>(a.shape.d);
-  nlk::Carver c(a.ws);
-  const Ws ws(c, a.shape, a.C);
-  const float* init[1] = {a.state0.M + sq.state(ws.dd)};
-  float* out[1] = {a.state.M + sq.state(ws.dd)};
-  nlk::walk_forward(ws, sq, init, out, a.y, [&](int t, const float* const* cur, float* const* next, float*, float* y) {
-    hebbian_token(a.in, sq, sm, t, cur, next, y);
-  });
-}
-
 struct BwdSmem {
   nlk::KvqSmem fw;
   float* dy;
   acc_t* red;
+  __host__ __device__ BwdSmem() {}
   __host__ __device__ BwdSmem(nlk::Carver& c, int d, int nt) : fw(c, d), dy(c.take<float>(d)), red(c.take<acc_t>(nt)) {}
 };
 
@@ -93,41 +80,21 @@ __device__ void token_backward(const nlk::hebbian::BackwardArgs& a, const nlk::S
   __syncthreads();
 }
 
-__global__ void hebbian_backward_kernel(nlk::hebbian::BackwardArgs a) {
-  const nlk::Seq sq(a.shape, blockIdx.x);
-  const auto sm = nlk::carve_shared<BwdSmem>(a.shape.d, static_cast<int>(blockDim.x));
-  nlk::Carver c(a.ws);
-  const Ws ws(c, a.shape, a.C);
-  adj_t* D = ws.adjoint(sq.n, 0);
-  nlk::adjoint_from(D, a.dstate.M, sq, ws.dd);
-  __syncthreads();
-  const float* init[1] = {a.state0.M + sq.state(ws.dd)};
-  nlk::walk_backward(
-      ws, sq, init,
-      [&](int t, const float* const* cur, float* const* next, float*, float* y) { hebbian_token(a.in, sq, sm.fw, t, cur, next, y); },
-      [&](int t, const float* const* before, const float* const* after, const float*) { token_backward(a, sq, sm, D, before[0], after[0], t); });
-  nlk::adjoint_out(a.dstate0.M, D, nullptr, sq, ws.dd);
-}
+/** Hebbian on the walk (walk.cuh, matrix.cuh: MatrixRule). */
+struct Hebbian : nlk::MatrixRule<nlk::hebbian::ForwardArgs, nlk::hebbian::BackwardArgs, 1, nlk::KvqSmem, BwdSmem> {
+  using MatrixRule::MatrixRule;
+  static constexpr const char *kForwardName = "hebbian_forward_kernel", *kBackwardName = "hebbian_backward_kernel";
+  __device__ void step(int t, const float* const* cur, float* const* next, float* , float* y) const { hebbian_token(in, sq, sm.fw, t, cur, next, y); }
+  __device__ void token(int t, const float* const* before, const float* const* after, float*) const { token_backward(*b, sq, sm, adj[0], before[0], after[0], t); }
+};
 
 }  // namespace
 
 namespace nlk::hebbian {
 
-int workspace_bytes(const Shape& shape, int C, const Hyper&, size_t* bytes) {
-  *bytes = layout_bytes<Ws>(shape, C);
-  return NLK_OK;
-}
-
-int forward(const ForwardArgs& a) {
-  NLK_LAUNCH(hebbian_forward_kernel, a.shape.seqs(), threads_for(a.shape.d), layout_bytes<KvqSmem>(a.shape.d))(a);
-  return launch_status();
-}
-
-int backward(const BackwardArgs& a) {
-  const int nt = threads_for(a.shape.d);
-  NLK_LAUNCH(hebbian_backward_kernel, a.shape.seqs(), nt, layout_bytes<BwdSmem>(a.shape.d, nt))(a);
-  return launch_status();
-}
+int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes) { return walk_workspace_bytes<Hebbian>(shape, C, hyper, bytes); }
+int forward(const ForwardArgs& a) { return walk_forward_launch<Hebbian>(a); }
+int backward(const BackwardArgs& a) { return walk_backward_launch<Hebbian>(a); }
 
 }  // namespace nlk::hebbian
 

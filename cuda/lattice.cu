@@ -21,6 +21,7 @@ using nlk::slots::kFallback;
 /** The token's vectors, staged once per block: every slot reads all of them. */
 struct Smem {
   float *k, *v, *q, *dy;
+  __host__ __device__ Smem() {}
   __host__ __device__ Smem(nlk::Carver& c, int d) : k(c.take<float>(d)), v(c.take<float>(d)), q(c.take<float>(d)), dy(c.take<float>(d)) {}
 };
 
@@ -115,19 +116,6 @@ __device__ void lattice_token(const nlk::lattice::Inputs& in, const nlk::lattice
   __syncthreads();  // S_{t+1} and the scalars complete; the next token overwrites the shared vectors
 }
 
-__global__ void lattice_forward_kernel(nlk::lattice::ForwardArgs a) {
-  const nlk::Seq sq(a.shape, blockIdx.x);
-  const auto sm = nlk::carve_shared<Smem>(a.shape.d);
-  nlk::Carver c(a.ws);
-  const SlotsWs ws(c, a.shape, a.C, a.hyper.m_slots);
-  const float* init[1] = {a.state0.S + sq.state(ws.md)};
-  float* out[1] = {a.state.S + sq.state(ws.md)};
-  // the forward's scalars are scratch: the backward recomputes them
-  nlk::walk_forward(ws, sq, init, out, a.y, [&](int t, const float* const* cur, float* const* next, float* rec, float* y) {
-    lattice_token(a.in, a.hyper, sq, sm, ws, t, cur[0], next[0], rec, y);
-  });
-}
-
 /**
  * Token t's backward (v1's arithmetic, the reference's order): St = S_t, Sn = S_{t+1}, ts its scalars,
  * Sh = ∂L/∂S_{t+1}; writes P = ∂L/∂S_t and the token's dk, dv, dq, dα. Barriers before and after.
@@ -220,30 +208,45 @@ __device__ void token_backward(const nlk::lattice::BackwardArgs& a, const nlk::S
   __syncthreads();  // every column loop has read du and the scalars before the next token rewrites them
 }
 
-__global__ void lattice_backward_kernel(nlk::lattice::BackwardArgs a) {
-  const nlk::Seq sq(a.shape, blockIdx.x);
-  const auto sm = nlk::carve_shared<Smem>(a.shape.d);
-  nlk::Carver c(a.ws);
-  const SlotsWs ws(c, a.shape, a.C, a.hyper.m_slots);
-  adj_t* Sh = ws.adjoint(sq.n, 0);  // ∂L/∂S_{t+1}; starts as d(final state)
-  adj_t* P = ws.adjoint(sq.n, 1);   // ∂L/∂S_t, built at token t
-  nlk::adjoint_from(Sh, a.dstate.S, sq, ws.md);
-  __syncthreads();
-  const float* init[1] = {a.state0.S + sq.state(ws.md)};
-  nlk::walk_backward(
-      ws, sq, init,
-      [&](int t, const float* const* cur, float* const* next, float* rec, float* y) {
-        lattice_token(a.in, a.hyper, sq, sm, ws, t, cur[0], next[0], rec, y);
-      },
-      [&](int t, const float* const* before, const float* const* after, float* rec) {
-        token_backward(a, sq, ws, sm, Sh, P, before[0], after[0], tok_scal(rec, ws.m), t);
-        nlk::swap(Sh, P);
-      });
-  // after token 0's swap Sh holds ∂L/∂S_0 (S_0 is used as given, never renormalised)
-  nlk::adjoint_out(a.dstate0.S, Sh, nullptr, sq, ws.md);
-}
+/** Lattice on the walk (walk.cuh). */
+struct Lattice : nlk::WalkRule {
+  using ForwardArgs = nlk::lattice::ForwardArgs;
+  using BackwardArgs = nlk::lattice::BackwardArgs;
+  using Hyper = nlk::lattice::Hyper;
+  using Ws = SlotsWs;
+  static constexpr const char *kForwardName = "lattice_forward_kernel", *kBackwardName = "lattice_backward_kernel";
+  static __host__ __device__ Ws workspace(nlk::Carver& c, const nlk::Shape& s, int C, const Hyper& h) { return Ws(c, s, C, h.m_slots); }
+  static int threads(const nlk::Shape& s, const Hyper& h) { return nlk::threads_for(s.d > h.m_slots ? s.d : h.m_slots); }
+  static size_t forward_smem(const nlk::Shape& s, const Hyper&, int) { return nlk::layout_bytes<Smem>(s.d); }
+  static size_t backward_smem(const nlk::Shape& s, const Hyper& h, int nt) { return forward_smem(s, h, nt); }
 
-int threads(const nlk::Shape& s, const nlk::lattice::Hyper& hy) { return nlk::threads_for(s.d > hy.m_slots ? s.d : hy.m_slots); }
+  nlk::lattice::Inputs in;
+  Hyper hy;
+  nlk::Seq sq;
+  const Ws& ws;
+  Smem sm;
+  const BackwardArgs* b = nullptr;
+  adj_t *Sh = nullptr, *P = nullptr;  // ∂L/∂S_{t+1} (starts as d(final state)); ∂L/∂S_t, built at token t
+
+  template <class A>
+  __device__ Lattice(const A& a, const nlk::Seq& s, const Ws& w) : in(a.in), hy(a.hyper), sq(s), ws(w), sm(nlk::carve_shared<Smem>(a.shape.d)) {}
+  /** The forward's scalars are scratch: the backward recomputes them. */
+  __device__ void step(int t, const float* const* cur, float* const* next, float* rec, float* y) const {
+    lattice_token(in, hy, sq, sm, ws, t, cur[0], next[0], rec, y);
+  }
+  __device__ void begin_backward(const BackwardArgs& a, const nlk::Seq&, const Ws&) {
+    b = &a;
+    Sh = ws.adjoint(sq.n, 0);
+    P = ws.adjoint(sq.n, 1);
+    nlk::adjoint_from(Sh, a.dstate.S, sq, ws.md);
+  }
+  __device__ void token(int t, const float* const* before, const float* const* after, float* rec) {
+    token_backward(*b, sq, ws, sm, Sh, P, before[0], after[0], tok_scal(rec, ws.m), t);
+    nlk::swap(Sh, P);
+  }
+  /** After token 0's swap Sh holds ∂L/∂S_0 (S_0 is used as given, never renormalised). */
+  __device__ void end_backward(const BackwardArgs& a, const nlk::Seq&, const Ws&) const { nlk::adjoint_out(a.dstate0.S, Sh, nullptr, sq, ws.md); }
+};
 
 }  // namespace
 
@@ -251,20 +254,9 @@ int threads(const nlk::Shape& s, const nlk::lattice::Hyper& hy) { return nlk::th
 
 namespace nlk::lattice {
 
-int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes) {
-  *bytes = layout_bytes<SlotsWs>(shape, C, hyper.m_slots);
-  return NLK_OK;
-}
-
-int forward(const ForwardArgs& a) {
-  NLK_LAUNCH(lattice_forward_kernel, a.shape.seqs(), threads(a.shape, a.hyper), layout_bytes<Smem>(a.shape.d))(a);
-  return launch_status();
-}
-
-int backward(const BackwardArgs& a) {
-  NLK_LAUNCH(lattice_backward_kernel, a.shape.seqs(), threads(a.shape, a.hyper), layout_bytes<Smem>(a.shape.d))(a);
-  return launch_status();
-}
+int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes) { return walk_workspace_bytes<Lattice>(shape, C, hyper, bytes); }
+int forward(const ForwardArgs& a) { return walk_forward_launch<Lattice>(a); }
+int backward(const BackwardArgs& a) { return walk_backward_launch<Lattice>(a); }
 
 }  // namespace nlk::lattice
 

@@ -12,6 +12,7 @@ namespace nlk {
 /** Forward of Delta, Titans, Hebbian: the token's k, v, q. */
 struct KvqSmem {
   float *k, *v, *q;
+  __host__ __device__ KvqSmem() {}
   __host__ __device__ KvqSmem(Carver& c, int d) : k(c.take<float>(d)), v(c.take<float>(d)), q(c.take<float>(d)) {}
   /** Token t of sequence `sq` (no barrier). */
   __device__ void load(const Seq& sq, int t, const float* kk, const float* vv, const float* qq) const {
@@ -33,6 +34,7 @@ __device__ inline float error_row(const float* M, const KvqSmem& sm, int i, int 
 struct ErrorBwdSmem {
   float *dy, *q, *k, *e;
   acc_t *de, *red;
+  __host__ __device__ ErrorBwdSmem() {}
   __host__ __device__ ErrorBwdSmem(Carver& c, int d, int nt, int nred)
       : dy(c.take<float>(d)), q(c.take<float>(d)), k(c.take<float>(d)), e(c.take<float>(d)), de(c.take<acc_t>(d)),
         red(c.take<acc_t>(static_cast<size_t>(nred) * nt)) {}
@@ -49,6 +51,46 @@ struct MatrixWs : WalkWs<NS, NS> {
   __host__ __device__ MatrixWs(Carver& c, const Shape& s, int C)
       : WalkWs<NS, NS>(c, s, C, Repeat<NS>(static_cast<size_t>(s.d) * s.d).v, Repeat<NS>(static_cast<size_t>(s.d) * s.d).v, s.d),
         dd(static_cast<size_t>(s.d) * s.d) {}
+};
+
+/**
+ * What the matrix rules share on the walk (walk.cuh): NS d×d state tensors (MatrixWs), threads over
+ * the d rows, the forward's shared memory FwdSmem(c, d) and the backward's BwdSmem(c, d, nt) (which
+ * holds a FwdSmem `fw` for the replay), one f64 adjoint per state tensor that starts as d(final
+ * state) and ends as d(initial state). A rule derives from it (`using MatrixRule::MatrixRule;`) and
+ * adds kForwardName, kBackwardName, step and token.
+ */
+template <class Fwd, class Bwd, int NS, class FwdSmem, class BwdSmem>
+struct MatrixRule : WalkRule {
+  using ForwardArgs = Fwd;
+  using BackwardArgs = Bwd;
+  using Hyper = decltype(Fwd::hyper);
+  using Ws = MatrixWs<NS>;
+  static __host__ __device__ Ws workspace(Carver& c, const Shape& s, int C, const Hyper&) { return Ws(c, s, C); }
+  static int threads(const Shape& s, const Hyper&) { return threads_for(s.d); }
+  static size_t forward_smem(const Shape& s, const Hyper&, int) { return layout_bytes<FwdSmem>(s.d); }
+  static size_t backward_smem(const Shape& s, const Hyper&, int nt) { return layout_bytes<BwdSmem>(s.d, nt); }
+
+  decltype(Fwd::in) in;
+  Seq sq;
+  const Ws& ws;
+  BwdSmem sm;  // the forward carves sm.fw only
+  const Bwd* b = nullptr;
+  adj_t* adj[NS] = {};  // ∂L/∂(state after token t), per state tensor
+
+  __device__ MatrixRule(const Fwd& a, const Seq& s, const Ws& w) : in(a.in), sq(s), ws(w) { sm.fw = carve_shared<FwdSmem>(a.shape.d); }
+  __device__ MatrixRule(const Bwd& a, const Seq& s, const Ws& w)
+      : in(a.in), sq(s), ws(w), sm(carve_shared<BwdSmem>(a.shape.d, static_cast<int>(blockDim.x))), b(&a) {}
+  __device__ void begin_backward(const Bwd& a, const Seq&, const Ws&) {
+    for (int w = 0; w < NS; w++) {
+      adj[w] = ws.adjoint(sq.n, w);
+      adjoint_from(adj[w], a.dstate[w], sq, ws.dd);
+    }
+  }
+  /** After token 0 the adjoints are ∂L/∂(initial state). */
+  __device__ void end_backward(const Bwd& a, const Seq&, const Ws&) const {
+    for (int w = 0; w < NS; w++) adjoint_out(a.dstate0[w], adj[w], nullptr, sq, ws.dd);
+  }
 };
 
 }  // namespace nlk

@@ -54,16 +54,16 @@ __device__ inline void softmax_rows_vjp(const float* P, int rows, int cols, adj_
 }
 
 /** The rule as mlp.cuh's kernels see it. */
-struct Memora {
+struct Memora : nlk::WalkRule {
   using ForwardArgs = nlk::memora::ForwardArgs;
   using BackwardArgs = nlk::memora::BackwardArgs;
   static constexpr int kState = 2, kAdj = 4;
   using Ws = nlk::MlpWs<kState, kAdj>;
+  static constexpr const char *kForwardName = "memora_forward_kernel", *kBackwardName = "memora_backward_kernel";
 
   int dh;
   nlk::Shape s;
   nlk::memora::Inputs in;
-  nlk::memora::StateIn st0;
   nlk::MlpSmem sm;
   const float* DY;
   nlk::memora::Grads g;
@@ -71,12 +71,7 @@ struct Memora {
 
   template <class A>
   __device__ Memora(const A& a, const nlk::Seq&)
-      : dh(a.hyper.d_hidden), s(a.shape), in(a.in), st0(a.state0), sm(nlk::carve_shared<nlk::MlpSmem>(a.shape.d, dh, static_cast<int>(blockDim.x))) {}
-  __device__ void start(const nlk::Seq& sq, const float* (&init)[kState]) const {
-    const size_t n = static_cast<size_t>(s.d) * dh;
-    init[0] = st0.W1 + sq.state(n);
-    init[1] = st0.W2 + sq.state(n);
-  }
+      : dh(a.hyper.d_hidden), s(a.shape), in(a.in), sm(nlk::carve_shared<nlk::MlpSmem>(a.shape.d, dh, static_cast<int>(blockDim.x))) {}
   __device__ void begin_backward(const Ws& ws, const nlk::Seq& sq, const BackwardArgs& a) {
     DY = a.dy;
     g = a.grad;
@@ -137,9 +132,9 @@ struct Memora {
 
 namespace nlk::memora {
 
-int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes) { return mlp_workspace_bytes<Memora>(shape, C, hyper, bytes); }
-int forward(const ForwardArgs& a) { return mlp_forward<Memora>(a); }
-int backward(const BackwardArgs& a) { return mlp_backward<Memora>(a); }
+int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes) { return walk_workspace_bytes<MlpWalk<Memora>>(shape, C, hyper, bytes); }
+int forward(const ForwardArgs& a) { return walk_forward_launch<MlpWalk<Memora>>(a); }
+int backward(const BackwardArgs& a) { return walk_backward_launch<MlpWalk<Memora>>(a); }
 
 }  // namespace nlk::memora
 

@@ -249,69 +249,38 @@ struct MlpWs : WalkWs<NS, NA> {
 };
 
 /**
- * The kernels of an MLP rule R, which provides: R::ForwardArgs, R::BackwardArgs (its generated
- * structs), R::kState and R::kAdj, R::Ws = MlpWs<kState, kAdj>, a constructor R(args, sq) (carves the
- * shared memory), start(sq, init) (the call's first step state), load(sq, t) (stages token t),
- * step(sq, t, cur, next, y) (its one non-inlined step; ends with a barrier), begin_backward(ws, sq, args)
- * (its adjoints from d(final state); no barrier), token_backward(sq, t, W_t, W_{t+1}) and
- * end_backward(ws, sq, args) (writes d(initial state)). W1 and W2 are state tensors 0 and 1, the outputs.
+ * An MLP rule M on the walk (walk.cuh). M provides ForwardArgs, BackwardArgs, kState, kAdj,
+ * Ws = MlpWs<kState, kAdj>, kForwardName, kBackwardName, a constructor M(args, sq) (carves the shared
+ * memory MlpSmem), load(sq, t) (stages token t), step(sq, t, cur, next, y) (its one non-inlined step;
+ * ends with a barrier), begin_backward(ws, sq, args) (its adjoints from d(final state)),
+ * token_backward(sq, t, W_t, W_{t+1}), end_backward(ws, sq, args) (d(initial state)), and from
+ * WalkRule start(init) (Moneta: A_0 = W_0). W1 and W2 are state tensors 0 and 1, as in the ABI.
  */
-template <class R>
-__device__ void mlp_step(R& r, const Seq& sq, int t, const float* const* cur, float* const* next, float* y) {
-  r.load(sq, t);
-  __syncthreads();
-  r.step(sq, t, StepIn{cur}, StepOut{next}, y);
-}
+template <class M>
+struct MlpWalk : WalkRule {
+  using ForwardArgs = typename M::ForwardArgs;
+  using BackwardArgs = typename M::BackwardArgs;
+  using Hyper = decltype(ForwardArgs::hyper);
+  using Ws = typename M::Ws;
+  static constexpr const char *kForwardName = M::kForwardName, *kBackwardName = M::kBackwardName;
+  static __host__ __device__ Ws workspace(Carver& c, const Shape& s, int C, const Hyper& h) { return Ws(c, s, C, h.d_hidden); }
+  static int threads(const Shape& s, const Hyper& h) { return mlp_threads(s.d, h.d_hidden); }
+  static size_t forward_smem(const Shape& s, const Hyper& h, int nt) { return layout_bytes<MlpSmem>(s.d, h.d_hidden, nt); }
+  static size_t backward_smem(const Shape& s, const Hyper& h, int nt) { return forward_smem(s, h, nt); }
 
-template <class R>
-__global__ void mlp_forward_kernel(typename R::ForwardArgs a) {
-  const Seq sq(a.shape, blockIdx.x);
-  R r(a, sq);
-  Carver c(a.ws);
-  const typename R::Ws ws(c, a.shape, a.C, a.hyper.d_hidden);
-  const float* init[R::kState];
-  r.start(sq, init);
-  float* out[R::kState] = {};
-  out[0] = a.state.W1 + sq.state(ws.n);
-  out[1] = a.state.W2 + sq.state(ws.n);
-  walk_forward(ws, sq, init, out, a.y, [&](int t, const float* const* cur, float* const* next, float*, float* y) { mlp_step(r, sq, t, cur, next, y); });
-}
-
-template <class R>
-__global__ void mlp_backward_kernel(typename R::BackwardArgs a) {
-  const Seq sq(a.shape, blockIdx.x);
-  R r(a, sq);
-  Carver c(a.ws);
-  const typename R::Ws ws(c, a.shape, a.C, a.hyper.d_hidden);
-  r.begin_backward(ws, sq, a);
-  __syncthreads();
-  const float* init[R::kState];
-  r.start(sq, init);
-  walk_backward(
-      ws, sq, init, [&](int t, const float* const* cur, float* const* next, float*, float* y) { mlp_step(r, sq, t, cur, next, y); },
-      [&](int t, const float* const* before, const float* const* after, const float*) { r.token_backward(sq, t, StepIn{before}, StepIn{after}); });
-  r.end_backward(ws, sq, a);
-}
-
-/** The launchers of an MLP rule (the contract of gen/nlk_rules.cuh). */
-template <class R, class Hyper>
-int mlp_workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes) {
-  *bytes = layout_bytes<typename R::Ws>(shape, C, hyper.d_hidden);
-  return NLK_OK;
-}
-
-template <class R>
-int mlp_forward(const typename R::ForwardArgs& a) {
-  const int nt = mlp_threads(a.shape.d, a.hyper.d_hidden);
-  NLK_LAUNCH(mlp_forward_kernel<R>, a.shape.seqs(), nt, layout_bytes<MlpSmem>(a.shape.d, a.hyper.d_hidden, nt))(a);
-  return launch_status();
-}
-
-template <class R>
-int mlp_backward(const typename R::BackwardArgs& a) {
-  const int nt = mlp_threads(a.shape.d, a.hyper.d_hidden);
-  NLK_LAUNCH(mlp_backward_kernel<R>, a.shape.seqs(), nt, layout_bytes<MlpSmem>(a.shape.d, a.hyper.d_hidden, nt))(a);
-  return launch_status();
-}
+  M m;
+  Seq sq;
+  template <class A>
+  __device__ MlpWalk(const A& a, const Seq& s, const Ws&) : m(a, s), sq(s) {}
+  __device__ void start(const float** init) const { m.start(init); }
+  __device__ void step(int t, const float* const* cur, float* const* next, float*, float* y) {
+    m.load(sq, t);
+    __syncthreads();
+    m.step(sq, t, StepIn{cur}, StepOut{next}, y);
+  }
+  __device__ void begin_backward(const BackwardArgs& a, const Seq&, const Ws& ws) { m.begin_backward(ws, sq, a); }
+  __device__ void token(int t, const float* const* before, const float* const* after, float*) { m.token_backward(sq, t, StepIn{before}, StepIn{after}); }
+  __device__ void end_backward(const BackwardArgs& a, const Seq&, const Ws& ws) const { m.end_backward(ws, sq, a); }
+};
 
 }  // namespace nlk

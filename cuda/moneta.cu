@@ -135,16 +135,16 @@ NLK_NOINLINE __device__ void moneta_step(const Hp& hp, const nlk::MlpSmem& sm, i
 __host__ __device__ Hp hp_of(const nlk::moneta::Hyper& h) { return Hp{h.d_hidden, h.p, h.q, h.lambda_2, h.sign_sharpness}; }
 
 /** The rule as mlp.cuh's kernels see it. The step state: W1, W2, A1, A2; the adjoints Ā, R, D (two each). */
-struct Moneta {
+struct Moneta : nlk::WalkRule {
   using ForwardArgs = nlk::moneta::ForwardArgs;
   using BackwardArgs = nlk::moneta::BackwardArgs;
   static constexpr int kState = 4, kAdj = 6;
   using Ws = nlk::MlpWs<kState, kAdj>;
+  static constexpr const char *kForwardName = "moneta_forward_kernel", *kBackwardName = "moneta_backward_kernel";
 
   Hp hp;
   nlk::Shape s;
   nlk::moneta::Inputs in;
-  nlk::moneta::StateIn st0;
   nlk::MlpSmem sm;
   const float *DY, *F1, *F2;  // F: this sequence's d(final W), NULL = zero
   nlk::moneta::Grads g;
@@ -153,12 +153,11 @@ struct Moneta {
 
   template <class A>
   __device__ Moneta(const A& a, const nlk::Seq&)
-      : hp(hp_of(a.hyper)), s(a.shape), in(a.in), st0(a.state0), sm(nlk::carve_shared<nlk::MlpSmem>(a.shape.d, a.hyper.d_hidden, static_cast<int>(blockDim.x))) {}
-  /** The call's first step state: W_0 and A_0 = W_0. */
-  __device__ void start(const nlk::Seq& sq, const float* (&init)[kState]) const {
-    const size_t n = static_cast<size_t>(s.d) * hp.dh;
-    init[0] = init[2] = st0.W1 + sq.state(n);
-    init[1] = init[3] = st0.W2 + sq.state(n);
+      : hp(hp_of(a.hyper)), s(a.shape), in(a.in), sm(nlk::carve_shared<nlk::MlpSmem>(a.shape.d, a.hyper.d_hidden, static_cast<int>(blockDim.x))) {}
+  /** The call's first step state: W_0 (given) and A_0 = W_0. */
+  __device__ void start(const float** init) const {
+    init[2] = init[0];
+    init[3] = init[1];
   }
   /** The L2 path carries d(final W) in Ā from the start; the L_q path adds it to R at the last token. */
   __device__ void begin_backward(const Ws& ws, const nlk::Seq& sq, const BackwardArgs& a) {
@@ -260,9 +259,9 @@ struct Moneta {
 
 namespace nlk::moneta {
 
-int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes) { return mlp_workspace_bytes<Moneta>(shape, C, hyper, bytes); }
-int forward(const ForwardArgs& a) { return mlp_forward<Moneta>(a); }
-int backward(const BackwardArgs& a) { return mlp_backward<Moneta>(a); }
+int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes) { return walk_workspace_bytes<MlpWalk<Moneta>>(shape, C, hyper, bytes); }
+int forward(const ForwardArgs& a) { return walk_forward_launch<MlpWalk<Moneta>>(a); }
+int backward(const BackwardArgs& a) { return walk_backward_launch<MlpWalk<Moneta>>(a); }
 
 }  // namespace nlk::moneta
 

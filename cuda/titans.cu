@@ -42,23 +42,10 @@ __device__ void titans_token(const nlk::titans::Inputs& in, const nlk::Seq& sq, 
   __syncthreads();
 }
 
-using Ws = nlk::MatrixWs<2>;
-
-__global__ void titans_forward_kernel(nlk::titans::ForwardArgs a) {
-  const nlk::Seq sq(a.shape, blockIdx.x);
-  const auto sm = nlk::carve_shared<nlk::KvqSmem>(a.shape.d);
-  nlk::Carver c(a.ws);
-  const Ws ws(c, a.shape, a.C);
-  const float* init[2] = {a.state0.M + sq.state(ws.dd), a.state0.S + sq.state(ws.dd)};
-  float* out[2] = {a.state.M + sq.state(ws.dd), a.state.S + sq.state(ws.dd)};
-  nlk::walk_forward(ws, sq, init, out, a.y, [&](int t, const float* const* cur, float* const* next, float* e, float* y) {
-    titans_token(a.in, sq, sm, t, cur, next, e, y);
-  });
-}
-
 struct BwdSmem {
   nlk::KvqSmem fw;
   nlk::ErrorBwdSmem bw;
+  __host__ __device__ BwdSmem() {}
   __host__ __device__ BwdSmem(nlk::Carver& c, int d, int nt) : fw(c, d), bw(c, d, nt, 3) {}
 };
 
@@ -123,44 +110,21 @@ __device__ void token_backward(const nlk::titans::BackwardArgs& a, const nlk::Se
   __syncthreads();
 }
 
-__global__ void titans_backward_kernel(nlk::titans::BackwardArgs a) {
-  const nlk::Seq sq(a.shape, blockIdx.x);
-  const auto sm = nlk::carve_shared<BwdSmem>(a.shape.d, static_cast<int>(blockDim.x));
-  nlk::Carver c(a.ws);
-  const Ws ws(c, a.shape, a.C);
-  adj_t *D = ws.adjoint(sq.n, 0), *E = ws.adjoint(sq.n, 1);  // ∂L/∂M_{t+1}, ∂L/∂S_{t+1}: start as d(final state)
-  nlk::adjoint_from(D, a.dstate.M, sq, ws.dd);
-  nlk::adjoint_from(E, a.dstate.S, sq, ws.dd);
-  __syncthreads();
-  const float* init[2] = {a.state0.M + sq.state(ws.dd), a.state0.S + sq.state(ws.dd)};
-  nlk::walk_backward(
-      ws, sq, init,
-      [&](int t, const float* const* cur, float* const* next, float* e, float* y) { titans_token(a.in, sq, sm.fw, t, cur, next, e, y); },
-      [&](int t, const float* const* before, const float* const* after, const float* e) { token_backward(a, sq, sm, D, E, before[0], before[1], after[0], e, t); });
-  // after token 0: ∂L/∂M_0, ∂L/∂S_0
-  nlk::adjoint_out(a.dstate0.M, D, nullptr, sq, ws.dd);
-  nlk::adjoint_out(a.dstate0.S, E, nullptr, sq, ws.dd);
-}
+/** Titans on the walk (walk.cuh, matrix.cuh: MatrixRule). */
+struct Titans : nlk::MatrixRule<nlk::titans::ForwardArgs, nlk::titans::BackwardArgs, 2, nlk::KvqSmem, BwdSmem> {
+  using MatrixRule::MatrixRule;
+  static constexpr const char *kForwardName = "titans_forward_kernel", *kBackwardName = "titans_backward_kernel";
+  __device__ void step(int t, const float* const* cur, float* const* next, float* e, float* y) const { titans_token(in, sq, sm.fw, t, cur, next, e, y); }
+  __device__ void token(int t, const float* const* before, const float* const* after, float* e) const { token_backward(*b, sq, sm, adj[0], adj[1], before[0], before[1], after[0], e, t); }
+};
 
 }  // namespace
 
 namespace nlk::titans {
 
-int workspace_bytes(const Shape& shape, int C, const Hyper&, size_t* bytes) {
-  *bytes = layout_bytes<Ws>(shape, C);
-  return NLK_OK;
-}
-
-int forward(const ForwardArgs& a) {
-  NLK_LAUNCH(titans_forward_kernel, a.shape.seqs(), threads_for(a.shape.d), layout_bytes<KvqSmem>(a.shape.d))(a);
-  return launch_status();
-}
-
-int backward(const BackwardArgs& a) {
-  const int nt = threads_for(a.shape.d);
-  NLK_LAUNCH(titans_backward_kernel, a.shape.seqs(), nt, layout_bytes<BwdSmem>(a.shape.d, nt))(a);
-  return launch_status();
-}
+int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes) { return walk_workspace_bytes<Titans>(shape, C, hyper, bytes); }
+int forward(const ForwardArgs& a) { return walk_forward_launch<Titans>(a); }
+int backward(const BackwardArgs& a) { return walk_backward_launch<Titans>(a); }
 
 }  // namespace nlk::titans
 

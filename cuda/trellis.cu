@@ -24,6 +24,7 @@ struct Smem {
   acc_t *dr, *dc, *du, *dek;   // [dk]
   acc_t *dev, *dxt;            // [d]
   acc_t* red;                  // [4 nt]
+  __host__ __device__ Smem() {}
   __host__ __device__ Smem(nlk::Carver& cv, int d, int dk, int nt)
       : q(cv.take<float>(d)), x(cv.take<float>(d)), k(cv.take<float>(d)), v(cv.take<float>(d)), dy(cv.take<float>(d)),
         r(cv.take<float>(dk)), ch(cv.take<float>(dk)), ek(cv.take<float>(dk)), u(cv.take<float>(dk)),
@@ -140,19 +141,6 @@ __device__ void trellis_token(const nlk::trellis::Inputs& in, const nlk::trellis
   trellis_step(cur[0], cur[1], next[0], next[1], sm, in.alpha[sq.gate(t)], in.theta[sq.gate(t)], hp, static_cast<int>(sq.d),
                TokVecs(rec, hp.d_compress), y);
   __syncthreads();  // S^{t+1} complete; the next token overwrites the shared vectors
-}
-
-__global__ void trellis_forward_kernel(nlk::trellis::ForwardArgs a) {
-  const nlk::Seq sq(a.shape, blockIdx.x);
-  const auto sm = nlk::carve_shared<Smem>(a.shape.d, a.hyper.d_compress, static_cast<int>(blockDim.x));
-  nlk::Carver cv(a.ws);
-  const TrellisWs ws(cv, a.shape, a.C, a.hyper.d_compress);
-  const float* init[2] = {a.state0.S_K + sq.state(ws.n), a.state0.S_V + sq.state(ws.n)};
-  float* out[2] = {a.state.S_K + sq.state(ws.n), a.state.S_V + sq.state(ws.n)};
-  // the forward's vectors are scratch: the backward recomputes them
-  nlk::walk_forward(ws, sq, init, out, a.y, [&](int t, const float* const* cur, float* const* next, float* rec, float* y) {
-    trellis_token(a.in, a.hyper, sq, sm, t, cur, next, rec, y);
-  });
 }
 
 /** Ĝi·x for the row Gi of an adjoint Ĝ (n columns); adds ⟨Ĝi, Si⟩, the retention's share of dα and dθ, into pg. */
@@ -276,27 +264,50 @@ __device__ void token_backward(const nlk::trellis::BackwardArgs& a, const nlk::S
   nlk::swap(GV, PV);
 }
 
-__global__ void trellis_backward_kernel(nlk::trellis::BackwardArgs a) {
-  const nlk::Seq sq(a.shape, blockIdx.x);
-  const int dk = a.hyper.d_compress;
-  const auto sm = nlk::carve_shared<Smem>(a.shape.d, dk, static_cast<int>(blockDim.x));
-  nlk::Carver cv(a.ws);
-  const TrellisWs ws(cv, a.shape, a.C, dk);
-  adj_t *GK = ws.adjoint(sq.n, 0), *GV = ws.adjoint(sq.n, 1), *PK = ws.adjoint(sq.n, 2), *PV = ws.adjoint(sq.n, 3);
-  nlk::adjoint_from(GK, a.dstate.S_K, sq, ws.n);
-  nlk::adjoint_from(GV, a.dstate.S_V, sq, ws.n);
-  __syncthreads();
-  const float* init[2] = {a.state0.S_K + sq.state(ws.n), a.state0.S_V + sq.state(ws.n)};
-  nlk::walk_backward(
-      ws, sq, init,
-      [&](int t, const float* const* cur, float* const* next, float* rec, float* y) { trellis_token(a.in, a.hyper, sq, sm, t, cur, next, rec, y); },
-      [&](int t, const float* const* before, const float* const* after, float* rec) {
-        token_backward(a, sq, sm, GK, GV, PK, PV, before[0], after[0], before[1], TokVecs(rec, dk), t);
-      });
-  // after token 0's swap Ĝ holds ∂L/∂S^0
-  nlk::adjoint_out(a.dstate0.S_K, GK, nullptr, sq, ws.n);
-  nlk::adjoint_out(a.dstate0.S_V, GV, nullptr, sq, ws.n);
-}
+/** Trellis on the walk (walk.cuh). */
+struct Trellis : nlk::WalkRule {
+  using ForwardArgs = nlk::trellis::ForwardArgs;
+  using BackwardArgs = nlk::trellis::BackwardArgs;
+  using Hyper = nlk::trellis::Hyper;
+  using Ws = TrellisWs;
+  static constexpr const char *kForwardName = "trellis_forward_kernel", *kBackwardName = "trellis_backward_kernel";
+  static __host__ __device__ Ws workspace(nlk::Carver& c, const nlk::Shape& s, int C, const Hyper& h) { return Ws(c, s, C, h.d_compress); }
+  static int threads(const nlk::Shape& s, const Hyper&) { return nlk::threads_for(s.d); }
+  static size_t forward_smem(const nlk::Shape& s, const Hyper& h, int nt) { return nlk::layout_bytes<Smem>(s.d, h.d_compress, nt); }
+  static size_t backward_smem(const nlk::Shape& s, const Hyper& h, int nt) { return forward_smem(s, h, nt); }
+
+  nlk::trellis::Inputs in;
+  Hyper hp;
+  nlk::Seq sq;
+  Smem sm;
+  const BackwardArgs* b = nullptr;
+  adj_t *GK = nullptr, *GV = nullptr, *PK = nullptr, *PV = nullptr;  // Ĝ = ∂L/∂S^{t+1} (starts as d(final state)); P = ∂L/∂S^t
+
+  template <class A>
+  __device__ Trellis(const A& a, const nlk::Seq& s, const Ws&)
+      : in(a.in), hp(a.hyper), sq(s), sm(nlk::carve_shared<Smem>(a.shape.d, a.hyper.d_compress, static_cast<int>(blockDim.x))) {}
+  /** The forward's vectors are scratch: the backward recomputes them. */
+  __device__ void step(int t, const float* const* cur, float* const* next, float* rec, float* y) const {
+    trellis_token(in, hp, sq, sm, t, cur, next, rec, y);
+  }
+  __device__ void begin_backward(const BackwardArgs& a, const nlk::Seq&, const Ws& ws) {
+    b = &a;
+    GK = ws.adjoint(sq.n, 0);
+    GV = ws.adjoint(sq.n, 1);
+    PK = ws.adjoint(sq.n, 2);
+    PV = ws.adjoint(sq.n, 3);
+    nlk::adjoint_from(GK, a.dstate.S_K, sq, ws.n);
+    nlk::adjoint_from(GV, a.dstate.S_V, sq, ws.n);
+  }
+  __device__ void token(int t, const float* const* before, const float* const* after, float* rec) {
+    token_backward(*b, sq, sm, GK, GV, PK, PV, before[0], after[0], before[1], TokVecs(rec, hp.d_compress), t);
+  }
+  /** After token 0's swap Ĝ holds ∂L/∂S^0. */
+  __device__ void end_backward(const BackwardArgs& a, const nlk::Seq&, const Ws& ws) const {
+    nlk::adjoint_out(a.dstate0.S_K, GK, nullptr, sq, ws.n);
+    nlk::adjoint_out(a.dstate0.S_V, GV, nullptr, sq, ws.n);
+  }
+};
 
 }  // namespace
 
@@ -304,22 +315,9 @@ __global__ void trellis_backward_kernel(nlk::trellis::BackwardArgs a) {
 
 namespace nlk::trellis {
 
-int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes) {
-  *bytes = layout_bytes<TrellisWs>(shape, C, hyper.d_compress);
-  return NLK_OK;
-}
-
-int forward(const ForwardArgs& a) {
-  const int nt = threads_for(a.shape.d);
-  NLK_LAUNCH(trellis_forward_kernel, a.shape.seqs(), nt, layout_bytes<Smem>(a.shape.d, a.hyper.d_compress, nt))(a);
-  return launch_status();
-}
-
-int backward(const BackwardArgs& a) {
-  const int nt = threads_for(a.shape.d);
-  NLK_LAUNCH(trellis_backward_kernel, a.shape.seqs(), nt, layout_bytes<Smem>(a.shape.d, a.hyper.d_compress, nt))(a);
-  return launch_status();
-}
+int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes) { return walk_workspace_bytes<Trellis>(shape, C, hyper, bytes); }
+int forward(const ForwardArgs& a) { return walk_forward_launch<Trellis>(a); }
+int backward(const BackwardArgs& a) { return walk_backward_launch<Trellis>(a); }
 
 }  // namespace nlk::trellis
 

@@ -52,6 +52,7 @@ struct Checkpoints {
  */
 template <int NS, int NA>
 struct WalkWs {
+  static constexpr int kStates = NS, kAdjoints = NA;
   Checkpoints ck;
   size_t size[NS], off[NS], step;
   size_t adj_off[NA], adj_step;
@@ -172,6 +173,86 @@ __device__ inline void adjoint_from(adj_t* adj, const float* dFinal, const Seq& 
 __device__ inline void adjoint_out(float* out, const adj_t* adj, const adj_t* extra, const Seq& sq, size_t n) {
   float* o = out + sq.state(n);
   for (size_t i = threadIdx.x; i < n; i += blockDim.x) o[i] = static_cast<float>(extra == nullptr ? adj[i] : adj[i] + extra[i]);
+}
+
+// ── the kernel pair of a rule on the walk ─────────────────────────────────────────────────
+
+/**
+ * What a rule R gives the walk's kernels and launchers (walk_forward_kernel, walk_backward_kernel,
+ * walk_workspace_bytes, walk_forward_launch, walk_backward_launch):
+ *   ForwardArgs, BackwardArgs, Hyper   its generated structs (gen/nlk_rules.cuh)
+ *   Ws, workspace(c, shape, C, hyper)  its workspace: a WalkWs (its state tensors first, as the ABI
+ *                                      lists them), carved on c, with its own scratch after it
+ *   kForwardName, kBackwardName        its kernels' names in the emulation's messages
+ *   threads(shape, hyper), forward_smem(shape, hyper, nt), backward_smem(shape, hyper, nt)   (host)
+ *   R(a, sq, ws)                       per block, for the forward's or the backward's args: carves
+ *                                      its shared memory, keeps what its step and token read
+ *   step(t, cur, next, rec, y)         its step (above); token(t, before, after, rec) its token backward
+ *   begin_backward(a, sq, ws)          its adjoints from d(final state) (a barrier follows)
+ *   end_backward(a, sq, ws)            d(initial state) from its adjoints, after token 0
+ * and, from WalkRule, start(init): the step state beyond the ABI's state tensors (none by default).
+ */
+struct WalkRule {
+  __device__ void start(const float**) const {}
+};
+
+/** The step state before token 0: the ABI's initial state tensors, then the rule's own (R::start). */
+template <class R, class Ws, class StateIn>
+__device__ void walk_init(const Ws& ws, const Seq& sq, const StateIn& st0, const R& r, const float* (&init)[Ws::kStates]) {
+  for (int w = 0; w < st0.kCount; w++) init[w] = st0[w] + sq.state(ws.size[w]);
+  r.start(init);
+}
+
+template <class R>
+__global__ void walk_forward_kernel(typename R::ForwardArgs a) {
+  const Seq sq(a.shape, blockIdx.x);
+  Carver c(a.ws);
+  const typename R::Ws ws = R::workspace(c, a.shape, a.C, a.hyper);
+  R r(a, sq, ws);
+  const float* init[R::Ws::kStates];
+  walk_init(ws, sq, a.state0, r, init);
+  float* out[R::Ws::kStates] = {};
+  for (int w = 0; w < a.state.kCount; w++) out[w] = a.state[w] + sq.state(ws.size[w]);
+  walk_forward(ws, sq, init, out, a.y, [&](int t, const float* const* cur, float* const* next, float* rec, float* y) { r.step(t, cur, next, rec, y); });
+}
+
+template <class R>
+__global__ void walk_backward_kernel(typename R::BackwardArgs a) {
+  const Seq sq(a.shape, blockIdx.x);
+  Carver c(a.ws);
+  const typename R::Ws ws = R::workspace(c, a.shape, a.C, a.hyper);
+  R r(a, sq, ws);
+  r.begin_backward(a, sq, ws);
+  __syncthreads();
+  const float* init[R::Ws::kStates];
+  walk_init(ws, sq, a.state0, r, init);
+  walk_backward(
+      ws, sq, init, [&](int t, const float* const* cur, float* const* next, float* rec, float* y) { r.step(t, cur, next, rec, y); },
+      [&](int t, const float* const* before, const float* const* after, float* rec) { r.token(t, before, after, rec); });
+  r.end_backward(a, sq, ws);
+}
+
+/** The launchers of a rule on the walk (the contract of gen/nlk_rules.cuh). */
+template <class R>
+int walk_workspace_bytes(const Shape& shape, int C, const typename R::Hyper& hyper, size_t* bytes) {
+  Carver c(nullptr);
+  (void)R::workspace(c, shape, C, hyper);
+  *bytes = c.off;
+  return NLK_OK;
+}
+
+template <class R>
+int walk_forward_launch(const typename R::ForwardArgs& a) {
+  const int nt = R::threads(a.shape, a.hyper);
+  NLK_LAUNCH_NAMED(walk_forward_kernel<R>, R::kForwardName, a.shape.seqs(), nt, R::forward_smem(a.shape, a.hyper, nt))(a);
+  return launch_status();
+}
+
+template <class R>
+int walk_backward_launch(const typename R::BackwardArgs& a) {
+  const int nt = R::threads(a.shape, a.hyper);
+  NLK_LAUNCH_NAMED(walk_backward_kernel<R>, R::kBackwardName, a.shape.seqs(), nt, R::backward_smem(a.shape, a.hyper, nt))(a);
+  return launch_status();
 }
 
 }  // namespace nlk

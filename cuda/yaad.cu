@@ -46,11 +46,12 @@ NLK_NOINLINE __device__ void yaad_step(const Hp& hp, const nlk::MlpSmem& sm, int
 __host__ __device__ Hp hp_of(const nlk::yaad::Hyper& h) { return Hp{h.d_hidden, h.delta, h.lambda_local, h.lambda_2}; }
 
 /** The rule as mlp.cuh's kernels see it: staging, the step, and one token's backward. */
-struct Yaad {
+struct Yaad : nlk::WalkRule {
   using ForwardArgs = nlk::yaad::ForwardArgs;
   using BackwardArgs = nlk::yaad::BackwardArgs;
   static constexpr int kState = 2, kAdj = 4;
   using Ws = nlk::MlpWs<kState, kAdj>;
+  static constexpr const char *kForwardName = "yaad_forward_kernel", *kBackwardName = "yaad_backward_kernel";
 
   Hp hp;
   nlk::Shape s;
@@ -67,11 +68,6 @@ struct Yaad {
       : hp(hp_of(a.hyper)), s(a.shape), in(a.in), B1(a.state0.W1 + sq.state(sq.d * a.hyper.d_hidden)),
         B2(a.state0.W2 + sq.state(sq.d * a.hyper.d_hidden)),
         sm(nlk::carve_shared<nlk::MlpSmem>(a.shape.d, a.hyper.d_hidden, static_cast<int>(blockDim.x))) {}
-  /** The call's first state W_0, which is also the snapshot B. */
-  __device__ void start(const nlk::Seq&, const float* (&init)[kState]) const {
-    init[0] = B1;
-    init[1] = B2;
-  }
   __device__ void begin_backward(const Ws& ws, const nlk::Seq& sq, const BackwardArgs& a) {
     DY = a.dy;
     g = a.grad;
@@ -144,9 +140,9 @@ struct Yaad {
 
 namespace nlk::yaad {
 
-int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes) { return mlp_workspace_bytes<Yaad>(shape, C, hyper, bytes); }
-int forward(const ForwardArgs& a) { return mlp_forward<Yaad>(a); }
-int backward(const BackwardArgs& a) { return mlp_backward<Yaad>(a); }
+int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes) { return walk_workspace_bytes<MlpWalk<Yaad>>(shape, C, hyper, bytes); }
+int forward(const ForwardArgs& a) { return walk_forward_launch<MlpWalk<Yaad>>(a); }
+int backward(const BackwardArgs& a) { return walk_backward_launch<MlpWalk<Yaad>>(a); }
 
 }  // namespace nlk::yaad
 
