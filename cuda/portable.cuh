@@ -22,8 +22,10 @@
 #include <cuda_runtime.h>
 
 #define NLK_LAUNCH(kernel, grid, block, smem) kernel<<<(grid), (block), (smem)>>>
-/* The same, naming the kernel for the emulation's messages (a template kernel: the rule's name). */
-#define NLK_LAUNCH_NAMED(kernel, name, grid, block, smem) kernel<<<(grid), (block), (smem)>>>
+/* The same, naming the kernel for the emulation's messages (a template kernel: the rule's name); a statement. */
+#define NLK_LAUNCH_NAMED(kernel, name, grid, block, smem) \
+  (void)(name);                                           \
+  kernel<<<(grid), (block), (smem)>>>
 /* A device function that must compile to one body (a forward step replayed by the backward). */
 #define NLK_NOINLINE __noinline__
 

@@ -196,40 +196,41 @@ struct WalkRule {
   __device__ void start(const float**) const {}
 };
 
-/** The step state before token 0: the ABI's initial state tensors, then the rule's own (R::start). */
-template <class R, class Ws, class StateIn>
-__device__ void walk_init(const Ws& ws, const Seq& sq, const StateIn& st0, const R& r, const float* (&init)[Ws::kStates]) {
-  for (int w = 0; w < st0.kCount; w++) init[w] = st0[w] + sq.state(ws.size[w]);
-  r.start(init);
-}
+/**
+ * What one block of a walk kernel holds: its sequence, the rule's workspace, the rule, and the step
+ * state before token 0 (the ABI's initial state tensors, then the rule's own: R::start).
+ */
+template <class R, class A>
+struct WalkBlock {
+  using Ws = typename R::Ws;
+  Seq sq;
+  Carver c;
+  const Ws ws;
+  R r;
+  const float* init[Ws::kStates];
+  __device__ explicit WalkBlock(const A& a) : sq(a.shape, blockIdx.x), c(a.ws), ws(R::workspace(c, a.shape, a.C, a.hyper)), r(a, sq, ws) {
+    for (int w = 0; w < a.state0.kCount; w++) init[w] = a.state0[w] + sq.state(ws.size[w]);
+    r.start(init);
+  }
+};
 
 template <class R>
 __global__ void walk_forward_kernel(typename R::ForwardArgs a) {
-  const Seq sq(a.shape, blockIdx.x);
-  Carver c(a.ws);
-  const typename R::Ws ws = R::workspace(c, a.shape, a.C, a.hyper);
-  R r(a, sq, ws);
-  const float* init[R::Ws::kStates];
-  walk_init(ws, sq, a.state0, r, init);
+  WalkBlock<R, typename R::ForwardArgs> k(a);
   float* out[R::Ws::kStates] = {};
-  for (int w = 0; w < a.state.kCount; w++) out[w] = a.state[w] + sq.state(ws.size[w]);
-  walk_forward(ws, sq, init, out, a.y, [&](int t, const float* const* cur, float* const* next, float* rec, float* y) { r.step(t, cur, next, rec, y); });
+  for (int w = 0; w < a.state.kCount; w++) out[w] = a.state[w] + k.sq.state(k.ws.size[w]);
+  walk_forward(k.ws, k.sq, k.init, out, a.y, [&](int t, const float* const* cur, float* const* next, float* rec, float* y) { k.r.step(t, cur, next, rec, y); });
 }
 
 template <class R>
 __global__ void walk_backward_kernel(typename R::BackwardArgs a) {
-  const Seq sq(a.shape, blockIdx.x);
-  Carver c(a.ws);
-  const typename R::Ws ws = R::workspace(c, a.shape, a.C, a.hyper);
-  R r(a, sq, ws);
-  r.begin_backward(a, sq, ws);
+  WalkBlock<R, typename R::BackwardArgs> k(a);
+  k.r.begin_backward(a, k.sq, k.ws);
   __syncthreads();
-  const float* init[R::Ws::kStates];
-  walk_init(ws, sq, a.state0, r, init);
   walk_backward(
-      ws, sq, init, [&](int t, const float* const* cur, float* const* next, float* rec, float* y) { r.step(t, cur, next, rec, y); },
-      [&](int t, const float* const* before, const float* const* after, float* rec) { r.token(t, before, after, rec); });
-  r.end_backward(a, sq, ws);
+      k.ws, k.sq, k.init, [&](int t, const float* const* cur, float* const* next, float* rec, float* y) { k.r.step(t, cur, next, rec, y); },
+      [&](int t, const float* const* before, const float* const* after, float* rec) { k.r.token(t, before, after, rec); });
+  k.r.end_backward(a, k.sq, k.ws);
 }
 
 /** The launchers of a rule on the walk (the contract of gen/nlk_rules.cuh). */
