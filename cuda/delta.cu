@@ -5,8 +5,9 @@
  * One block per sequence (b, h); threads own rows of M (and of the adjoint D = ∂L/∂M_{t+1});
  * products with Mᵀ or Dᵀ are column loops that run after a barrier, when every row is final.
  * The forward keeps M every C tokens and the backward replays each chunk with the forward's own step
- * (matrix.cuh: forward_checkpointed, backward_checkpointed), so its states are the forward's bits
- * for every C. What is Delta's own here: delta_step, delta_token, token_backward, the launchers.
+ * (walk.cuh: the walk's kernel pair, templated on the rule struct Delta), so its states are the
+ * forward's bits for every C. What is Delta's own here: delta_step, delta_token, token_backward, and
+ * the struct Delta that hands them to the walk.
  *
  * Built with -DNLK_DELTA_CHUNK_GD=G (G >= 1) the pair is chunk-start GD with chunks of G tokens
  * instead (docs/spec/chunk-forms.md#chunk-start-gd): e_t = M_c k_t − v_t with c = G·⌊t/G⌋, the

@@ -257,30 +257,26 @@ struct MlpWs : WalkWs<NS, NA> {
  * WalkRule start(init) (Moneta: A_0 = W_0). W1 and W2 are state tensors 0 and 1, as in the ABI.
  */
 template <class M>
-struct MlpWalk : WalkRule {
-  using ForwardArgs = typename M::ForwardArgs;
-  using BackwardArgs = typename M::BackwardArgs;
-  using Hyper = decltype(ForwardArgs::hyper);
-  using Ws = typename M::Ws;
-  static constexpr const char *kForwardName = M::kForwardName, *kBackwardName = M::kBackwardName;
+struct MlpWalk : M {
+  using Hyper = decltype(M::ForwardArgs::hyper);
+  using typename M::BackwardArgs;
+  using typename M::Ws;
   static __host__ __device__ Ws workspace(Carver& c, const Shape& s, int C, const Hyper& h) { return Ws(c, s, C, h.d_hidden); }
   static int threads(const Shape& s, const Hyper& h) { return mlp_threads(s.d, h.d_hidden); }
   static size_t forward_smem(const Shape& s, const Hyper& h, int nt) { return layout_bytes<MlpSmem>(s.d, h.d_hidden, nt); }
   static size_t backward_smem(const Shape& s, const Hyper& h, int nt) { return forward_smem(s, h, nt); }
 
-  M m;
   Seq sq;
   template <class A>
-  __device__ MlpWalk(const A& a, const Seq& s, const Ws&) : m(a, s), sq(s) {}
-  __device__ void start(const float** init) const { m.start(init); }
+  __device__ MlpWalk(const A& a, const Seq& s, const Ws&) : M(a, s), sq(s) {}
   __device__ void step(int t, const float* const* cur, float* const* next, float*, float* y) {
-    m.load(sq, t);
+    M::load(sq, t);
     __syncthreads();
-    m.step(sq, t, StepIn{cur}, StepOut{next}, y);
+    M::step(sq, t, StepIn{cur}, StepOut{next}, y);
   }
-  __device__ void begin_backward(const BackwardArgs& a, const Seq&, const Ws& ws) { m.begin_backward(ws, sq, a); }
-  __device__ void token(int t, const float* const* before, const float* const* after, float*) { m.token_backward(sq, t, StepIn{before}, StepIn{after}); }
-  __device__ void end_backward(const BackwardArgs& a, const Seq&, const Ws& ws) const { m.end_backward(ws, sq, a); }
+  __device__ void begin_backward(const BackwardArgs& a, const Seq&, const Ws& ws) { M::begin_backward(ws, sq, a); }
+  __device__ void token(int t, const float* const* before, const float* const* after, float*) { M::token_backward(sq, t, StepIn{before}, StepIn{after}); }
+  __device__ void end_backward(const BackwardArgs& a, const Seq&, const Ws& ws) const { M::end_backward(ws, sq, a); }
 };
 
 }  // namespace nlk

@@ -9,7 +9,7 @@
  * at each cut and differs from one call whenever q ≠ 2 (on the q = 2 path A = W and the cut is neutral).
  * Backward: docs/spec/miras-compression.md#moneta-backward and #moneta-backward-lq, with the final
  * state's gradient entering through N_qᵀ(A_T) and ∂L/∂W_0 = α_0 Ā + D at token 0.
- * One block per sequence; the kernels are mlp.cuh's (mlp_forward_kernel, mlp_backward_kernel) on the walk (walk.cuh).
+ * One block per sequence; the walk's kernels (walk.cuh) through mlp.cuh's MlpWalk.
  */
 #include "mlp.cuh"
 

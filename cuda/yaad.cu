@@ -6,7 +6,7 @@
  * is the initial-state input, so checkpointing leaves it alone, while cutting a sequence into several
  * calls takes a new snapshot per call and changes the result whenever λ_loc > 0. The backward returns
  * ∂L/∂W_0 = D + dB with dB = Σ_t 2λ_loc θ_t Ŵ_{t+1} (docs/spec/miras-compression.md#yaad-backward).
- * One block per sequence; the kernels are mlp.cuh's (mlp_forward_kernel, mlp_backward_kernel) on the walk (walk.cuh).
+ * One block per sequence; the walk's kernels (walk.cuh) through mlp.cuh's MlpWalk.
  */
 #include "mlp.cuh"
 
