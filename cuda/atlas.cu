@@ -126,12 +126,6 @@ struct Atlas : nlk::MatrixRule<nlk::atlas::ForwardArgs, nlk::atlas::BackwardArgs
 
 }  // namespace
 
-namespace nlk::atlas {
-
-int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes) { return walk_workspace_bytes<Atlas>(shape, C, hyper, bytes); }
-int forward(const ForwardArgs& a) { return walk_forward_launch<Atlas>(a); }
-int backward(const BackwardArgs& a) { return walk_backward_launch<Atlas>(a); }
-
-}  // namespace nlk::atlas
+NLK_WALK_LAUNCHERS(atlas, Atlas)
 
 #include "gen/atlas_pair.inc"

@@ -234,13 +234,9 @@ struct Delta : nlk::WalkRule {
 
 }  // namespace
 
-// ── launchers (the contract of cuda/gen/nlk_rules.cuh) ─────────────────────────────────────
+NLK_WALK_LAUNCHERS(delta, Delta)
 
 namespace nlk::delta {
-
-int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes) { return walk_workspace_bytes<Delta>(shape, C, hyper, bytes); }
-int forward(const ForwardArgs& a) { return walk_forward_launch<Delta>(a); }
-int backward(const BackwardArgs& a) { return walk_backward_launch<Delta>(a); }
 
 #if NLK_DELTA_CHUNK_GD > 0
 int chunk_form(int* kind, int* C) {

@@ -90,12 +90,6 @@ struct Hebbian : nlk::MatrixRule<nlk::hebbian::ForwardArgs, nlk::hebbian::Backwa
 
 }  // namespace
 
-namespace nlk::hebbian {
-
-int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes) { return walk_workspace_bytes<Hebbian>(shape, C, hyper, bytes); }
-int forward(const ForwardArgs& a) { return walk_forward_launch<Hebbian>(a); }
-int backward(const BackwardArgs& a) { return walk_backward_launch<Hebbian>(a); }
-
-}  // namespace nlk::hebbian
+NLK_WALK_LAUNCHERS(hebbian, Hebbian)
 
 #include "gen/hebbian_pair.inc"

@@ -250,14 +250,6 @@ struct Lattice : nlk::WalkRule {
 
 }  // namespace
 
-// ── launchers (the contract of cuda/gen/nlk_rules.cuh) ─────────────────────────────────────
-
-namespace nlk::lattice {
-
-int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes) { return walk_workspace_bytes<Lattice>(shape, C, hyper, bytes); }
-int forward(const ForwardArgs& a) { return walk_forward_launch<Lattice>(a); }
-int backward(const BackwardArgs& a) { return walk_backward_launch<Lattice>(a); }
-
-}  // namespace nlk::lattice
+NLK_WALK_LAUNCHERS(lattice, Lattice)
 
 #include "gen/lattice_pair.inc"

@@ -128,14 +128,6 @@ struct Memora : nlk::WalkRule {
 
 }  // namespace
 
-// ── launchers (the contract of cuda/gen/nlk_rules.cuh) ─────────────────────────────────────
-
-namespace nlk::memora {
-
-int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes) { return walk_workspace_bytes<MlpWalk<Memora>>(shape, C, hyper, bytes); }
-int forward(const ForwardArgs& a) { return walk_forward_launch<MlpWalk<Memora>>(a); }
-int backward(const BackwardArgs& a) { return walk_backward_launch<MlpWalk<Memora>>(a); }
-
-}  // namespace nlk::memora
+NLK_WALK_LAUNCHERS(memora, nlk::MlpWalk<Memora>)
 
 #include "gen/memora_pair.inc"

@@ -255,14 +255,6 @@ struct Moneta : nlk::WalkRule {
 
 }  // namespace
 
-// ── launchers (the contract of cuda/gen/nlk_rules.cuh) ─────────────────────────────────────
-
-namespace nlk::moneta {
-
-int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes) { return walk_workspace_bytes<MlpWalk<Moneta>>(shape, C, hyper, bytes); }
-int forward(const ForwardArgs& a) { return walk_forward_launch<MlpWalk<Moneta>>(a); }
-int backward(const BackwardArgs& a) { return walk_backward_launch<MlpWalk<Moneta>>(a); }
-
-}  // namespace nlk::moneta
+NLK_WALK_LAUNCHERS(moneta, nlk::MlpWalk<Moneta>)
 
 #include "gen/moneta_pair.inc"

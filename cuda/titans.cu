@@ -120,12 +120,6 @@ struct Titans : nlk::MatrixRule<nlk::titans::ForwardArgs, nlk::titans::BackwardA
 
 }  // namespace
 
-namespace nlk::titans {
-
-int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes) { return walk_workspace_bytes<Titans>(shape, C, hyper, bytes); }
-int forward(const ForwardArgs& a) { return walk_forward_launch<Titans>(a); }
-int backward(const BackwardArgs& a) { return walk_backward_launch<Titans>(a); }
-
-}  // namespace nlk::titans
+NLK_WALK_LAUNCHERS(titans, Titans)
 
 #include "gen/titans_pair.inc"

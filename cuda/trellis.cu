@@ -311,14 +311,6 @@ struct Trellis : nlk::WalkRule {
 
 }  // namespace
 
-// ── launchers (the contract of cuda/gen/nlk_rules.cuh) ─────────────────────────────────────
-
-namespace nlk::trellis {
-
-int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes) { return walk_workspace_bytes<Trellis>(shape, C, hyper, bytes); }
-int forward(const ForwardArgs& a) { return walk_forward_launch<Trellis>(a); }
-int backward(const BackwardArgs& a) { return walk_backward_launch<Trellis>(a); }
-
-}  // namespace nlk::trellis
+NLK_WALK_LAUNCHERS(trellis, Trellis)
 
 #include "gen/trellis_pair.inc"

@@ -257,3 +257,16 @@ int walk_backward_launch(const typename R::BackwardArgs& a) {
 }
 
 }  // namespace nlk
+
+/**
+ * The three launchers gen/nlk_rules.cuh declares for `rule`, on the walk with the rule struct `Rule`:
+ * a recurrent pair's source ends with NLK_WALK_LAUNCHERS(<rule>, <Rule>) and its #include "gen/<rule>_pair.inc".
+ */
+#define NLK_WALK_LAUNCHERS(rule, Rule)                                                       \
+  namespace nlk::rule {                                                                      \
+  int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes) {       \
+    return walk_workspace_bytes<Rule>(shape, C, hyper, bytes);                               \
+  }                                                                                          \
+  int forward(const ForwardArgs& a) { return walk_forward_launch<Rule>(a); }               \
+  int backward(const BackwardArgs& a) { return walk_backward_launch<Rule>(a); }            \
+  }

@@ -136,14 +136,6 @@ struct Yaad : nlk::WalkRule {
 
 }  // namespace
 
-// ── launchers (the contract of cuda/gen/nlk_rules.cuh) ─────────────────────────────────────
-
-namespace nlk::yaad {
-
-int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes) { return walk_workspace_bytes<MlpWalk<Yaad>>(shape, C, hyper, bytes); }
-int forward(const ForwardArgs& a) { return walk_forward_launch<MlpWalk<Yaad>>(a); }
-int backward(const BackwardArgs& a) { return walk_backward_launch<MlpWalk<Yaad>>(a); }
-
-}  // namespace nlk::yaad
+NLK_WALK_LAUNCHERS(yaad, nlk::MlpWalk<Yaad>)
 
 #include "gen/yaad_pair.inc"
