@@ -173,10 +173,7 @@ __device__ void token_backward(const nlk::delta::BackwardArgs& a, const nlk::Seq
 }
 
 /** Delta on the walk (walk.cuh): the workspace, the step, the token backward. */
-struct Delta : nlk::WalkRule {
-  using ForwardArgs = nlk::delta::ForwardArgs;
-  using BackwardArgs = nlk::delta::BackwardArgs;
-  using Hyper = nlk::delta::Hyper;
+struct Delta : nlk::WalkRule<nlk::delta::ForwardArgs, nlk::delta::BackwardArgs> {
   /** The walk's workspace, then what chunk-start GD adds (nothing in the sequential build). */
   struct Ws : nlk::MatrixWs<1> {
     GdWs gw;

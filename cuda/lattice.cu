@@ -209,10 +209,7 @@ __device__ void token_backward(const nlk::lattice::BackwardArgs& a, const nlk::S
 }
 
 /** Lattice on the walk (walk.cuh). */
-struct Lattice : nlk::WalkRule {
-  using ForwardArgs = nlk::lattice::ForwardArgs;
-  using BackwardArgs = nlk::lattice::BackwardArgs;
-  using Hyper = nlk::lattice::Hyper;
+struct Lattice : nlk::WalkRule<nlk::lattice::ForwardArgs, nlk::lattice::BackwardArgs> {
   using Ws = SlotsWs;
   static constexpr const char *kForwardName = "lattice_forward_kernel", *kBackwardName = "lattice_backward_kernel";
   static __host__ __device__ Ws workspace(nlk::Carver& c, const nlk::Shape& s, int C, const Hyper& h) { return Ws(c, s, C, h.m_slots); }

@@ -61,10 +61,8 @@ struct MatrixWs : WalkWs<NS, NS> {
  * adds kForwardName, kBackwardName, step and token.
  */
 template <class Fwd, class Bwd, int NS, class FwdSmem, class BwdSmem>
-struct MatrixRule : WalkRule {
-  using ForwardArgs = Fwd;
-  using BackwardArgs = Bwd;
-  using Hyper = decltype(Fwd::hyper);
+struct MatrixRule : WalkRule<Fwd, Bwd> {
+  using Hyper = typename WalkRule<Fwd, Bwd>::Hyper;
   using Ws = MatrixWs<NS>;
   static __host__ __device__ Ws workspace(Carver& c, const Shape& s, int C, const Hyper&) { return Ws(c, s, C); }
   static int threads(const Shape& s, const Hyper&) { return threads_for(s.d); }

@@ -54,9 +54,7 @@ __device__ inline void softmax_rows_vjp(const float* P, int rows, int cols, adj_
 }
 
 /** The rule as mlp.cuh's kernels see it. */
-struct Memora : nlk::WalkRule {
-  using ForwardArgs = nlk::memora::ForwardArgs;
-  using BackwardArgs = nlk::memora::BackwardArgs;
+struct Memora : nlk::WalkRule<nlk::memora::ForwardArgs, nlk::memora::BackwardArgs> {
   static constexpr int kState = 2, kAdj = 4;
   using Ws = nlk::MlpWs<kState, kAdj>;
   static constexpr const char *kForwardName = "memora_forward_kernel", *kBackwardName = "memora_backward_kernel";

@@ -254,11 +254,12 @@ struct MlpWs : WalkWs<NS, NA> {
  * memory MlpSmem), load(sq, t) (stages token t), step(sq, t, cur, next, y) (its one non-inlined step;
  * ends with a barrier), begin_backward(ws, sq, args) (its adjoints from d(final state)),
  * token_backward(sq, t, W_t, W_{t+1}), end_backward(ws, sq, args) (d(initial state)), and from
- * WalkRule start(init) (Moneta: A_0 = W_0). W1 and W2 are state tensors 0 and 1, as in the ABI.
+ * WalkRule its argument structs and start(init) (Moneta: A_0 = W_0). W1 and W2 are state tensors 0
+ * and 1, as in the ABI.
  */
 template <class M>
 struct MlpWalk : M {
-  using Hyper = decltype(M::ForwardArgs::hyper);
+  using typename M::Hyper;
   using typename M::BackwardArgs;
   using typename M::Ws;
   static __host__ __device__ Ws workspace(Carver& c, const Shape& s, int C, const Hyper& h) { return Ws(c, s, C, h.d_hidden); }

@@ -135,9 +135,7 @@ NLK_NOINLINE __device__ void moneta_step(const Hp& hp, const nlk::MlpSmem& sm, i
 __host__ __device__ Hp hp_of(const nlk::moneta::Hyper& h) { return Hp{h.d_hidden, h.p, h.q, h.lambda_2, h.sign_sharpness}; }
 
 /** The rule as mlp.cuh's kernels see it. The step state: W1, W2, A1, A2; the adjoints Ā, R, D (two each). */
-struct Moneta : nlk::WalkRule {
-  using ForwardArgs = nlk::moneta::ForwardArgs;
-  using BackwardArgs = nlk::moneta::BackwardArgs;
+struct Moneta : nlk::WalkRule<nlk::moneta::ForwardArgs, nlk::moneta::BackwardArgs> {
   static constexpr int kState = 4, kAdj = 6;
   using Ws = nlk::MlpWs<kState, kAdj>;
   static constexpr const char *kForwardName = "moneta_forward_kernel", *kBackwardName = "moneta_backward_kernel";

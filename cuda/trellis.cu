@@ -265,10 +265,7 @@ __device__ void token_backward(const nlk::trellis::BackwardArgs& a, const nlk::S
 }
 
 /** Trellis on the walk (walk.cuh). */
-struct Trellis : nlk::WalkRule {
-  using ForwardArgs = nlk::trellis::ForwardArgs;
-  using BackwardArgs = nlk::trellis::BackwardArgs;
-  using Hyper = nlk::trellis::Hyper;
+struct Trellis : nlk::WalkRule<nlk::trellis::ForwardArgs, nlk::trellis::BackwardArgs> {
   using Ws = TrellisWs;
   static constexpr const char *kForwardName = "trellis_forward_kernel", *kBackwardName = "trellis_backward_kernel";
   static __host__ __device__ Ws workspace(nlk::Carver& c, const nlk::Shape& s, int C, const Hyper& h) { return Ws(c, s, C, h.d_compress); }

@@ -190,9 +190,14 @@ __device__ inline void adjoint_out(float* out, const adj_t* adj, const adj_t* ex
  *   step(t, cur, next, rec, y)         its step (above); token(t, before, after, rec) its token backward
  *   begin_backward(a, sq, ws)          its adjoints from d(final state) (a barrier follows)
  *   end_backward(a, sq, ws)            d(initial state) from its adjoints, after token 0
- * and, from WalkRule, start(init): the step state beyond the ABI's state tensors (none by default).
+ * A rule struct derives from WalkRule<ForwardArgs, BackwardArgs>, which names the three structs and gives
+ * start(init): the step state beyond the ABI's state tensors (none by default; Moneta's accumulators).
  */
+template <class Fwd, class Bwd>
 struct WalkRule {
+  using ForwardArgs = Fwd;
+  using BackwardArgs = Bwd;
+  using Hyper = decltype(Fwd::hyper);
   __device__ void start(const float**) const {}
 };
 

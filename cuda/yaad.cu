@@ -46,9 +46,7 @@ NLK_NOINLINE __device__ void yaad_step(const Hp& hp, const nlk::MlpSmem& sm, int
 __host__ __device__ Hp hp_of(const nlk::yaad::Hyper& h) { return Hp{h.d_hidden, h.delta, h.lambda_local, h.lambda_2}; }
 
 /** The rule as mlp.cuh's kernels see it: staging, the step, and one token's backward. */
-struct Yaad : nlk::WalkRule {
-  using ForwardArgs = nlk::yaad::ForwardArgs;
-  using BackwardArgs = nlk::yaad::BackwardArgs;
+struct Yaad : nlk::WalkRule<nlk::yaad::ForwardArgs, nlk::yaad::BackwardArgs> {
   static constexpr int kState = 2, kAdj = 4;
   using Ws = nlk::MlpWs<kState, kAdj>;
   static constexpr const char *kForwardName = "yaad_forward_kernel", *kBackwardName = "yaad_backward_kernel";
