@@ -6,7 +6,7 @@
  * Lattice (variant). Meant for a change to the kernels that must not change their arithmetic
  * (a refactor of cuda/): build the library before and after, then
  *
- *   bun bench/kernel-bitwise.ts <before.so> <after.so>
+ *   bun bench/kernel-bitwise.ts <before.so> <after.so> [--rules delta,titans]
  *
  * Each library runs in its own child process (`--dump <lib> <file>` writes its outputs), so two
  * builds of one library never share a process. Prints the number of calls and bytes compared and
@@ -75,7 +75,7 @@ function values(n: number, rng: Rng, lo: number, hi: number): Float32Array {
 }
 
 /** Every call on one library, in a fixed order; each record keyed by what was called. */
-function dump(lib: KernelLib): Record_[] {
+function dump(lib: KernelLib, rules: readonly string[] | null): Record_[] {
   const out: Record_[] = [];
   const record = (key: string, f: () => Record<string, Float32Array | number>) => {
     let outputs: Record<string, string>;
@@ -86,7 +86,7 @@ function dump(lib: KernelLib): Record_[] {
     }
     out.push({ key, outputs });
   };
-  for (const a of ABI) {
+  for (const a of ABI.filter((x) => rules === null || rules.includes(x.rule))) {
     const pair = lib.pair(a.rule);
     if (typeof pair === "string") throw new Error(pair);
     for (const s of SHAPES) {
@@ -174,25 +174,36 @@ function compare(before: Record_[], after: Record_[]): { calls: number; bytes: n
   return { calls: before.length, bytes, diffs };
 }
 
-function main(argv: string[]): number {
+const USAGE = "usage: bun bench/kernel-bitwise.ts <before.so> <after.so> [--rules <rule,...>]";
+
+function main(args: string[]): number {
+  const at = args.indexOf("--rules");
+  const rules = at < 0 ? null : (args[at + 1] ?? "").split(",").filter((r) => r !== "");
+  const argv = at < 0 ? args : [...args.slice(0, at), ...args.slice(at + 2)];
+  const unknown = (rules ?? []).filter((r) => !ABI.some((a) => a.rule === r));
+  if (rules !== null && (rules.length === 0 || unknown.length > 0)) {
+    console.error(`--rules: ${rules.length === 0 ? "no rule given" : `unknown rule ${unknown.join(", ")}`} (rules: ${ABI.map((a) => a.rule).join(", ")})`);
+    return 2;
+  }
+  const ruleArgs = rules === null ? [] : ["--rules", rules.join(",")];
   if (argv[0] === "--dump") {
     const [lib, file] = [argv[1], argv[2]];
     if (lib === undefined || file === undefined) {
-      console.error("usage: bun bench/kernel-bitwise.ts --dump <lib.so> <out.json>");
+      console.error("usage: bun bench/kernel-bitwise.ts --dump <lib.so> <out.json> [--rules <rule,...>]");
       return 2;
     }
-    writeFileSync(file, JSON.stringify(dump(openKernelLib(lib, stateShapesOf))));
+    writeFileSync(file, JSON.stringify(dump(openKernelLib(lib, stateShapesOf), rules)));
     return 0;
   }
   const [before, after] = argv;
-  if (before === undefined || after === undefined) {
-    console.error("usage: bun bench/kernel-bitwise.ts <before.so> <after.so>");
+  if (before === undefined || after === undefined || argv.length > 2) {
+    console.error(USAGE);
     return 2;
   }
   const dir = mkdtempSync(join(tmpdir(), "nlk-bitwise-"));
   const dumped = [before, after].map((lib, i) => {
     const file = join(dir, `${i}.json`);
-    const r = spawnSync(process.execPath, [import.meta.path, "--dump", lib, file], { stdio: "inherit" });
+    const r = spawnSync(process.execPath, [import.meta.path, "--dump", lib, file, ...ruleArgs], { stdio: "inherit" });
     if (r.status !== 0) throw new Error(`dumping ${lib} failed (exit ${r.status}, signal ${r.signal})`);
     return JSON.parse(readFileSync(file, "utf8")) as Record_[];
   });

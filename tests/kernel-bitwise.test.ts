@@ -18,8 +18,8 @@ beforeAll(async () => {
   cpuF32 = (await buildLib("cpu-f32")).path;
 }, 600_000);
 
-function compare(a: string, b: string): { status: number | null; out: string } {
-  const r = spawnSync(process.execPath, [join(ROOT, "bench/kernel-bitwise.ts"), a, b], { encoding: "utf8" });
+function compare(...args: string[]): { status: number | null; out: string } {
+  const r = spawnSync(process.execPath, [join(ROOT, "bench/kernel-bitwise.ts"), ...args], { encoding: "utf8" });
   return { status: r.status, out: `${r.stdout}${r.stderr}` };
 }
 
@@ -31,8 +31,14 @@ test("one library against itself: every call identical", () => {
 }, 120_000);
 
 test("f64 sums against f32 sums: the differences are found and named", () => {
-  const { status, out } = compare(cpu, cpuF32);
+  const { status, out } = compare(cpu, cpuF32, "--rules", "delta");
   expect(out).toMatch(/bytes compared: \d+ differences/);
   expect(out).toMatch(/delta B1 T7 H1 d1 cfg0 C1 forward: y differs first at \[\d+\]/);
   expect(status).toBe(1);
 }, 120_000);
+
+test("an unknown rule is a usage error naming it", () => {
+  const { status, out } = compare(cpu, cpu, "--rules", "deltaa");
+  expect(out).toContain("--rules: unknown rule deltaa");
+  expect(status).toBe(2);
+});
