@@ -6,6 +6,7 @@
  *   cuda/gen/<rule>_pair.inc     the extern "C" wrappers of the pair (argument checks, timing, the launcher)
  *   cuda/gen/<rule>_frozen.inc   the same for the frozen read
  *   cuda/gen/<rule>_chunk_form.inc  the optional chunk-form query (recurrent rules)
+ * and, from ffi/generate-registry.ts, the PyTorch side's rule metadata and the names.md tables.
  * A kernel source includes the .inc of what it implements; a rule without a source is simply absent
  * from the library (C5 skips it). The build runs this script; `--check` fails when a file is stale.
  *
@@ -18,6 +19,7 @@ import { ROOT } from "../paths.ts";
 import { RULES } from "../src/rules/index.ts";
 import { withDefaults } from "../src/rules/level.ts";
 import type { RuleDecl } from "../src/rules/types.ts";
+import { registryFiles } from "./generate-registry.ts";
 import { chunkFormSymbol, functionsOf, isGate, signature, symbolName, type HyperArg, type InnerInputName, type KernelFn, type Param, type RuleAbi } from "./abi.ts";
 
 export const ABI_VERSION_V = 2;
@@ -287,6 +289,7 @@ export function generatedFiles(): Map<string, string> {
         wrappersInc(a, ["frozen_workspace_bytes", "frozen_forward", "frozen_backward"], "wrappers of the frozen read"));
     }
   }
+  for (const [path, text] of registryFiles()) files.set(path, text); // the rule registry's other derived files
   return files;
 }
 

@@ -6,7 +6,8 @@
  *
  * The bridge is one Python process for the whole run: the first C9 check runs every case of the
  * run once (cross-check.ts in a child process, seed derived from the run seed) and later checks
- * read its results. Skipped, with the reason, when python3 or torch is missing.
+ * read its results. Skipped, with the reason, when python3 or torch is missing. A rule the torch
+ * side does not know (or fails on) errors its own checks only, with the cross-check's message.
  */
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -34,8 +35,9 @@ const TOLERANCE = {
 };
 
 interface Diff { name: string; rel: number | string; abs: number | string; refMax: number }
-interface RuleEntry { cases: number; y: Diff | null; state: Diff | null; grads: Diff | null; refMax: number; stateFd?: string }
-interface ModelEntry { id: string; worst: Diff | null; activeMatch: boolean; tapeWorst: Diff | null }
+/** A variant's results, or `error`: why the torch side could not run it (it does not know the rule, or failed on it). */
+type RuleEntry = { cases: number; error: string } | { cases: number; error?: undefined; y: Diff | null; state: Diff | null; grads: Diff | null; refMax: number; stateFd?: string };
+type ModelEntry = { id: string; error: string } | { id: string; error?: undefined; worst: Diff | null; activeMatch: boolean; tapeWorst: Diff | null };
 interface CrossReport { torch: string; rules: Record<string, RuleEntry>; model: ModelEntry[] }
 
 const modelId = (id: string) => `C9/model/${id.replace(/\//g, "+").replace(/\s+/g, "-")}`;
@@ -110,6 +112,7 @@ export function c9Checks(): CheckDef[] {
       delegate: ({ seed, runSeed, profile }) => {
         const e = crossReport(runSeed, profile).rules[vkey(v)];
         if (e === undefined) return { status: "error", runs: 0, seed, path: "", message: `the cross-check has no result for ${vkey(v)}` };
+        if (e.error !== undefined) return { status: "error", runs: e.cases, seed, path: "", message: e.error };
         const fd = e.stateFd === undefined || e.stateFd === "-" ? null : /(\d+)\/(\d+)$/.exec(e.stateFd);
         const fdBad = fd !== null && fd[1] !== fd[2] ? `torch's initial-state gradient disagrees with finite differences of the TypeScript forward (${e.stateFd})` : null;
         return verdict([e.y, e.state, e.grads], e.refMax, seed, e.cases, fdBad);
@@ -130,6 +133,7 @@ export function c9Checks(): CheckDef[] {
       delegate: ({ seed, runSeed, profile }) => {
         const e = crossReport(runSeed, profile).model.find((m) => m.id === def.id);
         if (e === undefined) return { status: "error", runs: 0, seed, path: "", message: `the cross-check has no result for '${def.id}'` };
+        if (e.error !== undefined) return { status: "error", runs: 0, seed, path: "", message: e.error };
         return verdict([e.worst, e.tapeWorst], Math.max(e.worst?.refMax ?? 0, e.tapeWorst?.refMax ?? 0), seed, 1, e.activeMatch ? null : "the two implementations chose different active levels");
       },
     });

@@ -16,11 +16,11 @@
  */
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import type { RuleCaseSpec } from "../../cases/rule-case.ts";
-import { RULES } from "../../src/rules/index.ts";
+import { RULES, ruleByKey } from "../../src/rules/index.ts";
 import { TorchBridge, probeTorch } from "../../oracle/torch-bridge.ts";
 import { fmt, worst, type Diff } from "./compare.ts";
 import { EDGES, FD_ATOL, FD_RTOL, ruleSpecs, runRuleCase, type RuleCaseResult, type StateFd } from "./rule-cases.ts";
-import { modelCases, runModelCase } from "./model-cases.ts";
+import { modelCases, runModelCase, type ModelCaseDef } from "./model-cases.ts";
 import { replayFixture } from "./golden-fixtures.ts";
 
 export { modelCases } from "./model-cases.ts";
@@ -68,6 +68,27 @@ export function parseArgs(argv: string[]): Options {
 
 // ── main ────────────────────────────────────────────────────────────────────────────────────
 
+/**
+ * A rule variant the torch side does not know (its hello lists what it has forwards for) or fails
+ * on errors that variant's results only: the rest of the run goes on (docs/spec/conformance.md#c9).
+ */
+export function unknownRuleMessage(keys: readonly string[]): string {
+  return `the PyTorch reference has no forward of rule ${keys.map((k) => `'${k}'`).join(", ")} (its bridge does not list it): ` +
+    `add it to python/nlc_torch/rules.py (README "Adding a rule")`;
+}
+
+const errorText = (e: unknown): string => (e instanceof Error ? e.message : String(e));
+
+/** The rule variants a model case runs on the torch side: each level's rule and, where it has one, its frozen read. */
+function modelCaseRules(def: ModelCaseDef): string[] {
+  const keys = new Set<string>();
+  for (const lv of def.spec.levels) {
+    keys.add(lv.rule);
+    if (ruleByKey(lv.rule).frozen !== null) keys.add(`${lv.rule}.frozen`);
+  }
+  return [...keys];
+}
+
 function group(ds: readonly Diff[], prefix: string): Diff | null {
   return worst(ds.filter((d) => d.name.startsWith(prefix)));
 }
@@ -105,6 +126,15 @@ async function main(): Promise<number> {
     `(probe run: ${probe.startupMs.toFixed(0)} ms); protocol ${br.info.protocol}; tolerance ${o.tol}`);
   let failures = 0;
   const report: Record<string, unknown> = { torch: br.info.torch, startupMs: br.startupMs, tol: o.tol };
+  const known = new Set(br.info.rules);
+  /** Rule variant → why it could not be compared. */
+  const errors = new Map<string, string>();
+  const ruleError = (key: string, message: string) => {
+    if (errors.has(key)) return;
+    errors.set(key, message);
+    failures++;
+    console.log(`${key.padEnd(15)} ERROR: ${message}`);
+  };
 
   if (o.doRules) {
     console.log("\n== rule cases: max|torch − ts| / max|ts| ==");
@@ -117,8 +147,18 @@ async function main(): Promise<number> {
         if (o.rules.length > 0 && !o.rules.includes(key) && !o.rules.includes(decl.key)) continue;
         const agg: RuleAgg = { y: [], st: [], gr: [], fd: [], ms: [], rt: [], n: 0, vac: 0 };
         perRule[key] = agg;
+        if (!known.has(key)) {
+          ruleError(key, unknownRuleMessage([key]));
+          continue;
+        }
         for (const spec of ruleSpecs(decl, o, frozen)) {
-          const r = await runRuleCase(br, decl, frozen, spec);
+          let r: RuleCaseResult;
+          try {
+            r = await runRuleCase(br, decl, frozen, spec);
+          } catch (e) {
+            ruleError(key, `case d=${spec.d} s=${spec.seq_len} seed=${spec.seed}: ${errorText(e)}`);
+            break;
+          }
           all.push(r);
           agg.n++;
           agg.ms.push(r.ms);
@@ -149,8 +189,15 @@ async function main(): Promise<number> {
         for (const frozen of decl.frozen === null ? [false] : [false, true]) {
           const key = frozen ? `${decl.key}.frozen` : decl.key;
           if (o.rules.length > 0 && !o.rules.includes(key) && !o.rules.includes(decl.key)) continue;
+          if (errors.has(key)) continue;
           const spec: RuleCaseSpec = { d: 4, seq_len: 4, hyper: {}, alpha: "mid", theta: "large", state: "random", seed: 77 };
-          const r = await runRuleCase(br, decl, frozen, spec, edge.edit);
+          let r: RuleCaseResult;
+          try {
+            r = await runRuleCase(br, decl, frozen, spec, edge.edit);
+          } catch (e) {
+            ruleError(key, `edge case ${edge.id}: ${errorText(e)}`);
+            continue;
+          }
           const bad = r.diffs.filter((d) => !(d.rel <= o.tol));
           failures += bad.length > 0 ? 1 : 0;
           const y = group(r.diffs, "y"), st = group(r.diffs, "state."), gr = group(r.diffs, "grads.");
@@ -168,7 +215,7 @@ async function main(): Promise<number> {
     }
     const skipped = new Set(all.flatMap((r) => r.skipped.map((s) => `${r.key}:${s.replace(/^grads\.state\..*/, "grads.state.*")}`)));
     console.log(`\nnot compared (torch only): ${[...skipped].sort().join(", ")}`);
-    report.rules = Object.fromEntries(Object.entries(perRule).map(([k, a]) => [k, {
+    report.rules = Object.fromEntries(Object.entries(perRule).map(([k, a]) => [k, errors.has(k) ? { cases: a.n, error: errors.get(k) } : {
       cases: a.n, y: worst(a.y), state: worst(a.st), grads: worst(a.gr),
       // The largest reference value compared in any case: 0 would mean every comparison was vacuous.
       refMax: Math.max(0, ...[...a.y, ...a.st, ...a.gr].map((d) => (Number.isFinite(d.refMax) ? d.refMax : 0))), stateFd: fdCell(a.fd), medianMs: median(a.ms), medianRoundTripMs: median(a.rt),
@@ -180,7 +227,17 @@ async function main(): Promise<number> {
     console.log(`${"case".padEnd(46)}${"loss".padEnd(9)}${"model grads".padEnd(24)}${"level grads".padEnd(26)}${"buffers".padEnd(10)}${"context".padEnd(10)}active  [tape worst]   ms`);
     const rows: unknown[] = [];
     for (const def of modelCases(o)) {
-      const r = await runModelCase(br, def);
+      const unknown = modelCaseRules(def).filter((k) => !known.has(k));
+      let r: Awaited<ReturnType<typeof runModelCase>>;
+      try {
+        if (unknown.length > 0) throw new Error(unknownRuleMessage(unknown));
+        r = await runModelCase(br, def);
+      } catch (e) {
+        failures++;
+        console.log(`${def.id.padEnd(46)}ERROR: ${errorText(e)}`);
+        rows.push({ id: def.id, error: errorText(e) });
+        continue;
+      }
       const loss = group(r.diffs, "loss"), gm = group(r.diffs, "grads.model."), gl = group(r.diffs, "grads.levels.");
       const eb = group(r.diffs, "error_buffers."), cx = group(r.diffs, "context."), tw = worst(r.tapeDiffs);
       const bad = r.diffs.filter((d) => !(d.rel <= o.tol));
@@ -197,10 +254,23 @@ async function main(): Promise<number> {
   if (o.doFixtures) {
     const dir = decodeURIComponent(new URL("../../fixtures/golden", import.meta.url).pathname);
     const files = existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith(".json")).sort() : [];
-    let replayed = 0, skipped = 0, worstAll: Diff | null = null;
+    let replayed = 0, skipped = 0, unknown = 0, worstAll: Diff | null = null;
     for (const f of files) {
       const doc = JSON.parse(readFileSync(`${dir}/${f}`, "utf8"));
-      const r = await replayFixture(br, doc);
+      const rule = doc.target?.rule;
+      // a fixture of a rule the torch side does not know: that rule's own checks already error
+      if (typeof rule === "string" && !known.has(rule)) {
+        unknown++;
+        continue;
+      }
+      let r: Awaited<ReturnType<typeof replayFixture>>;
+      try {
+        r = await replayFixture(br, doc);
+      } catch (e) {
+        failures++;
+        console.log(`fixture ${f}: ERROR ${errorText(e)}`);
+        continue;
+      }
       if (r === null) {
         skipped++;
         continue;
@@ -214,7 +284,7 @@ async function main(): Promise<number> {
         console.log(`fixture ${f}: FAIL ${bad.map((d) => `${d.name} ${fmt(d.rel)}`).join("; ")}${r.activeMatch ? "" : " active decisions differ"}`);
       } else if (o.verbose) console.log(`fixture ${f}: worst ${cell(w, true)}`);
     }
-    console.log(`\n== golden fixtures (fixtures/golden): ${replayed} replayed through torch, ${skipped} f32 skipped; worst ${worstAll === null ? "-" : `${fmt(worstAll.rel)} (${worstAll.name})`}`);
+    console.log(`\n== golden fixtures (fixtures/golden): ${replayed} replayed through torch, ${skipped} f32 skipped${unknown > 0 ? `, ${unknown} of rules torch does not know` : ""}; worst ${worstAll === null ? "-" : `${fmt(worstAll.rel)} (${worstAll.name})`}`);
     report.fixtures = { replayed, skipped, worst: worstAll };
   }
 

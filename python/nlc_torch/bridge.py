@@ -156,13 +156,13 @@ class Handler:
         if self.torch is None:
             return {"ok": False, "error": self.torch_error, "protocol": PROTOCOL_VERSION,
                     "python": sys.version.split()[0]}, []
-        from .rules import HYPER, MEMORY_RULES, RULE_KEYS
-        keys = list(RULE_KEYS) + [f"{k}.frozen" for k in MEMORY_RULES]
+        from .rules import RULE_KEYS, hyper_defaults, implemented_rules
+        keys = implemented_rules()
         return {"ok": True, "protocol": PROTOCOL_VERSION, "torch": self.torch.__version__,
                 "python": sys.version.split()[0], "dtype": "f64", "rules": keys,
                 "models": [{"composition": c, "k": [1, 2, 4], "freq_schedule": ["fixed", "learned"]}
                            for c in ("mag", "mac", "mal")],
-                "hyper_defaults": {r: {n: v[1] for n, v in h.items()} for r, h in HYPER.items()}}, []
+                "hyper_defaults": {r: hyper_defaults(r) for r in RULE_KEYS}}, []
 
     def rule(self, header, tensors):
         self.need_torch()

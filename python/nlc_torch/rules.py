@@ -1,8 +1,14 @@
 """Torch forwards of every memory rule (active and frozen) and of SWA, written from the math sheets
-(/work/shared/spec/rules-titans-family.md, rules-miras-compression.md) and the README decisions.
+(docs/spec/titans-family.md, docs/spec/miras-compression.md) and the decisions (docs/spec/decisions.md).
 
 Only FORWARDS live here: every gradient (parameters, level input X, initial state) comes from
 torch.autograd. f64 throughout. Nothing is modified in place, so autograd sees the whole graph.
+
+What a rule IS (its key, hyperparameters with defaults and ranges, gates, parameter and state
+names and shapes, which initial states are zero, step-local and derived state) is not written
+here: it is read from rules_meta.json, which ffi/generate.ts generates from the TypeScript
+declarations (docs/spec/names.md#registry). What a rule COMPUTES (the forwards below and the
+non-zero initial states) is written here, independently, and cross-checked by C9.
 
 Level machinery (D1, sheets §1.3-§1.4):
     k = X W_K^T, v = X W_V^T, q = X W_Q^T
@@ -13,7 +19,9 @@ Frozen reads use q = X W_Q^T only (no normalisation) and each rule's own read (D
 """
 from __future__ import annotations
 
+import json
 import math
+import os
 import struct
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -71,115 +79,79 @@ def l2_rows(x: Tensor) -> Tensor:
     return x / torch.clamp(n, min=NORM_EPS)
 
 
-# ── declarations ─────────────────────────────────────────────────────────────────────────────
+# ── declarations: generated from the TypeScript ones (docs/spec/names.md#registry) ───────────
 
-MEMORY_PARAMS = ["W_K", "W_V", "W_Q", "w_alpha", "b_alpha", "w_theta", "b_theta", "w_eta", "b_eta"]
-ATTENTION_PARAMS = ["W_q", "W_k", "W_v"]
+META_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rules_meta.json")
+with open(META_PATH, encoding="utf-8") as _f:
+    META: Dict[str, dict] = {r["key"]: r for r in json.load(_f)["rules"]}
 
-# hyperparameter: (kind, default). Defaults are the TypeScript declarations' defaults; a caller
-# should pass every hyperparameter explicitly.
-HYPER: Dict[str, Dict[str, Tuple[str, object]]] = {
-    "delta": {}, "titans": {}, "hebbian": {}, "atlas": {},
-    "moneta": {"d_hidden": ("int", 4), "p": ("real", 2.0), "q": ("real", 2.0), "lambda_2": ("real", 0.01),
-               "sign_sharpness": ("real", 10.0)},
-    "yaad": {"d_hidden": ("int", 4), "delta": ("real", 1.0), "lambda_local": ("real", 0.01), "lambda_2": ("real", 0.01)},
-    "memora": {"d_hidden": ("int", 4)},
-    "lattice": {"m_slots": ("int", 4), "variant": ("enum:decode|encode|similarity", "decode")},
-    "trellis": {"d_compress": ("int", 4), "lambda_k": ("real", 0.01), "lambda_v": ("real", 0.01)},
-    "swa": {"heads": ("int", 1), "window": ("int", 4)},
-}
-
-GATES = {
-    "delta": ("alpha", "theta"), "titans": ("alpha", "theta", "eta"), "hebbian": ("alpha",),
-    "atlas": ("alpha", "theta", "eta"), "moneta": ("alpha", "theta"), "yaad": ("alpha", "theta"),
-    "memora": ("alpha", "theta"), "lattice": ("alpha",), "trellis": ("alpha", "theta"), "swa": (),
-}
-NORMALIZE_KQ = {"delta", "titans"}
+RULE_KEYS: List[str] = list(META)
+MEMORY_RULES: List[str] = [k for k, m in META.items() if m["memory"]]
+GATES: Dict[str, Tuple[str, ...]] = {k: tuple(m["gates"]) for k, m in META.items()}
+NORMALIZE_KQ = {k for k, m in META.items() if m["normalize_kq"]}
 # Names a caller may pass in `state` that the rule derives from W1/W2 at call start (ignored).
-DERIVED_STATE = {"moneta": ("A1", "A2"), "yaad": ("B1", "B2")}
+DERIVED_STATE: Dict[str, Tuple[str, ...]] = {k: tuple(m["derived_state"]) for k, m in META.items()}
 # State that restarts at zero on every model step (D7: Titans/Atlas momentum).
-STEP_LOCAL_STATE = {"titans": ("S",), "atlas": ("S",)}
+STEP_LOCAL_STATE: Dict[str, Tuple[str, ...]] = {k: tuple(m["step_local_state"]) for k, m in META.items()}
 
-RULE_KEYS = ["delta", "titans", "hebbian", "atlas", "moneta", "yaad", "memora", "lattice", "trellis", "swa"]
-MEMORY_RULES = [k for k in RULE_KEYS if k != "swa"]
+
+def hyper_defaults(key: str) -> Dict[str, object]:
+    return {n: h["default"] for n, h in META[key]["hyper"].items()}
+
+
+def _dims(shape: List[object], cfg: Config) -> Tuple[int, ...]:
+    """A symbolic shape of rules_meta.json: integers, configuration names and `2*<name>`."""
+    out = []
+    for x in shape:
+        if isinstance(x, int):
+            out.append(x)
+        elif x.startswith("2*"):
+            out.append(2 * int(cfg[x[2:]]))
+        else:
+            out.append(int(cfg[x]))
+    return tuple(out)
 
 
 def param_shapes(key: str, cfg: Config) -> Dict[str, Tuple[int, ...]]:
-    d = int(cfg["d"])
-    if key == "swa":
-        return {"W_q": (d, d), "W_k": (d, d), "W_v": (d, d)}
-    s = {"W_K": (d, d), "W_V": (d, d), "W_Q": (d, d), "w_alpha": (2 * d,), "b_alpha": (1,),
-         "w_theta": (2 * d,), "b_theta": (1,), "w_eta": (2 * d,), "b_eta": (1,)}
-    if key == "atlas":
-        s["W_omega"] = (d, 2 * d)
-    return s
+    return {n: _dims(s, cfg) for n, s in META[key]["params"].items()}
 
 
 def state_shapes(key: str, cfg: Config) -> Dict[str, Tuple[int, ...]]:
-    d = int(cfg["d"])
-    if key in ("delta", "hebbian"):
-        return {"M": (d, d)}
-    if key in ("titans", "atlas"):
-        return {"M": (d, d), "S": (d, d)}
-    if key in ("moneta", "yaad", "memora"):
-        dh = int(cfg["d_hidden"])
-        return {"W1": (dh, d), "W2": (d, dh)}
-    if key == "lattice":
-        return {"S": (int(cfg["m_slots"]), d)}
-    if key == "trellis":
-        dk = int(cfg["d_compress"])
-        return {"S_K": (dk, d), "S_V": (d, dk)}
-    return {}
+    return {n: _dims(s, cfg) for n, s in META[key]["state"].items()}
 
 
-def init_state(key: str, cfg: Config) -> State:
-    """D4 initial states."""
-    d = int(cfg["d"])
-    shapes = state_shapes(key, cfg)
-    if key in ("moneta", "yaad"):
-        dh = int(cfg["d_hidden"])
-        c = 0.1 * math.sqrt(2.0 / (d + dh))
-        return {"W1": (c * (init_hash(dh * d) - 0.5)).reshape(dh, d), "W2": torch.zeros(d, dh, dtype=DT)}
-    if key == "memora":
-        dh = int(cfg["d_hidden"])
-        W1 = torch.softmax((0.1 * (init_hash(dh * d) - 0.5)).reshape(dh, d), dim=1)
-        return {"W1": W1, "W2": torch.full((d, dh), 1.0 / dh, dtype=DT)}
-    if key == "lattice":
-        m = int(cfg["m_slots"])
-        S = (init_hash(m * d) - 0.5).reshape(m, d)
-        n = torch.linalg.vector_norm(S, dim=1, keepdim=True)
-        return {"S": torch.where(n > 1e-8, S / torch.where(n > 1e-8, n, torch.ones_like(n)), S)}
-    return {name: torch.zeros(*shape, dtype=DT) for name, shape in shapes.items()}
+def _positive_int(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == int(v) and v >= 1
 
 
 def resolve_config(key: str, cfg: Config) -> Config:
-    """Fills defaults and checks what the math needs; errors name the field."""
-    if key not in HYPER:
+    """Fills defaults and checks the declared ranges; errors name the field."""
+    if key not in META:
         raise InputError(f"rule: unknown rule key '{key}' (known: {', '.join(RULE_KEYS)})")
     out: Dict[str, object] = {}
     for name in ("d", "seq_len"):
         v = cfg.get(name)
-        if not isinstance(v, (int, float)) or isinstance(v, bool) or v != int(v) or v < 1:
+        if not _positive_int(v):
             raise InputError(f"config.{name}: expected a positive integer, got {v!r}")
         out[name] = int(v)
-    for name, (kind, default) in HYPER[key].items():
-        v = cfg.get(name, default)
-        if kind.startswith("enum:"):
-            if v not in kind[5:].split("|"):
-                raise InputError(f"config.{name}: expected one of {kind[5:]}, got {v!r}")
-        elif kind == "int":
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or v != int(v) or v < 1:
-                raise InputError(f"config.{name}: expected a positive integer, got {v!r}")
-            v = int(v)
+    for name, h in META[key]["hyper"].items():
+        v = cfg.get(name, h["default"])
+        if h["kind"] == "enum":
+            if v not in h["values"]:
+                raise InputError(f"config.{name}: expected one of {'|'.join(h['values'])}, got {v!r}")
+        elif not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or \
+                (h["kind"] == "int" and v != int(v)):
+            raise InputError(f"config.{name}: expected {'an integer' if h['kind'] == 'int' else 'a finite number'}, got {v!r}")
+        elif not h["min"] <= v <= h["max"]:
+            raise InputError(f"config.{name}: {v!r} is outside [{h['min']}, {h['max']}]")
         else:
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
-                raise InputError(f"config.{name}: expected a finite number, got {v!r}")
-            v = float(v)
+            v = int(v) if h["kind"] == "int" else float(v)
+            bound = h.get("bound_by_d")
+            if bound == "at-most" and v > out["d"]:
+                raise InputError(f"config.{name}: {v} must be <= d = {out['d']}")
+            if bound == "divides" and out["d"] % v != 0:
+                raise InputError(f"config.{name}: {v} must divide d = {out['d']}")
         out[name] = v
-    if key == "trellis" and out["d_compress"] > out["d"]:
-        raise InputError(f"config.d_compress: {out['d_compress']} must be <= d = {out['d']}")
-    if key == "swa" and out["d"] % out["heads"] != 0:
-        raise InputError(f"config.heads: {out['heads']} must divide d = {out['d']}")
     for name, v in cfg.items():
         if name not in out and name not in ("d", "seq_len"):
             out[name] = v  # unknown keys are carried, not used
@@ -383,17 +355,73 @@ INNER = {
 
 # ── frozen reads (D3: each rule's own read of its state) ─────────────────────────────────────
 
+def _matrix_read(q: Tensor, st: State, cfg: Config) -> Tensor:
+    return q @ st["M"].t()                                           # y_t = M q_t
+
+
+def _mlp_frozen_read(q: Tensor, st: State, cfg: Config) -> Tensor:
+    return silu(q @ st["W1"].t()) @ st["W2"].t()                     # y_t = W2 silu(W1 q_t)
+
+
+def _lattice_frozen_read(q: Tensor, st: State, cfg: Config) -> Tensor:
+    S = st["S"]
+    return torch.softmax(q @ S.t(), dim=1) @ S                       # y_t = sum_i softmax(S q_t)_i S_i
+
+
+def _trellis_frozen_read(q: Tensor, st: State, cfg: Config) -> Tensor:
+    return torch.stack([st["S_V"] @ nsilu(st["S_K"] @ q[t]) for t in range(q.shape[0])])
+
+
+FROZEN = {
+    "delta": _matrix_read, "titans": _matrix_read, "hebbian": _matrix_read, "atlas": _matrix_read,
+    "moneta": _mlp_frozen_read, "yaad": _mlp_frozen_read, "memora": _mlp_frozen_read,
+    "lattice": _lattice_frozen_read, "trellis": _trellis_frozen_read,
+}
+
+
 def _frozen_read(key: str, q: Tensor, st: State, cfg: Config) -> Tensor:
-    if key in ("delta", "titans", "hebbian", "atlas"):
-        return q @ st["M"].t()                                       # y_t = M q_t
-    if key in ("moneta", "yaad", "memora"):
-        return silu(q @ st["W1"].t()) @ st["W2"].t()                 # y_t = W2 silu(W1 q_t)
-    if key == "lattice":
-        S = st["S"]
-        return torch.softmax(q @ S.t(), dim=1) @ S                   # y_t = sum_i softmax(S q_t)_i S_i
-    if key == "trellis":
-        return torch.stack([st["S_V"] @ nsilu(st["S_K"] @ q[t]) for t in range(q.shape[0])])
-    raise InputError(f"rule: '{key}' has no frozen variant")
+    if key not in FROZEN:
+        raise InputError(f"rule: '{key}' has no frozen read in the PyTorch reference (python/nlc_torch/rules.py FROZEN)")
+    return FROZEN[key](q, st, cfg)
+
+
+# ── initial states (D4) that are not zero; the zero ones are read from the declarations ──────
+
+def _hash_mlp_init(cfg: Config) -> State:
+    d, dh = int(cfg["d"]), int(cfg["d_hidden"])
+    c = 0.1 * math.sqrt(2.0 / (d + dh))
+    return {"W1": (c * (init_hash(dh * d) - 0.5)).reshape(dh, d)}
+
+
+def _memora_init(cfg: Config) -> State:
+    d, dh = int(cfg["d"]), int(cfg["d_hidden"])
+    W1 = torch.softmax((0.1 * (init_hash(dh * d) - 0.5)).reshape(dh, d), dim=1)
+    return {"W1": W1, "W2": torch.full((d, dh), 1.0 / dh, dtype=DT)}
+
+
+def _lattice_init(cfg: Config) -> State:
+    d, m = int(cfg["d"]), int(cfg["m_slots"])
+    S = (init_hash(m * d) - 0.5).reshape(m, d)
+    n = torch.linalg.vector_norm(S, dim=1, keepdim=True)
+    return {"S": torch.where(n > 1e-8, S / torch.where(n > 1e-8, n, torch.ones_like(n)), S)}
+
+
+INIT = {"moneta": _hash_mlp_init, "yaad": _hash_mlp_init, "memora": _memora_init, "lattice": _lattice_init}
+
+
+def init_state(key: str, cfg: Config) -> State:
+    """D4 initial states: zeros where the declaration's init is zero, else the rule's own formula."""
+    own = None
+    out: State = {}
+    for name, shape in state_shapes(key, cfg).items():
+        if META[key]["init"][name] == "zeros":
+            out[name] = torch.zeros(*shape, dtype=DT)
+            continue
+        if key not in INIT:
+            raise InputError(f"rule: the PyTorch reference has no initial state of '{key}' (python/nlc_torch/rules.py INIT)")
+        own = own if own is not None else INIT[key](cfg)
+        out[name] = own[name]
+    return out
 
 
 # ── SWA (sheet 1 §7) ─────────────────────────────────────────────────────────────────────────
@@ -413,13 +441,28 @@ def swa(Q: Tensor, K: Tensor, V: Tensor, heads: int, window: int) -> Tensor:
     return torch.cat(outs, dim=1)
 
 
+def _swa_level(X: Tensor, P: Dict[str, Tensor], st: State, cfg: Config) -> Tuple[Tensor, State]:
+    return swa(X @ P["W_q"].t(), X @ P["W_k"].t(), X @ P["W_v"].t(), int(cfg["heads"]), int(cfg["window"])), {}
+
+
+# Rules whose projection is attention: the whole level, not an inner recurrence.
+ATTENTION = {"swa": _swa_level}
+
+
+def implemented_rules() -> List[str]:
+    """The rule variants this reference has forwards for (a declared rule may not have one yet)."""
+    active = [k for k in RULE_KEYS if k in INNER or k in ATTENTION]
+    return active + [f"{k}.frozen" for k in RULE_KEYS if META[k]["frozen"] and k in FROZEN]
+
+
 # ── whole level ──────────────────────────────────────────────────────────────────────────────
 
 def level_forward(key: str, X: Tensor, P: Dict[str, Tensor], st: State, cfg: Config) -> Tuple[Tensor, State]:
     """Active path of one level (or SWA): returns y [s,d] and the final state."""
-    if key == "swa":
-        y = swa(X @ P["W_q"].t(), X @ P["W_k"].t(), X @ P["W_v"].t(), int(cfg["heads"]), int(cfg["window"]))
-        return y, {}
+    if key not in INNER and key not in ATTENTION:
+        raise InputError(f"rule: the PyTorch reference has no forward of '{key}' (python/nlc_torch/rules.py INNER)")
+    if META[key]["projection"] == "attention":
+        return ATTENTION[key](X, P, st, cfg)
     k = X @ P["W_K"].t()
     v = X @ P["W_V"].t()
     q = X @ P["W_Q"].t()
@@ -428,7 +471,7 @@ def level_forward(key: str, X: Tensor, P: Dict[str, Tensor], st: State, cfg: Con
     c = torch.cat([k, v], dim=1)                      # c_t = [k_t; v_t], k first
     gate_fn = {"alpha": sigmoid, "theta": softplus, "eta": sigmoid}
     gates = {name: gate_fn[name](c @ P[f"w_{name}"] + P[f"b_{name}"][0]) for name in GATES[key]}
-    omega = silu(c) @ P["W_omega"].t() if key == "atlas" else None
+    omega = silu(c) @ P["W_omega"].t() if META[key]["omega"] else None
     return INNER[key](k, v, q, X, gates, omega, st, cfg)
 
 
@@ -474,8 +517,11 @@ def run_rule(key: str, frozen: bool, cfg_in: Config, X: Tensor, dy: Tensor, para
     parameter (zero where unused) and of the initial state (all by autograd)."""
     cfg = resolve_config(key, cfg_in)
     s, d = int(cfg["seq_len"]), int(cfg["d"])
-    if frozen and key == "swa":
-        raise InputError("frozen: 'swa' has no frozen variant")
+    if frozen and not META[key]["frozen"]:
+        raise InputError(f"frozen: '{key}' has no frozen variant")
+    variant = f"{key}.frozen" if frozen else key
+    if variant not in implemented_rules():
+        raise InputError(f"rule: the PyTorch reference has no forward of '{variant}' (python/nlc_torch/rules.py)")
     for name, t, shape in (("X", X, (s, d)), ("dy", dy, (s, d))):
         if t is None:
             raise InputError(f"{name}: missing")
