@@ -83,7 +83,7 @@ test("doc paths: every check's spec text and tolerance kind name existing files"
     if (/README\.md, tolerance policy|README tolerance policy/.test(text)) bad.push(`${c.id}: cites a "tolerance policy" section that does not exist`);
   }
   expect(bad).toEqual([]);
-});
+}, 120_000); // building the catalogue takes seconds on a loaded machine
 
 test("doc paths: the test catches a missing file, a missing anchor and a stale backticked path", () => {
   const planted = "see [x](nope.md), [y](docs/spec/precision" + ".md#no-such-anchor) and `conformance/c5/no-such.ts`";
