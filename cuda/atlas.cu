@@ -4,7 +4,7 @@
  * ω_t = W_omega silu([k_t; v_t]) is computed by the caller:
  *   S_{t+1} = η_t S_t − θ_t ω_t k_tᵀ ;  M_{t+1} = (1 − α_t) M_t + S_{t+1} ;  y_t = M_{t+1} q_t
  * No error term: v is not read (and has no gradient: kernel.noGrad in src/rules/atlas.ts). One block
- * per sequence (b, h); threads own rows of M, S, D, E; checkpointing as in delta.cu (matrix.cuh).
+ * per sequence (b, h); threads own rows of M, S, D, E; checkpointing as in delta.cu (walk.cuh).
  */
 #include "matrix.cuh"
 
@@ -13,6 +13,7 @@ namespace {
 /** The token's k, ω, q. */
 struct KwqSmem {
   float *k, *w, *q;
+  __host__ __device__ KwqSmem() {}
   __host__ __device__ KwqSmem(nlk::Carver& c, int d) : k(c.take<float>(d)), w(c.take<float>(d)), q(c.take<float>(d)) {}
   __device__ void load(const nlk::Seq& sq, int t, const nlk::atlas::Inputs& in) const {
     const size_t o = sq.vec(t);
@@ -42,64 +43,31 @@ NLK_NOINLINE __device__ void atlas_step(const float* Mt, const float* St, float*
   }
 }
 
+/** The rule's step as the walk calls it: stage token t, (M_t, S_t) → (M_{t+1}, S_{t+1}) (and y when given); barriers before and after. */
 __device__ void atlas_token(const nlk::atlas::Inputs& in, const nlk::Seq& sq, const KwqSmem& sm, int t, const float* const* cur,
-                            float* const* next, float* Y) {
+                            float* const* next, float* y) {
   sm.load(sq, t, in);
   __syncthreads();
   const size_t g = sq.gate(t);
-  atlas_step(cur[0], cur[1], next[0], next[1], sm, in.alpha[g], in.theta[g], in.eta[g], static_cast<int>(sq.d),
-             Y == nullptr ? nullptr : Y + sq.vec(t));
+  atlas_step(cur[0], cur[1], next[0], next[1], sm, in.alpha[g], in.theta[g], in.eta[g], static_cast<int>(sq.d), y);
   __syncthreads();
-}
-
-struct FwdArgs {
-  nlk::Shape s;
-  int C;
-  nlk::atlas::Inputs in;
-  nlk::atlas::StateIn s0;
-  float* Y;
-  nlk::atlas::StateOut out;
-  unsigned char* ws;
-};
-
-__global__ void atlas_forward_kernel(FwdArgs a) {
-  const nlk::Seq sq(a.s, blockIdx.x);
-  const auto sm = nlk::carve_shared<KwqSmem>(a.s.d);
-  nlk::Carver c(a.ws);
-  const nlk::MatrixWs ws(c, a.s, a.C, 2);
-  const float* init[2] = {a.s0.M + sq.state(ws.dd), a.s0.S + sq.state(ws.dd)};
-  float* out[2] = {a.out.M + sq.state(ws.dd), a.out.S + sq.state(ws.dd)};
-  nlk::forward_checkpointed<2>(ws, sq.n, a.s.T, init, out, [&](int t, const float* const* cur, float* const* next, float*) {
-    atlas_token(a.in, sq, sm, t, cur, next, a.Y);
-  });
 }
 
 struct BwdSmem {
   KwqSmem fw;
   float* dy;
   acc_t* red;
+  __host__ __device__ BwdSmem() {}
   __host__ __device__ BwdSmem(nlk::Carver& c, int d, int nt) : fw(c, d), dy(c.take<float>(d)), red(c.take<acc_t>(3 * static_cast<size_t>(nt))) {}
 };
 
-struct BwdArgs {
-  nlk::Shape s;
-  int C;
-  nlk::atlas::Inputs in;
-  nlk::atlas::StateIn s0;
-  const float* DY;
-  nlk::atlas::StateIn dFinal;
-  unsigned char* ws;
-  nlk::atlas::Grads g;
-  nlk::atlas::StateOut dS0;
-};
-
 /** Token t's backward (v1's arithmetic): D, E carried from token t+1 to token t. */
-__device__ void token_backward(const BwdArgs& a, const nlk::Seq& sq, const BwdSmem& sm, adj_t* D, adj_t* E, const float* Mt, const float* St,
+__device__ void token_backward(const nlk::atlas::BackwardArgs& a, const nlk::Seq& sq, const BwdSmem& sm, adj_t* D, adj_t* E, const float* Mt, const float* St,
                                const float* Mn, int t) {
-  const int d = a.s.d, tid = threadIdx.x, nt = blockDim.x;
+  const int d = a.shape.d, tid = threadIdx.x, nt = blockDim.x;
   const size_t o = sq.vec(t), gi = sq.gate(t);
   sm.fw.load(sq, t, a.in);
-  nlk::load_vec_or_zero(sm.dy, a.DY == nullptr ? nullptr : a.DY + o, d);
+  nlk::load_vec_or_zero(sm.dy, a.dy == nullptr ? nullptr : a.dy + o, d);
   __syncthreads();
   const acc_t al = a.in.alpha[gi], tht = a.in.theta[gi], et = a.in.eta[gi];
   acc_t pa = 0, pe = 0, pth = 0;
@@ -116,7 +84,7 @@ __device__ void token_backward(const BwdArgs& a, const nlk::Seq& sq, const BwdSm
       eki += eij * sm.fw.k[j];
     }
     pth += sm.fw.w[i] * eki;                            // dθ = −ωᵀ E k
-    a.g.domega[o + i] = static_cast<float>(-tht * eki);  // dω = −θ E k
+    a.grad.domega[o + i] = static_cast<float>(-tht * eki);  // dω = −θ E k
   }
   sm.red[tid] = pa;
   sm.red[nt + tid] = pe;
@@ -129,13 +97,13 @@ __device__ void token_backward(const BwdArgs& a, const nlk::Seq& sq, const BwdSm
       gq += static_cast<acc_t>(Mn[ij]) * sm.dy[i];
       gw += E[ij] * sm.fw.w[i];
     }
-    a.g.dq[o + j] = static_cast<float>(gq);
-    a.g.dk[o + j] = static_cast<float>(-tht * gw);  // dk = −θ Eᵀ ω
+    a.grad.dq[o + j] = static_cast<float>(gq);
+    a.grad.dk[o + j] = static_cast<float>(-tht * gw);  // dk = −θ Eᵀ ω
   }
   if (tid == 0) {
-    a.g.dalpha[gi] = static_cast<float>(-nlk::ordered_sum(sm.red, 0));
-    a.g.deta[gi] = static_cast<float>(nlk::ordered_sum(sm.red, 1));
-    a.g.dtheta[gi] = static_cast<float>(-nlk::ordered_sum(sm.red, 2));
+    a.grad.dalpha[gi] = static_cast<float>(-nlk::ordered_sum(sm.red, 0));
+    a.grad.deta[gi] = static_cast<float>(nlk::ordered_sum(sm.red, 1));
+    a.grad.dtheta[gi] = static_cast<float>(-nlk::ordered_sum(sm.red, 2));
   }
   __syncthreads();
   const adj_t keep = 1.0 - al;
@@ -148,53 +116,16 @@ __device__ void token_backward(const BwdArgs& a, const nlk::Seq& sq, const BwdSm
   __syncthreads();
 }
 
-__global__ void atlas_backward_kernel(BwdArgs a) {
-  const nlk::Seq sq(a.s, blockIdx.x);
-  const auto sm = nlk::carve_shared<BwdSmem>(a.s.d, static_cast<int>(blockDim.x));
-  nlk::Carver c(a.ws);
-  const nlk::MatrixWs ws(c, a.s, a.C, 2);
-  adj_t *D = ws.adjoint(sq.n, 0), *E = ws.adjoint(sq.n, 1);
-  const float* dM = a.dFinal.M == nullptr ? nullptr : a.dFinal.M + sq.state(ws.dd);
-  const float* dS = a.dFinal.S == nullptr ? nullptr : a.dFinal.S + sq.state(ws.dd);
-  for (size_t i = threadIdx.x; i < ws.dd; i += blockDim.x) {
-    D[i] = dM == nullptr ? 0.0 : static_cast<adj_t>(dM[i]);
-    E[i] = dS == nullptr ? 0.0 : static_cast<adj_t>(dS[i]);
-  }
-  __syncthreads();
-  const float* init[2] = {a.s0.M + sq.state(ws.dd), a.s0.S + sq.state(ws.dd)};
-  nlk::backward_checkpointed<2>(
-      ws, sq.n, a.s.T, init,
-      [&](int t, const float* const* cur, float* const* next, float*) { atlas_token(a.in, sq, sm.fw, t, cur, next, nullptr); },
-      [&](int t, int u) { token_backward(a, sq, sm, D, E, ws.slot(sq.n, 0, u), ws.slot(sq.n, 1, u), ws.slot(sq.n, 0, u + 1), t); });
-  float *dM0 = a.dS0.M + sq.state(ws.dd), *dS0 = a.dS0.S + sq.state(ws.dd);
-  for (size_t i = threadIdx.x; i < ws.dd; i += blockDim.x) {
-    dM0[i] = static_cast<float>(D[i]);
-    dS0[i] = static_cast<float>(E[i]);
-  }
-}
+/** Atlas on the walk (walk.cuh, matrix.cuh: MatrixRule). */
+struct Atlas : nlk::MatrixRule<nlk::atlas::ForwardArgs, nlk::atlas::BackwardArgs, 2, KwqSmem, BwdSmem> {
+  using MatrixRule::MatrixRule;
+  static constexpr const char *kForwardName = "atlas_forward_kernel", *kBackwardName = "atlas_backward_kernel";
+  __device__ void step(int t, const float* const* cur, float* const* next, float* , float* y) const { atlas_token(in, sq, sm.fw, t, cur, next, y); }
+  __device__ void token(int t, const float* const* before, const float* const* after, float*) const { token_backward(*b, sq, sm, adj[0], adj[1], before[0], before[1], after[0], t); }
+};
 
 }  // namespace
 
-namespace nlk::atlas {
-
-int workspace_bytes(const Shape& shape, int C, const Hyper&, size_t* bytes) {
-  *bytes = matrix_ws_bytes(shape, C, 2);
-  return NLK_OK;
-}
-
-int forward(const ForwardArgs& a) {
-  NLK_LAUNCH(atlas_forward_kernel, a.shape.seqs(), threads_for(a.shape.d), smem_bytes<KwqSmem>(a.shape.d))
-  (FwdArgs{a.shape, a.C, a.in, a.state0, a.y, a.state, a.ws});
-  return launch_status();
-}
-
-int backward(const BackwardArgs& a) {
-  const int nt = threads_for(a.shape.d);
-  NLK_LAUNCH(atlas_backward_kernel, a.shape.seqs(), nt, smem_bytes<BwdSmem>(a.shape.d, nt))
-  (BwdArgs{a.shape, a.C, a.in, a.state0, a.dy, a.dstate, a.ws, a.grad, a.dstate0});
-  return launch_status();
-}
-
-}  // namespace nlk::atlas
+NLK_WALK_LAUNCHERS(atlas, Atlas)
 
 #include "gen/atlas_pair.inc"

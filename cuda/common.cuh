@@ -86,9 +86,12 @@ __device__ inline Layout carve_shared(A... args) {
   return Layout(c, args...);
 }
 
-/** The dynamic shared-memory bytes of carve_shared<Layout>(args...), for the launch. */
+/**
+ * The bytes of a layout struct `Layout(Carver&, args...)` carved from a null base: the dynamic
+ * shared memory of carve_shared<Layout>(args...) for a launch, or a workspace size.
+ */
 template <class Layout, class... A>
-inline size_t smem_bytes(A... args) {
+inline size_t layout_bytes(A... args) {
   Carver c(nullptr);
   Layout layout(c, args...);
   (void)layout;
@@ -122,6 +125,11 @@ struct Seq {
 /** Copies n floats from global src to shared dst, spread over the block (no barrier). */
 __device__ inline void load_vec(float* dst, const float* src, int n) {
   for (int j = threadIdx.x; j < n; j += blockDim.x) dst[j] = src[j];
+}
+
+/** Copies n floats from global src to shared dst, or zeros when src is NULL (an absent dy). */
+__device__ inline void load_vec_or_zero(float* dst, const float* src, int n) {
+  for (int j = threadIdx.x; j < n; j += blockDim.x) dst[j] = src == nullptr ? 0.0f : src[j];
 }
 
 /** This thread's row of n f64 dynamic shared scratch, for kernels where a thread owns a token. */

@@ -5,8 +5,9 @@
  * One block per sequence (b, h); threads own rows of M (and of the adjoint D = ∂L/∂M_{t+1});
  * products with Mᵀ or Dᵀ are column loops that run after a barrier, when every row is final.
  * The forward keeps M every C tokens and the backward replays each chunk with the forward's own step
- * (matrix.cuh: forward_checkpointed, backward_checkpointed), so its states are the forward's bits
- * for every C. What is Delta's own here: delta_step, delta_token, token_backward, the launchers.
+ * (walk.cuh: the walk's kernel pair, templated on the rule struct Delta), so its states are the
+ * forward's bits for every C. What is Delta's own here: delta_step, delta_token, token_backward, and
+ * the struct Delta that hands them to the walk.
  *
  * Built with -DNLK_DELTA_CHUNK_GD=G (G >= 1) the pair is chunk-start GD with chunks of G tokens
  * instead (docs/spec/chunk-forms.md#chunk-start-gd): e_t = M_c k_t − v_t with c = G·⌊t/G⌋, the
@@ -89,60 +90,20 @@ NLK_NOINLINE __device__ void delta_step(const float* Mcur, const float* Mgrad, f
   }
 }
 
-struct FwdArgs {
-  nlk::Shape s;
-  int C;
-  nlk::delta::Inputs in;
-  const float* M0;
-  float *Y, *Mout;
-  unsigned char* ws;
-};
-
-/** Token t: stage k, v, q; M_cur → M_next (and y when Y is given); barriers before and after. */
+/** Token t: stage k, v, q; M_cur → M_next (and y when given); barriers before and after. */
 __device__ void delta_token(const nlk::delta::Inputs& in, const nlk::Seq& sq, const nlk::KvqSmem& sm, int t, const float* cur,
-                            const float* grad, float* next, float* e, float* Y) {
+                            const float* grad, float* next, float* e, float* y) {
   sm.load(sq, t, in.k, in.v, in.q);
   __syncthreads();
-  delta_step(cur, grad, next, sm, in.alpha[sq.gate(t)], in.theta[sq.gate(t)], static_cast<int>(sq.d), e, Y == nullptr ? nullptr : Y + sq.vec(t));
+  delta_step(cur, grad, next, sm, in.alpha[sq.gate(t)], in.theta[sq.gate(t)], static_cast<int>(sq.d), e, y);
   __syncthreads();  // M_{t+1} complete; the next token overwrites the shared vectors
-}
-
-__global__ void delta_forward_kernel(FwdArgs a) {
-  const nlk::Seq sq(a.s, blockIdx.x);
-  const auto sm = nlk::carve_shared<nlk::KvqSmem>(a.s.d);
-  nlk::Carver c(a.ws);
-  const nlk::MatrixWs ws(c, a.s, a.C, 1);
-  const GdWs gw(c, a.s, ws.ck, kChunkGd);
-  const float* init[1] = {a.M0 + sq.state(ws.dd)};
-  float* out[1] = {a.Mout + sq.state(ws.dd)};
-  // the forward's e is scratch: the backward recomputes it
-  nlk::forward_checkpointed<1>(ws, sq.n, a.s.T, init, out, [&](int t, const float* const* cur, float* const* next, float* e) {
-    if (kChunkGd == 0) {
-      delta_token(a.in, sq, sm, t, cur[0], cur[0], next[0], e, a.Y);
-      return;
-    }
-    capture_start(gw, sq.n, t, cur[0]);
-    const float* Mc = gw.state_for(sq.n, t);
-    delta_token(a.in, sq, sm, t, cur[0], Mc, next[0], e, a.Y);
-    // the next checkpoint chunk starts inside this GD chunk: save its start for the backward
-    if ((t + 1) % ws.ck.C == 0 && t + 1 < a.s.T && (t + 1) % kGdDiv != 0) nlk::block_copy(gw.lead_of(sq.n, (t + 1) / ws.ck.C), Mc, ws.dd);
-  });
 }
 
 struct BwdSmem {
   nlk::KvqSmem fw;
   nlk::ErrorBwdSmem bw;
+  __host__ __device__ BwdSmem() {}
   __host__ __device__ BwdSmem(nlk::Carver& c, int d, int nt) : fw(c, d), bw(c, d, nt, 2) {}
-};
-
-struct BwdArgs {
-  nlk::Shape s;
-  int C;
-  nlk::delta::Inputs in;
-  const float *M0, *DY, *DMfinal;
-  unsigned char* ws;
-  nlk::delta::Grads g;
-  float* DM0;
 };
 
 /**
@@ -150,12 +111,12 @@ struct BwdArgs {
  * (M_t, or the GD chunk start); D carried to M_t. Chunk-start GD: the error's adjoint de kᵀ goes to F,
  * which joins D at the GD chunk's first token.
  */
-__device__ void token_backward(const BwdArgs& a, const nlk::Seq& sq, const BwdSmem& sm, adj_t* D, adj_t* F, const float* Mt,
+__device__ void token_backward(const nlk::delta::BackwardArgs& a, const nlk::Seq& sq, const BwdSmem& sm, adj_t* D, adj_t* F, const float* Mt,
                                const float* Mc, const float* Mn, const float* e, int t) {
-  const int d = a.s.d, tid = threadIdx.x, nt = blockDim.x;
+  const int d = a.shape.d, tid = threadIdx.x, nt = blockDim.x;
   const nlk::ErrorBwdSmem& b = sm.bw;
   const size_t o = sq.vec(t);
-  nlk::load_vec_or_zero(b.dy, a.DY == nullptr ? nullptr : a.DY + o, d);
+  nlk::load_vec_or_zero(b.dy, a.dy == nullptr ? nullptr : a.dy + o, d);
   nlk::load_vec(b.q, a.in.q + o, d);
   nlk::load_vec(b.k, a.in.k + o, d);
   nlk::load_vec(b.e, e, d);
@@ -174,7 +135,7 @@ __device__ void token_backward(const BwdArgs& a, const nlk::Seq& sq, const BwdSm
     pth += b.e[i] * dki;
     const acc_t dei = -tht * dki;
     b.de[i] = dei;
-    a.g.dv[o + i] = static_cast<float>(-dei);
+    a.grad.dv[o + i] = static_cast<float>(-dei);
   }
   b.red[tid] = pa;
   b.red[nt + tid] = pth;
@@ -186,12 +147,12 @@ __device__ void token_backward(const BwdArgs& a, const nlk::Seq& sq, const BwdSm
       ge += D[i * d + j] * b.e[i];
       gm += Mc[i * d + j] * b.de[i];
     }
-    a.g.dq[o + j] = static_cast<float>(gq);
-    a.g.dk[o + j] = static_cast<float>(-tht * ge + gm);
+    a.grad.dq[o + j] = static_cast<float>(gq);
+    a.grad.dk[o + j] = static_cast<float>(-tht * ge + gm);
   }
   if (tid == 0) {
-    a.g.dalpha[sq.gate(t)] = -static_cast<float>(nlk::ordered_sum(b.red, 0));
-    a.g.dtheta[sq.gate(t)] = -static_cast<float>(nlk::ordered_sum(b.red, 1));
+    a.grad.dalpha[sq.gate(t)] = -static_cast<float>(nlk::ordered_sum(b.red, 0));
+    a.grad.dtheta[sq.gate(t)] = -static_cast<float>(nlk::ordered_sum(b.red, 1));
   }
   __syncthreads();  // every column loop has read D before it is carried to M_t
   const adj_t keep = 1.0 - static_cast<adj_t>(al);
@@ -211,64 +172,68 @@ __device__ void token_backward(const BwdArgs& a, const nlk::Seq& sq, const BwdSm
   __syncthreads();
 }
 
-__global__ void delta_backward_kernel(BwdArgs a) {
-  const nlk::Seq sq(a.s, blockIdx.x);
-  const auto sm = nlk::carve_shared<BwdSmem>(a.s.d, static_cast<int>(blockDim.x));
-  nlk::Carver c(a.ws);
-  const nlk::MatrixWs ws(c, a.s, a.C, 1);
-  const GdWs gw(c, a.s, ws.ck, kChunkGd);
-  adj_t* D = ws.adjoint(sq.n, 0);  // ∂L/∂M_{t+1}; starts as d(final state)
-  adj_t* F = kChunkGd == 0 ? nullptr : gw.adjoint(sq.n);  // ∂L/∂M_c through the current GD chunk's errors
-  const float* dFin = a.DMfinal == nullptr ? nullptr : a.DMfinal + sq.state(ws.dd);
-  for (size_t i = threadIdx.x; i < ws.dd; i += blockDim.x) {
-    D[i] = dFin == nullptr ? 0.0 : static_cast<adj_t>(dFin[i]);
-    if (F != nullptr) F[i] = 0.0;
+/** Delta on the walk (walk.cuh): the workspace, the step, the token backward. */
+struct Delta : nlk::WalkRule<nlk::delta::ForwardArgs, nlk::delta::BackwardArgs> {
+  /** The walk's workspace, then what chunk-start GD adds (nothing in the sequential build). */
+  struct Ws : nlk::MatrixWs<1> {
+    GdWs gw;
+    __host__ __device__ Ws(nlk::Carver& c, const nlk::Shape& s, int C) : MatrixWs(c, s, C), gw(c, s, ck, kChunkGd) {}
+  };
+  static constexpr const char *kForwardName = "delta_forward_kernel", *kBackwardName = "delta_backward_kernel";
+  static __host__ __device__ Ws workspace(nlk::Carver& c, const nlk::Shape& s, int C, const Hyper&) { return Ws(c, s, C); }
+  static int threads(const nlk::Shape& s, const Hyper&) { return nlk::threads_for(s.d); }
+  static size_t forward_smem(const nlk::Shape& s, const Hyper&, int) { return nlk::layout_bytes<nlk::KvqSmem>(s.d); }
+  static size_t backward_smem(const nlk::Shape& s, const Hyper&, int nt) { return nlk::layout_bytes<BwdSmem>(s.d, nt); }
+
+  nlk::delta::Inputs in;
+  nlk::Seq sq;
+  const Ws& ws;
+  BwdSmem sm;  // the forward carves sm.fw only
+  bool forward;
+  const BackwardArgs* b = nullptr;
+  adj_t *D = nullptr, *F = nullptr;  // ∂L/∂M_{t+1}; ∂L/∂M_c through the current GD chunk's errors
+
+  __device__ Delta(const ForwardArgs& a, const nlk::Seq& s, const Ws& w) : in(a.in), sq(s), ws(w), forward(true) {
+    sm.fw = nlk::carve_shared<nlk::KvqSmem>(a.shape.d);
   }
-  __syncthreads();
-  const float* init[1] = {a.M0 + sq.state(ws.dd)};
-  // the replay captures the GD chunk starts again (scratch) but never writes the forward's leads
-  nlk::backward_checkpointed<1>(
-      ws, sq.n, a.s.T, init,
-      [&](int t, const float* const* cur, float* const* next, float* e) {
-        capture_start(gw, sq.n, t, cur[0]);
-        delta_token(a.in, sq, sm.fw, t, cur[0], kChunkGd == 0 ? cur[0] : gw.state_for(sq.n, t), next[0], e, nullptr);
-      },
-      [&](int t, int u) {
-        const float* Mt = ws.slot(sq.n, 0, u);
-        token_backward(a, sq, sm, D, F, Mt, kChunkGd == 0 ? Mt : gw.state_for(sq.n, t), ws.slot(sq.n, 0, u + 1), ws.token_vec(sq.n, u), t);
-      });
-  float* dM0 = a.DM0 + sq.state(ws.dd);  // after token 0, D = ∂L/∂M_0
-  for (size_t i = threadIdx.x; i < ws.dd; i += blockDim.x) dM0[i] = static_cast<float>(D[i]);
-}
+  __device__ Delta(const BackwardArgs& a, const nlk::Seq& s, const Ws& w)
+      : in(a.in), sq(s), ws(w), sm(nlk::carve_shared<BwdSmem>(a.shape.d, static_cast<int>(blockDim.x))), forward(false), b(&a) {}
+
+  /**
+   * Token t from M_t into M_{t+1}, its error into e (and y when given); chunk-start GD first captures a
+   * GD chunk's start M_c (scratch), and the forward saves the start in effect at a checkpoint.
+   */
+  __device__ void step(int t, const float* const* cur, float* const* next, float* e, float* y) const {
+    if (kChunkGd == 0) {
+      delta_token(in, sq, sm.fw, t, cur[0], cur[0], next[0], e, y);
+      return;
+    }
+    capture_start(ws.gw, sq.n, t, cur[0]);
+    delta_token(in, sq, sm.fw, t, cur[0], ws.gw.state_for(sq.n, t), next[0], e, y);
+    // the next checkpoint chunk starts inside this GD chunk: save its start for the backward (the replay never writes it)
+    if (forward && (t + 1) % ws.ck.C == 0 && t + 1 < static_cast<int>(sq.T) && (t + 1) % kGdDiv != 0)
+      nlk::block_copy(ws.gw.lead_of(sq.n, (t + 1) / ws.ck.C), ws.gw.state_for(sq.n, t), ws.dd);
+  }
+  __device__ void begin_backward(const BackwardArgs& a, const nlk::Seq&, const Ws&) {
+    D = ws.adjoint(sq.n, 0);  // starts as d(final state)
+    nlk::adjoint_from(D, a.dstate.M, sq, ws.dd);
+    if (kChunkGd == 0) return;
+    F = ws.gw.adjoint(sq.n);
+    for (size_t i = threadIdx.x; i < ws.dd; i += blockDim.x) F[i] = 0.0;
+  }
+  __device__ void token(int t, const float* const* before, const float* const* after, float* e) const {
+    const float* Mt = before[0];
+    token_backward(*b, sq, sm, D, F, Mt, kChunkGd == 0 ? Mt : ws.gw.state_for(sq.n, t), after[0], e, t);
+  }
+  /** After token 0, D = ∂L/∂M_0. */
+  __device__ void end_backward(const BackwardArgs& a, const nlk::Seq&, const Ws&) const { nlk::adjoint_out(a.dstate0.M, D, nullptr, sq, ws.dd); }
+};
 
 }  // namespace
 
-// ── launchers (the contract of cuda/gen/nlk_rules.cuh) ─────────────────────────────────────
+NLK_WALK_LAUNCHERS(delta, Delta)
 
 namespace nlk::delta {
-
-int workspace_bytes(const Shape& shape, int C, const Hyper&, size_t* bytes) {
-  Carver c(nullptr);
-  const MatrixWs ws(c, shape, C, 1);
-  const GdWs gw(c, shape, ws.ck, kChunkGd);
-  (void)gw;
-  *bytes = c.off;
-  return NLK_OK;
-}
-
-int forward(const ForwardArgs& a) {
-  const int nt = threads_for(a.shape.d);
-  NLK_LAUNCH(delta_forward_kernel, a.shape.seqs(), nt, smem_bytes<KvqSmem>(a.shape.d))
-  (FwdArgs{a.shape, a.C, a.in, a.state0.M, a.y, a.state.M, a.ws});
-  return launch_status();
-}
-
-int backward(const BackwardArgs& a) {
-  const int nt = threads_for(a.shape.d);
-  NLK_LAUNCH(delta_backward_kernel, a.shape.seqs(), nt, smem_bytes<BwdSmem>(a.shape.d, nt))
-  (BwdArgs{a.shape, a.C, a.in, a.state0.M, a.dy, a.dstate.M, a.ws, a.grad, a.dstate0.M});
-  return launch_status();
-}
 
 #if NLK_DELTA_CHUNK_GD > 0
 int chunk_form(int* kind, int* C) {

@@ -3,7 +3,7 @@
  * contract docs/spec/kernel-abi.md):
  *   M_{t+1} = (1 − α_t) M_t + v_t k_tᵀ ;  y_t = M_{t+1} q_t
  * One block per sequence (b, h); threads own rows of M and of the adjoint D = ∂L/∂M_{t+1}. The
- * checkpointing is matrix.cuh's (forward_checkpointed, backward_checkpointed), as in delta.cu.
+ * checkpointing is the walk's (walk.cuh: walk_forward, walk_backward), as in delta.cu.
  */
 #include "matrix.cuh"
 
@@ -24,58 +24,29 @@ NLK_NOINLINE __device__ void hebbian_step(const float* Mcur, float* Mnext, const
   }
 }
 
-__device__ void hebbian_token(const nlk::hebbian::Inputs& in, const nlk::Seq& sq, const nlk::KvqSmem& sm, int t, const float* cur,
-                              float* next, float* Y) {
+/** The rule's step as the walk calls it: stage token t, M_t → M_{t+1} (and y when given), barriers before and after. */
+__device__ void hebbian_token(const nlk::hebbian::Inputs& in, const nlk::Seq& sq, const nlk::KvqSmem& sm, int t, const float* const* cur,
+                              float* const* next, float* y) {
   sm.load(sq, t, in.k, in.v, in.q);
   __syncthreads();
-  hebbian_step(cur, next, sm, in.alpha[sq.gate(t)], static_cast<int>(sq.d), Y == nullptr ? nullptr : Y + sq.vec(t));
+  hebbian_step(cur[0], next[0], sm, in.alpha[sq.gate(t)], static_cast<int>(sq.d), y);
   __syncthreads();
-}
-
-struct FwdArgs {
-  nlk::Shape s;
-  int C;
-  nlk::hebbian::Inputs in;
-  const float* M0;
-  float *Y, *Mout;
-  unsigned char* ws;
-};
-
-__global__ void hebbian_forward_kernel(FwdArgs a) {
-  const nlk::Seq sq(a.s, blockIdx.x);
-  const auto sm = nlk::carve_shared<nlk::KvqSmem>(a.s.d);
-  nlk::Carver c(a.ws);
-  const nlk::MatrixWs ws(c, a.s, a.C, 1);
-  const float* init[1] = {a.M0 + sq.state(ws.dd)};
-  float* out[1] = {a.Mout + sq.state(ws.dd)};
-  nlk::forward_checkpointed<1>(ws, sq.n, a.s.T, init, out, [&](int t, const float* const* cur, float* const* next, float*) {
-    hebbian_token(a.in, sq, sm, t, cur[0], next[0], a.Y);
-  });
 }
 
 struct BwdSmem {
   nlk::KvqSmem fw;
   float* dy;
   acc_t* red;
+  __host__ __device__ BwdSmem() {}
   __host__ __device__ BwdSmem(nlk::Carver& c, int d, int nt) : fw(c, d), dy(c.take<float>(d)), red(c.take<acc_t>(nt)) {}
 };
 
-struct BwdArgs {
-  nlk::Shape s;
-  int C;
-  nlk::hebbian::Inputs in;
-  const float *M0, *DY, *DMfinal;
-  unsigned char* ws;
-  nlk::hebbian::Grads g;
-  float* DM0;
-};
-
 /** Token t's backward (v1's arithmetic): Mt = M_t, Mn = M_{t+1}; D carried to M_t. */
-__device__ void token_backward(const BwdArgs& a, const nlk::Seq& sq, const BwdSmem& sm, adj_t* D, const float* Mt, const float* Mn, int t) {
-  const int d = a.s.d, tid = threadIdx.x, nt = blockDim.x;
+__device__ void token_backward(const nlk::hebbian::BackwardArgs& a, const nlk::Seq& sq, const BwdSmem& sm, adj_t* D, const float* Mt, const float* Mn, int t) {
+  const int d = a.shape.d, tid = threadIdx.x, nt = blockDim.x;
   const size_t o = sq.vec(t);
   sm.fw.load(sq, t, a.in.k, a.in.v, a.in.q);
-  nlk::load_vec_or_zero(sm.dy, a.DY == nullptr ? nullptr : a.DY + o, d);
+  nlk::load_vec_or_zero(sm.dy, a.dy == nullptr ? nullptr : a.dy + o, d);
   __syncthreads();
   acc_t pa = 0;
   for (int i = tid; i < d; i += nt) {
@@ -87,7 +58,7 @@ __device__ void token_backward(const BwdArgs& a, const nlk::Seq& sq, const BwdSm
       pa += dij * Mt[ij];
       dvi += dij * sm.fw.k[j];  // the write v kᵀ: dv = D k
     }
-    a.g.dv[o + i] = static_cast<float>(dvi);
+    a.grad.dv[o + i] = static_cast<float>(dvi);
   }
   sm.red[tid] = pa;
   __syncthreads();
@@ -98,10 +69,10 @@ __device__ void token_backward(const BwdArgs& a, const nlk::Seq& sq, const BwdSm
       gq += static_cast<acc_t>(Mn[ij]) * sm.dy[i];
       gk += D[ij] * sm.fw.v[i];  // dk = Dᵀ v
     }
-    a.g.dq[o + j] = static_cast<float>(gq);
-    a.g.dk[o + j] = static_cast<float>(gk);
+    a.grad.dq[o + j] = static_cast<float>(gq);
+    a.grad.dk[o + j] = static_cast<float>(gk);
   }
-  if (tid == 0) a.g.dalpha[sq.gate(t)] = static_cast<float>(-nlk::ordered_sum(sm.red, 0));
+  if (tid == 0) a.grad.dalpha[sq.gate(t)] = static_cast<float>(-nlk::ordered_sum(sm.red, 0));
   __syncthreads();
   const adj_t keep = 1.0 - static_cast<adj_t>(a.in.alpha[sq.gate(t)]);
   for (int i = tid; i < d; i += nt)
@@ -109,46 +80,16 @@ __device__ void token_backward(const BwdArgs& a, const nlk::Seq& sq, const BwdSm
   __syncthreads();
 }
 
-__global__ void hebbian_backward_kernel(BwdArgs a) {
-  const nlk::Seq sq(a.s, blockIdx.x);
-  const auto sm = nlk::carve_shared<BwdSmem>(a.s.d, static_cast<int>(blockDim.x));
-  nlk::Carver c(a.ws);
-  const nlk::MatrixWs ws(c, a.s, a.C, 1);
-  adj_t* D = ws.adjoint(sq.n, 0);
-  const float* dFin = a.DMfinal == nullptr ? nullptr : a.DMfinal + sq.state(ws.dd);
-  for (size_t i = threadIdx.x; i < ws.dd; i += blockDim.x) D[i] = dFin == nullptr ? 0.0 : static_cast<adj_t>(dFin[i]);
-  __syncthreads();
-  const float* init[1] = {a.M0 + sq.state(ws.dd)};
-  nlk::backward_checkpointed<1>(
-      ws, sq.n, a.s.T, init,
-      [&](int t, const float* const* cur, float* const* next, float*) { hebbian_token(a.in, sq, sm.fw, t, cur[0], next[0], nullptr); },
-      [&](int t, int u) { token_backward(a, sq, sm, D, ws.slot(sq.n, 0, u), ws.slot(sq.n, 0, u + 1), t); });
-  float* dM0 = a.DM0 + sq.state(ws.dd);
-  for (size_t i = threadIdx.x; i < ws.dd; i += blockDim.x) dM0[i] = static_cast<float>(D[i]);
-}
+/** Hebbian on the walk (walk.cuh, matrix.cuh: MatrixRule). */
+struct Hebbian : nlk::MatrixRule<nlk::hebbian::ForwardArgs, nlk::hebbian::BackwardArgs, 1, nlk::KvqSmem, BwdSmem> {
+  using MatrixRule::MatrixRule;
+  static constexpr const char *kForwardName = "hebbian_forward_kernel", *kBackwardName = "hebbian_backward_kernel";
+  __device__ void step(int t, const float* const* cur, float* const* next, float* , float* y) const { hebbian_token(in, sq, sm.fw, t, cur, next, y); }
+  __device__ void token(int t, const float* const* before, const float* const* after, float*) const { token_backward(*b, sq, sm, adj[0], before[0], after[0], t); }
+};
 
 }  // namespace
 
-namespace nlk::hebbian {
-
-int workspace_bytes(const Shape& shape, int C, const Hyper&, size_t* bytes) {
-  *bytes = matrix_ws_bytes(shape, C, 1);
-  return NLK_OK;
-}
-
-int forward(const ForwardArgs& a) {
-  NLK_LAUNCH(hebbian_forward_kernel, a.shape.seqs(), threads_for(a.shape.d), smem_bytes<KvqSmem>(a.shape.d))
-  (FwdArgs{a.shape, a.C, a.in, a.state0.M, a.y, a.state.M, a.ws});
-  return launch_status();
-}
-
-int backward(const BackwardArgs& a) {
-  const int nt = threads_for(a.shape.d);
-  NLK_LAUNCH(hebbian_backward_kernel, a.shape.seqs(), nt, smem_bytes<BwdSmem>(a.shape.d, nt))
-  (BwdArgs{a.shape, a.C, a.in, a.state0.M, a.dy, a.dstate.M, a.ws, a.grad, a.dstate0.M});
-  return launch_status();
-}
-
-}  // namespace nlk::hebbian
+NLK_WALK_LAUNCHERS(hebbian, Hebbian)
 
 #include "gen/hebbian_pair.inc"

@@ -11,7 +11,7 @@
  * scalars the VJP needs (w, γ, p, ‖ũ‖), so they and the states are the forward's bits for every C.
  */
 #include "lattice.cuh"
-#include "matrix.cuh"  // nlk::Checkpoints, load_vec_or_zero
+#include "walk.cuh"
 
 namespace {
 
@@ -21,6 +21,7 @@ using nlk::slots::kFallback;
 /** The token's vectors, staged once per block: every slot reads all of them. */
 struct Smem {
   float *k, *v, *q, *dy;
+  __host__ __device__ Smem() {}
   __host__ __device__ Smem(nlk::Carver& c, int d) : k(c.take<float>(d)), v(c.take<float>(d)), q(c.take<float>(d)), dy(c.take<float>(d)) {}
 };
 
@@ -29,43 +30,28 @@ struct TokScal {
   float *w, *gamma, *p, *n;
 };
 
+/** One token's record in the workspace: its scalars (m each). */
+__device__ inline TokScal tok_scal(float* b, int m) { return {b, b + m, b + 2 * m, b + 3 * m}; }
+
 /**
- * Workspace of the pair for all B·H sequences (docs/spec/kernel-abi.md#checkpointing), MatrixWs of
- * matrix.cuh with the m×d slot state in place of d×d: the saved checkpoints first (the backward never
- * writes them), then the backward's scratch — two f64 adjoints, the sub-chunk starts, the replay
- * slots with their per-token scalars, and per-slot f64 scratch (the read's ρ, the VJP's scalars and
- * dδ rows). Built on a null base by the host and on the workspace by the kernels.
+ * Workspace of the pair for all B·H sequences (docs/spec/kernel-abi.md#checkpointing): the walk's
+ * (walk.cuh) with the m×d slot state, two f64 adjoints (∂L/∂S_{t+1} and ∂L/∂S_t, trading roles every
+ * token) and a record of the per-token scalars (4 m floats); after it, per-slot f64 scratch (the
+ * read's ρ, the VJP's scalars and dδ rows).
  */
-struct SlotsWs {
-  int m, d;
+struct SlotsWs : nlk::WalkWs<1, 2> {
+  int m;
   size_t md;
-  nlk::Checkpoints ck;
-  float* saved;   // [seqs][nchunks − 1][m·d]
-  adj_t* adj;     // [seqs][2][m·d]   ∂L/∂S_{t+1} and ∂L/∂S_t, trading roles every token
-  float* sub;     // [seqs][nsub][m·d]
-  float* buf;     // [seqs][S + 1][m·d]
-  float* tok;     // [seqs][S][4 m]   TokScal of the replayed tokens (the forward uses slot 0)
-  acc_t* rho;     // [seqs][m]        ρ = S q (forward), S·dy (backward)
-  acc_t* scal;    // [seqs][4 m]      dρ, dα share, dσ chain, c2 (similarity) per slot
-  acc_t* du;      // [seqs][m·d]      dδ_i β per slot: the dk / dv rows
-  __host__ __device__ SlotsWs(nlk::Carver& c, const nlk::Shape& s, int C, int m_) : m(m_), d(s.d), md(static_cast<size_t>(m_) * s.d), ck(s.T, C) {
+  acc_t* rho;   // [seqs][m]        ρ = S q (forward), S·dy (backward)
+  acc_t* scal;  // [seqs][4 m]      dρ, dα share, dσ chain, c2 (similarity) per slot
+  acc_t* du;    // [seqs][m·d]      dδ_i β per slot: the dk / dv rows
+  __host__ __device__ SlotsWs(nlk::Carver& c, const nlk::Shape& s, int C, int m_)
+      : WalkWs(c, s, C, {static_cast<size_t>(m_) * s.d}, {static_cast<size_t>(m_) * s.d, static_cast<size_t>(m_) * s.d}, 4 * static_cast<size_t>(m_)),
+        m(m_), md(static_cast<size_t>(m_) * s.d) {
     const size_t n = static_cast<size_t>(s.seqs());
-    saved = c.take<float>(n * (ck.nchunks - 1) * md);
-    adj = c.take<adj_t>(n * 2 * md);
-    sub = c.take<float>(n * ck.nsub * md);
-    buf = c.take<float>(n * (ck.S + 1) * md);
-    tok = c.take<float>(n * ck.S * 4 * m);
     rho = c.take<acc_t>(n * m);
     scal = c.take<acc_t>(n * 4 * m);
     du = c.take<acc_t>(n * md);
-  }
-  __device__ float* checkpoint(size_t n, int j) const { return saved + (n * (ck.nchunks - 1) + (j - 1)) * md; }
-  __device__ adj_t* adjoint(size_t n, int which) const { return adj + (n * 2 + which) * md; }
-  __device__ float* sub_start(size_t n, int i) const { return sub + (n * ck.nsub + i) * md; }
-  __device__ float* slot(size_t n, int i) const { return buf + (n * (ck.S + 1) + i) * md; }
-  __device__ TokScal tok_scal(size_t n, int u) const {
-    float* b = tok + (n * ck.S + u) * 4 * m;
-    return {b, b + m, b + 2 * m, b + 3 * m};
   }
 };
 
@@ -117,76 +103,31 @@ NLK_NOINLINE __device__ void lattice_step(const float* St, float* Sn, const Smem
   }
 }
 
-/** Token t: stage k, v, q; S_t → S_{t+1} (and y when Y is given); barriers before and after. */
-__device__ void lattice_token(const nlk::lattice::Inputs& in, const nlk::lattice::Hyper& hy, const nlk::Seq& sq, const Smem& sm,
-                              const SlotsWs& ws, int t, const float* St, float* Sn, const TokScal& ts, float* Y) {
+/** The rule's step as the walk calls it: stage k, v, q; S_t → S_{t+1}, its scalars into rec (and y when given); barriers before and after. */
+__device__ void lattice_token(const nlk::lattice::Inputs& in, const nlk::lattice::Hyper& hy, const nlk::Seq& sq, const Smem& sm, const SlotsWs& ws, int t, const float* St,
+                              float* Sn, float* rec, float* y) {
   const size_t o = sq.vec(t);
   const int d = static_cast<int>(sq.d);
   nlk::load_vec(sm.k, in.k + o, d);
   nlk::load_vec(sm.v, in.v + o, d);
   nlk::load_vec(sm.q, in.q + o, d);
   __syncthreads();
-  lattice_step(St, Sn, sm, ws.rho + sq.n * ws.m, ts, in.alpha[sq.gate(t)], hy.m_slots, d, hy.variant, Y == nullptr ? nullptr : Y + o);
+  lattice_step(St, Sn, sm, ws.rho + sq.n * ws.m, tok_scal(rec, ws.m), in.alpha[sq.gate(t)], hy.m_slots, d, hy.variant, y);
   __syncthreads();  // S_{t+1} and the scalars complete; the next token overwrites the shared vectors
-}
-
-struct FwdArgs {
-  nlk::Shape s;
-  int C;
-  nlk::lattice::Hyper hy;
-  nlk::lattice::Inputs in;
-  const float* S0;
-  float *Y, *Sout;
-  unsigned char* ws;
-};
-
-__global__ void lattice_forward_kernel(FwdArgs a) {
-  const nlk::Seq sq(a.s, blockIdx.x);
-  const auto sm = nlk::carve_shared<Smem>(a.s.d);
-  nlk::Carver c(a.ws);
-  const SlotsWs ws(c, a.s, a.C, a.hy.m_slots);
-  const float* cur = a.S0 + sq.state(ws.md);
-  const TokScal ts = ws.tok_scal(sq.n, 0);  // the forward's scalars are scratch: the backward recomputes them
-  for (int t = 0; t < a.s.T; t++) {
-    float* next = ws.slot(sq.n, t & 1);
-    lattice_token(a.in, a.hy, sq, sm, ws, t, cur, next, ts, a.Y);
-    if ((t + 1) % ws.ck.C == 0 && t + 1 < a.s.T) nlk::block_copy(ws.checkpoint(sq.n, (t + 1) / ws.ck.C), next, ws.md);
-    cur = next;
-  }
-  nlk::block_copy(a.Sout + sq.state(ws.md), cur, ws.md);
-}
-
-struct BwdArgs {
-  nlk::Shape s;
-  int C;
-  nlk::lattice::Hyper hy;
-  nlk::lattice::Inputs in;
-  const float *S0, *DY, *DSfinal;
-  unsigned char* ws;
-  nlk::lattice::Grads g;
-  float* DS0;
-};
-
-/** Replays tokens t0 .. t0+n−1 from `from` into slots 1..n and their scalars into tok 0..n−1. */
-__device__ void replay(const BwdArgs& a, const nlk::Seq& sq, const SlotsWs& ws, const Smem& sm, const float* from, int t0, int n) {
-  for (int u = 0; u < n; u++) {
-    const float* cur = u == 0 ? from : ws.slot(sq.n, u);
-    lattice_token(a.in, a.hy, sq, sm, ws, t0 + u, cur, ws.slot(sq.n, u + 1), ws.tok_scal(sq.n, u), nullptr);
-  }
 }
 
 /**
  * Token t's backward (v1's arithmetic, the reference's order): St = S_t, Sn = S_{t+1}, ts its scalars,
  * Sh = ∂L/∂S_{t+1}; writes P = ∂L/∂S_t and the token's dk, dv, dq, dα. Barriers before and after.
  */
-__device__ void token_backward(const BwdArgs& a, const nlk::Seq& sq, const SlotsWs& ws, const Smem& sm, const adj_t* Sh, adj_t* P,
+__device__ void token_backward(const nlk::lattice::BackwardArgs& a, const nlk::Seq& sq, const SlotsWs& ws, const Smem& sm, const adj_t* Sh, adj_t* P,
                                const float* St, const float* Sn, const TokScal& ts, int t) {
-  const int d = a.s.d, m = a.hy.m_slots, variant = a.hy.variant, tid = threadIdx.x, nt = blockDim.x;
+  const int d = a.shape.d, m = a.hyper.m_slots, variant = a.hyper.variant, tid = threadIdx.x, nt = blockDim.x;
   const size_t o = sq.vec(t);
   nlk::load_vec(sm.k, a.in.k + o, d);
   nlk::load_vec(sm.v, a.in.v + o, d);
   nlk::load_vec(sm.q, a.in.q + o, d);
-  nlk::load_vec_or_zero(sm.dy, a.DY == nullptr ? nullptr : a.DY + o, d);
+  nlk::load_vec_or_zero(sm.dy, a.dy == nullptr ? nullptr : a.dy + o, d);
   acc_t* dw = ws.rho + sq.n * m;
   acc_t *drho = ws.scal + sq.n * 4 * m, *da = drho + m, *dsc = drho + 2 * m, *c2 = drho + 3 * m;
   acc_t* du = ws.du + sq.n * ws.md;
@@ -255,85 +196,57 @@ __device__ void token_backward(const BwdArgs& a, const nlk::Seq& sq, const Slots
       else gv += dij - c2[i] * sij;
       gk += dsc[i] * sij;
     }
-    a.g.dq[o + j] = static_cast<float>(gq);
-    a.g.dk[o + j] = static_cast<float>(gk);
-    a.g.dv[o + j] = static_cast<float>(gv);
+    a.grad.dq[o + j] = static_cast<float>(gq);
+    a.grad.dk[o + j] = static_cast<float>(gk);
+    a.grad.dv[o + j] = static_cast<float>(gv);
   }
   if (tid == 0) {
     acc_t sa = 0;
     for (int i = 0; i < m; i++) sa += da[i];
-    a.g.dalpha[sq.gate(t)] = static_cast<float>(sa);
+    a.grad.dalpha[sq.gate(t)] = static_cast<float>(sa);
   }
   __syncthreads();  // every column loop has read du and the scalars before the next token rewrites them
 }
 
-__global__ void lattice_backward_kernel(BwdArgs a) {
-  const nlk::Seq sq(a.s, blockIdx.x);
-  const auto sm = nlk::carve_shared<Smem>(a.s.d);
-  nlk::Carver c(a.ws);
-  const SlotsWs ws(c, a.s, a.C, a.hy.m_slots);
-  const nlk::Checkpoints& ck = ws.ck;
-  adj_t* Sh = ws.adjoint(sq.n, 0);  // ∂L/∂S_{t+1}; starts as d(final state)
-  adj_t* P = ws.adjoint(sq.n, 1);   // ∂L/∂S_t, built at token t
-  const float* dFin = a.DSfinal == nullptr ? nullptr : a.DSfinal + sq.state(ws.md);
-  for (size_t i = threadIdx.x; i < ws.md; i += blockDim.x) Sh[i] = dFin == nullptr ? 0.0 : static_cast<adj_t>(dFin[i]);
-  __syncthreads();
-  for (int j = ck.nchunks - 1; j >= 0; j--) {
-    const int c0 = j * ck.C, len = (c0 + ck.C < a.s.T ? ck.C : a.s.T - c0);
-    const float* start = j == 0 ? a.S0 + sq.state(ws.md) : ws.checkpoint(sq.n, j);
-    const int nsub = (len + ck.S - 1) / ck.S;
-    // the sub-chunk starts of this chunk, replayed from its checkpoint
-    nlk::block_copy(ws.sub_start(sq.n, 0), start, ws.md);
-    __syncthreads();
-    for (int i = 1; i < nsub; i++) {
-      replay(a, sq, ws, sm, ws.sub_start(sq.n, i - 1), c0 + (i - 1) * ck.S, ck.S);
-      nlk::block_copy(ws.sub_start(sq.n, i), ws.slot(sq.n, ck.S), ws.md);
-      __syncthreads();
-    }
-    for (int i = nsub - 1; i >= 0; i--) {
-      const int t0 = c0 + i * ck.S, n = (t0 + ck.S < c0 + len ? ck.S : c0 + len - t0);
-      nlk::block_copy(ws.slot(sq.n, 0), ws.sub_start(sq.n, i), ws.md);
-      __syncthreads();
-      replay(a, sq, ws, sm, ws.slot(sq.n, 0), t0, n);
-      for (int u = n - 1; u >= 0; u--) {
-        token_backward(a, sq, ws, sm, Sh, P, ws.slot(sq.n, u), ws.slot(sq.n, u + 1), ws.tok_scal(sq.n, u), t0 + u);
-        nlk::swap(Sh, P);
-      }
-    }
-  }
-  // after token 0's swap Sh holds ∂L/∂S_0 (S_0 is used as given, never renormalised)
-  float* dS0 = a.DS0 + sq.state(ws.md);
-  for (size_t i = threadIdx.x; i < ws.md; i += blockDim.x) dS0[i] = static_cast<float>(Sh[i]);
-}
+/** Lattice on the walk (walk.cuh). */
+struct Lattice : nlk::WalkRule<nlk::lattice::ForwardArgs, nlk::lattice::BackwardArgs> {
+  using Ws = SlotsWs;
+  static constexpr const char *kForwardName = "lattice_forward_kernel", *kBackwardName = "lattice_backward_kernel";
+  static __host__ __device__ Ws workspace(nlk::Carver& c, const nlk::Shape& s, int C, const Hyper& h) { return Ws(c, s, C, h.m_slots); }
+  static int threads(const nlk::Shape& s, const Hyper& h) { return nlk::threads_for(s.d > h.m_slots ? s.d : h.m_slots); }
+  static size_t forward_smem(const nlk::Shape& s, const Hyper&, int) { return nlk::layout_bytes<Smem>(s.d); }
+  static size_t backward_smem(const nlk::Shape& s, const Hyper& h, int nt) { return forward_smem(s, h, nt); }
 
-int threads(const nlk::Shape& s, const nlk::lattice::Hyper& hy) { return nlk::threads_for(s.d > hy.m_slots ? s.d : hy.m_slots); }
+  nlk::lattice::Inputs in;
+  Hyper hy;
+  nlk::Seq sq;
+  const Ws& ws;
+  Smem sm;
+  const BackwardArgs* b = nullptr;
+  adj_t *Sh = nullptr, *P = nullptr;  // ∂L/∂S_{t+1} (starts as d(final state)); ∂L/∂S_t, built at token t
+
+  template <class A>
+  __device__ Lattice(const A& a, const nlk::Seq& s, const Ws& w) : in(a.in), hy(a.hyper), sq(s), ws(w), sm(nlk::carve_shared<Smem>(a.shape.d)) {}
+  /** The forward's scalars are scratch: the backward recomputes them. */
+  __device__ void step(int t, const float* const* cur, float* const* next, float* rec, float* y) const {
+    lattice_token(in, hy, sq, sm, ws, t, cur[0], next[0], rec, y);
+  }
+  __device__ void begin_backward(const BackwardArgs& a, const nlk::Seq&, const Ws&) {
+    b = &a;
+    Sh = ws.adjoint(sq.n, 0);
+    P = ws.adjoint(sq.n, 1);
+    nlk::adjoint_from(Sh, a.dstate.S, sq, ws.md);
+  }
+  __device__ void token(int t, const float* const* before, const float* const* after, float* rec) {
+    token_backward(*b, sq, ws, sm, Sh, P, before[0], after[0], tok_scal(rec, ws.m), t);
+    nlk::swap(Sh, P);
+  }
+  /** After token 0's swap Sh holds ∂L/∂S_0 (S_0 is used as given, never renormalised). */
+  __device__ void end_backward(const BackwardArgs& a, const nlk::Seq&, const Ws&) const { nlk::adjoint_out(a.dstate0.S, Sh, nullptr, sq, ws.md); }
+};
 
 }  // namespace
 
-// ── launchers (the contract of cuda/gen/nlk_rules.cuh) ─────────────────────────────────────
-
-namespace nlk::lattice {
-
-int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes) {
-  Carver c(nullptr);
-  const SlotsWs ws(c, shape, C, hyper.m_slots);
-  (void)ws;
-  *bytes = c.off;
-  return NLK_OK;
-}
-
-int forward(const ForwardArgs& a) {
-  NLK_LAUNCH(lattice_forward_kernel, a.shape.seqs(), threads(a.shape, a.hyper), smem_bytes<Smem>(a.shape.d))
-  (FwdArgs{a.shape, a.C, a.hyper, a.in, a.state0.S, a.y, a.state.S, a.ws});
-  return launch_status();
-}
-
-int backward(const BackwardArgs& a) {
-  NLK_LAUNCH(lattice_backward_kernel, a.shape.seqs(), threads(a.shape, a.hyper), smem_bytes<Smem>(a.shape.d))
-  (BwdArgs{a.shape, a.C, a.hyper, a.in, a.state0.S, a.dy, a.dstate.S, a.ws, a.grad, a.dstate0.S});
-  return launch_status();
-}
-
-}  // namespace nlk::lattice
+NLK_WALK_LAUNCHERS(lattice, Lattice)
 
 #include "gen/lattice_pair.inc"

@@ -1,17 +1,18 @@
 /*
  * Shared by the matrix-memory pairs (Delta, Titans, Hebbian, Atlas): the shared-memory layouts that
- * stage a token's vectors once per block (every row of M reads the whole vector), and the
- * checkpoint/workspace layout of a d×d state (docs/spec/kernel-abi.md#checkpointing).
+ * stage a token's vectors once per block (every row of M reads the whole vector), and the walk's
+ * workspace for d×d states (walk.cuh; docs/spec/kernel-abi.md#checkpointing).
  */
 #pragma once
 
-#include "gen/nlk_rules.cuh"
+#include "walk.cuh"
 
 namespace nlk {
 
 /** Forward of Delta, Titans, Hebbian: the token's k, v, q. */
 struct KvqSmem {
   float *k, *v, *q;
+  __host__ __device__ KvqSmem() {}
   __host__ __device__ KvqSmem(Carver& c, int d) : k(c.take<float>(d)), v(c.take<float>(d)), q(c.take<float>(d)) {}
   /** Token t of sequence `sq` (no barrier). */
   __device__ void load(const Seq& sq, int t, const float* kk, const float* vv, const float* qq) const {
@@ -33,142 +34,61 @@ __device__ inline float error_row(const float* M, const KvqSmem& sm, int i, int 
 struct ErrorBwdSmem {
   float *dy, *q, *k, *e;
   acc_t *de, *red;
+  __host__ __device__ ErrorBwdSmem() {}
   __host__ __device__ ErrorBwdSmem(Carver& c, int d, int nt, int nred)
       : dy(c.take<float>(d)), q(c.take<float>(d)), k(c.take<float>(d)), e(c.take<float>(d)), de(c.take<acc_t>(d)),
         red(c.take<acc_t>(static_cast<size_t>(nred) * nt)) {}
 };
 
-/** Copies n floats from global src to shared dst, or zeros when src is NULL (an absent dy). */
-__device__ inline void load_vec_or_zero(float* dst, const float* src, int n) {
-  for (int j = threadIdx.x; j < n; j += blockDim.x) dst[j] = src == nullptr ? 0.0f : src[j];
-}
-
 /**
- * Checkpointing (docs/spec/kernel-abi.md#checkpointing). The forward keeps the state after every
- * C-th token (not the initial state, an input, nor the final state, an output); the backward
- * rebuilds a chunk's states from its checkpoint. To keep the backward's scratch O(√C) states instead
- * of O(C), a chunk is replayed in sub-chunks of S = ⌈√C⌉ tokens: first the sub-chunk starts
- * (`sub`), then one sub-chunk at a time into `buf`. With C = 1 every state is kept and nothing is
- * replayed but one token.
+ * The workspace of a rule with NS d×d state tensors (Delta, Hebbian: M; Titans, Atlas: M, S): the
+ * walk's layout (walk.cuh) with one f64 adjoint per state tensor and a per-token record of d floats
+ * (Delta's and Titans' error e).
  */
-struct Checkpoints {
-  int T, C, S, nchunks, nsub;
-  __host__ __device__ Checkpoints(int T_, int C_) : T(T_), C(C_ < T_ ? C_ : T_) {
-    S = 1;
-    while (S * S < C) S++;
-    nchunks = (T + C - 1) / C;
-    nsub = (C + S - 1) / S;
-  }
-};
-
-/**
- * Workspace of one d×d-state rule with `nstate` state tensors, for all B·H sequences: the forward's
- * saved region (checkpoints) first, then the backward's scratch. Built by the host (sizes, on a null
- * base) and by the kernels (pointers) from the same code, so the two cannot disagree.
- */
-struct MatrixWs {
-  int d;
+template <int NS>
+struct MatrixWs : WalkWs<NS, NS> {
   size_t dd;
-  int nstate;
-  Checkpoints ck;
-  float* saved;  // [seqs][nstate][nchunks − 1][d·d]
-  adj_t* adj;    // [seqs][nstate][d·d] the running adjoints
-  float* sub;    // [seqs][nstate][nsub][d·d]
-  float* buf;    // [seqs][nstate][S + 1][d·d]
-  float* tok;    // [seqs][S][d] a per-token vector the replay keeps (Delta, Titans: e)
-  __host__ __device__ MatrixWs(Carver& c, const Shape& s, int C, int nstate_) : d(s.d), dd(static_cast<size_t>(s.d) * s.d), nstate(nstate_), ck(s.T, C) {
-    const size_t n = static_cast<size_t>(s.seqs()) * nstate;
-    saved = c.take<float>(n * (ck.nchunks - 1) * dd);
-    adj = c.take<adj_t>(n * dd);
-    sub = c.take<float>(n * ck.nsub * dd);
-    buf = c.take<float>(n * (ck.S + 1) * dd);
-    tok = c.take<float>(static_cast<size_t>(s.seqs()) * ck.S * s.d);
-  }
-  /** Checkpoint j (1 ≤ j < nchunks: the state after token j·C) of state tensor `which` of sequence n. */
-  __device__ float* checkpoint(size_t n, int which, int j) const { return saved + ((n * nstate + which) * (ck.nchunks - 1) + (j - 1)) * dd; }
-  __device__ adj_t* adjoint(size_t n, int which) const { return adj + (n * nstate + which) * dd; }
-  __device__ float* sub_start(size_t n, int which, int i) const { return sub + ((n * nstate + which) * ck.nsub + i) * dd; }
-  __device__ float* slot(size_t n, int which, int i) const { return buf + ((n * nstate + which) * (ck.S + 1) + i) * dd; }
-  __device__ float* token_vec(size_t n, int i) const { return tok + (n * ck.S + i) * d; }
+  __host__ __device__ MatrixWs(Carver& c, const Shape& s, int C)
+      : WalkWs<NS, NS>(c, s, C, Repeat<NS>(static_cast<size_t>(s.d) * s.d).v, Repeat<NS>(static_cast<size_t>(s.d) * s.d).v, s.d),
+        dd(static_cast<size_t>(s.d) * s.d) {}
 };
 
 /**
- * The forward of a checkpointed matrix rule with NS state tensors, for sequence n:
- * step(t, cur, next, e) runs token t — stages it, updates every row of every state from cur[w]
- * into next[w] (writing its per-token vector, Delta's and Titans' e, to e[0..d)) and y, with a
- * barrier before the update and one after it. The states ping-pong through
- * replay slots 0 and 1; the state after every C-th token is copied to its checkpoint.
+ * What the matrix rules share on the walk (walk.cuh): NS d×d state tensors (MatrixWs), threads over
+ * the d rows, the forward's shared memory FwdSmem(c, d) and the backward's BwdSmem(c, d, nt) (which
+ * holds a FwdSmem `fw` for the replay), one f64 adjoint per state tensor that starts as d(final
+ * state) and ends as d(initial state). A rule derives from it (`using MatrixRule::MatrixRule;`) and
+ * adds kForwardName, kBackwardName, step and token.
  */
-template <int NS, class Step>
-__device__ void forward_checkpointed(const MatrixWs& ws, size_t n, int T, const float* const (&init)[NS], float* const (&out)[NS], Step step) {
-  const float* cur[NS];
-  float* next[NS];
-  for (int w = 0; w < NS; w++) cur[w] = init[w];
-  for (int t = 0; t < T; t++) {
-    for (int w = 0; w < NS; w++) next[w] = ws.slot(n, w, t & 1);
-    step(t, cur, next, ws.token_vec(n, 0));
-    if ((t + 1) % ws.ck.C == 0 && t + 1 < T)
-      for (int w = 0; w < NS; w++) block_copy(ws.checkpoint(n, w, (t + 1) / ws.ck.C), next[w], ws.dd);
-    for (int w = 0; w < NS; w++) cur[w] = next[w];
-  }
-  for (int w = 0; w < NS; w++) block_copy(out[w], cur[w], ws.dd);
-}
+template <class Fwd, class Bwd, int NS, class FwdSmem, class BwdSmem>
+struct MatrixRule : WalkRule<Fwd, Bwd> {
+  using Hyper = typename WalkRule<Fwd, Bwd>::Hyper;
+  using Ws = MatrixWs<NS>;
+  static __host__ __device__ Ws workspace(Carver& c, const Shape& s, int C, const Hyper&) { return Ws(c, s, C); }
+  static int threads(const Shape& s, const Hyper&) { return threads_for(s.d); }
+  static size_t forward_smem(const Shape& s, const Hyper&, int) { return layout_bytes<FwdSmem>(s.d); }
+  static size_t backward_smem(const Shape& s, const Hyper&, int nt) { return layout_bytes<BwdSmem>(s.d, nt); }
 
-/**
- * The backward of a checkpointed matrix rule (docs/spec/kernel-abi.md#checkpointing), for sequence
- * n: the chunks from last to first; per chunk its start (init for chunk 0, else its checkpoint), the
- * sub-chunk starts S = ⌈√C⌉ tokens apart replayed from it, then per sub-chunk (last first) its states
- * replayed into slots 0..m and token(t, u) for its tokens from last to first, where slot u holds the
- * states before token t, slot u + 1 those after it, and ws.token_vec(n, u) its per-token vector. step is the forward's update without y: the
- * replayed states are the forward's bits.
- */
-template <int NS, class Step, class Token>
-__device__ void backward_checkpointed(const MatrixWs& ws, size_t n, int T, const float* const (&init)[NS], Step step, Token token) {
-  const Checkpoints& ck = ws.ck;
-  const float* from[NS];
-  float* to[NS];
-  // replays tokens t0 .. t0+m−1 from slot 0 into slots 1..m
-  auto replay = [&](int t0, int m) {
-    for (int u = 0; u < m; u++) {
-      for (int w = 0; w < NS; w++) {
-        from[w] = ws.slot(n, w, u);
-        to[w] = ws.slot(n, w, u + 1);
-      }
-      step(t0 + u, from, to, ws.token_vec(n, u));
-    }
-  };
-  auto copy_all = [&](int dst_kind, int dst_i, int src_kind, int src_i, int chunk) {
+  decltype(Fwd::in) in;
+  Seq sq;
+  const Ws& ws;
+  BwdSmem sm;  // the forward carves sm.fw only
+  const Bwd* b = nullptr;
+  adj_t* adj[NS] = {};  // ∂L/∂(state after token t), per state tensor
+
+  __device__ MatrixRule(const Fwd& a, const Seq& s, const Ws& w) : in(a.in), sq(s), ws(w) { sm.fw = carve_shared<FwdSmem>(a.shape.d); }
+  __device__ MatrixRule(const Bwd& a, const Seq& s, const Ws& w)
+      : in(a.in), sq(s), ws(w), sm(carve_shared<BwdSmem>(a.shape.d, static_cast<int>(blockDim.x))), b(&a) {}
+  __device__ void begin_backward(const Bwd& a, const Seq&, const Ws&) {
     for (int w = 0; w < NS; w++) {
-      const float* src = src_kind == 0 ? (chunk == 0 ? init[w] : ws.checkpoint(n, w, chunk)) : src_kind == 1 ? ws.sub_start(n, w, src_i) : ws.slot(n, w, src_i);
-      float* dst = dst_kind == 1 ? ws.sub_start(n, w, dst_i) : ws.slot(n, w, dst_i);
-      block_copy(dst, src, ws.dd);
-    }
-    __syncthreads();
-  };
-  for (int j = ck.nchunks - 1; j >= 0; j--) {
-    const int c0 = j * ck.C, len = c0 + ck.C < T ? ck.C : T - c0;
-    const int nsub = (len + ck.S - 1) / ck.S;
-    copy_all(1, 0, 0, 0, j);
-    for (int i = 1; i < nsub; i++) {
-      copy_all(2, 0, 1, i - 1, j);
-      replay(c0 + (i - 1) * ck.S, ck.S);
-      copy_all(1, i, 2, ck.S, j);
-    }
-    for (int i = nsub - 1; i >= 0; i--) {
-      const int t0 = c0 + i * ck.S, m = t0 + ck.S < c0 + len ? ck.S : c0 + len - t0;
-      copy_all(2, 0, 1, i, j);
-      replay(t0, m);
-      for (int u = m - 1; u >= 0; u--) token(t0 + u, u);
+      adj[w] = ws.adjoint(sq.n, w);
+      adjoint_from(adj[w], a.dstate[w], sq, ws.dd);
     }
   }
-}
-
-/** Bytes of MatrixWs for a shape. */
-inline size_t matrix_ws_bytes(const Shape& s, int C, int nstate) {
-  Carver c(nullptr);
-  MatrixWs ws(c, s, C, nstate);
-  (void)ws;
-  return c.off;
-}
+  /** After token 0 the adjoints are ∂L/∂(initial state). */
+  __device__ void end_backward(const Bwd& a, const Seq&, const Ws&) const {
+    for (int w = 0; w < NS; w++) adjoint_out(a.dstate0[w], adj[w], nullptr, sq, ws.dd);
+  }
+};
 
 }  // namespace nlk

@@ -3,7 +3,7 @@
  * memory with simplex rows, L2 bias (g = e), KL retention as a row softmax, READ BEFORE WRITE:
  *   y_t = read(W_t, q_t) ;  W_{t+1}[i,:] = softmax(α_t logc(W_t[i,:]) − θ_t G_t[i,:]) ,  logc(w) = ln max(w, 1e-8)
  * One thread per row for the softmax and its VJP; the logits are recomputed in each pass. The state
- * is W alone, so a call split into chunks composes exactly. Checkpointing and replay as in mlp.cuh.
+ * is W alone, so a call split into chunks composes exactly. Its kernels are mlp.cuh's, on the walk (walk.cuh).
  */
 #include "mlp.cuh"
 
@@ -53,8 +53,12 @@ __device__ inline void softmax_rows_vjp(const float* P, int rows, int cols, adj_
   }
 }
 
-/** The rule as mlp.cuh's walks see it. */
-struct Memora {
+/** The rule as mlp.cuh's kernels see it. */
+struct Memora : nlk::WalkRule<nlk::memora::ForwardArgs, nlk::memora::BackwardArgs> {
+  static constexpr int kState = 2, kAdj = 4;
+  using Ws = nlk::MlpWs<kState, kAdj>;
+  static constexpr const char *kForwardName = "memora_forward_kernel", *kBackwardName = "memora_backward_kernel";
+
   int dh;
   nlk::Shape s;
   nlk::memora::Inputs in;
@@ -63,6 +67,24 @@ struct Memora {
   nlk::memora::Grads g;
   adj_t *Wh1, *Wh2, *D1, *D2;  // Ŵ = ∂L/∂W_{t+1} (turned into dZ in place) and D = ∂L/∂W_t, swapped per token
 
+  template <class A>
+  __device__ Memora(const A& a, const nlk::Seq&)
+      : dh(a.hyper.d_hidden), s(a.shape), in(a.in), sm(nlk::carve_shared<nlk::MlpSmem>(a.shape.d, dh, static_cast<int>(blockDim.x))) {}
+  __device__ void begin_backward(const Ws& ws, const nlk::Seq& sq, const BackwardArgs& a) {
+    DY = a.dy;
+    g = a.grad;
+    Wh1 = ws.adjoint(sq.n, 0);
+    Wh2 = ws.adjoint(sq.n, 1);
+    D1 = ws.adjoint(sq.n, 2);
+    D2 = ws.adjoint(sq.n, 3);
+    nlk::adjoint_from(Wh1, a.dstate.W1, sq, ws.n);
+    nlk::adjoint_from(Wh2, a.dstate.W2, sq, ws.n);
+  }
+  /** After the last swap Ŵ holds D of token 0: ∂L/∂W_0. */
+  __device__ void end_backward(const Ws& ws, const nlk::Seq& sq, const BackwardArgs& a) const {
+    nlk::adjoint_out(a.dstate0.W1, Wh1, nullptr, sq, ws.n);
+    nlk::adjoint_out(a.dstate0.W2, Wh2, nullptr, sq, ws.n);
+  }
   __device__ void load(const nlk::Seq& sq, int t) const { nlk::load_kvq(sm, sq, t, in.k, in.v, in.q); }
   __device__ void step(const nlk::Seq& sq, int t, nlk::StepIn cur, nlk::StepOut next, float* y) const {
     memora_step(sm, s.d, dh, cur.w[0], cur.w[1], next.w[0], next.w[1], in.alpha[sq.gate(t)], in.theta[sq.gate(t)], y);
@@ -102,95 +124,8 @@ struct Memora {
   }
 };
 
-constexpr int kState = 2, kAdj = 4;
-
-struct FwdArgs {
-  int dh;
-  nlk::Shape s;
-  int C;
-  nlk::memora::Inputs in;
-  nlk::memora::StateIn st0;
-  float* Y;
-  nlk::memora::StateOut st;
-  unsigned char* ws;
-};
-
-__device__ Memora make_rule(int dh, const nlk::Shape& s, const nlk::memora::Inputs& in) {
-  Memora r{};
-  r.dh = dh;
-  r.s = s;
-  r.in = in;
-  r.sm = nlk::carve_shared<nlk::MlpSmem>(s.d, dh, static_cast<int>(blockDim.x));
-  return r;
-}
-
-__global__ void memora_forward_kernel(FwdArgs a) {
-  const nlk::Seq sq(a.s, blockIdx.x);
-  Memora r = make_rule(a.dh, a.s, a.in);
-  nlk::Carver c(a.ws);
-  const nlk::MlpWs ws(c, a.s, a.C, a.dh, kState, kAdj);
-  nlk::mlp_forward_walk(r, sq, ws, nlk::StepIn{{a.st0.W1 + sq.state(ws.n), a.st0.W2 + sq.state(ws.n), nullptr, nullptr}}, a.Y,
-                        a.st.W1, a.st.W2);
-}
-
-struct BwdArgs {
-  int dh;
-  nlk::Shape s;
-  int C;
-  nlk::memora::Inputs in;
-  nlk::memora::StateIn st0;
-  const float* DY;
-  nlk::memora::StateIn dst;
-  unsigned char* ws;
-  nlk::memora::Grads g;
-  nlk::memora::StateOut dst0;
-};
-
-__global__ void memora_backward_kernel(BwdArgs a) {
-  const nlk::Seq sq(a.s, blockIdx.x);
-  Memora r = make_rule(a.dh, a.s, a.in);
-  r.DY = a.DY;
-  r.g = a.g;
-  nlk::Carver c(a.ws);
-  const nlk::MlpWs ws(c, a.s, a.C, a.dh, kState, kAdj);
-  r.Wh1 = ws.adjoint(sq.n, 0);
-  r.Wh2 = ws.adjoint(sq.n, 1);
-  r.D1 = ws.adjoint(sq.n, 2);
-  r.D2 = ws.adjoint(sq.n, 3);
-  nlk::adjoint_from(r.Wh1, a.dst.W1, sq, ws.n);
-  nlk::adjoint_from(r.Wh2, a.dst.W2, sq, ws.n);
-  __syncthreads();
-  nlk::mlp_backward_walk(r, sq, ws, nlk::StepIn{{a.st0.W1 + sq.state(ws.n), a.st0.W2 + sq.state(ws.n), nullptr, nullptr}});
-  // after the last swap Ŵ holds D of token 0: ∂L/∂W_0
-  nlk::adjoint_out(a.dst0.W1, r.Wh1, nullptr, sq, ws.n);
-  nlk::adjoint_out(a.dst0.W2, r.Wh2, nullptr, sq, ws.n);
-}
-
 }  // namespace
 
-// ── launchers (the contract of cuda/gen/nlk_rules.cuh) ─────────────────────────────────────
-
-namespace nlk::memora {
-
-int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes) {
-  *bytes = mlp_ws_bytes(shape, C, hyper.d_hidden, kState, kAdj);
-  return NLK_OK;
-}
-
-int forward(const ForwardArgs& a) {
-  const int nt = mlp_threads(a.shape.d, a.hyper.d_hidden);
-  NLK_LAUNCH(memora_forward_kernel, a.shape.seqs(), nt, smem_bytes<MlpSmem>(a.shape.d, a.hyper.d_hidden, nt))
-  (FwdArgs{a.hyper.d_hidden, a.shape, a.C, a.in, a.state0, a.y, a.state, a.ws});
-  return launch_status();
-}
-
-int backward(const BackwardArgs& a) {
-  const int nt = mlp_threads(a.shape.d, a.hyper.d_hidden);
-  NLK_LAUNCH(memora_backward_kernel, a.shape.seqs(), nt, smem_bytes<MlpSmem>(a.shape.d, a.hyper.d_hidden, nt))
-  (BwdArgs{a.hyper.d_hidden, a.shape, a.C, a.in, a.state0, a.dy, a.dstate, a.ws, a.grad, a.dstate0});
-  return launch_status();
-}
-
-}  // namespace nlk::memora
+NLK_WALK_LAUNCHERS(memora, nlk::MlpWalk<Memora>)
 
 #include "gen/memora_pair.inc"

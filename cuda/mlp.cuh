@@ -9,7 +9,7 @@
  */
 #pragma once
 
-#include "matrix.cuh"  // Checkpoints, load_vec_or_zero
+#include "walk.cuh"
 
 namespace nlk {
 
@@ -227,141 +227,57 @@ __device__ inline void load_dy(const MlpSmem& sm, const Seq& sq, int t, const fl
 /** Threads per block of an MLP kernel: its loops run over the d rows of W2 or the dh rows of W1. */
 inline int mlp_threads(int d, int dh) { return threads_for(d > dh ? d : dh); }
 
-// ── checkpointing (docs/spec/kernel-abi.md#checkpointing) ───────────────────────────────────
+// ── the walk (walk.cuh; docs/spec/kernel-abi.md#checkpointing) ───────────────────────────
 
-/** Most state tensors one step keeps: W1, W2 and (Moneta) the accumulators A1, A2. */
-constexpr int kMlpMaxState = 4;
-
-/** The state tensors of one step, d·dh floats each, read-only. */
+/** The state tensors of one step (W1, W2 and, Moneta's, the accumulators A1, A2), read-only. */
 struct StepIn {
-  const float* w[kMlpMaxState];
+  const float* const* w;
 };
 /** The state tensors of one step, written. */
 struct StepOut {
-  float* w[kMlpMaxState];
-  __device__ operator StepIn() const {
-    StepIn r;
-    for (int i = 0; i < kMlpMaxState; i++) r.w[i] = w[i];
-    return r;
-  }
+  float* const* w;
+  __device__ operator StepIn() const { return StepIn{w}; }
 };
 
-/**
- * Workspace of an MLP rule for all B·H sequences, with MatrixWs's layout and Checkpoints (matrix.cuh),
- * but one step's state is `nstate` tensors of n = d·dh floats stored together, and the backward keeps
- * `nadj` f64 arrays of n (its running adjoints). Saved part: the checkpoints; then the scratch.
- */
-struct MlpWs {
+/** The workspace of an MLP rule: the walk's layout with NS state tensors and NA f64 adjoints of d·dh entries each, no token record. */
+template <int NS, int NA>
+struct MlpWs : WalkWs<NS, NA> {
   size_t n;
-  int nstate, nadj;
-  Checkpoints ck;
-  float* saved;  // [seqs][nchunks − 1][nstate][n]
-  adj_t* adj;    // [seqs][nadj][n]
-  float* sub;    // [seqs][nsub][nstate][n]
-  float* buf;    // [seqs][S + 1][nstate][n]
-  __host__ __device__ MlpWs(Carver& c, const Shape& s, int C, int dh, int nstate_, int nadj_)
-      : n(static_cast<size_t>(s.d) * dh), nstate(nstate_), nadj(nadj_), ck(s.T, C) {
-    const size_t seqs = static_cast<size_t>(s.seqs()), step = nstate * n;
-    saved = c.take<float>(seqs * (ck.nchunks - 1) * step);
-    adj = c.take<adj_t>(seqs * nadj * n);
-    sub = c.take<float>(seqs * ck.nsub * step);
-    buf = c.take<float>(seqs * (ck.S + 1) * step);
-  }
-  __device__ StepOut at(float* base) const {
-    StepOut r;
-    for (int i = 0; i < kMlpMaxState; i++) r.w[i] = i < nstate ? base + i * n : nullptr;
-    return r;
-  }
-  /** Checkpoint j (1 ≤ j < nchunks: the state after token j·C) of sequence s. */
-  __device__ StepOut checkpoint(size_t s, int j) const { return at(saved + (s * (ck.nchunks - 1) + (j - 1)) * nstate * n); }
-  __device__ adj_t* adjoint(size_t s, int i) const { return adj + (s * nadj + i) * n; }
-  __device__ StepOut sub_start(size_t s, int i) const { return at(sub + (s * ck.nsub + i) * nstate * n); }
-  __device__ StepOut slot(size_t s, int i) const { return at(buf + (s * (ck.S + 1) + i) * nstate * n); }
-  /** Copies one step's state tensors (no barrier). */
-  __device__ void copy(StepOut dst, StepIn src) const {
-    for (int i = 0; i < nstate; i++) block_copy(dst.w[i], src.w[i], n);
-  }
+  __host__ __device__ MlpWs(Carver& c, const Shape& s, int C, int dh)
+      : WalkWs<NS, NA>(c, s, C, Repeat<NS>(static_cast<size_t>(s.d) * dh).v, Repeat<NA>(static_cast<size_t>(s.d) * dh).v, 0),
+        n(static_cast<size_t>(s.d) * dh) {}
 };
 
-inline size_t mlp_ws_bytes(const Shape& s, int C, int dh, int nstate, int nadj) {
-  Carver c(nullptr);
-  MlpWs ws(c, s, C, dh, nstate, nadj);
-  (void)ws;
-  return c.off;
-}
-
 /**
- * The forward of a rule `R` over one sequence: R::load stages token t, R::step (the rule's one
- * non-inlined step function) writes the next state and y. The state after tokens C, 2C, … goes to
- * the checkpoints; the final W1, W2 (tensors 0 and 1) to the output.
+ * An MLP rule M on the walk (walk.cuh). M provides ForwardArgs, BackwardArgs, kState, kAdj,
+ * Ws = MlpWs<kState, kAdj>, kForwardName, kBackwardName, a constructor M(args, sq) (carves the shared
+ * memory MlpSmem), load(sq, t) (stages token t), step(sq, t, cur, next, y) (its one non-inlined step;
+ * ends with a barrier), begin_backward(ws, sq, args) (its adjoints from d(final state)),
+ * token_backward(sq, t, W_t, W_{t+1}), end_backward(ws, sq, args) (d(initial state)), and from
+ * WalkRule its argument structs and start(init) (Moneta: A_0 = W_0). W1 and W2 are state tensors 0
+ * and 1, as in the ABI.
  */
-template <class R>
-__device__ void mlp_forward_walk(R& r, const Seq& sq, const MlpWs& ws, StepIn start, float* Y, float* W1out, float* W2out) {
-  StepIn cur = start;
-  for (int t = 0; t < static_cast<int>(sq.T); t++) {
-    r.load(sq, t);
+template <class M>
+struct MlpWalk : M {
+  using typename M::Hyper;
+  using typename M::BackwardArgs;
+  using typename M::Ws;
+  static __host__ __device__ Ws workspace(Carver& c, const Shape& s, int C, const Hyper& h) { return Ws(c, s, C, h.d_hidden); }
+  static int threads(const Shape& s, const Hyper& h) { return mlp_threads(s.d, h.d_hidden); }
+  static size_t forward_smem(const Shape& s, const Hyper& h, int nt) { return layout_bytes<MlpSmem>(s.d, h.d_hidden, nt); }
+  static size_t backward_smem(const Shape& s, const Hyper& h, int nt) { return forward_smem(s, h, nt); }
+
+  Seq sq;
+  template <class A>
+  __device__ MlpWalk(const A& a, const Seq& s, const Ws&) : M(a, s), sq(s) {}
+  __device__ void step(int t, const float* const* cur, float* const* next, float*, float* y) {
+    M::load(sq, t);
     __syncthreads();
-    const StepOut next = ws.slot(sq.n, t & 1);
-    r.step(sq, t, cur, next, Y + sq.vec(t));  // ends with a barrier
-    if ((t + 1) % ws.ck.C == 0 && t + 1 < static_cast<int>(sq.T)) ws.copy(ws.checkpoint(sq.n, (t + 1) / ws.ck.C), next);
-    cur = next;
+    M::step(sq, t, StepIn{cur}, StepOut{next}, y);
   }
-  block_copy(W1out + sq.state(ws.n), cur.w[0], ws.n);
-  block_copy(W2out + sq.state(ws.n), cur.w[1], ws.n);
-}
-
-/** Replays tokens t0 .. t0+len−1 from `from` into slots 1..len with the forward's step. */
-template <class R>
-__device__ void mlp_replay(R& r, const Seq& sq, const MlpWs& ws, StepIn from, int t0, int len) {
-  for (int u = 0; u < len; u++) {
-    r.load(sq, t0 + u);
-    __syncthreads();
-    const StepIn cur = u == 0 ? from : static_cast<StepIn>(ws.slot(sq.n, u));
-    r.step(sq, t0 + u, cur, ws.slot(sq.n, u + 1), nullptr);
-  }
-}
-
-/**
- * The backward walk of one sequence (Delta's scheme, cuda/delta.cu): chunks from last to first, each
- * replayed from its checkpoint (the call's initial state for chunk 0) into sub-chunk starts, then
- * one sub-chunk at a time into the slots; R::token_backward(sq, t, W_t, W_{t+1}) runs from the last
- * token to the first.
- */
-template <class R>
-__device__ void mlp_backward_walk(R& r, const Seq& sq, const MlpWs& ws, StepIn start) {
-  const Checkpoints& ck = ws.ck;
-  const int T = static_cast<int>(sq.T);
-  for (int j = ck.nchunks - 1; j >= 0; j--) {
-    const int c0 = j * ck.C, len = (c0 + ck.C < T ? ck.C : T - c0);
-    const StepIn from = j == 0 ? start : static_cast<StepIn>(ws.checkpoint(sq.n, j));
-    const int nsub = (len + ck.S - 1) / ck.S;
-    ws.copy(ws.sub_start(sq.n, 0), from);
-    __syncthreads();
-    for (int i = 1; i < nsub; i++) {
-      mlp_replay(r, sq, ws, ws.sub_start(sq.n, i - 1), c0 + (i - 1) * ck.S, ck.S);
-      ws.copy(ws.sub_start(sq.n, i), ws.slot(sq.n, ck.S));
-      __syncthreads();
-    }
-    for (int i = nsub - 1; i >= 0; i--) {
-      const int t0 = c0 + i * ck.S, n = (t0 + ck.S < c0 + len ? ck.S : c0 + len - t0);
-      ws.copy(ws.slot(sq.n, 0), ws.sub_start(sq.n, i));
-      __syncthreads();
-      mlp_replay(r, sq, ws, ws.slot(sq.n, 0), t0, n);
-      for (int u = n - 1; u >= 0; u--) r.token_backward(sq, t0 + u, ws.slot(sq.n, u), ws.slot(sq.n, u + 1));
-    }
-  }
-}
-
-/** Starts adjoint `adj` (n entries) from the final state's gradient, zero when absent (no barrier). */
-__device__ inline void adjoint_from(adj_t* adj, const float* dFinal, const Seq& sq, size_t n) {
-  const float* f = dFinal == nullptr ? nullptr : dFinal + sq.state(n);
-  for (size_t i = threadIdx.x; i < n; i += blockDim.x) adj[i] = f == nullptr ? 0.0 : static_cast<adj_t>(f[i]);
-}
-
-/** Writes adjoint `adj` (+ `extra` where given) as the f32 gradient of a state tensor (no barrier). */
-__device__ inline void adjoint_out(float* out, const adj_t* adj, const adj_t* extra, const Seq& sq, size_t n) {
-  float* o = out + sq.state(n);
-  for (size_t i = threadIdx.x; i < n; i += blockDim.x) o[i] = static_cast<float>(extra == nullptr ? adj[i] : adj[i] + extra[i]);
-}
+  __device__ void begin_backward(const BackwardArgs& a, const Seq&, const Ws& ws) { M::begin_backward(ws, sq, a); }
+  __device__ void token(int t, const float* const* before, const float* const* after, float*) { M::token_backward(sq, t, StepIn{before}, StepIn{after}); }
+  __device__ void end_backward(const BackwardArgs& a, const Seq&, const Ws& ws) const { M::end_backward(ws, sq, a); }
+};
 
 }  // namespace nlk

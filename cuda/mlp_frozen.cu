@@ -62,14 +62,14 @@ __global__ void mlp_frozen_vjp_kernel(nlk::Shape s, int dh, const float* __restr
 
 int frozen_read(const nlk::Shape& s, int dh, const float* q, const float* W1, const float* W2, float* y) {
   const int nt = nlk::mlp_threads(s.d, dh);
-  NLK_LAUNCH(mlp_frozen_read_kernel, s.seqs(), nt, nlk::smem_bytes<nlk::MlpSmem>(s.d, dh, nt))(s, dh, q, W1, W2, y);
+  NLK_LAUNCH(mlp_frozen_read_kernel, s.seqs(), nt, nlk::layout_bytes<nlk::MlpSmem>(s.d, dh, nt))(s, dh, q, W1, W2, y);
   return nlk::launch_status();
 }
 
 int frozen_read_vjp(const nlk::Shape& s, int dh, const float* q, const float* W1, const float* W2, const float* dy, unsigned char* ws,
              float* dq, float* dW1, float* dW2) {
   const int nt = nlk::mlp_threads(s.d, dh);
-  NLK_LAUNCH(mlp_frozen_vjp_kernel, s.seqs(), nt, nlk::smem_bytes<nlk::MlpSmem>(s.d, dh, nt))(s, dh, q, W1, W2, dy, ws, dq, dW1, dW2);
+  NLK_LAUNCH(mlp_frozen_vjp_kernel, s.seqs(), nt, nlk::layout_bytes<nlk::MlpSmem>(s.d, dh, nt))(s, dh, q, W1, W2, dy, ws, dq, dW1, dW2);
   return nlk::launch_status();
 }
 

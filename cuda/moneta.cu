@@ -9,7 +9,7 @@
  * at each cut and differs from one call whenever q ≠ 2 (on the q = 2 path A = W and the cut is neutral).
  * Backward: docs/spec/miras-compression.md#moneta-backward and #moneta-backward-lq, with the final
  * state's gradient entering through N_qᵀ(A_T) and ∂L/∂W_0 = α_0 Ā + D at token 0.
- * One block per sequence; checkpointing and replay as in mlp.cuh (mlp_forward_walk, mlp_backward_walk).
+ * One block per sequence; the walk's kernels (walk.cuh) through mlp.cuh's MlpWalk.
  */
 #include "mlp.cuh"
 
@@ -132,8 +132,14 @@ NLK_NOINLINE __device__ void moneta_step(const Hp& hp, const nlk::MlpSmem& sm, i
   if (y != nullptr) nlk::mlp_read(sm, d, dh, N1, N2, y);
 }
 
-/** The rule as mlp.cuh's walks see it. */
-struct Moneta {
+__host__ __device__ Hp hp_of(const nlk::moneta::Hyper& h) { return Hp{h.d_hidden, h.p, h.q, h.lambda_2, h.sign_sharpness}; }
+
+/** The rule as mlp.cuh's kernels see it. The step state: W1, W2, A1, A2; the adjoints Ā, R, D (two each). */
+struct Moneta : nlk::WalkRule<nlk::moneta::ForwardArgs, nlk::moneta::BackwardArgs> {
+  static constexpr int kState = 4, kAdj = 6;
+  using Ws = nlk::MlpWs<kState, kAdj>;
+  static constexpr const char *kForwardName = "moneta_forward_kernel", *kBackwardName = "moneta_backward_kernel";
+
   Hp hp;
   nlk::Shape s;
   nlk::moneta::Inputs in;
@@ -143,6 +149,34 @@ struct Moneta {
   // Ā = ∂L/∂A_{t+1} (Ab); on the L_q path also R (the read's ∂L/∂W_{t+1}) and D (∂L/∂W_t)
   adj_t *Ab1, *Ab2, *R1, *R2, *D1, *D2;
 
+  template <class A>
+  __device__ Moneta(const A& a, const nlk::Seq&)
+      : hp(hp_of(a.hyper)), s(a.shape), in(a.in), sm(nlk::carve_shared<nlk::MlpSmem>(a.shape.d, a.hyper.d_hidden, static_cast<int>(blockDim.x))) {}
+  /** The call's first step state: W_0 (given) and A_0 = W_0. */
+  __device__ void start(const float** init) const {
+    init[2] = init[0];
+    init[3] = init[1];
+  }
+  /** The L2 path carries d(final W) in Ā from the start; the L_q path adds it to R at the last token. */
+  __device__ void begin_backward(const Ws& ws, const nlk::Seq& sq, const BackwardArgs& a) {
+    DY = a.dy;
+    g = a.grad;
+    F1 = a.dstate.W1 == nullptr ? nullptr : a.dstate.W1 + sq.state(ws.n);
+    F2 = a.dstate.W2 == nullptr ? nullptr : a.dstate.W2 + sq.state(ws.n);
+    Ab1 = ws.adjoint(sq.n, 0);
+    Ab2 = ws.adjoint(sq.n, 1);
+    R1 = ws.adjoint(sq.n, 2);
+    R2 = ws.adjoint(sq.n, 3);
+    D1 = ws.adjoint(sq.n, 4);
+    D2 = ws.adjoint(sq.n, 5);
+    const bool l2 = hp.l2path();
+    nlk::adjoint_from(Ab1, l2 ? a.dstate.W1 : nullptr, sq, ws.n);
+    nlk::adjoint_from(Ab2, l2 ? a.dstate.W2 : nullptr, sq, ws.n);
+  }
+  __device__ void end_backward(const Ws& ws, const nlk::Seq& sq, const BackwardArgs& a) const {
+    nlk::adjoint_out(a.dstate0.W1, Ab1, nullptr, sq, ws.n);
+    nlk::adjoint_out(a.dstate0.W2, Ab2, nullptr, sq, ws.n);
+  }
   __device__ void load(const nlk::Seq& sq, int t) const { nlk::load_kvq(sm, sq, t, in.k, in.v, in.q); }
   __device__ void step(const nlk::Seq& sq, int t, nlk::StepIn cur, nlk::StepOut next, float* y) const {
     moneta_step(hp, sm, s.d, cur, next, in.alpha[sq.gate(t)], in.theta[sq.gate(t)], y);
@@ -217,107 +251,8 @@ struct Moneta {
   }
 };
 
-constexpr int kState = 4, kAdj = 6;
-
-struct FwdArgs {
-  Hp hp;
-  nlk::Shape s;
-  int C;
-  nlk::moneta::Inputs in;
-  nlk::moneta::StateIn st0;
-  float* Y;
-  nlk::moneta::StateOut st;
-  unsigned char* ws;
-};
-
-__device__ Moneta make_rule(const Hp& hp, const nlk::Shape& s, const nlk::moneta::Inputs& in) {
-  Moneta r{};
-  r.hp = hp;
-  r.s = s;
-  r.in = in;
-  r.sm = nlk::carve_shared<nlk::MlpSmem>(s.d, hp.dh, static_cast<int>(blockDim.x));
-  return r;
-}
-
-/** The call's first step state: W_0 and A_0 = W_0. */
-__device__ nlk::StepIn start_of(const nlk::moneta::StateIn& st0, const nlk::Seq& sq, size_t n) {
-  const float *w1 = st0.W1 + sq.state(n), *w2 = st0.W2 + sq.state(n);
-  return nlk::StepIn{{w1, w2, w1, w2}};
-}
-
-__global__ void moneta_forward_kernel(FwdArgs a) {
-  const nlk::Seq sq(a.s, blockIdx.x);
-  Moneta r = make_rule(a.hp, a.s, a.in);
-  nlk::Carver c(a.ws);
-  const nlk::MlpWs ws(c, a.s, a.C, a.hp.dh, kState, kAdj);
-  nlk::mlp_forward_walk(r, sq, ws, start_of(a.st0, sq, ws.n), a.Y, a.st.W1, a.st.W2);
-}
-
-struct BwdArgs {
-  Hp hp;
-  nlk::Shape s;
-  int C;
-  nlk::moneta::Inputs in;
-  nlk::moneta::StateIn st0;
-  const float* DY;
-  nlk::moneta::StateIn dst;
-  unsigned char* ws;
-  nlk::moneta::Grads g;
-  nlk::moneta::StateOut dst0;
-};
-
-__global__ void moneta_backward_kernel(BwdArgs a) {
-  const nlk::Seq sq(a.s, blockIdx.x);
-  Moneta r = make_rule(a.hp, a.s, a.in);
-  nlk::Carver c(a.ws);
-  const nlk::MlpWs ws(c, a.s, a.C, a.hp.dh, kState, kAdj);
-  r.DY = a.DY;
-  r.g = a.g;
-  r.F1 = a.dst.W1 == nullptr ? nullptr : a.dst.W1 + sq.state(ws.n);
-  r.F2 = a.dst.W2 == nullptr ? nullptr : a.dst.W2 + sq.state(ws.n);
-  r.Ab1 = ws.adjoint(sq.n, 0);
-  r.Ab2 = ws.adjoint(sq.n, 1);
-  r.R1 = ws.adjoint(sq.n, 2);
-  r.R2 = ws.adjoint(sq.n, 3);
-  r.D1 = ws.adjoint(sq.n, 4);
-  r.D2 = ws.adjoint(sq.n, 5);
-  // the L2 path carries d(final W) in Ā from the start; the L_q path adds it to R at the last token
-  const bool l2 = a.hp.l2path();
-  nlk::adjoint_from(r.Ab1, l2 ? a.dst.W1 : nullptr, sq, ws.n);
-  nlk::adjoint_from(r.Ab2, l2 ? a.dst.W2 : nullptr, sq, ws.n);
-  __syncthreads();
-  nlk::mlp_backward_walk(r, sq, ws, start_of(a.st0, sq, ws.n));
-  nlk::adjoint_out(a.dst0.W1, r.Ab1, nullptr, sq, ws.n);
-  nlk::adjoint_out(a.dst0.W2, r.Ab2, nullptr, sq, ws.n);
-}
-
-Hp hp_of(const nlk::moneta::Hyper& h) { return Hp{h.d_hidden, h.p, h.q, h.lambda_2, h.sign_sharpness}; }
-
 }  // namespace
 
-// ── launchers (the contract of cuda/gen/nlk_rules.cuh) ─────────────────────────────────────
-
-namespace nlk::moneta {
-
-int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes) {
-  *bytes = mlp_ws_bytes(shape, C, hyper.d_hidden, kState, kAdj);
-  return NLK_OK;
-}
-
-int forward(const ForwardArgs& a) {
-  const int nt = mlp_threads(a.shape.d, a.hyper.d_hidden);
-  NLK_LAUNCH(moneta_forward_kernel, a.shape.seqs(), nt, smem_bytes<MlpSmem>(a.shape.d, a.hyper.d_hidden, nt))
-  (FwdArgs{hp_of(a.hyper), a.shape, a.C, a.in, a.state0, a.y, a.state, a.ws});
-  return launch_status();
-}
-
-int backward(const BackwardArgs& a) {
-  const int nt = mlp_threads(a.shape.d, a.hyper.d_hidden);
-  NLK_LAUNCH(moneta_backward_kernel, a.shape.seqs(), nt, smem_bytes<MlpSmem>(a.shape.d, a.hyper.d_hidden, nt))
-  (BwdArgs{hp_of(a.hyper), a.shape, a.C, a.in, a.state0, a.dy, a.dstate, a.ws, a.grad, a.dstate0});
-  return launch_status();
-}
-
-}  // namespace nlk::moneta
+NLK_WALK_LAUNCHERS(moneta, nlk::MlpWalk<Moneta>)
 
 #include "gen/moneta_pair.inc"

@@ -22,6 +22,10 @@
 #include <cuda_runtime.h>
 
 #define NLK_LAUNCH(kernel, grid, block, smem) kernel<<<(grid), (block), (smem)>>>
+/* The same, naming the kernel for the emulation's messages (a template kernel: the rule's name); a statement. */
+#define NLK_LAUNCH_NAMED(kernel, name, grid, block, smem) \
+  (void)(name);                                           \
+  kernel<<<(grid), (block), (smem)>>>
 /* A device function that must compile to one body (a forward step replayed by the backward). */
 #define NLK_NOINLINE __noinline__
 
@@ -98,6 +102,8 @@ struct Launch {
 #define __syncthreads() ::nlk_emu::sync_threads(__FILE__, __LINE__)
 #define NLK_LAUNCH(kernel, grid, block, smem) \
   ::nlk_emu::Launch<decltype(&kernel)>{&kernel, dim3(grid), dim3(block), (size_t)(smem), #kernel}
+#define NLK_LAUNCH_NAMED(kernel, name, grid, block, smem) \
+  ::nlk_emu::Launch<decltype(&kernel)>{&kernel, dim3(grid), dim3(block), (size_t)(smem), (name)}
 
 template <class T>
 inline T* nlk_shared() {

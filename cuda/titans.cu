@@ -5,7 +5,7 @@
  *   y_t = M_{t+1} q_t
  * One block per sequence (b, h); threads own rows of M and S (and of the adjoints D = ∂L/∂M_{t+1},
  * E = ∂L/∂S_{t+1}); products with a transposed matrix are column loops after a barrier. Two state
- * tensors (w = 0: M, w = 1: S) go through matrix.cuh's checkpointing together.
+ * tensors (w = 0: M, w = 1: S) go through the walk (walk.cuh) together.
  */
 #include "matrix.cuh"
 
@@ -32,63 +32,30 @@ NLK_NOINLINE __device__ void titans_step(const float* Mt, const float* St, float
   }
 }
 
+/** The rule's step as the walk calls it: stage token t, (M_t, S_t) → (M_{t+1}, S_{t+1}), e (and y when given); barriers before and after. */
 __device__ void titans_token(const nlk::titans::Inputs& in, const nlk::Seq& sq, const nlk::KvqSmem& sm, int t, const float* const* cur,
-                             float* const* next, float* e, float* Y) {
+                             float* const* next, float* e, float* y) {
   sm.load(sq, t, in.k, in.v, in.q);
   __syncthreads();
   const size_t g = sq.gate(t);
-  titans_step(cur[0], cur[1], next[0], next[1], sm, in.alpha[g], in.theta[g], in.eta[g], static_cast<int>(sq.d), e,
-              Y == nullptr ? nullptr : Y + sq.vec(t));
+  titans_step(cur[0], cur[1], next[0], next[1], sm, in.alpha[g], in.theta[g], in.eta[g], static_cast<int>(sq.d), e, y);
   __syncthreads();
-}
-
-struct FwdArgs {
-  nlk::Shape s;
-  int C;
-  nlk::titans::Inputs in;
-  nlk::titans::StateIn s0;
-  float* Y;
-  nlk::titans::StateOut out;
-  unsigned char* ws;
-};
-
-__global__ void titans_forward_kernel(FwdArgs a) {
-  const nlk::Seq sq(a.s, blockIdx.x);
-  const auto sm = nlk::carve_shared<nlk::KvqSmem>(a.s.d);
-  nlk::Carver c(a.ws);
-  const nlk::MatrixWs ws(c, a.s, a.C, 2);
-  const float* init[2] = {a.s0.M + sq.state(ws.dd), a.s0.S + sq.state(ws.dd)};
-  float* out[2] = {a.out.M + sq.state(ws.dd), a.out.S + sq.state(ws.dd)};
-  nlk::forward_checkpointed<2>(ws, sq.n, a.s.T, init, out, [&](int t, const float* const* cur, float* const* next, float* e) {
-    titans_token(a.in, sq, sm, t, cur, next, e, a.Y);
-  });
 }
 
 struct BwdSmem {
   nlk::KvqSmem fw;
   nlk::ErrorBwdSmem bw;
+  __host__ __device__ BwdSmem() {}
   __host__ __device__ BwdSmem(nlk::Carver& c, int d, int nt) : fw(c, d), bw(c, d, nt, 3) {}
 };
 
-struct BwdArgs {
-  nlk::Shape s;
-  int C;
-  nlk::titans::Inputs in;
-  nlk::titans::StateIn s0;
-  const float* DY;
-  nlk::titans::StateIn dFinal;
-  unsigned char* ws;
-  nlk::titans::Grads g;
-  nlk::titans::StateOut dS0;
-};
-
 /** Token t's backward (v1's arithmetic): D, E carried from token t+1 to token t. */
-__device__ void token_backward(const BwdArgs& a, const nlk::Seq& sq, const BwdSmem& sm, adj_t* D, adj_t* E, const float* Mt, const float* St,
+__device__ void token_backward(const nlk::titans::BackwardArgs& a, const nlk::Seq& sq, const BwdSmem& sm, adj_t* D, adj_t* E, const float* Mt, const float* St,
                                const float* Mn, const float* e, int t) {
-  const int d = a.s.d, tid = threadIdx.x, nt = blockDim.x;
+  const int d = a.shape.d, tid = threadIdx.x, nt = blockDim.x;
   const nlk::ErrorBwdSmem& b = sm.bw;
   const size_t o = sq.vec(t), gi = sq.gate(t);
-  nlk::load_vec_or_zero(b.dy, a.DY == nullptr ? nullptr : a.DY + o, d);
+  nlk::load_vec_or_zero(b.dy, a.dy == nullptr ? nullptr : a.dy + o, d);
   nlk::load_vec(b.q, a.in.q + o, d);
   nlk::load_vec(b.k, a.in.k + o, d);
   nlk::load_vec(b.e, e, d);
@@ -110,7 +77,7 @@ __device__ void token_backward(const BwdArgs& a, const nlk::Seq& sq, const BwdSm
     pth += b.e[i] * eki;
     const acc_t dei = -tht * eki;
     b.de[i] = dei;
-    a.g.dv[o + i] = static_cast<float>(-dei);
+    a.grad.dv[o + i] = static_cast<float>(-dei);
   }
   b.red[tid] = pa;
   b.red[nt + tid] = pe;
@@ -124,13 +91,13 @@ __device__ void token_backward(const BwdArgs& a, const nlk::Seq& sq, const BwdSm
       ge += E[ij] * b.e[i];
       gm += static_cast<acc_t>(Mt[ij]) * b.de[i];
     }
-    a.g.dq[o + j] = static_cast<float>(gq);
-    a.g.dk[o + j] = static_cast<float>(-tht * ge + gm);
+    a.grad.dq[o + j] = static_cast<float>(gq);
+    a.grad.dk[o + j] = static_cast<float>(-tht * ge + gm);
   }
   if (tid == 0) {
-    a.g.dalpha[gi] = static_cast<float>(-nlk::ordered_sum(b.red, 0));
-    a.g.deta[gi] = static_cast<float>(nlk::ordered_sum(b.red, 1));
-    a.g.dtheta[gi] = static_cast<float>(-nlk::ordered_sum(b.red, 2));
+    a.grad.dalpha[gi] = static_cast<float>(-nlk::ordered_sum(b.red, 0));
+    a.grad.deta[gi] = static_cast<float>(nlk::ordered_sum(b.red, 1));
+    a.grad.dtheta[gi] = static_cast<float>(-nlk::ordered_sum(b.red, 2));
   }
   __syncthreads();
   const adj_t keep = 1.0 - al;
@@ -143,55 +110,16 @@ __device__ void token_backward(const BwdArgs& a, const nlk::Seq& sq, const BwdSm
   __syncthreads();
 }
 
-__global__ void titans_backward_kernel(BwdArgs a) {
-  const nlk::Seq sq(a.s, blockIdx.x);
-  const auto sm = nlk::carve_shared<BwdSmem>(a.s.d, static_cast<int>(blockDim.x));
-  nlk::Carver c(a.ws);
-  const nlk::MatrixWs ws(c, a.s, a.C, 2);
-  adj_t *D = ws.adjoint(sq.n, 0), *E = ws.adjoint(sq.n, 1);  // ∂L/∂M_{t+1}, ∂L/∂S_{t+1}: start as d(final state)
-  const float* dM = a.dFinal.M == nullptr ? nullptr : a.dFinal.M + sq.state(ws.dd);
-  const float* dS = a.dFinal.S == nullptr ? nullptr : a.dFinal.S + sq.state(ws.dd);
-  for (size_t i = threadIdx.x; i < ws.dd; i += blockDim.x) {
-    D[i] = dM == nullptr ? 0.0 : static_cast<adj_t>(dM[i]);
-    E[i] = dS == nullptr ? 0.0 : static_cast<adj_t>(dS[i]);
-  }
-  __syncthreads();
-  const float* init[2] = {a.s0.M + sq.state(ws.dd), a.s0.S + sq.state(ws.dd)};
-  nlk::backward_checkpointed<2>(
-      ws, sq.n, a.s.T, init,
-      [&](int t, const float* const* cur, float* const* next, float* e) { titans_token(a.in, sq, sm.fw, t, cur, next, e, nullptr); },
-      [&](int t, int u) {
-        token_backward(a, sq, sm, D, E, ws.slot(sq.n, 0, u), ws.slot(sq.n, 1, u), ws.slot(sq.n, 0, u + 1), ws.token_vec(sq.n, u), t);
-      });
-  float *dM0 = a.dS0.M + sq.state(ws.dd), *dS0 = a.dS0.S + sq.state(ws.dd);  // after token 0: ∂L/∂M_0, ∂L/∂S_0
-  for (size_t i = threadIdx.x; i < ws.dd; i += blockDim.x) {
-    dM0[i] = static_cast<float>(D[i]);
-    dS0[i] = static_cast<float>(E[i]);
-  }
-}
+/** Titans on the walk (walk.cuh, matrix.cuh: MatrixRule). */
+struct Titans : nlk::MatrixRule<nlk::titans::ForwardArgs, nlk::titans::BackwardArgs, 2, nlk::KvqSmem, BwdSmem> {
+  using MatrixRule::MatrixRule;
+  static constexpr const char *kForwardName = "titans_forward_kernel", *kBackwardName = "titans_backward_kernel";
+  __device__ void step(int t, const float* const* cur, float* const* next, float* e, float* y) const { titans_token(in, sq, sm.fw, t, cur, next, e, y); }
+  __device__ void token(int t, const float* const* before, const float* const* after, float* e) const { token_backward(*b, sq, sm, adj[0], adj[1], before[0], before[1], after[0], e, t); }
+};
 
 }  // namespace
 
-namespace nlk::titans {
-
-int workspace_bytes(const Shape& shape, int C, const Hyper&, size_t* bytes) {
-  *bytes = matrix_ws_bytes(shape, C, 2);
-  return NLK_OK;
-}
-
-int forward(const ForwardArgs& a) {
-  NLK_LAUNCH(titans_forward_kernel, a.shape.seqs(), threads_for(a.shape.d), smem_bytes<KvqSmem>(a.shape.d))
-  (FwdArgs{a.shape, a.C, a.in, a.state0, a.y, a.state, a.ws});
-  return launch_status();
-}
-
-int backward(const BackwardArgs& a) {
-  const int nt = threads_for(a.shape.d);
-  NLK_LAUNCH(titans_backward_kernel, a.shape.seqs(), nt, smem_bytes<BwdSmem>(a.shape.d, nt))
-  (BwdArgs{a.shape, a.C, a.in, a.state0, a.dy, a.dstate, a.ws, a.grad, a.dstate0});
-  return launch_status();
-}
-
-}  // namespace nlk::titans
+NLK_WALK_LAUNCHERS(titans, Titans)
 
 #include "gen/titans_pair.inc"

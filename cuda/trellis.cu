@@ -12,6 +12,7 @@
  * the backward reads, so neither the states nor those vectors are stored per token.
  */
 #include "trellis.cuh"
+#include "walk.cuh"
 
 namespace {
 
@@ -23,6 +24,7 @@ struct Smem {
   acc_t *dr, *dc, *du, *dek;   // [dk]
   acc_t *dev, *dxt;            // [d]
   acc_t* red;                  // [4 nt]
+  __host__ __device__ Smem() {}
   __host__ __device__ Smem(nlk::Carver& cv, int d, int dk, int nt)
       : q(cv.take<float>(d)), x(cv.take<float>(d)), k(cv.take<float>(d)), v(cv.take<float>(d)), dy(cv.take<float>(d)),
         r(cv.take<float>(dk)), ch(cv.take<float>(dk)), ek(cv.take<float>(dk)), u(cv.take<float>(dk)),
@@ -47,45 +49,18 @@ struct TokVecs {
       : r(base), ch(base + dk), ek(base + 2 * dk), u(base + 3 * dk), c(base + 4 * dk), ev(base + 5 * dk) {}
 };
 
-constexpr int kK = 0, kV = 1;  // state tensor index: S_K, S_V
-
 /**
- * Workspace of the pair for all B·H sequences (docs/spec/kernel-abi.md#checkpointing): the
- * forward's saved region (S_K and S_V after tokens C, 2C, …) first, then the backward's scratch —
- * four f64 adjoints (Ĝ_K, Ĝ_V = ∂L/∂S^{t+1} and P_K, P_V = ∂L/∂S^t), the sub-chunk starts, the
- * replay slots, and the replayed per-token vectors of one sub-chunk. nlk::MatrixWs with the state
- * size dk·d in place of d·d and a token record of 5 dk + d floats.
+ * Workspace of the pair for all B·H sequences (docs/spec/kernel-abi.md#checkpointing): the walk's
+ * (walk.cuh) with the two states S_K [dk, d] and S_V [d, dk], four f64 adjoints (Ĝ_K, Ĝ_V = ∂L/∂S^{t+1}
+ * and P_K, P_V = ∂L/∂S^t) and a record of the token's vectors (TokVecs: 5 dk + d floats).
  */
-struct TrellisWs {
-  size_t n, rec;  // dk·d (both states); floats per token record
-  nlk::Checkpoints ck;
-  float* saved;  // [seqs][2][nchunks − 1][n]
-  adj_t* adj;    // [seqs][4][n]
-  float* sub;    // [seqs][2][nsub][n]
-  float* buf;    // [seqs][2][S + 1][n]
-  float* tok;    // [seqs][S][rec]
+struct TrellisWs : nlk::WalkWs<2, 4> {
+  size_t n;  // dk·d (both states)
   __host__ __device__ TrellisWs(nlk::Carver& c, const nlk::Shape& s, int C, int dk)
-      : n(static_cast<size_t>(dk) * s.d), rec(5 * static_cast<size_t>(dk) + s.d), ck(s.T, C) {
-    const size_t seqs = static_cast<size_t>(s.seqs());
-    saved = c.take<float>(seqs * 2 * (ck.nchunks - 1) * n);
-    adj = c.take<adj_t>(seqs * 4 * n);
-    sub = c.take<float>(seqs * 2 * ck.nsub * n);
-    buf = c.take<float>(seqs * 2 * (ck.S + 1) * n);
-    tok = c.take<float>(seqs * ck.S * rec);
-  }
-  __device__ float* checkpoint(size_t sn, int which, int j) const { return saved + ((sn * 2 + which) * (ck.nchunks - 1) + (j - 1)) * n; }
-  __device__ adj_t* adjoint(size_t sn, int i) const { return adj + (sn * 4 + i) * n; }
-  __device__ float* sub_start(size_t sn, int which, int i) const { return sub + ((sn * 2 + which) * ck.nsub + i) * n; }
-  __device__ float* slot(size_t sn, int which, int i) const { return buf + ((sn * 2 + which) * (ck.S + 1) + i) * n; }
-  __device__ float* token(size_t sn, int i) const { return tok + (sn * ck.S + i) * rec; }
+      : WalkWs(c, s, C, nlk::Repeat<2>(static_cast<size_t>(dk) * s.d).v, nlk::Repeat<4>(static_cast<size_t>(dk) * s.d).v,
+               5 * static_cast<size_t>(dk) + s.d),
+        n(static_cast<size_t>(dk) * s.d) {}
 };
-
-size_t trellis_ws_bytes(const nlk::Shape& s, int C, int dk) {
-  nlk::Carver c(nullptr);
-  TrellisWs ws(c, s, C, dk);
-  (void)ws;
-  return c.off;
-}
 
 /** out = nsilu(in) over n entries (one thread). */
 __device__ inline void nsilu(const float* in, int n, float* out) {
@@ -158,65 +133,14 @@ NLK_NOINLINE __device__ void trellis_step(const float* SKt, const float* SVt, fl
   }
 }
 
-struct FwdArgs {
-  nlk::Shape s;
-  int C;
-  nlk::trellis::Hyper hp;
-  nlk::trellis::Inputs in;
-  const float *SK0, *SV0;
-  float *Y, *SKout, *SVout;
-  unsigned char* ws;
-};
-
-__global__ void trellis_forward_kernel(FwdArgs a) {
-  const nlk::Seq sq(a.s, blockIdx.x);
-  const int d = a.s.d, dk = a.hp.d_compress;
-  const auto sm = nlk::carve_shared<Smem>(d, dk, static_cast<int>(blockDim.x));
-  nlk::Carver cv(a.ws);
-  const TrellisWs ws(cv, a.s, a.C, dk);
-  const float *curK = a.SK0 + sq.state(ws.n), *curV = a.SV0 + sq.state(ws.n);
-  const TokVecs tv(ws.token(sq.n, 0), dk);  // the forward's vectors are scratch: the backward recomputes them
-  for (int t = 0; t < a.s.T; t++) {
-    sm.load(sq, t, a.in);
-    __syncthreads();
-    float *nextK = ws.slot(sq.n, kK, t & 1), *nextV = ws.slot(sq.n, kV, t & 1);
-    trellis_step(curK, curV, nextK, nextV, sm, a.in.alpha[sq.gate(t)], a.in.theta[sq.gate(t)], a.hp, d, tv, a.Y + sq.vec(t));
-    __syncthreads();  // S^{t+1} complete; the next token overwrites the shared vectors
-    if ((t + 1) % ws.ck.C == 0 && t + 1 < a.s.T) {
-      nlk::block_copy(ws.checkpoint(sq.n, kK, (t + 1) / ws.ck.C), nextK, ws.n);
-      nlk::block_copy(ws.checkpoint(sq.n, kV, (t + 1) / ws.ck.C), nextV, ws.n);
-    }
-    curK = nextK;
-    curV = nextV;
-  }
-  nlk::block_copy(a.SKout + sq.state(ws.n), curK, ws.n);
-  nlk::block_copy(a.SVout + sq.state(ws.n), curV, ws.n);
-}
-
-struct BwdArgs {
-  nlk::Shape s;
-  int C;
-  nlk::trellis::Hyper hp;
-  nlk::trellis::Inputs in;
-  const float *SK0, *SV0, *DY, *DSK, *DSV;
-  unsigned char* ws;
-  nlk::trellis::Grads g;
-  float *DSK0, *DSV0;
-};
-
-/** Replays tokens t0 .. t0+n−1 from (fromK, fromV) into slots 1..n and their vectors into token records 0..n−1. */
-__device__ void replay(const BwdArgs& a, const nlk::Seq& sq, const TrellisWs& ws, const Smem& sm, const float* fromK,
-                       const float* fromV, int t0, int n) {
-  const int d = a.s.d, dk = a.hp.d_compress;
-  for (int u = 0; u < n; u++) {
-    sm.load(sq, t0 + u, a.in);
-    __syncthreads();
-    const float* curK = u == 0 ? fromK : ws.slot(sq.n, kK, u);
-    const float* curV = u == 0 ? fromV : ws.slot(sq.n, kV, u);
-    trellis_step(curK, curV, ws.slot(sq.n, kK, u + 1), ws.slot(sq.n, kV, u + 1), sm, a.in.alpha[sq.gate(t0 + u)],
-                 a.in.theta[sq.gate(t0 + u)], a.hp, d, TokVecs(ws.token(sq.n, u), dk), nullptr);
-    __syncthreads();
-  }
+/** The rule's step as the walk calls it: stage token t, (S_K, S_V) → (S_K', S_V'), its vectors into rec (and y when given); barriers before and after. */
+__device__ void trellis_token(const nlk::trellis::Inputs& in, const nlk::trellis::Hyper& hp, const nlk::Seq& sq, const Smem& sm, int t,
+                              const float* const* cur, float* const* next, float* rec, float* y) {
+  sm.load(sq, t, in);
+  __syncthreads();
+  trellis_step(cur[0], cur[1], next[0], next[1], sm, in.alpha[sq.gate(t)], in.theta[sq.gate(t)], hp, static_cast<int>(sq.d),
+               TokVecs(rec, hp.d_compress), y);
+  __syncthreads();  // S^{t+1} complete; the next token overwrites the shared vectors
 }
 
 /** Ĝi·x for the row Gi of an adjoint Ĝ (n columns); adds ⟨Ĝi, Si⟩, the retention's share of dα and dθ, into pg. */
@@ -233,13 +157,13 @@ __device__ inline acc_t grad_row(const adj_t* Gi, const float* Si, const float* 
  * Token t's backward (v1's arithmetic): SKt = S_K^t, SKn = S_K^{t+1}, SVt = S_V^t, tv its vectors.
  * GK, GV hold ∂L/∂S^{t+1} on entry; P_K, P_V (= ∂L/∂S^t) are built and the pairs swap roles.
  */
-__device__ void token_backward(const BwdArgs& a, const nlk::Seq& sq, const Smem& sm, adj_t*& GK, adj_t*& GV, adj_t*& PK,
+__device__ void token_backward(const nlk::trellis::BackwardArgs& a, const nlk::Seq& sq, const Smem& sm, adj_t*& GK, adj_t*& GV, adj_t*& PK,
                                adj_t*& PV, const float* SKt, const float* SKn, const float* SVt, const TokVecs& tv, int t) {
-  const int d = a.s.d, dk = a.hp.d_compress, tid = threadIdx.x, nt = blockDim.x;
+  const int d = a.shape.d, dk = a.hyper.d_compress, tid = threadIdx.x, nt = blockDim.x;
   const size_t o = sq.vec(t);
   nlk::load_vec(sm.q, a.in.q + o, d);
   nlk::load_vec(sm.x, a.in.x + o, d);
-  nlk::load_vec_or_zero(sm.dy, a.DY == nullptr ? nullptr : a.DY + o, d);
+  nlk::load_vec_or_zero(sm.dy, a.dy == nullptr ? nullptr : a.dy + o, d);
   nlk::load_vec(sm.ev, tv.ev, d);
   nlk::load_vec(sm.r, tv.r, dk);
   nlk::load_vec(sm.ch, tv.ch, dk);
@@ -248,7 +172,7 @@ __device__ void token_backward(const BwdArgs& a, const nlk::Seq& sq, const Smem&
   nlk::load_vec(sm.c, tv.c, dk);
   __syncthreads();
   const acc_t al = a.in.alpha[sq.gate(t)], th = a.in.theta[sq.gate(t)];
-  const acc_t rk = 1.0 - al - th * a.hp.lambda_k, rv = 1.0 - al - th * a.hp.lambda_v;
+  const acc_t rk = 1.0 - al - th * a.hyper.lambda_k, rv = 1.0 - al - th * a.hyper.lambda_v;
   // (read) dĉ = S_Vᵀ dy (into dc for now)
   for (int l = tid; l < dk; l += nt) {
     acc_t acc = 0;
@@ -262,7 +186,7 @@ __device__ void token_backward(const BwdArgs& a, const nlk::Seq& sq, const Smem&
     const acc_t dev = -th * gc;
     pec += sm.ev[i] * gc;
     sm.dev[i] = dev;
-    a.g.dv[o + i] = static_cast<float>(-dev);
+    a.grad.dv[o + i] = static_cast<float>(-dev);
     for (int l = 0; l < dk; l++) {
       const size_t il = static_cast<size_t>(i) * dk + l;
       PV[il] = static_cast<adj_t>(sm.dy[i]) * sm.ch[l] + rv * GV[il] + dev * sm.c[l];
@@ -300,7 +224,7 @@ __device__ void token_backward(const BwdArgs& a, const nlk::Seq& sq, const Smem&
       gq += static_cast<acc_t>(SKt[l * d + j]) * sm.dr[l];
       gx += static_cast<acc_t>(SKn[l * d + j]) * sm.du[l];
     }
-    a.g.dq[o + j] = static_cast<float>(gq);
+    a.grad.dq[o + j] = static_cast<float>(gq);
     sm.dxt[j] = gx;
   }
   __syncthreads();
@@ -321,102 +245,69 @@ __device__ void token_backward(const BwdArgs& a, const nlk::Seq& sq, const Smem&
   __syncthreads();
   // dk: only k[0:dk] enters e^k ; dx: x_t enters e^k = S_K x − k and the outer product e^k xᵀ
   for (int j = tid; j < d; j += nt) {
-    a.g.dk[o + j] = j < dk ? static_cast<float>(-sm.dek[j]) : 0.0f;
+    a.grad.dk[o + j] = j < dk ? static_cast<float>(-sm.dek[j]) : 0.0f;
     acc_t sx = 0, ge = 0;
     for (int l = 0; l < dk; l++) {
       sx += static_cast<acc_t>(SKt[l * d + j]) * sm.dek[l];
       ge += GK[static_cast<size_t>(l) * d + j] * sm.ek[l];
     }
-    a.g.dx[o + j] = static_cast<float>(sm.dxt[j] + sx - th * ge);
+    a.grad.dx[o + j] = static_cast<float>(sm.dxt[j] + sx - th * ge);
   }
   if (tid == 0) {
     const acc_t gvS = nlk::ordered_sum(sm.red, 0), egc = nlk::ordered_sum(sm.red, 1);
     const acc_t gkS = nlk::ordered_sum(sm.red, 2), egx = nlk::ordered_sum(sm.red, 3);
-    a.g.dalpha[sq.gate(t)] = static_cast<float>(-gvS - gkS);
-    a.g.dtheta[sq.gate(t)] = static_cast<float>(-egc - a.hp.lambda_v * gvS - egx - a.hp.lambda_k * gkS);
+    a.grad.dalpha[sq.gate(t)] = static_cast<float>(-gvS - gkS);
+    a.grad.dtheta[sq.gate(t)] = static_cast<float>(-egc - a.hyper.lambda_v * gvS - egx - a.hyper.lambda_k * gkS);
   }
   __syncthreads();  // every column loop has read Ĝ before P becomes the next token's Ĝ
   nlk::swap(GK, PK);
   nlk::swap(GV, PV);
 }
 
-/** Starts the adjoint G at d(final state), or zero when that is NULL. */
-__device__ void init_adjoint(adj_t* G, const float* dFin, size_t n) {
-  for (size_t i = threadIdx.x; i < n; i += blockDim.x) G[i] = dFin == nullptr ? 0.0 : static_cast<adj_t>(dFin[i]);
-}
+/** Trellis on the walk (walk.cuh). */
+struct Trellis : nlk::WalkRule<nlk::trellis::ForwardArgs, nlk::trellis::BackwardArgs> {
+  using Ws = TrellisWs;
+  static constexpr const char *kForwardName = "trellis_forward_kernel", *kBackwardName = "trellis_backward_kernel";
+  static __host__ __device__ Ws workspace(nlk::Carver& c, const nlk::Shape& s, int C, const Hyper& h) { return Ws(c, s, C, h.d_compress); }
+  static int threads(const nlk::Shape& s, const Hyper&) { return nlk::threads_for(s.d); }
+  static size_t forward_smem(const nlk::Shape& s, const Hyper& h, int nt) { return nlk::layout_bytes<Smem>(s.d, h.d_compress, nt); }
+  static size_t backward_smem(const nlk::Shape& s, const Hyper& h, int nt) { return forward_smem(s, h, nt); }
 
-__global__ void trellis_backward_kernel(BwdArgs a) {
-  const nlk::Seq sq(a.s, blockIdx.x);
-  const int dk = a.hp.d_compress;
-  const auto sm = nlk::carve_shared<Smem>(a.s.d, dk, static_cast<int>(blockDim.x));
-  nlk::Carver cv(a.ws);
-  const TrellisWs ws(cv, a.s, a.C, dk);
-  const nlk::Checkpoints& ck = ws.ck;
-  const size_t so = sq.state(ws.n);
-  adj_t *GK = ws.adjoint(sq.n, 0), *GV = ws.adjoint(sq.n, 1), *PK = ws.adjoint(sq.n, 2), *PV = ws.adjoint(sq.n, 3);
-  init_adjoint(GK, a.DSK == nullptr ? nullptr : a.DSK + so, ws.n);
-  init_adjoint(GV, a.DSV == nullptr ? nullptr : a.DSV + so, ws.n);
-  __syncthreads();
-  for (int j = ck.nchunks - 1; j >= 0; j--) {
-    const int c0 = j * ck.C, len = (c0 + ck.C < a.s.T ? ck.C : a.s.T - c0);
-    const float* startK = j == 0 ? a.SK0 + so : ws.checkpoint(sq.n, kK, j);
-    const float* startV = j == 0 ? a.SV0 + so : ws.checkpoint(sq.n, kV, j);
-    const int nsub = (len + ck.S - 1) / ck.S;
-    // the sub-chunk starts of this chunk, replayed from its checkpoint
-    nlk::block_copy(ws.sub_start(sq.n, kK, 0), startK, ws.n);
-    nlk::block_copy(ws.sub_start(sq.n, kV, 0), startV, ws.n);
-    __syncthreads();
-    for (int i = 1; i < nsub; i++) {
-      replay(a, sq, ws, sm, ws.sub_start(sq.n, kK, i - 1), ws.sub_start(sq.n, kV, i - 1), c0 + (i - 1) * ck.S, ck.S);
-      nlk::block_copy(ws.sub_start(sq.n, kK, i), ws.slot(sq.n, kK, ck.S), ws.n);
-      nlk::block_copy(ws.sub_start(sq.n, kV, i), ws.slot(sq.n, kV, ck.S), ws.n);
-      __syncthreads();
-    }
-    for (int i = nsub - 1; i >= 0; i--) {
-      const int t0 = c0 + i * ck.S, n = (t0 + ck.S < c0 + len ? ck.S : c0 + len - t0);
-      nlk::block_copy(ws.slot(sq.n, kK, 0), ws.sub_start(sq.n, kK, i), ws.n);
-      nlk::block_copy(ws.slot(sq.n, kV, 0), ws.sub_start(sq.n, kV, i), ws.n);
-      __syncthreads();
-      replay(a, sq, ws, sm, ws.slot(sq.n, kK, 0), ws.slot(sq.n, kV, 0), t0, n);
-      for (int u = n - 1; u >= 0; u--)
-        token_backward(a, sq, sm, GK, GV, PK, PV, ws.slot(sq.n, kK, u), ws.slot(sq.n, kK, u + 1), ws.slot(sq.n, kV, u),
-                       TokVecs(ws.token(sq.n, u), dk), t0 + u);
-    }
+  nlk::trellis::Inputs in;
+  Hyper hp;
+  nlk::Seq sq;
+  Smem sm;
+  const BackwardArgs* b = nullptr;
+  adj_t *GK = nullptr, *GV = nullptr, *PK = nullptr, *PV = nullptr;  // Ĝ = ∂L/∂S^{t+1} (starts as d(final state)); P = ∂L/∂S^t
+
+  template <class A>
+  __device__ Trellis(const A& a, const nlk::Seq& s, const Ws&)
+      : in(a.in), hp(a.hyper), sq(s), sm(nlk::carve_shared<Smem>(a.shape.d, a.hyper.d_compress, static_cast<int>(blockDim.x))) {}
+  /** The forward's vectors are scratch: the backward recomputes them. */
+  __device__ void step(int t, const float* const* cur, float* const* next, float* rec, float* y) const {
+    trellis_token(in, hp, sq, sm, t, cur, next, rec, y);
   }
-  // after token 0's swap Ĝ holds ∂L/∂S^0
-  float *dSK0 = a.DSK0 + so, *dSV0 = a.DSV0 + so;
-  for (size_t i = threadIdx.x; i < ws.n; i += blockDim.x) {
-    dSK0[i] = static_cast<float>(GK[i]);
-    dSV0[i] = static_cast<float>(GV[i]);
+  __device__ void begin_backward(const BackwardArgs& a, const nlk::Seq&, const Ws& ws) {
+    b = &a;
+    GK = ws.adjoint(sq.n, 0);
+    GV = ws.adjoint(sq.n, 1);
+    PK = ws.adjoint(sq.n, 2);
+    PV = ws.adjoint(sq.n, 3);
+    nlk::adjoint_from(GK, a.dstate.S_K, sq, ws.n);
+    nlk::adjoint_from(GV, a.dstate.S_V, sq, ws.n);
   }
-}
+  __device__ void token(int t, const float* const* before, const float* const* after, float* rec) {
+    token_backward(*b, sq, sm, GK, GV, PK, PV, before[0], after[0], before[1], TokVecs(rec, hp.d_compress), t);
+  }
+  /** After token 0's swap Ĝ holds ∂L/∂S^0. */
+  __device__ void end_backward(const BackwardArgs& a, const nlk::Seq&, const Ws& ws) const {
+    nlk::adjoint_out(a.dstate0.S_K, GK, nullptr, sq, ws.n);
+    nlk::adjoint_out(a.dstate0.S_V, GV, nullptr, sq, ws.n);
+  }
+};
 
 }  // namespace
 
-// ── launchers (the contract of cuda/gen/nlk_rules.cuh) ─────────────────────────────────────
-
-namespace nlk::trellis {
-
-int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes) {
-  *bytes = trellis_ws_bytes(shape, C, hyper.d_compress);
-  return NLK_OK;
-}
-
-int forward(const ForwardArgs& a) {
-  const int nt = threads_for(a.shape.d);
-  NLK_LAUNCH(trellis_forward_kernel, a.shape.seqs(), nt, smem_bytes<Smem>(a.shape.d, a.hyper.d_compress, nt))
-  (FwdArgs{a.shape, a.C, a.hyper, a.in, a.state0.S_K, a.state0.S_V, a.y, a.state.S_K, a.state.S_V, a.ws});
-  return launch_status();
-}
-
-int backward(const BackwardArgs& a) {
-  const int nt = threads_for(a.shape.d);
-  NLK_LAUNCH(trellis_backward_kernel, a.shape.seqs(), nt, smem_bytes<Smem>(a.shape.d, a.hyper.d_compress, nt))
-  (BwdArgs{a.shape, a.C, a.hyper, a.in, a.state0.S_K, a.state0.S_V, a.dy, a.dstate.S_K, a.dstate.S_V, a.ws, a.grad,
-           a.dstate0.S_K, a.dstate0.S_V});
-  return launch_status();
-}
-
-}  // namespace nlk::trellis
+NLK_WALK_LAUNCHERS(trellis, Trellis)
 
 #include "gen/trellis_pair.inc"

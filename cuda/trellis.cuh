@@ -5,7 +5,7 @@
  */
 #pragma once
 
-#include "matrix.cuh"
+#include "gen/nlk_rules.cuh"
 
 namespace nlk {
 

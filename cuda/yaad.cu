@@ -6,7 +6,7 @@
  * is the initial-state input, so checkpointing leaves it alone, while cutting a sequence into several
  * calls takes a new snapshot per call and changes the result whenever λ_loc > 0. The backward returns
  * ∂L/∂W_0 = D + dB with dB = Σ_t 2λ_loc θ_t Ŵ_{t+1} (docs/spec/miras-compression.md#yaad-backward).
- * One block per sequence; checkpointing and replay as in mlp.cuh (mlp_forward_walk, mlp_backward_walk).
+ * One block per sequence; the walk's kernels (walk.cuh) through mlp.cuh's MlpWalk.
  */
 #include "mlp.cuh"
 
@@ -43,8 +43,14 @@ NLK_NOINLINE __device__ void yaad_step(const Hp& hp, const nlk::MlpSmem& sm, int
   if (y != nullptr) nlk::mlp_read(sm, d, dh, N1, N2, y);
 }
 
-/** The rule as mlp.cuh's walks see it: staging, the step, and one token's backward. */
-struct Yaad {
+__host__ __device__ Hp hp_of(const nlk::yaad::Hyper& h) { return Hp{h.d_hidden, h.delta, h.lambda_local, h.lambda_2}; }
+
+/** The rule as mlp.cuh's kernels see it: staging, the step, and one token's backward. */
+struct Yaad : nlk::WalkRule<nlk::yaad::ForwardArgs, nlk::yaad::BackwardArgs> {
+  static constexpr int kState = 2, kAdj = 4;
+  using Ws = nlk::MlpWs<kState, kAdj>;
+  static constexpr const char *kForwardName = "yaad_forward_kernel", *kBackwardName = "yaad_backward_kernel";
+
   Hp hp;
   nlk::Shape s;
   nlk::yaad::Inputs in;
@@ -55,6 +61,28 @@ struct Yaad {
   nlk::yaad::Grads g;
   adj_t *Wh1, *Wh2, *Bb1, *Bb2;  // Ŵ = ∂L/∂W_{t+1}; dB accumulated over the tokens
 
+  template <class A>
+  __device__ Yaad(const A& a, const nlk::Seq& sq)
+      : hp(hp_of(a.hyper)), s(a.shape), in(a.in), B1(a.state0.W1 + sq.state(sq.d * a.hyper.d_hidden)),
+        B2(a.state0.W2 + sq.state(sq.d * a.hyper.d_hidden)),
+        sm(nlk::carve_shared<nlk::MlpSmem>(a.shape.d, a.hyper.d_hidden, static_cast<int>(blockDim.x))) {}
+  __device__ void begin_backward(const Ws& ws, const nlk::Seq& sq, const BackwardArgs& a) {
+    DY = a.dy;
+    g = a.grad;
+    Wh1 = ws.adjoint(sq.n, 0);
+    Wh2 = ws.adjoint(sq.n, 1);
+    Bb1 = ws.adjoint(sq.n, 2);
+    Bb2 = ws.adjoint(sq.n, 3);
+    nlk::adjoint_from(Wh1, a.dstate.W1, sq, ws.n);
+    nlk::adjoint_from(Wh2, a.dstate.W2, sq, ws.n);
+    nlk::adjoint_from(Bb1, nullptr, sq, ws.n);
+    nlk::adjoint_from(Bb2, nullptr, sq, ws.n);
+  }
+  /** ∂L/∂W_0 = D (through the state at t = 0) + dB (through the snapshot). */
+  __device__ void end_backward(const Ws& ws, const nlk::Seq& sq, const BackwardArgs& a) const {
+    nlk::adjoint_out(a.dstate0.W1, Wh1, Bb1, sq, ws.n);
+    nlk::adjoint_out(a.dstate0.W2, Wh2, Bb2, sq, ws.n);
+  }
   __device__ void load(const nlk::Seq& sq, int t) const { nlk::load_kvq(sm, sq, t, in.k, in.v, in.q); }
   __device__ void step(const nlk::Seq& sq, int t, nlk::StepIn cur, nlk::StepOut next, float* y) const {
     yaad_step(hp, sm, s.d, cur.w[0], cur.w[1], B1, B2, next.w[0], next.w[1], in.alpha[sq.gate(t)], in.theta[sq.gate(t)], y);
@@ -104,101 +132,8 @@ struct Yaad {
   }
 };
 
-constexpr int kState = 2, kAdj = 4;
-
-struct FwdArgs {
-  Hp hp;
-  nlk::Shape s;
-  int C;
-  nlk::yaad::Inputs in;
-  nlk::yaad::StateIn st0;
-  float* Y;
-  nlk::yaad::StateOut st;
-  unsigned char* ws;
-};
-
-__device__ Yaad make_rule(const Hp& hp, const nlk::Shape& s, const nlk::yaad::Inputs& in, const nlk::Seq& sq, const float* W10,
-                          const float* W20) {
-  Yaad r{};
-  r.hp = hp;
-  r.s = s;
-  r.in = in;
-  r.B1 = W10 + sq.state(sq.d * hp.dh);
-  r.B2 = W20 + sq.state(sq.d * hp.dh);
-  r.sm = nlk::carve_shared<nlk::MlpSmem>(s.d, hp.dh, static_cast<int>(blockDim.x));
-  return r;
-}
-
-__global__ void yaad_forward_kernel(FwdArgs a) {
-  const nlk::Seq sq(a.s, blockIdx.x);
-  Yaad r = make_rule(a.hp, a.s, a.in, sq, a.st0.W1, a.st0.W2);
-  nlk::Carver c(a.ws);
-  const nlk::MlpWs ws(c, a.s, a.C, a.hp.dh, kState, kAdj);
-  nlk::mlp_forward_walk(r, sq, ws, nlk::StepIn{{r.B1, r.B2, nullptr, nullptr}}, a.Y, a.st.W1, a.st.W2);
-}
-
-struct BwdArgs {
-  Hp hp;
-  nlk::Shape s;
-  int C;
-  nlk::yaad::Inputs in;
-  nlk::yaad::StateIn st0;
-  const float* DY;
-  nlk::yaad::StateIn dst;
-  unsigned char* ws;
-  nlk::yaad::Grads g;
-  nlk::yaad::StateOut dst0;
-};
-
-__global__ void yaad_backward_kernel(BwdArgs a) {
-  const nlk::Seq sq(a.s, blockIdx.x);
-  Yaad r = make_rule(a.hp, a.s, a.in, sq, a.st0.W1, a.st0.W2);
-  r.DY = a.DY;
-  r.g = a.g;
-  nlk::Carver c(a.ws);
-  const nlk::MlpWs ws(c, a.s, a.C, a.hp.dh, kState, kAdj);
-  r.Wh1 = ws.adjoint(sq.n, 0);
-  r.Wh2 = ws.adjoint(sq.n, 1);
-  r.Bb1 = ws.adjoint(sq.n, 2);
-  r.Bb2 = ws.adjoint(sq.n, 3);
-  nlk::adjoint_from(r.Wh1, a.dst.W1, sq, ws.n);
-  nlk::adjoint_from(r.Wh2, a.dst.W2, sq, ws.n);
-  nlk::adjoint_from(r.Bb1, nullptr, sq, ws.n);
-  nlk::adjoint_from(r.Bb2, nullptr, sq, ws.n);
-  __syncthreads();
-  nlk::mlp_backward_walk(r, sq, ws, nlk::StepIn{{r.B1, r.B2, nullptr, nullptr}});
-  // ∂L/∂W_0 = D (through the state at t = 0) + dB (through the snapshot)
-  nlk::adjoint_out(a.dst0.W1, r.Wh1, r.Bb1, sq, ws.n);
-  nlk::adjoint_out(a.dst0.W2, r.Wh2, r.Bb2, sq, ws.n);
-}
-
-Hp hp_of(const nlk::yaad::Hyper& h) { return Hp{h.d_hidden, h.delta, h.lambda_local, h.lambda_2}; }
-
 }  // namespace
 
-// ── launchers (the contract of cuda/gen/nlk_rules.cuh) ─────────────────────────────────────
-
-namespace nlk::yaad {
-
-int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes) {
-  *bytes = mlp_ws_bytes(shape, C, hyper.d_hidden, kState, kAdj);
-  return NLK_OK;
-}
-
-int forward(const ForwardArgs& a) {
-  const int nt = mlp_threads(a.shape.d, a.hyper.d_hidden);
-  NLK_LAUNCH(yaad_forward_kernel, a.shape.seqs(), nt, smem_bytes<MlpSmem>(a.shape.d, a.hyper.d_hidden, nt))
-  (FwdArgs{hp_of(a.hyper), a.shape, a.C, a.in, a.state0, a.y, a.state, a.ws});
-  return launch_status();
-}
-
-int backward(const BackwardArgs& a) {
-  const int nt = mlp_threads(a.shape.d, a.hyper.d_hidden);
-  NLK_LAUNCH(yaad_backward_kernel, a.shape.seqs(), nt, smem_bytes<MlpSmem>(a.shape.d, a.hyper.d_hidden, nt))
-  (BwdArgs{hp_of(a.hyper), a.shape, a.C, a.in, a.state0, a.dy, a.dstate, a.ws, a.grad, a.dstate0});
-  return launch_status();
-}
-
-}  // namespace nlk::yaad
+NLK_WALK_LAUNCHERS(yaad, nlk::MlpWalk<Yaad>)
 
 #include "gen/yaad_pair.inc"

@@ -107,6 +107,13 @@ function spliceHeader(text: string, region: string): string {
 
 const cxxHyperType = (h: HyperArg) => (h.kind === "i32" ? "int" : "double");
 
+/** The state tensors by index, for code that walks all of them (cuda/walk.cuh): kCount and operator[]. */
+function stateIndex(type: string, names: readonly string[]): string {
+  if (names.length === 0) return "";
+  return ` static constexpr int kCount = ${names.length};` +
+    ` __host__ __device__ ${type} operator[](int w) const { ${type} const p[] = {${names.join(", ")}}; return p[w]; }`;
+}
+
 function structs(a: RuleAbi): string {
   const ptrs = (type: string, names: readonly string[]) => names.map((n) => ` ${type} ${n};`).join("");
   const hyper = a.hyper.map((h) => ` ${cxxHyperType(h)} ${h.name};`).join("");
@@ -116,8 +123,8 @@ function structs(a: RuleAbi): string {
     `struct Inputs {${ptrs("const float*", a.inputs)} };`,
     `struct Grads {${ptrs("float*", a.grads)} };`,
     `/** ${a.state.length > 0 ? "One pointer per state tensor ([B,H,r,c] each)" : "No state"}. */`,
-    `struct StateIn {${ptrs("const float*", a.state)} };`,
-    `struct StateOut {${ptrs("float*", a.state)} };`,
+    `struct StateIn {${ptrs("const float*", a.state)}${stateIndex("const float*", a.state)} };`,
+    `struct StateOut {${ptrs("float*", a.state)}${stateIndex("float*", a.state)} };`,
     `struct ForwardArgs { Shape shape; int C; Hyper hyper; Inputs in; StateIn state0; float* y; StateOut state; unsigned char* ws; };`,
     `/** dy and the members of dstate may be NULL (= zero). */`,
     `struct BackwardArgs { Shape shape; int C; Hyper hyper; Inputs in; StateIn state0; const float* dy; StateIn dstate; unsigned char* ws; Grads grad; StateOut dstate0; };`,

@@ -12,8 +12,8 @@ struct Hyper { };
 struct Inputs { const float* k; const float* v; const float* q; const float* alpha; const float* theta; };
 struct Grads { float* dk; float* dv; float* dq; float* dalpha; float* dtheta; };
 /** One pointer per state tensor ([B,H,r,c] each). */
-struct StateIn { const float* M; };
-struct StateOut { float* M; };
+struct StateIn { const float* M; static constexpr int kCount = 1; __host__ __device__ const float* operator[](int w) const { const float* const p[] = {M}; return p[w]; } };
+struct StateOut { float* M; static constexpr int kCount = 1; __host__ __device__ float* operator[](int w) const { float* const p[] = {M}; return p[w]; } };
 struct ForwardArgs { Shape shape; int C; Hyper hyper; Inputs in; StateIn state0; float* y; StateOut state; unsigned char* ws; };
 /** dy and the members of dstate may be NULL (= zero). */
 struct BackwardArgs { Shape shape; int C; Hyper hyper; Inputs in; StateIn state0; const float* dy; StateIn dstate; unsigned char* ws; Grads grad; StateOut dstate0; };
@@ -34,8 +34,8 @@ struct Hyper { };
 struct Inputs { const float* k; const float* v; const float* q; const float* alpha; const float* theta; const float* eta; };
 struct Grads { float* dk; float* dv; float* dq; float* dalpha; float* dtheta; float* deta; };
 /** One pointer per state tensor ([B,H,r,c] each). */
-struct StateIn { const float* M; const float* S; };
-struct StateOut { float* M; float* S; };
+struct StateIn { const float* M; const float* S; static constexpr int kCount = 2; __host__ __device__ const float* operator[](int w) const { const float* const p[] = {M, S}; return p[w]; } };
+struct StateOut { float* M; float* S; static constexpr int kCount = 2; __host__ __device__ float* operator[](int w) const { float* const p[] = {M, S}; return p[w]; } };
 struct ForwardArgs { Shape shape; int C; Hyper hyper; Inputs in; StateIn state0; float* y; StateOut state; unsigned char* ws; };
 /** dy and the members of dstate may be NULL (= zero). */
 struct BackwardArgs { Shape shape; int C; Hyper hyper; Inputs in; StateIn state0; const float* dy; StateIn dstate; unsigned char* ws; Grads grad; StateOut dstate0; };
@@ -56,8 +56,8 @@ struct Hyper { };
 struct Inputs { const float* k; const float* v; const float* q; const float* alpha; };
 struct Grads { float* dk; float* dv; float* dq; float* dalpha; };
 /** One pointer per state tensor ([B,H,r,c] each). */
-struct StateIn { const float* M; };
-struct StateOut { float* M; };
+struct StateIn { const float* M; static constexpr int kCount = 1; __host__ __device__ const float* operator[](int w) const { const float* const p[] = {M}; return p[w]; } };
+struct StateOut { float* M; static constexpr int kCount = 1; __host__ __device__ float* operator[](int w) const { float* const p[] = {M}; return p[w]; } };
 struct ForwardArgs { Shape shape; int C; Hyper hyper; Inputs in; StateIn state0; float* y; StateOut state; unsigned char* ws; };
 /** dy and the members of dstate may be NULL (= zero). */
 struct BackwardArgs { Shape shape; int C; Hyper hyper; Inputs in; StateIn state0; const float* dy; StateIn dstate; unsigned char* ws; Grads grad; StateOut dstate0; };
@@ -78,8 +78,8 @@ struct Hyper { int d_hidden; double p; double q; double lambda_2; double sign_sh
 struct Inputs { const float* k; const float* v; const float* q; const float* alpha; const float* theta; };
 struct Grads { float* dk; float* dv; float* dq; float* dalpha; float* dtheta; };
 /** One pointer per state tensor ([B,H,r,c] each). */
-struct StateIn { const float* W1; const float* W2; };
-struct StateOut { float* W1; float* W2; };
+struct StateIn { const float* W1; const float* W2; static constexpr int kCount = 2; __host__ __device__ const float* operator[](int w) const { const float* const p[] = {W1, W2}; return p[w]; } };
+struct StateOut { float* W1; float* W2; static constexpr int kCount = 2; __host__ __device__ float* operator[](int w) const { float* const p[] = {W1, W2}; return p[w]; } };
 struct ForwardArgs { Shape shape; int C; Hyper hyper; Inputs in; StateIn state0; float* y; StateOut state; unsigned char* ws; };
 /** dy and the members of dstate may be NULL (= zero). */
 struct BackwardArgs { Shape shape; int C; Hyper hyper; Inputs in; StateIn state0; const float* dy; StateIn dstate; unsigned char* ws; Grads grad; StateOut dstate0; };
@@ -100,8 +100,8 @@ struct Hyper { int d_hidden; double delta; double lambda_local; double lambda_2;
 struct Inputs { const float* k; const float* v; const float* q; const float* alpha; const float* theta; };
 struct Grads { float* dk; float* dv; float* dq; float* dalpha; float* dtheta; };
 /** One pointer per state tensor ([B,H,r,c] each). */
-struct StateIn { const float* W1; const float* W2; };
-struct StateOut { float* W1; float* W2; };
+struct StateIn { const float* W1; const float* W2; static constexpr int kCount = 2; __host__ __device__ const float* operator[](int w) const { const float* const p[] = {W1, W2}; return p[w]; } };
+struct StateOut { float* W1; float* W2; static constexpr int kCount = 2; __host__ __device__ float* operator[](int w) const { float* const p[] = {W1, W2}; return p[w]; } };
 struct ForwardArgs { Shape shape; int C; Hyper hyper; Inputs in; StateIn state0; float* y; StateOut state; unsigned char* ws; };
 /** dy and the members of dstate may be NULL (= zero). */
 struct BackwardArgs { Shape shape; int C; Hyper hyper; Inputs in; StateIn state0; const float* dy; StateIn dstate; unsigned char* ws; Grads grad; StateOut dstate0; };
@@ -122,8 +122,8 @@ struct Hyper { int d_hidden; };
 struct Inputs { const float* k; const float* v; const float* q; const float* alpha; const float* theta; };
 struct Grads { float* dk; float* dv; float* dq; float* dalpha; float* dtheta; };
 /** One pointer per state tensor ([B,H,r,c] each). */
-struct StateIn { const float* W1; const float* W2; };
-struct StateOut { float* W1; float* W2; };
+struct StateIn { const float* W1; const float* W2; static constexpr int kCount = 2; __host__ __device__ const float* operator[](int w) const { const float* const p[] = {W1, W2}; return p[w]; } };
+struct StateOut { float* W1; float* W2; static constexpr int kCount = 2; __host__ __device__ float* operator[](int w) const { float* const p[] = {W1, W2}; return p[w]; } };
 struct ForwardArgs { Shape shape; int C; Hyper hyper; Inputs in; StateIn state0; float* y; StateOut state; unsigned char* ws; };
 /** dy and the members of dstate may be NULL (= zero). */
 struct BackwardArgs { Shape shape; int C; Hyper hyper; Inputs in; StateIn state0; const float* dy; StateIn dstate; unsigned char* ws; Grads grad; StateOut dstate0; };
@@ -144,8 +144,8 @@ struct Hyper { int m_slots; int variant; };
 struct Inputs { const float* k; const float* v; const float* q; const float* alpha; };
 struct Grads { float* dk; float* dv; float* dq; float* dalpha; };
 /** One pointer per state tensor ([B,H,r,c] each). */
-struct StateIn { const float* S; };
-struct StateOut { float* S; };
+struct StateIn { const float* S; static constexpr int kCount = 1; __host__ __device__ const float* operator[](int w) const { const float* const p[] = {S}; return p[w]; } };
+struct StateOut { float* S; static constexpr int kCount = 1; __host__ __device__ float* operator[](int w) const { float* const p[] = {S}; return p[w]; } };
 struct ForwardArgs { Shape shape; int C; Hyper hyper; Inputs in; StateIn state0; float* y; StateOut state; unsigned char* ws; };
 /** dy and the members of dstate may be NULL (= zero). */
 struct BackwardArgs { Shape shape; int C; Hyper hyper; Inputs in; StateIn state0; const float* dy; StateIn dstate; unsigned char* ws; Grads grad; StateOut dstate0; };
@@ -166,8 +166,8 @@ struct Hyper { int d_compress; double lambda_k; double lambda_v; };
 struct Inputs { const float* k; const float* v; const float* q; const float* x; const float* alpha; const float* theta; };
 struct Grads { float* dk; float* dv; float* dq; float* dx; float* dalpha; float* dtheta; };
 /** One pointer per state tensor ([B,H,r,c] each). */
-struct StateIn { const float* S_K; const float* S_V; };
-struct StateOut { float* S_K; float* S_V; };
+struct StateIn { const float* S_K; const float* S_V; static constexpr int kCount = 2; __host__ __device__ const float* operator[](int w) const { const float* const p[] = {S_K, S_V}; return p[w]; } };
+struct StateOut { float* S_K; float* S_V; static constexpr int kCount = 2; __host__ __device__ float* operator[](int w) const { float* const p[] = {S_K, S_V}; return p[w]; } };
 struct ForwardArgs { Shape shape; int C; Hyper hyper; Inputs in; StateIn state0; float* y; StateOut state; unsigned char* ws; };
 /** dy and the members of dstate may be NULL (= zero). */
 struct BackwardArgs { Shape shape; int C; Hyper hyper; Inputs in; StateIn state0; const float* dy; StateIn dstate; unsigned char* ws; Grads grad; StateOut dstate0; };
@@ -188,8 +188,8 @@ struct Hyper { };
 struct Inputs { const float* k; const float* v; const float* q; const float* alpha; const float* theta; const float* eta; const float* omega; };
 struct Grads { float* dk; float* dq; float* dalpha; float* dtheta; float* deta; float* domega; };
 /** One pointer per state tensor ([B,H,r,c] each). */
-struct StateIn { const float* M; const float* S; };
-struct StateOut { float* M; float* S; };
+struct StateIn { const float* M; const float* S; static constexpr int kCount = 2; __host__ __device__ const float* operator[](int w) const { const float* const p[] = {M, S}; return p[w]; } };
+struct StateOut { float* M; float* S; static constexpr int kCount = 2; __host__ __device__ float* operator[](int w) const { float* const p[] = {M, S}; return p[w]; } };
 struct ForwardArgs { Shape shape; int C; Hyper hyper; Inputs in; StateIn state0; float* y; StateOut state; unsigned char* ws; };
 /** dy and the members of dstate may be NULL (= zero). */
 struct BackwardArgs { Shape shape; int C; Hyper hyper; Inputs in; StateIn state0; const float* dy; StateIn dstate; unsigned char* ws; Grads grad; StateOut dstate0; };
