@@ -5,7 +5,8 @@
  * Laid out as delta.cu: one block per sequence (b, h), threads own rows of M and of the adjoint
  * D = ∂L/∂M_{t+1}; column products run after a barrier. A thread's row of M̃_t is all its error
  * row needs, so the decay and the correction are one pass per row. The backward replays each
- * checkpoint chunk with the forward's own step (matrix.cuh), so its states are the forward's bits.
+ * checkpoint chunk with the forward's own step (walk.cuh, matrix.cuh: MatrixRule), so its states are
+ * the forward's bits.
  */
 #include "matrix.cuh"
 
@@ -39,60 +40,29 @@ NLK_NOINLINE __device__ void gated_delta_step(const float* Mcur, float* Mnext, c
   }
 }
 
-struct FwdArgs {
-  nlk::Shape s;
-  int C;
-  nlk::gated_delta::Inputs in;
-  const float* M0;
-  float *Y, *Mout;
-  unsigned char* ws;
-};
-
-/** Token t: stage k, v, q; M_cur → M_next (and y when Y is given); barriers before and after. */
+/** Token t: stage k, v, q; M_cur → M_next (and y when given); barriers before and after. */
 __device__ void gated_delta_token(const nlk::gated_delta::Inputs& in, const nlk::Seq& sq, const nlk::KvqSmem& sm, int t,
-                                  const float* cur, float* next, float* e, float* Y) {
+                                  const float* cur, float* next, float* e, float* y) {
   sm.load(sq, t, in.k, in.v, in.q);
   __syncthreads();
-  gated_delta_step(cur, next, sm, in.alpha[sq.gate(t)], in.theta[sq.gate(t)], static_cast<int>(sq.d), e,
-                   Y == nullptr ? nullptr : Y + sq.vec(t));
+  gated_delta_step(cur, next, sm, in.alpha[sq.gate(t)], in.theta[sq.gate(t)], static_cast<int>(sq.d), e, y);
   __syncthreads();
-}
-
-__global__ void gated_delta_forward_kernel(FwdArgs a) {
-  const nlk::Seq sq(a.s, blockIdx.x);
-  const auto sm = nlk::carve_shared<nlk::KvqSmem>(a.s.d);
-  nlk::Carver c(a.ws);
-  const nlk::MatrixWs ws(c, a.s, a.C, 1);
-  const float* init[1] = {a.M0 + sq.state(ws.dd)};
-  float* out[1] = {a.Mout + sq.state(ws.dd)};
-  nlk::forward_checkpointed<1>(ws, sq.n, a.s.T, init, out, [&](int t, const float* const* cur, float* const* next, float* e) {
-    gated_delta_token(a.in, sq, sm, t, cur[0], next[0], e, a.Y);
-  });
 }
 
 struct BwdSmem {
   nlk::KvqSmem fw;
   nlk::ErrorBwdSmem bw;
+  __host__ __device__ BwdSmem() {}
   __host__ __device__ BwdSmem(nlk::Carver& c, int d, int nt) : fw(c, d), bw(c, d, nt, 2) {}
 };
 
-struct BwdArgs {
-  nlk::Shape s;
-  int C;
-  nlk::gated_delta::Inputs in;
-  const float *M0, *DY, *DMfinal;
-  unsigned char* ws;
-  nlk::gated_delta::Grads g;
-  float* DM0;
-};
-
 /** Token t's backward (docs/spec/titans-family.md#gated-delta-backward): Mt = M_t, Mn = M_{t+1}, e = e_t; D carried to M_t. */
-__device__ void token_backward(const BwdArgs& a, const nlk::Seq& sq, const BwdSmem& sm, adj_t* D, const float* Mt, const float* Mn,
+__device__ void token_backward(const nlk::gated_delta::BackwardArgs& a, const nlk::Seq& sq, const BwdSmem& sm, adj_t* D, const float* Mt, const float* Mn,
                                const float* e, int t) {
-  const int d = a.s.d, tid = threadIdx.x, nt = blockDim.x;
+  const int d = a.shape.d, tid = threadIdx.x, nt = blockDim.x;
   const nlk::ErrorBwdSmem& b = sm.bw;
   const size_t o = sq.vec(t);
-  nlk::load_vec_or_zero(b.dy, a.DY == nullptr ? nullptr : a.DY + o, d);
+  nlk::load_vec_or_zero(b.dy, a.dy == nullptr ? nullptr : a.dy + o, d);
   nlk::load_vec(b.q, a.in.q + o, d);
   nlk::load_vec(b.k, a.in.k + o, d);
   nlk::load_vec(b.e, e, d);
@@ -111,7 +81,7 @@ __device__ void token_backward(const BwdArgs& a, const nlk::Seq& sq, const BwdSm
     pth += b.e[i] * dki;
     const acc_t dei = -tht * dki;
     b.de[i] = dei;
-    a.g.dv[o + i] = static_cast<float>(-dei);
+    a.grad.dv[o + i] = static_cast<float>(-dei);
   }
   b.red[nt + tid] = pth;
   __syncthreads();
@@ -123,8 +93,8 @@ __device__ void token_backward(const BwdArgs& a, const nlk::Seq& sq, const BwdSm
       ge += D[i * d + j] * b.e[i];
       gm += Mt[i * d + j] * b.de[i];
     }
-    a.g.dq[o + j] = static_cast<float>(gq);
-    a.g.dk[o + j] = static_cast<float>(-tht * ge + keep * gm);
+    a.grad.dq[o + j] = static_cast<float>(gq);
+    a.grad.dk[o + j] = static_cast<float>(-tht * ge + keep * gm);
   }
   __syncthreads();  // every column loop has read D before it becomes ∂L/∂M̃_t
   acc_t pa = 0;
@@ -138,58 +108,26 @@ __device__ void token_backward(const BwdArgs& a, const nlk::Seq& sq, const BwdSm
   b.red[tid] = pa;
   __syncthreads();
   if (tid == 0) {
-    a.g.dalpha[sq.gate(t)] = -static_cast<float>(nlk::ordered_sum(b.red, 0));
-    a.g.dtheta[sq.gate(t)] = -static_cast<float>(nlk::ordered_sum(b.red, 1));
+    a.grad.dalpha[sq.gate(t)] = -static_cast<float>(nlk::ordered_sum(b.red, 0));
+    a.grad.dtheta[sq.gate(t)] = -static_cast<float>(nlk::ordered_sum(b.red, 1));
   }
   __syncthreads();
 }
 
-__global__ void gated_delta_backward_kernel(BwdArgs a) {
-  const nlk::Seq sq(a.s, blockIdx.x);
-  const auto sm = nlk::carve_shared<BwdSmem>(a.s.d, static_cast<int>(blockDim.x));
-  nlk::Carver c(a.ws);
-  const nlk::MatrixWs ws(c, a.s, a.C, 1);
-  adj_t* D = ws.adjoint(sq.n, 0);  // ∂L/∂M_{t+1}; starts as d(final state)
-  const float* dFin = a.DMfinal == nullptr ? nullptr : a.DMfinal + sq.state(ws.dd);
-  for (size_t i = threadIdx.x; i < ws.dd; i += blockDim.x) D[i] = dFin == nullptr ? 0.0 : static_cast<adj_t>(dFin[i]);
-  __syncthreads();
-  const float* init[1] = {a.M0 + sq.state(ws.dd)};
-  nlk::backward_checkpointed<1>(
-      ws, sq.n, a.s.T, init,
-      [&](int t, const float* const* cur, float* const* next, float* e) { gated_delta_token(a.in, sq, sm.fw, t, cur[0], next[0], e, nullptr); },
-      [&](int t, int u) { token_backward(a, sq, sm, D, ws.slot(sq.n, 0, u), ws.slot(sq.n, 0, u + 1), ws.token_vec(sq.n, u), t); });
-  float* dM0 = a.DM0 + sq.state(ws.dd);  // after token 0, D = ∂L/∂M_0
-  for (size_t i = threadIdx.x; i < ws.dd; i += blockDim.x) dM0[i] = static_cast<float>(D[i]);
-}
+/** Gated Delta on the walk (walk.cuh, matrix.cuh: MatrixRule). */
+struct GatedDelta : nlk::MatrixRule<nlk::gated_delta::ForwardArgs, nlk::gated_delta::BackwardArgs, 1, nlk::KvqSmem, BwdSmem> {
+  using MatrixRule::MatrixRule;
+  static constexpr const char *kForwardName = "gated_delta_forward_kernel", *kBackwardName = "gated_delta_backward_kernel";
+  __device__ void step(int t, const float* const* cur, float* const* next, float* e, float* y) const {
+    gated_delta_token(in, sq, sm.fw, t, cur[0], next[0], e, y);
+  }
+  __device__ void token(int t, const float* const* before, const float* const* after, float* e) const {
+    token_backward(*b, sq, sm, adj[0], before[0], after[0], e, t);
+  }
+};
 
 }  // namespace
 
-// ── launchers (the contract of cuda/gen/nlk_rules.cuh) ─────────────────────────────────────
-
-namespace nlk::gated_delta {
-
-int workspace_bytes(const Shape& shape, int C, const Hyper&, size_t* bytes) {
-  Carver c(nullptr);
-  const MatrixWs ws(c, shape, C, 1);
-  (void)ws;
-  *bytes = c.off;
-  return NLK_OK;
-}
-
-int forward(const ForwardArgs& a) {
-  const int nt = threads_for(a.shape.d);
-  NLK_LAUNCH(gated_delta_forward_kernel, a.shape.seqs(), nt, smem_bytes<KvqSmem>(a.shape.d))
-  (FwdArgs{a.shape, a.C, a.in, a.state0.M, a.y, a.state.M, a.ws});
-  return launch_status();
-}
-
-int backward(const BackwardArgs& a) {
-  const int nt = threads_for(a.shape.d);
-  NLK_LAUNCH(gated_delta_backward_kernel, a.shape.seqs(), nt, smem_bytes<BwdSmem>(a.shape.d, nt))
-  (BwdArgs{a.shape, a.C, a.in, a.state0.M, a.dy, a.dstate.M, a.ws, a.grad, a.dstate0.M});
-  return launch_status();
-}
-
-}  // namespace nlk::gated_delta
+NLK_WALK_LAUNCHERS(gated_delta, GatedDelta)
 
 #include "gen/gated_delta_pair.inc"

@@ -210,8 +210,8 @@ struct Hyper { };
 struct Inputs { const float* k; const float* v; const float* q; const float* alpha; const float* theta; };
 struct Grads { float* dk; float* dv; float* dq; float* dalpha; float* dtheta; };
 /** One pointer per state tensor ([B,H,r,c] each). */
-struct StateIn { const float* M; };
-struct StateOut { float* M; };
+struct StateIn { const float* M; static constexpr int kCount = 1; __host__ __device__ const float* operator[](int w) const { const float* const p[] = {M}; return p[w]; } };
+struct StateOut { float* M; static constexpr int kCount = 1; __host__ __device__ float* operator[](int w) const { float* const p[] = {M}; return p[w]; } };
 struct ForwardArgs { Shape shape; int C; Hyper hyper; Inputs in; StateIn state0; float* y; StateOut state; unsigned char* ws; };
 /** dy and the members of dstate may be NULL (= zero). */
 struct BackwardArgs { Shape shape; int C; Hyper hyper; Inputs in; StateIn state0; const float* dy; StateIn dstate; unsigned char* ws; Grads grad; StateOut dstate0; };
