@@ -172,6 +172,19 @@ def _delta(k, v, q, x, g, omega, st, cfg):
     return torch.stack(ys), {"M": M}
 
 
+def _gated_delta(k, v, q, x, g, omega, st, cfg):
+    # Gated DeltaNet as written in its own form: S_t = a_t S_{t-1} (I - beta_t k_t k_t^T) + beta_t v_t k_t^T,
+    # with decay a_t = 1 - alpha_t and step beta_t = theta_t (docs/spec/titans-family.md#gated-delta-forward)
+    M = st["M"]
+    eye = torch.eye(k.shape[1], dtype=k.dtype)
+    ys = []
+    for t in range(k.shape[0]):
+        a, beta = 1 - g["alpha"][t], g["theta"][t]
+        M = a * M @ (eye - beta * torch.outer(k[t], k[t])) + beta * torch.outer(v[t], k[t])
+        ys.append(M @ q[t])
+    return torch.stack(ys), {"M": M}
+
+
 def _titans(k, v, q, x, g, omega, st, cfg):
     M, S = st["M"], st["S"]
     ys = []
@@ -349,7 +362,7 @@ def _trellis(k, v, q, x, g, omega, st, cfg):
 
 INNER = {
     "delta": _delta, "titans": _titans, "hebbian": _hebbian, "atlas": _atlas, "moneta": _moneta,
-    "yaad": _yaad, "memora": _memora, "lattice": _lattice, "trellis": _trellis,
+    "yaad": _yaad, "memora": _memora, "lattice": _lattice, "trellis": _trellis, "gated_delta": _gated_delta,
 }
 
 
@@ -374,7 +387,7 @@ def _trellis_frozen_read(q: Tensor, st: State, cfg: Config) -> Tensor:
 
 FROZEN = {
     "delta": _matrix_read, "titans": _matrix_read, "hebbian": _matrix_read, "atlas": _matrix_read,
-    "moneta": _mlp_frozen_read, "yaad": _mlp_frozen_read, "memora": _mlp_frozen_read,
+    "gated_delta": _matrix_read, "moneta": _mlp_frozen_read, "yaad": _mlp_frozen_read, "memora": _mlp_frozen_read,
     "lattice": _lattice_frozen_read, "trellis": _trellis_frozen_read,
 }
 
