@@ -8,7 +8,7 @@
  * The h² model fails when the function changes character inside the stencil (an L_q normalisation
  * of a near-zero matrix, a smoothed kink): then the estimate at (h, h/2) is off by more than the
  * tolerance. `refineDerivative` detects that by a second Richardson estimate at (h/2, h/4) and falls
- * back to halved steps until two successive estimates agree (docs/spec/conformance.md#fd-refinement).
+ * back to halved steps until two successive estimates agree (docs/spec/tolerances.md#fd-refinement).
  */
 import type { Tensor } from "../src/tensor.ts";
 
@@ -49,7 +49,7 @@ export function fdGradient(loss: () => number, t: Tensor, eps = FD_EPS): Float64
   return g;
 }
 
-/** The result of refining one finite-difference estimate (docs/spec/conformance.md#fd-refinement). */
+/** The result of refining one finite-difference estimate (docs/spec/tolerances.md#fd-refinement). */
 export interface RefinedDerivative {
   /** The estimate at the last step pair tried: the settled one, or the one with the smallest spread. */
   readonly value: number;

@@ -3,7 +3,7 @@
  * inputs are few, otherwise random directions v^T J u (v folded into the loss), and on a
  * directional failure the full check, whose per-element result is what a user needs.
  *
- * An estimate the tape disagrees with is refined before it counts (docs/spec/conformance.md#fd-refinement):
+ * An estimate the tape disagrees with is refined before it counts (docs/spec/tolerances.md#fd-refinement):
  * a second Richardson estimate at half the step tells whether the stencil is in trouble, and the
  * step is halved until two estimates agree. Only a settled estimate fails a case; every refinement
  * is listed in the comparison's details (`fd_refined`).

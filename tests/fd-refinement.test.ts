@@ -1,6 +1,6 @@
 /**
  * Finite differences that meet a strongly curved stretch inside their stencil
- * (docs/spec/conformance.md#fd-refinement): the oracle detects it by a second Richardson estimate,
+ * (docs/spec/tolerances.md#fd-refinement): the oracle detects it by a second Richardson estimate,
  * refines the step, and lists what it refined; a wrong gradient still fails after the refinement.
  */
 import { expect, test } from "bun:test";
