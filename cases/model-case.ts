@@ -45,6 +45,17 @@ export interface ModelCase {
   readonly context: LevelContext[];
 }
 
+/**
+ * MAC's inputs drawn larger (a factor on the half-width of each named model matrix): MAC's levels
+ * write with the attention output Y, and the learned rate θ reaches the loss only through the
+ * write's read r = rule(Y) and the output gate Y ⊙ sigmoid(r), several powers of |Y|. At the MAG
+ * scales the MLP memories' w_theta gradients were 1e-15–1e-8 (MEMORA k = 4: below the 1e-10 floor
+ * in 24 of 60 cases), so C3 and C7 discarded most cases as vacuous. With W_v ×4 and W_embed ×2
+ * the smallest w_theta gradient over 60 cases per MLP rule was 1.7e-8 (MEMORA), 3.8e-8 (YAAD),
+ * 7.2e-8 (Moneta); docs/spec/tolerances.md#mac-inputs.
+ */
+export const MAC_INPUT_SCALE: Readonly<Partial<Record<ModelParamName, number>>> = { W_v: 4, W_embed: 2 };
+
 const GATE_BIAS: Readonly<Record<string, number>> = {
   b_alpha: 0, // sigmoid(0) = 0.5
   b_theta: Math.log(Math.expm1(0.3)), // softplus⁻¹(0.3)
@@ -78,7 +89,7 @@ export function buildModelCase(spec: ModelCaseSpec, dtype: DType = "f64"): Model
   const shapes = modelParamShapes(spec);
   const mp = {} as Record<ModelParamName, Tensor>;
   for (const n of MODEL_PARAMS) {
-    const scale = n === "W_embed" ? 1 : 1.5 / Math.sqrt(d);
+    const scale = (n === "W_embed" ? 1 : 1.5 / Math.sqrt(d)) * (spec.pattern === "mac" ? MAC_INPUT_SCALE[n] ?? 1 : 1);
     mp[n] = uniformTensor(dtype, shapes[n], rng, -scale, scale);
   }
   // Drawn after the shared six, so a MAG case's tensors do not depend on the field existing.

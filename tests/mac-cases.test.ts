@@ -1,0 +1,40 @@
+/**
+ * MAC model cases are informative (docs/spec/tolerances.md#mac-inputs): the MLP memories' w_theta
+ * gradients stay well above the ULP checks' vacuity floor, and the C3/C7 MAC checks that were
+ * vacuous or gave up at some run seeds pass there without discarding most of their cases.
+ */
+import { expect, test } from "bun:test";
+import * as fc from "fast-check";
+import { c3Checks } from "../conformance/c3/hand-written.ts";
+import { c7Checks } from "../conformance/c7/checks.ts";
+import { runCheck } from "../harness/run.ts";
+import { FIXED, sameRule, SIZES, specArb } from "../cases/model-arb.ts";
+import { buildModelCase } from "../cases/model-case.ts";
+import { cmsStep } from "../oracle/cms-backward.ts";
+import { TOL_ULP, VACUITY_FACTOR } from "../oracle/compare.ts";
+
+const FLOOR = VACUITY_FACTOR * TOL_ULP.atol;
+
+test.each(["memora", "moneta", "yaad"] as const)("MAC %s, k = 4: every level's w_theta gradient is at least 10x the floor in 40 generated cases", (rule) => {
+  const specs = fc.sample(specArb(sameRule(rule, 4), SIZES, FIXED, "random", "mac"), { numRuns: 40, seed: 99 });
+  for (const spec of specs) {
+    const c = buildModelCase(spec);
+    const r = cmsStep(c.model, c.params, c.batch, [true, true, true, true], c.context);
+    for (const g of r.grads.levels) {
+      let m = 0;
+      for (const x of g.w_theta!.data) m = Math.max(m, Math.abs(x));
+      expect(m).toBeGreaterThan(10 * FLOOR);
+    }
+  }
+});
+
+const ids = (id: string) => id.startsWith("C3/mac/memora/k4/") || id === "C7/learned-gate/mac/memora/k4" || id === "C3/mac/moneta/k4/frozen-1";
+const defs = [...c3Checks(), ...c7Checks()].filter((d) => ids(d.id));
+
+test.each([10, 16, 19, 34])("the MAC MEMORA k = 4 checks pass at run seed %d (vacuous or gave up there before)", (seed) => {
+  expect(defs.length).toBe(9);
+  for (const def of defs) {
+    const r = runCheck(def, { seed, profile: "default" });
+    expect(`${def.id}: ${r.status}`, r.message).toBe(`${def.id}: pass`);
+  }
+});
