@@ -8,6 +8,7 @@ import { chunkMatrixChecks } from "../conformance/chunk/forms.ts";
 import type { PropertyCheck } from "../harness/check.ts";
 import { fdGradient, FD_EPS, refineGradientAt } from "../oracle/fd.ts";
 import { gradCheck } from "../oracle/gradcheck.ts";
+import { runCheck } from "../harness/run.ts";
 import { TOL_FD } from "../oracle/compare.ts";
 import { Tensor } from "../src/tensor.ts";
 
@@ -65,4 +66,10 @@ test("C2/chunk-gd/moneta at the case that failed with the plain estimate (L_q pa
   expect(out.message).toBeUndefined();
   expect(out.ok).toBe(true);
   expect((out.details as { fd_refined?: number } | undefined)?.fd_refined).toBeGreaterThan(0);
+});
+
+test.each([15, 22, 145, 152])("C2/chunk-gd/moneta passes at run seed %d (failed with the plain estimate, or with seven halvings)", (seed) => {
+  const def = chunkMatrixChecks().find((c) => c.id === "C2/chunk-gd/moneta")!;
+  const r = runCheck(def, { seed, profile: "default" });
+  expect(r.status, r.message).toBe("pass");
 });
