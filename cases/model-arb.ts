@@ -55,6 +55,11 @@ export function specArb(rules: fc.Arbitrary<MemoryRuleKey[]>, sizes: Sizes, freq
   });
 }
 
+/** n independent draws of an arbitrary from one seed, without fast-check's bias towards small values. */
+export function independentDraws<T>(arb: fc.Arbitrary<T>, n: number, seed: number): T[] {
+  return fc.sample(arb, { seed, numRuns: n, unbiased: true });
+}
+
 /** Every composition the model checks iterate (docs/spec/composition.md). */
 export { COMPOSITIONS, type Composition };
 
