@@ -44,3 +44,10 @@ test.each([10, 13, 16, 19, 34, 184])("the MAC MEMORA k = 4 checks pass at run se
     expect(`${def.id}: ${r.status}`, r.message).toBe(`${def.id}: pass`);
   }
 });
+
+test("the wider draws are for generated cases only: C7's training loops keep the plain ones", async () => {
+  const { fixedSpec } = await import("../cases/model-arb.ts");
+  expect(fixedSpec(["hebbian"], 307, { pattern: "mac" }).scales).toBeUndefined();
+  const [spec] = independentDraws(specArb(sameRule("hebbian", 1), SIZES, FIXED, "random", "mac"), 1, 1);
+  expect(spec!.scales).toEqual({ W_v: 2, W_embed: 2 });
+});
