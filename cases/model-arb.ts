@@ -3,7 +3,7 @@
  * mixing rules), active/frozen patterns per k, and the fixed cases of the deterministic C7 loops.
  */
 import * as fc from "fast-check";
-import { chunkSizesFor, type ContextKind, type ModelCaseSpec } from "./model-case.ts";
+import { chunkSizesFor, MAC_INPUT_SCALE, type ContextKind, type ModelCaseSpec } from "./model-case.ts";
 import { ruleCaseSpecArb } from "./rule-case.ts";
 import { pulseAt } from "../src/model/conductor.ts";
 import { COMPOSITIONS, DEFAULT_FREQ_THRESHOLD, type Composition, type FreqSchedule } from "../src/model/config.ts";
@@ -51,8 +51,14 @@ export function specArb(rules: fc.Arbitrary<MemoryRuleKey[]>, sizes: Sizes, freq
     const hs = divisorsUpTo4(s.d);
     const spec = { ...s, heads: hs[headPick % hs.length]!, freq, context };
     // A MAG spec carries no pattern field, so MAG's generated cases are exactly what they were.
-    return pattern === "mag" ? spec : { ...spec, pattern };
+    // MAC's are drawn wider, so their gradients are informative (docs/spec/tolerances.md#mac-inputs).
+    return pattern === "mag" ? spec : pattern === "mac" ? { ...spec, pattern, scales: MAC_INPUT_SCALE } : { ...spec, pattern };
   });
+}
+
+/** n independent draws of an arbitrary from one seed, without fast-check's bias towards small values. */
+export function independentDraws<T>(arb: fc.Arbitrary<T>, n: number, seed: number): T[] {
+  return fc.sample(arb, { seed, numRuns: n, unbiased: true });
 }
 
 /** Every composition the model checks iterate (docs/spec/composition.md). */

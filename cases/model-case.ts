@@ -36,6 +36,11 @@ export interface ModelCaseSpec {
   readonly seed: number;
   /** Absent: "mag" (docs/spec/composition.md); a MAC case has the default number of persistent tokens. */
   readonly pattern?: Composition;
+  /**
+   * Factors on the half-width of named model matrices (absent: 1). The generated MAC cases of the
+   * gradient checks set MAC_INPUT_SCALE; the training loops of C7 keep the plain draws.
+   */
+  readonly scales?: Readonly<Partial<Record<ModelParamName, number>>>;
 }
 
 export interface ModelCase {
@@ -44,6 +49,18 @@ export interface ModelCase {
   readonly batch: Batch;
   readonly context: LevelContext[];
 }
+
+/**
+ * MAC's inputs drawn larger (a factor on the half-width of each named model matrix): MAC's levels
+ * write with the attention output Y, and the learned rate θ reaches the loss only through the
+ * write's read r = rule(Y) and the output gate Y ⊙ sigmoid(r), several powers of |Y|. At the MAG
+ * scales the MLP memories' w_theta gradients were below the 1e-10 vacuity floor in 117 (Moneta),
+ * 281 (MEMORA) and 56 (YAAD) of 600 k = 4 cases; with W_v and W_embed twice as wide in 5, 10 and 4
+ * of 600, and no gradient was non-finite. Four times as wide W_v lifts them further but made one
+ * Moneta memory of 600 diverge (p > 2: W1 ~ 1e153, NaN gradients). Generated cases only (specArb):
+ * 50 SGD steps of C7's smoke loop diverge from them (MAC Hebbian); docs/spec/tolerances.md#mac-inputs
+ */
+export const MAC_INPUT_SCALE: Readonly<Partial<Record<ModelParamName, number>>> = { W_v: 2, W_embed: 2 };
 
 const GATE_BIAS: Readonly<Record<string, number>> = {
   b_alpha: 0, // sigmoid(0) = 0.5
@@ -78,7 +95,7 @@ export function buildModelCase(spec: ModelCaseSpec, dtype: DType = "f64"): Model
   const shapes = modelParamShapes(spec);
   const mp = {} as Record<ModelParamName, Tensor>;
   for (const n of MODEL_PARAMS) {
-    const scale = n === "W_embed" ? 1 : 1.5 / Math.sqrt(d);
+    const scale = (n === "W_embed" ? 1 : 1.5 / Math.sqrt(d)) * (spec.scales?.[n] ?? 1);
     mp[n] = uniformTensor(dtype, shapes[n], rng, -scale, scale);
   }
   // Drawn after the shared six, so a MAG case's tensors do not depend on the field existing.

@@ -26,6 +26,7 @@ import { REPORT_COMMANDS, REPORT_COMMANDS_HELP, runReportCommand, type ReportCom
 import { ruleFixture } from "../cases/fixtures/rule-fixture.ts";
 import { ruleByKey } from "../src/rules/index.ts";
 import { PY_PREFIX, parsePyBackendArg } from "./py/plan.ts";
+import { SWEEP_COMMANDS, SWEEP_HELP, runSweepCommand, type SweepCommand } from "./sweep.ts";
 
 const HELP = `usage: npm run conformance -- [options]   (or: bun run conformance [options])
        npm run conformance -- diff OLD NEW | html REPORT [--out FILE] | merge A B ... --out FILE
@@ -68,7 +69,9 @@ or errored; 2 on a usage error; 130 (SIGINT) or 143 (SIGTERM) when interrupted. 
 run passes the signal to its child processes, stops after the check in flight and writes what
 finished to <report>.partial.json ("partial": true), leaving the report itself as it was.
 
-${REPORT_COMMANDS_HELP}`;
+${REPORT_COMMANDS_HELP}
+
+${SWEEP_HELP}`;
 
 function usage(msg: string): never {
   console.error(`conformance: ${msg}\n(see --help)`);
@@ -83,6 +86,7 @@ function runsChecks(argv: readonly string[]): boolean {
 async function main(): Promise<void> {
   const sub = process.argv[2];
   if ((REPORT_COMMANDS as readonly string[]).includes(sub ?? "")) process.exit(runReportCommand(sub as ReportCommand, process.argv.slice(3)));
+  if ((SWEEP_COMMANDS as readonly string[]).includes(sub ?? "")) process.exit(await runSweepCommand(sub as SweepCommand, process.argv.slice(3)));
   if (!isRunner() && runsChecks(process.argv.slice(2))) process.exit(await superviseSelf());
   if (runsChecks(process.argv.slice(2))) catchInterrupts();
   let args, positionals: string[];

@@ -42,7 +42,7 @@ export type CaseOutcome = CaseVerdict;
 export function fromComparison(r: Comparison): CaseOutcome {
   // A comparison that stopped before any element (a missing tensor, a loss mismatch) names no worst.
   const worst = r.worst.index < 0 && r.worst.tensor === "" ? undefined : r.worst;
-  return { ok: r.ok, vacuous: r.vacuous, worst, message: r.message };
+  return { ok: r.ok, vacuous: r.vacuous, worst, message: r.message, ...(r.details ? { details: r.details } : {}) };
 }
 
 export type Profile = "quick" | "default" | "deep";

@@ -49,6 +49,18 @@ export function replayArgsOf(def: CheckDef<any>, profile: Profile): string[] {
   return args;
 }
 
+/** Discarded (near-zero) cases fast-check accepts per requested case before it gives up on a run. */
+export const MAX_SKIPS_PER_RUN = 2;
+
+/**
+ * Cases a property run asks for: the profile's count, or one under a replay of a case's path. A
+ * replay with an empty path (the replay line of a pass or a vacuous verdict) re-runs the whole
+ * property at the check's seed, so it reproduces that verdict.
+ */
+export function runsOf(profileRuns: number, replay: RunOptions["replay"]): number {
+  return replay !== undefined && replay.path !== "" ? 1 : profileRuns;
+}
+
 /** A case's comparison failed (as opposed to a check that threw). */
 export class CaseFailed extends Error {}
 
@@ -83,12 +95,23 @@ export class CaseTally {
     if (!out.ok) throw new CaseFailed(out.message ?? "check failed");
   }
 
-  /** The verdict of a run without a counterexample to report (pass or vacuous), or null. */
+  /**
+   * The verdict of a run without a counterexample to report (pass or vacuous), or null. A run
+   * fast-check gave up on (more than MAX_SKIPS_PER_RUN discarded cases per requested one) is
+   * vacuous and says so, with the counts (docs/spec/tolerances.md#vacuous).
+   */
   settled<Ts>(details: fc.RunDetails<Ts>, numRuns: number): Verdict | null {
     const runs = details.numRuns;
     const discardNote = this.discarded > 0
       ? ` (${this.discarded} near-zero case${this.discarded === 1 ? "" : "s"} discarded; last: ${this.lastVacuous})` : "";
-    if (details.failed && !(details.counterexample === null && details.numSkips > 0)) return null;
+    const gaveUp = details.failed && details.counterexample === null && details.numSkips > 0;
+    if (details.failed && !gaveUp) return null;
+    if (gaveUp) {
+      return {
+        status: "vacuous", runs, path: "",
+        message: `fast-check gave up: ${this.discarded} generated case${this.discarded === 1 ? " was" : "s were"} discarded as near-zero (at most ${MAX_SKIPS_PER_RUN} per requested case), ${this.informative} of ${numRuns} compared non-negligible values; last discarded: ${this.lastVacuous}`,
+      };
+    }
     if (this.informative < Math.ceil(numRuns / 2)) {
       return { status: "vacuous", runs, path: "", message: `only ${this.informative} of ${numRuns} cases compared non-negligible values${discardNote}` };
     }
@@ -110,7 +133,9 @@ export function counterexampleVerdict<Ts>(details: fc.RunDetails<Ts>, example: s
   if (err instanceof CaseFailed) {
     return { status: "fail", runs: details.numRuns, path, worst: shrunk?.worst, message: `${err.message}${example}`, ...(shrunk?.details ? { details: shrunk.details } : {}) };
   }
-  return { status: "error", runs: details.numRuns, path, message: `${errText(err)}${example}` };
+  // fast-check names no error instance for some failures (it then gives its report as text)
+  const what = err === undefined || err === null ? `fast-check reported a failure without an error (${details.numRuns} runs, ${details.numSkips} discarded)` : errText(err);
+  return { status: "error", runs: details.numRuns, path, message: `${what}${example}` };
 }
 
 export function runCheck<T>(def: CheckDef<T>, opts: RunOptions): CheckResult {
@@ -146,13 +171,13 @@ export function runCheck<T>(def: CheckDef<T>, opts: RunOptions): CheckResult {
 
   const tally = new CaseTally();
   const property = fc.property(def.arb, (input) => tally.record(def.run(input)));
-  const numRuns = opts.replay !== undefined ? 1 : def.runs[opts.profile];
+  const numRuns = runsOf(def.runs[opts.profile], opts.replay);
   const details = fc.check(property, {
     seed,
     numRuns,
     path: opts.replay?.path || undefined,
     endOnFailure: false,
-    maxSkipsPerRun: 2,
+    maxSkipsPerRun: MAX_SKIPS_PER_RUN,
   });
   const settled = tally.settled(details, numRuns);
   if (settled !== null) return done(settled);

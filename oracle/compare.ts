@@ -36,6 +36,8 @@ export interface Comparison {
   vacuous: boolean;
   worst: Worst;
   message?: string;
+  /** Measurements a report keeps beside the verdict (e.g. the finite-difference refinements of C2). */
+  details?: Readonly<Record<string, unknown>>;
 }
 
 /** Policy defaults (docs/spec/README.md): tape vs hand-written, tape vs finite differences. */

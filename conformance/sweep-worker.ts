@@ -1,0 +1,43 @@
+/**
+ * A worker thread of `npm run conformance -- sweep`: builds the catalogue once, then runs the
+ * selected checks at each seed the main thread hands it, so a seed costs its checks only, not a
+ * process start. Results go back one seed at a time.
+ */
+import { buildCatalogue, matchesFilter } from "./catalogue.ts";
+import { adoptC9SkipReason } from "./c9/checks.ts";
+import { runCheck } from "../harness/run.ts";
+import type { Profile } from "../harness/check.ts";
+import type { SweepWorkerMessage } from "./sweep.ts";
+
+declare const self: Worker;
+
+export interface SweepWorkerInit {
+  kind: "init";
+  filters: string[];
+  profile: Profile;
+  c9SkipReason: string | null;
+}
+
+let run: ((seed: number) => void) | undefined;
+
+self.onmessage = (ev: MessageEvent<SweepWorkerInit | { kind: "seed"; seed: number }>) => {
+  const post = (m: SweepWorkerMessage) => self.postMessage(m);
+  const job = ev.data;
+  try {
+    if (job.kind === "init") {
+      adoptC9SkipReason(job.c9SkipReason);
+      const defs = buildCatalogue({ fixtureDirs: [] }).checks.filter((c) => matchesFilter(c, job.filters));
+      const selected = new Set(defs.map((d) => d.id));
+      run = (seed) => {
+        const results = defs.map((def) => {
+          const r = runCheck(def, { seed, profile: job.profile, selected });
+          return { id: r.id, status: r.status, message: r.message, replay: r.replay, ms: r.ms };
+        });
+        post({ kind: "seed", seed, results });
+      };
+      post({ kind: "ready" });
+    } else run!(job.seed);
+  } catch (e) {
+    post({ kind: "failed", message: e instanceof Error ? e.stack ?? e.message : String(e) });
+  }
+};

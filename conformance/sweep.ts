@@ -1,0 +1,184 @@
+/**
+ * `npm run conformance -- sweep --seeds 1..200 [--filter F] [--shard I/N] [--profile P] [--out FILE] [--jobs N]`:
+ * the selected checks at many run seeds, in worker threads that each build the catalogue once
+ * (docs/spec/conformance.md#sweeps). Prints, per check with a non-pass verdict, the count, the
+ * first failing seed and its replay line; writes an nlc-sweep/1 file after every seed (so an
+ * interrupted sweep keeps what finished). `sweep-merge A B ... --out FILE` joins sweeps over
+ * disjoint seeds (shards, other machines). Exit: 0 when every verdict was pass or skip, 1
+ * otherwise, 2 on a usage error.
+ */
+import { availableParallelism } from "node:os";
+import { parseArgs } from "node:util";
+import { buildCatalogue, matchesFilter } from "./catalogue.ts";
+import { c9SkipReason } from "./c9/checks.ts";
+import { PROFILES, type Profile, type Status } from "../harness/check.ts";
+import { runInfo } from "../harness/report.ts";
+import { parseShard, type Shard } from "../harness/shard.ts";
+import {
+  describeSeeds, formatSweep, mergeSweeps, NON_PASS, parseSeeds, readSweepFile, seedShard, SWEEP_FORMAT, SweepFileError, SweepTally, writeSweep,
+  type Sweep,
+} from "../harness/sweep.ts";
+import type { SweepWorkerInit } from "./sweep-worker.ts";
+
+export const SWEEP_COMMANDS = ["sweep", "sweep-merge"] as const;
+export type SweepCommand = (typeof SWEEP_COMMANDS)[number];
+
+export const SWEEP_HELP = `Sweeps (docs/spec/conformance.md#sweeps):
+  sweep --seeds S [--filter F]... [--profile P] [--shard I/N] [--out FILE] [--jobs N]
+                   run the selected checks at every run seed in S (1..200, 1,5,9 or a mix),
+                   in N worker threads (default: 2, or the cores if fewer);
+                   prints per check the non-pass count, the first failing seed and its replay;
+                   --shard I/N takes every N-th seed of S from the I-th; writes FILE
+                   (default reports/sweep.json, nlc-sweep/1) after every seed; exit 1 on any
+                   fail, vacuous or error
+  sweep-merge A B ... --out FILE
+                   join sweeps over disjoint seeds of one revision, profile and filter`;
+
+export interface SweepWorkerResult {
+  id: string;
+  status: Status;
+  message?: string;
+  replay: string;
+  ms: number;
+}
+
+export type SweepWorkerMessage =
+  | { kind: "ready" }
+  | { kind: "seed"; seed: number; results: SweepWorkerResult[] }
+  | { kind: "failed"; message: string };
+
+class UsageError extends Error {}
+
+function usage(msg: string): never {
+  throw new UsageError(msg);
+}
+
+const DEFAULT_OUT = "reports/sweep.json";
+
+async function sweep(argv: string[]): Promise<number> {
+  let args;
+  try {
+    ({ values: args } = parseArgs({
+      args: argv,
+      options: {
+        seeds: { type: "string" }, filter: { type: "string", multiple: true }, profile: { type: "string" },
+        shard: { type: "string" }, out: { type: "string" }, jobs: { type: "string" },
+      },
+      allowPositionals: false,
+    }));
+  } catch (e) {
+    usage(e instanceof Error ? e.message : String(e));
+  }
+  if (args.seeds === undefined) usage("sweep needs --seeds, e.g. --seeds 1..200");
+  let seeds: number[];
+  try {
+    seeds = parseSeeds(args.seeds);
+  } catch (e) {
+    usage(`--seeds ${e instanceof Error ? e.message : String(e)}`);
+  }
+  const profile = (args.profile ?? "default") as Profile;
+  if (!PROFILES.includes(profile)) usage(`--profile ${args.profile}: expected ${PROFILES.join(" | ")}`);
+  let shard: Shard | undefined;
+  if (args.shard !== undefined) {
+    try {
+      shard = parseShard(args.shard);
+    } catch (e) {
+      usage(`--shard ${e instanceof Error ? e.message : String(e)}`);
+    }
+    seeds = seedShard(seeds, shard);
+    if (seeds.length === 0) usage(`--shard ${args.shard}: no seed of --seeds ${args.seeds} falls in this shard`);
+  }
+  const jobs = args.jobs === undefined ? Math.min(2, availableParallelism()) : Number(args.jobs);
+  if (!Number.isInteger(jobs) || jobs < 1) usage(`--jobs ${args.jobs}: expected a positive integer`);
+  const filters = (args.filter ?? []).flatMap((f) => f.split(",")).map((f) => f.trim()).filter(Boolean);
+  const defs = buildCatalogue({ fixtureDirs: [] }).checks.filter((c) => matchesFilter(c, filters));
+  if (defs.length === 0) usage(`no check matches ${filters.join(", ")} (try --list)`);
+  const out = args.out ?? DEFAULT_OUT;
+
+  const started = new Date();
+  const info = runInfo(started, 0, profile, filters.join(",") || null, []);
+  const tally = new SweepTally(defs);
+  const snapshot = (): Sweep => ({
+    format: SWEEP_FORMAT,
+    run: {
+      version: info.version, revision: info.revision, profile, filter: info.filter, seeds: tally.seeds(),
+      started: started.toISOString(), ended: new Date().toISOString(), ...(shard ? { shard } : {}), jobs,
+    },
+    checks: tally.checks(),
+  });
+  console.log(`sweep: ${defs.length} checks x ${seeds.length} seeds (${describeSeeds(seeds)}), profile ${profile}, ${jobs} worker${jobs === 1 ? "" : "s"}${shard ? `, shard ${shard.index}/${shard.count}` : ""}`);
+
+  const queue = [...seeds];
+  let done = 0;
+  const init: SweepWorkerInit = { kind: "init", filters, profile, c9SkipReason: defs.some((d) => d.class === "C9") ? c9SkipReason() : null };
+  const workers = Array.from({ length: Math.min(jobs, seeds.length) }, () => new Promise<void>((resolve, reject) => {
+    const w = new Worker(new URL("./sweep-worker.ts", import.meta.url).href);
+    let t0 = performance.now();
+    const next = () => {
+      const seed = queue.shift();
+      if (seed === undefined) {
+        w.terminate();
+        resolve();
+        return;
+      }
+      t0 = performance.now();
+      w.postMessage({ kind: "seed", seed });
+    };
+    w.onmessage = (ev: MessageEvent<SweepWorkerMessage>) => {
+      const m = ev.data;
+      if (m.kind === "ready") next();
+      else if (m.kind === "seed") {
+        for (const r of m.results) tally.add(m.seed, r);
+        done++;
+        const bad = m.results.filter((r) => NON_PASS.includes(r.status));
+        console.log(`[${String(done).padStart(String(seeds.length).length)}/${seeds.length}] seed ${m.seed}: ${bad.length === 0 ? "all pass" : `${bad.length} non-pass: ${bad.map((r) => `${r.id} ${r.status}`).join(", ")}`} (${((performance.now() - t0) / 1000).toFixed(1)} s)`);
+        writeSweep(snapshot(), out);
+        next();
+      } else {
+        w.terminate();
+        reject(new Error(`a sweep worker failed: ${m.message}`));
+      }
+    };
+    w.onerror = (e) => {
+      w.terminate();
+      reject(new Error(`a sweep worker failed: ${e.message}`));
+    };
+    w.postMessage(init);
+  }));
+  await Promise.all(workers);
+  const result = snapshot();
+  writeSweep(result, out);
+  console.log(formatSweep(result));
+  console.log(`sweep: ${out}`);
+  return result.checks.some((c) => NON_PASS.some((st) => c.counts[st] > 0)) ? 1 : 0;
+}
+
+function merge(argv: string[]): number {
+  let parsed;
+  try {
+    parsed = parseArgs({ args: argv, options: { out: { type: "string" } }, allowPositionals: true });
+  } catch (e) {
+    usage(e instanceof Error ? e.message : String(e));
+  }
+  const out = parsed.values.out;
+  if (out === undefined) usage("sweep-merge needs --out FILE");
+  if (parsed.positionals.length === 0) usage("sweep-merge expects the sweep files to join");
+  const merged = mergeSweeps(parsed.positionals.map((path) => ({ path, sweep: readSweepFile(path) })));
+  writeSweep(merged, out);
+  console.log(formatSweep(merged));
+  console.log(`sweep-merge: ${parsed.positionals.length} sweeps -> ${out}`);
+  return merged.checks.some((c) => NON_PASS.some((st) => c.counts[st] > 0)) ? 1 : 0;
+}
+
+/** Runs a sweep command; returns its exit status (2 for usage errors, printed to stderr). */
+export async function runSweepCommand(name: SweepCommand, argv: string[]): Promise<number> {
+  try {
+    return name === "sweep" ? await sweep(argv) : merge(argv);
+  } catch (e) {
+    if (e instanceof UsageError || e instanceof SweepFileError) {
+      console.error(`conformance ${name}: ${e.message}\n(see --help)`);
+      return 2;
+    }
+    throw e;
+  }
+}

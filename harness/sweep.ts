@@ -1,0 +1,233 @@
+/**
+ * A sweep (docs/spec/conformance.md#sweeps): the selected checks run at many run seeds, and per
+ * check the count of each verdict, with every non-pass one's seed and replay line. Sweeps over
+ * disjoint seed sets (shards of the seed list, other machines) merge into one.
+ * What is here knows nothing of particular checks: the runner (conformance/sweep.ts) feeds it results.
+ */
+import { readFileSync, renameSync, writeFileSync, mkdirSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import type { CheckClass, CheckResult, Status } from "./check.ts";
+import type { Shard } from "./shard.ts";
+
+export const SWEEP_FORMAT = "nlc-sweep/1";
+
+/** The statuses that make a verdict false on a correct project (skip is not one: it carries its reason). */
+export const NON_PASS: readonly Status[] = ["fail", "vacuous", "error"];
+
+/** At most this many non-pass verdicts are kept per check (the counts are always complete). */
+export const KEPT_PER_CHECK = 20;
+
+export interface SweepVerdict {
+  seed: number;
+  status: Status;
+  message: string;
+  replay: string;
+}
+
+export interface SweepCheck {
+  id: string;
+  class: CheckClass;
+  /** How many seeds ran this check. */
+  seeds: number;
+  counts: Record<Status, number>;
+  /** The non-pass verdicts by seed (the first KEPT_PER_CHECK). */
+  nonpass: SweepVerdict[];
+  /** Total run time over the seeds, ms. */
+  ms: number;
+}
+
+export interface SweepRun {
+  version: string;
+  revision: string | null;
+  profile: string;
+  filter: string | null;
+  /** The seeds this sweep (or merged sweeps) ran, ascending. */
+  seeds: number[];
+  started: string;
+  ended: string;
+  /** Set on a sweep over one shard of the seed list. */
+  shard?: Shard;
+  /** Worker threads used. */
+  jobs?: number;
+}
+
+export interface Sweep {
+  format: typeof SWEEP_FORMAT;
+  run: SweepRun;
+  checks: SweepCheck[];
+}
+
+export function emptyCounts(): Record<Status, number> {
+  return { pass: 0, fail: 0, vacuous: 0, error: 0, skip: 0 };
+}
+
+/**
+ * "A..B" (inclusive), "A,B,C", or a mix ("1..10,17"); positive or zero integers. Throws naming
+ * the text otherwise.
+ */
+export function parseSeeds(text: string): number[] {
+  const out = new Set<number>();
+  for (const part of text.split(",").map((p) => p.trim()).filter(Boolean)) {
+    const range = /^(\d+)\.\.(\d+)$/.exec(part);
+    if (range !== null) {
+      const a = Number(range[1]), b = Number(range[2]);
+      if (b < a) throw new Error(`'${part}': the range ends before it starts`);
+      if (b - a >= 1_000_000) throw new Error(`'${part}': more than a million seeds`);
+      for (let s = a; s <= b; s++) out.add(s);
+    } else if (/^\d+$/.test(part)) out.add(Number(part));
+    else throw new Error(`'${part}': expected a seed (17), a range (1..200) or a list of them (1..50,77)`);
+  }
+  if (out.size === 0) throw new Error(`'${text}': no seed`);
+  return [...out].sort((x, y) => x - y);
+}
+
+/** The seeds of shard i/n of a seed list: every n-th, starting at the i-th (balanced: every seed costs about the same). */
+export function seedShard(seeds: readonly number[], shard: Shard): number[] {
+  return seeds.filter((_, i) => i % shard.count === shard.index - 1);
+}
+
+/** Accumulates the results of a sweep, in any order of seeds and checks. */
+export class SweepTally {
+  private readonly byId = new Map<string, SweepCheck>();
+  private readonly seen = new Set<number>();
+
+  constructor(ids: readonly { id: string; class: CheckClass }[]) {
+    for (const d of ids) this.byId.set(d.id, { id: d.id, class: d.class, seeds: 0, counts: emptyCounts(), nonpass: [], ms: 0 });
+  }
+
+  add(seed: number, r: Pick<CheckResult, "id" | "status" | "message" | "replay" | "ms">): void {
+    const c = this.byId.get(r.id);
+    if (c === undefined) throw new Error(`sweep: a result for ${r.id}, which is not selected`);
+    this.seen.add(seed);
+    c.seeds++;
+    c.counts[r.status]++;
+    c.ms += r.ms;
+    if (NON_PASS.includes(r.status)) {
+      c.nonpass.push({ seed, status: r.status, message: r.message ?? "", replay: r.replay });
+      c.nonpass.sort((a, b) => a.seed - b.seed);
+      c.nonpass.length = Math.min(c.nonpass.length, KEPT_PER_CHECK);
+    }
+  }
+
+  /** Seeds with at least one result. */
+  seeds(): number[] {
+    return [...this.seen].sort((a, b) => a - b);
+  }
+
+  checks(): SweepCheck[] {
+    return [...this.byId.values()];
+  }
+}
+
+export function nonPassCount(c: SweepCheck): number {
+  return NON_PASS.reduce((s, st) => s + c.counts[st], 0);
+}
+
+/** The lines a sweep prints: each check with a non-pass verdict (count, statuses, first seed and its replay), then the totals. */
+export function formatSweep(s: Sweep): string {
+  const lines: string[] = [];
+  const bad = s.checks.filter((c) => nonPassCount(c) > 0);
+  for (const c of bad) {
+    const by = NON_PASS.filter((st) => c.counts[st] > 0).map((st) => `${c.counts[st]} ${st}`).join(", ");
+    const first = c.nonpass[0]!;
+    lines.push(`${c.id}: ${nonPassCount(c)} non-pass of ${c.seeds} seeds (${by}); first at seed ${first.seed}: ${first.status} ${first.message.slice(0, 300)}`);
+    lines.push(`    replay: ${first.replay}`);
+    lines.push(`    seeds: ${c.nonpass.map((v) => v.seed).join(" ")}${nonPassCount(c) > c.nonpass.length ? " …" : ""}`);
+  }
+  const total = emptyCounts();
+  for (const c of s.checks) for (const st of Object.keys(total) as Status[]) total[st] += c.counts[st];
+  const runs = Object.values(total).reduce((a, b) => a + b, 0);
+  const np = NON_PASS.reduce((a, st) => a + total[st], 0);
+  const seeds = s.run.seeds;
+  lines.push(`sweep: ${seeds.length} seed${seeds.length === 1 ? "" : "s"} (${describeSeeds(seeds)}), ${s.checks.length} checks, ${runs} check runs: `
+    + `${np} non-pass (${total.fail} fail, ${total.vacuous} vacuous, ${total.error} error) in ${bad.length} check${bad.length === 1 ? "" : "s"}; ${total.pass} pass, ${total.skip} skip`);
+  return lines.join("\n");
+}
+
+/** 1..200 for a run of consecutive seeds, else the first few and a count. */
+export function describeSeeds(seeds: readonly number[]): string {
+  if (seeds.length === 0) return "none";
+  const parts: string[] = [];
+  let a = seeds[0]!, b = a;
+  for (const s of [...seeds.slice(1), NaN]) {
+    if (s === b + 1) b = s;
+    else {
+      parts.push(a === b ? `${a}` : `${a}..${b}`);
+      a = b = s;
+    }
+  }
+  return parts.length <= 6 ? parts.join(",") : `${parts.slice(0, 6).join(",")},…`;
+}
+
+/** Written through a temporary file and a rename, so a reader never sees half a sweep. */
+export function writeSweep(s: Sweep, path: string): void {
+  const abs = resolve(path);
+  mkdirSync(dirname(abs), { recursive: true });
+  const tmp = `${abs}.${process.pid}.tmp`;
+  writeFileSync(tmp, JSON.stringify(s, null, 1) + "\n");
+  renameSync(tmp, abs);
+}
+
+/** A sweep file that cannot be read or is not a sweep; the message names the file. */
+export class SweepFileError extends Error {}
+
+export function readSweepFile(path: string): Sweep {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(path, "utf8"));
+  } catch (e) {
+    throw new SweepFileError(`cannot read sweep ${path}: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  const s = raw as Partial<Sweep>;
+  if (s?.format !== SWEEP_FORMAT || !Array.isArray(s.checks) || !Array.isArray(s.run?.seeds)) {
+    throw new SweepFileError(`${path} is not an ${SWEEP_FORMAT} file`);
+  }
+  return s as Sweep;
+}
+
+const SAME = ["version", "revision", "profile", "filter"] as const;
+
+/**
+ * Sweeps over disjoint seed sets of one revision, profile and filter as one: counts added, the
+ * non-pass verdicts joined by seed. A seed in two parts, a check in one part only, or a
+ * different revision, profile or filter is an error naming the files.
+ */
+export function mergeSweeps(parts: readonly { path: string; sweep: Sweep }[]): Sweep {
+  if (parts.length === 0) throw new SweepFileError("nothing to merge");
+  const first = parts[0]!;
+  const seedOwner = new Map<number, string>();
+  for (const p of parts) {
+    for (const f of SAME) {
+      const a = first.sweep.run[f] ?? null, b = p.sweep.run[f] ?? null;
+      if (a !== b) throw new SweepFileError(`${p.path}: run.${f} is ${JSON.stringify(b)}, but ${first.path} has ${JSON.stringify(a)}`);
+    }
+    for (const s of p.sweep.run.seeds) {
+      const prev = seedOwner.get(s);
+      if (prev !== undefined) throw new SweepFileError(`seed ${s} is in both ${prev} and ${p.path}`);
+      seedOwner.set(s, p.path);
+    }
+    const ids = new Set(p.sweep.checks.map((c) => c.id));
+    const missing = first.sweep.checks.find((c) => !ids.has(c.id)) ?? p.sweep.checks.find((c) => !first.sweep.checks.some((x) => x.id === c.id));
+    if (missing !== undefined) throw new SweepFileError(`check ${missing.id} is not in both ${first.path} and ${p.path}: they ran different checks`);
+  }
+  const checks = first.sweep.checks.map((c0) => {
+    const out: SweepCheck = { id: c0.id, class: c0.class, seeds: 0, counts: emptyCounts(), nonpass: [], ms: 0 };
+    for (const p of parts) {
+      const c = p.sweep.checks.find((x) => x.id === c0.id)!;
+      out.seeds += c.seeds;
+      out.ms += c.ms;
+      for (const st of Object.keys(out.counts) as Status[]) out.counts[st] += c.counts[st] ?? 0;
+      out.nonpass.push(...c.nonpass);
+    }
+    out.nonpass.sort((a, b) => a.seed - b.seed);
+    out.nonpass.length = Math.min(out.nonpass.length, KEPT_PER_CHECK);
+    return out;
+  });
+  const starts = parts.map((p) => p.sweep.run.started).sort(), ends = parts.map((p) => p.sweep.run.ended).sort();
+  const { shard: _shard, jobs: _jobs, ...run } = first.sweep.run;
+  return {
+    format: SWEEP_FORMAT,
+    run: { ...run, seeds: [...seedOwner.keys()].sort((a, b) => a - b), started: starts[0]!, ended: ends[ends.length - 1]! },
+    checks,
+  };
+}
