@@ -6,7 +6,6 @@
  * Each check's seed comes from the run seed and its id, so the results are those of a serial run.
  */
 import { buildCatalogue } from "./catalogue.ts";
-import { adoptC9SkipReason } from "./c9/checks.ts";
 import { interruptedBy } from "../harness/interrupt.ts";
 import { runCheck } from "../harness/run.ts";
 import type { WorkerJob, WorkerMessage } from "./parallel.ts";
@@ -17,7 +16,6 @@ self.onmessage = (ev: MessageEvent<WorkerJob>) => {
   const job = ev.data;
   const post = (m: WorkerMessage) => self.postMessage(m);
   try {
-    adoptC9SkipReason(job.c9SkipReason);
     for (const [k, v] of Object.entries(job.backendEnv)) {
       if (v === undefined) delete process.env[k];
       else process.env[k] = v;

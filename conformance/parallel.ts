@@ -1,14 +1,19 @@
 /**
- * Running the delegated checks beside the in-process ones (`npm run conformance` only; `bun test`
- * and replays run serially). Delegated checks of one class share a batch (one kernel child, one
- * cross-check run), so each class with delegated checks goes to one worker thread, in catalogue
- * order; a check may name its own batch (the crash-isolation checks do: their children mostly wait,
- * the hang one for its whole timeout, and so overlap the kernel checks instead of following them).
- * NLC_SERIAL=1 runs everything in the main thread.
+ * The one runner of a plan (conformance/plan.ts), for `npm run conformance` and `bun test` alike
+ * (docs/spec/conformance.md#one-scheduler): the delegated checks run beside the in-process ones.
+ * Delegated checks of one class share a batch (one kernel child, one cross-check run), so each
+ * class with delegated checks goes to one worker thread, in catalogue order; a check may name its
+ * own batch (the crash-isolation checks do: their children mostly wait, the hang one for its whole
+ * timeout, and so overlap the kernel checks instead of following them). A run with a single lane
+ * of work (one batch and nothing else, e.g. one kernel backend's checks) and replays run in the
+ * main thread: a worker would only add its start-up. NLC_SERIAL=1 runs everything in the main thread.
  */
 import type { CheckDef, CheckResult, Profile } from "../harness/check.ts";
 import type { BackendInfo } from "../harness/report.ts";
 import type { InterruptSignal } from "../oracle/child-signals.ts";
+import { interruptedBy } from "../harness/interrupt.ts";
+import { runCheck } from "../harness/run.ts";
+import type { RunPlan } from "./plan.ts";
 
 export interface WorkerJob {
   ids: string[];
@@ -16,8 +21,6 @@ export interface WorkerJob {
   profile: Profile;
   fixtureDirs: string[];
   selected: string[];
-  /** The main thread's answer to "can C9 run here" (conformance/c9/checks.ts), so a worker need not probe again. */
-  c9SkipReason: string | null;
   /**
    * The backend lists the catalogue is built from (NLC_BACKENDS, NLC_PY_BACKENDS) as the main thread
    * set them from --backend: a worker does not see the main thread's later changes to process.env.
@@ -81,12 +84,88 @@ export function runBatchInWorker(job: WorkerJob, onResult: (r: CheckResult) => v
  * findings instead of "not probed".
  */
 export function mergeBackendInfo(main: readonly BackendInfo[], fromWorkers: readonly BackendInfo[][]): BackendInfo[] {
+  // "not probed" (a kernel backend) and "not run" (a py: backend): this thread did not run its checks.
+  const unknown = (b: BackendInfo) => !b.available && /^not (probed|run)/.test(b.reason ?? "");
   return main.map((b) => {
-    if (!(b.reason ?? "").startsWith("not probed")) return b;
+    if (!unknown(b)) return b;
     for (const list of fromWorkers) {
       const w = list.find((x) => x.name === b.name);
-      if (w !== undefined && !(w.reason ?? "").startsWith("not probed")) return w;
+      if (w !== undefined && !unknown(w)) return w;
     }
     return b;
   });
+}
+
+/** Whether worker threads pay: more than one lane of work (in-process checks, batches), not a replay. */
+export function workersPay(defs: readonly CheckDef[], batches: ReadonlyMap<string, string[]>): boolean {
+  const inline = defs.some((d) => d.kind === "property" || d.kind === "single");
+  return (inline ? 1 : 0) + batches.size > 1;
+}
+
+export interface RunHooks {
+  /** Each result as it is recorded (in the order the checks finish). */
+  onResult?(r: CheckResult, finished: number, total: number): void;
+  /** Before a delegated check runs in this thread (its child may print). */
+  beforeDelegated?(def: CheckDef): void;
+}
+
+export interface RunOutcome {
+  /** The results in catalogue order; fewer than the plan's checks when the run was interrupted. */
+  results: CheckResult[];
+  backends: BackendInfo[];
+  interrupt: InterruptSignal | null;
+}
+
+/** Runs a plan: in-process checks here, delegated batches in worker threads when that pays. */
+export async function runPlan(plan: RunPlan, hooks: RunHooks = {}): Promise<RunOutcome> {
+  const { defs, selected, request } = plan;
+  const { seed, profile, replay } = request;
+  const slots: (CheckResult | undefined)[] = new Array(defs.length);
+  const position = new Map(defs.map((d, i) => [d.id, i]));
+  let finished = 0;
+  let stopped = false;
+  const record = (r: CheckResult) => {
+    if (stopped) return;
+    slots[position.get(r.id)!] = r;
+    finished++;
+    hooks.onResult?.(r, finished, defs.length);
+  };
+  const all = delegatedBatches(defs);
+  const batches = replay === undefined && parallelEnabled() && workersPay(defs, all) ? all : new Map<string, string[]>();
+  const inWorker = new Set([...batches.values()].flat());
+  const workers = [...batches.values()].map((ids) =>
+    runBatchInWorker({ ids, seed, profile, fixtureDirs: request.fixtureDirs, selected: [...selected],
+      backendEnv: { NLC_BACKENDS: process.env.NLC_BACKENDS, NLC_PY_BACKENDS: process.env.NLC_PY_BACKENDS } }, record));
+  const runInline = async (def: CheckDef) => {
+    // Between checks the event loop turns: signal handlers run and workers' results arrive.
+    await new Promise((resolve) => setImmediate(resolve));
+    if (interruptedBy() !== null) return false;
+    if (def.kind === "delegated") hooks.beforeDelegated?.(def);
+    const r = runCheck(def, { seed, profile, replay: replay && { seed: replay.seed, path: replay.path }, selected });
+    if (interruptedBy() !== null) return false;
+    record(r);
+    return true;
+  };
+  for (const def of defs) if (!inWorker.has(def.id) && !(await runInline(def))) break;
+  const workerBackends: BackendInfo[][] = [];
+  let workerInterrupt: InterruptSignal | null = null;
+  const settled = Promise.allSettled(workers.map((w) => w.done));
+  while (workers.length > 0 && interruptedBy() === null && !(await Promise.race([settled.then(() => true), Bun.sleep(100).then(() => false)]))) { /* wait */ }
+  if (interruptedBy() === null) {
+    for (const o of await settled) {
+      if (o.status === "fulfilled") {
+        workerBackends.push(o.value.backends);
+        workerInterrupt ??= o.value.interrupt;
+      } else console.error(`conformance: ${o.reason instanceof Error ? o.reason.message : String(o.reason)}; its checks run here instead`);
+    }
+    // What a failed worker did not report runs here, in order.
+    if (workerInterrupt === null) for (const [i, def] of defs.entries()) if (slots[i] === undefined && !(await runInline(def))) break;
+  }
+  stopped = true;
+  for (const w of workers) w.stop();
+  return {
+    results: slots.filter((r): r is CheckResult => r !== undefined),
+    backends: mergeBackendInfo(plan.catalogue.backends(), workerBackends),
+    interrupt: interruptedBy() ?? workerInterrupt,
+  };
 }

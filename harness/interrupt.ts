@@ -32,3 +32,19 @@ export function signalExitCode(sig: InterruptSignal): number {
 export function partialPath(reportPath: string): string {
   return reportPath.endsWith(".json") ? `${reportPath.slice(0, -5)}.partial.json` : `${reportPath}.partial.json`;
 }
+
+/**
+ * A run whose parent died (npm ended by a signal it did not pass on, a supervisor killed) is
+ * interrupted, as by SIGTERM: it stops after the check in flight and writes a partial report, so an
+ * orphan never overwrites a complete report (docs/spec/conformance.md#partial-report).
+ * `onOrphaned` runs once when that is noticed (checked every 250 ms, between checks' work).
+ */
+export function interruptWhenOrphaned(onOrphaned: () => void = () => noteSignal("SIGTERM")): void {
+  const parent = process.ppid;
+  const timer = setInterval(() => {
+    if (process.ppid === parent) return;
+    clearInterval(timer);
+    onOrphaned();
+  }, 250);
+  timer.unref();
+}

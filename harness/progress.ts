@@ -91,3 +91,12 @@ export class Progress {
     this.clear();
   }
 }
+
+/**
+ * Text from files or child processes as it may be printed: control characters (a NUL from a
+ * corrupt file, an escape sequence) are shown escaped (\x00, \x1b), never written raw to a
+ * terminal or a log. Newlines and tabs stay.
+ */
+export function printable(text: string): string {
+  return text.replace(/[\x00-\x08\x0b-\x1f\x7f-\x9f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`);
+}
