@@ -9,7 +9,7 @@ import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { ruleByKey } from "../src/rules/index.ts";
 import type { RuleConfig } from "../src/rules/types.ts";
-import { BuildError, buildLib, type LibKind } from "./build.ts";
+import { BuildError, buildLib, gpuPresent, isCudaKind, type LibKind } from "./build.ts";
 import { LibraryError, openKernelLib, type KernelLib } from "./lib.ts";
 
 /** A kernel backend as the report lists it. */
@@ -73,6 +73,9 @@ export async function resolveBackend(name: string, log: (s: string) => void = ()
   let path: string;
   try {
     const kind = BUILT_BACKENDS[name];
+    if (kind !== undefined && isCudaKind(kind) && !gpuPresent()) {
+      return { info: { name, available: false, reason: "no NVIDIA GPU here (no /dev/nvidia0), so the CUDA build is not made; ffi/ci.sh compiles it (NLC_BUILD_CUDA=1 builds it anyway)" }, problem: "unavailable" };
+    }
     if (kind !== undefined) path = await build(kind, log);
     else if (name.startsWith("lib:")) {
       path = resolve(name.slice(4));

@@ -47,10 +47,17 @@ export class Progress {
     this.lastPlain = this.t0;
   }
 
-  /** Milliseconds left: the table's estimate for what is left, at this run's pace so far. */
+  /**
+   * Milliseconds left: the table's estimate for what is left, at this run's pace so far. The pace
+   * is trusted once a tenth of the estimated work is done; before that the elapsed time is mostly
+   * start-up (imports, builds, probes) and would multiply the estimate many times over, so the
+   * table's own estimate stands.
+   */
   eta(): number {
     const elapsed = this.now() - this.t0;
-    const pace = this.doneEst > 0 && elapsed > 0 ? elapsed / this.doneEst : 1;
+    const total = this.doneEst + this.remainingEst;
+    const trusted = this.doneEst > 0 && elapsed > 0 && this.doneEst >= total / 10;
+    const pace = trusted ? elapsed / this.doneEst : 1;
     return this.remainingEst * pace;
   }
 
