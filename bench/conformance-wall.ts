@@ -8,6 +8,7 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ROOT } from "../paths.ts";
+import { baselineMs } from "./baseline.ts";
 
 const argv = process.argv.slice(2);
 const dash = argv.indexOf("--");
@@ -39,11 +40,19 @@ function once(): number {
 try {
   const warm = once();
   const times: number[] = [];
-  for (let i = 0; i < runs; i++) times.push(once());
+  const ratios: number[] = [];
+  // Each timed run is followed by the fixed baseline workload (bench/baseline.ts): the ratio moves
+  // much less with the machine's load than the wall time alone.
+  for (let i = 0; i < runs; i++) {
+    const ms = once();
+    times.push(ms);
+    ratios.push(ms / baselineMs());
+  }
   times.sort((a, b) => a - b);
   const mean = times.reduce((a, b) => a + b, 0) / times.length;
+  const ratio = ratios.reduce((a, b) => a + b, 0) / ratios.length;
   const fmt = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
-  console.log(`first run ${fmt(warm)}; warm runs (${runs}): mean ${fmt(mean)}, min ${fmt(times[0]!)}, max ${fmt(times.at(-1)!)}`);
+  console.log(`first run ${fmt(warm)}; warm runs (${runs}): mean ${fmt(mean)}, min ${fmt(times[0]!)}, max ${fmt(times.at(-1)!)}; ratio to the baseline workload ${ratio.toFixed(2)}`);
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }

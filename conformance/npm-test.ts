@@ -71,7 +71,8 @@ async function main(): Promise<number> {
   const timing = process.env.NLC_UPDATE_TEST_TIMES === "1" ? [`--timings=${relative(process.cwd(), TEST_TIMES)}`, "--update-timings"] : [];
   const started = Date.now();
   // Its own process group, so a signal reaches bun test's worker processes too.
-  const child = spawn(process.execPath, ["test", "--parallel=2", ...timing, ...files, ...args], { cwd: ROOT, stdio: "inherit", detached: true });
+  // bunfig.toml's timeout does not reach --parallel workers: the same hang guard, given here.
+  const child = spawn(process.execPath, ["test", "--parallel=2", "--timeout=600000", ...timing, ...files, ...args], { cwd: ROOT, stdio: "inherit", detached: true });
   let signalled: NodeJS.Signals | null = null;
   const pass = (sig: NodeJS.Signals) => {
     signalled ??= sig;
@@ -100,7 +101,11 @@ async function main(): Promise<number> {
     return code === 0 ? 1 : code;
   }
   const r = readReportFile(fresh);
-  console.log(`\n${closingLine(r.summary, notRunOf(r))}`);
+  // A backend that could not run (g++ or PyTorch missing, no GPU) is said before the closing line.
+  const unavailable = r.run.backends.filter((b) => !b.available && !/^not (probed|run)/.test(b.reason ?? ""));
+  console.log("");
+  for (const b of unavailable) console.log(`backend ${b.name}: unavailable (${b.reason ?? "?"})`);
+  console.log(closingLine(r.summary, notRunOf(r)));
   if (signalled !== null) return signalled === "SIGINT" ? 130 : 143;
   return code !== 0 ? code : isGreen(r) ? 0 : 1;
 }
