@@ -1,8 +1,9 @@
 /**
  * The one runner of a plan (conformance/plan.ts), for `npm run conformance` and `bun test` alike
  * (docs/spec/conformance.md#one-scheduler): the delegated checks run beside the in-process ones.
- * Delegated checks of one class share a batch (one kernel child, one cross-check run), so each
- * class with delegated checks goes to one worker thread, in catalogue order; a check may name its
+ * Delegated checks of one class share a batch (one kernel child per backend, one cross-check run;
+ * each py: backend a batch of its own), so each batch goes to one worker thread, in catalogue order, at most LANES at
+ * once; a check may name its
  * own batch (the crash-isolation checks do: their children mostly wait, the hang one for its whole
  * timeout, and so overlap the kernel checks instead of following them). A run with a single lane
  * of work (one batch and nothing else, e.g. one kernel backend's checks) and replays run in the
@@ -14,6 +15,9 @@ import type { InterruptSignal } from "../oracle/child-signals.ts";
 import { interruptedBy } from "../harness/interrupt.ts";
 import { runCheck } from "../harness/run.ts";
 import type { RunPlan } from "./plan.ts";
+import { availableParallelism } from "node:os";
+import type { Resolved } from "../ffi/backends.ts";
+import { probedBackends } from "./c5/spawn.ts";
 
 export interface WorkerJob {
   ids: string[];
@@ -21,6 +25,8 @@ export interface WorkerJob {
   profile: Profile;
   fixtureDirs: string[];
   selected: string[];
+  /** The kernel backends as the main thread probed them (a lib: backend's preflight), so a worker does not probe again. */
+  probed?: Resolved[];
   /**
    * The backend lists the catalogue is built from (NLC_BACKENDS, NLC_PY_BACKENDS) as the main thread
    * set them from --backend: a worker does not see the main thread's later changes to process.env.
@@ -38,12 +44,28 @@ export interface WorkerOutcome {
   interrupt: InterruptSignal | null;
 }
 
-/** The batches (a class, or a check's own `batch`) whose delegated checks go to a worker, with their ids in catalogue order. */
+/**
+ * The batch of a delegated check: its own `batch`; else, for a py: backend, its class and backend
+ * (one Python host per backend, independent of the others); else its class (the native kernel
+ * backends are built and probed together, once, by the first C5 check of the run).
+ */
+export function batchOf(d: CheckDef): string {
+  if (d.kind === "delegated" && d.batch !== undefined) return d.batch;
+  return d.subject.backend?.startsWith("py:") ? `${d.class} ${d.subject.backend}` : d.class;
+}
+
+/**
+ * How many batches run at once, each in its own worker thread: one per core and one more, since
+ * batches mostly wait on their child processes (kernel children, Python hosts, the hang check).
+ */
+export const LANES = Math.max(3, availableParallelism() + 1);
+
+/** The batches whose delegated checks go to a worker, with their ids in catalogue order. */
 export function delegatedBatches(defs: readonly CheckDef[]): Map<string, string[]> {
   const out = new Map<string, string[]>();
   for (const d of defs) {
     if (d.kind !== "delegated") continue;
-    const key = d.batch ?? d.class;
+    const key = batchOf(d);
     const ids = out.get(key) ?? [];
     ids.push(d.id);
     out.set(key, ids);
@@ -133,9 +155,28 @@ export async function runPlan(plan: RunPlan, hooks: RunHooks = {}): Promise<RunO
   const all = delegatedBatches(defs);
   const batches = replay === undefined && parallelEnabled() && workersPay(defs, all) ? all : new Map<string, string[]>();
   const inWorker = new Set([...batches.values()].flat());
-  const workers = [...batches.values()].map((ids) =>
-    runBatchInWorker({ ids, seed, profile, fixtureDirs: request.fixtureDirs, selected: [...selected],
-      backendEnv: { NLC_BACKENDS: process.env.NLC_BACKENDS, NLC_PY_BACKENDS: process.env.NLC_PY_BACKENDS } }, record));
+  // At most LANES batches at once, in catalogue order; each lane takes the next batch when its own ends.
+  const queue = [...batches.values()];
+  const active = new Set<{ stop(): void }>();
+  const workerBackends: BackendInfo[][] = [];
+  let workerInterrupt: InterruptSignal | null = null;
+  const lane = async (): Promise<void> => {
+    for (let ids = queue.shift(); ids !== undefined && !stopped && interruptedBy() === null && workerInterrupt === null; ids = queue.shift()) {
+      const w = runBatchInWorker({ ids, seed, profile, fixtureDirs: request.fixtureDirs, selected: [...selected], probed: probedBackends(),
+        backendEnv: { NLC_BACKENDS: process.env.NLC_BACKENDS, NLC_PY_BACKENDS: process.env.NLC_PY_BACKENDS } }, record);
+      active.add(w);
+      try {
+        const o = await w.done;
+        workerBackends.push(o.backends);
+        workerInterrupt ??= o.interrupt;
+      } catch (e) {
+        console.error(`conformance: ${e instanceof Error ? e.message : String(e)}; its checks run here instead`);
+      } finally {
+        active.delete(w);
+      }
+    }
+  };
+  const workers = Array.from({ length: Math.min(LANES, queue.length) }, lane);
   const runInline = async (def: CheckDef) => {
     // Between checks the event loop turns: signal handlers run and workers' results arrive.
     await new Promise((resolve) => setImmediate(resolve));
@@ -147,22 +188,15 @@ export async function runPlan(plan: RunPlan, hooks: RunHooks = {}): Promise<RunO
     return true;
   };
   for (const def of defs) if (!inWorker.has(def.id) && !(await runInline(def))) break;
-  const workerBackends: BackendInfo[][] = [];
-  let workerInterrupt: InterruptSignal | null = null;
-  const settled = Promise.allSettled(workers.map((w) => w.done));
+  const settled = Promise.allSettled(workers);
   while (workers.length > 0 && interruptedBy() === null && !(await Promise.race([settled.then(() => true), Bun.sleep(100).then(() => false)]))) { /* wait */ }
   if (interruptedBy() === null) {
-    for (const o of await settled) {
-      if (o.status === "fulfilled") {
-        workerBackends.push(o.value.backends);
-        workerInterrupt ??= o.value.interrupt;
-      } else console.error(`conformance: ${o.reason instanceof Error ? o.reason.message : String(o.reason)}; its checks run here instead`);
-    }
+    await settled;
     // What a failed worker did not report runs here, in order.
     if (workerInterrupt === null) for (const [i, def] of defs.entries()) if (slots[i] === undefined && !(await runInline(def))) break;
   }
   stopped = true;
-  for (const w of workers) w.stop();
+  for (const w of active) w.stop();
   return {
     results: slots.filter((r): r is CheckResult => r !== undefined),
     backends: mergeBackendInfo(plan.catalogue.backends(), workerBackends),

@@ -7,15 +7,17 @@ import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { buildCatalogue } from "../conformance/catalogue.ts";
-import { delegatedBatches, mergeBackendInfo, workersPay } from "../conformance/parallel.ts";
+import { batchOf, delegatedBatches, mergeBackendInfo, workersPay } from "../conformance/parallel.ts";
 import { ROOT } from "../paths.ts";
 
-test("delegated checks are batched by class (or their own batch), in catalogue order; nothing else is", () => {
+test("delegated checks are batched by their own batch, else class (py: backends one each), in catalogue order; nothing else is", () => {
   const defs = buildCatalogue({ fixtureDirs: [] }).checks;
   const batches = delegatedBatches(defs);
-  for (const [cls, ids] of batches) {
-    expect(ids).toEqual(defs.filter((d) => d.kind === "delegated" && (d.batch ?? d.class) === cls).map((d) => d.id));
+  for (const [key, ids] of batches) {
+    expect(ids).toEqual(defs.filter((d) => d.kind === "delegated" && batchOf(d) === key).map((d) => d.id));
   }
+  expect(batches.get("C5")!.length).toBeGreaterThan(50);
+  expect(batches.get("C9")!.length).toBeGreaterThan(50);
   expect([...batches.values()].flat().length).toBe(defs.filter((d) => d.kind === "delegated").length);
 });
 

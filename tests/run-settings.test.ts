@@ -137,3 +137,14 @@ test("the CLI and bun test run the same plan and write the same report (apart fr
   expect(Number(/<testsuites[^>]* tests="(\d+)"/.exec(xml)![1])).toBe(a.checks.length);
   expect(existsSync(join(dir, "test.partial.json"))).toBe(false);
 }, 180_000);
+
+test("a library backend is built and probed once per run: \"kernel backends: building\" is printed once", () => {
+  const dir = tmp("lib");
+  const lib = join(dir, "libdelta_example.so");
+  const cc = Bun.spawnSync({ cmd: ["g++", "-std=c++17", "-O2", "-shared", "-fPIC", `-I${join(ROOT, "ffi")}`, "-o", lib, join(ROOT, "examples", "delta-cpu", "delta.cpp")] });
+  expect(cc.exitCode).toBe(0);
+  // The kernel checks in a worker thread beside an in-process check: the preflight's probe is reused.
+  const r = cli(["--backend", `lib:${lib}`, "--filter", "C5/lib,C8/delta/write-read-identity", "--report", join(dir, "r.json")]);
+  expect(r.code).toBe(0);
+  expect((r.err + r.out).match(/kernel backends: building/g)?.length).toBe(1);
+}, 120_000);
