@@ -22,3 +22,17 @@ export function baselineMs(): number {
 }
 
 export const fmtSeconds = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
+
+/**
+ * Runs a command and returns its wall and CPU milliseconds (user + system of the process and every
+ * descendant it waited for, from getrusage through /usr/bin/time). On a loaded shared machine the
+ * CPU time moves much less than the wall time.
+ */
+export function timed(cmd: string, args: readonly string[], opts: { cwd: string; env?: NodeJS.ProcessEnv }): { wallMs: number; cpuMs: number; status: number | null; stderr: string } {
+  const t0 = performance.now();
+  const r = spawnSync("/usr/bin/time", ["-f", "NLC-CPU %U %S", cmd, ...args], { cwd: opts.cwd, env: opts.env ?? process.env, stdio: ["ignore", "ignore", "pipe"], maxBuffer: 256 << 20 });
+  const wallMs = performance.now() - t0;
+  const err = r.stderr?.toString() ?? "";
+  const m = /NLC-CPU ([\d.]+) ([\d.]+)\s*$/.exec(err);
+  return { wallMs, cpuMs: m ? (Number(m[1]) + Number(m[2])) * 1000 : NaN, status: r.status, stderr: err };
+}

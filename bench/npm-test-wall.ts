@@ -7,12 +7,11 @@
  *
  *   npx bun bench/npm-test-wall.ts [--runs N] [--shard N]
  */
-import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ROOT } from "../paths.ts";
-import { baselineMs, fmtSeconds } from "./baseline.ts";
+import { baselineMs, fmtSeconds, timed } from "./baseline.ts";
 
 const argv = process.argv.slice(2);
 const opt = (name: string, dflt: number) => {
@@ -30,14 +29,12 @@ const shards = opt("--shard", 0);
 const dir = mkdtempSync(join(tmpdir(), "nlc-npmtest-wall-"));
 
 function npmTest(shard?: string): number {
-  const t0 = performance.now();
-  const r = spawnSync("npm", ["test"], {
-    cwd: ROOT, stdio: ["ignore", "ignore", "ignore"],
-    env: { ...process.env, NLC_REPORT: join(dir, `r${shard ? `-${shard.replace("/", "of")}` : ""}.json`), ...(shard ? { NLC_SHARD: shard } : {}) },
+  const r = timed("npm", ["test"], {
+    cwd: ROOT, env: { ...process.env, NLC_REPORT: join(dir, `r${shard ? `-${shard.replace("/", "of")}` : ""}.json`), ...(shard ? { NLC_SHARD: shard } : {}) },
   });
-  const ms = performance.now() - t0;
   if (r.status !== 0) console.error(`npm test${shard ? ` (NLC_SHARD=${shard})` : ""} exited ${r.status}`);
-  return ms;
+  console.log(`  ${shard ? `shard ${shard}` : "npm test"}: wall ${fmtSeconds(r.wallMs)}, CPU ${fmtSeconds(r.cpuMs)}`);
+  return r.wallMs;
 }
 
 try {
