@@ -26,14 +26,17 @@ libraryPreflight(plan);
 
 // SIGINT/SIGTERM (or the death of the process that started this one) stop the run after the
 // check in flight; what finished is written as a partial report, the complete one left as it was.
-catchInterrupts();
-interruptWhenOrphaned();
+const uncatch = catchInterrupts();
+const unwatch = interruptWhenOrphaned();
 const started = new Date();
 const shard = opts.shard;
 console.error(`nl-conformance: ${plan.defs.length} checks, seed ${opts.seed}, profile ${opts.profile}${shard ? `, shard ${shard.index}/${shard.count}` : ""}`);
 const progress = new Progress(plan.defs);
 const outcome = await runPlan(plan, { onResult: (r) => progress.finished(r.id), beforeDelegated: () => progress.clear() });
 progress.end();
+// The other test files this process may run next end on a signal as usual.
+uncatch();
+unwatch();
 const written = writeRunReport(plan, outcome, started, (s) => console.error(s));
 
 const byId = new Map(outcome.results.map((r) => [r.id, r]));

@@ -18,9 +18,17 @@ export function noteSignal(signal: unknown): void {
   if (caught === null && isInterruptSignal(signal)) caught = signal;
 }
 
-/** From now on SIGINT/SIGTERM mark the run interrupted instead of ending the process. */
-export function catchInterrupts(): void {
-  for (const sig of INTERRUPT_SIGNALS) process.on(sig, () => noteSignal(sig));
+/**
+ * From now on SIGINT/SIGTERM mark the run interrupted instead of ending the process; the returned
+ * function restores the default (a process that goes on after its run, as bun test does, ends on
+ * the next signal again).
+ */
+export function catchInterrupts(): () => void {
+  const handlers = INTERRUPT_SIGNALS.map((sig) => [sig, () => noteSignal(sig)] as const);
+  for (const [sig, h] of handlers) process.on(sig, h);
+  return () => {
+    for (const [sig, h] of handlers) process.off(sig, h);
+  };
 }
 
 /** The exit status of a process ended by the signal (128 + its number), as shells report it. */
@@ -39,7 +47,7 @@ export function partialPath(reportPath: string): string {
  * orphan never overwrites a complete report (docs/spec/conformance.md#partial-report).
  * `onOrphaned` runs once when that is noticed (checked every 250 ms, between checks' work).
  */
-export function interruptWhenOrphaned(onOrphaned: () => void = () => noteSignal("SIGTERM")): void {
+export function interruptWhenOrphaned(onOrphaned: () => void = () => noteSignal("SIGTERM")): () => void {
   const parent = process.ppid;
   const timer = setInterval(() => {
     if (process.ppid === parent) return;
@@ -47,4 +55,5 @@ export function interruptWhenOrphaned(onOrphaned: () => void = () => noteSignal(
     onOrphaned();
   }, 250);
   timer.unref();
+  return () => clearInterval(timer);
 }

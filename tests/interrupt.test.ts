@@ -162,3 +162,26 @@ test("a run whose parent died (killed without passing anything on) stops and nev
   sh.kill("SIGKILL");
   await partialAppears(dir, report);
 }, 180_000);
+
+test("SIGINT to `npm test` (conformance/npm-test.ts): bun test stops the run, writes the partial report, and the closing line says so", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "nlc-int-"));
+  const report = join(dir, "r.json");
+  writeFileSync(report, COMPLETE);
+  const proc = Bun.spawn([process.execPath, join(ROOT, "conformance", "npm-test.ts"), "conformance/conformance.test.ts"], {
+    cwd: ROOT, stdout: "pipe", stderr: "pipe", env: { ...process.env, NLC_FILTER: "C2", NLC_REPORT: report },
+  });
+  let out = "", err = "";
+  void (async () => {
+    for await (const chunk of proc.stdout as ReadableStream<Uint8Array>) out += new TextDecoder().decode(chunk);
+  })();
+  void (async () => {
+    for await (const chunk of proc.stderr as ReadableStream<Uint8Array>) err += new TextDecoder().decode(chunk);
+  })();
+  await until("the run to start", () => (/nl-conformance: \d+ checks/.test(err) ? true : null));
+  await Bun.sleep(1500);
+  proc.kill("SIGINT");
+  expect(await proc.exited).toBe(130);
+  const doc = expectPartial(dir, report);
+  expect(doc.checks.length).toBeGreaterThan(0);
+  expect(out.trim().split("\n").at(-1)).toMatch(/not run: partial, the run was interrupted\)$/);
+}, 180_000);
