@@ -64,7 +64,8 @@ async function main(): Promise<number> {
     console.log(NO_REPORT_LINE);
     return 2;
   }
-  const named = args.filter((a) => !a.startsWith("-"));
+  // File or folder arguments (a flag's value, as in `-t NAME`, names no path).
+  const named = args.filter((a) => !a.startsWith("-") && existsSync(join(ROOT, a)));
   const tests = opts.shard === undefined ? testFiles() : shardFiles(testFiles(), opts.shard);
   const files = named.length > 0 ? [] : [CONFORMANCE_TEST, ...tests];
   const runsConformance = named.length === 0 || named.some((a) => CONFORMANCE_TEST.includes(a.replace(/^\.\//, "")) || a === "conformance" || a === "conformance/");
