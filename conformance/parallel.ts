@@ -17,7 +17,7 @@ import { runCheck } from "../harness/run.ts";
 import type { RunPlan } from "./plan.ts";
 import { availableParallelism } from "node:os";
 import type { Resolved } from "../ffi/backends.ts";
-import { probedBackends } from "./c5/spawn.ts";
+import { probeBackends, probedBackends } from "./c5/spawn.ts";
 
 export interface WorkerJob {
   ids: string[];
@@ -155,6 +155,11 @@ export async function runPlan(plan: RunPlan, hooks: RunHooks = {}): Promise<RunO
   const all = delegatedBatches(defs);
   const batches = replay === undefined && parallelEnabled() && workersPay(defs, all) ? all : new Map<string, string[]>();
   const inWorker = new Set([...batches.values()].flat());
+  // Native kernel checks in more than one batch (the kernel checks, the crash-isolation checks):
+  // build and probe the backends once, here, and hand the result to every worker.
+  const byId = new Map(defs.map((d) => [d.id, d]));
+  const native = (ids: string[]) => ids.some((id) => byId.get(id)!.class === "C5" && !batchOf(byId.get(id)!).includes("py:"));
+  if ([...batches.values()].filter(native).length > 1) probeBackends();
   // At most LANES batches at once, in catalogue order; each lane takes the next batch when its own ends.
   const queue = [...batches.values()];
   const active = new Set<{ stop(): void }>();

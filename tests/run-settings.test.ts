@@ -147,4 +147,8 @@ test("a library backend is built and probed once per run: \"kernel backends: bui
   const r = cli(["--backend", `lib:${lib}`, "--filter", "C5/lib,C8/delta/write-read-identity", "--report", join(dir, "r.json")]);
   expect(r.code).toBe(0);
   expect((r.err + r.out).match(/kernel backends: building/g)?.length).toBe(1);
+  // Kernel checks and crash-isolation checks in two worker threads: one probe between them.
+  const two = cli(["--filter", "C5/cpu-emu/delta/forward,C5/cpu-emu/emu/crash-isolation,C8/delta/write-read-identity", "--report", join(dir, "r2.json")]);
+  expect(two.code).toBe(0);
+  expect((two.err + two.out).match(/kernel backends: building/g)?.length).toBe(1);
 }, 120_000);
