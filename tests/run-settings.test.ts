@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { closingLine, notRunOf } from "../harness/report.ts";
 import { formatTimes, loadTimes, mergeTimes } from "../harness/shard.ts";
 import { ROOT } from "../paths.ts";
+import { probeTorchSync } from "../oracle/torch-bridge.ts";
 import { check, report } from "./synthetic-report.ts";
 
 const CLI = join(ROOT, "conformance", "cli.ts");
@@ -152,3 +153,17 @@ test("a library backend is built and probed once per run: \"kernel backends: bui
   expect(two.code).toBe(0);
   expect((two.err + two.out).match(/kernel backends: building/g)?.length).toBe(1);
 }, 120_000);
+
+test.skipIf(!probeTorchSync().available)("bun test runs a py: backend named in NLC_PY_BACKENDS", () => {
+  const report = join(tmp("pybun"), "r.json");
+  const t = Bun.spawnSync({
+    cmd: [process.execPath, "test", "conformance/conformance.test.ts"], cwd: ROOT, stdout: "pipe", stderr: "pipe",
+    env: { ...process.env, NLC_PY_BACKENDS: "py:examples/py-kernels/naive_delta.py:naive_delta", NLC_BACKENDS: "ref", NLC_FILTER: "C5/py-naive_delta-naive_delta/delta/", NLC_REPORT: report },
+  });
+  expect(t.stdout.toString() + t.stderr.toString()).not.toContain("was not probed");
+  expect(t.exitCode).toBe(0);
+  const doc = JSON.parse(readFileSync(report, "utf8"));
+  expect(doc.checks.length).toBeGreaterThan(0);
+  expect(doc.checks.filter((c: { status: string }) => c.status === "pass").length).toBeGreaterThan(0);
+  expect(doc.run.backends.find((b: { name: string }) => b.name.startsWith("py:")).available).toBe(true);
+}, 180_000);
