@@ -1,50 +1,61 @@
 /**
- * `bun test` entry: one test per check of the catalogue. A check that is not `pass` or `skip`
- * fails its test with the check's message and replay command. A check that cannot run here (a
- * kernel backend that is not available) is registered with `test.skip`, so `bun test` and its
- * JUnit output count it as skipped, never as passed; its result still goes into the report.
+ * `bun test` entry: the same plan, runner and report as `npm run conformance`
+ * (docs/spec/conformance.md#one-scheduler), with its settings from the environment (NLC_SEED,
+ * NLC_PROFILE, NLC_FILTER, NLC_SHARD, NLC_REPORT, NLC_FIXTURES, NLC_BACKENDS, NLC_PY_BACKENDS).
+ * The checks run first, in parallel like the CLI's; then each is registered as a test with its
+ * real outcome: a skip (decided before or during the run) is `test.skip`, so `bun test` and its
+ * JUnit output count it as skipped; a check that is not `pass` or `skip` fails its test with the
+ * check's message and replay command. A filter that matches no check, or any other unusable
+ * setting, fails this file before a check runs.
  */
-import { test } from "bun:test";
-import { collected, envOptions } from "../harness/collect.ts";
-import { runCheck } from "../harness/run.ts";
-import type { CheckDef } from "../harness/check.ts";
-import { buildCatalogue, matchesFilter } from "./catalogue.ts";
-import { selectShard } from "../harness/shard.ts";
-import { interruptedBy } from "../harness/interrupt.ts";
-import { backendSkipReason } from "./c5/checks.ts";
-import { reportBackends } from "./preload.ts";
+import { afterAll, test } from "bun:test";
+import { envOptions } from "../harness/collect.ts";
+import { DEFAULT_REPORT } from "../harness/report.ts";
+import { catchInterrupts, interruptWhenOrphaned } from "../harness/interrupt.ts";
+import { printable, Progress } from "../harness/progress.ts";
+import { runPlan } from "./parallel.ts";
+import { ENV_NAMES, libraryPreflight, planRun } from "./plan.ts";
+import { writeRunReport } from "./run-report.ts";
 
 const opts = envOptions();
-const cat = buildCatalogue({ fixtureDirs: opts.fixtureDirs });
-reportBackends.get = () => cat.backends();
-const matching = cat.checks.filter((c) => matchesFilter(c, opts.filters));
-// NLC_SHARD=i/n: this process runs shard i of n (the same partition in every shard process).
-const defs = opts.shard === undefined ? matching : selectShard(matching, opts.shard);
-const selected = new Set(defs.map((d) => d.id));
+const plan = planRun({
+  seed: opts.seed, profile: opts.profile, filters: opts.filters, fixtureDirs: opts.fixtureDirs, shard: opts.shard,
+  reportPath: opts.report ?? DEFAULT_REPORT, names: ENV_NAMES,
+});
+libraryPreflight(plan);
 
-/** Why a check will be skipped, known before it runs; null when it runs. */
-function skipReason(def: CheckDef): string | null {
-  if (def.kind === "skipped") return def.reason;
-  if (def.kind === "delegated" && def.subject.backend !== undefined) return backendSkipReason(def.subject.backend);
-  return null;
-}
+// SIGINT/SIGTERM (or the death of the process that started this one) stop the run after the
+// check in flight; what finished is written as a partial report, the complete one left as it was.
+const uncatch = catchInterrupts();
+const unwatch = interruptWhenOrphaned();
+const started = new Date();
+const shard = opts.shard;
+console.error(`nl-conformance: ${plan.defs.length} checks, seed ${opts.seed}, profile ${opts.profile}${shard ? `, shard ${shard.index}/${shard.count}` : ""}`);
+const progress = new Progress(plan.defs);
+const outcome = await runPlan(plan, { onResult: (r) => progress.finished(r.id), beforeDelegated: () => progress.clear() });
+progress.end();
+// The other test files this process may run next end on a signal as usual.
+uncatch();
+unwatch();
+const written = writeRunReport(plan, outcome, started, (s) => console.error(s));
 
-for (const def of defs) {
-  const reason = skipReason(def);
-  if (reason !== null) {
-    collected.push(runCheck(def, { seed: opts.seed, profile: opts.profile, selected }));
-    test.skip(`${def.id} (skip: ${reason})`, () => {});
-    continue;
+const byId = new Map(outcome.results.map((r) => [r.id, r]));
+for (const def of plan.defs) {
+  const r = byId.get(def.id);
+  if (r === undefined) {
+    test(def.id, () => {
+      throw new Error(`${def.id}: not run: the run was interrupted by ${outcome.interrupt}`);
+    });
+  } else if (r.status === "skip") {
+    test.skip(`${def.id} (skip: ${printable(r.message ?? "").split("\n")[0]!.slice(0, 200)})`, () => {});
+  } else {
+    test(def.id, () => {
+      if (r.status !== "pass") throw new Error(`${r.id}: ${r.status}: ${printable(r.message ?? "")}\n  replay: ${r.replay}`);
+    });
   }
-  test(def.id, () => {
-    // After an interrupt (a child ended by SIGINT/SIGTERM) nothing more runs, and the check in
-    // flight is not recorded: its result is the interruption's. The report is then written as partial.
-    if (interruptedBy() !== null) throw new Error(`${def.id}: not run: the run was interrupted by ${interruptedBy()}`);
-    const r = runCheck(def, { seed: opts.seed, profile: opts.profile, selected });
-    if (interruptedBy() !== null) throw new Error(`${def.id}: interrupted by ${interruptedBy()}`);
-    collected.push(r);
-    if (r.status !== "pass" && r.status !== "skip") {
-      throw new Error(`${r.id}: ${r.status}: ${r.message ?? ""}\n  replay: ${r.replay}`);
-    }
-  }, 600_000);
 }
+
+afterAll(() => {
+  // `npm test` prints this line again after bun's own summary (conformance/npm-test.ts), as the last line.
+  console.log(`\n${written.line}${written.path !== null ? `\nreport: ${written.path}` : ""}`);
+});

@@ -6,7 +6,7 @@
  * Each check's seed comes from the run seed and its id, so the results are those of a serial run.
  */
 import { buildCatalogue } from "./catalogue.ts";
-import { adoptC9SkipReason } from "./c9/checks.ts";
+import { adoptProbe } from "./c5/spawn.ts";
 import { interruptedBy } from "../harness/interrupt.ts";
 import { runCheck } from "../harness/run.ts";
 import type { WorkerJob, WorkerMessage } from "./parallel.ts";
@@ -17,11 +17,11 @@ self.onmessage = (ev: MessageEvent<WorkerJob>) => {
   const job = ev.data;
   const post = (m: WorkerMessage) => self.postMessage(m);
   try {
-    adoptC9SkipReason(job.c9SkipReason);
     for (const [k, v] of Object.entries(job.backendEnv)) {
       if (v === undefined) delete process.env[k];
       else process.env[k] = v;
     }
+    adoptProbe(job.probed);
     const cat = buildCatalogue({ fixtureDirs: job.fixtureDirs });
     const byId = new Map(cat.checks.map((c) => [c.id, c]));
     const selected = new Set(job.selected);

@@ -10,7 +10,7 @@ import { diffReports, formatDiff, isRegression } from "../harness/report-diff.ts
 import { readReportFile, ReportFileError } from "../harness/report.ts";
 import { reportHtml } from "../harness/report-html.ts";
 import { mergeReports, MergeError } from "../harness/report-merge.ts";
-import { CHECK_TIMES, formatTimes, timesFromReport } from "../harness/shard.ts";
+import { CHECK_TIMES, formatTimes, loadTimes, mergeTimes, timesFromReport } from "../harness/shard.ts";
 import { writeReport } from "../harness/report.ts";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
@@ -31,8 +31,9 @@ export const REPORT_COMMANDS_HELP = `Report commands (they run no checks):
                    merge the reports of the shards of one run (--shard i/n, NLC_SHARD) into
                    one report; parts from different versions, revisions, seeds, profiles or
                    filters, a check in two parts, or a missing shard are usage errors (exit 2)
-  timings REPORT   write the checks' measured times from REPORT (a full default run) into
-                   conformance/data/check-times.json, the table --shard balances with`;
+  timings REPORT   merge the checks' measured times from REPORT into
+                   conformance/data/check-times.json, the table --shard balances with
+                   (checks REPORT did not run keep their times; a partial report is refused)`;
 
 class UsageError extends Error {}
 
@@ -93,9 +94,13 @@ function merge(argv: string[]): number {
 function timings(args: string[]): number {
   if (args.length !== 1) usage(`timings expects one report file, got ${args.length}`);
   const r = readReportFile(args[0]!);
-  if (r.run.filter !== null && r.run.filter !== undefined) console.warn(`timings: ${args[0]} is a filtered run (${r.run.filter}); checks it did not run fall back to their class's mean`);
-  writeFileSync(CHECK_TIMES, formatTimes(timesFromReport(r.checks, r.run.profile)));
-  console.log(`timings: ${r.checks.length} checks -> ${CHECK_TIMES}`);
+  if (r.partial === true) usage(`${args[0]} is the partial report of an interrupted run: its times are not a run's`);
+  const base = loadTimes();
+  if (Object.keys(base.ms).length > 0 && base.profile !== r.run.profile) usage(`${args[0]} is a --profile ${r.run.profile} run; the table holds ${base.profile} times`);
+  // Merged into the table: a filtered or sharded run refreshes its own checks and keeps the rest.
+  const table = mergeTimes(base, timesFromReport(r.checks, r.run.profile));
+  writeFileSync(CHECK_TIMES, formatTimes(table));
+  console.log(`timings: ${r.checks.length} checks from ${args[0]} merged -> ${CHECK_TIMES} (${Object.keys(table.ms).length} checks)`);
   return 0;
 }
 

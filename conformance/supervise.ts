@@ -2,11 +2,14 @@
  * The CLI runs its checks in a child of itself that leads its own process group, and passes
  * SIGINT/SIGTERM on to that whole group: the runner, the kernel child it is waiting on (spawned
  * synchronously, so the runner cannot pass a signal on while it waits) and the PyTorch bridge all
- * receive it. The runner then stops after the check in flight and writes a partial report.
+ * receive it. The runner then stops after the check in flight and writes a partial report. When
+ * this process's own parent dies (a shell ended by npm, which passes SIGTERM to its script's shell
+ * only), the runner is sent SIGTERM: an orphaned run never overwrites a complete report.
  */
 import { spawn } from "node:child_process";
 import { constants } from "node:os";
 import { INTERRUPT_SIGNALS } from "../oracle/child-signals.ts";
+import { interruptWhenOrphaned } from "../harness/interrupt.ts";
 
 const RUNNER_ENV = "NLC_RUNNER";
 
@@ -22,15 +25,16 @@ export function superviseSelf(): Promise<number> {
     detached: true,
     env: { ...process.env, [RUNNER_ENV]: "1" },
   });
-  for (const sig of INTERRUPT_SIGNALS) {
-    process.on(sig, () => {
-      try {
-        process.kill(-child.pid!, sig);
-      } catch {
-        // the group is gone
-      }
-    });
-  }
+  const pass = (sig: NodeJS.Signals) => {
+    try {
+      process.kill(-child.pid!, sig);
+    } catch {
+      // the group is gone
+    }
+  };
+  for (const sig of INTERRUPT_SIGNALS) process.on(sig, () => pass(sig));
+  // Our parent died without passing its signal on (npm does that to a script's shell): SIGTERM.
+  interruptWhenOrphaned(() => pass("SIGTERM"));
   return new Promise((resolve) => {
     // Ended by a signal: 128 + its number, as a shell reports it (130 SIGINT, 143 SIGTERM, 137 SIGKILL).
     child.on("exit", (code, signal) => resolve(code ?? 128 + (signal !== null ? constants.signals[signal] ?? 0 : 0)));

@@ -9,7 +9,7 @@ import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { ruleByKey } from "../src/rules/index.ts";
 import type { RuleConfig } from "../src/rules/types.ts";
-import { BuildError, buildLib, type LibKind } from "./build.ts";
+import { BuildError, buildLib, gpuPresent, isCudaKind, type LibKind } from "./build.ts";
 import { LibraryError, openKernelLib, type KernelLib } from "./lib.ts";
 
 /** A kernel backend as the report lists it. */
@@ -29,7 +29,7 @@ const BUILT_BACKENDS: Readonly<Record<string, LibKind>> = {
 };
 
 /** The names NLC_BACKENDS (and --backend) accept besides lib:<path>. */
-const NAMED_BACKENDS = ["cpu-emu", "cuda", "cpu-f32", "cuda-f32", "cpu-bf16", "cuda-bf16"] as const;
+export const NAMED_BACKENDS = ["cpu-emu", "cuda", "cpu-f32", "cuda-f32", "cpu-bf16", "cuda-bf16"] as const;
 
 /** NLC_BACKENDS=cpu-emu,cuda,cpu-bf16,lib:/path/libx.so (comma-separated); `ref` is always there. */
 export function kernelBackendNames(env: Record<string, string | undefined> = process.env): string[] {
@@ -38,7 +38,7 @@ export function kernelBackendNames(env: Record<string, string | undefined> = pro
   const names = raw.split(",").map((s) => s.trim()).filter((s) => s !== "" && s !== "ref");
   for (const n of names) {
     if (!(NAMED_BACKENDS as readonly string[]).includes(n) && !n.startsWith("lib:")) {
-      throw new Error(`NLC_BACKENDS: unknown backend '${n}' (expected ${NAMED_BACKENDS.join(", ")}, or lib:<path to a library implementing ffi/nlk.h>)`);
+      throw new Error(`NLC_BACKENDS: unknown backend '${n}' (expected ${NAMED_BACKENDS.join(", ")}, or lib:<path to a library implementing ffi/nlk.h>; py:<module>:<callable> backends go in NLC_PY_BACKENDS)`);
     }
   }
   return [...new Set(names)];
@@ -73,6 +73,9 @@ export async function resolveBackend(name: string, log: (s: string) => void = ()
   let path: string;
   try {
     const kind = BUILT_BACKENDS[name];
+    if (kind !== undefined && isCudaKind(kind) && !gpuPresent()) {
+      return { info: { name, available: false, reason: "no NVIDIA GPU here (no /dev/nvidia0), so the CUDA build is not made; ffi/ci.sh compiles it (NLC_BUILD_CUDA=1 builds it anyway)" }, problem: "unavailable" };
+    }
     if (kind !== undefined) path = await build(kind, log);
     else if (name.startsWith("lib:")) {
       path = resolve(name.slice(4));

@@ -45,6 +45,20 @@ const isCuda = (kind: LibKind): boolean => kind === "cuda" || kind === "cuda-f32
 /** The chunk size of the cpu-chunkgd build's chunk-start GD Delta pair. */
 export const CHUNK_GD_BUILD_C = 4;
 
+/**
+ * Whether a CUDA library built here could run: an NVIDIA GPU's device node exists. Without one the
+ * conformance run does not build the cuda backends (their checks are skipped with the reason); the
+ * compile gate for them is `bun ffi/build.ts --check-cuda` in ffi/ci.sh. NLC_BUILD_CUDA=1 builds
+ * them anyway (e.g. to try a GPU machine's build here).
+ */
+export function gpuPresent(env: Record<string, string | undefined> = process.env): boolean {
+  return env.NLC_BUILD_CUDA === "1" || existsSync("/dev/nvidia0") || existsSync("/dev/nvidiactl");
+}
+
+export function isCudaKind(kind: LibKind): boolean {
+  return isCuda(kind);
+}
+
 export function libPath(kind: LibKind): string {
   return join(BUILD_DIR, `libnlk-${kind}.so`);
 }

@@ -1,8 +1,5 @@
-/** Results of the current process, shared by `bun test` (through its preload) and the CLI. */
-import type { CheckResult } from "./check.ts";
+/** The settings of `bun test` (conformance/conformance.test.ts), which takes no flags of ours. */
 import { parseShard, type Shard } from "./shard.ts";
-
-export const collected: CheckResult[] = [];
 
 export interface EnvOptions {
   seed: number;

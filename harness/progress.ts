@@ -47,10 +47,17 @@ export class Progress {
     this.lastPlain = this.t0;
   }
 
-  /** Milliseconds left: the table's estimate for what is left, at this run's pace so far. */
+  /**
+   * Milliseconds left: the table's estimate for what is left, at this run's pace so far. The pace
+   * is trusted once a tenth of the estimated work is done; before that the elapsed time is mostly
+   * start-up (imports, builds, probes) and would multiply the estimate many times over, so the
+   * table's own estimate stands.
+   */
   eta(): number {
     const elapsed = this.now() - this.t0;
-    const pace = this.doneEst > 0 && elapsed > 0 ? elapsed / this.doneEst : 1;
+    const total = this.doneEst + this.remainingEst;
+    const trusted = this.doneEst > 0 && elapsed > 0 && this.doneEst >= total / 10;
+    const pace = trusted ? elapsed / this.doneEst : 1;
     return this.remainingEst * pace;
   }
 
@@ -90,4 +97,13 @@ export class Progress {
   end(): void {
     this.clear();
   }
+}
+
+/**
+ * Text from files or child processes as it may be printed: control characters (a NUL from a
+ * corrupt file, an escape sequence) are shown escaped (\x00, \x1b), never written raw to a
+ * terminal or a log. Newlines and tabs stay.
+ */
+export function printable(text: string): string {
+  return text.replace(/[\x00-\x08\x0b-\x1f\x7f-\x9f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`);
 }

@@ -53,7 +53,8 @@ export function mergeReports(parts: readonly Part[]): Report {
   }
   const checks = parts.flatMap((p) => p.report.checks).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   const runs = parts.map((p) => p.report.run);
-  const { shard: _shard, ...run } = first.report.run;
+  const { shard: _shard, planned: _planned, ...run } = first.report.run;
+  const planned = runs.every((r) => r.planned !== undefined) ? runs.reduce((a, r) => a + r.planned!, 0) : undefined;
   return {
     format: "nlc-report/1",
     run: {
@@ -61,6 +62,7 @@ export function mergeReports(parts: readonly Part[]): Report {
       started: runs.map((r) => r.started).sort()[0]!,
       ended: runs.map((r) => r.ended).sort().at(-1)!,
       backends: mergeBackends(runs.map((r) => r.backends)),
+      ...(planned !== undefined ? { planned } : {}),
     },
     summary: summarize(checks),
     checks,

@@ -4,7 +4,7 @@
  */
 import Ajv from "ajv";
 import { execSync } from "node:child_process";
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, platform, release } from "node:os";
 import { dirname, join } from "node:path";
 import type { BackendInfo } from "../ffi/backends.ts";
@@ -33,6 +33,8 @@ export interface RunInfo {
   backends: BackendInfo[];
   /** Set when this run was one shard of the selection (`--shard i/n`, NLC_SHARD). */
   shard?: Shard;
+  /** How many checks the run selected (a partial report holds fewer). */
+  planned?: number;
 }
 
 export type Summary = Record<Status, number>;
@@ -54,11 +56,26 @@ export function summarize(checks: readonly CheckResult[]): Summary {
 
 /**
  * The closing line CI reads: "conformance: N passed, M failed" stays a prefix (M counts fail,
- * vacuous and error), followed by the breakdown of M and the skips.
+ * vacuous and error), followed by the breakdown of M and the skips. An interrupted run's line says
+ * so, and the checks it did not run count as failed, so no reader of the prefix takes it for green
+ * (docs/spec/conformance.md#partial-report).
  */
-export function closingLine(s: Summary): string {
-  const bad = s.fail + s.vacuous + s.error;
-  return `conformance: ${s.pass} passed, ${bad} failed (${s.fail} fail, ${s.vacuous} vacuous, ${s.error} error, ${s.skip} skipped)`;
+export function closingLine(s: Summary, notRun?: number): string {
+  const bad = s.fail + s.vacuous + s.error + (notRun ?? 0);
+  const partial = notRun === undefined ? "" : `, ${notRun} not run: partial, the run was interrupted`;
+  return `conformance: ${s.pass} passed, ${bad} failed (${s.fail} fail, ${s.vacuous} vacuous, ${s.error} error, ${s.skip} skipped${partial})`;
+}
+
+/** The checks a partial report did not run (its planned count less what it holds), else undefined. */
+export function notRunOf(r: Pick<Report, "partial" | "run" | "checks">): number | undefined {
+  if (r.partial !== true) return undefined;
+  return Math.max(1, (r.run.planned ?? r.checks.length + 1) - r.checks.length);
+}
+
+/** Whether a report is green: complete, something ran, nothing failed, vacuous or errored. */
+export function isGreen(r: Pick<Report, "partial" | "summary" | "checks">): boolean {
+  const s = r.summary;
+  return r.partial !== true && r.checks.length > 0 && s.fail + s.vacuous + s.error === 0;
 }
 
 /** A run that produced no report at all (install, typecheck or build failed): one error. */
@@ -72,7 +89,7 @@ function revision(): string | null {
   }
 }
 
-export function runInfo(started: Date, seed: number, profile: Profile, filter: string | null, backends: BackendInfo[], shard?: Shard): RunInfo {
+export function runInfo(started: Date, seed: number, profile: Profile, filter: string | null, backends: BackendInfo[], shard?: Shard, planned?: number): RunInfo {
   const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { version: string };
   return {
     started: started.toISOString(),
@@ -87,6 +104,7 @@ export function runInfo(started: Date, seed: number, profile: Profile, filter: s
     filter,
     backends,
     ...(shard !== undefined ? { shard } : {}),
+    ...(planned !== undefined ? { planned } : {}),
   };
 }
 
@@ -134,6 +152,11 @@ export function writeReport(report: Report, path = DEFAULT_REPORT): void {
   validateReport(JSON.parse(text));
   mkdirSync(dirname(path), { recursive: true });
   const tmp = `${path}.${process.pid}.tmp`;
-  writeFileSync(tmp, text + "\n");
-  renameSync(tmp, path);
+  try {
+    writeFileSync(tmp, text + "\n");
+    renameSync(tmp, path);
+  } catch (e) {
+    rmSync(tmp, { force: true });
+    throw e;
+  }
 }

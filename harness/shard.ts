@@ -52,6 +52,17 @@ export function timesFromReport(checks: readonly CheckResult[], profile: string)
   return { format: "nlc-check-times/1", profile, ms };
 }
 
+/**
+ * `update`'s times over `base`'s (a filtered run refreshes its own checks, the rest keep theirs);
+ * ids sorted, so the file diffs line by line. The two are of one profile (the caller checks).
+ */
+export function mergeTimes(base: TimingTable, update: TimingTable): TimingTable {
+  const all = { ...base.ms, ...update.ms };
+  const ms: Record<string, number> = {};
+  for (const id of Object.keys(all).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))) ms[id] = all[id]!;
+  return { format: "nlc-check-times/1", profile: update.profile, ms };
+}
+
 /** The table as committed: one check per line, so a refresh diffs line by line. */
 export function formatTimes(t: TimingTable): string {
   const rows = Object.entries(t.ms).map(([id, ms]) => `    ${JSON.stringify(id)}: ${ms}`);

@@ -133,7 +133,7 @@ export function flashCompare(items: Compared[], exercised: Set<string>, who: str
   let failure: string | undefined;
   let anyLive = false;
   for (const it of items) {
-    const where = `${it.name}${it.seq > 0 || items.some((x) => x.seq > 0) ? ` (sequence ${it.seq})` : ""}`;
+    const where = `${it.name} (sequence ${it.seq})`;
     if (it.kernel === undefined) {
       failure ??= `${who} does not return ${it.name}, which the reference computes`;
       continue;

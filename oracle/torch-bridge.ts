@@ -247,7 +247,14 @@ export async function close(): Promise<void> {
  */
 export function probeTorchSync(opts: BridgeOptions = {}): { available: true } | { available: false; reason: string } {
   const python = defaultPython(opts);
-  const p = Bun.spawnSync({ cmd: [python, "-c", "import torch"], stdout: "ignore", stderr: "pipe", timeout: 120_000 });
+  let p;
+  try {
+    p = Bun.spawnSync({ cmd: [python, "-c", "import torch"], stdout: "ignore", stderr: "pipe", timeout: 120_000 });
+  } catch (e) {
+    // A missing or non-executable interpreter (ENOENT, EACCES): a reason, never a crash.
+    const why = (e as { code?: string }).code ?? (e instanceof Error ? e.message : String(e));
+    return { available: false, reason: `${python} cannot be started (${why}); install Debian's python3-torch or set NLC_TORCH_PYTHON to a Python with torch` };
+  }
   if (p.exitCode === 0) return { available: true };
   if (p.exitCode === null) return { available: false, reason: `${python} did not answer (${p.signalCode ?? "killed"})` };
   const err = p.stderr.toString().trim().split("\n").pop() ?? "";

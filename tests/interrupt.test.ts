@@ -123,3 +123,65 @@ test("a signal to a process forwarding interrupts reaches its child, then ends t
   expect(proc.signalCode).toBe("SIGTERM");
   await until("the child to be gone", () => (parentOf(childPid) === null ? true : null), 10_000);
 }, 60_000);
+
+/** Waits for a run started outside this process's view (npm has exited) to leave its partial report. */
+async function partialAppears(dir: string, report: string): Promise<{ checks: { id: string }[] }> {
+  await until("the partial report", () => (existsSync(join(dir, "r.partial.json")) ? true : null), 120_000);
+  await Bun.sleep(200);
+  return expectPartial(dir, report);
+}
+
+test("SIGTERM to the npm process of `npm run conformance`: the run stops, the complete report stays", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "nlc-int-"));
+  const report = join(dir, "r.json");
+  writeFileSync(report, COMPLETE);
+  const npm = Bun.spawn(["npm", "run", "conformance", "--", "--filter", "C2", "--report", report], { cwd: ROOT, stdout: "pipe", stderr: "pipe" });
+  let out = "";
+  void (async () => {
+    for await (const chunk of npm.stdout as ReadableStream<Uint8Array>) out += new TextDecoder().decode(chunk);
+  })();
+  await until("three checks to finish", () => (/\[\s*3\/\d+\]/.test(out) ? true : null));
+  npm.kill("SIGTERM");
+  const doc = await partialAppears(dir, report);
+  expect(doc.checks.length).toBeGreaterThanOrEqual(3);
+}, 180_000);
+
+test("a run whose parent died (killed without passing anything on) stops and never overwrites the complete report", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "nlc-int-"));
+  const report = join(dir, "r.json");
+  writeFileSync(report, COMPLETE);
+  // A shell that waits for the CLI, as npm's script shell does; SIGKILL ends it and passes nothing on.
+  const sh = Bun.spawn(["sh", "-c", `${JSON.stringify(process.execPath)} ${JSON.stringify(join(ROOT, "conformance", "cli.ts"))} --filter C2 --report ${JSON.stringify(report)}; true`], {
+    cwd: ROOT, stdout: "pipe", stderr: "pipe",
+  });
+  let out = "";
+  void (async () => {
+    for await (const chunk of sh.stdout as ReadableStream<Uint8Array>) out += new TextDecoder().decode(chunk);
+  })();
+  await until("three checks to finish", () => (/\[\s*3\/\d+\]/.test(out) ? true : null));
+  sh.kill("SIGKILL");
+  await partialAppears(dir, report);
+}, 180_000);
+
+test("SIGINT to `npm test` (conformance/npm-test.ts): bun test stops the run, writes the partial report, and the closing line says so", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "nlc-int-"));
+  const report = join(dir, "r.json");
+  writeFileSync(report, COMPLETE);
+  const proc = Bun.spawn([process.execPath, join(ROOT, "conformance", "npm-test.ts"), "conformance/conformance.test.ts"], {
+    cwd: ROOT, stdout: "pipe", stderr: "pipe", env: { ...process.env, NLC_FILTER: "C2", NLC_REPORT: report },
+  });
+  let out = "", err = "";
+  void (async () => {
+    for await (const chunk of proc.stdout as ReadableStream<Uint8Array>) out += new TextDecoder().decode(chunk);
+  })();
+  void (async () => {
+    for await (const chunk of proc.stderr as ReadableStream<Uint8Array>) err += new TextDecoder().decode(chunk);
+  })();
+  await until("the run to start", () => (/nl-conformance: \d+ checks/.test(err) ? true : null));
+  await Bun.sleep(1500);
+  proc.kill("SIGINT");
+  expect(await proc.exited).toBe(130);
+  const doc = expectPartial(dir, report);
+  expect(doc.checks.length).toBeGreaterThan(0);
+  expect(out.trim().split("\n").at(-1)).toMatch(/not run: partial, the run was interrupted\)$/);
+}, 180_000);

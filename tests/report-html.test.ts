@@ -5,10 +5,10 @@
  * tolerance and replay line, and a screenshot of the page is non-empty and not blank.
  */
 import { expect, test } from "bun:test";
-import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { cellOf, reportHtml } from "../harness/report-html.ts";
-import { ROOT } from "../paths.ts";
 import { pngColourCount } from "./png-colours.ts";
 import { check, report } from "./synthetic-report.ts";
 
@@ -57,8 +57,9 @@ function headless(...args: string[]): string {
 }
 
 test.skipIf(chromium === null)(`in headless chromium: the matrix renders, a click lists the failure, the screenshot is not blank${chromium === null ? ` (skip: ${why})` : ""}`, () => {
-  mkdirSync(join(ROOT, "reports"), { recursive: true });
-  const page = join(ROOT, "reports", "conformance-matrix.html");
+  // A synthetic report's page goes under a temporary folder, never beside the real reports.
+  const dir = mkdtempSync(join(tmpdir(), "nlc-html-"));
+  const page = join(dir, "conformance-matrix.html");
   writeFileSync(page, reportHtml(REPORT, "synthetic.json"));
   const url = `file://${page}`;
 
@@ -77,7 +78,7 @@ test.skipIf(chromium === null)(`in headless chromium: the matrix renders, a clic
   expect(detail).toContain('{"rtol":0,"atol":0.000001}');
   expect(detail).toContain("npm run conformance -- --replay C2/moneta.frozen:7:3:1");
 
-  const shot = join(ROOT, "reports", "conformance-matrix.png");
+  const shot = join(dir, "conformance-matrix.png");
   rmSync(shot, { force: true });
   headless(`--screenshot=${shot}`, "--window-size=1200,800", url);
   expect(statSync(shot).size).toBeGreaterThan(1000);

@@ -4,7 +4,7 @@
  * differences in f64 and, for elementwise ops, the mathjs symbolic derivative.
  */
 import * as fc from "fast-check";
-import { derivative, type EvalFunction } from "mathjs";
+import type { EvalFunction } from "mathjs";
 import { compareTensors, TOL_FD, type Comparison, type Tolerance } from "../../oracle/compare.ts";
 import { FD_METHOD, fdGradient } from "../../oracle/fd.ts";
 import type { CheckDef, Profile } from "../../harness/check.ts";
@@ -70,6 +70,9 @@ export function symbolicDerivative(expr: string, order: 1 | 2 = 1): EvalFunction
   const key = `${order}:${expr}`;
   let f = derivatives.get(key);
   if (f === undefined) {
+    // mathjs is loaded on first use: importing it costs about a CPU second, and most processes
+    // (the CLI's supervisor, worker threads, kernel children, a filtered run) never need it.
+    const { derivative } = require("mathjs") as typeof import("mathjs");
     let node = derivative(expr, "x");
     if (order === 2) node = derivative(node, "x");
     f = node.compile();

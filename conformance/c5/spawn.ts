@@ -50,6 +50,11 @@ export function probedBackends(): Resolved[] | undefined {
   return probed;
 }
 
+/** Takes the probe of the thread that started this one (a worker of the CLI): one probe per run. */
+export function adoptProbe(results: Resolved[] | undefined): void {
+  if (results !== undefined) probed ??= results;
+}
+
 /** Builds and loads every configured backend in a child process (never in this one), once. */
 export function probeBackends(): Resolved[] {
   if (probed !== undefined) return probed;

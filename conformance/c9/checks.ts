@@ -101,15 +101,20 @@ function verdict(diffs: readonly (Diff | null)[], refMax: number, seed: number, 
 }
 
 export function c9Checks(): CheckDef[] {
-  const reason = c9SkipReason();
+  // Probed when the first C9 check runs, so a run without C9 never starts Python.
+  const skipped = (seed: number): DelegatedResult | null => {
+    const reason = c9SkipReason();
+    return reason === null ? null : { status: "skip", runs: 0, seed, path: "", message: reason };
+  };
   const base = (id: string, subject: CheckDef["subject"], spec: string) => ({ id, class: "C9" as const, subject, spec, tolerance: TOLERANCE });
   const checks: CheckDef[] = [];
   for (const v of variants()) {
     const b = base(`C9/${vkey(v)}`, { rule: v.decl.key, frozen: v.frozen, dtype: "f64" }, `docs/spec/conformance.md#c9; docs/spec/decisions.md#d19; ${v.decl.sheet}`);
-    if (reason !== null) { checks.push({ ...b, kind: "skipped", reason }); continue; }
     checks.push({
       ...b, kind: "delegated",
       delegate: ({ seed, runSeed, profile }) => {
+        const skip = skipped(seed);
+        if (skip !== null) return skip;
         const e = crossReport(runSeed, profile).rules[vkey(v)];
         if (e === undefined) return { status: "error", runs: 0, seed, path: "", message: `the cross-check has no result for ${vkey(v)}` };
         if (e.error !== undefined) return { status: "error", runs: e.cases, seed, path: "", message: e.error };
@@ -127,10 +132,11 @@ export function c9Checks(): CheckDef[] {
     const levels = def.spec.freq.kind === "learned" ? "learned" : levelPatternOf(def.pulse);
     const b = base(modelId(def.id), { rule: rule === "mixed" ? "mixed" : rule, k, ...(levels ? { levels } : {}), ...(pattern === "mag" ? {} : { pattern }), dtype: "f64" },
       `docs/spec/conformance.md#c9; docs/spec/decisions.md#d19; ${pattern === "mag" ? "docs/spec/titans-family.md#mag" : `docs/spec/composition.md#${pattern}`}, docs/spec/titans-family.md#cms`);
-    if (reason !== null) { checks.push({ ...b, kind: "skipped", reason }); continue; }
     checks.push({
       ...b, kind: "delegated",
       delegate: ({ seed, runSeed, profile }) => {
+        const skip = skipped(seed);
+        if (skip !== null) return skip;
         const e = crossReport(runSeed, profile).model.find((m) => m.id === def.id);
         if (e === undefined) return { status: "error", runs: 0, seed, path: "", message: `the cross-check has no result for '${def.id}'` };
         if (e.error !== undefined) return { status: "error", runs: 0, seed, path: "", message: e.error };

@@ -1,0 +1,147 @@
+/**
+ * A run's plan: what `npm run conformance` and `bun test` (conformance/conformance.test.ts) both
+ * turn their settings into before any check runs — the catalogue, the selected checks (filter,
+ * replay, shard), the backends and where the report goes. Everything wrong with the settings is
+ * found here, as a UsageError naming the setting, before the first check
+ * (docs/spec/conformance.md#one-scheduler).
+ */
+import { existsSync, mkdirSync, statSync, unlinkSync, writeFileSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import { kernelBackendNames, NAMED_BACKENDS } from "../ffi/backends.ts";
+import type { CheckDef, Profile } from "../harness/check.ts";
+import { DEFAULT_REPORT } from "../harness/report.ts";
+import { selectShard, type Shard } from "../harness/shard.ts";
+import { buildCatalogue, matchesFilter, type Catalogue } from "./catalogue.ts";
+import { probeBackends } from "./c5/spawn.ts";
+import { PY_PREFIX, parsePyBackendArg } from "./py/plan.ts";
+
+/** A setting that cannot be used (exit status 2); the message names the setting. */
+export class UsageError extends Error {}
+
+/** The settings of one run, from command-line options or from the NLC_* environment. */
+export interface RunRequest {
+  seed: number;
+  profile: Profile;
+  /** Alternatives (a class, a rule key, a substring of a check id); empty selects everything. */
+  filters: string[];
+  /** Re-run one case exactly. */
+  replay?: { id: string; seed: number; path: string };
+  fixtureDirs: string[];
+  /** --backend values; undefined keeps NLC_BACKENDS / NLC_PY_BACKENDS as they are. */
+  backends?: string[];
+  shard?: Shard;
+  /** Where the report goes; null writes none (a replay without --report). */
+  reportPath: string | null;
+  /** How the setting is spelled where it came from ("--filter" or "NLC_FILTER", ...), for messages. */
+  names: { filter: string; backend: string; report: string; shard: string };
+}
+
+export interface RunPlan {
+  readonly request: RunRequest;
+  readonly catalogue: Catalogue;
+  /** The checks to run, in catalogue order. */
+  readonly defs: readonly CheckDef[];
+  readonly selected: ReadonlySet<string>;
+}
+
+export const CLI_NAMES: RunRequest["names"] = { filter: "--filter", backend: "--backend", report: "--report", shard: "--shard" };
+export const ENV_NAMES: RunRequest["names"] = { filter: "NLC_FILTER", backend: "NLC_BACKENDS", report: "NLC_REPORT", shard: "NLC_SHARD" };
+
+/** Every backend kind --backend accepts, for messages. */
+export const BACKEND_KINDS = `${NAMED_BACKENDS.join(", ")}, lib:<path to a library implementing ffi/nlk.h>, or py:<module>:<callable>`;
+
+const message = (e: unknown) => (e instanceof Error ? e.message : String(e));
+
+/**
+ * The kernel backends are read from the environment (NLC_BACKENDS, NLC_PY_BACKENDS), which the C5
+ * child processes and the worker threads inherit too: --backend values are written there.
+ */
+function applyBackends(values: readonly string[], flag: string): void {
+  for (const b of values) {
+    if (b === "lib:" || b.trim() === "") throw new UsageError(`${flag} '${b}': a library backend needs a path, e.g. lib:/path/to/libnlk.so`);
+    if (b.startsWith(PY_PREFIX)) {
+      try {
+        parsePyBackendArg(b);
+      } catch (e) {
+        throw new UsageError(message(e));
+      }
+    } else if (!(NAMED_BACKENDS as readonly string[]).includes(b) && !b.startsWith("lib:") && b !== "ref") {
+      throw new UsageError(`${flag} '${b}': unknown backend (expected ${BACKEND_KINDS})`);
+    }
+  }
+  const py = values.filter((b) => b.startsWith(PY_PREFIX)), libs = values.filter((b) => !b.startsWith(PY_PREFIX));
+  process.env.NLC_PY_BACKENDS = py.join(",");
+  process.env.NLC_BACKENDS = libs.length > 0 ? libs.join(",") : "ref";
+}
+
+/** Why a report cannot be written at `path` (asked before the run, so no result is lost), or null. */
+export function unwritable(path: string): string | null {
+  const full = resolve(path);
+  if (existsSync(full) && statSync(full).isDirectory()) return "is a directory (name a file, e.g. reports/conformance.json)";
+  const dir = dirname(full);
+  try {
+    mkdirSync(dir, { recursive: true });
+    // The report is written as a temp file next to it, then renamed: try exactly that.
+    const probe = `${full}.${process.pid}.probe`;
+    writeFileSync(probe, "");
+    unlinkSync(probe);
+  } catch (e) {
+    return `cannot write into ${dir} (${message(e)})`;
+  }
+  return null;
+}
+
+/** Turns the settings into the checks to run; throws UsageError on anything that cannot run. */
+export function planRun(req: RunRequest): RunPlan {
+  const n = req.names;
+  if (req.backends !== undefined) applyBackends(req.backends, n.backend);
+  else {
+    try {
+      kernelBackendNames();
+    } catch (e) {
+      throw new UsageError(`${message(e)}; or py:<module>:<callable> in NLC_PY_BACKENDS`);
+    }
+  }
+  let catalogue: Catalogue;
+  try {
+    catalogue = buildCatalogue({ fixtureDirs: req.fixtureDirs });
+  } catch (e) {
+    throw new UsageError(message(e));
+  }
+  const { filters, replay } = req;
+  let defs: CheckDef[];
+  if (replay !== undefined) {
+    defs = catalogue.checks.filter((c) => c.id === replay.id);
+    if (defs.length === 0) throw new UsageError(`--replay: no check with id '${replay.id}' (try --list)`);
+  } else {
+    const idle = filters.filter((f) => !catalogue.checks.some((c) => matchesFilter(c, [f])));
+    if (idle.length > 0) throw new UsageError(`${n.filter}: ${idle.map((f) => `'${f}'`).join(", ")} matches no check (try --list)`);
+    defs = catalogue.checks.filter((c) => matchesFilter(c, filters));
+  }
+  if (req.shard !== undefined) {
+    if (replay !== undefined) throw new UsageError(`${n.shard} does not apply to --replay`);
+    defs = selectShard(defs, req.shard);
+  }
+  if (req.reportPath !== null) {
+    const problem = unwritable(req.reportPath);
+    if (problem !== null) throw new UsageError(`${n.report} ${req.reportPath}: ${problem}`);
+  }
+  return { request: req, catalogue, defs, selected: new Set(defs.map((d) => d.id)) };
+}
+
+/**
+ * A library backend (lib:<path>) that cannot be loaded or speaks another ABI version is one usage
+ * error, not an error per check (docs/spec/kernel-abi.md#external). Probed in a child process, like
+ * every native load; the probe is kept, so the C5 checks do not load the backends again.
+ */
+export function libraryPreflight(plan: RunPlan): void {
+  const libs = kernelBackendNames().filter((b) => b.startsWith("lib:"));
+  if (libs.length === 0 || !plan.defs.some((d) => d.class === "C5")) return;
+  const probed = probeBackends();
+  for (const name of libs) {
+    const p = probed.find((x) => x.info.name === name);
+    if (p !== undefined && p.problem === "broken") throw new UsageError(`${plan.request.names.backend} ${name}: ${p.info.reason}`);
+  }
+}
+
+export { DEFAULT_REPORT };
