@@ -6,17 +6,9 @@
 import { buildCatalogue, matchesFilter } from "./catalogue.ts";
 import { adoptC9SkipReason } from "./c9/checks.ts";
 import { runCheck } from "../harness/run.ts";
-import type { Profile } from "../harness/check.ts";
-import type { SweepWorkerMessage } from "./sweep.ts";
+import type { SweepWorkerInit, SweepWorkerMessage } from "./sweep.ts";
 
 declare const self: Worker;
-
-export interface SweepWorkerInit {
-  kind: "init";
-  filters: string[];
-  profile: Profile;
-  c9SkipReason: string | null;
-}
 
 let run: ((seed: number) => void) | undefined;
 

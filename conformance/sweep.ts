@@ -18,7 +18,6 @@ import {
   describeSeeds, formatSweep, mergeSweeps, NON_PASS, parseSeeds, readSweepFile, seedShard, SWEEP_FORMAT, SweepFileError, SweepTally, writeSweep,
   type Sweep,
 } from "../harness/sweep.ts";
-import type { SweepWorkerInit } from "./sweep-worker.ts";
 
 export const SWEEP_COMMANDS = ["sweep", "sweep-merge"] as const;
 export type SweepCommand = (typeof SWEEP_COMMANDS)[number];
@@ -40,6 +39,14 @@ export interface SweepWorkerResult {
   message?: string;
   replay: string;
   ms: number;
+}
+
+/** The first message to a sweep worker (conformance/sweep-worker.ts). */
+export interface SweepWorkerInit {
+  kind: "init";
+  filters: string[];
+  profile: Profile;
+  c9SkipReason: string | null;
 }
 
 export type SweepWorkerMessage =

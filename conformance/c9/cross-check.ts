@@ -24,24 +24,13 @@ import { fmt, worst, type Diff } from "./compare.ts";
 import { EDGES, FD_ATOL, FD_RTOL, ruleSpecs, runRuleCase, type RuleCaseResult, type StateFd } from "./rule-cases.ts";
 import { modelCases, runModelCase, type ModelCaseDef } from "./model-cases.ts";
 import { replayFixture } from "./golden-fixtures.ts";
+import type { Options } from "./options.ts";
+export type { Options } from "./options.ts";
 
 export { modelCases } from "./model-cases.ts";
 
 // ── options ─────────────────────────────────────────────────────────────────────────────────
 
-export interface Options {
-  cases: number;
-  seed: number;
-  large: boolean;
-  extreme: boolean;
-  rules: string[];
-  doRules: boolean;
-  doModel: boolean;
-  doFixtures: boolean;
-  verbose: boolean;
-  tol: number;
-  json: string | null;
-}
 
 export function parseArgs(argv: string[]): Options {
   const o: Options = { cases: 6, seed: 1, large: false, extreme: false, rules: [], doRules: true, doModel: true, doFixtures: true, verbose: false, tol: 1e-10, json: null };

@@ -8,7 +8,7 @@ import { tapeStep } from "../../src/model/step.ts";
 import { MEMORY_RULES } from "../../src/rules/index.ts";
 import { TorchBridge, type ModelReply } from "../../oracle/torch-bridge.ts";
 import { diff, scalar, withFloor, type Diff } from "./compare.ts";
-import type { Options } from "./cross-check.ts";
+import type { Options } from "./options.ts";
 
 interface ModelCaseResult {
   readonly id: string;

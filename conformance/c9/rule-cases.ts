@@ -10,7 +10,7 @@ import type { RuleDecl } from "../../src/rules/types.ts";
 import { Tensor } from "../../src/tensor.ts";
 import { TorchBridge } from "../../oracle/torch-bridge.ts";
 import { diff, withFloor, type Diff } from "./compare.ts";
-import type { Options } from "./cross-check.ts";
+import type { Options } from "./options.ts";
 
 export interface RuleCaseResult {
   readonly key: string;
