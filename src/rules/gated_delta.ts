@@ -12,20 +12,24 @@ import { Rng } from "../rng.ts";
 import { Tensor, alloc, zeros, type DType } from "../tensor.ts";
 import { delta } from "./delta.ts";
 import { adjointFrom, gradTensor } from "./state-grad.ts";
-import { matrixFrozenRead, randomMatrixState, writeReadIdentity } from "./matrix.ts";
+import { writeReadIdentity } from "./matrix.ts";
 import type { RuleDecl } from "./types.ts";
 
 export const gated_delta: RuleDecl<"gated_delta"> = {
   key: "gated_delta",
   sheet: "docs/spec/titans-family.md#gated-delta",
-  hyper: {},
-  projection: "memory",
-  gates: ["alpha", "theta"],
-  normalizeKQ: true,
-  omega: false,
-  stateShapes: ({ d }) => ({ M: [d, d] }),
-  init: ({ d }, dtype) => ({ M: zeros(dtype, [d, d]) }),
-  randomState: randomMatrixState(["M"]),
+  // what it shares with Delta (docs/spec/titans-family.md#gated-delta-params): parameters, gates,
+  // the state M [d, d] and its initial and random values, the frozen read and the check minimums
+  hyper: delta.hyper,
+  projection: delta.projection,
+  gates: delta.gates,
+  normalizeKQ: delta.normalizeKQ,
+  omega: delta.omega,
+  stateShapes: delta.stateShapes,
+  init: delta.init,
+  randomState: delta.randomState,
+  frozen: delta.frozen,
+  checkMinimums: delta.checkMinimums,
   inner: {
     saved: ["mStates", "e"],
     forward({ k, v, q, alpha, theta }, state, { d, seq_len: s }) {
@@ -85,9 +89,6 @@ export const gated_delta: RuleDecl<"gated_delta"> = {
       };
     },
   },
-  frozen: matrixFrozenRead,
-  // d = 1: a normalised key or query is the constant ±1; s = 1 from M_0 = 0: alpha never acts.
-  checkMinimums: { d: 2, seq_len: 2 },
   invariants: [
     {
       name: "write-read identity",
