@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { validateReport } from "../harness/report.ts";
 import { ROOT } from "../paths.ts";
+import { runEnv } from "./run-env.ts";
 
 const COMPLETE = '{"a complete report": "from an earlier run"}\n';
 
@@ -168,7 +169,7 @@ test("SIGINT to `npm test` (conformance/npm-test.ts): bun test stops the run, wr
   const report = join(dir, "r.json");
   writeFileSync(report, COMPLETE);
   const proc = Bun.spawn([process.execPath, join(ROOT, "conformance", "npm-test.ts"), "conformance/conformance.test.ts"], {
-    cwd: ROOT, stdout: "pipe", stderr: "pipe", env: { ...process.env, NLC_FILTER: "C2", NLC_REPORT: report },
+    cwd: ROOT, stdout: "pipe", stderr: "pipe", env: { ...runEnv(), NLC_FILTER: "C2", NLC_REPORT: report },
   });
   let out = "", err = "";
   void (async () => {

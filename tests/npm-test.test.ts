@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { shardFiles, testFiles } from "../conformance/npm-test.ts";
 import { ROOT } from "../paths.ts";
+import { runEnv } from "./run-env.ts";
 
 test("NLC_SHARD: each file of tests/ lands in exactly one shard, the slow ones spread out", () => {
   const files = testFiles();
@@ -25,7 +26,7 @@ test("the closing line is the last line of the log, after bun's own summary", ()
   const cmd = `exec ${JSON.stringify(process.execPath)} ${JSON.stringify(join(ROOT, "conformance", "npm-test.ts"))} conformance/conformance.test.ts 2>&1`;
   const r = Bun.spawnSync({
     cmd: ["sh", "-c", cmd], cwd: ROOT, stdout: "pipe", stderr: "pipe",
-    env: { ...process.env, NLC_FILTER: "C8/delta/", NLC_REPORT: join(mkdtempSync(join(tmpdir(), "nlc-npmtest-")), "r.json") },
+    env: { ...runEnv(), NLC_FILTER: "C8/delta/", NLC_REPORT: join(mkdtempSync(join(tmpdir(), "nlc-npmtest-")), "r.json") },
   });
   expect(r.exitCode).toBe(0);
   const lines = r.stdout.toString().trim().split("\n");

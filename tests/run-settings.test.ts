@@ -11,13 +11,14 @@ import { join } from "node:path";
 import { closingLine, notRunOf } from "../harness/report.ts";
 import { formatTimes, loadTimes, mergeTimes } from "../harness/shard.ts";
 import { ROOT } from "../paths.ts";
+import { runEnv } from "./run-env.ts";
 import { probeTorchSync } from "../oracle/torch-bridge.ts";
 import { check, report } from "./synthetic-report.ts";
 
 const CLI = join(ROOT, "conformance", "cli.ts");
 
 function cli(args: string[], env: Record<string, string> = {}) {
-  const r = Bun.spawnSync({ cmd: [process.execPath, CLI, ...args], cwd: ROOT, env: { ...process.env, ...env }, stdout: "pipe", stderr: "pipe" });
+  const r = Bun.spawnSync({ cmd: [process.execPath, CLI, ...args], cwd: ROOT, env: runEnv(env), stdout: "pipe", stderr: "pipe" });
   return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
 }
 
@@ -105,7 +106,7 @@ test("timings merges a filtered run into the table instead of replacing it; a pa
 test("bun test with a filter that matches no check fails, naming the filter", () => {
   const r = Bun.spawnSync({
     cmd: [process.execPath, "test", "conformance/conformance.test.ts"], cwd: ROOT, stdout: "pipe", stderr: "pipe",
-    env: { ...process.env, NLC_FILTER: "no-such-check-anywhere", NLC_REPORT: join(tmp("nofilter"), "r.json") },
+    env: { ...runEnv(), NLC_FILTER: "no-such-check-anywhere", NLC_REPORT: join(tmp("nofilter"), "r.json") },
   });
   expect(r.exitCode).not.toBe(0);
   expect(r.stdout.toString() + r.stderr.toString()).toContain("NLC_FILTER: 'no-such-check-anywhere' matches no check");
@@ -116,7 +117,7 @@ test("the CLI and bun test run the same plan and write the same report (apart fr
   mkdirSync(dir, { recursive: true });
   // A skip decided at run time (C9 without an interpreter) next to passes.
   const filter = "C8/delta,C9/delta";
-  const env = { ...process.env, NLC_TORCH_PYTHON: "/nonexistent/python" };
+  const env = { ...runEnv(), NLC_TORCH_PYTHON: "/nonexistent/python" };
   const viaCli = join(dir, "cli.json"), viaTest = join(dir, "test.json"), junit = join(dir, "junit.xml");
   expect(cli(["--filter", filter, "--report", viaCli], { NLC_TORCH_PYTHON: "/nonexistent/python" }).code).toBe(0);
   const t = Bun.spawnSync({
@@ -158,7 +159,7 @@ test.skipIf(!probeTorchSync().available)("bun test runs a py: backend named in N
   const report = join(tmp("pybun"), "r.json");
   const t = Bun.spawnSync({
     cmd: [process.execPath, "test", "conformance/conformance.test.ts"], cwd: ROOT, stdout: "pipe", stderr: "pipe",
-    env: { ...process.env, NLC_PY_BACKENDS: "py:examples/py-kernels/naive_delta.py:naive_delta", NLC_BACKENDS: "ref", NLC_FILTER: "C5/py-naive_delta-naive_delta/delta/", NLC_REPORT: report },
+    env: { ...runEnv(), NLC_PY_BACKENDS: "py:examples/py-kernels/naive_delta.py:naive_delta", NLC_BACKENDS: "ref", NLC_FILTER: "C5/py-naive_delta-naive_delta/delta/", NLC_REPORT: report },
   });
   expect(t.stdout.toString() + t.stderr.toString()).not.toContain("was not probed");
   expect(t.exitCode).toBe(0);
