@@ -233,8 +233,7 @@ struct Lattice : nlk::WalkRule<nlk::lattice::ForwardArgs, nlk::lattice::Backward
   }
   __device__ void begin_backward(const BackwardArgs& a, const nlk::Seq&, const Ws&) {
     b = &a;
-    Sh = ws.adjoint(sq.n, 0);
-    P = ws.adjoint(sq.n, 1);
+    ws.bind_adjoints(sq.n, &Sh, &P);
     nlk::adjoint_from(Sh, a.dstate.S, sq, ws.md);
   }
   __device__ void token(int t, const float* const* before, const float* const* after, float* rec) {

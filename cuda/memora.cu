@@ -73,10 +73,7 @@ struct Memora : nlk::WalkRule<nlk::memora::ForwardArgs, nlk::memora::BackwardArg
   __device__ void begin_backward(const Ws& ws, const nlk::Seq& sq, const BackwardArgs& a) {
     DY = a.dy;
     g = a.grad;
-    Wh1 = ws.adjoint(sq.n, 0);
-    Wh2 = ws.adjoint(sq.n, 1);
-    D1 = ws.adjoint(sq.n, 2);
-    D2 = ws.adjoint(sq.n, 3);
+    ws.bind_adjoints(sq.n, &Wh1, &Wh2, &D1, &D2);
     nlk::adjoint_from(Wh1, a.dstate.W1, sq, ws.n);
     nlk::adjoint_from(Wh2, a.dstate.W2, sq, ws.n);
   }

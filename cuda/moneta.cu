@@ -163,12 +163,7 @@ struct Moneta : nlk::WalkRule<nlk::moneta::ForwardArgs, nlk::moneta::BackwardArg
     g = a.grad;
     F1 = a.dstate.W1 == nullptr ? nullptr : a.dstate.W1 + sq.state(ws.n);
     F2 = a.dstate.W2 == nullptr ? nullptr : a.dstate.W2 + sq.state(ws.n);
-    Ab1 = ws.adjoint(sq.n, 0);
-    Ab2 = ws.adjoint(sq.n, 1);
-    R1 = ws.adjoint(sq.n, 2);
-    R2 = ws.adjoint(sq.n, 3);
-    D1 = ws.adjoint(sq.n, 4);
-    D2 = ws.adjoint(sq.n, 5);
+    ws.bind_adjoints(sq.n, &Ab1, &Ab2, &R1, &R2, &D1, &D2);
     const bool l2 = hp.l2path();
     nlk::adjoint_from(Ab1, l2 ? a.dstate.W1 : nullptr, sq, ws.n);
     nlk::adjoint_from(Ab2, l2 ? a.dstate.W2 : nullptr, sq, ws.n);

@@ -289,10 +289,7 @@ struct Trellis : nlk::WalkRule<nlk::trellis::ForwardArgs, nlk::trellis::Backward
   }
   __device__ void begin_backward(const BackwardArgs& a, const nlk::Seq&, const Ws& ws) {
     b = &a;
-    GK = ws.adjoint(sq.n, 0);
-    GV = ws.adjoint(sq.n, 1);
-    PK = ws.adjoint(sq.n, 2);
-    PV = ws.adjoint(sq.n, 3);
+    ws.bind_adjoints(sq.n, &GK, &GV, &PK, &PV);
     nlk::adjoint_from(GK, a.dstate.S_K, sq, ws.n);
     nlk::adjoint_from(GV, a.dstate.S_V, sq, ws.n);
   }

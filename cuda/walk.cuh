@@ -80,6 +80,12 @@ struct WalkWs {
   /** Checkpoint j (1 ≤ j < nchunks: the state after token j·C), tensor w, of sequence n. */
   __device__ float* checkpoint(size_t n, int j, int w) const { return saved + (n * (ck.nchunks - 1) + (j - 1)) * step + off[w]; }
   __device__ adj_t* adjoint(size_t n, int i) const { return adj + n * adj_step + adj_off[i]; }
+  /** Points *p0, *p1, … at adjoints 0, 1, … of sequence n (a rule's named adjoints). */
+  template <class... P>
+  __device__ void bind_adjoints(size_t n, P*... p) const {
+    int i = 0;
+    ((*p = adjoint(n, i++)), ...);
+  }
   __device__ float* sub_start(size_t n, int i, int w) const { return sub + (n * ck.nsub + i) * step + off[w]; }
   __device__ float* slot(size_t n, int i, int w) const { return buf + (n * (ck.S + 1) + i) * step + off[w]; }
   /** Record u of the replayed sub-chunk (null when the rule keeps none). */

@@ -69,10 +69,7 @@ struct Yaad : nlk::WalkRule<nlk::yaad::ForwardArgs, nlk::yaad::BackwardArgs> {
   __device__ void begin_backward(const Ws& ws, const nlk::Seq& sq, const BackwardArgs& a) {
     DY = a.dy;
     g = a.grad;
-    Wh1 = ws.adjoint(sq.n, 0);
-    Wh2 = ws.adjoint(sq.n, 1);
-    Bb1 = ws.adjoint(sq.n, 2);
-    Bb2 = ws.adjoint(sq.n, 3);
+    ws.bind_adjoints(sq.n, &Wh1, &Wh2, &Bb1, &Bb2);
     nlk::adjoint_from(Wh1, a.dstate.W1, sq, ws.n);
     nlk::adjoint_from(Wh2, a.dstate.W2, sq, ws.n);
     nlk::adjoint_from(Bb1, nullptr, sq, ws.n);
