@@ -248,7 +248,7 @@ def _query_scale(k: Kernel, d_k: int) -> Tuple[Optional[str], Optional[float], f
     return None, None, float(s)
 
 
-def _kernel_inputs(k: Kernel, inputs: Dict[str, torch.Tensor], factor: float) -> Dict[str, torch.Tensor]:
+def _kernel_inputs(k: Kernel, rule: str, inputs: Dict[str, torch.Tensor], factor: float) -> Dict[str, torch.Tensor]:
     """Our inputs under the kernel's keywords. An input the kernel does not take must be declared
     absent (the harness then never sends it); one it neither takes nor declares is an error naming it."""
     kw: Dict[str, torch.Tensor] = {}
@@ -257,7 +257,7 @@ def _kernel_inputs(k: Kernel, inputs: Dict[str, torch.Tensor], factor: float) ->
         if name in k.absent:
             raise KernelError(f"in.{name}: {k.spec} declares {name} absent, but the request carries it")
         if not k.accepts(key):
-            raise KernelError(f"{k.spec} does not take the input {name} (keyword {key!r}) of rule it declares; "
+            raise KernelError(f"{k.spec} does not take the input {name} (keyword {key!r}) that {rule} reads; "
                               f"declare it in nlc['absent'] if the kernel has no such input "
                               "(docs/spec/py-backend.md#absent)")
         if name == "q" and factor != 1.0:
@@ -280,7 +280,7 @@ def _call_forward(k: Kernel, rule: str, cfg: dict, inputs: Dict[str, torch.Tenso
     read (`<rule>.frozen`) returns y alone; its state is unchanged, so the final state is None."""
     frozen = rule.endswith(".frozen")
     d_k = inputs["q"].shape[-1]
-    kw: Dict[str, object] = dict(_kernel_inputs(k, inputs, _query_scale(k, d_k)[2]))
+    kw: Dict[str, object] = dict(_kernel_inputs(k, rule, inputs, _query_scale(k, d_k)[2]))
     single = len(state) == 1 and not k.state_dict
     st = {n: k.to_kernel_state(t) for n, t in state.items()}
     kw[k.initial_state_kw] = next(iter(st.values())) if single else st
@@ -437,7 +437,7 @@ def _explicit_backward(k: Kernel, rule, cfg, inputs, state, dy, d_state) -> Dict
     returns a dict of gradients by the kernel's keyword names (initial state under its keyword)."""
     d_k = inputs["q"].shape[-1]
     factor = _query_scale(k, d_k)[2]
-    kw: Dict[str, object] = dict(_kernel_inputs(k, inputs, factor))
+    kw: Dict[str, object] = dict(_kernel_inputs(k, rule, inputs, factor))
     single = len(state) == 1 and not k.state_dict
     st = {n: k.to_kernel_state(t) for n, t in state.items()}
     kw[k.initial_state_kw] = next(iter(st.values())) if single else st
