@@ -35,26 +35,28 @@ def _segments(T, cu_seqlens):
     return list(zip(cu, cu[1:]))
 
 
-def _run(step, q, k, v, g, beta, scale, initial_state, output_final_state, cu_seqlens, use_qk_l2norm_in_kernel):
-    """Shared driver: dtype, normalisation, scale and packed sequences around one [B, T, H, *] `step`."""
+def _run(step, q, k, v, g, beta, scale, initial_state, output_final_state, cu_seqlens, use_qk_l2norm_in_kernel, upcast=True):
+    """Shared driver: dtype, normalisation, scale and packed sequences around one [B, T, H, *] `step`.
+    `upcast=False`: the inputs stay in their dtype (a step that keeps its intermediates in it)."""
     B, T, H, K = k.shape
     V = v.shape[-1]
     dtype = q.dtype
-    q, k, v, beta = q.float(), k.float(), v.float(), beta.float()
-    g = torch.zeros_like(beta) if g is None else g.float()
+    if upcast:
+        q, k, v, beta = q.float(), k.float(), v.float(), beta.float()
+    g = torch.zeros_like(beta) if g is None else g.to(beta.dtype)
     if use_qk_l2norm_in_kernel:
         q, k = _l2(q), _l2(k)
     q = q * (K ** -0.5 if scale is None else scale)
     segs = _segments(T, cu_seqlens)
     if segs is None:
-        S0 = q.new_zeros(B, H, K, V) if initial_state is None else initial_state.float()
+        S0 = q.new_zeros(B, H, K, V, dtype=torch.float32) if initial_state is None else initial_state.float()
         o, S = step(q, k, v, g, beta, S0)
     else:
         if B != 1:
             raise ValueError(f"cu_seqlens needs B = 1, got B = {B}")
         outs, finals = [], []
         for n, (a, b) in enumerate(segs):
-            S0 = q.new_zeros(1, H, K, V) if initial_state is None else initial_state[n:n + 1].float()
+            S0 = q.new_zeros(1, H, K, V, dtype=torch.float32) if initial_state is None else initial_state[n:n + 1].float()
             o_n, S_n = step(q[:, a:b], k[:, a:b], v[:, a:b], g[:, a:b], beta[:, a:b], S0)
             outs.append(o_n)
             finals.append(S_n)
@@ -105,6 +107,27 @@ def _chunk_step(q, k, v, g, beta, S, C=CHUNK):
         outs.append(o)
     o = torch.stack(outs, 1).transpose(2, 3).reshape(B, n * C, H, -1)
     return o[:, :T], S
+
+
+def _recurrent_step_storage(q, k, v, g, beta, S):
+    """The recurrent step keeping its intermediates in the inputs' dtype (bf16): the prediction kᵀS,
+    the corrected value v_new and the output are rounded to it; the state S stays in f32."""
+    lp = q.dtype
+    outs = []
+    for t in range(k.shape[1]):
+        S = S * g[:, t, :, None, None].float().exp()
+        kt, vt, qt, bt = k[:, t], v[:, t], q[:, t], beta[:, t, :, None]
+        v_new = bt * (vt - torch.einsum("bhk,bhkv->bhv", kt.float(), S).to(lp))
+        S = S + torch.einsum("bhk,bhv->bhkv", kt.float(), v_new.float())
+        outs.append(torch.einsum("bhk,bhkv->bhv", qt.float(), S).to(lp))
+    return torch.stack(outs, 1), S
+
+
+def fused_recurrent_gated_delta_rule_storage(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
+                                             cu_seqlens=None, use_qk_l2norm_in_kernel=False):
+    """fused_recurrent_gated_delta_rule with bf16 intermediates (as production kernels keep them)."""
+    return _run(_recurrent_step_storage, q, k, v, g, beta, scale, initial_state, output_final_state, cu_seqlens,
+                use_qk_l2norm_in_kernel, upcast=False)
 
 
 def fused_recurrent_delta_rule(q, k, v, beta, scale=None, initial_state=None, output_final_state=False,
