@@ -119,9 +119,10 @@ class Kernel:
             raise KernelError(f"{spec}.nlc['absent']: expected a list of input names (e.g. ['alpha']), got {absent!r}")
         self.absent = list(absent)
         log_gates = decl.get("log_gates", {})
-        if not isinstance(log_gates, dict) or not all(g in ("alpha", "eta") and isinstance(kw, str) for g, kw in log_gates.items()):
-            raise KernelError(f"{spec}.nlc['log_gates']: expected a dict gate -> keyword, e.g. {{'alpha': 'g'}} "
-                              f"(gates alpha, eta), got {log_gates!r}")
+        # alpha only: the kernel's decay is 1 - alpha, and g = log(1 - alpha) (docs/spec/py-backend.md#log-gates)
+        if not isinstance(log_gates, dict) or not all(g == "alpha" and isinstance(kw, str) for g, kw in log_gates.items()):
+            raise KernelError(f"{spec}.nlc['log_gates']: expected {{'alpha': <keyword>}}, e.g. {{'alpha': 'g'}} "
+                              f"(the kernel takes g = log(1 - alpha)), got {log_gates!r}")
         self.log_gates: Dict[str, str] = dict(log_gates)
         bounded = decl.get("bounded", [])
         if not isinstance(bounded, (list, tuple)) or not all(b in GATE_NAMES for b in bounded):
