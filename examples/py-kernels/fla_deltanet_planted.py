@@ -69,9 +69,9 @@ def _chunk_step_without_w_decay(q, k, v, g, beta, S, C=ops.CHUNK):
     n = (T + pad) // C
     to_chunks = lambda x: x.reshape(B, n, C, H, *x.shape[3:]).transpose(2, 3)
     q, k, v, g, beta = map(to_chunks, (q, k, v, g, beta))
-    lower = torch.tril(torch.ones(C, C, dtype=torch.bool))
-    strict = torch.tril(torch.ones(C, C, dtype=torch.bool), -1)
-    eye = torch.eye(C, dtype=k.dtype)
+    lower = torch.tril(torch.ones(C, C, dtype=torch.bool, device=k.device))
+    strict = torch.tril(torch.ones(C, C, dtype=torch.bool, device=k.device), -1)
+    eye = torch.eye(C, dtype=k.dtype, device=k.device)
     outs = []
     for i in range(n):
         qc, kc, vc, bc = q[:, i], k[:, i], v[:, i], beta[:, i]
