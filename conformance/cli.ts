@@ -30,7 +30,8 @@ Runs the nl-conformance checks (classes C0-C9) and writes an nlc-report/1 JSON r
 
   --filter F       run checks matching F: a class (C2), a rule (moneta, moneta.frozen),
                    or any substring of a check id; repeatable, or comma-separated
-  --rule KEY       same as --filter KEY (with --case: the rule of the case)
+  --rule KEY       only the checks of rule KEY (delta, or a variant: delta.frozen); with
+                   --filter, the checks matching both (with --case: the rule of the case)
   --seed N         run seed (default ${DEFAULT_SEED}); the same seed gives the same report
   --profile P      quick | default | deep: property runs per check (default: default)
   --report PATH    where to write the report (default reports/conformance.json)
@@ -127,7 +128,6 @@ function runRequest(args: Args["values"]): RunRequest {
   const profile = (args.profile ?? "default") as Profile;
   if (!PROFILES.includes(profile)) usage(`--profile ${args.profile}: expected ${PROFILES.join(" | ")}`);
   const filters = (args.filter ?? []).flatMap((f) => f.split(",")).map((f) => f.trim()).filter(Boolean);
-  if (args.rule !== undefined) filters.push(args.rule);
   let replay: RunRequest["replay"];
   if (args.replay !== undefined) {
     const m = /^(.+?):(\d+):([\d:]*)$/.exec(args.replay);
@@ -143,7 +143,7 @@ function runRequest(args: Args["values"]): RunRequest {
     }
   }
   const reportPath = replay === undefined || args.report !== undefined ? args.report ?? DEFAULT_REPORT : null;
-  return { seed, profile, filters, replay, fixtureDirs: args.fixtures ?? [], backends: args.backend, shard, reportPath, names: CLI_NAMES };
+  return { seed, profile, filters, rule: args.rule, replay, fixtureDirs: args.fixtures ?? [], backends: args.backend, shard, reportPath, names: CLI_NAMES };
 }
 
 async function main(): Promise<void> {

@@ -12,6 +12,7 @@ import type { CheckDef, Profile } from "../harness/check.ts";
 import { DEFAULT_REPORT } from "../harness/report.ts";
 import { selectShard, type Shard } from "../harness/shard.ts";
 import { buildCatalogue, matchesFilter, type Catalogue } from "./catalogue.ts";
+import { variantKey } from "../src/rules/level.ts";
 import { probeBackends } from "./c5/spawn.ts";
 import { PY_PREFIX, parsePyBackendArg } from "./py/plan.ts";
 
@@ -24,6 +25,8 @@ export interface RunRequest {
   profile: Profile;
   /** Alternatives (a class, a rule key, a substring of a check id); empty selects everything. */
   filters: string[];
+  /** --rule: only the checks of this rule (a key such as delta, or a variant such as delta.frozen), intersected with `filters`. */
+  rule?: string;
   /** Re-run one case exactly. */
   replay?: { id: string; seed: number; path: string };
   fixtureDirs: string[];
@@ -117,6 +120,12 @@ export function planRun(req: RunRequest): RunPlan {
     const idle = filters.filter((f) => !catalogue.checks.some((c) => matchesFilter(c, [f])));
     if (idle.length > 0) throw new UsageError(`${n.filter}: ${idle.map((f) => `'${f}'`).join(", ")} matches no check (try --list)`);
     defs = catalogue.checks.filter((c) => matchesFilter(c, filters));
+    const rule = req.rule;
+    if (rule !== undefined) {
+      const ofRule = (c: CheckDef) => c.subject.rule !== undefined && (c.subject.rule === rule || variantKey(c.subject.rule, c.subject.frozen === true) === rule);
+      if (!catalogue.checks.some(ofRule)) throw new UsageError(`--rule '${rule}': no check of that rule (a rule key such as delta, or a variant such as delta.frozen; try --list)`);
+      defs = defs.filter(ofRule);
+    }
   }
   if (req.shard !== undefined) {
     if (replay !== undefined) throw new UsageError(`${n.shard} does not apply to --replay`);

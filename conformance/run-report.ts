@@ -22,7 +22,7 @@ export interface WrittenReport {
 
 export function runReport(plan: RunPlan, outcome: RunOutcome, started: Date): Report {
   const req = plan.request;
-  const run = runInfo(started, req.seed, req.profile, req.filters.join(",") || null, outcome.backends, req.shard, plan.defs.length);
+  const run = runInfo(started, req.seed, req.profile, [...req.filters, ...(req.rule === undefined ? [] : [`rule=${req.rule}`])].join(",") || null, outcome.backends, req.shard, plan.defs.length);
   return {
     format: "nlc-report/1",
     ...(outcome.interrupt !== null ? { partial: true as const } : {}),

@@ -16,6 +16,8 @@ import { frozenForwardSaved, ruleForwardSaved } from "../../src/rules/level.ts";
 import { INNER_INPUT_NAMES, type InnerInputs, type RuleConfig, type RuleDecl } from "../../src/rules/types.ts";
 import { Tensor } from "../../src/tensor.ts";
 import { F32_STORE_F64_ACC } from "../../oracle/kernel-judge.ts";
+import type { SeqTensors } from "../../oracle/plain-reference.ts";
+import { absentInputs, kernelGradient, kernelValue, NO_CONVENTIONS, referenceValue, type Conventions } from "./conventions.ts";
 import { fromInnerGrads, packStates, packTokens, seqExtraArb, unpackState, unpackTokens, type SeqExtra } from "../../cases/kernel-batch.ts";
 
 export interface PyCaseSpec {
@@ -40,9 +42,14 @@ export function pyCaseArb(decl: RuleDecl, profile: Profile): fc.Arbitrary<PyCase
 /** The inner inputs a rule reads: the ones its reference backward differentiates (absent = not read). */
 export type InnerName = (typeof INNER_INPUT_NAMES)[number];
 
-/** One sequence: values rounded to the kernel's dtypes, held in f64 tensors (what the kernel, ref32 and ref64 all receive). */
+/**
+ * One sequence: values rounded to the kernel's dtypes, held in f64 tensors. `kin64` is what the
+ * kernel receives (in its own parametrisation, docs/spec/py-backend.md#conventions), `in64` what
+ * ref32 and ref64 receive: the same values, mapped exactly in f64 (conformance/py/conventions.ts).
+ */
 export interface Seq {
   in64: Record<string, Tensor>;
+  kin64: Record<string, Tensor>;
   st64: Record<string, Tensor>;
   dy64: Tensor;
   dFinal64: Record<string, Tensor>;
@@ -56,8 +63,13 @@ export interface PyCase {
   H: number;
   /** Sequence n = b·H + h. */
   seqs: Seq[];
-  /** The inputs sent to the kernel and the reference (those the rule reads). */
+  /** The inputs sent to the reference (those the rule reads). */
   inputs: InnerName[];
+  /** The inputs sent to the kernel and compared: `inputs` less the absent ones. */
+  kernelInputs: InnerName[];
+  /** The inputs the kernel declares absent (generated at their neutral value). */
+  absent: InnerName[];
+  conv: Conventions;
   stateNames: string[];
   /** A frozen read: inputs q, the state it reads, no final state. */
   frozen: boolean;
@@ -70,11 +82,15 @@ function rounded(dtype: StorageDType, t: Tensor): Tensor {
   return out;
 }
 
-function sequence(decl: RuleDecl, spec: RuleCaseSpec, inputs: readonly InnerName[], frozen: boolean, dFinalRng: Rng, p: Precision): Seq {
+function sequence(decl: RuleDecl, spec: RuleCaseSpec, inputs: readonly InnerName[], frozen: boolean, dFinalRng: Rng, p: Precision, conv: Conventions): Seq {
   const c = buildRuleCase(decl, spec, "f64", frozen);
   const saved = frozen ? frozenForwardSaved(decl, c.X, c.params, c.state, c.cfg).saved : ruleForwardSaved(decl, c.X, c.params, c.state, c.cfg).saved;
-  const s: Seq = { in64: {}, st64: {}, dy64: rounded(p.storage, c.dy), dFinal64: {} };
-  for (const n of inputs) s.in64[n] = rounded(p.storage, n === "x" ? saved.X! : saved[n]!);
+  const s: Seq = { in64: {}, kin64: {}, st64: {}, dy64: rounded(p.storage, c.dy), dFinal64: {} };
+  const rawRng = new Rng(spec.seed ^ 0x2c1b3c6d);
+  for (const n of inputs) {
+    s.kin64[n] = rounded(p.storage, kernelValue(conv, n, n === "x" ? saved.X! : saved[n]!, rawRng));
+    s.in64[n] = referenceValue(conv, n, s.kin64[n]!, c.cfg.d);
+  }
   for (const [n, t] of Object.entries(c.state)) {
     s.st64[n] = rounded(p.state, t);
     // a frozen read leaves the state unchanged: there is no final state to take a gradient
@@ -101,18 +117,25 @@ function readInputs(decl: RuleDecl, spec: RuleCaseSpec, frozen: boolean): { inpu
   return { inputs: INNER_INPUT_NAMES.filter((n) => inp[n] !== undefined && g.grads[n] !== undefined), states: Object.keys(c.state) };
 }
 
-/** `p`: the kernel's precision (its storage and state dtypes are what the case is rounded to). */
-export function buildPyCase(decl: RuleDecl, spec: PyCaseSpec, frozen = false, p: Precision = F32_STORE_F64_ACC): PyCase {
+/**
+ * `p`: the kernel's precision (its storage and state dtypes are what the case is rounded to);
+ * `conv`: its declared conventions (an absent input without a neutral value throws, naming it).
+ */
+export function buildPyCase(decl: RuleDecl, spec: PyCaseSpec, frozen = false, p: Precision = F32_STORE_F64_ACC, conv: Conventions = NO_CONVENTIONS): PyCase {
   // a frozen read of a zero state reads zero: frozen cases read random states
   const st = <X extends { state: "init" | "random" }>(x: X): X => (frozen ? { ...x, state: "random" } : x);
   const base = st(spec.base);
   const { inputs, states } = readInputs(decl, base, frozen);
   const rng = new Rng(spec.dFinalSeed);
   const specs = [base, ...spec.extra.slice(0, spec.B * spec.H - 1).map((e) => ({ ...base, ...st(e) }))];
-  const seqs = specs.map((s) => sequence(decl, s, inputs, frozen, rng, p));
+  const absent = absentInputs(conv, inputs, "the kernel") as InnerName[];
+  const seqs = specs.map((s) => sequence(decl, s, inputs, frozen, rng, p, conv));
   for (const q of seqs) for (const n of Object.keys(q.st64)) if (!states.includes(n)) delete q.st64[n];
   const cfg = buildRuleCase(decl, base, "f64").cfg;
-  return { spec, cfg, B: spec.B, T: cfg.seq_len, H: spec.H, seqs, inputs, stateNames: states, frozen };
+  return {
+    spec, cfg, B: spec.B, T: cfg.seq_len, H: spec.H, seqs, inputs, kernelInputs: inputs.filter((n) => !absent.includes(n)), absent, conv,
+    stateNames: states, frozen,
+  };
 }
 
 /** Per-sequence tensors [T, ...] -> canonical [B, T, H, ...] (f64 values, already rounded). */
@@ -146,4 +169,18 @@ export function seqState(c: PyCase, t: Tensor, n: number): Float64Array {
 /** A line naming the case for messages. */
 export function describeCase(c: PyCase): string {
   return `B=${c.B} H=${c.H} T=${c.T} d=${c.cfg.d} seed=${c.spec.base.seed}`;
+}
+
+/**
+ * A reference's tensors of sequence n as gradients w.r.t. the kernel's inputs (f64, before any
+ * rounding): through the declared conventions' VJPs; absent inputs' gradients dropped.
+ */
+export function toKernelGrads<A extends ArrayLike<number>>(c: PyCase, n: number, r: SeqTensors<A>): SeqTensors<ArrayLike<number>> {
+  const grads: Record<string, ArrayLike<number>> = {};
+  for (const [name, g] of Object.entries(r.grads)) {
+    if (c.absent.includes(name as InnerName)) continue;
+    const kin = c.seqs[n]!.kin64[name];
+    grads[name] = kin === undefined ? g : kernelGradient(c.conv, name, kin.data, g, c.cfg.d);
+  }
+  return { ...r, grads };
 }

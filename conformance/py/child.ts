@@ -13,6 +13,7 @@ import { coverage } from "../../oracle/kernel-judge.ts";
 import { buildPyCase, describeCase, pyCaseArb, type PyCaseSpec } from "./cases.ts";
 import { backwardCase, backwardNames, forwardCase, forwardNames } from "./kernel-cases.ts";
 import { KernelSession, kernelPrecision } from "./kernel-session.ts";
+import { absentInputs, NO_CONVENTIONS } from "./conventions.ts";
 import { parsePyBackend, pyPlan, type PyEntry } from "./plan.ts";
 import { runAsyncCheck, type AsyncPropertyCheck } from "./run-async.ts";
 import { resultLine, startLine, stubResult, type BatchRequest } from "../../harness/child-process.ts";
@@ -24,9 +25,9 @@ function definition(e: PyEntry, s: KernelSession, profile: Profile, replayArgs: 
   return {
     kind: "property", id: e.id, class: "C5", subject: e.subject, spec: e.spec, tolerance: e.tolerance, runs: e.runs, replayArgs,
     arb: pyCaseArb(e.decl, profile),
-    describe: (spec) => describeCase(buildPyCase(e.decl, spec, e.frozen, p)),
+    describe: (spec) => describeCase(buildPyCase(e.decl, spec, e.frozen, p, s.info.conventions)),
     run: async (spec) => {
-      const c = buildPyCase(e.decl, spec, e.frozen, p);
+      const c = buildPyCase(e.decl, spec, e.frozen, p, s.info.conventions);
       for (const n of e.kind === "forward" ? forwardNames(c) : backwardNames(c)) names.add(n);
       return e.kind === "forward" ? forwardCase(s, e.decl, e.key, c, exercised, p) : backwardCase(s, e.decl, e.key, c, exercised, p);
     },
@@ -48,6 +49,13 @@ async function run(req: BatchRequest): Promise<void> {
     return all("error", `backend ${backend.name}: ${e instanceof Error ? e.message : String(e)}`);
   }
   const who = `${backend.module}:${backend.callable}`;
+  session.info.conventions ??= NO_CONVENTIONS;
+  try {
+    absentInputs(session.info.conventions, [], who);
+  } catch (e) {
+    await session.close();
+    return all("error", `backend ${backend.name}: ${e instanceof Error ? e.message : String(e)}`);
+  }
   try {
     for (const c of req.checks) {
       emit(startLine(c.id));
@@ -72,7 +80,9 @@ async function run(req: BatchRequest): Promise<void> {
         : await runAsyncCheck(def, { seed: 0, profile: req.profile, replay: { seed, path: c.path ?? "" } });
       const device = `${session.info.device}, ${session.info.dtype} (state ${session.info.state_dtype}), backward by ${session.info.backward}`;
       const out = coverage(r, [...names], exercised);
-      emit(resultLine({ ...out, message: out.message ? `${out.message} [${device}]` : `[${device}]` }));
+      // the inputs this check generated at their neutral value and did not compare (docs/spec/py-backend.md#absent)
+      const absent = e.frozen ? [] : session.info.conventions.absent.filter((n) => (e.decl.gates as readonly string[]).includes(n));
+      emit(resultLine({ ...out, message: out.message ? `${out.message} [${device}]` : `[${device}]`, details: { ...out.details, absent } }));
     }
   } finally {
     await session.close();

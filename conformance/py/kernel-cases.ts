@@ -16,7 +16,7 @@ import type { Tensor } from "../../src/tensor.ts";
 import { comparedItems, fromInnerGrads, tensorName, type TensorKey } from "../../cases/kernel-batch.ts";
 import { flashCompare } from "../../oracle/kernel-judge.ts";
 import type { SeqTensors } from "../../oracle/plain-reference.ts";
-import type { PyCase, Seq } from "./cases.ts";
+import { toKernelGrads, type PyCase, type Seq } from "./cases.ts";
 import { readReply, type KernelSession } from "./kernel-session.ts";
 
 const asInputs = (r: Record<string, Tensor>) => r as unknown as InnerInputs;
@@ -28,7 +28,7 @@ function forwardKeys(c: PyCase): TensorKey[] {
 
 /** The tensors a backward check compares: every input's gradient and the state's. */
 function backwardKeys(c: PyCase): TensorKey[] {
-  return [...c.inputs.map((name): TensorKey => ({ part: "grad", name })), ...c.stateNames.map((name): TensorKey => ({ part: "dState0", name }))];
+  return [...c.kernelInputs.map((name): TensorKey => ({ part: "grad", name })), ...c.stateNames.map((name): TensorKey => ({ part: "dState0", name }))];
 }
 
 export const forwardNames = (c: PyCase): string[] => forwardKeys(c).map((k) => tensorName(k, c.frozen, "py"));
@@ -52,7 +52,7 @@ async function phaseCase(s: KernelSession, decl: RuleDecl, key: string, c: PyCas
   const keys = which === "forward" ? forwardKeys(c) : backwardKeys(c);
   const kernel = readReply(c, which === "forward" ? await s.forward(c, key) : await s.backward(c, key), keys, "kernel", which);
   const r32 = await s.plainReference(c, key, p, keys);
-  const r64 = c.seqs.map((q) => ref64(decl, c, q));
+  const r64 = c.seqs.map((q, n) => toKernelGrads(c, n, ref64(decl, c, q)));
   if (which === "backward") {
     for (const k of keys) {
       if (k.part === "dState0" && r64[0]!.dState0[k.name] === undefined) throw new Error(`the reference backward of ${key} returns no gradient of the state ${k.name}`);

@@ -9,7 +9,8 @@ import { TorchBridge, TorchBridgeError } from "../../oracle/torch-bridge.ts";
 import { roundedCopy, type Precision, type StorageDType } from "../../src/precision.ts";
 import { Tensor } from "../../src/tensor.ts";
 import { F32_STORE_F64_ACC } from "../../oracle/kernel-judge.ts";
-import { seqState, seqTokens, statesTensor, tokensTensor, type PyCase } from "./cases.ts";
+import { seqState, seqTokens, statesTensor, toKernelGrads, tokensTensor, type PyCase } from "./cases.ts";
+import { NO_CONVENTIONS, type Conventions } from "./conventions.ts";
 import { emptySeq, isStateTensor, mapSeq, nameOf, setAt, type TensorKey, type TensorNaming } from "../../cases/kernel-batch.ts";
 import type { SeqTensors } from "../../oracle/plain-reference.ts";
 import type { PyBackend } from "./plan.ts";
@@ -28,6 +29,8 @@ export interface KernelInfo {
   judged: boolean;
   skip_reason: string | null;
   torch: string;
+  /** The declared conventions (docs/spec/py-backend.md#conventions). */
+  conventions: Conventions;
 }
 
 /** A kernel request failed: the kernel raised, broke its contract, died or timed out. */
@@ -52,9 +55,10 @@ export type Out = Map<string, Tensor>;
  * it was always judged with: its yardstick is a plain f32 PyTorch run (f32 scalars as well as f32
  * sums), which the wider floor of the emulated f32 reference exists to make up for.
  */
-export function kernelPrecision(info: Pick<KernelInfo, "dtype" | "state_dtype">): Precision {
+export function kernelPrecision(info: Pick<KernelInfo, "dtype" | "state_dtype"> & { conventions?: Conventions }): Precision {
   const storage = info.dtype as StorageDType, state = info.state_dtype ?? "f32";
-  if (storage === "f32" && state === "f32") return F32_STORE_F64_ACC;
+  // an f32 kernel that declares f32 sums (a Triton kernel) is judged with the f32-sum floor (docs/spec/precision.md#floors)
+  if (storage === "f32" && state === "f32") return (info.conventions ?? NO_CONVENTIONS).accumulate === "f32" ? { storage, state, accumulate: "f32" } : F32_STORE_F64_ACC;
   return { storage, state, accumulate: "f32" };
 }
 
@@ -96,7 +100,7 @@ export class KernelSession {
   }
 
   private async kernel(op: "kernel_forward" | "kernel_backward", c: PyCase, rule: string, extra: [string, Tensor][]): Promise<Out> {
-    const tensors: [string, Tensor][] = c.inputs.map((n) => [wire.input(n), tokensTensor(c, (s) => s.in64[n]!)]);
+    const tensors: [string, Tensor][] = c.kernelInputs.map((n) => [wire.input(n), tokensTensor(c, (s) => s.kin64[n]!)]);
     for (const n of c.stateNames) tensors.push([wire.state(n), statesTensor(c, (s) => s.st64[n]!, [c.B, c.H])]);
     tensors.push(...extra);
     try {
@@ -140,8 +144,8 @@ export class KernelSession {
    */
   async plainReference(c: PyCase, rule: string, p: Precision, keys: readonly TensorKey[]): Promise<SeqTensors<Float64Array>[]> {
     const out = await this.torchReference(c, rule, "f32");
-    return readReply(c, out, keys, "stacked", "reference").map((r) =>
-      mapSeq(r, (a, k) => Float64Array.from(roundedCopy(isStateTensor(k) ? p.state : p.storage, a))));
+    return readReply(c, out, keys, "stacked", "reference").map((r, n) =>
+      mapSeq(toKernelGrads(c, n, r), (a, k) => Float64Array.from(roundedCopy(isStateTensor(k) ? p.state : p.storage, a))));
   }
 
   async close(): Promise<void> {

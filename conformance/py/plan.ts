@@ -83,7 +83,8 @@ export interface PyEntry {
  */
 export const PY_TOLERANCE: CheckTolerance = {
   ...KERNEL_TOLERANCE,
-  ref32: "the PyTorch reference (python/nlc_torch/rules.py) run in f32, forward and autograd backward, on the same inputs; " +
+  ref32: "the PyTorch reference (python/nlc_torch/rules.py) run in f32, forward and autograd backward, on the same inputs " +
+    "(mapped in f64 by the kernel's declared conventions, its gradients mapped back: docs/spec/py-backend.md#conventions); " +
     "for a bf16 or f16 kernel its outputs rounded to the kernel's storage dtype and states to its state dtype (docs/spec/py-backend.md#precision)",
   bias: "the bias test against the same yardstick, with the floor of the kernel's storage dtype (docs/spec/precision.md#bias)",
   ref64: "the TypeScript reference pair in f64 (backward with d(final state), docs/spec/state-gradients.md#active)",

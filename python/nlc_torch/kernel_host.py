@@ -89,10 +89,7 @@ class Kernel:
         # a single-state rule's state travels as a bare tensor unless the kernel asks for a dict
         self.state_dict = bool(decl.get("state_dict", False))
         self.output_final_state_kw = decl.get("output_final_state")
-        scale = decl.get("scale")
-        if scale is not None and not isinstance(scale, (str, int, float)):
-            raise KernelError(f"{spec}.nlc['scale']: expected a keyword name or a number, got {scale!r}")
-        self.scale = scale
+        self._conventions(spec, decl)
         bw = getattr(self.fn, "backward", None)
         self.backward = bw if callable(bw) else None
         self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -101,12 +98,75 @@ class Kernel:
         except (TypeError, ValueError):
             self.params = None
 
+    def _conventions(self, spec: str, decl: dict) -> None:
+        """The declared conventions (docs/spec/py-backend.md#conventions). The host only calls the
+        kernel by them (keywords, flags); the values on the wire are already in the kernel's
+        parametrisation (raw q and k, g = log(1 - alpha)), made by the harness (conformance/py/conventions.ts)."""
+        scale = decl.get("scale")
+        if isinstance(scale, dict):
+            kw, value = scale.get("keyword"), scale.get("value", "rsqrt_dk")
+            if kw is not None and not isinstance(kw, str):
+                raise KernelError(f"{spec}.nlc['scale']['keyword']: expected a keyword name or None, got {kw!r}")
+            if value != "rsqrt_dk" and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise KernelError(f"{spec}.nlc['scale']['value']: expected 'rsqrt_dk' or a number, got {value!r}")
+            scale = {"keyword": kw, "value": value}
+        elif scale is not None and not isinstance(scale, (str, int, float)):
+            raise KernelError(f"{spec}.nlc['scale']: expected a keyword name, a number or "
+                              "{'keyword': ..., 'value': 'rsqrt_dk' | number}, got {scale!r}")
+        self.scale = scale
+        absent = decl.get("absent", [])
+        if not isinstance(absent, (list, tuple)) or not all(isinstance(a, str) for a in absent):
+            raise KernelError(f"{spec}.nlc['absent']: expected a list of input names (e.g. ['alpha']), got {absent!r}")
+        self.absent = list(absent)
+        log_gates = decl.get("log_gates", {})
+        # alpha only: the kernel's decay is 1 - alpha, and g = log(1 - alpha) (docs/spec/py-backend.md#log-gates)
+        if not isinstance(log_gates, dict) or not all(g == "alpha" and isinstance(kw, str) for g, kw in log_gates.items()):
+            raise KernelError(f"{spec}.nlc['log_gates']: expected {{'alpha': <keyword>}}, e.g. {{'alpha': 'g'}} "
+                              f"(the kernel takes g = log(1 - alpha)), got {log_gates!r}")
+        self.log_gates: Dict[str, str] = dict(log_gates)
+        bounded = decl.get("bounded", [])
+        if not isinstance(bounded, (list, tuple)) or not all(b in GATE_NAMES for b in bounded):
+            raise KernelError(f"{spec}.nlc['bounded']: expected a list of gates ({', '.join(GATE_NAMES)}), got {bounded!r}")
+        self.bounded = list(bounded)
+        l2 = decl.get("qk_l2norm", False)
+        if not isinstance(l2, (bool, str)):
+            raise KernelError(f"{spec}.nlc['qk_l2norm']: expected a keyword name (set to True) or a bool, got {l2!r}")
+        self.qk_l2norm = l2
+        acc = decl.get("accumulate")
+        if acc is not None and acc not in ("f32", "f64"):
+            raise KernelError(f"{spec}.nlc['accumulate']: expected 'f32' or 'f64', got {acc!r}")
+        self.accumulate = acc
+        chunk = decl.get("chunk_size")
+        if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1):
+            raise KernelError(f"{spec}.nlc['chunk_size']: expected a positive integer, got {chunk!r}")
+        self.chunk_size = chunk
+
+    def keyword(self, name: str) -> str:
+        """The keyword of one of our inputs: a log-space gate's own keyword, else its `names` entry."""
+        return self.log_gates.get(name) or self.names.get(name, name)
+
+    def conventions(self) -> dict:
+        """What the harness needs to generate the kernel's inputs and map the references (conformance/py/conventions.ts)."""
+        s = self.scale
+        if isinstance(s, dict):
+            scale = {"value": s["value"], "keyword": s["keyword"]}
+        elif isinstance(s, str):
+            scale = {"value": 1.0, "keyword": s}
+        else:
+            scale = {"value": 1.0, "keyword": None, "divided": float(s)} if s is not None else None
+        return {"absent": self.absent, "scale": scale, "log_gates": self.log_gates, "bounded": self.bounded,
+                "qk_l2norm": bool(self.qk_l2norm), "accumulate": self.accumulate, "chunk_size": self.chunk_size}
+
     @staticmethod
     def _import(module: str, path: Optional[str]):
         if module.endswith(".py") or os.sep in module:
             file = os.path.abspath(module)
             if not os.path.isfile(file):
                 raise KernelError(f"kernel: {file} does not exist")
+            # the adaptor's own folder first, so it imports its sibling modules as a script would
+            folder = os.path.dirname(file)
+            if folder not in sys.path:
+                sys.path.insert(0, folder)
             name = "nlc_kernel_" + os.path.splitext(os.path.basename(file))[0]
             spec = importlib.util.spec_from_file_location(name, file)
             mod = importlib.util.module_from_spec(spec)
@@ -130,7 +190,7 @@ class Kernel:
             "kernel": self.spec, "rules": self.rules, "dtype": self.dtype_name, "state_dtype": self.state_dtype_name, "layout": self.layout,
             "state_layout": self.state_layout, "backward": "explicit" if self.backward else "autograd",
             "device": str(self.device) + (f" ({torch.cuda.get_device_name(0)})" if self.device.type == "cuda" else ""),
-            "judged": judged,
+            "judged": judged, "conventions": self.conventions(),
             "skip_reason": None if judged else
             f"{self.spec} declares dtype {self.dtype_name}; f32, bf16 and f16 kernels are judged (an f64 kernel's yardstick would be "
             "ref64 itself: docs/spec/py-backend.md#precision)",
@@ -173,13 +233,46 @@ class Kernel:
         return t
 
 
-def _query_scale(k: Kernel) -> Tuple[Optional[str], float]:
-    """(keyword to pass 1.0 to, or None; the fixed factor the kernel applies to q, 1.0 if none)."""
-    if isinstance(k.scale, str):
-        return k.scale, 1.0
-    if k.scale is None:
-        return None, 1.0
-    return None, float(k.scale)
+def _query_scale(k: Kernel, d_k: int) -> Tuple[Optional[str], Optional[float], float]:
+    """(keyword to pass the scale to, or None; the value passed; the fixed factor the kernel applies
+    to q that the host divides out, 1.0 if none). A declared {'keyword', 'value'} scale is the
+    kernel's own: the harness has already scaled the reference's q (docs/spec/py-backend.md#scale)."""
+    s = k.scale
+    if isinstance(s, dict):
+        if s["keyword"] is None:
+            return None, None, 1.0
+        return s["keyword"], (d_k ** -0.5 if s["value"] == "rsqrt_dk" else float(s["value"])), 1.0
+    if isinstance(s, str):
+        return s, 1.0, 1.0
+    if s is None:
+        return None, None, 1.0
+    return None, None, float(s)
+
+
+def _kernel_inputs(k: Kernel, rule: str, inputs: Dict[str, torch.Tensor], factor: float) -> Dict[str, torch.Tensor]:
+    """Our inputs under the kernel's keywords. An input the kernel does not take must be declared
+    absent (the harness then never sends it); one it neither takes nor declares is an error naming it."""
+    kw: Dict[str, torch.Tensor] = {}
+    for name, t in inputs.items():
+        key = k.keyword(name)
+        if name in k.absent:
+            raise KernelError(f"in.{name}: {k.spec} declares {name} absent, but the request carries it")
+        if not k.accepts(key):
+            raise KernelError(f"{k.spec} does not take the input {name} (keyword {key!r}) that {rule} reads; "
+                              f"declare it in nlc['absent'] if the kernel has no such input "
+                              "(docs/spec/py-backend.md#absent)")
+        if name == "q" and factor != 1.0:
+            t = t / factor  # the kernel multiplies q by `factor`; ours does not
+        kw[key] = k.to_kernel_token(t)
+    return kw
+
+
+def _flags(k: Kernel, kw: Dict[str, object], d_k: int) -> None:
+    scale_kw, scale_value, _ = _query_scale(k, d_k)
+    if scale_kw:
+        kw[scale_kw] = scale_value
+    if isinstance(k.qk_l2norm, str):
+        kw[k.qk_l2norm] = True
 
 
 def _call_forward(k: Kernel, rule: str, cfg: dict, inputs: Dict[str, torch.Tensor], state: Dict[str, torch.Tensor]):
@@ -187,22 +280,14 @@ def _call_forward(k: Kernel, rule: str, cfg: dict, inputs: Dict[str, torch.Tenso
     dtype); returns (y, final state) canonical. Conversions stay in the autograd graph. A frozen
     read (`<rule>.frozen`) returns y alone; its state is unchanged, so the final state is None."""
     frozen = rule.endswith(".frozen")
-    kw: Dict[str, object] = {}
-    scale_kw, factor = _query_scale(k)
-    for name, t in inputs.items():
-        key = k.names.get(name, name)
-        if not k.accepts(key):
-            continue  # an input the kernel does not read: its gradient is zero
-        if name == "q" and factor != 1.0:
-            t = t / factor  # the kernel multiplies q by `factor`; ours does not
-        kw[key] = k.to_kernel_token(t)
+    d_k = inputs["q"].shape[-1]
+    kw: Dict[str, object] = dict(_kernel_inputs(k, rule, inputs, _query_scale(k, d_k)[2]))
     single = len(state) == 1 and not k.state_dict
     st = {n: k.to_kernel_state(t) for n, t in state.items()}
     kw[k.initial_state_kw] = next(iter(st.values())) if single else st
     if k.output_final_state_kw and not frozen:
         kw[k.output_final_state_kw] = True
-    if scale_kw:
-        kw[scale_kw] = 1.0
+    _flags(k, kw, d_k)
     if len(k.rules) > 1:
         kw["rule"] = rule
     if k.accepts("config"):
@@ -231,9 +316,47 @@ def _call_forward(k: Kernel, rule: str, cfg: dict, inputs: Dict[str, torch.Tenso
     return y, final
 
 
+def _probe_ignored(k: Kernel, rule: str, cfg: dict, inputs: Dict[str, torch.Tensor], state: Dict[str, torch.Tensor]) -> bool:
+    """Detects an input the kernel accepts (e.g. through **kwargs) but ignores
+    (docs/spec/py-backend.md#absent): from the request's inputs and a random non-zero initial state,
+    each input in turn is redrawn; if y and the final state stay bitwise the same, that input is
+    ignored: an error naming it. Returns False when the probe cannot decide (d = 1, where a
+    normalised key is ±1 whatever its value), so a later request probes again."""
+    if rule.endswith(".frozen") or inputs["q"].shape[-1] < 2:
+        return False
+    gen = torch.Generator().manual_seed(0x5EED)
+
+    def draw(like: torch.Tensor, name: str) -> torch.Tensor:
+        if name in GATE_NAMES:
+            u = torch.rand(like.shape, generator=gen, dtype=torch.float64) * 0.8 + 0.1
+            if name in k.log_gates:
+                u = torch.log1p(-u)
+            return u.to(like.device, like.dtype)
+        return (torch.randn(like.shape, generator=gen, dtype=torch.float64) * 0.5).to(like.device, like.dtype)
+
+    st = {n: draw(t, "state") for n, t in state.items()}
+    with torch.no_grad():
+        y0, f0 = _call_forward(k, rule, cfg, inputs, st)
+        for name in inputs:
+            changed = dict(inputs)
+            changed[name] = draw(inputs[name], name)
+            y1, f1 = _call_forward(k, rule, cfg, changed, st)
+            if torch.equal(y0, y1) and all(torch.equal(f0[n], f1[n]) for n in f0):
+                raise KernelError(f"{k.spec} accepts the input {name} (keyword {k.keyword(name)!r}) but ignores it: y and the final "
+                                  f"state are bitwise unchanged when {name} is redrawn; if the kernel has no such input, "
+                                  "declare it in nlc['absent'] (docs/spec/py-backend.md#absent)")
+    return True
+
+
 class KernelHost:
     def __init__(self):
         self.kernels: Dict[str, Kernel] = {}
+        self.probed = set()
+
+    def _probe(self, k: Kernel, rule: str, cfg: dict, inputs, state) -> None:
+        key = (k.spec, rule)
+        if key not in self.probed and _probe_ignored(k, rule, cfg, inputs, state):
+            self.probed.add(key)
 
     def get(self, header: dict) -> Kernel:
         spec = header.get("kernel")
@@ -279,6 +402,7 @@ class KernelHost:
     def forward(self, header, tensors):
         k = self.get(header)
         rule, cfg, inputs, state, _ = self._prepare(k, header, tensors)
+        self._probe(k, rule, cfg, inputs, state)
         with torch.no_grad():
             y, final = _call_forward(k, rule, cfg, inputs, state)
         return {"ok": True}, [("y", y)] + [(f"state.{n}", t) for n, t in (final or {}).items()]
@@ -286,6 +410,7 @@ class KernelHost:
     def backward(self, header, tensors):
         k = self.get(header)
         rule, cfg, inputs, state, extra = self._prepare(k, header, tensors)
+        self._probe(k, rule, cfg, inputs, state)
         dy = extra.get("dy")
         d_state = {n[7:]: t for n, t in extra.items() if n.startswith("dstate.")}
         if k.backward is not None:
@@ -311,17 +436,13 @@ class KernelHost:
 def _explicit_backward(k: Kernel, rule, cfg, inputs, state, dy, d_state) -> Dict[str, torch.Tensor]:
     """The kernel's own backward: called with the forward's keywords plus `dy` and `d_final_state`;
     returns a dict of gradients by the kernel's keyword names (initial state under its keyword)."""
-    scale_kw, factor = _query_scale(k)
-    kw: Dict[str, object] = {}
-    for name, t in inputs.items():
-        key = k.names.get(name, name)
-        if k.accepts(key):
-            kw[key] = k.to_kernel_token(t / factor if name == "q" and factor != 1.0 else t)
+    d_k = inputs["q"].shape[-1]
+    factor = _query_scale(k, d_k)[2]
+    kw: Dict[str, object] = dict(_kernel_inputs(k, rule, inputs, factor))
     single = len(state) == 1 and not k.state_dict
     st = {n: k.to_kernel_state(t) for n, t in state.items()}
     kw[k.initial_state_kw] = next(iter(st.values())) if single else st
-    if scale_kw:
-        kw[scale_kw] = 1.0
+    _flags(k, kw, d_k)
     if len(k.rules) > 1:
         kw["rule"] = rule
     kw["dy"] = k.to_kernel_token(dy) if dy is not None else None
@@ -336,7 +457,7 @@ def _explicit_backward(k: Kernel, rule, cfg, inputs, state, dy, d_state) -> Dict
         raise KernelError(f"{k.spec}.backward returned {type(out).__name__}, expected a dict of gradients by keyword name")
     grads: Dict[str, torch.Tensor] = {}
     for name, t in inputs.items():
-        key = k.names.get(name, name)
+        key = k.keyword(name)
         g = out.get(key)
         if g is None:
             grads[name] = torch.zeros_like(t)
