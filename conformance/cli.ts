@@ -3,6 +3,7 @@
  * The same engine serves `bun test` (conformance/conformance.test.ts).
  */
 import { parseVariantKey, variantKey } from "../src/rules/level.ts";
+import { DEFAULT_MIN_POWER, parseMinPower } from "../harness/report-power.ts";
 import { parseArgs } from "node:util";
 import { buildRuleCase, parseRuleCaseRequest, type RuleCaseRequest } from "../cases/rule-case.ts";
 import { PROFILES, type Profile } from "../harness/check.ts";
@@ -52,6 +53,9 @@ Runs the nl-conformance checks (classes C0-C9) and writes an nlc-report/1 JSON r
   --shard I/N      run only shard I of N (1-based): a deterministic partition of the
                    selected checks balanced by measured check times; merge the shards'
                    reports with the merge command
+  --min-power P    fail every passing kernel check whose weakest gradient tensor could not
+                   detect a relative scale error of P (1%, 0.01; default off;
+                   docs/spec/precision.md#min-power)
   --list           list the check ids and exit
   --summary [PATH] print the closing line of an existing report (default
                    reports/conformance.json) and exit 1 unless it is all pass/skip
@@ -104,6 +108,7 @@ const OPTIONS = {
   case: { type: "string" },
   out: { type: "string" },
   shard: { type: "string" },
+  "min-power": { type: "string" },
   list: { type: "boolean" },
   summary: { type: "boolean" },
   help: { type: "boolean", short: "h" },
@@ -143,7 +148,15 @@ function runRequest(args: Args["values"]): RunRequest {
     }
   }
   const reportPath = replay === undefined || args.report !== undefined ? args.report ?? DEFAULT_REPORT : null;
-  return { seed, profile, filters, replay, fixtureDirs: args.fixtures ?? [], backends: args.backend, shard, reportPath, names: CLI_NAMES };
+  let minPower: number | null = DEFAULT_MIN_POWER;
+  if (args["min-power"] !== undefined) {
+    try {
+      minPower = parseMinPower(args["min-power"], "--min-power");
+    } catch (e) {
+      usage(message(e));
+    }
+  }
+  return { seed, profile, filters, replay, fixtureDirs: args.fixtures ?? [], backends: args.backend, shard, reportPath, names: CLI_NAMES, minPower };
 }
 
 async function main(): Promise<void> {
