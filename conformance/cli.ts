@@ -3,6 +3,7 @@
  * The same engine serves `bun test` (conformance/conformance.test.ts).
  */
 import { parseVariantKey, variantKey } from "../src/rules/level.ts";
+import { runSelftest, SELFTEST_HELP } from "./selftest.ts";
 import { DEFAULT_MIN_POWER, parseMinPower } from "../harness/report-power.ts";
 import { parseArgs } from "node:util";
 import { buildRuleCase, parseRuleCaseRequest, type RuleCaseRequest } from "../cases/rule-case.ts";
@@ -73,7 +74,9 @@ or the process group alike; a run whose parent died stops the same way.
 
 ${REPORT_COMMANDS_HELP}
 
-${SWEEP_HELP}`;
+${SWEEP_HELP}
+
+${SELFTEST_HELP}`;
 
 function usage(msg: string): never {
   console.error(`conformance: ${printable(msg)}\n(see --help)`);
@@ -89,6 +92,7 @@ const message = (e: unknown) => (e instanceof Error ? e.message : String(e));
 const SUBCOMMANDS: Record<string, (argv: string[]) => number | Promise<number>> = Object.fromEntries([
   ...REPORT_COMMANDS.map((name) => [name, (argv: string[]) => runReportCommand(name as ReportCommand, argv)]),
   ...SWEEP_COMMANDS.map((name) => [name, (argv: string[]) => runSweepCommand(name as SweepCommand, argv)]),
+  ["selftest", runSelftest],
 ]);
 
 /** Whether this command line runs checks (then it runs in a supervised child, see supervise.ts). */
