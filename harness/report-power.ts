@@ -38,7 +38,10 @@ export function parseMinPower(v: string, name: string): number | null {
 /** The default gate: off (docs/spec/precision.md#min-power). */
 export const DEFAULT_MIN_POWER: number | null = null;
 
-const pct = (x: number) => `${Number((x * 100).toPrecision(3))}%`;
+const pct = (x: number) => {
+  const v = x * 100;
+  return `${v >= 1e-3 ? Number(v.toPrecision(3)) : v.toExponential(2)}%`;
+};
 
 /**
  * The gate (docs/spec/precision.md#min-power): a passing check whose weakest gradient tensor could

@@ -65,7 +65,8 @@ export interface CheckPower {
   by: PowerTest;
   /** The same over the gradients only (what --min-power gates); absent for a check that compares no gradient. */
   gradient?: { power: number | null; tensor: string; by: PowerTest };
-  tensors: Record<string, { power: number | null; by: PowerTest }>;
+  /** Per tensor: its power, the test that gives it, and each test's own power. */
+  tensors: Record<string, { power: number | null; by: PowerTest; bound: number | null; bias: number | null }>;
 }
 
 const weaker = (a: number | null, b: number | null) => (a === null ? true : b === null ? false : a >= b);
@@ -75,7 +76,7 @@ export function summarizePower(tensors: ReadonlyMap<string, TensorPower>): Check
   let all: [string, TensorPower] | undefined, grad: [string, TensorPower] | undefined;
   const out: CheckPower["tensors"] = {};
   for (const [name, p] of tensors) {
-    out[name] = { power: sig(p.power), by: p.by };
+    out[name] = { power: sig(p.power), by: p.by, bound: sig(p.bound), bias: sig(p.bias) };
     if (all === undefined || weaker(p.power, all[1].power)) all = [name, p];
     if (p.group === "grad" && (grad === undefined || weaker(p.power, grad[1].power))) grad = [name, p];
   }

@@ -103,12 +103,17 @@ test("the planted bf16 fixture (dk scaled by 1.01) fails, and the correct one's 
   expect(good.details!.blind_spots).toEqual([]);
 });
 
-/** The backward-gradient kernel checks of one backend at the quick profile. */
+const BACKENDS = ["cpu-emu", "cpu-bf16"];
+let run: Promise<CheckResult[]> | undefined;
+
+/** The gradient kernel checks (backward, chunks, gpu-blocks) of one backend at the quick profile: one run for both backends (the backends are probed once per process). */
 async function kernelChecks(backend: string): Promise<CheckResult[]> {
-  const plan = planRun({ seed: 1, profile: "quick", filters: [`C5/${backend}/`], fixtureDirs: [], backends: [backend], reportPath: null, names: CLI_NAMES });
-  const defs = plan.defs.filter((d) => /\/(backward|chunks|gpu-blocks)$/.test(d.id));
-  const out = await runPlan({ ...plan, defs, selected: new Set(defs.map((d) => d.id)) });
-  return out.results.filter((r) => r.status !== "skip");
+  run ??= (async () => {
+    const plan = planRun({ seed: 1, profile: "quick", filters: BACKENDS.map((b) => `C5/${b}/`), fixtureDirs: [], backends: BACKENDS, reportPath: null, names: CLI_NAMES });
+    const defs = plan.defs.filter((d) => /\/(backward|chunks|gpu-blocks)$/.test(d.id));
+    return (await runPlan({ ...plan, defs, selected: new Set(defs.map((d) => d.id)) })).results;
+  })();
+  return (await run).filter((r) => r.id.startsWith(`C5/${backend}/`) && r.status !== "skip");
 }
 
 test("our f32 kernels (cpu-emu) detect a 0.1% scale error in every gradient tensor, with no blind spot", async () => {
@@ -122,12 +127,24 @@ test("our f32 kernels (cpu-emu) detect a 0.1% scale error in every gradient tens
   }
 }, 600_000);
 
-test("the bf16 build (cpu-bf16) detects a 1% scale error in every gradient tensor", async () => {
+test("the bf16 build (cpu-bf16) detects a 1% scale error in every gradient tensor, by the bias test alone too", async () => {
   const results = await kernelChecks("cpu-bf16");
   expect(results.length).toBeGreaterThan(20);
   for (const r of results) {
     expect(`${r.id} ${r.status}`).toBe(`${r.id} pass`);
-    const g = (r.details!.power as CheckPower).gradient!;
-    expect(`${r.id} ${g.tensor} ${g.power! <= 1e-2}`).toBe(`${r.id} ${g.tensor} true`);
+    const p = r.details!.power as CheckPower;
+    expect(`${r.id} ${p.gradient!.tensor} ${p.gradient!.power! <= 1e-2}`).toBe(`${r.id} ${p.gradient!.tensor} true`);
+    for (const [name, t] of Object.entries(p.tensors)) expect(`${r.id} ${name} bias ${t.bias! <= 1e-2}`).toBe(`${r.id} ${name} bias true`);
+    expect(`${r.id} ${r.details!.blind_spots}`).toBe(`${r.id} `);
   }
+}, 600_000);
+
+test("--min-power through the runner: a pass whose weakest gradient cannot detect the asked scale error becomes a fail naming it", async () => {
+  await kernelChecks("cpu-emu"); // the backends are probed by then
+  const plan = planRun({ seed: 1, profile: "quick", filters: ["C5/cpu-emu/delta/backward"], fixtureDirs: [], backends: BACKENDS, reportPath: null, names: CLI_NAMES, minPower: 1e-8 });
+  const defs = plan.defs.filter((d) => d.id === "C5/cpu-emu/delta/backward");
+  const [r] = (await runPlan({ ...plan, defs, selected: new Set(defs.map((d) => d.id)) })).results;
+  expect(r!.status).toBe("fail");
+  expect(r!.message).toMatch(/^--min-power 1\.00e-6%: the weakest gradient d\w+ detects a scale error only from 1\.\d+e-4% \(the bound\)/);
+  expect(r!.details!.min_power).toBe(1e-8);
 }, 600_000);
