@@ -46,10 +46,12 @@ const pct = (x: number) => {
 /**
  * The gate (docs/spec/precision.md#min-power): a passing check whose weakest gradient tensor could
  * not detect a `minPower` scale error fails, with a message naming the tensor, its power and the
- * test that gives it. Checks without gradients, and checks that did not pass, are left alone.
+ * test that gives it. Kernel checks (C5, C6) only; checks without gradients, and checks that did not
+ * pass, are left alone.
  */
 export function gateMinPower(r: CheckResult, minPower: number | null | undefined): CheckResult {
-  if (minPower === null || minPower === undefined || r.status !== "pass") return r;
+  // kernel checks only (C5, C6): the finite-difference checks record their power, but a tape gradient is not a release artefact
+  if (minPower === null || minPower === undefined || r.status !== "pass" || (r.class !== "C5" && r.class !== "C6")) return r;
   const g = powerOf(r)?.gradient;
   if (g === undefined || (g.power !== null && g.power <= minPower)) return r;
   const what = g.power === null ? "detects no scale error at all" : `detects a scale error only from ${pct(g.power)} (the ${g.by === "bias" ? "bias test" : "bound"})`;
@@ -89,10 +91,11 @@ function bucket(p: number | null): string {
   return POWER_BUCKETS[i < 0 ? EDGES.length : i]!;
 }
 
-/** The run's power summary, or undefined when no check recorded a power. */
+/** The run's power summary over its kernel checks (C5, C6), or undefined when none recorded a power. */
 export function summarizePower(checks: readonly CheckResult[], minPower?: number | null): PowerSummary | undefined {
-  const rows = checks.map((c) => [c, powerOf(c)] as const).filter((x): x is readonly [CheckResult, PowerDetails] => x[1] !== undefined);
-  const blind = checks.filter((c) => c.status === "pass" && blindSpotsOf(c).length > 0).length;
+  const kernel = checks.filter((c) => c.class === "C5" || c.class === "C6");
+  const rows = kernel.map((c) => [c, powerOf(c)] as const).filter((x): x is readonly [CheckResult, PowerDetails] => x[1] !== undefined);
+  const blind = kernel.filter((c) => c.status === "pass" && blindSpotsOf(c).length > 0).length;
   if (rows.length === 0 && blind === 0) return undefined;
   const histogram: Record<string, number> = {};
   for (const e of POWER_BUCKETS) histogram[e] = 0;

@@ -19,6 +19,7 @@ import { ROOT } from "../paths.ts";
 import { CLI_NAMES, planRun } from "../conformance/plan.ts";
 import { runPlan } from "../conformance/parallel.ts";
 import type { CheckResult } from "../harness/check.ts";
+import { compareTensors, tolerancePower, TOL_FD } from "../oracle/compare.ts";
 
 const BF16: Precision = { storage: "bf16", state: "f32", accumulate: "f32" };
 
@@ -57,7 +58,7 @@ test("signatures on a correct bf16-like case: every material mutation detected; 
   const judge = (slack: number) => {
     const ex = new Set<string>();
     for (const seed of [1, 2, 3]) expect(flashCompare(bf16Case(seed), ex, "k", BF16, { layout: LAYOUT, slack }).ok).toBe(true);
-    const r = withLedger({ id: "synthetic", status: "pass" } as unknown as CheckResult, ex);
+    const r = withLedger({ id: "synthetic", class: "C5", status: "pass" } as unknown as CheckResult, ex);
     return { r, sigs: r.details!.signatures as Record<string, SignatureResult>, power: r.details!.power as CheckPower };
   };
   const real = judge(1);
@@ -148,3 +149,15 @@ test("--min-power through the runner: a pass whose weakest gradient cannot detec
   expect(r!.message).toMatch(/^--min-power 1\.00e-6%: the weakest gradient d\w+ detects a scale error only from 1\.\d+e-4% \(the bound\)/);
   expect(r!.details!.min_power).toBe(1e-8);
 }, 600_000);
+
+test("finite-difference power: the smallest scale error of a tensor that leaves |a - b| <= 1e-8 + 1e-5|b| is where compareTensors flips", () => {
+  const rng = new Rng(7);
+  const fd = Float64Array.from({ length: 50 }, () => rng.uniform(-1e-3, 1e-3));
+  const tape = fd.map((x) => x + rng.uniform(-1e-9, 1e-9));
+  const p = tolerancePower(tape, fd, TOL_FD)!;
+  const scaled = (eps: number) => ({ g: tape.map((x, i) => x + eps * fd[i]!) });
+  expect(compareTensors(scaled(p * 1.001), { g: fd }, TOL_FD).ok && compareTensors(scaled(-p * 1.001), { g: fd }, TOL_FD).ok).toBe(false);
+  expect(compareTensors(scaled(p * 0.999), { g: fd }, TOL_FD).ok || compareTensors(scaled(-p * 0.999), { g: fd }, TOL_FD).ok).toBe(true);
+  // a gradient of 1e-4 with the 1e-8 absolute term: about 1e-4 relative, not the 1e-5 of rtol
+  expect(p).toBeGreaterThan(1e-5);
+});
