@@ -268,8 +268,9 @@ export function coverage<R extends { status: string; runs: number; message?: str
  * `details.blind_spots` and `details.mutation_ms` (docs/spec/precision.md#power).
  */
 export function withLedger<R extends { status: string; details?: Readonly<Record<string, unknown>> }>(r: R, exercised: Set<string>): R {
-  const add = ledgerDetails(ledgerOf(exercised));
-  if (r.status !== "pass") delete add.signatures, delete add.blind_spots;
+  const { signatures, blind_spots, ...always } = ledgerDetails(ledgerOf(exercised));
+  // the signatures say what a pass would have caught: a check that failed has its own verdict
+  const add = r.status === "pass" && signatures !== undefined ? { ...always, signatures, blind_spots } : always;
   if (Object.keys(add).length === 0) return r;
   return { ...r, details: { ...(r.details ?? {}), ...add } };
 }
