@@ -4,7 +4,7 @@
  */
 import { parseVariantKey, variantKey } from "../src/rules/level.ts";
 import { runSelftest, SELFTEST_HELP } from "./selftest.ts";
-import { DEFAULT_MIN_POWER, parseMinPower } from "../harness/report-power.ts";
+import { blindSpotsOf, DEFAULT_MIN_POWER, parseMinPower } from "../harness/report-power.ts";
 import { parseArgs } from "node:util";
 import { buildRuleCase, parseRuleCaseRequest, type RuleCaseRequest } from "../cases/rule-case.ts";
 import { PROFILES, type Profile } from "../harness/check.ts";
@@ -217,6 +217,7 @@ async function main(): Promise<void> {
       progress.print(`${n} ${r.status.padEnd(7)} ${r.id} (${r.runs} run${r.runs === 1 ? "" : "s"}, ${r.ms.toFixed(0)} ms)`);
       if (r.status !== "pass" && r.status !== "skip" && r.message) console.log(`      ${printable(r.message)}\n      replay: ${r.replay}`);
       else if (r.status === "skip") console.log(`      ${printable(r.message ?? "")}`);
+      else for (const b of blindSpotsOf(r)) console.log(`      blind spot: ${printable(b)}`);
       progress.finished(r.id);
     },
     beforeDelegated: () => progress.clear(),
