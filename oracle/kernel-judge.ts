@@ -205,12 +205,7 @@ export function flashCompare(items: Compared[], exercised: Set<string>, who: str
   if (failure !== undefined) return { ok: false, worst, message: failure, details };
   if (!anyLive) return { ok: false, vacuous: true, worst, message: `every compared reference value is below ${EXERCISED}`, details };
   if (bias.failure !== undefined) return { ok: false, worst, message: `${who}: ${bias.failure}`, details };
-  if (opts.mutations !== false) {
-    const t0 = performance.now();
-    const outcomes = judgeMutations(items, precision, slack, opts.layout);
-    ledger.addMutations(outcomes);
-    ledger.mutationMs += performance.now() - t0;
-  }
+  if (opts.mutations !== false) ledger.addMutations(judgeMutations(items, precision, slack, opts.layout));
   return { ok: true, worst, details };
 }
 
@@ -264,8 +259,8 @@ export function coverage<R extends { status: string; runs: number; message?: str
 
 /**
  * A finished kernel check's result with what its cases accumulated: `details.power` (per tensor the
- * best power of any case, and the weakest tensor), and for a pass `details.signatures`,
- * `details.blind_spots` and `details.mutation_ms` (docs/spec/precision.md#power).
+ * best power of any case, and the weakest tensor), and for a pass `details.signatures` and
+ * `details.blind_spots` (docs/spec/precision.md#power).
  */
 export function withLedger<R extends { status: string; details?: Readonly<Record<string, unknown>> }>(r: R, exercised: Set<string>): R {
   const { signatures, blind_spots, ...always } = ledgerDetails(ledgerOf(exercised));

@@ -239,8 +239,6 @@ export class JudgeLedger {
   private readonly instances = new Map<Signature, Map<string, InstanceTally>>();
   private readonly cases = new Map<Signature, number>();
   private readonly reasons = new Map<Signature, string>();
-  /** Milliseconds spent judging mutations. */
-  mutationMs = 0;
 
   /** A case's per-tensor power: the check detects what any case detects, so it keeps the smallest. */
   addPower(name: string, p: TensorPower): void {
@@ -324,7 +322,7 @@ export function ledgerOf(exercised: Set<string>): JudgeLedger {
   return l;
 }
 
-/** The check-level details a ledger adds to a result (`power`, `signatures`, `blind_spots`, `mutation_ms`). */
+/** The check-level details a ledger adds to a result (`power`, `signatures`, `blind_spots`); no timings, so a seed's report stays the same. */
 export function ledgerDetails(l: JudgeLedger): Record<string, unknown> {
   const power = summarizePower(l.power);
   const out: Record<string, unknown> = {};
@@ -332,7 +330,6 @@ export function ledgerDetails(l: JudgeLedger): Record<string, unknown> {
   if (l.hasMutations()) {
     out.signatures = l.signatures();
     out.blind_spots = l.blindSpots();
-    out.mutation_ms = Math.round(l.mutationMs * 10) / 10;
   }
   return out;
 }

@@ -16,8 +16,8 @@ import { loadFixture } from "../cases/fixtures/load.ts";
 import { replayFixture } from "../conformance/c6/replay.ts";
 import { PLANTED } from "../fixtures/generate-kernel.ts";
 import { ROOT } from "../paths.ts";
-import { CLI_NAMES, planRun } from "../conformance/plan.ts";
-import { runPlan } from "../conformance/parallel.ts";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import type { CheckResult } from "../harness/check.ts";
 import { compareTensors, tolerancePower, TOL_FD } from "../oracle/compare.ts";
 
@@ -105,20 +105,26 @@ test("the planted bf16 fixture (dk scaled by 1.01) fails, and the correct one's 
 });
 
 const BACKENDS = ["cpu-emu", "cpu-bf16"];
-let run: Promise<CheckResult[]> | undefined;
+let run: CheckResult[] | undefined;
 
-/** The gradient kernel checks (backward, chunks, gpu-blocks) of one backend at the quick profile: one run for both backends (the backends are probed once per process). */
-async function kernelChecks(backend: string): Promise<CheckResult[]> {
-  run ??= (async () => {
-    const plan = planRun({ seed: 1, profile: "quick", filters: BACKENDS.map((b) => `C5/${b}/`), fixtureDirs: [], backends: BACKENDS, reportPath: null, names: CLI_NAMES });
-    const defs = plan.defs.filter((d) => /\/(backward|chunks|gpu-blocks)$/.test(d.id));
-    return (await runPlan({ ...plan, defs, selected: new Set(defs.map((d) => d.id)) })).results;
-  })();
-  return (await run).filter((r) => r.id.startsWith(`C5/${backend}/`) && r.status !== "skip");
+/** Runs the CLI (its own process: backends are probed once per process) and returns the report's checks. */
+function cli(args: string[]): { code: number; checks: CheckResult[] } {
+  const dir = mkdtempSync(join(tmpdir(), "nlc-power-"));
+  const report = join(dir, "report.json");
+  const p = Bun.spawnSync({ cmd: [process.execPath, "conformance/cli.ts", ...BACKENDS.flatMap((b) => ["--backend", b]), "--profile", "quick", "--report", report, ...args], cwd: ROOT, stdout: "pipe", stderr: "pipe" });
+  const checks = JSON.parse(readFileSync(report, "utf8")).checks as CheckResult[];
+  rmSync(dir, { recursive: true, force: true });
+  return { code: p.exitCode ?? -1, checks };
 }
 
-test("our f32 kernels (cpu-emu) detect a 0.1% scale error in every gradient tensor, with no blind spot", async () => {
-  const results = await kernelChecks("cpu-emu");
+/** The gradient kernel checks (backward, chunks, gpu-blocks) of one backend at the quick profile: one run for both backends. */
+function kernelChecks(backend: string): CheckResult[] {
+  run ??= cli(["--filter", "/backward,/chunks,/gpu-blocks"]).checks;
+  return run.filter((r) => r.id.startsWith(`C5/${backend}/`) && r.status !== "skip");
+}
+
+test("our f32 kernels (cpu-emu) detect a 0.1% scale error in every gradient tensor, with no blind spot", () => {
+  const results = kernelChecks("cpu-emu");
   expect(results.length).toBeGreaterThan(20);
   for (const r of results) {
     expect(`${r.id} ${r.status}`).toBe(`${r.id} pass`);
@@ -128,8 +134,8 @@ test("our f32 kernels (cpu-emu) detect a 0.1% scale error in every gradient tens
   }
 }, 600_000);
 
-test("the bf16 build (cpu-bf16) detects a 1% scale error in every gradient tensor, by the bias test alone too", async () => {
-  const results = await kernelChecks("cpu-bf16");
+test("the bf16 build (cpu-bf16) detects a 1% scale error in every gradient tensor, by the bias test alone too", () => {
+  const results = kernelChecks("cpu-bf16");
   expect(results.length).toBeGreaterThan(20);
   for (const r of results) {
     expect(`${r.id} ${r.status}`).toBe(`${r.id} pass`);
@@ -140,14 +146,13 @@ test("the bf16 build (cpu-bf16) detects a 1% scale error in every gradient tenso
   }
 }, 600_000);
 
-test("--min-power through the runner: a pass whose weakest gradient cannot detect the asked scale error becomes a fail naming it", async () => {
-  await kernelChecks("cpu-emu"); // the backends are probed by then
-  const plan = planRun({ seed: 1, profile: "quick", filters: ["C5/cpu-emu/delta/backward"], fixtureDirs: [], backends: BACKENDS, reportPath: null, names: CLI_NAMES, minPower: 1e-8 });
-  const defs = plan.defs.filter((d) => d.id === "C5/cpu-emu/delta/backward");
-  const [r] = (await runPlan({ ...plan, defs, selected: new Set(defs.map((d) => d.id)) })).results;
-  expect(r!.status).toBe("fail");
-  expect(r!.message).toMatch(/^--min-power 1\.00e-6%: the weakest gradient d\w+ detects a scale error only from 1\.\d+e-4% \(the bound\)/);
-  expect(r!.details!.min_power).toBe(1e-8);
+test("--min-power through the runner: a pass whose weakest gradient cannot detect the asked scale error becomes a fail naming it", () => {
+  const { code, checks } = cli(["--filter", "C5/cpu-emu/delta/backward", "--min-power", "1e-8"]);
+  expect(code).toBe(1);
+  const r = checks.find((c) => c.id === "C5/cpu-emu/delta/backward")!;
+  expect(r.status).toBe("fail");
+  expect(r.message).toMatch(/^--min-power 1\.00e-6%: the weakest gradient d\w+ detects a scale error only from 1\.\d+e-4% \(the bound\)/);
+  expect(r.details!.min_power).toBe(1e-8);
 }, 600_000);
 
 test("finite-difference power: the smallest scale error of a tensor that leaves |a - b| <= 1e-8 + 1e-5|b| is where compareTensors flips", () => {
