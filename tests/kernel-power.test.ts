@@ -20,6 +20,9 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import type { CheckResult } from "../harness/check.ts";
 import { compareTensors, tolerancePower, TOL_FD } from "../oracle/compare.ts";
+import { validateReport } from "../harness/report.ts";
+import { reportHtml } from "../harness/report-html.ts";
+import { check, report } from "./synthetic-report.ts";
 
 const BF16: Precision = { storage: "bf16", state: "f32", accumulate: "f32" };
 
@@ -165,4 +168,20 @@ test("finite-difference power: the smallest scale error of a tensor that leaves 
   expect(compareTensors(scaled(p * 0.999), { g: fd }, TOL_FD).ok || compareTensors(scaled(-p * 0.999), { g: fd }, TOL_FD).ok).toBe(true);
   // a gradient of 1e-4 with the 1e-8 absolute term: about 1e-4 relative, not the 1e-5 of rtol
   expect(p).toBeGreaterThan(1e-5);
+});
+
+test("a pass with a blind spot: schema-valid, counted in summary.power, outlined and listed in the HTML page", () => {
+  const judged = (slack: number) => {
+    const ex = new Set<string>();
+    for (const seed of [1, 2]) flashCompare(bf16Case(seed), ex, "k", BF16, { layout: LAYOUT, slack });
+    return withLedger(check("C5/cpu-bf16/delta/backward", "pass", { subject: { rule: "delta", backend: "cpu-bf16", phase: "backward" } }), ex);
+  };
+  const blind = judged(100), clean = judged(1);
+  const doc = report([blind, clean]);
+  validateReport(JSON.parse(JSON.stringify(doc)));
+  expect(doc.summary.power!.blind_spots).toBe(1);
+  expect(doc.summary.power!.checks).toBe(2);
+  const html = reportHtml(doc, "r.json");
+  expect(html).toContain("1 passing check with a blind spot");
+  expect(html).toContain('"blind":["scale: dk at ε = 0.01, dk at ε = 0.1 changed by more than 1% of its scale and passed"]');
 });
