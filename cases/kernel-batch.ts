@@ -228,7 +228,7 @@ export function comparedItems(kernel: readonly SeqTensors[], ref64: readonly Seq
       const got = tensorAt(kern, k), r64 = tensorAt(ref64[n]!, k), r32 = tensorAt(ref32[n]!, k);
       const len = (r64 ?? got)?.length ?? 0;
       items.push({
-        name: tensorName(k, frozen, style), group: groupOf(k), seq: n, kernel: got,
+        name: tensorName(k, frozen, style), group: groupOf(k), part: isStateTensor(k) ? "state" : "token", seq: n, kernel: got,
         ref64: r64 ?? new Float64Array(len), ref32: r32 ?? new Float64Array(len),
       });
     }

@@ -3,6 +3,8 @@
  * The same engine serves `bun test` (conformance/conformance.test.ts).
  */
 import { parseVariantKey, variantKey } from "../src/rules/level.ts";
+import { runSelftest, SELFTEST_HELP } from "./selftest.ts";
+import { blindSpotsOf, DEFAULT_MIN_POWER, parseMinPower } from "../harness/report-power.ts";
 import { parseArgs } from "node:util";
 import { buildRuleCase, parseRuleCaseRequest, type RuleCaseRequest } from "../cases/rule-case.ts";
 import { PROFILES, type Profile } from "../harness/check.ts";
@@ -53,6 +55,9 @@ Runs the nl-conformance checks (classes C0-C9) and writes an nlc-report/1 JSON r
   --shard I/N      run only shard I of N (1-based): a deterministic partition of the
                    selected checks balanced by measured check times; merge the shards'
                    reports with the merge command
+  --min-power P    fail every passing kernel check whose weakest gradient tensor could not
+                   detect a relative scale error of P (1%, 0.01; default off;
+                   docs/spec/precision.md#min-power)
   --list           list the check ids and exit
   --summary [PATH] print the closing line of an existing report (default
                    reports/conformance.json) and exit 1 unless it is all pass/skip
@@ -70,7 +75,9 @@ or the process group alike; a run whose parent died stops the same way.
 
 ${REPORT_COMMANDS_HELP}
 
-${SWEEP_HELP}`;
+${SWEEP_HELP}
+
+${SELFTEST_HELP}`;
 
 function usage(msg: string): never {
   console.error(`conformance: ${printable(msg)}\n(see --help)`);
@@ -86,6 +93,7 @@ const message = (e: unknown) => (e instanceof Error ? e.message : String(e));
 const SUBCOMMANDS: Record<string, (argv: string[]) => number | Promise<number>> = Object.fromEntries([
   ...REPORT_COMMANDS.map((name) => [name, (argv: string[]) => runReportCommand(name as ReportCommand, argv)]),
   ...SWEEP_COMMANDS.map((name) => [name, (argv: string[]) => runSweepCommand(name as SweepCommand, argv)]),
+  ["selftest", runSelftest],
 ]);
 
 /** Whether this command line runs checks (then it runs in a supervised child, see supervise.ts). */
@@ -105,6 +113,7 @@ const OPTIONS = {
   case: { type: "string" },
   out: { type: "string" },
   shard: { type: "string" },
+  "min-power": { type: "string" },
   list: { type: "boolean" },
   summary: { type: "boolean" },
   help: { type: "boolean", short: "h" },
@@ -143,7 +152,15 @@ function runRequest(args: Args["values"]): RunRequest {
     }
   }
   const reportPath = replay === undefined || args.report !== undefined ? args.report ?? DEFAULT_REPORT : null;
-  return { seed, profile, filters, rule: args.rule, replay, fixtureDirs: args.fixtures ?? [], backends: args.backend, shard, reportPath, names: CLI_NAMES };
+  let minPower: number | null = DEFAULT_MIN_POWER;
+  if (args["min-power"] !== undefined) {
+    try {
+      minPower = parseMinPower(args["min-power"], "--min-power");
+    } catch (e) {
+      usage(message(e));
+    }
+  }
+  return { seed, profile, filters, rule: args.rule, replay, fixtureDirs: args.fixtures ?? [], backends: args.backend, shard, reportPath, names: CLI_NAMES, minPower };
 }
 
 async function main(): Promise<void> {
@@ -200,6 +217,7 @@ async function main(): Promise<void> {
       progress.print(`${n} ${r.status.padEnd(7)} ${r.id} (${r.runs} run${r.runs === 1 ? "" : "s"}, ${r.ms.toFixed(0)} ms)`);
       if (r.status !== "pass" && r.status !== "skip" && r.message) console.log(`      ${printable(r.message)}\n      replay: ${r.replay}`);
       else if (r.status === "skip") console.log(`      ${printable(r.message ?? "")}`);
+      else for (const b of blindSpotsOf(r)) console.log(`      blind spot: ${printable(b)}`);
       progress.finished(r.id);
     },
     beforeDelegated: () => progress.clear(),

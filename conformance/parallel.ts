@@ -10,6 +10,7 @@
  * main thread: a worker would only add its start-up. NLC_SERIAL=1 runs everything in the main thread.
  */
 import type { CheckDef, CheckResult, Profile } from "../harness/check.ts";
+import { gateMinPower } from "../harness/report-power.ts";
 import type { BackendInfo } from "../harness/report.ts";
 import type { InterruptSignal } from "../oracle/child-signals.ts";
 import { interruptedBy } from "../harness/interrupt.ts";
@@ -146,8 +147,9 @@ export async function runPlan(plan: RunPlan, hooks: RunHooks = {}): Promise<RunO
   const position = new Map(defs.map((d, i) => [d.id, i]));
   let finished = 0;
   let stopped = false;
-  const record = (r: CheckResult) => {
+  const record = (result: CheckResult) => {
     if (stopped) return;
+    const r = gateMinPower(result, request.minPower);
     slots[position.get(r.id)!] = r;
     finished++;
     hooks.onResult?.(r, finished, defs.length);

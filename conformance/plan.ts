@@ -35,6 +35,8 @@ export interface RunRequest {
   shard?: Shard;
   /** Where the report goes; null writes none (a replay without --report). */
   reportPath: string | null;
+  /** --min-power / NLC_MIN_POWER: the scale error every passing kernel check's gradients must detect (docs/spec/precision.md#min-power); null or absent: off. */
+  minPower?: number | null;
   /** How the setting is spelled where it came from ("--filter" or "NLC_FILTER", ...), for messages. */
   names: { filter: string; backend: string; report: string; shard: string };
 }

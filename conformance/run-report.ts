@@ -27,7 +27,7 @@ export function runReport(plan: RunPlan, outcome: RunOutcome, started: Date): Re
     format: "nlc-report/1",
     ...(outcome.interrupt !== null ? { partial: true as const } : {}),
     run,
-    summary: summarize(outcome.results),
+    summary: summarize(outcome.results, req.minPower),
     checks: outcome.results,
   };
 }

@@ -1,12 +1,15 @@
 /**
  * One static HTML page from a report: a matrix of rule × variant (rows) by k × backend × dtype
  * (columns), each cell coloured by its worst status with the count per status; clicking a cell
- * lists its checks, failing ones open with message, worst error, tolerance and replay command.
+ * lists its checks, failing ones open with message, worst error, tolerance and replay command, kernel
+ * checks with their detection power and bug signatures; a cell holding a pass with a blind spot is
+ * outlined (docs/spec/conformance.md#signatures).
  * Everything is inline (no network, no build step): the report's checks are embedded as JSON and
  * the page renders itself with a few lines of script.
  */
 import type { CheckResult } from "./check.ts";
 import { closingLine, type Report } from "./report.ts";
+import { blindSpotsOf, powerOf } from "./report-power.ts";
 
 /** The matrix coordinates of a check, as the page groups it. */
 export interface Cell {
@@ -57,6 +60,7 @@ table.matrix { border-collapse: collapse; }
 #detail details.s-pass { background: #f4fff4; } #detail details.s-skip { background: #f6f6f6; }
 pre, code { font-family: monospace; white-space: pre-wrap; word-break: break-all; }
 .filters label { margin-right: 10px; }
+.matrix td.blind { outline: 3px dashed #b0f; } .blind code { color: #80c; font-weight: bold; }
 `;
 
 /** Runs in the page: builds the matrix from the embedded checks and fills the detail panel on click. */
@@ -89,8 +93,9 @@ function render() {
       if (!list) return el("td", { className: "empty" });
       const counts = {};
       for (const c of list) counts[c.status] = (counts[c.status] || 0) + 1;
-      const td = el("td", { className: "cell s-" + worstOf(counts), title: r + " / " + col,
-        textContent: ORDER.filter((s) => counts[s]).map((s) => counts[s] + (s === "pass" ? "" : " " + s)).join(", ") });
+      const blind = list.filter((c) => c.status === "pass" && c.blind && c.blind.length > 0).length;
+      const td = el("td", { className: "cell s-" + worstOf(counts) + (blind > 0 ? " blind" : ""), title: r + " / " + col,
+        textContent: ORDER.filter((s) => counts[s]).map((s) => counts[s] + (s === "pass" ? "" : " " + s)).join(", ") + (blind > 0 ? ", " + blind + " blind spot" + (blind === 1 ? "" : "s") : "") });
       td.dataset.status = worstOf(counts);
       td.addEventListener("click", () => detail(r + " / " + col, list));
       return td;
@@ -108,6 +113,12 @@ function detail(title, list) {
     if (c.worst) d.append(el("div", {}, el("b", { textContent: "worst: " }),
       el("code", { textContent: c.worst.tensor + "[" + c.worst.index + "]  abs " + c.worst.abs + "  rel " + c.worst.rel })));
     d.append(el("div", {}, el("b", { textContent: "tolerance: " }), el("code", { textContent: JSON.stringify(c.tolerance) })));
+    if (c.power) d.append(el("div", {}, el("b", { textContent: "power: " }), el("code", { className: "power",
+      textContent: (c.power.power === null ? "none" : c.power.power) + " (" + c.power.tensor + ", " + c.power.by + ")" +
+        (c.power.gradient ? "; weakest gradient " + (c.power.gradient.power === null ? "none" : c.power.gradient.power) + " (" + c.power.gradient.tensor + ")" : "") })));
+    if (c.signatures) d.append(el("div", {}, el("b", { textContent: "signatures: " }), el("code", { className: "signatures",
+      textContent: Object.entries(c.signatures).map(([s, v]) => s + " " + (v.status === "detected" && v.eps !== undefined ? "ε=" + v.eps : v.status)).join(", ") })));
+    for (const b of c.blind || []) d.append(el("div", { className: "blind" }, el("b", { textContent: "blind spot: " }), el("code", { textContent: b })));
     if (bad(c.status)) d.append(el("div", {}, el("b", { textContent: "replay: " }), el("code", { className: "replay", textContent: c.replay })));
     d.append(el("div", {}, el("b", { textContent: "spec: " }), el("code", { textContent: c.spec })));
     return d;
@@ -130,7 +141,14 @@ export function reportHtml(report: Report, source: string): string {
   const checks = report.checks.map((c) => ({
     id: c.id, class: c.class, status: c.status, cell: cellOf(c), message: c.message, worst: c.worst,
     tolerance: c.tolerance, replay: c.replay, spec: c.spec,
+    ...(powerOf(c) !== undefined ? { power: powerOf(c) } : {}),
+    ...(c.details?.signatures !== undefined ? { signatures: c.details.signatures } : {}),
+    ...(blindSpotsOf(c).length > 0 ? { blind: blindSpotsOf(c) } : {}),
   }));
+  const ps = report.summary.power;
+  const powerLine = ps === undefined ? "" : `<div class="power-summary">detection power of ${ps.checks} kernel checks (docs/spec/precision.md#power): weakest ` +
+    `${escapeHtml(String(ps.weakest?.power ?? "none"))} (${escapeHtml(ps.weakest?.id ?? "")}, ${escapeHtml(ps.weakest?.tensor ?? "")}), median ${escapeHtml(String(ps.median ?? "none"))}` +
+    `; ${ps.blind_spots} passing check${ps.blind_spots === 1 ? "" : "s"} with a blind spot (docs/spec/conformance.md#signatures)</div>`;
   const r = report.run;
   const meta = `${source} · ${r.started} · version ${r.version}${r.revision ? ` (${r.revision.slice(0, 10)})` : ""} · seed ${r.seed} · profile ${r.profile}` +
     `${r.filter ? ` · filter ${r.filter}` : ""} · ${r.runtime} · ${r.os} · ${r.cpu}` +
@@ -146,6 +164,7 @@ export function reportHtml(report: Report, source: string): string {
 <h1>nl-conformance report</h1>
 <div class="meta">${escapeHtml(meta)}</div>
 <div class="closing">${escapeHtml(closingLine(report.summary))}</div>
+${powerLine}
 <div class="legend"><span class="s-pass">pass</span><span class="s-fail">fail / error</span><span class="s-vacuous">vacuous</span><span class="s-skip">skip</span> a cell's colour is its worst status; click it for its checks</div>
 <div class="filters" id="filters">classes: </div>
 <table class="matrix" id="matrix"></table>

@@ -3,6 +3,7 @@
  * schema BEFORE it is written, and written atomically (temp file + rename).
  */
 import Ajv from "ajv";
+import { summarizePower, type PowerSummary } from "./report-power.ts";
 import { execSync } from "node:child_process";
 import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, platform, release } from "node:os";
@@ -37,7 +38,8 @@ export interface RunInfo {
   planned?: number;
 }
 
-export type Summary = Record<Status, number>;
+/** The count per status and, when kernel checks recorded a detection power, the run's power summary. */
+export type Summary = Record<Status, number> & { power?: PowerSummary };
 
 export interface Report {
   format: "nlc-report/1";
@@ -48,9 +50,11 @@ export interface Report {
   checks: CheckResult[];
 }
 
-export function summarize(checks: readonly CheckResult[]): Summary {
+export function summarize(checks: readonly CheckResult[], minPower?: number | null): Summary {
   const s: Summary = { pass: 0, fail: 0, vacuous: 0, skip: 0, error: 0 };
   for (const c of checks) s[c.status]++;
+  const power = summarizePower(checks, minPower);
+  if (power !== undefined) s.power = power;
   return s;
 }
 

@@ -141,3 +141,39 @@ export function flashRule(candidate: ArrayLike<number>, ref64: ArrayLike<number>
   // A non-finite f32 reference makes the bound meaningless: that is a failure, not a free pass.
   return { err, at, errRef, bound, ok: Number.isFinite(errRef) && err <= bound };
 }
+
+/**
+ * The finite-difference analogue of a kernel tensor's detection power (docs/spec/precision.md#power-fd):
+ * the smallest relative scale error ε at which `actual + s·ε·expected` leaves the tolerance at some
+ * element, for the larger of the two signs s = ±1 (null: no scale error would). Per element i with
+ * d_i = actual_i − expected_i and bound b_i, the crossing is (b_i − s·sgn(expected_i)·d_i) / |expected_i|.
+ */
+export function tolerancePower(actual: ArrayLike<number>, expected: ArrayLike<number>, tol: Tolerance): number | null {
+  let plus = Infinity, minus = Infinity;
+  for (let i = 0; i < expected.length; i++) {
+    const e = expected[i]!, a = Math.abs(e);
+    if (!(a > 0)) continue;
+    const b = tol.form === "max" ? Math.max(tol.atol, tol.rtol * a) : tol.atol + tol.rtol * a;
+    const d = (actual[i]! - e) * Math.sign(e);
+    plus = Math.min(plus, (b - d) / a);
+    minus = Math.min(minus, (b + d) / a);
+  }
+  const p = Math.max(plus, minus, 0);
+  return Number.isFinite(p) ? p : null;
+}
+
+/** Per-tensor powers as a check's `details.power` (every tensor compared is a gradient; `by` is the bound: the tolerance). */
+export function powerDetails(powers: Readonly<Record<string, number | null>>): Record<string, unknown> | undefined {
+  const names = Object.keys(powers);
+  if (names.length === 0) return undefined;
+  const key = (p: number | null) => (p === null ? Infinity : p);
+  const weakest = names.reduce((w, n) => (key(powers[n]!) > key(powers[w]!) ? n : w), names[0]!);
+  const sig = (x: number | null) => (x === null ? null : Number(x.toPrecision(3)));
+  const one = { power: sig(powers[weakest]!), tensor: weakest, by: "bound" };
+  return {
+    power: {
+      ...one, gradient: one,
+      tensors: Object.fromEntries(names.map((n) => [n, { power: sig(powers[n]!), by: "bound", bound: sig(powers[n]!), bias: null }])),
+    },
+  };
+}

@@ -10,7 +10,7 @@
  */
 import { Rng } from "../src/rng.ts";
 import type { Tensor } from "../src/tensor.ts";
-import { compareTensors, TOL_FD, VACUITY_FACTOR, type Comparison, type Worst } from "./compare.ts";
+import { compareTensors, powerDetails, tolerancePower, TOL_FD, VACUITY_FACTOR, type Comparison, type Worst } from "./compare.ts";
 import { fdDirectional, fdGradient, refineDirectional, refineGradientAt, type RefinedDerivative } from "./fd.ts";
 
 export interface Differentiated {
@@ -76,7 +76,10 @@ function fullCheck(loss: () => number, ds: readonly Differentiated[], floor: num
     }
     want[d.name] = w;
   }
-  return withRefinements(compareTensors(got, want, TOL_FD, floor), notes);
+  const c = compareTensors(got, want, TOL_FD, floor);
+  if (!c.ok) return withRefinements(c, notes);
+  const powers = Object.fromEntries(ds.map((d) => [d.name, tolerancePower(got[d.name]!, want[d.name]!, TOL_FD)]));
+  return withRefinements({ ...c, details: { ...c.details, ...powerDetails(powers) } }, notes);
 }
 
 function elementBound(ref: number): number {
@@ -91,13 +94,17 @@ export function gradCheck(loss: () => number, ds: readonly Differentiated[], opt
 
   const rng = new Rng(opts.seed);
   let worst: Worst = { abs: 0, rel: 0, tensor: "direction", index: -1 };
+  // per tensor, the smallest scale error any direction would have flagged, by sign (docs/spec/precision.md#power-fd)
+  const byTensor = ds.map(() => [Infinity, Infinity]);
   for (let k = 0; k < opts.directions; k++) {
     const us = ds.map((d) => Float64Array.from({ length: d.tensor.size }, () => rng.uniform(-1, 1)));
     let a = 0, scale = 0;
+    const part = ds.map(() => 0);
     ds.forEach((d, i) => {
       const u = us[i]!;
       for (let j = 0; j < u.length; j++) {
         a += d.grad[j]! * u[j]!;
+        part[i]! += d.grad[j]! * u[j]!;
         scale += Math.abs(d.grad[j]! * u[j]!);
       }
     });
@@ -110,6 +117,13 @@ export function gradCheck(loss: () => number, ds: readonly Differentiated[], opt
       if (r.settled) fd = r.value;
     }
     const abs = Math.abs(a - fd);
+    // tensor i scaled by 1 + s·ε moves v^T J u by s·ε·part_i (the rtol term's growth is second order in ε)
+    part.forEach((pi, i) => {
+      if (!(Math.abs(pi) > 0)) return;
+      const dd = (a - fd) * Math.sign(pi);
+      byTensor[i]![0] = Math.min(byTensor[i]![0]!, (bound - dd) / Math.abs(pi));
+      byTensor[i]![1] = Math.min(byTensor[i]![1]!, (bound + dd) / Math.abs(pi));
+    });
     const here: Worst = { abs, rel: abs / Math.max(Math.abs(fd), 1e-300), tensor: "direction", index: k };
     if (abs > worst.abs) worst = here;
     if (!(abs <= bound)) {
@@ -126,5 +140,9 @@ export function gradCheck(loss: () => number, ds: readonly Differentiated[], opt
     if (m < floor) flat.push(`${d.name} (max |grad| ${m.toExponential(2)})`);
   }
   if (flat.length > 0) return withRefinements({ ok: false, vacuous: true, worst, message: `near-zero gradients: ${flat.join(", ")}` }, notes);
-  return withRefinements({ ok: true, vacuous: false, worst }, notes);
+  const powers = Object.fromEntries(ds.map((d, i) => {
+    const p = Math.max(byTensor[i]![0]!, byTensor[i]![1]!, 0);
+    return [d.name, Number.isFinite(p) ? p : null];
+  }));
+  return withRefinements({ ok: true, vacuous: false, worst, details: powerDetails(powers) }, notes);
 }

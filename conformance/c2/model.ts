@@ -71,7 +71,7 @@ function c2Case(spec: ModelCaseSpec, p: Pattern): CaseOutcome {
     { fullMax: FULL_FD_MAX, directions: DIRECTIONS, seed: spec.seed ^ 0x2545f491, floor: 0 });
   if (!cmp.ok) return fromComparison(cmp);
   const flat = groupVacuity(ds);
-  return flat === null ? { ok: true, worst: cmp.worst } : { ok: false, vacuous: true, worst: cmp.worst, message: flat };
+  return flat === null ? { ok: true, worst: cmp.worst, ...(cmp.details ? { details: cmp.details } : {}) } : { ok: false, vacuous: true, worst: cmp.worst, message: flat };
 }
 
 export function c2ModelChecks(): CheckDef[] {

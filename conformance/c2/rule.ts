@@ -6,6 +6,7 @@
 import { TOL_FD, worse } from "../../oracle/compare.ts";
 import { FD_METHOD } from "../../oracle/fd.ts";
 import { gradCheck } from "../../oracle/gradcheck.ts";
+import { powerDetails } from "../../oracle/compare.ts";
 import { fromComparison, type CaseOutcome, type CheckDef, type Profile } from "../../harness/check.ts";
 import { paramNames } from "../../src/rules/level.ts";
 import { buildRuleCase, type RuleCaseSpec } from "../../cases/rule-case.ts";
@@ -37,7 +38,7 @@ function c2Case(v: Variant, spec: RuleCaseSpec): CaseOutcome {
   if (!inputs.ok || spec.state !== "random" || stateNames.length === 0) return fromComparison(inputs);
   const state = gradCheck(loss, stateNames.map(d), { fullMax: Infinity, directions: 0, seed: 0 });
   if (!state.ok) return fromComparison(state);
-  return { ok: true, vacuous: false, worst: worse(inputs.worst, state.worst) };
+  return { ok: true, vacuous: false, worst: worse(inputs.worst, state.worst), details: mergePower(inputs.details, state.details) };
 }
 
 // ── C8: invariants ──────────────────────────────────────────────────────────
@@ -50,4 +51,11 @@ export function c2RuleChecks(): CheckDef[] {
     runs: RUNS_C2, arb: variantCaseArb(v),
     run: (spec: RuleCaseSpec) => c2Case(v, spec),
   }));
+}
+
+/** The inputs' and the state's comparison details as one (their per-tensor powers together, docs/spec/precision.md#power-fd). */
+function mergePower(a: Readonly<Record<string, unknown>> | undefined, b: Readonly<Record<string, unknown>> | undefined): Record<string, unknown> | undefined {
+  const tensors = (d: typeof a) => ((d?.power as { tensors?: Record<string, { power: number | null }> } | undefined)?.tensors ?? {});
+  const all = { ...tensors(a), ...tensors(b) };
+  return { ...a, ...b, ...powerDetails(Object.fromEntries(Object.entries(all).map(([n, t]) => [n, t.power]))) };
 }

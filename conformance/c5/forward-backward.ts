@@ -88,11 +88,11 @@ export function declaredPrecision(lib: KernelLib, symbol: string): Precision {
  * kernel's declared accumulate dtype), per sequence; a tensor the reference lacks is zero.
  */
 function compareAll(decl: RuleDecl, frozen: boolean, k: KSpec, seqs: Seq[], cfg: RuleConfig, kernel: PerSeq[], which: "forward" | "backward",
-  exercised: Set<string>, who: string, precision: Precision, form: RefForm): CaseOutcome {
+  exercised: Set<string>, who: string, precision: Precision, form: RefForm, shape: Shape): CaseOutcome {
   const ref = (s: Seq, p: 32 | 64) => (which === "forward" ? refForward(decl, frozen, s, p, cfg, form) : refBackward(decl, frozen, s, p, cfg, k, form));
   const r64 = seqs.map((s) => ref(s, 64));
   const r32 = seqs.map((s, n) => plainYardstickSeq(precision.accumulate, r64[n]!, () => asStored(ref(s, 32), precision)));
-  return flashCompare(comparedItems(kernel, r64, r32, frozen, "abi", true), exercised, who, precision);
+  return flashCompare(comparedItems(kernel, r64, r32, frozen, "abi", true), exercised, who, precision, { layout: { B: shape.B, H: shape.H, T: shape.T, C: k.C } });
 }
 
 /** Splits batched kernel outputs [B, T, H, w] and [B, H, ...] into per-sequence records. */
@@ -158,7 +158,7 @@ function phaseCase(which: "forward" | "backward", decl: RuleDecl, frozen: boolea
   const precision = declaredPrecision(lib, fn);
   const { seqs, cfg, shape } = sequencesOf(decl, k, frozen, precision);
   const r = runKernels(decl, frozen, lib, k, seqs, cfg, shape, which === "backward");
-  return withForm(compareAll(decl, frozen, k, seqs, cfg, r[which], which, exercised, fn, precision, form), form);
+  return withForm(compareAll(decl, frozen, k, seqs, cfg, r[which], which, exercised, fn, precision, form, shape), form);
 }
 
 export const forwardCase = (decl: RuleDecl, frozen: boolean, lib: KernelLib, k: KSpec, exercised: Set<string>): CaseOutcome =>

@@ -12,7 +12,7 @@ import { comparedItems, emptySeq, entries, kernelGradKeys, tensorName, unpackSta
 import { plainYardstickSeq, runPlain, runRef64, type PairCase, type SeqTensors } from "../../oracle/plain-reference.ts";
 import type { InnerInputs, State } from "../../src/rules/types.ts";
 import { Tensor } from "../../src/tensor.ts";
-import { flashCompare } from "../../oracle/kernel-judge.ts";
+import { flashCompare, withLedger } from "../../oracle/kernel-judge.ts";
 
 /** Sequence n = b·H + h of an ABI per-token tensor [B, T, H, w] as [T, w] (gates: [T]). */
 function tokenSeq(fx: KernelFixture, t: KernelTensor, n: number): Float64Array {
@@ -82,7 +82,9 @@ export function replayKernelFixture(fx: KernelFixture): CaseOutcome {
   if (items.length === 0) return { ok: false, vacuous: true, message: "the fixture has no expected values" };
   const exercised = new Set<string>();
   const p = fx.precision;
-  const r = flashCompare(items, exercised, `the kernel of ${fx.id} (${p.storage}/${p.state}/${p.accumulate})`, p);
+  const judged = flashCompare(items, exercised, `the kernel of ${fx.id} (${p.storage}/${p.state}/${p.accumulate})`, p, { layout: { B: fx.B, H: fx.H, T: fx.cfg.seq_len } });
+  // one case is the whole check: its power and signatures are the check's
+  const { status: _, ...r } = withLedger({ ...judged, status: judged.ok ? "pass" : "fail" }, exercised);
   if (!r.ok) return r;
   const names = [...new Set(items.map((i) => i.name))];
   const never = names.filter((x) => !exercised.has(x));

@@ -58,7 +58,7 @@ async function phaseCase(s: KernelSession, decl: RuleDecl, key: string, c: PyCas
       if (k.part === "dState0" && r64[0]!.dState0[k.name] === undefined) throw new Error(`the reference backward of ${key} returns no gradient of the state ${k.name}`);
     }
   }
-  return flashCompare(comparedItems(kernel, r64, r32, c.frozen, "py", false), exercised, `${s.backend.module}:${s.backend.callable}`, p);
+  return flashCompare(comparedItems(kernel, r64, r32, c.frozen, "py", false), exercised, `${s.backend.module}:${s.backend.callable}`, p, { layout: { B: c.B, H: c.H, T: c.T } });
 }
 
 export const forwardCase = (s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision): Promise<CaseOutcome> =>
