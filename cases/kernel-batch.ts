@@ -10,6 +10,7 @@
 import * as fc from "fast-check";
 import { abiOf, gradInput, isGate, type GradName, type RuleAbi } from "../ffi/abi.ts";
 import { Tensor } from "../src/tensor.ts";
+import { Rng } from "../src/rng.ts";
 import { usedParams } from "../src/rules/level.ts";
 import { stateNames } from "../src/rules/state-grad.ts";
 import type { InnerGrads, RuleDecl } from "../src/rules/types.ts";
@@ -137,6 +138,21 @@ export function seqExtraArb(states: readonly SeqExtra["state"][]): fc.Arbitrary<
     alpha: fc.constantFrom<SeqExtra["alpha"]>("mid", "low", "high"),
     theta: fc.constantFrom<SeqExtra["theta"]>("small", "large"),
     state: fc.constantFrom<SeqExtra["state"]>(...states),
+  });
+}
+
+/**
+ * `count` other sequences drawn from one seed (a regime batch's many heads): each with its own seed,
+ * gate levels and initial state, without a shrinkable value per sequence — shrinking a batch works
+ * on its shape and its first sequence, not on 35 seeds.
+ */
+export function seqExtrasArb(count: number, states: readonly SeqExtra["state"][]): fc.Arbitrary<SeqExtra[]> {
+  const alphas = ["mid", "low", "high"] as const, thetas = ["small", "large"] as const;
+  return fc.integer({ min: 1, max: 0x7fffffff }).map((seed) => {
+    const rng = new Rng(seed);
+    return Array.from({ length: count }, () => ({
+      seed: rng.int(1, 0x7fffffff), alpha: alphas[rng.int(0, 2)]!, theta: thetas[rng.int(0, 1)]!, state: states[rng.int(0, states.length - 1)]!,
+    }));
   });
 }
 

@@ -12,7 +12,7 @@ import type { Arrays } from "../../ffi/lib.ts";
 import type { Profile } from "../../harness/check.ts";
 import { innerCase } from "../../cases/inner-case.ts";
 import {
-  REGIMES, REGIME_MAX_SEQS, isStateTensor, mapSeq, packStates, packTokens, regimeShapeArb, seqExtraArb, tokenWidth, type Regime, type SeqExtra,
+  REGIMES, REGIME_MAX_SEQS, isStateTensor, mapSeq, packStates, packTokens, regimeShapeArb, seqExtraArb, seqExtrasArb, tokenWidth, type Regime, type SeqExtra,
 } from "../../cases/kernel-batch.ts";
 import type { SeqTensors } from "../../oracle/plain-reference.ts";
 import { clampHyper, ruleCaseSpecArb, type RuleCaseSpec, type SizeLimits } from "../../cases/rule-case.ts";
@@ -69,7 +69,7 @@ export function regimeBatchArb(decl: RuleDecl, frozen: boolean, regime: Regime, 
   const nullable = fc.integer({ min: 0, max: 4 }).map((i) => i === 0);
   return fc.record({
     base: ruleCaseSpecArb(decl, { d: [1, 4], seq_len: [1, 4] }), shape: regimeShapeArb(regime, chunks),
-    extra: fc.array(seqExtraArb(["init", "random"]), { minLength: REGIME_MAX_SEQS - 1, maxLength: REGIME_MAX_SEQS - 1 }),
+    extra: seqExtrasArb(REGIME_MAX_SEQS - 1, ["init", "random"]),
     dyNull: nullable, dFinalNull: nullable,
   }).map(({ base, shape, extra, dyNull, dFinalNull }) => {
     const sized = clampHyper(decl, { ...base, d: Math.max(shape.d, mins.d ?? 1), seq_len: Math.max(shape.T, mins.seq_len ?? 1) });
