@@ -15,6 +15,7 @@ import { usedParams } from "../src/rules/level.ts";
 import { stateNames } from "../src/rules/state-grad.ts";
 import type { InnerGrads, RuleDecl } from "../src/rules/types.ts";
 import type { Compared } from "../oracle/kernel-judge.ts";
+import type { CaseVerdict } from "../oracle/compare.ts";
 import type { ALPHA_LEVELS, THETA_LEVELS } from "./rule-case.ts";
 import type { SeqTensors } from "../oracle/plain-reference.ts";
 
@@ -82,6 +83,25 @@ export function regimeShapeArb(regime: Regime, chunks: readonly number[]): fc.Ar
       return fc.record({ C, T: fc.integer({ min: LONG_T[0], max: LONG_T[1] }), d: fc.integer({ min: 1, max: 4 }) })
         .map(({ C, T, d }) => ({ regime, B: 1, T, H: 1, d, C }));
   }
+}
+
+/**
+ * A regime case (one batch per regime, REGIMES order) as one verdict: the first regime that fails,
+ * named with its shape; else, when every regime compared only near-zero values, vacuous; else the
+ * regime with the largest error (a vacuous regime beside informative ones is not a failure: its
+ * values are judged again at the next case).
+ */
+export function regimeOutcome(outs: readonly CaseVerdict[], shapes: readonly Omit<RegimeShape, "regime">[]): CaseVerdict {
+  const label = (i: number) => {
+    const k = shapes[i]!;
+    return `regime ${REGIMES[i]} (B=${k.B} T=${k.T} H=${k.H} d=${k.d} C=${k.C})`;
+  };
+  const bad = outs.findIndex((o) => !o.ok && o.vacuous !== true);
+  if (bad >= 0) return { ...outs[bad]!, message: `${label(bad)}: ${outs[bad]!.message ?? "failed"}` };
+  const informative = outs.map((o, i) => [o, i] as const).filter(([o]) => o.vacuous !== true);
+  if (informative.length === 0) return { ok: true, vacuous: true, message: outs.map((o, i) => `${label(i)}: ${o.message ?? "vacuous"}`).join("; ") };
+  const [worst, i] = informative.reduce((a, b) => ((b[0].worst?.abs ?? 0) > (a[0].worst?.abs ?? 0) ? b : a));
+  return { ...worst, details: { ...(worst.details ?? {}), regime: label(i) } };
 }
 
 /** The most sequences a regime batch holds (MANY_HEADS with B = ⌈32/H⌉). */

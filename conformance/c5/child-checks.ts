@@ -8,7 +8,7 @@ import { ruleCaseSpecArb, type RuleCaseSpec } from "../../cases/rule-case.ts";
 import { ruleByKey } from "../../src/rules/index.ts";
 import { batchArb, boundaryExample, regimeArb, sizesFor, type KSpec } from "./batch.ts";
 import { coverage } from "../../oracle/kernel-judge.ts";
-import { DEFAULT_CHUNK_SIZES, REGIMES, ShapeTally, expectedTensors, withShapes } from "../../cases/kernel-batch.ts";
+import { DEFAULT_CHUNK_SIZES, ShapeTally, expectedTensors, regimeOutcome, withShapes } from "../../cases/kernel-batch.ts";
 import { THREAD_MODE_RULE, plantedFault, raceDetector, syncMisuse, threadMode } from "./emu-selftest.ts";
 import { backwardCase, forwardCase } from "./forward-backward.ts";
 import { e2eCase, gpuBlocksCase, raceCase } from "./phases.ts";
@@ -73,25 +73,6 @@ export function declaredChunk(lib: KernelLib, rule: string, frozen: boolean): nu
   return typeof f === "string" || f.kind === "sequential" ? null : f.C;
 }
 
-/**
- * A regime case (one batch per regime) as one outcome: the first regime that fails, named with its
- * shape; else, when every regime compared only near-zero values, vacuous; else the regime with the
- * largest error (a vacuous regime beside informative ones is not a failure: its values are judged
- * again at the next case).
- */
-export function regimeOutcome(outs: readonly CaseOutcome[], ks: readonly KSpec[]): CaseOutcome {
-  const label = (i: number) => {
-    const k = ks[i]!;
-    return `regime ${REGIMES[i]} (B=${k.B} T=${k.base.seq_len} H=${k.H} d=${k.base.d} C=${k.C})`;
-  };
-  const bad = outs.findIndex((o) => !o.ok && o.vacuous !== true);
-  if (bad >= 0) return { ...outs[bad]!, message: `${label(bad)}: ${outs[bad]!.message ?? "failed"}` };
-  const informative = outs.map((o, i) => [o, i] as const).filter(([o]) => o.vacuous !== true);
-  if (informative.length === 0) return { ok: true, vacuous: true, message: outs.map((o, i) => `${label(i)}: ${o.message ?? "vacuous"}`).join("; ") };
-  const [worst, i] = informative.reduce((a, b) => ((b[0].worst?.abs ?? 0) > (a[0].worst?.abs ?? 0) ? b : a));
-  return { ...worst, details: { ...(worst.details ?? {}), regime: label(i) } };
-}
-
 function ruleCheck(e: RuleEntry, lib: KernelLib, profile: Profile): ChildCheck {
   const skip = skipReason(e, lib) ?? chunkFormSkip(e, lib);
   if (skip !== null) return { def: { ...base(e), kind: "skipped", reason: skip } };
@@ -112,7 +93,7 @@ function ruleCheck(e: RuleEntry, lib: KernelLib, profile: Profile): ChildCheck {
   const batches = (run: (k: KSpec) => CaseOutcome, regimes = false): PropertyCheck<any> => {
     const one = tallied(run);
     if (regimes && profile === "regime") {
-      return { ...base(e), kind: "property", runs, arb: regimeArb(decl, frozen, chunks), run: (ks: KSpec[]) => regimeOutcome(ks.map(one), ks) };
+      return { ...base(e), kind: "property", runs, arb: regimeArb(decl, frozen, chunks), run: (ks: KSpec[]) => regimeOutcome(ks.map(one), ks.map((k) => ({ B: k.B, T: k.base.seq_len, H: k.H, d: k.base.d, C: k.C }))) };
     }
     return {
       ...base(e), kind: "property", runs: { ...runs, regime: runs.default }, arb: batchArb(decl, frozen, profile), run: one,

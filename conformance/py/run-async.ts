@@ -45,7 +45,10 @@ export async function runAsyncCheck<T>(def: AsyncPropertyCheck<T>, opts: AsyncRu
     tally.record(out);
   });
   const numRuns = opts.replay !== undefined ? 1 : runsFor(def.runs, opts.profile);
-  const details = await fc.check(property, { seed, numRuns, path: opts.replay?.path || undefined, endOnFailure: false, maxSkipsPerRun: 2 });
+  const details = await fc.check(property, {
+    seed, numRuns, path: opts.replay?.path || undefined, endOnFailure: false, maxSkipsPerRun: 2,
+    ...(def.examples !== undefined ? { examples: def.examples.map((e) => [e] as [typeof e]) } : {}),
+  });
   if (broken !== undefined) {
     // the path of the case itself: a replay of run `index` (from the replayed path, if any)
     const path = opts.replay?.path ? opts.replay.path : String(broken.index);

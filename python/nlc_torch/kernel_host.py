@@ -93,6 +93,13 @@ class Kernel:
         if scale is not None and not isinstance(scale, (str, int, float)):
             raise KernelError(f"{spec}.nlc['scale']: expected a keyword name or a number, got {scale!r}")
         self.scale = scale
+        # the chunk sizes a chunked kernel hands its state across (docs/spec/py-backend.md#chunk-size)
+        chunk = decl.get("chunk_size")
+        chunks = [chunk] if isinstance(chunk, int) else chunk
+        if chunks is not None and (not isinstance(chunks, (list, tuple)) or not chunks
+                                   or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 1 for c in chunks)):
+            raise KernelError(f"{spec}.nlc['chunk_size']: expected a positive int or a list of them, got {chunk!r}")
+        self.chunk_sizes = None if chunks is None else list(chunks)
         bw = getattr(self.fn, "backward", None)
         self.backward = bw if callable(bw) else None
         self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -130,7 +137,7 @@ class Kernel:
             "kernel": self.spec, "rules": self.rules, "dtype": self.dtype_name, "state_dtype": self.state_dtype_name, "layout": self.layout,
             "state_layout": self.state_layout, "backward": "explicit" if self.backward else "autograd",
             "device": str(self.device) + (f" ({torch.cuda.get_device_name(0)})" if self.device.type == "cuda" else ""),
-            "judged": judged,
+            "judged": judged, "chunk_sizes": self.chunk_sizes,
             "skip_reason": None if judged else
             f"{self.spec} declares dtype {self.dtype_name}; f32, bf16 and f16 kernels are judged (an f64 kernel's yardstick would be "
             "ref64 itself: docs/spec/py-backend.md#precision)",
