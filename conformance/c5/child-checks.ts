@@ -11,7 +11,7 @@ import { coverage } from "../../oracle/kernel-judge.ts";
 import { DEFAULT_CHUNK_SIZES, ShapeTally, expectedTensors, regimeOutcome, withShapes } from "../../cases/kernel-batch.ts";
 import { THREAD_MODE_RULE, plantedFault, raceDetector, syncMisuse, threadMode } from "./emu-selftest.ts";
 import { backwardCase, forwardCase } from "./forward-backward.ts";
-import { e2eCase, gpuBlocksCase, raceCase } from "./phases.ts";
+import { E2E_CHECKPOINT, e2eCase, gpuBlocksCase, raceCase } from "./phases.ts";
 import type { ChildEntry, RuleEntry } from "./plan.ts";
 import { CHUNK_T, checkpointCase, chunkCase, workspaceBound } from "./checkpoint.ts";
 
@@ -127,7 +127,11 @@ function ruleCheck(e: RuleEntry, lib: KernelLib, profile: Profile): ChildCheck {
     case "tape-e2e": {
       // one sequence through the whole rule: the rule's own case generator
       const def: PropertyCheck<RuleCaseSpec> = {
-        ...base(e), kind: "property", runs, arb: ruleCaseSpecArb(decl, sizesFor(profile)), run: (spec) => e2eCase(decl, lib, spec, exercised),
+        ...base(e), kind: "property", runs, arb: ruleCaseSpecArb(decl, sizesFor(profile)),
+        run: (spec) => {
+          tally.add({ B: 1, T: spec.seq_len, H: 1, d: spec.d }, declared ?? E2E_CHECKPOINT);
+          return e2eCase(decl, lib, spec, exercised);
+        },
       };
       return { def, after: covered(expectedTensors("tape-e2e", decl, frozen)) };
     }
