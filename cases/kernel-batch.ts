@@ -104,6 +104,20 @@ export function regimeOutcome(outs: readonly CaseVerdict[], shapes: readonly Omi
   return { ...worst, details: { ...(worst.details ?? {}), regime: label(i) } };
 }
 
+/**
+ * The regimes of a case run in order up to the first that fails: the verdict is that regime's, and
+ * shrinking a failure pays for the regimes before it only (`long`, the costliest, comes last).
+ */
+export function untilFailure<K>(ks: readonly K[], run: (k: K) => CaseVerdict): CaseVerdict[] {
+  const outs: CaseVerdict[] = [];
+  for (const k of ks) {
+    const o = run(k);
+    outs.push(o);
+    if (!o.ok && o.vacuous !== true) break;
+  }
+  return outs;
+}
+
 /** The most sequences a regime batch holds (MANY_HEADS with B = ⌈32/H⌉). */
 export const REGIME_MAX_SEQS = Math.max(...MANY_HEADS.map((H) => Math.ceil(HEADS_MIN_SEQS / H) * H));
 

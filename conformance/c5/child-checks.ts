@@ -8,7 +8,7 @@ import { ruleCaseSpecArb, type RuleCaseSpec } from "../../cases/rule-case.ts";
 import { ruleByKey } from "../../src/rules/index.ts";
 import { batchArb, boundaryExample, regimeArb, sizesFor, type KSpec } from "./batch.ts";
 import { coverage } from "../../oracle/kernel-judge.ts";
-import { DEFAULT_CHUNK_SIZES, ShapeTally, expectedTensors, regimeOutcome, withShapes } from "../../cases/kernel-batch.ts";
+import { DEFAULT_CHUNK_SIZES, ShapeTally, expectedTensors, regimeOutcome, untilFailure, withShapes } from "../../cases/kernel-batch.ts";
 import { THREAD_MODE_RULE, plantedFault, raceDetector, syncMisuse, threadMode } from "./emu-selftest.ts";
 import { backwardCase, forwardCase } from "./forward-backward.ts";
 import { E2E_CHECKPOINT, e2eCase, gpuBlocksCase, raceCase } from "./phases.ts";
@@ -93,7 +93,7 @@ function ruleCheck(e: RuleEntry, lib: KernelLib, profile: Profile): ChildCheck {
   const batches = (run: (k: KSpec) => CaseOutcome, regimes = false): PropertyCheck<any> => {
     const one = tallied(run);
     if (regimes && profile === "regime") {
-      return { ...base(e), kind: "property", runs, arb: regimeArb(decl, frozen, chunks), run: (ks: KSpec[]) => regimeOutcome(ks.map(one), ks.map((k) => ({ B: k.B, T: k.base.seq_len, H: k.H, d: k.base.d, C: k.C }))) };
+      return { ...base(e), kind: "property", runs, arb: regimeArb(decl, frozen, chunks), run: (ks: KSpec[]) => regimeOutcome(untilFailure(ks, one), ks.map((k) => ({ B: k.B, T: k.base.seq_len, H: k.H, d: k.base.d, C: k.C }))) };
     }
     return {
       ...base(e), kind: "property", runs: { ...runs, regime: runs.default }, arb: batchArb(decl, frozen, profile), run: one,
