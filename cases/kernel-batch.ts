@@ -10,17 +10,152 @@
 import * as fc from "fast-check";
 import { abiOf, gradInput, isGate, type GradName, type RuleAbi } from "../ffi/abi.ts";
 import { Tensor } from "../src/tensor.ts";
+import { Rng } from "../src/rng.ts";
 import { usedParams } from "../src/rules/level.ts";
 import { stateNames } from "../src/rules/state-grad.ts";
 import type { InnerGrads, RuleDecl } from "../src/rules/types.ts";
 import type { Compared } from "../oracle/kernel-judge.ts";
+import type { CaseVerdict } from "../oracle/compare.ts";
 import type { ALPHA_LEVELS, THETA_LEVELS } from "./rule-case.ts";
 import type { SeqTensors } from "../oracle/plain-reference.ts";
 
-/** Generated cases per check and profile (harness/check.ts Profile). */
-export type Runs = Readonly<Record<"quick" | "default" | "deep", number>>;
-/** The kernel checks' run counts (forward, backward; C5 and py:). */
-export const RUNS: Runs = { quick: 5, default: 30, deep: 300 };
+/** Generated cases per check and profile (harness/check.ts ProfileRuns: regime optional). */
+export type Runs = Readonly<Record<"quick" | "default" | "deep", number>> & { readonly regime?: number };
+/**
+ * The kernel checks' run counts (forward, backward; C5 and py:). A regime case is one batch per
+ * regime (REGIMES), so three cases judge every regime three times.
+ */
+export const RUNS: Runs = { quick: 5, default: 30, deep: 300, regime: 3 };
+
+/**
+ * The chunk sizes a kernel is judged at when it declares none (docs/spec/kernel-abi.md#chunk-sizes):
+ * the sizes the field's chunked kernels use.
+ */
+export const DEFAULT_CHUNK_SIZES: readonly number[] = [16, 64];
+
+/** The sequence lengths that straddle a chunk of C tokens: one short of it, exactly it, one over, two chunks and one (docs/spec/conformance.md#regime). */
+export const boundaryLengths = (C: number): number[] => [C - 1, C, C + 1, 2 * C + 1].filter((T) => T >= 1);
+
+/**
+ * The shape regimes of the regime profile (docs/spec/conformance.md#regime): each names the sizes
+ * where one kind of kernel bug shows. Every regime's T straddles a chunk boundary except `long`,
+ * whose T is in the thousands.
+ */
+export const REGIMES = ["boundary", "wide", "heads", "long"] as const;
+export type Regime = (typeof REGIMES)[number];
+
+/** Head sizes where tiles split: powers of two of production kernels and one that is not (docs/spec/conformance.md#regime). */
+export const WIDE_D: readonly number[] = [64, 96, 128, 256];
+/** Head counts of the heads regime (one just above 8, where a stride bug of 8 heads shows) and B·H ≥ HEADS_MIN_SEQS. */
+export const MANY_HEADS: readonly number[] = [9, 12, 16];
+export const HEADS_MIN_SEQS = 32;
+/** The long regime's lengths. */
+export const LONG_T: [number, number] = [1000, 1040];
+
+/** The sizes of one batch of a regime: B, T, H, d and the chunk size C its T straddles. */
+export interface RegimeShape {
+  readonly regime: Regime;
+  readonly B: number;
+  readonly T: number;
+  readonly H: number;
+  readonly d: number;
+  readonly C: number;
+}
+
+/**
+ * One regime's shapes at the kernel's chunk sizes (shrinking moves toward the first chunk size,
+ * the first boundary length, the smallest d and H): boundary — T ∈ boundaryLengths(C), d ≤ 12,
+ * H ≤ 2; wide — d ∈ WIDE_D, T = C + 1; heads — H ∈ MANY_HEADS, B = ⌈32/H⌉, T = C + 1, d ≤ 8;
+ * long — T ∈ LONG_T, d ≤ 4.
+ */
+export function regimeShapeArb(regime: Regime, chunks: readonly number[]): fc.Arbitrary<RegimeShape> {
+  const C = fc.constantFrom(...chunks);
+  switch (regime) {
+    case "boundary":
+      return fc.record({ C, at: fc.integer({ min: 0, max: 3 }), d: fc.integer({ min: 1, max: 12 }), H: fc.integer({ min: 1, max: 2 }), B: fc.integer({ min: 1, max: 2 }) })
+        .map(({ C, at, d, H, B }) => ({ regime, B, T: boundaryLengths(C)[Math.min(at, boundaryLengths(C).length - 1)]!, H, d, C }));
+    case "wide":
+      return fc.record({ C, d: fc.constantFrom(...WIDE_D) }).map(({ C, d }) => ({ regime, B: 1, T: C + 1, H: 1, d, C }));
+    case "heads":
+      return fc.record({ C, H: fc.constantFrom(...MANY_HEADS), d: fc.integer({ min: 1, max: 8 }) })
+        .map(({ C, H, d }) => ({ regime, B: Math.ceil(HEADS_MIN_SEQS / H), T: C + 1, H, d, C }));
+    case "long":
+      return fc.record({ C, T: fc.integer({ min: LONG_T[0], max: LONG_T[1] }), d: fc.integer({ min: 1, max: 4 }) })
+        .map(({ C, T, d }) => ({ regime, B: 1, T, H: 1, d, C }));
+  }
+}
+
+/**
+ * A regime case (one batch per regime, REGIMES order) as one verdict: the first regime that fails,
+ * named with its shape; else, when every regime compared only near-zero values, vacuous; else the
+ * regime with the largest error (a vacuous regime beside informative ones is not a failure: its
+ * values are judged again at the next case).
+ */
+export function regimeOutcome(outs: readonly CaseVerdict[], shapes: readonly Omit<RegimeShape, "regime">[]): CaseVerdict {
+  const label = (i: number) => {
+    const k = shapes[i]!;
+    return `regime ${REGIMES[i]} (B=${k.B} T=${k.T} H=${k.H} d=${k.d} C=${k.C})`;
+  };
+  const bad = outs.findIndex((o) => !o.ok && o.vacuous !== true);
+  if (bad >= 0) return { ...outs[bad]!, message: `${label(bad)}: ${outs[bad]!.message ?? "failed"}` };
+  const informative = outs.map((o, i) => [o, i] as const).filter(([o]) => o.vacuous !== true);
+  if (informative.length === 0) return { ok: true, vacuous: true, message: outs.map((o, i) => `${label(i)}: ${o.message ?? "vacuous"}`).join("; ") };
+  const [worst, i] = informative.reduce((a, b) => ((b[0].worst?.abs ?? 0) > (a[0].worst?.abs ?? 0) ? b : a));
+  return { ...worst, details: { ...(worst.details ?? {}), regime: label(i) } };
+}
+
+/**
+ * The regimes of a case run in order up to the first that fails: the verdict is that regime's, and
+ * shrinking a failure pays for the regimes before it only (`long`, the costliest, comes last).
+ */
+export function untilFailure<K>(ks: readonly K[], run: (k: K) => CaseVerdict): CaseVerdict[] {
+  const outs: CaseVerdict[] = [];
+  for (const k of ks) {
+    const o = run(k);
+    outs.push(o);
+    if (!o.ok && o.vacuous !== true) break;
+  }
+  return outs;
+}
+
+/** The most sequences a regime batch holds (MANY_HEADS with B = ⌈32/H⌉). */
+export const REGIME_MAX_SEQS = Math.max(...MANY_HEADS.map((H) => Math.ceil(HEADS_MIN_SEQS / H) * H));
+
+/**
+ * The shapes a kernel check ran (docs/spec/conformance.md#shapes): per dimension [min, max] over
+ * its cases, and how many chunk boundaries its sequences crossed (a sequence of T tokens in chunks
+ * of C crosses ⌊(T − 1)/C⌋; summed over every sequence of every case).
+ */
+export interface ShapesRan {
+  T: [number, number];
+  d: [number, number];
+  H: [number, number];
+  B: [number, number];
+  chunk_boundaries_crossed: number;
+}
+
+/** Collects the shapes of a check's cases (reported as `details.shapes`). */
+export class ShapeTally {
+  private ran: ShapesRan | null = null;
+  /** One batch of B·H sequences of T tokens, run in chunks of C. */
+  add(s: { B: number; T: number; H: number; d: number }, C: number): void {
+    const span = (r: [number, number] | undefined, v: number): [number, number] => (r === undefined ? [v, v] : [Math.min(r[0], v), Math.max(r[1], v)]);
+    const r = this.ran;
+    this.ran = {
+      T: span(r?.T, s.T), d: span(r?.d, s.d), H: span(r?.H, s.H), B: span(r?.B, s.B),
+      chunk_boundaries_crossed: (r?.chunk_boundaries_crossed ?? 0) + s.B * s.H * Math.floor((s.T - 1) / Math.max(1, C)),
+    };
+  }
+  get shapes(): ShapesRan | null {
+    return this.ran;
+  }
+}
+
+/** A finished check's result with the shapes its cases ran in `details.shapes`. */
+export function withShapes<R extends { details?: Readonly<Record<string, unknown>> }>(r: R, tally: ShapeTally): R {
+  const shapes = tally.shapes;
+  return shapes === null ? r : { ...r, details: { ...(r.details ?? {}), shapes } };
+}
 
 /** A sequence of a batch beyond the first: the first's rule case with its own seed, gate levels and initial state. */
 export interface SeqExtra {
@@ -37,6 +172,21 @@ export function seqExtraArb(states: readonly SeqExtra["state"][]): fc.Arbitrary<
     alpha: fc.constantFrom<SeqExtra["alpha"]>("mid", "low", "high"),
     theta: fc.constantFrom<SeqExtra["theta"]>("small", "large"),
     state: fc.constantFrom<SeqExtra["state"]>(...states),
+  });
+}
+
+/**
+ * `count` other sequences drawn from one seed (a regime batch's many heads): each with its own seed,
+ * gate levels and initial state, without a shrinkable value per sequence — shrinking a batch works
+ * on its shape and its first sequence, not on 35 seeds.
+ */
+export function seqExtrasArb(count: number, states: readonly SeqExtra["state"][]): fc.Arbitrary<SeqExtra[]> {
+  const alphas = ["mid", "low", "high"] as const, thetas = ["small", "large"] as const;
+  return fc.integer({ min: 1, max: 0x7fffffff }).map((seed) => {
+    const rng = new Rng(seed);
+    return Array.from({ length: count }, () => ({
+      seed: rng.int(1, 0x7fffffff), alpha: alphas[rng.int(0, 2)]!, theta: thetas[rng.int(0, 1)]!, state: states[rng.int(0, states.length - 1)]!,
+    }));
   });
 }
 

@@ -45,8 +45,21 @@ export function fromComparison(r: Comparison): CaseOutcome {
   return { ok: r.ok, vacuous: r.vacuous, worst, message: r.message, ...(r.details ? { details: r.details } : {}) };
 }
 
-export type Profile = "quick" | "default" | "deep";
-export const PROFILES: readonly Profile[] = ["quick", "default", "deep"];
+/**
+ * How hard a run looks (docs/spec/conformance.md#profiles): `quick`, `default` and `deep` scale the
+ * run counts; `regime` judges kernels at the shapes where they break (docs/spec/conformance.md#regime)
+ * and runs every other check as `default` does.
+ */
+export type Profile = "quick" | "default" | "deep" | "regime";
+export const PROFILES: readonly Profile[] = ["quick", "default", "deep", "regime"];
+
+/** Cases per profile: every check counts quick, default and deep; a check without a `regime` count runs its default one there. */
+export type ProfileRuns = Readonly<Record<Exclude<Profile, "regime">, number>> & { readonly regime?: number };
+
+/** The cases a check runs under a profile. */
+export function runsFor(runs: ProfileRuns, profile: Profile): number {
+  return profile === "regime" ? runs.regime ?? runs.default : runs[profile];
+}
 
 /** What every check declares: its id, class, subject, the spec anchor it enforces and its tolerance. */
 interface CheckBase {
@@ -66,8 +79,13 @@ interface CheckBase {
 /** A fast-check property over generated cases: shrunk on failure, replayable by seed and path. */
 export interface PropertyCheck<T> extends CheckBase {
   readonly kind: "property";
-  readonly runs: Readonly<Record<Profile, number>>;
+  readonly runs: ProfileRuns;
   readonly arb: fc.Arbitrary<T>;
+  /**
+   * Declared cases run first, before the generated ones (and counted among them): the edge cases a
+   * check must always see (fast-check's `examples`; they are not shrunk).
+   */
+  readonly examples?: readonly T[];
   run(input: T): CaseOutcome;
 }
 

@@ -1,9 +1,10 @@
 /** The settings of `bun test` (conformance/conformance.test.ts), which takes no flags of ours. */
+import { PROFILES, type Profile } from "./check.ts";
 import { parseShard, type Shard } from "./shard.ts";
 
 export interface EnvOptions {
   seed: number;
-  profile: "quick" | "default" | "deep";
+  profile: Profile;
   report: string | undefined;
   filters: string[];
   fixtureDirs: string[];
@@ -14,9 +15,9 @@ export const DEFAULT_SEED = 1;
 
 /** Options for `bun test`, which takes no flags of ours: NLC_SEED, NLC_PROFILE, NLC_REPORT, NLC_FILTER, NLC_FIXTURES, NLC_SHARD. */
 export function envOptions(env: Record<string, string | undefined> = process.env): EnvOptions {
-  const profile = env.NLC_PROFILE ?? "default";
-  if (profile !== "quick" && profile !== "default" && profile !== "deep") {
-    throw new Error(`NLC_PROFILE=${profile}: expected quick, default or deep`);
+  const profile = (env.NLC_PROFILE ?? "default") as Profile;
+  if (!(PROFILES as readonly string[]).includes(profile)) {
+    throw new Error(`NLC_PROFILE=${profile}: expected ${PROFILES.join(", ")}`);
   }
   const seed = env.NLC_SEED === undefined ? DEFAULT_SEED : Number(env.NLC_SEED);
   if (!Number.isInteger(seed)) throw new Error(`NLC_SEED=${env.NLC_SEED}: expected an integer`);

@@ -5,7 +5,7 @@
 import * as fc from "fast-check";
 import { emptyWorst, type Worst } from "../oracle/compare.ts";
 import { fnv1a } from "../src/rng.ts";
-import type { CaseOutcome, CheckDef, CheckResult, Profile } from "./check.ts";
+import { runsFor, type CaseOutcome, type CheckDef, type CheckResult, type Profile } from "./check.ts";
 
 export interface RunOptions {
   /** The run's seed; each check derives its own from it and its id, so filtering changes nothing. */
@@ -171,10 +171,11 @@ export function runCheck<T>(def: CheckDef<T>, opts: RunOptions): CheckResult {
 
   const tally = new CaseTally();
   const property = fc.property(def.arb, (input) => tally.record(def.run(input)));
-  const numRuns = runsOf(def.runs[opts.profile], opts.replay);
+  const numRuns = runsOf(runsFor(def.runs, opts.profile), opts.replay);
   const details = fc.check(property, {
     seed,
     numRuns,
+    ...(def.examples !== undefined ? { examples: def.examples.map((e) => [e] as [typeof e]) } : {}),
     path: opts.replay?.path || undefined,
     endOnFailure: false,
     maxSkipsPerRun: MAX_SKIPS_PER_RUN,

@@ -7,7 +7,7 @@ import * as fc from "fast-check";
 import type { EvalFunction } from "mathjs";
 import { compareTensors, TOL_FD, type Comparison, type Tolerance } from "../../oracle/compare.ts";
 import { FD_METHOD, fdGradient } from "../../oracle/fd.ts";
-import type { CheckDef, Profile } from "../../harness/check.ts";
+import type { CheckDef, ProfileRuns } from "../../harness/check.ts";
 import { allOps, type OpDecl } from "../../src/ops/index.ts";
 import { apply, type Domain } from "../../src/ops/define.ts";
 import { Rng } from "../../src/rng.ts";
@@ -15,7 +15,7 @@ import { withTape } from "../../src/tape.ts";
 import { Tensor } from "../../src/tensor.ts";
 import { opSampleArb } from "../../cases/ops.ts";
 
-const RUNS: Record<Profile, number> = { quick: 10, default: 40, deep: 300 };
+const RUNS: ProfileRuns = { quick: 10, default: 40, deep: 300 };
 /** Symbolic vs tape: both evaluate the same closed form in f64; only rounding separates them. */
 const TOL_SYMBOLIC: Tolerance = { rtol: 1e-10, atol: 1e-12, reason: "same closed form evaluated two ways in f64" };
 

@@ -6,14 +6,14 @@ import * as fc from "fast-check";
 import { symbolicDerivative } from "./ops.ts";
 import { bitwiseEqual, compareTensors, TOL_FD, type Tolerance } from "../../oracle/compare.ts";
 import { FD_METHOD, fdGradient } from "../../oracle/fd.ts";
-import type { CaseOutcome, CheckDef, Profile } from "../../harness/check.ts";
+import type { CaseOutcome, CheckDef, ProfileRuns } from "../../harness/check.ts";
 import * as K from "../../src/numeric.ts";
 import { add, matmul, mul, scale, sigmoid, sumReduce } from "../../src/ops/index.ts";
 import { Rng, uniformTensor } from "../../src/rng.ts";
 import { activeTape, registerOpaque, withTape, type OpaqueDecl } from "../../src/tape.ts";
 import { Tensor } from "../../src/tensor.ts";
 
-const RUNS: Record<Profile, number> = { quick: 10, default: 40, deep: 300 };
+const RUNS: ProfileRuns = { quick: 10, default: 40, deep: 300 };
 const SPEC = "docs/spec/tape.md#must-hold";
 
 /** Tape inputs: f64, U(lo, hi). */

@@ -5,12 +5,12 @@
  * saved buffers; the tape's snapshots ignore later mutation of the originals.
  */
 import { bitwiseEqual, compareTensors } from "../../oracle/compare.ts";
-import { fromComparison, type CaseOutcome, type CheckDef, type Profile } from "../../harness/check.ts";
+import { fromComparison, type CaseOutcome, type CheckDef, type ProfileRuns } from "../../harness/check.ts";
 import { frozenBackward, frozenForwardSaved, paramNames, ruleBackward, ruleForwardSaved } from "../../src/rules/level.ts";
 import { buildRuleCase, type RuleCase, type RuleCaseSpec } from "../../cases/rule-case.ts";
 import { forwardY, gradNames, handGrads, tapeGrads, variantCaseArb, variants, vkey, type TapeRun, type Variant } from "../../cases/rule-variant.ts";
 
-const RUNS_C1: Record<Profile, number> = { quick: 5, default: 20, deep: 200 };
+const RUNS_C1: ProfileRuns = { quick: 5, default: 20, deep: 200 };
 
 function c1Case(v: Variant, spec: RuleCaseSpec): CaseOutcome {
   const c = buildRuleCase(v.decl, spec, "f64", v.frozen);

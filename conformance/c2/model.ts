@@ -7,7 +7,7 @@ import { TOL_FD, VACUITY_FACTOR } from "../../oracle/compare.ts";
 import { FD_METHOD } from "../../oracle/fd.ts";
 import { gradCheck } from "../../oracle/gradcheck.ts";
 import { levelGradNames } from "../../oracle/model-compare.ts";
-import { fromComparison, type CaseOutcome, type CheckDef, type Profile } from "../../harness/check.ts";
+import { fromComparison, type CaseOutcome, type CheckDef, type ProfileRuns } from "../../harness/check.ts";
 import { modelParamNames } from "../../src/model/config.ts";
 import { modelForward } from "../../src/model/forward.ts";
 import { tapeStep, type StepResult } from "../../src/model/step.ts";
@@ -18,7 +18,7 @@ import {
   COMPOSITIONS, FIXED, KS, SIZES, TINY, compositionId, compositionSubject, patterns, specArb, targets, type Composition, type Pattern,
 } from "../../cases/model-arb.ts";
 
-const RUNS_C2: Record<Profile, number> = { quick: 1, default: 2, deep: 20 };
+const RUNS_C2: ProfileRuns = { quick: 1, default: 2, deep: 20 };
 /** Above this many parameter elements the model C2 uses random directions. */
 const FULL_FD_MAX = 260;
 const DIRECTIONS = 3;

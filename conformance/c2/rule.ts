@@ -7,12 +7,12 @@ import { TOL_FD, worse } from "../../oracle/compare.ts";
 import { FD_METHOD } from "../../oracle/fd.ts";
 import { gradCheck } from "../../oracle/gradcheck.ts";
 import { powerDetails } from "../../oracle/compare.ts";
-import { fromComparison, type CaseOutcome, type CheckDef, type Profile } from "../../harness/check.ts";
+import { fromComparison, type CaseOutcome, type CheckDef, type ProfileRuns } from "../../harness/check.ts";
 import { paramNames } from "../../src/rules/level.ts";
 import { buildRuleCase, type RuleCaseSpec } from "../../cases/rule-case.ts";
 import { gradNames, isStateGradName, lossOf, tapeGrads, tensorOf, variantCaseArb, variants, vkey, type Variant } from "../../cases/rule-variant.ts";
 
-const RUNS_C2: Record<Profile, number> = { quick: 4, default: 15, deep: 150 };
+const RUNS_C2: ProfileRuns = { quick: 4, default: 15, deep: 150 };
 /** Above this many input elements C2 uses random directions (then the full Jacobian on failure). */
 const FULL_FD_MAX = 400;
 const DIRECTIONS = 3;

@@ -6,14 +6,14 @@
 import { cmsStep } from "../../oracle/cms-backward.ts";
 import { TOL_ULP } from "../../oracle/compare.ts";
 import { compareSteps } from "../../oracle/model-compare.ts";
-import { fromComparison, type CaseOutcome, type CheckDef, type Profile } from "../../harness/check.ts";
+import { fromComparison, type CaseOutcome, type CheckDef, type ProfileRuns } from "../../harness/check.ts";
 import { tapeStep } from "../../src/model/step.ts";
 import { buildModelCase, type ModelCaseSpec } from "../../cases/model-case.ts";
 import {
   COMPOSITIONS, FIXED, KS, SIZES, compositionId, compositionSubject, patterns, specArb, targets, type Composition, type Pattern,
 } from "../../cases/model-arb.ts";
 
-const RUNS_C3: Record<Profile, number> = { quick: 1, default: 3, deep: 30 };
+const RUNS_C3: ProfileRuns = { quick: 1, default: 3, deep: 30 };
 const SPEC_C3: Record<Composition, string> = {
   mag: "docs/spec/conformance.md#c3; docs/spec/titans-family.md#mag-backward, docs/spec/titans-family.md#cms-combine, docs/spec/titans-family.md#cms-error-buffers; docs/spec/decisions.md#d11, docs/spec/decisions.md#d12, docs/spec/decisions.md#d13",
   mac: "docs/spec/conformance.md#c3; docs/spec/composition.md#mac-backward, docs/spec/composition.md#mac-frozen, docs/spec/composition.md#gate-and-buffers; docs/spec/decisions.md#d11, docs/spec/decisions.md#d13, docs/spec/decisions.md#d17",

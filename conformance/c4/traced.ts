@@ -3,7 +3,7 @@
  * and final context are bitwise identical with the tape recording and without, in f64 and f32.
  */
 import { bitwiseEqual } from "../../oracle/compare.ts";
-import type { CaseOutcome, CheckDef, Profile } from "../../harness/check.ts";
+import type { CaseOutcome, CheckDef, ProfileRuns } from "../../harness/check.ts";
 import { modelForward } from "../../src/model/forward.ts";
 import { tapeParams } from "../../src/model/step.ts";
 import { maxAbs } from "../../src/numeric.ts";
@@ -14,7 +14,7 @@ import {
   type Composition, type Pattern,
 } from "../../cases/model-arb.ts";
 
-const RUNS_C4: Record<Profile, number> = { quick: 1, default: 2, deep: 20 };
+const RUNS_C4: ProfileRuns = { quick: 1, default: 2, deep: 20 };
 const TOLERANCE = { kind: "bitwise", dtypes: ["f64", "f32"], compared: "loss, level outputs, final context" };
 const TOLERANCE_MAC = { ...TOLERANCE, compared: "loss, level outputs (write and read stage), final context" };
 const SPEC_C4: Record<Composition, string> = {

@@ -11,9 +11,11 @@ import type { RuleAbi, Shape } from "../../ffi/abi.ts";
 import type { Arrays } from "../../ffi/lib.ts";
 import type { Profile } from "../../harness/check.ts";
 import { innerCase } from "../../cases/inner-case.ts";
-import { isStateTensor, mapSeq, packStates, packTokens, seqExtraArb, tokenWidth, type SeqExtra } from "../../cases/kernel-batch.ts";
+import {
+  REGIMES, REGIME_MAX_SEQS, isStateTensor, mapSeq, packStates, packTokens, regimeShapeArb, seqExtraArb, seqExtrasArb, tokenWidth, type Regime, type SeqExtra,
+} from "../../cases/kernel-batch.ts";
 import type { SeqTensors } from "../../oracle/plain-reference.ts";
-import { ruleCaseSpecArb, type RuleCaseSpec, type SizeLimits } from "../../cases/rule-case.ts";
+import { clampHyper, ruleCaseSpecArb, type RuleCaseSpec, type SizeLimits } from "../../cases/rule-case.ts";
 import type { InnerInputs, RuleConfig, RuleDecl, State } from "../../src/rules/types.ts";
 import { Tensor, cast } from "../../src/tensor.ts";
 import { roundTo, roundedCopy, type Precision, type StorageDType } from "../../src/precision.ts";
@@ -48,9 +50,47 @@ export function batchArb(decl: RuleDecl, frozen: boolean, profile: Profile, size
   return fc.record({
     base, B: fc.integer({ min: 1, max: 3 }), H: fc.constantFrom(1, 2), C: fc.constantFrom(...CHECKPOINTS),
     extra: fc.array(extra, { minLength: 5, maxLength: 5 }), dyNull: nullable, dFinalNull: nullable,
-  }).map((k) =>
-    // a frozen read of a zero state reads zero: frozen variants read random states
-    frozen ? { ...k, base: { ...k.base, state: "random" as const }, extra: k.extra.map((e) => ({ ...e, state: "random" as const })) } : k);
+  }).map((k) => (frozen ? frozenReads(k) : k));
+}
+
+/** A frozen read of a zero state reads zero: frozen variants read random states. */
+function frozenReads(k: KSpec): KSpec {
+  return { ...k, base: { ...k.base, state: "random" as const }, extra: k.extra.map((e) => ({ ...e, state: "random" as const })) };
+}
+
+/**
+ * One batch of a shape regime (docs/spec/conformance.md#regime) at the kernel's chunk sizes: the
+ * rule's generated case with d and T set by the regime (never below the rule's check minimums),
+ * B·H sequences with their own seeds, gates and states, and the checkpoint interval C the chunk
+ * size the regime's T straddles.
+ */
+export function regimeBatchArb(decl: RuleDecl, frozen: boolean, regime: Regime, chunks: readonly number[]): fc.Arbitrary<KSpec> {
+  const mins = decl.checkMinimums ?? {};
+  const nullable = fc.integer({ min: 0, max: 4 }).map((i) => i === 0);
+  return fc.record({
+    base: ruleCaseSpecArb(decl, { d: [1, 4], seq_len: [1, 4] }), shape: regimeShapeArb(regime, chunks),
+    extra: seqExtrasArb(REGIME_MAX_SEQS - 1, ["init", "random"]),
+    dyNull: nullable, dFinalNull: nullable,
+  }).map(({ base, shape, extra, dyNull, dFinalNull }) => {
+    const sized = clampHyper(decl, { ...base, d: Math.max(shape.d, mins.d ?? 1), seq_len: Math.max(shape.T, mins.seq_len ?? 1) });
+    const k: KSpec = { base: sized, B: shape.B, H: shape.H, C: shape.C, extra, dyNull, dFinalNull };
+    return frozen ? frozenReads(k) : k;
+  });
+}
+
+/** A case of the regime profile: one batch of every regime, in REGIMES order. */
+export const regimeArb = (decl: RuleDecl, frozen: boolean, chunks: readonly number[]): fc.Arbitrary<KSpec[]> =>
+  fc.tuple(...REGIMES.map((r) => regimeBatchArb(decl, frozen, r, chunks)));
+
+/**
+ * The declared boundary case every kernel check of the default and deep profiles runs first
+ * (docs/spec/conformance.md#regime): T = C + 1 at the kernel's chunk size C, checkpoint interval C,
+ * d = 4, one batch of two heads, dy and d(final state) given. Fixed values, drawn once from the
+ * generator with seed 1.
+ */
+export function boundaryExample(decl: RuleDecl, frozen: boolean, C: number): KSpec {
+  const [k] = fc.sample(batchArb(decl, frozen, "default", { d: [4, 4], seq_len: [C + 1, C + 1] }), { seed: 1, numRuns: 1 });
+  return { ...k!, B: 1, H: 2, C, dyNull: false, dFinalNull: false };
 }
 
 /**

@@ -6,12 +6,12 @@ import type { KernelLib } from "../../ffi/lib.ts";
 import type { CaseOutcome, CheckDef, CheckResult, Profile, PropertyCheck } from "../../harness/check.ts";
 import { ruleCaseSpecArb, type RuleCaseSpec } from "../../cases/rule-case.ts";
 import { ruleByKey } from "../../src/rules/index.ts";
-import { batchArb, sizesFor, type KSpec } from "./batch.ts";
+import { batchArb, boundaryExample, regimeArb, sizesFor, type KSpec } from "./batch.ts";
 import { coverage } from "../../oracle/kernel-judge.ts";
-import { expectedTensors } from "../../cases/kernel-batch.ts";
+import { DEFAULT_CHUNK_SIZES, ShapeTally, expectedTensors, regimeOutcome, untilFailure, withShapes } from "../../cases/kernel-batch.ts";
 import { THREAD_MODE_RULE, plantedFault, raceDetector, syncMisuse, threadMode } from "./emu-selftest.ts";
 import { backwardCase, forwardCase } from "./forward-backward.ts";
-import { e2eCase, gpuBlocksCase, raceCase } from "./phases.ts";
+import { E2E_CHECKPOINT, e2eCase, gpuBlocksCase, raceCase } from "./phases.ts";
 import type { ChildEntry, RuleEntry } from "./plan.ts";
 import { CHUNK_T, checkpointCase, chunkCase, workspaceBound } from "./checkpoint.ts";
 
@@ -63,33 +63,62 @@ function chunkFormSkip(e: RuleEntry, lib: KernelLib): string | null {
     `its forward and backward are compared with the chunk-start GD reference (docs/spec/kernel-abi.md#chunk-form)`;
 }
 
+/**
+ * The chunk size a pair declares (an exact or chunk-start GD chunk form, docs/spec/kernel-abi.md#chunk-sizes),
+ * or null: a sequential pair, or a frozen read, is judged at DEFAULT_CHUNK_SIZES.
+ */
+export function declaredChunk(lib: KernelLib, rule: string, frozen: boolean): number | null {
+  if (frozen) return null;
+  const f = lib.chunkForm(rule);
+  return typeof f === "string" || f.kind === "sequential" ? null : f.C;
+}
+
 function ruleCheck(e: RuleEntry, lib: KernelLib, profile: Profile): ChildCheck {
   const skip = skipReason(e, lib) ?? chunkFormSkip(e, lib);
   if (skip !== null) return { def: { ...base(e), kind: "skipped", reason: skip } };
   const { decl, frozen, runs } = e;
   const exercised = new Set<string>();
-  const covered = (expected: string[]) => (r: CheckResult) => coverage(r, expected, exercised);
-  const batches = (run: (k: KSpec) => CaseOutcome): PropertyCheck<KSpec> =>
-    ({ ...base(e), kind: "property", runs, arb: batchArb(decl, frozen, profile), run });
+  const declared = declaredChunk(lib, decl.key, frozen);
+  const chunks = declared === null ? DEFAULT_CHUNK_SIZES : [declared];
+  // every kernel check reports the shapes it ran (docs/spec/conformance.md#shapes)
+  const tally = new ShapeTally();
+  const shaped = (after?: (r: CheckResult) => CheckResult) => (r: CheckResult) => withShapes(after === undefined ? r : after(r), tally);
+  const covered = (expected: string[]) => shaped((r: CheckResult) => coverage(r, expected, exercised));
+  const tallied = <T>(run: (k: KSpec) => T) => (k: KSpec): T => {
+    tally.add({ B: k.B, T: k.base.seq_len, H: k.H, d: k.base.d }, declared ?? k.C);
+    return run(k);
+  };
+  // forward and backward run the regimes under the regime profile; every batch check runs the
+  // boundary case first (docs/spec/conformance.md#regime)
+  const batches = (run: (k: KSpec) => CaseOutcome, regimes = false): PropertyCheck<any> => {
+    const one = tallied(run);
+    if (regimes && profile === "regime") {
+      return { ...base(e), kind: "property", runs, arb: regimeArb(decl, frozen, chunks), run: (ks: KSpec[]) => regimeOutcome(untilFailure(ks, one), ks.map((k) => ({ B: k.B, T: k.base.seq_len, H: k.H, d: k.base.d, C: k.C }))) };
+    }
+    return {
+      ...base(e), kind: "property", runs: { ...runs, regime: runs.default }, arb: batchArb(decl, frozen, profile), run: one,
+      examples: [boundaryExample(decl, frozen, Math.min(...chunks))],
+    };
+  };
   switch (e.kind) {
     case "forward":
-      return { def: batches((k) => forwardCase(decl, frozen, lib, k, exercised)), after: covered(expectedTensors("forward", decl, frozen)) };
+      return { def: batches((k) => forwardCase(decl, frozen, lib, k, exercised), true), after: covered(expectedTensors("forward", decl, frozen)) };
     case "backward":
-      return { def: batches((k) => backwardCase(decl, frozen, lib, k, exercised)), after: covered(expectedTensors("backward", decl, frozen)) };
+      return { def: batches((k) => backwardCase(decl, frozen, lib, k, exercised), true), after: covered(expectedTensors("backward", decl, frozen)) };
     case "gpu-blocks":
       return {
         def: batches((k) => gpuBlocksCase(decl, frozen, lib, k, exercised)),
         after: covered([...expectedTensors("forward", decl, frozen), ...expectedTensors("backward", decl, frozen)]),
       };
     case "race":
-      return { def: batches((k) => raceCase(decl, frozen, lib, k)) };
+      return { def: batches((k) => raceCase(decl, frozen, lib, k)), after: shaped() };
     case "checkpoint":
       // our kernels replay the forward's own step, so the gradients are bitwise equal for every C
-      return { def: batches((k) => checkpointCase(decl, lib, k, lib.emu !== null)) };
+      return { def: batches((k) => checkpointCase(decl, lib, k, lib.emu !== null)), after: shaped() };
     case "chunks": {
       const def: PropertyCheck<KSpec> = {
         ...base(e), kind: "property", runs, arb: batchArb(decl, false, profile, { d: [1, 8], seq_len: [CHUNK_T, CHUNK_T] }),
-        run: (k) => chunkCase(decl, lib, k, exercised),
+        run: tallied((k) => chunkCase(decl, lib, k, exercised)),
       };
       return { def, after: covered(expectedTensors("backward", decl, false)) };
     }
@@ -98,7 +127,11 @@ function ruleCheck(e: RuleEntry, lib: KernelLib, profile: Profile): ChildCheck {
     case "tape-e2e": {
       // one sequence through the whole rule: the rule's own case generator
       const def: PropertyCheck<RuleCaseSpec> = {
-        ...base(e), kind: "property", runs, arb: ruleCaseSpecArb(decl, sizesFor(profile)), run: (spec) => e2eCase(decl, lib, spec, exercised),
+        ...base(e), kind: "property", runs, arb: ruleCaseSpecArb(decl, sizesFor(profile)),
+        run: (spec) => {
+          tally.add({ B: 1, T: spec.seq_len, H: 1, d: spec.d }, declared ?? E2E_CHECKPOINT);
+          return e2eCase(decl, lib, spec, exercised);
+        },
       };
       return { def, after: covered(expectedTensors("tape-e2e", decl, frozen)) };
     }

@@ -67,7 +67,7 @@ function tapeRun(decl: RuleDecl, c: TapeCase, inner: RuleDecl["inner"]): TapeRun
 }
 
 /** The checkpoint interval of the pair inside the tape (any C must do; 4 makes the cases' T > 4 replay). */
-const E2E_CHECKPOINT = 4;
+export const E2E_CHECKPOINT = 4;
 
 /** y and every gradient of the rule's inputs and parameters, kernel inside the tape vs the reference rule. */
 export function e2eCase(decl: RuleDecl, lib: KernelLib, spec: RuleCaseSpec, exercised: Set<string>): CaseOutcome {

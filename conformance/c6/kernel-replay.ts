@@ -8,7 +8,9 @@
  */
 import type { CaseOutcome } from "../../harness/check.ts";
 import type { KernelFixture, KernelTensor } from "../../cases/fixtures/kernel-load.ts";
-import { comparedItems, emptySeq, entries, kernelGradKeys, tensorName, unpackState, unpackTokens } from "../../cases/kernel-batch.ts";
+import {
+  DEFAULT_CHUNK_SIZES, ShapeTally, comparedItems, emptySeq, entries, kernelGradKeys, tensorName, unpackState, unpackTokens, withShapes,
+} from "../../cases/kernel-batch.ts";
 import { plainYardstickSeq, runPlain, runRef64, type PairCase, type SeqTensors } from "../../oracle/plain-reference.ts";
 import type { InnerInputs, State } from "../../src/rules/types.ts";
 import { Tensor } from "../../src/tensor.ts";
@@ -82,9 +84,12 @@ export function replayKernelFixture(fx: KernelFixture): CaseOutcome {
   if (items.length === 0) return { ok: false, vacuous: true, message: "the fixture has no expected values" };
   const exercised = new Set<string>();
   const p = fx.precision;
+  // the shapes the fixture covers (docs/spec/conformance.md#shapes); a fixture declares no chunk size: the smallest default
+  const tally = new ShapeTally();
+  tally.add({ B: fx.B, T: fx.cfg.seq_len, H: fx.H, d: fx.cfg.d }, Math.min(...DEFAULT_CHUNK_SIZES));
   const judged = flashCompare(items, exercised, `the kernel of ${fx.id} (${p.storage}/${p.state}/${p.accumulate})`, p, { layout: { B: fx.B, H: fx.H, T: fx.cfg.seq_len } });
   // one case is the whole check: its power and signatures are the check's
-  const { status: _, ...r } = withLedger({ ...judged, status: judged.ok ? "pass" : "fail" }, exercised);
+  const { status: _, ...r } = withShapes(withLedger({ ...judged, status: judged.ok ? "pass" : "fail" }, exercised), tally);
   if (!r.ok) return r;
   const names = [...new Set(items.map((i) => i.name))];
   const never = names.filter((x) => !exercised.has(x));

@@ -1,5 +1,5 @@
 /** The C7 checks, generated from the registry, the compositions (MAG, MAC, MAL) and k ∈ {1, 2, 4}. */
-import type { CheckDef, Profile } from "../../harness/check.ts";
+import type { CheckDef, ProfileRuns } from "../../harness/check.ts";
 import { TOL_FD, TOL_ULP } from "../../oracle/compare.ts";
 import { cmsStep } from "../../oracle/cms-backward.ts";
 import { tapeStep } from "../../src/model/step.ts";
@@ -11,7 +11,7 @@ import {
 import { learnedGateCase } from "./learned-gate.ts";
 import { LR, TRAJECTORY_RTOL, errorBufferCase, lossDecreases, pulseSchedule, trajectoryCase } from "./loops.ts";
 
-const RUNS_GATE: Record<Profile, number> = { quick: 1, default: 3, deep: 30 };
+const RUNS_GATE: ProfileRuns = { quick: 1, default: 3, deep: 30 };
 
 /** The spec anchors a composition's C7 checks add (none for MAG, whose ids and texts predate the field). */
 function compSpec(comp: Composition): string {

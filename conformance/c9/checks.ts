@@ -13,7 +13,7 @@ import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { CheckDef, DelegatedResult, Profile } from "../../harness/check.ts";
+import { runsFor, type CheckDef, type DelegatedResult, type Profile, type ProfileRuns } from "../../harness/check.ts";
 import { probeTorchSync } from "../../oracle/torch-bridge.ts";
 import { noteSignal } from "../../harness/interrupt.ts";
 import { ROOT } from "../../paths.ts";
@@ -22,7 +22,7 @@ import { modelCases, parseArgs } from "./cross-check.ts";
 import { levelPatternOf } from "../../cases/model-arb.ts";
 
 /** Rule cases per variant (random specs; pinned hyperparameters and edge cases come on top). */
-const CASES: Record<Profile, number> = { quick: 2, default: 6, deep: 40 };
+const CASES: ProfileRuns = { quick: 2, default: 6, deep: 40 };
 /**
  * max|torch − ts| / max(max|ts|, 1e-3 · the largest max|ts| of the tensor's group). Measured on
  * correct implementations: at most ~1.2e-14 over all rules and model cases (the two sum in
@@ -69,7 +69,7 @@ function crossReport(runSeed: number, profile: Profile): CrossReport {
   if (r === undefined) {
     const dir = mkdtempSync(join(tmpdir(), "nlc-c9-"));
     const out = join(dir, "cross.json");
-    const p = spawnSync(process.execPath, [join(import.meta.dir, "cross-check.ts"), "--seed", String(runSeed), "--cases", String(CASES[profile]), "--tol", String(TOL), "--json", out],
+    const p = spawnSync(process.execPath, [join(import.meta.dir, "cross-check.ts"), "--seed", String(runSeed), "--cases", String(runsFor(CASES, profile)), "--tol", String(TOL), "--json", out],
       { cwd: ROOT, encoding: "utf8", timeout: 600_000, maxBuffer: 64 << 20 });
     noteSignal(p.signal); // the cross-check ended by SIGINT/SIGTERM: the run was interrupted
     try {

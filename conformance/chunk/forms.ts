@@ -18,7 +18,7 @@ import * as fc from "fast-check";
 import { bitwiseEqual, compareTensors, TOL_FD, TOL_ULP } from "../../oracle/compare.ts";
 import { FD_METHOD } from "../../oracle/fd.ts";
 import { gradCheck } from "../../oracle/gradcheck.ts";
-import { fromComparison, type CaseOutcome, type CheckDef, type Profile } from "../../harness/check.ts";
+import { fromComparison, type CaseOutcome, type CheckDef, type ProfileRuns } from "../../harness/check.ts";
 import { chunkStartGd, exactChunked, type ChunkRun } from "../../src/rules/chunk-matrix.ts";
 import { hasErrorChunk } from "../../src/rules/chunk-error.ts";
 import { chunkStartGdForward, chunkStartGdGrads, hasChunkStartGd, writeReadsState } from "../../src/rules/chunk-gd.ts";
@@ -30,8 +30,8 @@ import type { Tensor } from "../../src/tensor.ts";
 import { buildChunkCase, chunkCaseArb, type ChunkCase, type ChunkCaseSpec } from "../../cases/chunk-case.ts";
 import type { SizeLimits } from "../../cases/rule-case.ts";
 
-const RUNS: Record<Profile, number> = { quick: 3, default: 10, deep: 100 };
-const RUNS_FD: Record<Profile, number> = { quick: 3, default: 8, deep: 80 };
+const RUNS: ProfileRuns = { quick: 3, default: 10, deep: 100 };
+const RUNS_FD: ProfileRuns = { quick: 3, default: 8, deep: 80 };
 const GD_CURVE = [1, 2, 4, 8, 16] as const;
 const EXACT_CS = [1, 2, 4, 8, 16, 64] as const;
 /**

@@ -5,14 +5,14 @@
  */
 import * as fc from "fast-check";
 import { bitwiseEqual, compareTensors } from "../../oracle/compare.ts";
-import { fromComparison, type CaseOutcome, type CheckDef, type Profile } from "../../harness/check.ts";
+import { fromComparison, type CaseOutcome, type CheckDef, type ProfileRuns } from "../../harness/check.ts";
 import { STORE_ALL, type SavePolicy } from "../../src/recompute.ts";
 import type { DType } from "../../src/tensor.ts";
 import { paramNames } from "../../src/rules/level.ts";
 import { buildRuleCase, type RuleCaseSpec } from "../../cases/rule-case.ts";
 import { gradNames, tapeGrads, variantCaseArb, variants, vkey, type Variant } from "../../cases/rule-variant.ts";
 
-const RUNS: Record<Profile, number> = { quick: 3, default: 10, deep: 100 };
+const RUNS: ProfileRuns = { quick: 3, default: 10, deep: 100 };
 
 /** The policies checked: recompute from the start, and checkpoints every C tokens (C generated). */
 const POLICY_KINDS = ["recompute", "checkpoint"] as const;

@@ -8,7 +8,7 @@
  * (docs/spec/py-backend.md#precision).
  */
 import * as fc from "fast-check";
-import { buildRuleCase, ruleCaseSpecArb, type RuleCaseSpec } from "../../cases/rule-case.ts";
+import { buildRuleCase, clampHyper, ruleCaseSpecArb, type RuleCaseSpec } from "../../cases/rule-case.ts";
 import type { Profile } from "../../harness/check.ts";
 import { roundedCopy, type Precision, type StorageDType } from "../../src/precision.ts";
 import { Rng, uniformTensor } from "../../src/rng.ts";
@@ -18,7 +18,10 @@ import { Tensor } from "../../src/tensor.ts";
 import { F32_STORE_F64_ACC } from "../../oracle/kernel-judge.ts";
 import type { SeqTensors } from "../../oracle/plain-reference.ts";
 import { absentInputs, kernelGradient, kernelValue, NO_CONVENTIONS, referenceValue, type Conventions } from "./conventions.ts";
-import { fromInnerGrads, packStates, packTokens, seqExtraArb, unpackState, unpackTokens, type SeqExtra } from "../../cases/kernel-batch.ts";
+import {
+  REGIMES, REGIME_MAX_SEQS, fromInnerGrads, packStates, packTokens, regimeShapeArb, seqExtraArb, seqExtrasArb, unpackState, unpackTokens,
+  type Regime, type SeqExtra,
+} from "../../cases/kernel-batch.ts";
 
 export interface PyCaseSpec {
   base: RuleCaseSpec;
@@ -28,6 +31,33 @@ export interface PyCaseSpec {
   extra: SeqExtra[];
   /** Seed of the random, non-zero d(final state). */
   dFinalSeed: number;
+}
+
+/**
+ * One py: batch of a shape regime (docs/spec/conformance.md#regime): the rule's generated case with
+ * d and T set by the regime (never below the rule's check minimums) and B·H sequences with their
+ * own seeds, gates and states.
+ */
+export function pyRegimeBatchArb(decl: RuleDecl, regime: Regime, chunks: readonly number[]): fc.Arbitrary<PyCaseSpec> {
+  const mins = decl.checkMinimums ?? {};
+  return fc.record({
+    base: ruleCaseSpecArb(decl, { d: [1, 4], seq_len: [1, 4] }), shape: regimeShapeArb(regime, chunks),
+    extra: seqExtrasArb(REGIME_MAX_SEQS - 1, ["random", "init"]), dFinalSeed: fc.integer({ min: 1, max: 0x7fffffff }),
+  }).map(({ base, shape, extra, dFinalSeed }) => ({
+    base: clampHyper(decl, { ...base, d: Math.max(shape.d, mins.d ?? 1), seq_len: Math.max(shape.T, mins.seq_len ?? 1) }),
+    B: shape.B, H: shape.H, extra, dFinalSeed,
+  }));
+}
+
+/** A case of the regime profile: one batch of every regime, in REGIMES order. */
+export const pyRegimeArb = (decl: RuleDecl, chunks: readonly number[]): fc.Arbitrary<PyCaseSpec[]> =>
+  fc.tuple(...REGIMES.map((r) => pyRegimeBatchArb(decl, r, chunks)));
+
+/** The declared boundary case every py: check runs first: T = C + 1 at the kernel's smallest chunk size, d = 4, B = 1, H = 2. */
+export function pyBoundaryExample(decl: RuleDecl, C: number): PyCaseSpec {
+  const [base] = fc.sample(ruleCaseSpecArb(decl, { d: [4, 4], seq_len: [C + 1, C + 1] }), { seed: 1, numRuns: 1 });
+  const [extra] = fc.sample(seqExtrasArb(3, ["random", "init"]), { seed: 1, numRuns: 1 });
+  return { base: base!, B: 1, H: 2, extra: extra!, dFinalSeed: 1 };
 }
 
 export function pyCaseArb(decl: RuleDecl, profile: Profile): fc.Arbitrary<PyCaseSpec> {

@@ -7,10 +7,11 @@
  *   bun conformance/py/child.ts < request.json      (BatchRequest)
  */
 import { writeSync } from "node:fs";
-import type { CheckResult, Profile } from "../../harness/check.ts";
+import type { CaseOutcome, CheckResult, Profile } from "../../harness/check.ts";
+import { DEFAULT_CHUNK_SIZES, ShapeTally, regimeOutcome, withShapes } from "../../cases/kernel-batch.ts";
 import { TorchBridgeError } from "../../oracle/torch-bridge.ts";
 import { coverage } from "../../oracle/kernel-judge.ts";
-import { buildPyCase, describeCase, pyCaseArb, type PyCaseSpec } from "./cases.ts";
+import { buildPyCase, describeCase, pyBoundaryExample, pyCaseArb, pyRegimeArb, type PyCaseSpec } from "./cases.ts";
 import { backwardCase, backwardNames, forwardCase, forwardNames } from "./kernel-cases.ts";
 import { KernelSession, kernelPrecision } from "./kernel-session.ts";
 import { absentInputs, NO_CONVENTIONS } from "./conventions.ts";
@@ -20,17 +21,45 @@ import { resultLine, startLine, stubResult, type BatchRequest } from "../../harn
 
 const emit = (line: string) => writeSync(1, `${line}\n`);
 
-function definition(e: PyEntry, s: KernelSession, profile: Profile, replayArgs: string[], exercised: Set<string>, names: Set<string>): AsyncPropertyCheck<PyCaseSpec> {
+/**
+ * A check's cases: under the regime profile one batch of every shape regime per case, else the
+ * generated batches after the declared boundary case (docs/spec/conformance.md#regime); every
+ * batch's shape goes into the tally (details.shapes).
+ */
+function definition(e: PyEntry, s: KernelSession, profile: Profile, replayArgs: string[], exercised: Set<string>, names: Set<string>,
+  tally: ShapeTally): AsyncPropertyCheck<any> {
   const p = kernelPrecision(s.info);
+  const declared = s.info.chunk_sizes ?? null;
+  const chunks = declared ?? DEFAULT_CHUNK_SIZES;
+  const C = Math.min(...chunks);
+  const one = async (spec: PyCaseSpec): Promise<CaseOutcome> => {
+    const c = buildPyCase(e.decl, spec, e.frozen, p, s.info.conventions);
+    tally.add({ B: c.B, T: c.T, H: c.H, d: c.cfg.d }, C);
+    for (const n of e.kind === "forward" ? forwardNames(c) : backwardNames(c)) names.add(n);
+    return e.kind === "forward" ? forwardCase(s, e.decl, e.key, c, exercised, p) : backwardCase(s, e.decl, e.key, c, exercised, p);
+  };
+  const base = { kind: "property" as const, id: e.id, class: "C5" as const, subject: e.subject, spec: e.spec, tolerance: e.tolerance, runs: e.runs, replayArgs };
+  if (profile === "regime") {
+    const shapeOf = (x: PyCaseSpec) => ({ B: x.B, T: x.base.seq_len, H: x.H, d: x.base.d, C });
+    return {
+      ...base, arb: pyRegimeArb(e.decl, chunks),
+      describe: (specs: PyCaseSpec[]) => specs.map((x) => describeCase(buildPyCase(e.decl, x, e.frozen, p, s.info.conventions))).join("; "),
+      run: async (specs: PyCaseSpec[]) => {
+        const outs: CaseOutcome[] = [];
+        // the regimes in order, up to the first that fails (shrinking then pays for the regimes before it only)
+        for (const x of specs) {
+          const o = await one(x);
+          outs.push(o);
+          if (!o.ok && o.vacuous !== true) break;
+        }
+        return regimeOutcome(outs, specs.map(shapeOf));
+      },
+    };
+  }
   return {
-    kind: "property", id: e.id, class: "C5", subject: e.subject, spec: e.spec, tolerance: e.tolerance, runs: e.runs, replayArgs,
-    arb: pyCaseArb(e.decl, profile),
-    describe: (spec) => describeCase(buildPyCase(e.decl, spec, e.frozen, p, s.info.conventions)),
-    run: async (spec) => {
-      const c = buildPyCase(e.decl, spec, e.frozen, p, s.info.conventions);
-      for (const n of e.kind === "forward" ? forwardNames(c) : backwardNames(c)) names.add(n);
-      return e.kind === "forward" ? forwardCase(s, e.decl, e.key, c, exercised, p) : backwardCase(s, e.decl, e.key, c, exercised, p);
-    },
+    ...base, runs: { ...e.runs, regime: e.runs.default }, arb: pyCaseArb(e.decl, profile), examples: [pyBoundaryExample(e.decl, C)],
+    describe: (spec: PyCaseSpec) => describeCase(buildPyCase(e.decl, spec, e.frozen, p, s.info.conventions)),
+    run: one,
   };
 }
 
@@ -73,13 +102,13 @@ async function run(req: BatchRequest): Promise<void> {
         emit(resultLine({ ...stubResult(c.id, "skip", `${e.key} is not implemented by ${who} (it declares ${session.info.rules.join(", ")})`, seed), subject: e.subject, spec: e.spec }));
         continue;
       }
-      const exercised = new Set<string>(), names = new Set<string>();
-      const def = definition(e, session, req.profile, ["--backend", backend.name], exercised, names);
+      const exercised = new Set<string>(), names = new Set<string>(), tally = new ShapeTally();
+      const def = definition(e, session, req.profile, ["--backend", backend.name], exercised, names, tally);
       const r = req.runSeed !== undefined
         ? await runAsyncCheck(def, { seed: req.runSeed, profile: req.profile })
         : await runAsyncCheck(def, { seed: 0, profile: req.profile, replay: { seed, path: c.path ?? "" } });
       const device = `${session.info.device}, ${session.info.dtype} (state ${session.info.state_dtype}), backward by ${session.info.backward}`;
-      const out = coverage(r, [...names], exercised);
+      const out = withShapes(coverage(r, [...names], exercised), tally);
       // the inputs this check generated at their neutral value and did not compare (docs/spec/py-backend.md#absent)
       const absent = e.frozen ? [] : session.info.conventions.absent.filter((n) => (e.decl.gates as readonly string[]).includes(n));
       emit(resultLine({ ...out, message: out.message ? `${out.message} [${device}]` : `[${device}]`, details: { ...out.details, absent } }));

@@ -27,6 +27,8 @@ export interface KernelInfo {
   backward: "explicit" | "autograd";
   device: string;
   judged: boolean;
+  /** The chunk sizes the kernel declares (`nlc.chunk_size`), or null (docs/spec/py-backend.md#chunk-size). */
+  chunk_sizes?: number[] | null;
   skip_reason: string | null;
   torch: string;
   /** The declared conventions (docs/spec/py-backend.md#conventions). */

@@ -6,7 +6,7 @@
  * being shrunk through further calls into a kernel that may be gone.
  */
 import * as fc from "fast-check";
-import type { CaseOutcome, CheckResult, Profile, PropertyCheck } from "../../harness/check.ts";
+import { runsFor, type CaseOutcome, type CheckResult, type Profile, type PropertyCheck } from "../../harness/check.ts";
 import { CaseTally, checkSeed, counterexampleVerdict, replayCommand } from "../../harness/run.ts";
 import { KernelFault } from "./kernel-session.ts";
 
@@ -44,8 +44,11 @@ export async function runAsyncCheck<T>(def: AsyncPropertyCheck<T>, opts: AsyncRu
     }
     tally.record(out);
   });
-  const numRuns = opts.replay !== undefined ? 1 : def.runs[opts.profile];
-  const details = await fc.check(property, { seed, numRuns, path: opts.replay?.path || undefined, endOnFailure: false, maxSkipsPerRun: 2 });
+  const numRuns = opts.replay !== undefined ? 1 : runsFor(def.runs, opts.profile);
+  const details = await fc.check(property, {
+    seed, numRuns, path: opts.replay?.path || undefined, endOnFailure: false, maxSkipsPerRun: 2,
+    ...(def.examples !== undefined ? { examples: def.examples.map((e) => [e] as [typeof e]) } : {}),
+  });
   if (broken !== undefined) {
     // the path of the case itself: a replay of run `index` (from the replayed path, if any)
     const path = opts.replay?.path ? opts.replay.path : String(broken.index);

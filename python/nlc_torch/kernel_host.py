@@ -90,6 +90,13 @@ class Kernel:
         self.state_dict = bool(decl.get("state_dict", False))
         self.output_final_state_kw = decl.get("output_final_state")
         self._conventions(spec, decl)
+        # the chunk sizes a chunked kernel hands its state across (docs/spec/py-backend.md#chunk-size)
+        chunk = decl.get("chunk_size")
+        chunks = [chunk] if isinstance(chunk, int) and not isinstance(chunk, bool) else chunk
+        if chunks is not None and (not isinstance(chunks, (list, tuple)) or not chunks
+                                   or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 1 for c in chunks)):
+            raise KernelError(f"{spec}.nlc['chunk_size']: expected a positive int or a list of them, got {chunk!r}")
+        self.chunk_sizes = None if chunks is None else list(chunks)
         bw = getattr(self.fn, "backward", None)
         self.backward = bw if callable(bw) else None
         self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -136,9 +143,7 @@ class Kernel:
         if acc is not None and acc not in ("f32", "f64"):
             raise KernelError(f"{spec}.nlc['accumulate']: expected 'f32' or 'f64', got {acc!r}")
         self.accumulate = acc
-        chunk = decl.get("chunk_size")
-        if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1):
-            raise KernelError(f"{spec}.nlc['chunk_size']: expected a positive integer, got {chunk!r}")
+        chunk = decl.get("chunk_size")  # checked with the chunk sizes in __init__
         self.chunk_size = chunk
 
     def keyword(self, name: str) -> str:
@@ -190,7 +195,7 @@ class Kernel:
             "kernel": self.spec, "rules": self.rules, "dtype": self.dtype_name, "state_dtype": self.state_dtype_name, "layout": self.layout,
             "state_layout": self.state_layout, "backward": "explicit" if self.backward else "autograd",
             "device": str(self.device) + (f" ({torch.cuda.get_device_name(0)})" if self.device.type == "cuda" else ""),
-            "judged": judged, "conventions": self.conventions(),
+            "judged": judged, "conventions": self.conventions(), "chunk_sizes": self.chunk_sizes,
             "skip_reason": None if judged else
             f"{self.spec} declares dtype {self.dtype_name}; f32, bf16 and f16 kernels are judged (an f64 kernel's yardstick would be "
             "ref64 itself: docs/spec/py-backend.md#precision)",

@@ -1,0 +1,77 @@
+// Bugs that only show at scale (tests/regime-planted.test.ts): the Delta example library
+// (examples/delta-cpu/delta.cpp) run as a chunked kernel — it declares an exact chunk form with
+// chunks of 16 tokens (nlk_delta_chunk_form), and its forward hands the state from chunk to chunk
+// — with one bug planted by a macro. Without one it is correct (the control).
+//   -DPLANT_HANDOFF   the state handed to the next chunk scaled by 1 + 1/128
+//   -DPLANT_TILE      y ignores the second tile (columns 64..d) of the head dimension when d > 64
+//   -DPLANT_STRIDE    with H > 8 heads, the gates are read with a head stride of 8
+//   -DPLANT_PARTIAL   the last partial chunk dropped (T > 16 not a multiple of 16: its tokens neither
+//                     update the state nor produce y)
+// The backward is the example's: the bugs are in the forward, which the forward check judges.
+// Build: g++ -std=c++17 -O2 -shared -fPIC -I../../ffi -DPLANT_HANDOFF -o libplanted_handoff.so planted-delta.cpp
+#define nlk_delta_forward nlk_delta_forward_example
+#include "../../examples/delta-cpu/delta.cpp"
+#undef nlk_delta_forward
+
+namespace {
+constexpr int CHUNK = 16;
+constexpr int TILE = 64;
+}  // namespace
+
+extern "C" {
+NLK_API int nlk_delta_chunk_form(int* kind, int* C) {
+  *kind = NLK_CHUNK_EXACT;
+  *C = CHUNK;
+  return NLK_OK;
+}
+
+NLK_API int nlk_delta_forward(int B, int T, int H, int d, int C, const float* k, const float* v, const float* q,
+                              const float* alpha, const float* theta, const float* M_0, float* y, float* M, void* ws) {
+  size_t bytes;
+  if (int st = nlk_delta_workspace_bytes(B, T, H, d, C, &bytes)) return st;
+  if (!k || !v || !q || !alpha || !theta || !M_0 || !y || !M || !ws) return NLK_ERR_NULL_POINTER;
+  const Dims s{B, T, H, d};
+  const size_t dd = size_t(d) * d, per = bytes / (size_t(B) * H);
+  (void)per;
+  int done = T;  // tokens run
+#ifdef PLANT_PARTIAL
+  if (T > CHUNK && T % CHUNK != 0) done = (T / CHUNK) * CHUNK;
+#endif
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < H; h++) {
+      char* w = static_cast<char*>(ws) + (size_t(b) * H + h) * per;
+      float* ck = reinterpret_cast<float*>(w);
+      std::vector<float> cur(M_0 + (size_t(b) * H + h) * dd, M_0 + (size_t(b) * H + h + 1) * dd), next(dd), e(d);
+      for (int t = 0; t < T; t++) {
+        const size_t o = vec(s, b, t, h);
+        size_t g = gate(s, b, t, h);
+#ifdef PLANT_STRIDE
+        if (H > 8) g = (size_t(b) * T + t) * 8 + h;
+#endif
+        if (t >= done) {
+          for (int i = 0; i < d; i++) y[o + i] = 0.0f;
+          continue;
+        }
+        step(cur.data(), next.data(), k + o, v + o, alpha[g], theta[g], d, e.data());
+        int cols = d;
+#ifdef PLANT_TILE
+        if (d > TILE) cols = TILE;
+#endif
+        for (int i = 0; i < d; i++) {
+          double r = 0;
+          for (int j = 0; j < cols; j++) r += double(next[i * d + j]) * q[o + j];
+          y[o + i] = float(r);
+        }
+        cur.swap(next);
+#ifdef PLANT_HANDOFF
+        if ((t + 1) % CHUNK == 0 && t + 1 < T)
+          for (size_t i = 0; i < dd; i++) cur[i] = float(cur[i] * (1.0 + 1.0 / 128));
+#endif
+        if ((t + 1) % C == 0 && t + 1 < T) std::memcpy(ck + ((t + 1) / C - 1) * dd, cur.data(), dd * 4);
+      }
+      std::memcpy(M + (size_t(b) * H + h) * dd, cur.data(), dd * 4);
+    }
+  (void)TILE;
+  return NLK_OK;
+}
+}  // extern "C"
