@@ -70,24 +70,33 @@ function html(argv: string[]): number {
   return 0;
 }
 
-function merge(argv: string[]): number {
+/**
+ * The command line of a merge (`merge`, `sweep-merge`): the files to join and `--out FILE`; a
+ * missing piece is a usage error naming the command.
+ */
+export function mergeArgs(argv: string[], command: string, files: string, fail: (msg: string) => never): { out: string; files: string[] } {
   let parsed;
   try {
     parsed = parseArgs({ args: argv, options: { out: { type: "string" } }, allowPositionals: true });
   } catch (e) {
-    usage(e instanceof Error ? e.message : String(e));
+    fail(e instanceof Error ? e.message : String(e));
   }
   const out = parsed.values.out;
-  if (out === undefined) usage("merge needs --out FILE");
-  if (parsed.positionals.length === 0) usage("merge expects the report files of the shards");
-  const merged = mergeReports(parsed.positionals.map((path) => ({ path, report: readReportFile(path) })));
+  if (out === undefined) fail(`${command} needs --out FILE`);
+  if (parsed.positionals.length === 0) fail(`${command} expects ${files}`);
+  return { out, files: parsed.positionals };
+}
+
+function merge(argv: string[]): number {
+  const { out, files } = mergeArgs(argv, "merge", "the report files of the shards", usage);
+  const merged = mergeReports(files.map((path) => ({ path, report: readReportFile(path) })));
   try {
     writeReport(merged, out);
   } catch (e) {
     usage(`--out ${out}: ${e instanceof Error ? e.message : String(e)}`);
   }
   const s = merged.summary;
-  console.log(`merge: ${parsed.positionals.length} reports, ${merged.checks.length} checks (${s.pass} pass, ${s.fail} fail, ${s.vacuous} vacuous, ${s.error} error, ${s.skip} skip) -> ${out}`);
+  console.log(`merge: ${files.length} reports, ${merged.checks.length} checks (${s.pass} pass, ${s.fail} fail, ${s.vacuous} vacuous, ${s.error} error, ${s.skip} skip) -> ${out}`);
   return 0;
 }
 

@@ -10,6 +10,7 @@
 import { availableParallelism } from "node:os";
 import { parseArgs } from "node:util";
 import { buildCatalogue, matchesFilter } from "./catalogue.ts";
+import { mergeArgs } from "./report-commands.ts";
 import { c9SkipReason } from "./c9/checks.ts";
 import { PROFILES, type Profile, type Status } from "../harness/check.ts";
 import { runInfo } from "../harness/report.ts";
@@ -161,19 +162,11 @@ async function sweep(argv: string[]): Promise<number> {
 }
 
 function merge(argv: string[]): number {
-  let parsed;
-  try {
-    parsed = parseArgs({ args: argv, options: { out: { type: "string" } }, allowPositionals: true });
-  } catch (e) {
-    usage(e instanceof Error ? e.message : String(e));
-  }
-  const out = parsed.values.out;
-  if (out === undefined) usage("sweep-merge needs --out FILE");
-  if (parsed.positionals.length === 0) usage("sweep-merge expects the sweep files to join");
-  const merged = mergeSweeps(parsed.positionals.map((path) => ({ path, sweep: readSweepFile(path) })));
+  const { out, files } = mergeArgs(argv, "sweep-merge", "the sweep files to join", usage);
+  const merged = mergeSweeps(files.map((path) => ({ path, sweep: readSweepFile(path) })));
   writeSweep(merged, out);
   console.log(formatSweep(merged));
-  console.log(`sweep-merge: ${parsed.positionals.length} sweeps -> ${out}`);
+  console.log(`sweep-merge: ${files.length} sweeps -> ${out}`);
   return merged.checks.some((c) => NON_PASS.some((st) => c.counts[st] > 0)) ? 1 : 0;
 }
 
