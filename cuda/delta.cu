@@ -140,16 +140,7 @@ __device__ void token_backward(const nlk::delta::BackwardArgs& a, const nlk::Seq
   b.red[tid] = pa;
   b.red[nt + tid] = pth;
   __syncthreads();
-  for (int j = tid; j < d; j += nt) {
-    acc_t gq = 0, ge = 0, gm = 0;
-    for (int i = 0; i < d; i++) {
-      gq += Mn[i * d + j] * b.dy[i];
-      ge += D[i * d + j] * b.e[i];
-      gm += Mc[i * d + j] * b.de[i];
-    }
-    a.grad.dq[o + j] = static_cast<float>(gq);
-    a.grad.dk[o + j] = static_cast<float>(-tht * ge + gm);
-  }
+  nlk::error_columns(a.grad, o, b, D, Mn, Mc, tht, static_cast<acc_t>(1), d);
   if (tid == 0) {
     a.grad.dalpha[sq.gate(t)] = -static_cast<float>(nlk::ordered_sum(b.red, 0));
     a.grad.dtheta[sq.gate(t)] = -static_cast<float>(nlk::ordered_sum(b.red, 1));

@@ -85,17 +85,7 @@ __device__ void token_backward(const nlk::gated_delta::BackwardArgs& a, const nl
   }
   b.red[nt + tid] = pth;
   __syncthreads();
-  for (int j = tid; j < d; j += nt) {
-    // dq = M_{t+1}ᵀ dy ; dk = −θ Dᵀ e + (1 − α) M_tᵀ de
-    acc_t gq = 0, ge = 0, gm = 0;
-    for (int i = 0; i < d; i++) {
-      gq += Mn[i * d + j] * b.dy[i];
-      ge += D[i * d + j] * b.e[i];
-      gm += Mt[i * d + j] * b.de[i];
-    }
-    a.grad.dq[o + j] = static_cast<float>(gq);
-    a.grad.dk[o + j] = static_cast<float>(-tht * ge + keep * gm);
-  }
+  nlk::error_columns(a.grad, o, b, D, Mn, Mt, tht, keep, d);  // dk's prediction term through M̃_t = (1 − α) M_t
   __syncthreads();  // every column loop has read D before it becomes ∂L/∂M̃_t
   acc_t pa = 0;
   for (int i = tid; i < d; i += nt)

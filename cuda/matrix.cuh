@@ -41,6 +41,27 @@ struct ErrorBwdSmem {
 };
 
 /**
+ * The column pass of an error rule's token backward (Delta, Gated Delta), after the barrier that
+ * follows the row pass: dq = M_{t+1}ᵀ dy and dk = −θ Dᵀ e + s · Mpᵀ de, where Mp is the state the
+ * prediction read and s its factor (1 for Delta; 1 − α for Gated Delta, which predicts from the
+ * decayed state). Threads take columns.
+ */
+template <class Grads, class S>
+__device__ void error_columns(const Grads& g, size_t o, const ErrorBwdSmem& b, const adj_t* D, const float* Mn, const float* Mp, float tht,
+                              S s, int d) {
+  for (int j = threadIdx.x; j < d; j += blockDim.x) {
+    acc_t gq = 0, ge = 0, gm = 0;
+    for (int i = 0; i < d; i++) {
+      gq += Mn[i * d + j] * b.dy[i];
+      ge += D[i * d + j] * b.e[i];
+      gm += Mp[i * d + j] * b.de[i];
+    }
+    g.dq[o + j] = static_cast<float>(gq);
+    g.dk[o + j] = static_cast<float>(-tht * ge + s * gm);
+  }
+}
+
+/**
  * The workspace of a rule with NS d×d state tensors (Delta, Hebbian: M; Titans, Atlas: M, S): the
  * walk's layout (walk.cuh) with one f64 adjoint per state tensor and a per-token record of d floats
  * (Delta's and Titans' error e).

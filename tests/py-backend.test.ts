@@ -6,20 +6,13 @@
  * hung), and the run goes on to the next backend. Skipped without python3 + torch.
  */
 import { describe, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import type { CheckResult } from "../harness/check.ts";
 import { probeTorchSync } from "../oracle/torch-bridge.ts";
-import { ROOT } from "../paths.ts";
 import { parsePyBackend } from "../conformance/py/plan.ts";
+import { cli, expectStatus, pyRun } from "./py-run.ts";
 
 const torch = probeTorchSync();
 
 /** expect(r.status).toBe(want), showing the check's message when it differs. */
-function expectStatus(r: CheckResult, want: string): void {
-  expect(r.status === want ? want : `${r.status}: ${r.message}`).toBe(want);
-}
 const GOOD = "py:examples/py-kernels/naive_delta.py:naive_delta";
 /** [B, H, T, d] layout, a dict of two states in our layout, a fixed query scale. */
 const TITANS = "py:examples/py-kernels/naive_titans.py:naive_titans";
@@ -32,9 +25,6 @@ const F16 = "py:examples/py-kernels/naive_delta_bf16.py:naive_delta_f16";
 const BAD = (k: string) => `py:tests/py-kernels/misbehaving.py:${k}`;
 const FAULTS = ["dies", "hangs", "raises", "chatty", "garbage_stream", "wrong_shape", "wrong_dtype", "no_tuple", "state_in_bf16", "f64"];
 
-function cli(args: string[], env: Record<string, string> = {}) {
-  return Bun.spawnSync({ cmd: [process.execPath, "conformance/cli.ts", ...args], cwd: ROOT, env: { ...process.env, ...env }, stdout: "pipe", stderr: "pipe" });
-}
 
 test("--backend py: parsing: usage errors exit 2 and name the form", () => {
   expect(parsePyBackend("py:a/b/k.py:fn").slug).toBe("py-k-fn");
@@ -49,25 +39,9 @@ test("--backend py: parsing: usage errors exit 2 and name the form", () => {
 });
 
 describe.skipIf(!torch.available)("py: backend run", () => {
-  const dir = mkdtempSync(join(tmpdir(), "nlc-py-"));
-  const report = join(dir, "report.json");
   const backends = [...FAULTS.map(BAD), "py:tests/py-kernels/import_fails.py:kernel", PLANTED("no_initial_decay"), PLANTED("dq_scaled"),
     PLANTED("dstate0_scaled"), PLANTED("ignores_d_final"), PLANTED("explicit_correct"), PLANTED("bf16_dtheta_scaled"), GOOD, TITANS, READ, BF16, F16];
-  let byId: Map<string, CheckResult> | undefined;
-  const results = (): Map<string, CheckResult> => {
-    if (byId === undefined) {
-      const p = cli([...backends.flatMap((b) => ["--backend", b]), "--filter", "C5/py-", "--profile", "quick", "--report", report], { NLC_PY_KERNEL_TIMEOUT: "3" });
-      expect(p.exitCode).toBe(1);
-      byId = new Map((JSON.parse(readFileSync(report, "utf8")).checks as CheckResult[]).map((c) => [c.id, c]));
-      rmSync(dir, { recursive: true, force: true });
-    }
-    return byId;
-  };
-  const get = (backend: string, rule: string, kind: string) => {
-    const r = results().get(`C5/${parsePyBackend(backend).slug}/${rule}/${kind}`);
-    if (r === undefined) throw new Error(`no result for ${backend} ${rule} ${kind}`);
-    return r;
-  };
+  const { get } = pyRun(() => backends, { NLC_PY_KERNEL_TIMEOUT: "3" });
 
   test("the example adaptors pass (autograd and explicit backward); rules they do not declare are skipped", () => {
     for (const kind of ["forward", "backward"]) {

@@ -9,13 +9,8 @@
  * the kernel-side gradient is the transpose of the map to the reference's inputs.
  */
 import { describe, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import type { CheckResult } from "../harness/check.ts";
 import { probeTorchSync } from "../oracle/torch-bridge.ts";
-import { ROOT } from "../paths.ts";
-import { parsePyBackend } from "../conformance/py/plan.ts";
+import { cli, expectStatus, pyRun } from "./py-run.ts";
 import { absentInputs, kernelGradient, kernelValue, NO_CONVENTIONS, referenceValue, type Conventions } from "../conformance/py/conventions.ts";
 import { kernelPrecision } from "../conformance/py/kernel-session.ts";
 import { Rng } from "../src/rng.ts";
@@ -23,12 +18,6 @@ import { Tensor } from "../src/tensor.ts";
 
 const torch = probeTorchSync();
 
-function expectStatus(r: CheckResult, want: string): void {
-  expect(r.status === want ? want : `${r.status}: ${r.message}`).toBe(want);
-}
-function cli(args: string[], env: Record<string, string> = {}) {
-  return Bun.spawnSync({ cmd: [process.execPath, "conformance/cli.ts", ...args], cwd: ROOT, env: { ...process.env, ...env }, stdout: "pipe", stderr: "pipe" });
-}
 
 const FLA = (k: string) => `py:examples/py-kernels/fla_deltanet.py:${k}`;
 const PLANTED = (k: string) => `py:examples/py-kernels/fla_deltanet_planted.py:${k}`;
@@ -101,27 +90,10 @@ test("--rule with --filter selects the checks matching both", () => {
 });
 
 describe.skipIf(!torch.available)("fla-style kernels through py:", () => {
-  const dir = mkdtempSync(join(tmpdir(), "nlc-fla-"));
-  const report = join(dir, "report.json");
   const planted = ["gated_corrects_first", "chunk_gated_dbeta_scaled_bf16", "chunk_gated_no_decay_in_w", "deltanet_ignores_alpha",
     "deltanet_undeclared", "deltanet_scale_undeclared"].map(PLANTED);
-  let byId: Map<string, CheckResult> | undefined;
-  const results = (): Map<string, CheckResult> => {
-    if (byId === undefined) {
-      const backends = [...GOOD.map(([b]) => b), ...planted];
-      // the rules the kernels do not declare are skips (no kernel call)
-      const p = cli([...backends.flatMap((b) => ["--backend", b]), "--filter", "C5/py-", "--profile", "quick", "--report", report]);
-      expect(p.exitCode).toBe(1);
-      byId = new Map((JSON.parse(readFileSync(report, "utf8")).checks as CheckResult[]).map((c) => [c.id, c]));
-      rmSync(dir, { recursive: true, force: true });
-    }
-    return byId;
-  };
-  const get = (backend: string, rule: string, kind: string) => {
-    const r = results().get(`C5/${parsePyBackend(backend).slug}/${rule}/${kind}`);
-    if (r === undefined) throw new Error(`no result for ${backend} ${rule} ${kind}`);
-    return r;
-  };
+  // the rules the kernels do not declare are skips (no kernel call)
+  const { get } = pyRun(() => [...GOOD.map(([b]) => b), ...planted]);
 
   test("DeltaNet (alpha absent) and Gated DeltaNet (g in log space), recurrent and chunked, f32 and bf16, pass", () => {
     for (const [b, rule] of GOOD) {

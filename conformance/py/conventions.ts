@@ -27,11 +27,9 @@ export interface Conventions {
   readonly qk_l2norm: boolean;
   /** Declared accumulate dtype (null: as the storage dtype implies, docs/spec/py-backend.md#precision). */
   readonly accumulate: "f32" | "f64" | null;
-  /** Declared chunk size of a chunked kernel (informative: shapes that cross chunk boundaries read it). */
-  readonly chunk_size: number | null;
 }
 
-export const NO_CONVENTIONS: Conventions = { absent: [], scale: null, log_gates: {}, bounded: [], qk_l2norm: false, accumulate: null, chunk_size: null };
+export const NO_CONVENTIONS: Conventions = { absent: [], scale: null, log_gates: {}, bounded: [], qk_l2norm: false, accumulate: null };
 
 /**
  * The neutral value of each input that may be absent (docs/spec/py-backend.md#absent): the value at

@@ -143,8 +143,6 @@ class Kernel:
         if acc is not None and acc not in ("f32", "f64"):
             raise KernelError(f"{spec}.nlc['accumulate']: expected 'f32' or 'f64', got {acc!r}")
         self.accumulate = acc
-        chunk = decl.get("chunk_size")  # checked with the chunk sizes in __init__
-        self.chunk_size = chunk
 
     def keyword(self, name: str) -> str:
         """The keyword of one of our inputs: a log-space gate's own keyword, else its `names` entry."""
@@ -160,7 +158,7 @@ class Kernel:
         else:
             scale = {"value": 1.0, "keyword": None, "divided": float(s)} if s is not None else None
         return {"absent": self.absent, "scale": scale, "log_gates": self.log_gates, "bounded": self.bounded,
-                "qk_l2norm": bool(self.qk_l2norm), "accumulate": self.accumulate, "chunk_size": self.chunk_size}
+                "qk_l2norm": bool(self.qk_l2norm), "accumulate": self.accumulate}
 
     @staticmethod
     def _import(module: str, path: Optional[str]):
