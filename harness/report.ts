@@ -2,7 +2,7 @@
  * The nlc-report/1 JSON report: assembled from check results, validated against the checked-in
  * schema BEFORE it is written, and written atomically (temp file + rename).
  */
-import Ajv from "ajv";
+import { fileValidator } from "../cases/schema-validator.ts";
 import { summarizePower, type PowerSummary } from "./report-power.ts";
 import { execSync } from "node:child_process";
 import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
@@ -117,8 +117,7 @@ let validator: ((data: unknown) => boolean) & { errors?: unknown } | undefined;
 /** Throws naming the first schema violation (JSON path and message). */
 export function validateReport(report: unknown): void {
   if (validator === undefined) {
-    const ajv = new Ajv({ allErrors: true, strict: true, validateFormats: false });
-    validator = ajv.compile(JSON.parse(readFileSync(SCHEMA, "utf8")));
+    validator = fileValidator(SCHEMA, { allErrors: true, strict: true, validateFormats: false }).validate;
   }
   if (!validator(report)) {
     const errs = (validator.errors ?? []) as { instancePath: string; message?: string }[];

@@ -1,0 +1,54 @@
+/**
+ * The suite's schemas are compiled once and cached as standalone code under build/
+ * (cases/schema-validator.ts): the cached validator must judge exactly as a fresh compile, and an
+ * edited schema must never be judged by a stale cache.
+ */
+import { expect, test } from "bun:test";
+import Ajv from "ajv";
+import { existsSync, readFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { ROOT } from "../paths.ts";
+import { cachedValidator, validatorCachePath } from "../cases/schema-validator.ts";
+import { check, report } from "./synthetic-report.ts";
+
+const SCHEMA = join(ROOT, "reports", "schema", "nlc-report.schema.json");
+const OPTIONS = { allErrors: true, strict: true, validateFormats: false } as const;
+
+const good = JSON.parse(JSON.stringify(report([check("C2/moneta", "pass", { ratio: 0.5 }), check("C5/cuda/delta/forward", "skip")]))) as Record<string, unknown>;
+const bad: unknown[] = [
+  {},
+  { ...good, format: "nlc-report/2" },
+  { ...good, checks: [{ id: 7 }] },
+  { ...good, summary: { passed: "many" } },
+  { ...good, unknown_key: true },
+];
+
+test("a cached validator judges every document as a fresh compile does, errors included", () => {
+  const text = readFileSync(SCHEMA, "utf8");
+  const schema = JSON.parse(text) as object;
+  const path = validatorCachePath(text, OPTIONS);
+  rmSync(path, { force: true });
+  const compiled = cachedValidator(text, schema, OPTIONS); // compiles, writes the cache
+  expect(existsSync(path)).toBe(true);
+  const cached = cachedValidator(text, schema, OPTIONS); // loads the cache
+  const fresh = new Ajv(OPTIONS).compile(schema);
+  for (const doc of [good, ...bad]) {
+    const want = fresh(doc);
+    for (const v of [compiled, cached]) {
+      expect(v(doc)).toBe(want);
+      expect(JSON.stringify(v.errors ?? null)).toBe(JSON.stringify(fresh.errors ?? null));
+    }
+  }
+  expect(fresh(good)).toBe(true);
+});
+
+test("an edited schema or other options never reuse a cached validator", () => {
+  const text = readFileSync(SCHEMA, "utf8");
+  const edited = text.replace('"nlc-report/1"', '"nlc-report/9"');
+  expect(edited).not.toBe(text);
+  expect(validatorCachePath(edited, OPTIONS)).not.toBe(validatorCachePath(text, OPTIONS));
+  expect(validatorCachePath(text, { ...OPTIONS, allErrors: false })).not.toBe(validatorCachePath(text, OPTIONS));
+  const v = cachedValidator(edited, JSON.parse(edited) as object, OPTIONS);
+  expect(v(good)).toBe(false);
+  rmSync(validatorCachePath(edited, OPTIONS), { force: true });
+});
