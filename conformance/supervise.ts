@@ -13,6 +13,16 @@ import { interruptWhenOrphaned } from "../harness/interrupt.ts";
 
 const RUNNER_ENV = "NLC_RUNNER";
 
+/**
+ * Whether this command line runs checks (then it runs in a supervised child): options only, none
+ * of which just prints (help, the list, a summary, a case). A subcommand (a first word such as
+ * `sweep`, `diff`, `selftest`) supervises itself where it needs to.
+ */
+export function runsChecks(argv: readonly string[]): boolean {
+  if (argv.length > 0 && !argv[0]!.startsWith("-")) return false;
+  return !argv.some((a) => ["-h", "--help", "--list", "--summary", "--case"].includes(a));
+}
+
 /** True in the runner (or where supervision is off: NLC_RUNNER=1 runs the checks in this process). */
 export function isRunner(): boolean {
   return process.env[RUNNER_ENV] === "1";

@@ -1,0 +1,294 @@
+/**
+ * The command line of `npm run conformance` (entry: conformance/cli.ts): runs the conformance
+ * catalogue and writes the JSON report, or one of the subcommands. The same engine serves
+ * `bun test` (conformance/conformance.test.ts).
+ */
+import { parseVariantKey, variantKey } from "../src/rules/level.ts";
+import { runSelftest, SELFTEST_HELP } from "./selftest.ts";
+import { blindSpotsOf, DEFAULT_MIN_POWER, parseMinPower } from "../harness/report-power.ts";
+import { parseArgs } from "node:util";
+import { buildRuleCase, parseRuleCaseRequest, type RuleCaseRequest } from "../cases/rule-case.ts";
+import { PROFILES, type Profile } from "../harness/check.ts";
+import { DEFAULT_SEED } from "../harness/collect.ts";
+import { closingLine, DEFAULT_REPORT, isGreen, NO_REPORT_LINE, notRunOf, readReportFile, type Report } from "../harness/report.ts";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import { catchInterrupts, interruptWhenOrphaned, signalExitCode } from "../harness/interrupt.ts";
+import { runsChecks } from "./supervise.ts";
+import { printable, Progress } from "../harness/progress.ts";
+import { runPlan } from "./parallel.ts";
+import { parseShard, type Shard } from "../harness/shard.ts";
+import { REPORT_COMMANDS, REPORT_COMMANDS_HELP, runReportCommand, type ReportCommand } from "./report-commands.ts";
+import { SWEEP_COMMANDS, SWEEP_HELP, runSweepCommand, type SweepCommand } from "./sweep.ts";
+import { ruleFixture } from "../cases/fixtures/rule-fixture.ts";
+import { ruleByKey } from "../src/rules/index.ts";
+import { CLI_NAMES, libraryPreflight, planRun, UsageError, type RunPlan, type RunRequest } from "./plan.ts";
+import { writeRunReport } from "./run-report.ts";
+
+const HELP = `usage: npm run conformance -- [options]   (or: bun run conformance [options])
+       npm run conformance -- diff OLD NEW | html REPORT [--out FILE] | merge A B ... --out FILE
+                              | timings REPORT
+
+Runs the nl-conformance checks (classes C0-C9) and writes an nlc-report/1 JSON report.
+
+  --filter F       run checks matching F: a class (C2), a rule (moneta, moneta.frozen),
+                   or any substring of a check id; repeatable, or comma-separated
+  --rule KEY       only the checks of rule KEY (delta, or a variant: delta.frozen); with
+                   --filter, the checks matching both (with --case: the rule of the case)
+  --seed N         run seed (default ${DEFAULT_SEED}); the same seed gives the same report
+  --profile P      quick | default | deep: property runs per check (default: default)
+  --report PATH    where to write the report (default reports/conformance.json)
+  --replay R       re-run one case exactly: R = <check id>:<seed>:<path>, as printed
+                   in a report's "replay" field
+  --fixtures DIR   also replay the nlc-fixture/1 files in DIR (C6); repeatable
+  --backend B      kernel backend for C5: cpu-emu, cuda, the pure-f32 builds cpu-f32 and
+                   cuda-f32, the bf16-storage builds cpu-bf16 and cuda-bf16, or lib:<path> (a library implementing
+                   ffi/nlk.h); repeatable; default cpu-emu and cuda;
+                   or py:<module>:<callable>, a PyTorch/Triton kernel pair (module: a
+                   dotted name, or a path to a .py file; docs/spec/py-backend.md)
+  --case JSON      with --rule: print one rule case (inputs, outputs, gradients) as an
+                   nlc-fixture/1 document, e.g.
+                   --rule moneta --case '{"d":4,"seq_len":3,"seed":7,"hyper":{"p":3}}'
+                   fields: d, seq_len, seed, hyper, frozen, state ("init"|"random"),
+                   alpha ("low"|"mid"|"high"), theta ("small"|"large"); stdout holds the
+                   document only (through npm: npm run -s conformance -- ...)
+  --out FILE       with --case: write the document to FILE instead of stdout
+  --shard I/N      run only shard I of N (1-based): a deterministic partition of the
+                   selected checks balanced by measured check times; merge the shards'
+                   reports with the merge command
+  --min-power P    fail every passing kernel check whose weakest gradient tensor could not
+                   detect a relative scale error of P (1%, 0.01; default off;
+                   docs/spec/precision.md#min-power)
+  --list           list the check ids and exit
+  --summary [PATH] print the closing line of an existing report (default
+                   reports/conformance.json) and exit 1 unless it is all pass/skip
+  -h, --help       this text
+
+Delegated checks (C5 kernel children, the C9 cross-check) run in worker threads beside the
+others; NLC_SERIAL=1 runs everything in one thread (the report is the same apart from timings).
+
+Exit status: 0 when every check passed or was skipped; 1 when any check failed, was vacuous
+or errored; 2 on a usage error; 130 (SIGINT) or 143 (SIGTERM) when interrupted. An interrupted
+run passes the signal to its child processes, stops after the check in flight and writes what
+finished to <report>.partial.json ("partial": true), leaving the report itself as it was; its
+closing line counts the checks it did not run as failed. Signal the npm process, the bun process
+or the process group alike; a run whose parent died stops the same way.
+
+${REPORT_COMMANDS_HELP}
+
+${SWEEP_HELP}
+
+${SELFTEST_HELP}`;
+
+function usage(msg: string): never {
+  console.error(`conformance: ${printable(msg)}\n(see --help)`);
+  process.exit(2);
+}
+
+const message = (e: unknown) => (e instanceof Error ? e.message : String(e));
+
+/**
+ * The subcommands besides running checks: a name and what it does with the rest of the command
+ * line (its exit status). A new subcommand is one entry here and its help text.
+ */
+const SUBCOMMANDS: Record<string, (argv: string[]) => number | Promise<number>> = Object.fromEntries([
+  ...REPORT_COMMANDS.map((name) => [name, (argv: string[]) => runReportCommand(name as ReportCommand, argv)]),
+  ...SWEEP_COMMANDS.map((name) => [name, (argv: string[]) => runSweepCommand(name as SweepCommand, argv)]),
+  ["selftest", runSelftest],
+]);
+
+const OPTIONS = {
+  filter: { type: "string", multiple: true },
+  rule: { type: "string" },
+  seed: { type: "string" },
+  profile: { type: "string" },
+  report: { type: "string" },
+  replay: { type: "string" },
+  fixtures: { type: "string", multiple: true },
+  backend: { type: "string", multiple: true },
+  case: { type: "string" },
+  out: { type: "string" },
+  shard: { type: "string" },
+  "min-power": { type: "string" },
+  list: { type: "boolean" },
+  summary: { type: "boolean" },
+  help: { type: "boolean", short: "h" },
+} as const;
+
+type Args = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>;
+
+/** Arguments: the command line as options (usage errors exit 2 here). */
+function parseCommandLine(argv: string[]): Args {
+  try {
+    return parseArgs({ args: argv, options: OPTIONS, allowPositionals: true });
+  } catch (e) {
+    usage(message(e));
+  }
+}
+
+/** Arguments → the settings of a run. */
+function runRequest(args: Args["values"]): RunRequest {
+  const seed = args.seed === undefined ? DEFAULT_SEED : Number(args.seed);
+  if (!Number.isInteger(seed)) usage(`--seed ${args.seed}: expected an integer`);
+  const profile = (args.profile ?? "default") as Profile;
+  if (!PROFILES.includes(profile)) usage(`--profile ${args.profile}: expected ${PROFILES.join(" | ")}`);
+  const filters = (args.filter ?? []).flatMap((f) => f.split(",")).map((f) => f.trim()).filter(Boolean);
+  let replay: RunRequest["replay"];
+  if (args.replay !== undefined) {
+    const m = /^(.+?):(\d+):([\d:]*)$/.exec(args.replay);
+    if (m === null) usage(`--replay ${args.replay}: expected <check id>:<seed>:<path>`);
+    replay = { id: m[1]!, seed: Number(m[2]), path: m[3]! };
+  }
+  let shard: Shard | undefined;
+  if (args.shard !== undefined) {
+    try {
+      shard = parseShard(args.shard);
+    } catch (e) {
+      usage(`--shard ${message(e)}`);
+    }
+  }
+  const reportPath = replay === undefined || args.report !== undefined ? args.report ?? DEFAULT_REPORT : null;
+  let minPower: number | null = DEFAULT_MIN_POWER;
+  if (args["min-power"] !== undefined) {
+    try {
+      minPower = parseMinPower(args["min-power"], "--min-power");
+    } catch (e) {
+      usage(message(e));
+    }
+  }
+  return { seed, profile, filters, rule: args.rule, replay, fixtureDirs: args.fixtures ?? [], backends: args.backend, shard, reportPath, names: CLI_NAMES, minPower };
+}
+
+async function main(): Promise<void> {
+  const argv = process.argv.slice(2);
+  const sub = SUBCOMMANDS[argv[0] ?? ""];
+  if (sub !== undefined) process.exit(await sub(argv.slice(1)));
+  if (runsChecks(argv)) {
+    catchInterrupts();
+    interruptWhenOrphaned();
+  }
+  const { values: args, positionals } = parseCommandLine(argv);
+  if (args.help) {
+    console.log(HELP);
+    return;
+  }
+  if (args.summary) {
+    printSummary(positionals[0] ?? DEFAULT_REPORT);
+    return;
+  }
+  if (positionals.length > 0) usage(`unexpected argument ${positionals[0]}`);
+  if (args.out !== undefined && args.case === undefined) usage("--out goes with --case (report commands take their own --out)");
+  if (args.case !== undefined) {
+    if (args.rule === undefined) usage("--case needs --rule");
+    printCase(args.rule, args.case, args.out);
+    return;
+  }
+
+  // Plan: the checks, the backends, the report's path; every usage error before the first check.
+  const request = runRequest(args);
+  let plan: RunPlan;
+  try {
+    plan = planRun(args.list ? { ...request, reportPath: null } : request);
+    if (!args.list) libraryPreflight(plan);
+  } catch (e) {
+    if (e instanceof UsageError) usage(e.message);
+    throw e;
+  }
+  if (args.list) {
+    for (const d of plan.defs) console.log(d.id);
+    return;
+  }
+
+  // Run.
+  const { defs } = plan;
+  const started = new Date();
+  const width = String(defs.length).length;
+  const shard = request.shard;
+  console.log(`nl-conformance: ${defs.length} checks, seed ${request.seed}, profile ${request.profile}${shard ? `, shard ${shard.index}/${shard.count}` : ""}`);
+  const progress = new Progress(defs);
+  const outcome = await runPlan(plan, {
+    onResult: (r, finished, total) => {
+      const n = `[${String(finished).padStart(width)}/${total}]`;
+      progress.print(`${n} ${r.status.padEnd(7)} ${r.id} (${r.runs} run${r.runs === 1 ? "" : "s"}, ${r.ms.toFixed(0)} ms)`);
+      if (r.status !== "pass" && r.status !== "skip" && r.message) console.log(`      ${printable(r.message)}\n      replay: ${r.replay}`);
+      else if (r.status === "skip") console.log(`      ${printable(r.message ?? "")}`);
+      else for (const b of blindSpotsOf(r)) console.log(`      blind spot: ${printable(b)}`);
+      progress.finished(r.id);
+    },
+    beforeDelegated: () => progress.clear(),
+  });
+  progress.end();
+
+  // Report.
+  for (const b of outcome.backends) console.log(`backend ${b.name}: ${b.available ? "available" : `unavailable (${b.reason ?? "?"})`}`);
+  const written = writeRunReport(plan, outcome, started);
+  console.log(written.line);
+  process.exit(outcome.interrupt !== null ? signalExitCode(outcome.interrupt) : written.green ? 0 : 1);
+}
+
+/** --summary: the closing line of a finished report; exit 0 only when it is complete and green. */
+function printSummary(path: string): void {
+  let report: Report;
+  try {
+    report = readReportFile(path);
+  } catch (e) {
+    console.error(`conformance: cannot read report ${message(e)}`);
+    console.log(NO_REPORT_LINE);
+    process.exit(existsSync(path) ? 1 : 2);
+  }
+  if (report.partial === true) console.error(`conformance: ${path} is the partial report of an interrupted run`);
+  console.log(closingLine(report.summary, notRunOf(report)));
+  process.exit(isGreen(report) ? 0 : 1);
+}
+
+/**
+ * --case: the nlc-fixture/1 document alone on stdout (npm prints its banner there too: use
+ * `npm run -s conformance -- ...`, or --out FILE, which writes the document and nothing else).
+ */
+function printCase(ruleKey: string, json: string, out: string | undefined): void {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(json);
+  } catch (e) {
+    usage(`--case: not valid JSON (${e instanceof Error ? e.message : e})`);
+  }
+  const variant = parseVariantKey(ruleKey);
+  let decl;
+  try {
+    decl = ruleByKey(variant.key);
+  } catch (e) {
+    usage(`--rule: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  let req: RuleCaseRequest;
+  try {
+    req = parseRuleCaseRequest(decl, raw, variant.frozen);
+  } catch (e) {
+    usage(`--case: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  const { spec, frozen } = req;
+  let doc;
+  try {
+    const c = buildRuleCase(decl, spec, "f64", frozen);
+    doc = ruleFixture({ ...c, frozen }, `${variantKey(decl.key, frozen)}-case-${spec.seed}`, "nl-conformance --case");
+  } catch (e) {
+    usage(`--case: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  const text = JSON.stringify(doc, (_k, v) => {
+    if (typeof v === "number" && !Number.isFinite(v)) throw new Error(`the case computed a non-finite value (${v})`);
+    return v;
+  }, 1);
+  if (out === undefined) {
+    console.log(text);
+    return;
+  }
+  try {
+    mkdirSync(dirname(resolve(out)), { recursive: true });
+    writeFileSync(out, text + "\n");
+  } catch (e) {
+    usage(`--out ${out}: ${message(e)}`);
+  }
+  console.error(`case: ${out}`);
+}
+
+void main();
+
