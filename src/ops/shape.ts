@@ -51,6 +51,20 @@ export const concat = defineOp<{ axis: number }>({
   oracle: "fd",
 });
 
+/**
+ * Copies `outer` runs of `n` values, run o from `src[o * srcStride + srcAt]` to
+ * `dst[o * dstStride + dstAt]`: short runs element by element (a typed-array view per run costs
+ * more than the copy), long runs with set().
+ */
+function copyRows(src: ArrayLike<number> & { subarray(a: number, b: number): ArrayLike<number> }, dst: { [i: number]: number; set(a: ArrayLike<number>, at: number): void },
+  outer: number, n: number, srcStride: number, srcAt: number, dstStride: number, dstAt: number): void {
+  for (let o = 0; o < outer; o++) {
+    const s0 = o * srcStride + srcAt, d0 = o * dstStride + dstAt;
+    if (n < 64) for (let j = 0; j < n; j++) dst[d0 + j] = src[s0 + j]!;
+    else dst.set(src.subarray(s0, s0 + n), d0);
+  }
+}
+
 export const slice = defineOp<{ axis: number; start: number; len: number }>({
   name: "Slice",
   forward([x], { axis, start, len }) {
@@ -64,7 +78,7 @@ export const slice = defineOp<{ axis: number; start: number; len: number }>({
     const inner = sizeOf(x!.shape.slice(axis + 1));
     const full = x!.shape[axis]! * inner;
     const out = alloc(x!.dtype, sizeOf(shape));
-    for (let o = 0; o < outer; o++) out.set(x!.data.subarray(o * full + start * inner, o * full + (start + len) * inner), o * len * inner);
+    copyRows(x!.data, out, outer, len * inner, full, start * inner, len * inner, 0);
     return new Tensor(x!.dtype, shape, out);
   },
   vjp([x], _o, d, { axis, start, len }) {
@@ -72,7 +86,7 @@ export const slice = defineOp<{ axis: number; start: number; len: number }>({
     const inner = sizeOf(x!.shape.slice(axis + 1));
     const full = x!.shape[axis]! * inner;
     const dx = alloc(x!.dtype, x!.size);
-    for (let o = 0; o < outer; o++) dx.set(d.subarray(o * len * inner, (o + 1) * len * inner), o * full + start * inner);
+    copyRows(d, dx, outer, len * inner, len * inner, 0, full, start * inner);
     return [dx];
   },
   sample(g) {

@@ -2,7 +2,7 @@
  * A level's parameters and inputs: the canonical parameter names and shapes, which of them a rule
  * uses, input validation and the hyper-parameter defaults (docs/spec/names.md#layout).
  */
-import { Tensor, expectShape } from "../tensor.ts";
+import { Tensor, expectShape, sameShape } from "../tensor.ts";
 import type { RuleConfig, RuleDecl, State } from "./types.ts";
 
 /** Canonical per-level parameter names (docs/spec/names.md#layout). */
@@ -36,32 +36,56 @@ export function usedParams(decl: RuleDecl): string[] {
 
 export type Params = Readonly<Record<string, Tensor>>;
 
+/**
+ * The shapes validateInputs holds a call to, worked out once per declaration and configuration
+ * (the same configuration object is passed to every call of a case, and every finite-difference
+ * evaluation is such a call): parameter shapes, state shapes and the hyperparameter entries.
+ */
+interface Expected {
+  readonly params: readonly (readonly [string, number[]])[];
+  readonly state: readonly (readonly [string, number[]])[];
+  readonly hyper: readonly (readonly [string, RuleDecl["hyper"][string]])[];
+}
+const expectedByCfg = new WeakMap<RuleConfig, Map<RuleDecl, Expected>>();
+
+function expectedOf(decl: RuleDecl, cfg: RuleConfig): Expected {
+  let byDecl = expectedByCfg.get(cfg);
+  if (byDecl === undefined) expectedByCfg.set(cfg, (byDecl = new Map()));
+  let e = byDecl.get(decl);
+  if (e === undefined) {
+    e = { params: Object.entries(paramShapes(decl, cfg)), state: Object.entries(decl.stateShapes(cfg)), hyper: Object.entries(decl.hyper) };
+    byDecl.set(decl, e);
+  }
+  return e;
+}
+
 /** Validates X, params and state against the declaration; errors name rule, tensor, expected and got. */
 export function validateInputs(decl: RuleDecl, X: Tensor, params: Params, state: State, cfg: RuleConfig): void {
-  const who = `rule '${decl.key}'`;
-  expectShape(X, [cfg.seq_len, cfg.d], `${who}: X`);
-  for (const [name, shape] of Object.entries(paramShapes(decl, cfg))) {
+  const expected = expectedOf(decl, cfg);
+  const who = () => `rule '${decl.key}'`;
+  if (!sameShape(X.shape, [cfg.seq_len, cfg.d])) expectShape(X, [cfg.seq_len, cfg.d], `${who()}: X`);
+  for (const [name, shape] of expected.params) {
     const p = params[name];
-    if (p === undefined) throw new Error(`${who}: parameter ${name} is missing`);
-    expectShape(p, shape, `${who}: parameter ${name}`);
-    if (p.dtype !== X.dtype) throw new Error(`${who}: parameter ${name} is ${p.dtype}, X is ${X.dtype}`);
+    if (p === undefined) throw new Error(`${who()}: parameter ${name} is missing`);
+    if (!sameShape(p.shape, shape)) expectShape(p, shape, `${who()}: parameter ${name}`);
+    if (p.dtype !== X.dtype) throw new Error(`${who()}: parameter ${name} is ${p.dtype}, X is ${X.dtype}`);
   }
-  for (const [name, shape] of Object.entries(decl.stateShapes(cfg))) {
+  for (const [name, shape] of expected.state) {
     const t = state[name];
-    if (t === undefined) throw new Error(`${who}: state ${name} is missing`);
-    expectShape(t, shape, `${who}: state ${name}`);
+    if (t === undefined) throw new Error(`${who()}: state ${name} is missing`);
+    if (!sameShape(t.shape, shape)) expectShape(t, shape, `${who()}: state ${name}`);
   }
-  for (const [name, spec] of Object.entries(decl.hyper)) {
+  for (const [name, spec] of expected.hyper) {
     const v = cfg[name];
-    if (v === undefined) throw new Error(`${who}: hyperparameter ${name} is missing`);
+    if (v === undefined) throw new Error(`${who()}: hyperparameter ${name} is missing`);
     if (spec.kind === "enum") {
-      if (!spec.values.includes(String(v))) throw new Error(`${who}: ${name} = ${v}, expected one of ${spec.values.join("|")}`);
+      if (!spec.values.includes(String(v))) throw new Error(`${who()}: ${name} = ${v}, expected one of ${spec.values.join("|")}`);
     } else if (typeof v !== "number" || v < spec.min || v > spec.max || (spec.kind === "int" && !Number.isInteger(v))) {
-      throw new Error(`${who}: ${name} = ${v}, expected ${spec.kind} in [${spec.min}, ${spec.max}]`);
+      throw new Error(`${who()}: ${name} = ${v}, expected ${spec.kind} in [${spec.min}, ${spec.max}]`);
     } else if (spec.kind === "int" && spec.boundByD === "at-most" && v > cfg.d) {
-      throw new Error(`${who}: ${name} = ${v} must be <= d = ${cfg.d}`);
+      throw new Error(`${who()}: ${name} = ${v} must be <= d = ${cfg.d}`);
     } else if (spec.kind === "int" && spec.boundByD === "divides" && cfg.d % v !== 0) {
-      throw new Error(`${who}: ${name} = ${v} must divide d = ${cfg.d}`);
+      throw new Error(`${who()}: ${name} = ${v} must divide d = ${cfg.d}`);
     }
   }
 }
