@@ -16,52 +16,67 @@ import { blindSpotsOf, DEFAULT_MIN_POWER, parseMinPower } from "../harness/repor
 import { catchInterrupts, interruptWhenOrphaned } from "../harness/interrupt.ts";
 import { printable, Progress } from "../harness/progress.ts";
 import { runPlan } from "./parallel.ts";
-import { ENV_NAMES, libraryPreflight, planRun } from "./plan.ts";
+import { byTestName, ENV_NAMES, libraryPreflight, planRun, type RunPlan } from "./plan.ts";
+import { TEST_NAME_PATTERN_ENV } from "./npm-test.ts";
 import { writeRunReport } from "./run-report.ts";
 
 const opts = envOptions();
-const plan = planRun({
+const planned = planRun({
   seed: opts.seed, profile: opts.profile, filters: opts.filters, fixtureDirs: opts.fixtureDirs, shard: opts.shard,
   reportPath: opts.report ?? DEFAULT_REPORT, names: ENV_NAMES,
   minPower: process.env.NLC_MIN_POWER === undefined ? DEFAULT_MIN_POWER : parseMinPower(process.env.NLC_MIN_POWER, "NLC_MIN_POWER"),
 });
+// `npm test -- -t PATTERN` (conformance/npm-test.ts hands the pattern over): only the checks whose
+// test would match run, as bun test would run only those tests.
+const namePattern = process.env[TEST_NAME_PATTERN_ENV];
+const plan = namePattern === undefined ? planned : byTestName(planned, new RegExp(namePattern));
 libraryPreflight(plan);
 
-// SIGINT/SIGTERM (or the death of the process that started this one) stop the run after the
-// check in flight; what finished is written as a partial report, the complete one left as it was.
-const uncatch = catchInterrupts();
-const unwatch = interruptWhenOrphaned();
-const started = new Date();
-const shard = opts.shard;
-console.error(`nl-conformance: ${plan.defs.length} checks, seed ${opts.seed}, profile ${opts.profile}${shard ? `, shard ${shard.index}/${shard.count}` : ""}`);
-const progress = new Progress(plan.defs);
-const outcome = await runPlan(plan, { onResult: (r) => progress.finished(r.id), beforeDelegated: () => progress.clear() });
-progress.end();
-// The other test files this process may run next end on a signal as usual.
-uncatch();
-unwatch();
-const written = writeRunReport(plan, outcome, started, (s) => console.error(s));
-
-const byId = new Map(outcome.results.map((r) => [r.id, r]));
-for (const def of plan.defs) {
-  const r = byId.get(def.id);
-  if (r === undefined) {
-    test(def.id, () => {
-      throw new Error(`${def.id}: not run: the run was interrupted by ${outcome.interrupt}`);
-    });
-  } else if (r.status === "skip") {
-    test.skip(`${def.id} (skip: ${printable(r.message ?? "").split("\n")[0]!.slice(0, 200)})`, () => {});
-  } else {
-    // a pass with a blind spot is flagged in its name, which the JUnit output keeps (docs/spec/conformance.md#signatures)
-    const blind = r.status === "pass" ? blindSpotsOf(r) : [];
-    const name = blind.length === 0 ? def.id : `${def.id} (pass with blind spot: ${printable(blind.map((b) => b.split(":")[0]).join(", "))})`;
-    test(name, () => {
-      if (r.status !== "pass") throw new Error(`${r.id}: ${r.status}: ${printable(r.message ?? "")}\n  replay: ${r.replay}`);
-    });
-  }
+if (plan.defs.length === 0) {
+  // -t matched no check: no run, no report (npm test says so), and no test of this file.
+  console.error(`nl-conformance: no check matches -t ${namePattern}`);
+} else {
+  await runAndRegister(plan);
 }
 
-afterAll(() => {
-  // `npm test` prints this line again after bun's own summary (conformance/npm-test.ts), as the last line.
-  console.log(`\n${written.line}${written.path !== null ? `\nreport: ${written.path}` : ""}`);
-});
+/** Runs the plan, writes the report and registers one test per check. */
+async function runAndRegister(plan: RunPlan): Promise<void> {
+  // SIGINT/SIGTERM (or the death of the process that started this one) stop the run after the
+  // check in flight; what finished is written as a partial report, the complete one left as it was.
+  const uncatch = catchInterrupts();
+  const unwatch = interruptWhenOrphaned();
+  const started = new Date();
+  const shard = opts.shard;
+  console.error(`nl-conformance: ${plan.defs.length} checks, seed ${opts.seed}, profile ${opts.profile}${shard ? `, shard ${shard.index}/${shard.count}` : ""}`);
+  const progress = new Progress(plan.defs);
+  const outcome = await runPlan(plan, { onResult: (r) => progress.finished(r.id), beforeDelegated: () => progress.clear() });
+  progress.end();
+  // The other test files this process may run next end on a signal as usual.
+  uncatch();
+  unwatch();
+  const written = writeRunReport(plan, outcome, started, (s) => console.error(s));
+
+  const byId = new Map(outcome.results.map((r) => [r.id, r]));
+  for (const def of plan.defs) {
+    const r = byId.get(def.id);
+    if (r === undefined) {
+      test(def.id, () => {
+        throw new Error(`${def.id}: not run: the run was interrupted by ${outcome.interrupt}`);
+      });
+    } else if (r.status === "skip") {
+      test.skip(`${def.id} (skip: ${printable(r.message ?? "").split("\n")[0]!.slice(0, 200)})`, () => {});
+    } else {
+      // a pass with a blind spot is flagged in its name, which the JUnit output keeps (docs/spec/conformance.md#signatures)
+      const blind = r.status === "pass" ? blindSpotsOf(r) : [];
+      const name = blind.length === 0 ? def.id : `${def.id} (pass with blind spot: ${printable(blind.map((b) => b.split(":")[0]).join(", "))})`;
+      test(name, () => {
+        if (r.status !== "pass") throw new Error(`${r.id}: ${r.status}: ${printable(r.message ?? "")}\n  replay: ${r.replay}`);
+      });
+    }
+  }
+
+  afterAll(() => {
+    // `npm test` prints this line again after bun's own summary (conformance/npm-test.ts), as the last line.
+    console.log(`\n${written.line}${written.path !== null ? `\nreport: ${written.path}` : ""}`);
+  });
+}

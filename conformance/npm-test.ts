@@ -54,6 +54,20 @@ export function shardFiles(files: readonly string[], shard: Shard, times: Record
   return files.filter((f) => mine.has(f));
 }
 
+/** The environment variable that hands bun test's -t pattern to conformance/conformance.test.ts. */
+export const TEST_NAME_PATTERN_ENV = "NLC_TEST_NAME_PATTERN";
+
+/** The value of -t / --test-name-pattern in bun test's arguments (the last one given), if any. */
+export function testNamePattern(args: readonly string[]): string | undefined {
+  let out: string | undefined;
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]!;
+    if ((a === "-t" || a === "--test-name-pattern") && i + 1 < args.length) out = args[++i];
+    else if (a.startsWith("--test-name-pattern=")) out = a.slice("--test-name-pattern=".length);
+  }
+  return out;
+}
+
 async function main(): Promise<number> {
   const args = process.argv.slice(2);
   let opts;
@@ -70,10 +84,25 @@ async function main(): Promise<number> {
   const files = named.length > 0 ? [] : [CONFORMANCE_TEST, ...tests];
   const runsConformance = named.length === 0 || named.some((a) => CONFORMANCE_TEST.includes(a.replace(/^\.\//, "")) || a === "conformance" || a === "conformance/");
   const timing = process.env.NLC_UPDATE_TEST_TIMES === "1" ? [`--timings=${relative(process.cwd(), TEST_TIMES)}`, "--update-timings"] : [];
+  // bun test's name filter (-t / --test-name-pattern) also selects the conformance checks by id,
+  // so `npm test -- -t layering` does not run the whole catalogue for one test of tests/.
+  const pattern = testNamePattern(args);
+  if (pattern !== undefined) {
+    try {
+      new RegExp(pattern);
+    } catch (e) {
+      console.error(`npm test: -t ${pattern}: not a regular expression (${e instanceof Error ? e.message : String(e)})`);
+      console.log(NO_REPORT_LINE);
+      return 2;
+    }
+  }
   const started = Date.now();
   // Its own process group, so a signal reaches bun test's worker processes too.
   // bunfig.toml's timeout does not reach --parallel workers: the same hang guard, given here.
-  const child = spawn(process.execPath, ["test", "--parallel=2", "--timeout=600000", ...timing, ...files, ...args], { cwd: ROOT, stdio: "inherit", detached: true });
+  const child = spawn(process.execPath, ["test", "--parallel=2", "--timeout=600000", ...timing, ...files, ...args], {
+    cwd: ROOT, stdio: "inherit", detached: true,
+    env: pattern === undefined ? process.env : { ...process.env, [TEST_NAME_PATTERN_ENV]: pattern },
+  });
   let signalled: NodeJS.Signals | null = null;
   const pass = (sig: NodeJS.Signals) => {
     signalled ??= sig;
@@ -97,6 +126,11 @@ async function main(): Promise<number> {
   // The closing line, last: from this run's report (or its partial report).
   const report = opts.report ?? DEFAULT_REPORT;
   const fresh = [report, partialPath(report)].filter((p) => existsSync(p) && statSync(p).mtimeMs >= started).sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs)[0];
+  if (fresh === undefined && pattern !== undefined && code === 0) {
+    // -t selected no conformance check: nothing was judged, and the line says so.
+    console.log(`\nconformance: no check matches -t ${pattern}; none was run`);
+    return 0;
+  }
   if (fresh === undefined) {
     console.log(NO_REPORT_LINE);
     return code === 0 ? 1 : code;

@@ -141,6 +141,15 @@ export function planRun(req: RunRequest): RunPlan {
 }
 
 /**
+ * The plan narrowed to the checks whose id `pattern` matches: `npm test -- -t PATTERN` runs the
+ * conformance checks bun test would run, not the whole catalogue for one test of tests/.
+ */
+export function byTestName(plan: RunPlan, pattern: RegExp): RunPlan {
+  const defs = plan.defs.filter((d) => pattern.test(d.id));
+  return { ...plan, defs, selected: new Set(defs.map((d) => d.id)) };
+}
+
+/**
  * A library backend (lib:<path>) that cannot be loaded or speaks another ABI version is one usage
  * error, not an error per check (docs/spec/kernel-abi.md#external). Probed in a child process, like
  * every native load; the probe is kept, so the C5 checks do not load the backends again.
