@@ -1,0 +1,28 @@
+/**
+ * flash-linear-attention's own kernels (examples/py-kernels/fla_real.py), judged as they ship, by
+ * declaration only: run when NLC_FLA_PYTHON names a Python with `fla-core` and torch (a CPU build
+ * runs the Triton kernels in Triton's interpreter), skipped with the reason otherwise. CI does not
+ * install fla; this file is how a machine that has it confirms the README's claim.
+ */
+import { expect, test } from "bun:test";
+import { expectStatus, pyRun } from "./py-run.ts";
+
+const PY = process.env.NLC_FLA_PYTHON;
+const probe = PY === undefined ? null : Bun.spawnSync({ cmd: [PY, "-c", "import fla, torch, triton"], stdout: "pipe", stderr: "pipe" });
+const reason = PY === undefined ? "NLC_FLA_PYTHON is not set (a Python with fla-core, torch and triton)"
+  : probe!.exitCode !== 0 ? `${PY} cannot import fla, torch and triton: ${probe!.stderr.toString().trim().split("\n").at(-1)}` : null;
+if (reason !== null) console.error(`tests/fla-real.test.ts: skipped: ${reason}`);
+
+const FLA = (k: string) => `py:examples/py-kernels/fla_real.py:${k}`;
+const KERNELS = { fused_recurrent_delta_rule: "delta", fused_recurrent_gated_delta_rule: "gated_delta" } as const;
+
+test.skipIf(reason !== null)("fla's recurrent DeltaNet and Gated DeltaNet kernels pass by declaration alone (f32, quick profile)", () => {
+  // exit 1: fla's recurrent Gated DeltaNet has no backward (its backward check is an error quoting fla)
+  const { get } = pyRun(() => Object.keys(KERNELS).map(FLA), { NLC_TORCH_PYTHON: PY ?? "" }, 1);
+  expectStatus(get(FLA("fused_recurrent_delta_rule"), "delta", "forward"), "pass");
+  expectStatus(get(FLA("fused_recurrent_delta_rule"), "delta", "backward"), "pass");
+  expectStatus(get(FLA("fused_recurrent_gated_delta_rule"), "gated_delta", "forward"), "pass");
+  const noBackward = get(FLA("fused_recurrent_gated_delta_rule"), "gated_delta", "backward");
+  expectStatus(noBackward, "error");
+  expect(noBackward.message).toContain("Backward pass is not implemented");
+}, 1_800_000);
