@@ -6,7 +6,8 @@ and planted variants in which one packed sequence's state leaks into the next:
 * `leak`: sequence i + 1 starts from sequence i's final state instead of its own initial state (a
   kernel that runs the packed stream as one sequence);
 * `leak_small`: sequence i + 1 starts from its own initial state plus 1/64 of sequence i's final
-  state (a state buffer not fully reset between sequences).
+  state (a state buffer not fully reset between sequences);
+* `no_keyword`: declares `varlen` but its forward takes no `cu_seqlens`: a load error naming it.
 
 The arithmetic is examples/py-kernels/naive_delta.py's, run on each sequence's slice.
 """
@@ -45,3 +46,10 @@ def _packed(plant):
 packed = _packed(None)
 leak = _packed("leak")
 leak_small = _packed("leak_small")
+
+
+def no_keyword(q, k, v, forget, beta, scale=None, initial_state=None, output_final_state=False):
+    return naive_delta(q, k, v, forget, beta, scale, initial_state, output_final_state)
+
+
+no_keyword.nlc = {**naive_delta.nlc, "varlen": True}
