@@ -3,8 +3,8 @@
  * tests/py-kernels/varlen_leak_planted.py: a delta kernel that takes `cu_seqlens` passes, judged on
  * the declared packed case (lengths [15, 1, 17], C = 16) beside the generated ones; the kernels that
  * leak one packed sequence's final state into the next (all of it, or 1/64 of it) fail that case,
- * named by its packed layout, forward and backward. A kernel that declares no `varlen` runs no packed
- * case; one that declares it without taking the keyword is an error naming it. Skipped without PyTorch.
+ * named by its packed layout, forward and backward. The frozen read is judged on packed batches too.
+ * A kernel that declares no `varlen` runs no packed case; one that declares it without taking the keyword is an error naming it. Skipped without PyTorch.
  */
 import { expect, test } from "bun:test";
 import { expectStatus, pyRun } from "./py-run.ts";
@@ -13,7 +13,7 @@ const FILE = "tests/py-kernels/varlen_leak_planted.py";
 const NAIVE = "py:examples/py-kernels/naive_delta.py:naive_delta";
 const hasTorch = Bun.spawnSync({ cmd: [process.env.NLC_TORCH_PYTHON ?? "/usr/bin/python3", "-c", "import torch"] }).exitCode === 0;
 const k = (name: string) => `py:${FILE}:${name}`;
-const run = pyRun(() => [...["packed", "leak", "leak_small", "no_keyword"].map(k), NAIVE]);
+const run = pyRun(() => [...["packed", "leak", "leak_small", "no_keyword", "packed_read"].map(k), NAIVE]);
 
 type Shapes = { T: number[]; packed?: { batches: number; sequences: number[]; lengths: number[] } };
 const shapes = (r: { details?: unknown }) => (r.details as { shapes: Shapes }).shapes;
@@ -23,6 +23,12 @@ test.skipIf(!hasTorch)("py: packed batches: the correct kernel passes, with the 
     const r = run.get(k("packed"), "delta", kind);
     expectStatus(r, "pass");
     expect(shapes(r).packed?.lengths).toEqual(expect.arrayContaining([1, 15, 17]));
+  }
+  // the frozen read on packed batches: each token reads its own sequence's state
+  for (const kind of ["forward", "backward"]) {
+    const r = run.get(k("packed_read"), "delta.frozen", kind);
+    expectStatus(r, "pass");
+    expect(shapes(r).packed?.batches).toBeGreaterThan(0);
   }
   // a kernel that declares no varlen is judged as before: no packed case
   const naive = run.get(NAIVE, "delta", "forward");

@@ -7,7 +7,9 @@ and planted variants in which one packed sequence's state leaks into the next:
   kernel that runs the packed stream as one sequence);
 * `leak_small`: sequence i + 1 starts from its own initial state plus 1/64 of sequence i's final
   state (a state buffer not fully reset between sequences);
-* `no_keyword`: declares `varlen` but its forward takes no `cu_seqlens`: a load error naming it.
+* `no_keyword`: declares `varlen` but its forward takes no `cu_seqlens`: a load error naming it;
+* `packed_read`: the frozen read (`delta.frozen`) on packed batches, each token reading its own
+  sequence's state (correct).
 
 The arithmetic is examples/py-kernels/naive_delta.py's, run on each sequence's slice.
 """
@@ -17,7 +19,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "py-kernels"))
-from naive_delta import naive_delta  # noqa: E402
+from naive_delta import naive_delta, naive_delta_read  # noqa: E402
 
 LEAK_SMALL = 1 / 64
 
@@ -53,3 +55,13 @@ def no_keyword(q, k, v, forget, beta, scale=None, initial_state=None, output_fin
 
 
 no_keyword.nlc = {**naive_delta.nlc, "varlen": True}
+
+
+def packed_read(q, initial_state, scale=None, cu_seqlens=None):
+    if cu_seqlens is None:
+        return naive_delta_read(q, initial_state, scale)
+    cu = cu_seqlens.tolist()
+    return torch.cat([naive_delta_read(q[:, a:b], initial_state[i:i + 1], scale) for i, (a, b) in enumerate(zip(cu, cu[1:]))], 1)
+
+
+packed_read.nlc = {**naive_delta_read.nlc, "varlen": "cu_seqlens"}
