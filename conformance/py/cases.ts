@@ -216,7 +216,7 @@ export function buildPyCase(decl: RuleDecl, spec: PyCaseSpec, frozen = false, p:
   const count = lengths === null ? spec.B * spec.H : lengths.length * spec.H;
   if (spec.extra.length < count - 1) throw new Error(`a case of ${count} sequences needs ${count - 1} extra sequences, got ${spec.extra.length}`);
   const lengthOf = (n: number) => (lengths === null ? base.seq_len : lengths[Math.floor(n / spec.H)]!);
-  const specs = [base, ...spec.extra.slice(0, count - 1).map((e) => ({ ...base, ...st(e)}))].map((s, n) => ({ ...s, seq_len: lengthOf(n) }));
+  const specs = [base, ...spec.extra.slice(0, count - 1).map((e) => ({ ...base, ...st(e) }))].map((s, n) => ({ ...s, seq_len: lengthOf(n) }));
   const absent = absentInputs(conv, inputs, "the kernel") as InnerName[];
   const seqs = specs.map((s) => sequence(decl, s, inputs, frozen, rng, p, conv));
   for (const q of seqs) for (const n of Object.keys(q.st64)) if (!states.includes(n)) delete q.st64[n];
