@@ -159,12 +159,15 @@ export function packedShapeArb(chunks: readonly number[]): fc.Arbitrary<PackedSh
   return fc.record({
     C: fc.constantFrom(...chunks), picks: fc.shuffledSubarray([0, 1, 2, 3], { minLength: 2 }), one: fc.nat({ max: 4 }),
     H: fc.integer({ min: 1, max: PACKED_MAX_H }), d: fc.integer({ min: 1, max: 12 }),
-  }).map(({ C, picks, one, H, d }) => {
-    const straddle = boundaryLengths(C);
-    const lengths = picks.map((i) => straddle[Math.min(i, straddle.length - 1)]!);
-    lengths.splice(Math.min(one, lengths.length), 0, 1);
-    return { lengths, H, d, C };
-  });
+  }).map(({ C, picks, one, H, d }) => ({ lengths: packedLengths(C, picks, one), H, d, C }));
+}
+
+/** The packed lengths of packedShapeArb: boundaryLengths(C) at the indices `picks`, in that order, with a 1 inserted at index `one` (at most at the end). */
+export function packedLengths(C: number, picks: readonly number[], one: number): number[] {
+  const straddle = boundaryLengths(C);
+  const lengths = picks.map((i) => straddle[Math.min(i, straddle.length - 1)]!);
+  lengths.splice(Math.min(one, lengths.length), 0, 1);
+  return lengths;
 }
 
 /** Per-sequence [L_i, w] arrays (sequence n = i·H + h) as one packed tensor [1, ΣL, H, w] (written into `out`). */
