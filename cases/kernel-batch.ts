@@ -91,10 +91,13 @@ export function regimeShapeArb(regime: Regime, chunks: readonly number[]): fc.Ar
  * regime with the largest error (a vacuous regime beside informative ones is not a failure: its
  * values are judged again at the next case).
  */
-export function regimeOutcome(outs: readonly CaseVerdict[], shapes: readonly Omit<RegimeShape, "regime">[]): CaseVerdict {
+export function regimeOutcome(outs: readonly CaseVerdict[], shapes: readonly ((Omit<RegimeShape, "regime"> & { regime?: Regime }) | PackedShape)[]): CaseVerdict {
   const label = (i: number) => {
     const k = shapes[i]!;
-    return `regime ${REGIMES[i]} (B=${k.B} T=${k.T} H=${k.H} d=${k.d} C=${k.C})`;
+    // a packed batch (py: kernels that take cu_seqlens) names its layout; the others their regime (REGIMES in order unless given)
+    return "lengths" in k
+      ? `regime packed (${packedLabel(k.lengths)} H=${k.H} d=${k.d} C=${k.C})`
+      : `regime ${k.regime ?? REGIMES[i]} (B=${k.B} T=${k.T} H=${k.H} d=${k.d} C=${k.C})`;
   };
   const bad = outs.findIndex((o) => !o.ok && o.vacuous !== true);
   if (bad >= 0) return { ...outs[bad]!, message: `${label(bad)}: ${outs[bad]!.message ?? "failed"}` };
@@ -103,6 +106,9 @@ export function regimeOutcome(outs: readonly CaseVerdict[], shapes: readonly Omi
   const [worst, i] = informative.reduce((a, b) => ((b[0].worst?.abs ?? 0) > (a[0].worst?.abs ?? 0) ? b : a));
   return { ...worst, details: { ...(worst.details ?? {}), regime: label(i) } };
 }
+
+/** How messages name a packed layout: `packed: {sequences: 3, lengths: [15, 1, 17]}`. */
+export const packedLabel = (lengths: readonly number[]): string => `packed: {sequences: ${lengths.length}, lengths: [${lengths.join(", ")}]}`;
 
 /**
  * The regimes of a case run in order up to the first that fails: the verdict is that regime's, and
@@ -116,6 +122,71 @@ export function untilFailure<K>(ks: readonly K[], run: (k: K) => CaseVerdict): C
     if (!o.ok && o.vacuous !== true) break;
   }
   return outs;
+}
+
+/**
+ * A packed variable-length batch (docs/spec/py-backend.md#packed): B = 1, N sequences of different
+ * lengths concatenated along T, with the offsets `cu_seqlens` = [0, L1, L1 + L2, ...] (the
+ * convention of flash-linear-attention), one initial and one final state per sequence. Its
+ * sequence n = i·H + h is packed sequence i, head h.
+ */
+export interface PackedShape {
+  /** The packed sequences' lengths, in packing order. */
+  readonly lengths: readonly number[];
+  readonly H: number;
+  readonly d: number;
+  /** The chunk size the lengths straddle. */
+  readonly C: number;
+}
+
+/** The offsets of packed sequences of these lengths: [0, L1, L1 + L2, ..., ΣL]. */
+export function cuSeqlens(lengths: readonly number[]): number[] {
+  const cu = [0];
+  for (const L of lengths) cu.push(cu[cu.length - 1]! + L);
+  return cu;
+}
+
+/** The most packed sequences a packed batch holds, and its most heads. */
+export const PACKED_MAX_SEQUENCES = 5;
+export const PACKED_MAX_H = 2;
+
+/**
+ * The packed regime's shapes (docs/spec/py-backend.md#packed): a length-1 sequence at a random place
+ * among two to four lengths straddling a chunk boundary (C − 1, C, C + 1, 2C + 1, each at most
+ * once), H ≤ 2, d ≤ 12. Shrinking drops lengths and moves toward the first chunk size, H = 1, small d.
+ */
+export function packedShapeArb(chunks: readonly number[]): fc.Arbitrary<PackedShape> {
+  return fc.record({
+    C: fc.constantFrom(...chunks), picks: fc.shuffledSubarray([0, 1, 2, 3], { minLength: 2 }), one: fc.nat({ max: 4 }),
+    H: fc.integer({ min: 1, max: PACKED_MAX_H }), d: fc.integer({ min: 1, max: 12 }),
+  }).map(({ C, picks, one, H, d }) => ({ lengths: packedLengths(C, picks, one), H, d, C }));
+}
+
+/** The packed lengths of packedShapeArb: boundaryLengths(C) at the indices `picks`, in that order, with a 1 inserted at index `one` (at most at the end). */
+export function packedLengths(C: number, picks: readonly number[], one: number): number[] {
+  const straddle = boundaryLengths(C);
+  const lengths = picks.map((i) => straddle[Math.min(i, straddle.length - 1)]!);
+  lengths.splice(Math.min(one, lengths.length), 0, 1);
+  return lengths;
+}
+
+/** Per-sequence [L_i, w] arrays (sequence n = i·H + h) as one packed tensor [1, ΣL, H, w] (written into `out`). */
+export function packPackedTokens<A extends NumArray>(parts: readonly ArrayLike<number>[], lengths: readonly number[], H: number, w: number, out: A): A {
+  const cu = cuSeqlens(lengths);
+  lengths.forEach((L, i) => {
+    for (let h = 0; h < H; h++) {
+      const p = parts[i * H + h]!;
+      for (let t = 0; t < L; t++) for (let j = 0; j < w; j++) out[((cu[i]! + t) * H + h) * w + j] = p[t * w + j]!;
+    }
+  });
+  return out;
+}
+
+/** Sequence n's [L_i, w] values of a packed tensor [1, ΣL, H, w] (written into `out`, L_i·w long). */
+export function unpackPackedTokens<A extends NumArray>(a: ArrayLike<number>, lengths: readonly number[], H: number, w: number, n: number, out: A): A {
+  const i = Math.floor(n / H), h = n % H, start = cuSeqlens(lengths)[i]!;
+  for (let t = 0; t < lengths[i]!; t++) for (let j = 0; j < w; j++) out[t * w + j] = a[((start + t) * H + h) * w + j]!;
+  return out;
 }
 
 /** The most sequences a regime batch holds (MANY_HEADS with B = ⌈32/H⌉). */
@@ -132,6 +203,11 @@ export interface ShapesRan {
   H: [number, number];
   B: [number, number];
   chunk_boundaries_crossed: number;
+  /**
+   * Packed variable-length batches among the cases (docs/spec/py-backend.md#packed): how many, the
+   * range of their sequence counts and every sequence length they packed (sorted); absent when none.
+   */
+  packed?: { batches: number; sequences: [number, number]; lengths: number[] };
 }
 
 /** Collects the shapes of a check's cases (reported as `details.shapes`). */
@@ -139,17 +215,38 @@ export class ShapeTally {
   private ran: ShapesRan | null = null;
   /** One batch of B·H sequences of T tokens, run in chunks of C. */
   add(s: { B: number; T: number; H: number; d: number }, C: number): void {
-    const span = (r: [number, number] | undefined, v: number): [number, number] => (r === undefined ? [v, v] : [Math.min(r[0], v), Math.max(r[1], v)]);
-    const r = this.ran;
-    this.ran = {
-      T: span(r?.T, s.T), d: span(r?.d, s.d), H: span(r?.H, s.H), B: span(r?.B, s.B),
-      chunk_boundaries_crossed: (r?.chunk_boundaries_crossed ?? 0) + s.B * s.H * Math.floor((s.T - 1) / Math.max(1, C)),
+    this.record(s, s.B * s.H * crossings(s.T, C));
+  }
+  /**
+   * One packed batch (B = 1, T = ΣL): its sequences count their own chunk boundaries, ⌊(L_i − 1)/C⌋
+   * per sequence and head.
+   */
+  addPacked(s: { lengths: readonly number[]; H: number; d: number }, C: number): void {
+    const T = s.lengths.reduce((a, b) => a + b, 0), N = s.lengths.length;
+    this.record({ B: 1, T, H: s.H, d: s.d }, s.H * s.lengths.reduce((a, L) => a + crossings(L, C), 0));
+    const old = this.ran!.packed;
+    this.ran!.packed = {
+      batches: (old?.batches ?? 0) + 1, sequences: span(old?.sequences, N),
+      lengths: [...new Set([...(old?.lengths ?? []), ...s.lengths])].sort((a, b) => a - b),
     };
   }
   get shapes(): ShapesRan | null {
     return this.ran;
   }
+  private record(s: { B: number; T: number; H: number; d: number }, crossed: number): void {
+    const r = this.ran;
+    this.ran = {
+      ...r,
+      T: span(r?.T, s.T), d: span(r?.d, s.d), H: span(r?.H, s.H), B: span(r?.B, s.B),
+      chunk_boundaries_crossed: (r?.chunk_boundaries_crossed ?? 0) + crossed,
+    };
+  }
 }
+
+/** A [min, max] range widened to v. */
+const span = (r: [number, number] | undefined, v: number): [number, number] => (r === undefined ? [v, v] : [Math.min(r[0], v), Math.max(r[1], v)]);
+/** The chunk boundaries a sequence of T tokens crosses in chunks of C. */
+const crossings = (T: number, C: number): number => Math.floor((T - 1) / Math.max(1, C));
 
 /** A finished check's result with the shapes its cases ran in `details.shapes`. */
 export function withShapes<R extends { details?: Readonly<Record<string, unknown>> }>(r: R, tally: ShapeTally): R {

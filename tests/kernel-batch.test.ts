@@ -5,7 +5,8 @@
  */
 import { expect, test } from "bun:test";
 import {
-  comparedItems, entries, kernelGradKeys, packStates, packTokens, tensorName, tokenWidth, unpackState, unpackTokens, type TensorKey,
+  ShapeTally, comparedItems, cuSeqlens, entries, kernelGradKeys, packPackedTokens, packStates, packTokens, packedLengths, tensorName,
+  tokenWidth, unpackPackedTokens, unpackState, unpackTokens, type TensorKey,
 } from "../cases/kernel-batch.ts";
 import { abiOf } from "../ffi/abi.ts";
 import { flashCompare } from "../oracle/kernel-judge.ts";
@@ -21,6 +22,27 @@ test("pack and unpack: per-token [B, T, H, w] and per-sequence state blocks roun
   const states = packStates(parts, new Array<number>(N * dims.T * w));
   for (let n = 0; n < N; n++) expect([...unpackState(Float64Array.from(states), N, n)]).toEqual([...parts[n]!]);
   expect([tokenWidth("alpha", 5), tokenWidth("dtheta", 5), tokenWidth("k", 5), tokenWidth("dk", 5), tokenWidth("y", 5)]).toEqual([1, 1, 5, 5, 5]);
+});
+
+test("packed batches: [1, ΣL, H, w] with sequence i at cu_seqlens[i], sequence n = i·H + h, round-trip", () => {
+  const lengths = [3, 1, 2], H = 2, w = 2, cu = cuSeqlens(lengths);
+  expect(cu).toEqual([0, 3, 4, 6]);
+  const parts = lengths.flatMap((L, i) => Array.from({ length: H }, (_, h) => Float64Array.from({ length: L * w }, (_, j) => 100 * (i * H + h) + j)));
+  const packed = packPackedTokens(parts, lengths, H, w, new Float64Array(cu[3]! * H * w));
+  // packed sequence 2, head 1 (n = 5): its token 1, element 0 sits at ((cu[2] + 1)·H + 1)·w
+  expect(packed[((cu[2]! + 1) * H + 1) * w]).toBe(500 + w);
+  parts.forEach((p, n) => expect([...unpackPackedTokens(packed, lengths, H, w, n, new Float64Array(p.length))]).toEqual([...p]));
+});
+
+test("packed shapes: a length-1 sequence among two or more lengths straddling the chunk; the tally names them", () => {
+  expect(packedLengths(16, [3, 0], 1)).toEqual([33, 1, 15]);
+  expect(packedLengths(16, [1, 2, 0], 9)).toEqual([16, 17, 15, 1]);
+  expect(packedLengths(64, [0, 1, 2, 3], 0)).toEqual([1, 63, 64, 65, 129]);
+  const tally = new ShapeTally();
+  tally.add({ B: 2, T: 17, H: 2, d: 4 }, 16);
+  tally.addPacked({ lengths: [15, 1, 33], H: 2, d: 3 }, 16);
+  // chunk boundaries: 2·2·1 (the T = 17 batch) + 2·(0 + 0 + 2) (the packed sequences on their own)
+  expect(tally.shapes).toEqual({ T: [17, 49], d: [3, 4], H: [2, 2], B: [1, 2], chunk_boundaries_crossed: 8, packed: { batches: 1, sequences: [3, 3], lengths: [1, 15, 33] } });
 });
 
 test("tensor names: the report's strings, from typed keys", () => {

@@ -19,8 +19,8 @@ import { F32_STORE_F64_ACC } from "../../oracle/kernel-judge.ts";
 import type { SeqTensors } from "../../oracle/plain-reference.ts";
 import { absentInputs, kernelGradient, kernelValue, NO_CONVENTIONS, referenceValue, type Conventions } from "./conventions.ts";
 import {
-  REGIMES, REGIME_MAX_SEQS, fromInnerGrads, packStates, packTokens, regimeShapeArb, seqExtraArb, seqExtrasArb, unpackState, unpackTokens,
-  type Regime, type SeqExtra,
+  PACKED_MAX_H, PACKED_MAX_SEQUENCES, REGIMES, REGIME_MAX_SEQS, cuSeqlens, fromInnerGrads, packPackedTokens, packStates, packTokens, packedLabel,
+  packedShapeArb, regimeShapeArb, seqExtraArb, seqExtrasArb, unpackPackedTokens, unpackState, unpackTokens, type Regime, type SeqExtra,
 } from "../../cases/kernel-batch.ts";
 
 export interface PyCaseSpec {
@@ -31,6 +31,11 @@ export interface PyCaseSpec {
   extra: SeqExtra[];
   /** Seed of the random, non-zero d(final state). */
   dFinalSeed: number;
+  /**
+   * A packed variable-length batch (docs/spec/py-backend.md#packed): the lengths of its sequences,
+   * concatenated along T with B = 1 (base.seq_len is the first's); absent: B sequences of one length.
+   */
+  lengths?: number[];
 }
 
 /**
@@ -49,9 +54,49 @@ export function pyRegimeBatchArb(decl: RuleDecl, regime: Regime, chunks: readonl
   }));
 }
 
-/** A case of the regime profile: one batch of every regime, in REGIMES order. */
-export const pyRegimeArb = (decl: RuleDecl, chunks: readonly number[]): fc.Arbitrary<PyCaseSpec[]> =>
-  fc.tuple(...REGIMES.map((r) => pyRegimeBatchArb(decl, r, chunks)));
+/**
+ * One packed batch of the packed regime (docs/spec/py-backend.md#packed): a length-1 sequence among
+ * lengths straddling a chunk boundary, each sequence with its own seed, gates and state.
+ */
+export function pyPackedBatchArb(decl: RuleDecl, chunks: readonly number[]): fc.Arbitrary<PyCaseSpec> {
+  const mins = decl.checkMinimums ?? {};
+  return fc.record({
+    base: ruleCaseSpecArb(decl, { d: [1, 4], seq_len: [1, 4] }), shape: packedShapeArb(chunks),
+    extra: seqExtrasArb(PACKED_MAX_SEQUENCES * PACKED_MAX_H - 1, ["random", "init"]), dFinalSeed: fc.integer({ min: 1, max: 0x7fffffff }),
+  }).map(({ base, shape, extra, dFinalSeed }) => {
+    // no per-sequence T minimum: the length-1 sequence is the point, and the others carry the values a rule's minimum is for
+    const lengths = [...shape.lengths];
+    return { base: clampHyper(decl, { ...base, d: Math.max(shape.d, mins.d ?? 1), seq_len: lengths[0]! }), B: 1, H: shape.H, extra, dFinalSeed, lengths };
+  });
+}
+
+/**
+ * A case of the regime profile: one batch of every regime, in REGIMES order; for a kernel that
+ * takes `cu_seqlens` (`packed`), a packed batch before the costly `long` one.
+ */
+export function pyRegimeArb(decl: RuleDecl, chunks: readonly number[], packed = false): fc.Arbitrary<PyCaseSpec[]> {
+  return fc.tuple(...pyRegimes(packed).map((r) => (r === "packed" ? pyPackedBatchArb(decl, chunks) : pyRegimeBatchArb(decl, r, chunks))));
+}
+
+/** The batches of a py: regime case, in order: REGIMES, with `packed` before `long` for a kernel that takes `cu_seqlens`. */
+export function pyRegimes(packed: boolean): (Regime | "packed")[] {
+  const out: (Regime | "packed")[] = [...REGIMES];
+  if (packed) out.splice(REGIMES.indexOf("long"), 0, "packed");
+  return out;
+}
+
+/**
+ * The declared packed case every py: check of a kernel that takes `cu_seqlens` runs
+ * (docs/spec/py-backend.md#packed): lengths [C − 1, 1, C + 1] at the smallest chunk size C, d = 4,
+ * H = 2; the second sequence ends at T = C, a chunk boundary of the packed stream.
+ */
+export function pyPackedExample(decl: RuleDecl, C: number): PyCaseSpec {
+  const mins = decl.checkMinimums ?? {};
+  const lengths = [C - 1, 1, C + 1].filter((L) => L >= 1);
+  const [base] = fc.sample(ruleCaseSpecArb(decl, { d: [4, 4], seq_len: [lengths[0]!, lengths[0]!] }), { seed: 2, numRuns: 1 });
+  const [extra] = fc.sample(seqExtrasArb(lengths.length * 2 - 1, ["random", "init"]), { seed: 2, numRuns: 1 });
+  return { base: clampHyper(decl, { ...base!, d: Math.max(4, mins.d ?? 1) }), B: 1, H: 2, extra: extra!, dFinalSeed: 2, lengths };
+}
 
 /** The declared boundary case every py: check runs first: T = C + 1 at the kernel's smallest chunk size, d = 4, B = 1, H = 2. */
 export function pyBoundaryExample(decl: RuleDecl, C: number): PyCaseSpec {
@@ -78,6 +123,8 @@ export type InnerName = (typeof INNER_INPUT_NAMES)[number];
  * ref32 and ref64 receive: the same values, mapped exactly in f64 (conformance/py/conventions.ts).
  */
 export interface Seq {
+  /** Its tokens (a packed batch's sequences differ; else the case's T). */
+  T: number;
   in64: Record<string, Tensor>;
   kin64: Record<string, Tensor>;
   st64: Record<string, Tensor>;
@@ -88,11 +135,15 @@ export interface Seq {
 export interface PyCase {
   spec: PyCaseSpec;
   cfg: RuleConfig;
+  /** The kernel's batch dimension (1 for a packed batch). */
   B: number;
+  /** The kernel's T: every sequence's length, or a packed batch's total ΣL. */
   T: number;
   H: number;
-  /** Sequence n = b·H + h. */
+  /** Sequence n = b·H + h (a packed batch: n = i·H + h, packed sequence i, head h). */
   seqs: Seq[];
+  /** A packed variable-length batch: its sequences' lengths and `cu_seqlens` (docs/spec/py-backend.md#packed); else null. */
+  packed: { lengths: number[]; cu: number[] } | null;
   /** The inputs sent to the reference (those the rule reads). */
   inputs: InnerName[];
   /** The inputs sent to the kernel and compared: `inputs` less the absent ones. */
@@ -115,7 +166,7 @@ function rounded(dtype: StorageDType, t: Tensor): Tensor {
 function sequence(decl: RuleDecl, spec: RuleCaseSpec, inputs: readonly InnerName[], frozen: boolean, dFinalRng: Rng, p: Precision, conv: Conventions): Seq {
   const c = buildRuleCase(decl, spec, "f64", frozen);
   const saved = frozen ? frozenForwardSaved(decl, c.X, c.params, c.state, c.cfg).saved : ruleForwardSaved(decl, c.X, c.params, c.state, c.cfg).saved;
-  const s: Seq = { in64: {}, kin64: {}, st64: {}, dy64: rounded(p.storage, c.dy), dFinal64: {} };
+  const s: Seq = { T: c.cfg.seq_len, in64: {}, kin64: {}, st64: {}, dy64: rounded(p.storage, c.dy), dFinal64: {} };
   const rawRng = new Rng(spec.seed ^ 0x2c1b3c6d);
   for (const n of inputs) {
     s.kin64[n] = rounded(p.storage, kernelValue(conv, n, n === "x" ? saved.X! : saved[n]!, rawRng));
@@ -157,30 +208,62 @@ export function buildPyCase(decl: RuleDecl, spec: PyCaseSpec, frozen = false, p:
   const base = st(spec.base);
   const { inputs, states } = readInputs(decl, base, frozen);
   const rng = new Rng(spec.dFinalSeed);
-  const specs = [base, ...spec.extra.slice(0, spec.B * spec.H - 1).map((e) => ({ ...base, ...st(e) }))];
+  const lengths = spec.lengths ?? null;
+  if (lengths !== null && (spec.B !== 1 || lengths.length === 0 || lengths.some((L) => !Number.isInteger(L) || L < 1))) {
+    throw new Error(`a packed case has B = 1 and positive integer lengths, got B = ${spec.B}, lengths [${lengths.join(", ")}]`);
+  }
+  // packed sequence i, head h: its own length; the others are the first's rule case with their own seed, gates and state
+  const count = lengths === null ? spec.B * spec.H : lengths.length * spec.H;
+  if (spec.extra.length < count - 1) throw new Error(`a case of ${count} sequences needs ${count - 1} extra sequences, got ${spec.extra.length}`);
+  const lengthOf = (n: number) => (lengths === null ? base.seq_len : lengths[Math.floor(n / spec.H)]!);
+  const specs = [base, ...spec.extra.slice(0, count - 1).map((e) => ({ ...base, ...st(e) }))].map((s, n) => ({ ...s, seq_len: lengthOf(n) }));
   const absent = absentInputs(conv, inputs, "the kernel") as InnerName[];
   const seqs = specs.map((s) => sequence(decl, s, inputs, frozen, rng, p, conv));
   for (const q of seqs) for (const n of Object.keys(q.st64)) if (!states.includes(n)) delete q.st64[n];
   const cfg = buildRuleCase(decl, base, "f64").cfg;
   return {
-    spec, cfg, B: spec.B, T: cfg.seq_len, H: spec.H, seqs, inputs, kernelInputs: inputs.filter((n) => !absent.includes(n)), absent, conv,
+    spec, cfg, B: spec.B, T: lengths === null ? cfg.seq_len : lengths.reduce((a, b) => a + b, 0), H: spec.H, seqs, inputs,
+    packed: lengths === null ? null : { lengths: [...lengths], cu: cuSeqlens(lengths) }, kernelInputs: inputs.filter((n) => !absent.includes(n)), absent, conv,
     stateNames: states, frozen,
   };
 }
 
-/** Per-sequence tensors [T, ...] -> canonical [B, T, H, ...] (f64 values, already rounded). */
+/** Per-sequence tensors [T, ...] -> canonical [B, T, H, ...] (a packed batch: [1, ΣL, H, ...]; f64 values, already rounded). */
 export function tokensTensor(c: PyCase, per: (s: Seq) => Tensor): Tensor {
   const first = per(c.seqs[0]!);
   const inner = first.shape.slice(1);
   const out = new Tensor("f64", [c.B, c.T, c.H, ...inner]);
-  packTokens(c.seqs.map((s) => per(s).data), c, inner.reduce((a, b) => a * b, 1), out.data);
+  const w = inner.reduce((a, b) => a * b, 1), parts = c.seqs.map((s) => per(s).data);
+  if (c.packed !== null) packPackedTokens(parts, c.packed.lengths, c.H, w, out.data);
+  else packTokens(parts, c, w, out.data);
   return out;
 }
 
-/** Canonical [B, T, H, ...] -> sequence n's [T, ...] values. */
+/** Canonical [B, T, H, ...] -> sequence n's [T, ...] values (a packed batch: its L_i tokens). */
 export function seqTokens(c: PyCase, t: Tensor, n: number): Float64Array {
   const w = t.size / (c.B * c.T * c.H);
-  return unpackTokens(t.data, c, w, n, new Float64Array(c.T * w));
+  const out = new Float64Array(c.seqs[n]!.T * w);
+  return c.packed !== null ? unpackPackedTokens(t.data, c.packed.lengths, c.H, w, n, out) : unpackTokens(t.data, c, w, n, out);
+}
+
+/** The leading dimensions of a case's states as the kernel takes them: [B, H], a packed batch's [N, H] (one state per sequence). */
+export const stateLead = (c: PyCase): number[] => [c.packed === null ? c.B : c.packed.lengths.length, c.H];
+
+/** The rule config of sequence n: the case's, at that sequence's length. */
+export const seqCfg = (c: PyCase, n: number): RuleConfig => (c.seqs[n]!.T === c.cfg.seq_len ? c.cfg : { ...c.cfg, seq_len: c.seqs[n]!.T });
+
+/**
+ * A packed batch's sequences as ordinary batches of one length each (what a reference that stacks
+ * its sequences [N, T, ...] takes): per distinct length, a case of its sequences (B = count, H = 1)
+ * and their indices in the packed case. An unpacked case is its own one group.
+ */
+export function lengthGroups(c: PyCase): { sub: PyCase; seqs: number[] }[] {
+  if (c.packed === null) return [{ sub: c, seqs: c.seqs.map((_, n) => n) }];
+  const by = new Map<number, number[]>();
+  c.seqs.forEach((s, n) => by.set(s.T, [...(by.get(s.T) ?? []), n]));
+  return [...by].map(([T, seqs]) => ({
+    seqs, sub: { ...c, B: seqs.length, H: 1, T, cfg: seqCfg(c, seqs[0]!), seqs: seqs.map((n) => c.seqs[n]!), packed: null },
+  }));
 }
 
 /** Per-sequence tensors -> [N, ...] with n = b·H + h (which is also the canonical [B, H, ...] order). */
@@ -198,6 +281,7 @@ export function seqState(c: PyCase, t: Tensor, n: number): Float64Array {
 
 /** A line naming the case for messages. */
 export function describeCase(c: PyCase): string {
+  if (c.packed !== null) return `${packedLabel(c.packed.lengths)} (sequence n = i·H + h) B=1 H=${c.H} T=${c.T} d=${c.cfg.d} seed=${c.spec.base.seed}`;
   return `B=${c.B} H=${c.H} T=${c.T} d=${c.cfg.d} seed=${c.spec.base.seed}`;
 }
 

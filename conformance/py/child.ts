@@ -11,7 +11,7 @@ import type { CaseOutcome, CheckResult, Profile } from "../../harness/check.ts";
 import { DEFAULT_CHUNK_SIZES, ShapeTally, regimeOutcome, withShapes } from "../../cases/kernel-batch.ts";
 import { TorchBridgeError } from "../../oracle/torch-bridge.ts";
 import { coverage } from "../../oracle/kernel-judge.ts";
-import { buildPyCase, describeCase, pyBoundaryExample, pyCaseArb, pyRegimeArb, type PyCaseSpec } from "./cases.ts";
+import { buildPyCase, describeCase, pyBoundaryExample, pyCaseArb, pyPackedExample, pyRegimeArb, pyRegimes, type PyCaseSpec } from "./cases.ts";
 import { backwardCase, backwardNames, forwardCase, forwardNames } from "./kernel-cases.ts";
 import { KernelSession, kernelPrecision } from "./kernel-session.ts";
 import { absentInputs, NO_CONVENTIONS } from "./conventions.ts";
@@ -23,8 +23,10 @@ const emit = (line: string) => writeSync(1, `${line}\n`);
 
 /**
  * A check's cases: under the regime profile one batch of every shape regime per case, else the
- * generated batches after the declared boundary case (docs/spec/conformance.md#regime); every
- * batch's shape goes into the tally (details.shapes).
+ * generated batches after the declared boundary case (docs/spec/conformance.md#regime); a kernel
+ * that takes `cu_seqlens` also gets a packed batch in each regime case and, in every profile, the
+ * declared packed case (docs/spec/py-backend.md#packed). Every batch's shape goes into the tally
+ * (details.shapes).
  */
 function definition(e: PyEntry, s: KernelSession, profile: Profile, replayArgs: string[], exercised: Set<string>, names: Set<string>,
   tally: ShapeTally): AsyncPropertyCheck<any> {
@@ -32,17 +34,23 @@ function definition(e: PyEntry, s: KernelSession, profile: Profile, replayArgs: 
   const declared = s.info.chunk_sizes ?? null;
   const chunks = declared ?? DEFAULT_CHUNK_SIZES;
   const C = Math.min(...chunks);
+  const packed = (s.info.varlen ?? null) !== null;
   const one = async (spec: PyCaseSpec): Promise<CaseOutcome> => {
     const c = buildPyCase(e.decl, spec, e.frozen, p, s.info.conventions);
-    tally.add({ B: c.B, T: c.T, H: c.H, d: c.cfg.d }, C);
+    if (c.packed !== null) tally.addPacked({ lengths: c.packed.lengths, H: c.H, d: c.cfg.d }, C);
+    else tally.add({ B: c.B, T: c.T, H: c.H, d: c.cfg.d }, C);
     for (const n of e.kind === "forward" ? forwardNames(c) : backwardNames(c)) names.add(n);
     return e.kind === "forward" ? forwardCase(s, e.decl, e.key, c, exercised, p) : backwardCase(s, e.decl, e.key, c, exercised, p);
   };
   const base = { kind: "property" as const, id: e.id, class: "C5" as const, subject: e.subject, spec: e.spec, tolerance: e.tolerance, runs: e.runs, replayArgs };
   if (profile === "regime") {
-    const shapeOf = (x: PyCaseSpec) => ({ B: x.B, T: x.base.seq_len, H: x.H, d: x.base.d, C });
+    const order = pyRegimes(packed);
+    const shapeOf = (x: PyCaseSpec, i: number) => {
+      const regime = order[i]!;
+      return regime === "packed" ? { lengths: x.lengths!, H: x.H, d: x.base.d, C } : { regime, B: x.B, T: x.base.seq_len, H: x.H, d: x.base.d, C };
+    };
     return {
-      ...base, arb: pyRegimeArb(e.decl, chunks),
+      ...base, arb: pyRegimeArb(e.decl, chunks, packed),
       describe: (specs: PyCaseSpec[]) => specs.map((x) => describeCase(buildPyCase(e.decl, x, e.frozen, p, s.info.conventions))).join("; "),
       run: async (specs: PyCaseSpec[]) => {
         const outs: CaseOutcome[] = [];
@@ -57,7 +65,8 @@ function definition(e: PyEntry, s: KernelSession, profile: Profile, replayArgs: 
     };
   }
   return {
-    ...base, runs: { ...e.runs, regime: e.runs.default }, arb: pyCaseArb(e.decl, profile), examples: [pyBoundaryExample(e.decl, C)],
+    ...base, runs: { ...e.runs, regime: e.runs.default }, arb: pyCaseArb(e.decl, profile),
+    examples: [pyBoundaryExample(e.decl, C), ...(packed ? [pyPackedExample(e.decl, C)] : [])],
     describe: (spec: PyCaseSpec) => describeCase(buildPyCase(e.decl, spec, e.frozen, p, s.info.conventions)),
     run: one,
   };

@@ -16,7 +16,7 @@ import type { Tensor } from "../../src/tensor.ts";
 import { comparedItems, fromInnerGrads, tensorName, type TensorKey } from "../../cases/kernel-batch.ts";
 import { flashCompare } from "../../oracle/kernel-judge.ts";
 import type { SeqTensors } from "../../oracle/plain-reference.ts";
-import { toKernelGrads, type PyCase, type Seq } from "./cases.ts";
+import { seqCfg, toKernelGrads, type PyCase } from "./cases.ts";
 import { readReply, type KernelSession } from "./kernel-session.ts";
 
 const asInputs = (r: Record<string, Tensor>) => r as unknown as InnerInputs;
@@ -34,16 +34,17 @@ function backwardKeys(c: PyCase): TensorKey[] {
 export const forwardNames = (c: PyCase): string[] => forwardKeys(c).map((k) => tensorName(k, c.frozen, "py"));
 export const backwardNames = (c: PyCase): string[] => backwardKeys(c).map((k) => tensorName(k, c.frozen, "py"));
 
-/** The reference's f64 forward and backward of one sequence (active pair, or the frozen read). */
-function ref64(decl: RuleDecl, c: PyCase, q: Seq): SeqTensors {
+/** The reference's f64 forward and backward of sequence n alone, at its own length (active pair, or the frozen read). */
+function ref64(decl: RuleDecl, c: PyCase, n: number): SeqTensors {
+  const q = c.seqs[n]!, cfg = seqCfg(c, n);
   if (c.frozen) {
     const fz = decl.frozen!;
-    const fw = fz.forward(q.in64.q!, q.st64 as State, c.cfg);
-    const g = fz.backward(fw.saved, q.in64.q!, q.dy64, c.cfg);
+    const fw = fz.forward(q.in64.q!, q.st64 as State, cfg);
+    const g = fz.backward(fw.saved, q.in64.q!, q.dy64, cfg);
     return { y: fw.y.data, state: {}, grads: { q: g.dq.data }, dState0: Object.fromEntries(Object.entries(g.dState).map(([n, t]) => [n, t.data])) };
   }
-  const fw = decl.inner.forward(asInputs(q.in64), q.st64 as State, c.cfg);
-  const g = decl.inner.backward(fw.saved, asInputs(q.in64), q.dy64, c.cfg, q.dFinal64 as State);
+  const fw = decl.inner.forward(asInputs(q.in64), q.st64 as State, cfg);
+  const g = decl.inner.backward(fw.saved, asInputs(q.in64), q.dy64, cfg, q.dFinal64 as State);
   return { y: fw.y.data, state: Object.fromEntries(Object.entries(fw.finalState).map(([n, t]) => [n, t.data])), ...fromInnerGrads(g) };
 }
 
@@ -52,13 +53,16 @@ async function phaseCase(s: KernelSession, decl: RuleDecl, key: string, c: PyCas
   const keys = which === "forward" ? forwardKeys(c) : backwardKeys(c);
   const kernel = readReply(c, which === "forward" ? await s.forward(c, key) : await s.backward(c, key), keys, "kernel", which);
   const r32 = await s.plainReference(c, key, p, keys);
-  const r64 = c.seqs.map((q, n) => toKernelGrads(c, n, ref64(decl, c, q)));
+  // a packed batch's sequence is judged against the reference run on that sequence alone (docs/spec/py-backend.md#packed)
+  const r64 = c.seqs.map((_, n) => toKernelGrads(c, n, ref64(decl, c, n)));
   if (which === "backward") {
     for (const k of keys) {
       if (k.part === "dState0" && r64[0]!.dState0[k.name] === undefined) throw new Error(`the reference backward of ${key} returns no gradient of the state ${k.name}`);
     }
   }
-  return flashCompare(comparedItems(kernel, r64, r32, c.frozen, "py", false), exercised, `${s.backend.module}:${s.backend.callable}`, p, { layout: { B: c.B, H: c.H, T: c.T } });
+  return flashCompare(comparedItems(kernel, r64, r32, c.frozen, "py", false), exercised, `${s.backend.module}:${s.backend.callable}`, p,
+    // the shape-dependent output mutations assume sequences of one length T: none for a packed batch
+    c.packed === null ? { layout: { B: c.B, H: c.H, T: c.T } } : {});
 }
 
 export const forwardCase = (s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision): Promise<CaseOutcome> =>

@@ -9,7 +9,7 @@ import { TorchBridge, TorchBridgeError } from "../../oracle/torch-bridge.ts";
 import { roundedCopy, type Precision, type StorageDType } from "../../src/precision.ts";
 import { Tensor } from "../../src/tensor.ts";
 import { F32_STORE_F64_ACC } from "../../oracle/kernel-judge.ts";
-import { seqState, seqTokens, statesTensor, toKernelGrads, tokensTensor, type PyCase } from "./cases.ts";
+import { lengthGroups, seqState, seqTokens, stateLead, statesTensor, toKernelGrads, tokensTensor, type PyCase } from "./cases.ts";
 import { NO_CONVENTIONS, type Conventions } from "./conventions.ts";
 import { emptySeq, isStateTensor, mapSeq, nameOf, setAt, type TensorKey, type TensorNaming } from "../../cases/kernel-batch.ts";
 import type { SeqTensors } from "../../oracle/plain-reference.ts";
@@ -31,6 +31,8 @@ export interface KernelInfo {
   chunk_sizes?: number[] | null;
   skip_reason: string | null;
   torch: string;
+  /** The keyword the kernel takes packed sequences' offsets under (`nlc.varlen`), or null (docs/spec/py-backend.md#packed). */
+  varlen?: string | null;
   /** The declared conventions (docs/spec/py-backend.md#conventions). */
   conventions: Conventions;
 }
@@ -103,10 +105,12 @@ export class KernelSession {
 
   private async kernel(op: "kernel_forward" | "kernel_backward", c: PyCase, rule: string, extra: [string, Tensor][]): Promise<Out> {
     const tensors: [string, Tensor][] = c.kernelInputs.map((n) => [wire.input(n), tokensTensor(c, (s) => s.kin64[n]!)]);
-    for (const n of c.stateNames) tensors.push([wire.state(n), statesTensor(c, (s) => s.st64[n]!, [c.B, c.H])]);
+    for (const n of c.stateNames) tensors.push([wire.state(n), statesTensor(c, (s) => s.st64[n]!, stateLead(c))]);
     tensors.push(...extra);
+    // a packed batch: the offsets travel in the header, the host hands them to the kernel as an int64 tensor
+    const packed = c.packed === null ? {} : { cu_seqlens: c.packed.cu };
     try {
-      const r = await this.host.call({ op, ...KernelSession.target(this.backend), rule, config: c.cfg }, tensors, `${op} ${rule}`);
+      const r = await this.host.call({ op, ...KernelSession.target(this.backend), rule, config: c.cfg, ...packed }, tensors, `${op} ${rule}`);
       return r.tensors;
     } catch (e) {
       throw fault(e, `${op.replace("kernel_", "")} of ${rule}`);
@@ -119,7 +123,7 @@ export class KernelSession {
 
   backward(c: PyCase, rule: string): Promise<Out> {
     const extra: [string, Tensor][] = [[wire.dy, tokensTensor(c, (s) => s.dy64)]];
-    if (!c.frozen) for (const n of c.stateNames) extra.push([wire.dFinal(n), statesTensor(c, (s) => s.dFinal64[n]!, [c.B, c.H])]);
+    if (!c.frozen) for (const n of c.stateNames) extra.push([wire.dFinal(n), statesTensor(c, (s) => s.dFinal64[n]!, stateLead(c))]);
     return this.kernel("kernel_backward", c, rule, extra);
   }
 
@@ -145,9 +149,15 @@ export class KernelSession {
    * rounding happens.
    */
   async plainReference(c: PyCase, rule: string, p: Precision, keys: readonly TensorKey[]): Promise<SeqTensors<Float64Array>[]> {
-    const out = await this.torchReference(c, rule, "f32");
-    return readReply(c, out, keys, "stacked", "reference").map((r, n) =>
-      mapSeq(toKernelGrads(c, n, r), (a, k) => Float64Array.from(roundedCopy(isStateTensor(k) ? p.state : p.storage, a))));
+    // a packed batch: one reference run per distinct sequence length (each sequence alone), results in packed order
+    const out: SeqTensors<Float64Array>[] = new Array(c.seqs.length);
+    for (const { sub, seqs } of lengthGroups(c)) {
+      const r = await this.torchReference(sub, rule, "f32");
+      readReply(sub, r, keys, "stacked", "reference").forEach((rs, j) => {
+        out[seqs[j]!] = mapSeq(toKernelGrads(sub, j, rs), (a, k) => Float64Array.from(roundedCopy(isStateTensor(k) ? p.state : p.storage, a)));
+      });
+    }
+    return out;
   }
 
   async close(): Promise<void> {

@@ -10,6 +10,8 @@ ops): a declaration each, no arithmetic (docs/spec/py-backend.md#conventions).
 * beta (our theta) is a step size in (0, 1); the query scale is K^-1/2, passed through `scale`;
   q and k are passed raw and normalised inside (`use_qk_l2norm_in_kernel`).
 * the state is [N, H, K, V] (transposed); bf16 inputs give bf16 outputs with the state kept in f32.
+* packed variable-length batches: `cu_seqlens` (B = 1, one state per sequence), so the harness also
+  judges them on packed batches (docs/spec/py-backend.md#packed).
 """
 import functools
 
@@ -23,6 +25,7 @@ FLA = {
     "qk_l2norm": "use_qk_l2norm_in_kernel",
     "output_final_state": "output_final_state",
     "accumulate": "f32",
+    "varlen": "cu_seqlens",
 }
 DELTANET = {**FLA, "rules": ["delta"], "absent": ["alpha"]}
 GATED_DELTANET = {**FLA, "rules": ["gated_delta"], "log_gates": {"alpha": "g"}}

@@ -104,6 +104,14 @@ class Kernel:
             self.params = inspect.signature(self.fn).parameters
         except (TypeError, ValueError):
             self.params = None
+        # packed variable-length batches (docs/spec/py-backend.md#packed): the keyword of the offsets
+        varlen = decl.get("varlen", False)
+        if not isinstance(varlen, (bool, str)) or varlen == "":
+            raise KernelError(f"{spec}.nlc['varlen']: expected True (keyword 'cu_seqlens'), a keyword name or False, got {varlen!r}")
+        self.varlen = "cu_seqlens" if varlen is True else (varlen or None)
+        if self.varlen is not None and not self.accepts(self.varlen):
+            raise KernelError(f"{spec}.nlc['varlen'] declares packed batches under the keyword {self.varlen!r}, "
+                              "which its forward does not take (docs/spec/py-backend.md#packed)")
 
     def _conventions(self, spec: str, decl: dict) -> None:
         """The declared conventions (docs/spec/py-backend.md#conventions). The host only calls the
@@ -193,7 +201,7 @@ class Kernel:
             "kernel": self.spec, "rules": self.rules, "dtype": self.dtype_name, "state_dtype": self.state_dtype_name, "layout": self.layout,
             "state_layout": self.state_layout, "backward": "explicit" if self.backward else "autograd",
             "device": str(self.device) + (f" ({torch.cuda.get_device_name(0)})" if self.device.type == "cuda" else ""),
-            "judged": judged, "conventions": self.conventions(), "chunk_sizes": self.chunk_sizes,
+            "judged": judged, "conventions": self.conventions(), "chunk_sizes": self.chunk_sizes, "varlen": self.varlen,
             "skip_reason": None if judged else
             f"{self.spec} declares dtype {self.dtype_name}; f32, bf16 and f16 kernels are judged (an f64 kernel's yardstick would be "
             "ref64 itself: docs/spec/py-backend.md#precision)",
@@ -278,10 +286,12 @@ def _flags(k: Kernel, kw: Dict[str, object], d_k: int) -> None:
         kw[k.qk_l2norm] = True
 
 
-def _call_forward(k: Kernel, rule: str, cfg: dict, inputs: Dict[str, torch.Tensor], state: Dict[str, torch.Tensor]):
+def _call_forward(k: Kernel, rule: str, cfg: dict, inputs: Dict[str, torch.Tensor], state: Dict[str, torch.Tensor],
+                  cu_seqlens: Optional[torch.Tensor] = None):
     """Runs the forward on canonical-layout tensors (already on the device, in the kernel's
     dtype); returns (y, final state) canonical. Conversions stay in the autograd graph. A frozen
-    read (`<rule>.frozen`) returns y alone; its state is unchanged, so the final state is None."""
+    read (`<rule>.frozen`) returns y alone; its state is unchanged, so the final state is None.
+    `cu_seqlens`: a packed batch's offsets, passed under the kernel's `varlen` keyword."""
     frozen = rule.endswith(".frozen")
     d_k = inputs["q"].shape[-1]
     kw: Dict[str, object] = dict(_kernel_inputs(k, rule, inputs, _query_scale(k, d_k)[2]))
@@ -293,6 +303,8 @@ def _call_forward(k: Kernel, rule: str, cfg: dict, inputs: Dict[str, torch.Tenso
     _flags(k, kw, d_k)
     if len(k.rules) > 1:
         kw["rule"] = rule
+    if cu_seqlens is not None:
+        kw[k.varlen] = cu_seqlens
     if k.accepts("config"):
         kw["config"] = dict(cfg)
     try:
@@ -319,7 +331,8 @@ def _call_forward(k: Kernel, rule: str, cfg: dict, inputs: Dict[str, torch.Tenso
     return y, final
 
 
-def _probe_ignored(k: Kernel, rule: str, cfg: dict, inputs: Dict[str, torch.Tensor], state: Dict[str, torch.Tensor]) -> bool:
+def _probe_ignored(k: Kernel, rule: str, cfg: dict, inputs: Dict[str, torch.Tensor], state: Dict[str, torch.Tensor],
+                   cu_seqlens: Optional[torch.Tensor] = None) -> bool:
     """Detects an input the kernel accepts (e.g. through **kwargs) but ignores
     (docs/spec/py-backend.md#absent): from the request's inputs and a random non-zero initial state,
     each input in turn is redrawn; if y and the final state stay bitwise the same, that input is
@@ -339,11 +352,11 @@ def _probe_ignored(k: Kernel, rule: str, cfg: dict, inputs: Dict[str, torch.Tens
 
     st = {n: draw(t, "state") for n, t in state.items()}
     with torch.no_grad():
-        y0, f0 = _call_forward(k, rule, cfg, inputs, st)
+        y0, f0 = _call_forward(k, rule, cfg, inputs, st, cu_seqlens)
         for name in inputs:
             changed = dict(inputs)
             changed[name] = draw(inputs[name], name)
-            y1, f1 = _call_forward(k, rule, cfg, changed, st)
+            y1, f1 = _call_forward(k, rule, cfg, changed, st, cu_seqlens)
             if torch.equal(y0, y1) and all(torch.equal(f0[n], f1[n]) for n in f0):
                 raise KernelError(f"{k.spec} accepts the input {name} (keyword {k.keyword(name)!r}) but ignores it: y and the final "
                                   f"state are bitwise unchanged when {name} is redrawn; if the kernel has no such input, "
@@ -356,9 +369,9 @@ class KernelHost:
         self.kernels: Dict[str, Kernel] = {}
         self.probed = set()
 
-    def _probe(self, k: Kernel, rule: str, cfg: dict, inputs, state) -> None:
+    def _probe(self, k: Kernel, rule: str, cfg: dict, inputs, state, cu_seqlens=None) -> None:
         key = (k.spec, rule)
-        if key not in self.probed and _probe_ignored(k, rule, cfg, inputs, state):
+        if key not in self.probed and _probe_ignored(k, rule, cfg, inputs, state, cu_seqlens):
             self.probed.add(key)
 
     def get(self, header: dict) -> Kernel:
@@ -400,29 +413,29 @@ class KernelHost:
         for n in (("q",) if rule.endswith(".frozen") else ("k", "q")):  # Atlas reads no v; a frozen read only q
             if n not in inputs:
                 raise KernelError(f"in.{n}: missing")
-        return rule, cfg, inputs, state, extra
+        return rule, cfg, inputs, state, extra, _cu_seqlens(k, header.get("cu_seqlens"), inputs["q"], state)
 
     def forward(self, header, tensors):
         k = self.get(header)
-        rule, cfg, inputs, state, _ = self._prepare(k, header, tensors)
-        self._probe(k, rule, cfg, inputs, state)
+        rule, cfg, inputs, state, _, cu = self._prepare(k, header, tensors)
+        self._probe(k, rule, cfg, inputs, state, cu)
         with torch.no_grad():
-            y, final = _call_forward(k, rule, cfg, inputs, state)
+            y, final = _call_forward(k, rule, cfg, inputs, state, cu)
         return {"ok": True}, [("y", y)] + [(f"state.{n}", t) for n, t in (final or {}).items()]
 
     def backward(self, header, tensors):
         k = self.get(header)
-        rule, cfg, inputs, state, extra = self._prepare(k, header, tensors)
-        self._probe(k, rule, cfg, inputs, state)
+        rule, cfg, inputs, state, extra, cu = self._prepare(k, header, tensors)
+        self._probe(k, rule, cfg, inputs, state, cu)
         dy = extra.get("dy")
         d_state = {n[7:]: t for n, t in extra.items() if n.startswith("dstate.")}
         if k.backward is not None:
-            grads = _explicit_backward(k, rule, cfg, inputs, state, dy, d_state)
+            grads = _explicit_backward(k, rule, cfg, inputs, state, dy, d_state, cu)
         else:
             leaves = {n: t.clone().requires_grad_(True) for n, t in inputs.items()}
             st0 = {n: t.clone().requires_grad_(True) for n, t in state.items()}
             with torch.enable_grad():
-                y, final = _call_forward(k, rule, cfg, leaves, st0)
+                y, final = _call_forward(k, rule, cfg, leaves, st0, cu)
                 loss = (y * dy).sum() if dy is not None else y.sum() * 0
                 for n, g in d_state.items():
                     loss = loss + (final[n] * g).sum()
@@ -436,7 +449,24 @@ class KernelHost:
         return {"ok": True, "backward": "explicit" if k.backward else "autograd"}, [(f"grads.{n}", g) for n, g in grads.items()]
 
 
-def _explicit_backward(k: Kernel, rule, cfg, inputs, state, dy, d_state) -> Dict[str, torch.Tensor]:
+def _cu_seqlens(k: Kernel, cu, q: torch.Tensor, state: Dict[str, torch.Tensor]) -> Optional[torch.Tensor]:
+    """A packed batch's offsets from the request header (docs/spec/py-backend.md#packed) as the int64
+    tensor flash-linear-attention's kernels take, on the kernel's device; None for an unpacked batch."""
+    if cu is None:
+        return None
+    if k.varlen is None:
+        raise KernelError(f"cu_seqlens: {k.spec} declares no nlc['varlen'], but the request is a packed batch")
+    B, T = q.shape[0], q.shape[1]
+    if (not isinstance(cu, list) or len(cu) < 2 or not all(isinstance(c, int) and not isinstance(c, bool) for c in cu)
+            or cu[0] != 0 or cu[-1] != T or any(b <= a for a, b in zip(cu, cu[1:])) or B != 1):
+        raise KernelError(f"cu_seqlens: expected offsets rising strictly from 0 to T = {T} with B = 1, got {cu!r} (B = {B})")
+    for n, t in state.items():
+        if t.shape[0] != len(cu) - 1:
+            raise KernelError(f"state.{n}: a packed batch of {len(cu) - 1} sequences has one state each, got {list(t.shape)}")
+    return torch.tensor(cu, dtype=torch.long, device=k.device)
+
+
+def _explicit_backward(k: Kernel, rule, cfg, inputs, state, dy, d_state, cu_seqlens=None) -> Dict[str, torch.Tensor]:
     """The kernel's own backward: called with the forward's keywords plus `dy` and `d_final_state`;
     returns a dict of gradients by the kernel's keyword names (initial state under its keyword)."""
     d_k = inputs["q"].shape[-1]
@@ -448,6 +478,8 @@ def _explicit_backward(k: Kernel, rule, cfg, inputs, state, dy, d_state) -> Dict
     _flags(k, kw, d_k)
     if len(k.rules) > 1:
         kw["rule"] = rule
+    if cu_seqlens is not None:
+        kw[k.varlen] = cu_seqlens
     kw["dy"] = k.to_kernel_token(dy) if dy is not None else None
     ds = {n: k.to_kernel_state(t) for n, t in d_state.items()}
     kw["d_final_state"] = (next(iter(ds.values())) if ds else None) if single else (ds or None)
