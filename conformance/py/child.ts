@@ -111,6 +111,10 @@ async function run(req: BatchRequest): Promise<void> {
         emit(resultLine({ ...stubResult(c.id, "skip", `${e.key} is not implemented by ${who} (it declares ${session.info.rules.join(", ")})`, seed), subject: e.subject, spec: e.spec }));
         continue;
       }
+      if (e.kind === "backward" && session.info.backward === "none") {
+        emit(resultLine({ ...stubResult(c.id, "skip", `${who} declares itself forward-only (nlc['forward_only']): no backward to judge (docs/spec/py-backend.md#forward-only)`, seed), subject: e.subject, spec: e.spec }));
+        continue;
+      }
       const exercised = new Set<string>(), names = new Set<string>(), tally = new ShapeTally();
       const def = definition(e, session, req.profile, ["--backend", backend.name], exercised, names, tally);
       const r = req.runSeed !== undefined

@@ -24,7 +24,8 @@ export interface KernelInfo {
   state_dtype: StorageDType;
   layout: string;
   state_layout: string;
-  backward: "explicit" | "autograd";
+  /** "none": the kernel declares it is forward-only (`nlc['forward_only']`), so its backward checks are skipped with that reason. */
+  backward: "explicit" | "autograd" | "none";
   device: string;
   judged: boolean;
   /** The chunk sizes the kernel declares (`nlc.chunk_size`), or null (docs/spec/py-backend.md#chunk-size). */

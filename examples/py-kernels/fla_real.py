@@ -32,6 +32,7 @@ from fla.ops.gated_delta_rule import fused_recurrent_gated_delta_rule as _fused_
 from fla_deltanet import DELTANET, GATED_DELTANET, declared  # noqa: E402
 
 fused_recurrent_delta_rule = declared(_fused_recurrent_delta_rule, **DELTANET)
-fused_recurrent_gated_delta_rule = declared(_fused_recurrent_gated_delta_rule, **GATED_DELTANET)
+# fla's recurrent Gated DeltaNet has no backward (it raises NotImplementedError): forward-only.
+fused_recurrent_gated_delta_rule = declared(_fused_recurrent_gated_delta_rule, **GATED_DELTANET, forward_only=True)
 fused_recurrent_delta_rule_bf16 = declared(_fused_recurrent_delta_rule, **DELTANET, dtype="bf16")
-fused_recurrent_gated_delta_rule_bf16 = declared(_fused_recurrent_gated_delta_rule, **GATED_DELTANET, dtype="bf16")
+fused_recurrent_gated_delta_rule_bf16 = declared(_fused_recurrent_gated_delta_rule, **GATED_DELTANET, dtype="bf16", forward_only=True)

@@ -99,6 +99,12 @@ class Kernel:
         self.chunk_sizes = None if chunks is None else list(chunks)
         bw = getattr(self.fn, "backward", None)
         self.backward = bw if callable(bw) else None
+        forward_only = decl.get("forward_only", False)
+        if not isinstance(forward_only, bool):
+            raise KernelError(f"{spec}.nlc['forward_only']: expected True or False, got {forward_only!r}")
+        if forward_only and self.backward is not None:
+            raise KernelError(f"{spec}.nlc['forward_only'] is True, but {spec} has an explicit backward")
+        self.forward_only = forward_only
         self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         try:
             self.params = inspect.signature(self.fn).parameters
@@ -199,7 +205,7 @@ class Kernel:
         judged = self.dtype_name in JUDGED_DTYPES
         return {
             "kernel": self.spec, "rules": self.rules, "dtype": self.dtype_name, "state_dtype": self.state_dtype_name, "layout": self.layout,
-            "state_layout": self.state_layout, "backward": "explicit" if self.backward else "autograd",
+            "state_layout": self.state_layout, "backward": "none" if self.forward_only else "explicit" if self.backward else "autograd",
             "device": str(self.device) + (f" ({torch.cuda.get_device_name(0)})" if self.device.type == "cuda" else ""),
             "judged": judged, "conventions": self.conventions(), "chunk_sizes": self.chunk_sizes, "varlen": self.varlen,
             "skip_reason": None if judged else
