@@ -80,7 +80,7 @@ function firstNonFinite(kernel: ArrayLike<number>, ref: ArrayLike<number>): numb
 }
 
 /** A tensor's floor is at least this fraction of the floor of the largest tensor of its group in the case. */
-const GROUP_FLOOR = 1e-3;
+export const GROUP_FLOOR = 1e-3;
 
 function groupMax(items: Compared[], group: Compared["group"]): number {
   let m = 0;
