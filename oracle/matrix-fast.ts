@@ -82,7 +82,26 @@ function matrixLoops() {
         E[o + i + 1] = s1;
         E[o + i + 1]! -= V[o + i + 1]!;
         const u0 = c * E[o + i]!, u1 = c * E[o + i + 1]!;
-        // the write: delta M_{t+1} = (1 − α) M_t, gated M̃_t already there; then + u kᵀ (a zero u adds nothing)
+        // the write: delta M_{t+1} = (1 − α) M_t, gated M̃_t already there; then + u kᵀ (a zero u
+        // adds nothing); then y = M_{t+1} q. Both u non-zero (the usual case): one loop does all three.
+        s0 = 0;
+        s1 = 0;
+        if (u0 !== 0 && u1 !== 0) {
+          for (let jj = 0; jj < d; jj++) {
+            const j = REV ? d - 1 - jj : jj, kj = K[o + j]!, qj = Q[o + j]!;
+            if (!gated) {
+              M[mn + r0 + j] = decay * M[mt + r0 + j]!;
+              M[mn + r1 + j] = decay * M[mt + r1 + j]!;
+            }
+            M[mn + r0 + j]! += u0 * kj;
+            M[mn + r1 + j]! += u1 * kj;
+            s0 = ACC32 ? fr(s0 + M[mn + r0 + j]! * qj) : s0 + M[mn + r0 + j]! * qj;
+            s1 = ACC32 ? fr(s1 + M[mn + r1 + j]! * qj) : s1 + M[mn + r1 + j]! * qj;
+          }
+          Y[o + i] = s0;
+          Y[o + i + 1] = s1;
+          continue;
+        }
         if (!gated) {
           for (let j = 0; j < d; j++) {
             M[mn + r0 + j] = decay * M[mt + r0 + j]!;
@@ -91,8 +110,6 @@ function matrixLoops() {
         }
         if (u0 !== 0) for (let j = 0; j < d; j++) M[mn + r0 + j]! += u0 * K[o + j]!;
         if (u1 !== 0) for (let j = 0; j < d; j++) M[mn + r1 + j]! += u1 * K[o + j]!;
-        s0 = 0;
-        s1 = 0;
         if (REV) {
           for (let j = d - 1; j >= 0; j--) {
             const qj = Q[o + j]!;
@@ -170,7 +187,18 @@ function matrixLoops() {
         const dyi = DY[o + i]!, ei = E[o + i]!;
         // D += dy qᵀ ; dq = M_{t+1}ᵀ dy ; de_i = (D k)_i ; Dᵀe ; delta: dα = −⟨D, M_t⟩ here
         let sk = 0;
-        for (let jj = 0; jj < d; jj++) {
+        if (dyi !== 0 && ei !== 0) {
+          // the usual case, without the zero tests (the same operations as the loop below)
+          for (let jj = 0; jj < d; jj++) {
+            const j = REV ? d - 1 - jj : jj;
+            D[r + j]! += dyi * Q[o + j]!;
+            accQ[j] = ACC32 ? fr(accQ[j]! + M[mn + r + j]! * dyi) : accQ[j]! + M[mn + r + j]! * dyi;
+            const Dj = D[r + j]!;
+            if (!gated) fro = ACC32 ? fr(fro + Dj * M[mt + r + j]!) : fro + Dj * M[mt + r + j]!;
+            sk = ACC32 ? fr(sk + Dj * K[o + j]!) : sk + Dj * K[o + j]!;
+            accT[j] = ACC32 ? fr(accT[j]! + Dj * ei) : accT[j]! + Dj * ei;
+          }
+        } else for (let jj = 0; jj < d; jj++) {
           const j = REV ? d - 1 - jj : jj;
           if (dyi !== 0) {
             D[r + j]! += dyi * Q[o + j]!;
