@@ -7,7 +7,9 @@
  * are independent in the ABI), then judges them one by one, posting a summary per sequence
  * (oracle/sequence-judge.ts); the main thread combines the summaries into the verdict. Prints the
  * wall time, the kernel and reference times, the peak RSS of the process (both workers included)
- * and the verdict; exit status 1 when the verdict is not a pass.
+ * and the verdict, with the process's CPU time and a fixed baseline workload timed after it (the
+ * machine is shared: wall / baseline moves less with its load); exit status 1 when the verdict is
+ * not a pass.
  * Usage: npx bun bench/production-case.ts [--backend cpu-f32|cpu-emu|cpu-bf16] [--rule delta|gated_delta]
  *          [--T 4096] [--H 16] [--d 128] [--seed 1]
  */
@@ -16,6 +18,7 @@ import { buildLib, type LibKind } from "../ffi/build.ts";
 import { ALPHA_LEVELS, THETA_LEVELS } from "../cases/rule-case.ts";
 import { streamVerdict, type SeqSummary } from "../oracle/sequence-judge.ts";
 import { ruleByKey } from "../src/rules/index.ts";
+import { baselineMs } from "./baseline.ts";
 import type { WorkerJob, WorkerMessage } from "./production-worker.ts";
 
 const argv = process.argv.slice(2);
@@ -54,7 +57,7 @@ const alphas = Object.values(ALPHA_LEVELS), thetas = Object.values(THETA_LEVELS)
 const spec = (n: number): WorkerJob["specs"][number] => ({ d, seq_len: T, alpha: alphas[n % alphas.length]!, theta: thetas[n % thetas.length]!, seed: seed * 100_003 + n });
 
 console.log(`production case: rule ${rule}, ${backend}, B = ${B}, T = ${T}, H = ${H}, d = ${d}, seed ${seed}, two workers`);
-const start = performance.now();
+const start = performance.now(), cpu0 = process.cpuUsage();
 const summaries: SeqSummary[] = [];
 const kernelSeconds: number[] = [];
 let refSeconds = 0;
@@ -74,10 +77,14 @@ await Promise.all([0, 1].map((b) => new Promise<void>((resolve, reject) => {
   w.on("error", reject);
 })));
 const wall = (performance.now() - start) / 1000;
+const used = process.cpuUsage(cpu0), cpu = (used.user + used.system) / 1e6;
+const base = baselineMs() / 1000;
 const v = streamVerdict(summaries, { storage: backend === "cpu-bf16" ? "bf16" : "f32", state: "f32", accumulate: backend === "cpu-emu" ? "f64" : "f32" });
 const rssMB = process.resourceUsage().maxRSS / 1024;
 
 console.log(`wall ${wall.toFixed(1)} s (kernel ${kernelSeconds.map((s) => s.toFixed(1)).join(" + ")} s, references and judging ${refSeconds.toFixed(1)} s over ${B * H} sequences, summed over both workers)`);
+console.log(`CPU ${cpu.toFixed(1)} s (both workers; ${(cpu / wall).toFixed(2)} cores on average)`);
+console.log(`baseline workload ${base.toFixed(2)} s (about 1 s on an idle 2-core machine: bench/baseline.ts); wall / baseline ${(wall / base).toFixed(1)}`);
 console.log(`peak RSS ${rssMB.toFixed(0)} MB`);
 for (const [name, t] of Object.entries(v.tensors)) {
   console.log(`  ${name.padEnd(8)} err ${t.err.toExponential(2)}  plain ${t.plain.toExponential(2)}  bound ${t.bound.toExponential(2)}  err/bound ${t.ratio.toFixed(3)}  slope ${t.slope.toExponential(2)} (threshold ${t.threshold.toExponential(2)})`);
