@@ -9,10 +9,11 @@
  * reference's order, which the fused loops do not keep, so they hand the call to the reference.
  *
  * What makes them fast: per token one pass over the rows of the state in the forward (e, the
- * write and y of a row together) and two in the backward, instead of one pass per numeric kernel;
- * no dispatch per call; a specialised compiled copy per storage dtype and summation mode, as in
- * src/numeric.ts; two rows at a time where the row sums are independent, so two sum chains run
- * side by side.
+ * write and y of a row together, two rows side by side so two sum chains run at once) and one in
+ * the backward (two loops over each row), instead of one pass per numeric kernel; no dispatch per
+ * call; a specialised compiled copy per storage dtype and summation mode, as in src/numeric.ts;
+ * and the state history kept as checkpoints every CHECKPOINT_EVERY tokens, replayed stretch by
+ * stretch in the backward, so the states the backward reads stay in cache.
  */
 import { accumulatesInF32, roundsRandomly, sumsReversed } from "../src/precision.ts";
 import { delta } from "../src/rules/delta.ts";
