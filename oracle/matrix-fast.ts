@@ -280,7 +280,7 @@ function fastPair(decl: RuleDecl, form: Form): InnerPair<string> {
       const loops = loopsFor(form, dt);
       const segments = Math.max(1, Math.ceil(s / C));
       const checkpoints = alloc(dt, segments * dd);
-      const work = alloc(dt, (C + 1) * dd);
+      const work = alloc(dt, (Math.min(C, s) + 1) * dd);
       work.set(state.M!.data);
       const e = alloc(dt, s * d), y = alloc(dt, s * d);
       for (let g = 0; g < segments; g++) {
@@ -309,7 +309,7 @@ function fastPair(decl: RuleDecl, form: Form): InnerPair<string> {
       }
       const cp = saved.checkpoints!.data, E = saved.e!.data;
       const segments = cp.length / dd;
-      const work = alloc(dt, (C + 1) * dd);
+      const work = alloc(dt, (Math.min(C, s) + 1) * dd);
       const dk = alloc(dt, s * d), dv = alloc(dt, s * d), dq = alloc(dt, s * d), dalpha = alloc(dt, s), dtheta = alloc(dt, s);
       for (let g = segments - 1; g >= 0; g--) {
         const t0 = g * C, t1 = Math.min(s, t0 + C);
