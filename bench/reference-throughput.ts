@@ -1,23 +1,38 @@
 /**
- * Throughput of the f64 reference at production head sizes (docs/spec/conformance.md#regime):
- * the Delta rule's reference pair (src/rules/delta.ts forward, then backward with dy and
- * d(final state)) on one sequence at d = 64, 128, 256, against a plain numpy per-token loop of the
- * same forward and backward on the same sizes, in the same run (/usr/bin/python3 with numpy, or
- * NLC_TORCH_PYTHON). Both are timed by wall clock, best of REPS; GFLOP/s use one nominal count for
- * both, 7d² per token forward (e = Mk − v, the update, y = Mq) and 14d² backward, so the ratio is
- * the ratio of times. The reference is not changed by this bench.
- * Usage: npx bun bench/reference-throughput.ts [--quick]
+ * Throughput of the f64 reference at production head sizes (docs/spec/conformance.md#regime,
+ * docs/spec/precision.md#fast-pair): the Delta rule's pair, forward then backward with dy and
+ * d(final state), on one sequence at d = 64, 128, 256, in one run:
+ *   - ref       the reference pair (src/rules/delta.ts);
+ *   - fast      the judge's fast pair (oracle/matrix-fast.ts; bitwise equal to ref), f64;
+ *   - numpy     a plain numpy per-token loop of the same forward and backward (/usr/bin/python3, or NLC_TORCH_PYTHON);
+ *   - torch     the same loop in PyTorch f64 eager (one thread);
+ *   - yardstick the plain reference of an f32-summing kernel as the judge runs it for Delta
+ *               (fast pair, f32 storage and sums, plainOrders(f32, plainRandomRuns(delta)) runs), and
+ *               before: the ten runs (natural, reversed, eight random-rounding) of the reference pair.
+ * Wall clock and CPU time (process.cpuUsage; the machine is shared: CPU time moves less), best of
+ * REPS after one untimed call, the candidates alternating (the old yardstick: one timed call). GFLOP/s use one nominal count, 7d² per token forward and 14d² backward, so ratios are
+ * ratios of times. Python's times are its process's CPU time (time.process_time) and wall clock.
+ * Usage: npx bun bench/reference-throughput.ts [--quick] [--no-old]
  */
+import { judgePair } from "../oracle/matrix-fast.ts";
+import { plainOrders, plainRandomRuns, RANDOM_RUNS } from "../oracle/plain-reference.ts";
+import { withAccumulate } from "../src/precision.ts";
 import { ruleByKey } from "../src/rules/index.ts";
 import { Rng } from "../src/rng.ts";
-import { Tensor } from "../src/tensor.ts";
-import type { InnerInputs, State } from "../src/rules/types.ts";
+import { Tensor, cast } from "../src/tensor.ts";
+import type { InnerInputs, InnerPair, State } from "../src/rules/types.ts";
 
-const quick = process.argv.includes("--quick");
+const quick = process.argv.includes("--quick"), old = !process.argv.includes("--no-old");
 const REPS = quick ? 1 : 3;
-const SIZES: { d: number; T: number }[] = [{ d: 64, T: quick ? 64 : 256 }, { d: 128, T: quick ? 32 : 128 }, { d: 256, T: quick ? 16 : 64 }];
+const SIZES: { d: number; T: number }[] = [{ d: 64, T: quick ? 64 : 512 }, { d: 128, T: quick ? 32 : 256 }, { d: 256, T: quick ? 16 : 64 }];
 const PY = process.env.NLC_TORCH_PYTHON ?? "/usr/bin/python3";
 const flops = (d: number, T: number) => 21 * d * d * T;
+const decl = ruleByKey("delta");
+
+interface Timing {
+  wall: number;
+  cpu: number;
+}
 
 function tensor(shape: number[], rng: Rng, lo: number, hi: number): Tensor {
   const t = new Tensor("f64", shape);
@@ -25,67 +40,111 @@ function tensor(shape: number[], rng: Rng, lo: number, hi: number): Tensor {
   return t;
 }
 
-function oursSeconds(d: number, T: number): number {
-  const decl = ruleByKey("delta");
+function caseOf(d: number, T: number) {
   const rng = new Rng(7);
   const s = 1 / Math.sqrt(d);
   const inp = { k: tensor([T, d], rng, -s, s), v: tensor([T, d], rng, -s, s), q: tensor([T, d], rng, -s, s),
     alpha: tensor([T], rng, 0.05, 0.95), theta: tensor([T], rng, 0.05, 0.8) } as unknown as InnerInputs;
-  const st: State = { M: tensor([d, d], rng, -s, s) };
-  const dy = tensor([T, d], rng, -1, 1), dFinal: State = { M: tensor([d, d], rng, -1, 1) };
-  const cfg = { d, seq_len: T } as never;
-  let best = Infinity;
-  for (let r = 0; r < REPS; r++) {
-    const t0 = performance.now();
-    const fw = decl.inner.forward(inp, st, cfg);
-    decl.inner.backward(fw.saved, inp, dy, cfg, dFinal);
-    best = Math.min(best, (performance.now() - t0) / 1000);
-  }
-  return best;
+  return { inp, st: { M: tensor([d, d], rng, -s, s) } as State, dy: tensor([T, d], rng, -1, 1), dFinal: { M: tensor([d, d], rng, -1, 1) } as State, cfg: { d, seq_len: T } as never };
 }
 
-const NUMPY = `
-import sys, time, numpy as np
-d, T, reps = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-r = np.random.default_rng(7); s = d ** -0.5
-k, v, q = (r.uniform(-s, s, (T, d)) for _ in range(3))
-a, th = r.uniform(0.05, 0.95, T), r.uniform(0.05, 0.8, T)
-M0 = r.uniform(-s, s, (d, d)); dy = r.uniform(-1, 1, (T, d)); dF = r.uniform(-1, 1, (d, d))
-best = 1e9
+function f32Case(c: ReturnType<typeof caseOf>): ReturnType<typeof caseOf> {
+  const m = (r: Readonly<Record<string, Tensor | undefined>>) => Object.fromEntries(Object.entries(r).map(([k, t]) => [k, cast(t!, "f32")]));
+  return { inp: m(c.inp as never) as never, st: m(c.st), dy: cast(c.dy, "f32"), dFinal: m(c.dFinal), cfg: c.cfg };
+}
+
+/** Best of `reps` timed calls of each function, after one untimed call each; the calls alternate, so a change in the machine's load falls on all of them. */
+function bestOf(reps: number, fns: (() => void)[]): Timing[] {
+  const out = fns.map(() => ({ wall: Infinity, cpu: Infinity }));
+  for (const fn of fns) fn();
+  for (let r = 0; r < reps; r++) {
+    fns.forEach((fn, i) => {
+      const c0 = process.cpuUsage(), t0 = performance.now();
+      fn();
+      const c = process.cpuUsage(c0);
+      out[i]!.wall = Math.min(out[i]!.wall, (performance.now() - t0) / 1000);
+      out[i]!.cpu = Math.min(out[i]!.cpu, (c.user + c.system) / 1e6);
+    });
+  }
+  return out;
+}
+
+const once = (pair: InnerPair<string>, c: ReturnType<typeof caseOf>) => {
+  const f = pair.forward(c.inp, c.st, c.cfg);
+  pair.backward(f.saved, c.inp, c.dy, c.cfg, c.dFinal);
+};
+
+const LOOP = `
+import sys, time
+d, T, reps, lib = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+if lib == "torch":
+    import torch
+    torch.set_num_threads(1)
+    g = torch.Generator().manual_seed(7)
+    U = lambda lo, hi, *shape: torch.rand(*shape, generator=g, dtype=torch.float64) * (hi - lo) + lo
+    outer, zeros_like, zeros, dot, fsum = torch.outer, torch.zeros_like, lambda n: torch.zeros(n, dtype=torch.float64), torch.dot, torch.sum
+else:
+    import numpy as np
+    r = np.random.default_rng(7)
+    U = lambda lo, hi, *shape: r.uniform(lo, hi, shape)
+    outer, zeros_like, zeros, dot, fsum = np.outer, np.zeros_like, np.zeros, np.dot, np.sum
+s = d ** -0.5
+k, v, q = U(-s, s, T, d), U(-s, s, T, d), U(-s, s, T, d)
+a, th = U(0.05, 0.95, T), U(0.05, 0.8, T)
+M0, dy, dF = U(-s, s, d, d), U(-1, 1, T, d), U(-1, 1, d, d)
+best_wall, best_cpu = 1e9, 1e9
 for _ in range(reps):
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     Ms, es, ys = [M0], [], []
     M = M0
     for t in range(T):
         e = M @ k[t] - v[t]
-        M = (1 - a[t]) * M - th[t] * np.outer(e, k[t])
+        M = (1 - a[t]) * M - th[t] * outer(e, k[t])
         ys.append(M @ q[t]); Ms.append(M); es.append(e)
-    D = dF.copy()
-    dk, dv, dq, da, dth = (np.zeros_like(k), np.zeros_like(v), np.zeros_like(q), np.zeros(T), np.zeros(T))
+    D = dF.clone() if lib == "torch" else dF.copy()
+    dk, dv, dq, da, dth = zeros_like(k), zeros_like(v), zeros_like(q), zeros(T), zeros(T)
     for t in range(T - 1, -1, -1):
         Mt, Mn, e = Ms[t], Ms[t + 1], es[t]
-        D += np.outer(dy[t], q[t]); dq[t] = Mn.T @ dy[t]
+        D += outer(dy[t], q[t]); dq[t] = Mn.T @ dy[t]
         Dk = D @ k[t]; de = -th[t] * Dk
-        dth[t] = -e @ Dk; da[t] = -np.sum(D * Mt)
+        dth[t] = -dot(e, Dk); da[t] = -fsum(D * Mt)
         dk[t] = -th[t] * (D.T @ e) + Mt.T @ de; dv[t] = -de
-        D = (1 - a[t]) * D + np.outer(de, k[t])
-    best = min(best, time.perf_counter() - t0)
-print(best)
+        D = (1 - a[t]) * D + outer(de, k[t])
+    best_wall, best_cpu = min(best_wall, time.perf_counter() - t0), min(best_cpu, time.process_time() - c0)
+print(best_wall, best_cpu)
 `;
 
-function numpySeconds(d: number, T: number): number | string {
-  const p = Bun.spawnSync({ cmd: [PY, "-c", NUMPY, String(d), String(T), String(REPS)], stdout: "pipe", stderr: "pipe" });
-  if (p.exitCode !== 0) return `numpy loop unavailable (${PY}): ${p.stderr.toString().trim().split("\n").pop()}`;
-  return Number(p.stdout.toString().trim());
+function pySeconds(lib: "numpy" | "torch", d: number, T: number): Timing | string {
+  const p = Bun.spawnSync({ cmd: [PY, "-c", LOOP, String(d), String(T), String(REPS), lib], stdout: "pipe", stderr: "pipe", env: { ...process.env, OMP_NUM_THREADS: "1", OPENBLAS_NUM_THREADS: "1", MKL_NUM_THREADS: "1" } });
+  if (p.exitCode !== 0) return `${lib} loop unavailable (${PY}): ${p.stderr.toString().trim().split("\n").pop()}`;
+  const [wall, cpu] = p.stdout.toString().trim().split(/\s+/).map(Number);
+  return { wall: wall!, cpu: cpu! };
 }
 
-console.log(`reference throughput, delta forward + backward, one sequence, best of ${REPS} (nominal 21d² FLOP per token)`);
-console.log("d     T     ours s    ours GFLOP/s   numpy s   numpy GFLOP/s   ours/numpy time");
+const gf = (d: number, T: number, t: Timing) => `${(flops(d, T) / t.wall / 1e9).toFixed(2)}/${(flops(d, T) / t.cpu / 1e9).toFixed(2)}`;
+const ratio = (a: Timing, b: Timing | string) => (typeof b === "string" ? "—" : `${(a.wall / b.wall).toFixed(2)}/${(a.cpu / b.cpu).toFixed(2)}`);
+
+console.log(`reference throughput, delta forward + backward, one sequence, best of ${REPS}; every figure wall/cpu (nominal 21d² FLOP per token)`);
+console.log("ratios are times: below 1 means ours is faster; BLAS and torch run one thread");
 for (const { d, T } of SIZES) {
-  const ours = oursSeconds(d, T), np = numpySeconds(d, T);
-  const g = (s: number) => (flops(d, T) / s / 1e9).toFixed(2);
-  const row = typeof np === "string"
-    ? `${d}`.padEnd(6) + `${T}`.padEnd(6) + ours.toFixed(4).padEnd(10) + g(ours).padEnd(15) + np
-    : `${d}`.padEnd(6) + `${T}`.padEnd(6) + ours.toFixed(4).padEnd(10) + g(ours).padEnd(15) + np.toFixed(4).padEnd(10) + g(np).padEnd(16) + (ours / np).toFixed(2);
-  console.log(row);
+  const c = caseOf(d, T), c32 = f32Case(c);
+  const fast = judgePair(decl);
+  const runs = plainOrders("f32", plainRandomRuns(decl));
+  const [ref, fst, yard] = bestOf(REPS, [() => once(decl.inner, c), () => once(fast, c),
+    () => { for (const o of runs) withAccumulate("f32", () => once(fast, c32), o); }]) as [Timing, Timing, Timing];
+  const np = pySeconds("numpy", d, T), th = pySeconds("torch", d, T);
+  console.log(`d = ${d}, T = ${T}`);
+  console.log(`  ref (src/rules/delta.ts)   ${ref.wall.toFixed(3)}/${ref.cpu.toFixed(3)} s   GFLOP/s ${gf(d, T, ref)}   ref/numpy ${ratio(ref, np)}   ref/torch ${ratio(ref, th)}`);
+  console.log(`  fast (oracle/matrix-fast)  ${fst.wall.toFixed(3)}/${fst.cpu.toFixed(3)} s   GFLOP/s ${gf(d, T, fst)}   fast/numpy ${ratio(fst, np)}   fast/torch ${ratio(fst, th)}   fast/ref ${ratio(fst, ref)}`);
+  for (const [name, t] of [["numpy loop", np], ["torch f64 eager", th]] as const) {
+    console.log(typeof t === "string" ? `  ${name}: ${t}` : `  ${name.padEnd(26)} ${t.wall.toFixed(3)}/${t.cpu.toFixed(3)} s   GFLOP/s ${gf(d, T, t)}`);
+  }
+  console.log(`  yardstick, f32 sums (${runs.length} runs of the fast pair)   ${yard.wall.toFixed(3)}/${yard.cpu.toFixed(3)} s   yardstick/fast ${ratio(yard, fst)}`);
+  if (old) {
+    const c0 = process.cpuUsage(), t0 = performance.now();
+    for (const o of plainOrders("f32", RANDOM_RUNS)) withAccumulate("f32", () => once(decl.inner, c32), o);
+    const cc = process.cpuUsage(c0);
+    const before: Timing = { wall: (performance.now() - t0) / 1000, cpu: (cc.user + cc.system) / 1e6 };
+    console.log(`  yardstick before (${2 + RANDOM_RUNS} runs of the reference pair)   ${before.wall.toFixed(3)}/${before.cpu.toFixed(3)} s   before/ref ${ratio(before, ref)}   before/now ${ratio(before, yard)}`);
+  }
 }

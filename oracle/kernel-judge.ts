@@ -37,7 +37,8 @@ export const KERNEL_TOLERANCE: Readonly<Record<string, unknown>> = {
   kind: "flash-attention rule (docs/spec/precision.md#flash)",
   bound: "per tensor and sequence: max|kernel - ref64| <= 2 * max|ref32 - ref64| + floor",
   ref32: "the TypeScript reference run on f32 tensors (same inputs, rounded to the kernel's storage dtype once), summed in the kernel's accumulate dtype; " +
-    "for a kernel summing in f32, per element the farthest from ref64 of ten runs (natural order, reversed, eight with random rounding; docs/spec/precision.md#orders)",
+    "for a kernel summing in f32, per element the farthest from ref64 of ten runs (natural order, reversed, eight with random rounding; docs/spec/precision.md#orders); " +
+    "for Delta and Gated Delta of two (natural order, reversed; docs/spec/precision.md#orders-matrix)",
   floor: `${FLOOR_REL} * max|ref64| (a kernel summing in f32: ${FLOOR_REL_F32_ACC} * max|ref64|)`,
   floor_reason:
     "on tiny cases (s = 1, d = 1) the f32 reference can be exact, while a kernel that sums in another order (threads, " +
@@ -80,7 +81,7 @@ function firstNonFinite(kernel: ArrayLike<number>, ref: ArrayLike<number>): numb
 }
 
 /** A tensor's floor is at least this fraction of the floor of the largest tensor of its group in the case. */
-const GROUP_FLOOR = 1e-3;
+export const GROUP_FLOOR = 1e-3;
 
 function groupMax(items: Compared[], group: Compared["group"]): number {
   let m = 0;

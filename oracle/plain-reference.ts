@@ -12,6 +12,7 @@ import { gradInput, type GradName } from "../ffi/abi.ts";
 import { roundTo, withAccumulate, type Precision, type SumRounding } from "../src/precision.ts";
 import { INNER_INPUT_NAMES, type InnerInputs, type RuleConfig, type RuleDecl, type State } from "../src/rules/types.ts";
 import { Tensor, type DType } from "../src/tensor.ts";
+import { hasFastPair, judgePair } from "./matrix-fast.ts";
 
 /**
  * What one sequence of a kernel case gives (a kernel, ref64 or the plain reference), by what each
@@ -84,8 +85,9 @@ function run(decl: RuleDecl, frozen: boolean, c: PairCase, cfg: RuleConfig, stor
     for (const [n, t] of Object.entries(b.dState)) out.dState0[n] = toF64(t, state);
     return out;
   }
-  const f = decl.inner.forward(c.inputs, c.state, cfg);
-  const { dState0, ...g } = decl.inner.backward(f.saved, c.inputs, c.dy, cfg, c.dFinal);
+  const pair = judgePair(decl);
+  const f = pair.forward(c.inputs, c.state, cfg);
+  const { dState0, ...g } = pair.backward(f.saved, c.inputs, c.dy, cfg, c.dFinal);
   out.y = toF64(f.y, storage);
   for (const [n, t] of Object.entries(f.finalState)) out.state[n] = toF64(t, state);
   for (const [n, t] of Object.entries(g)) if (t instanceof Tensor) out.grads[gradInput(n as GradName)] = toF64(t, storage);
@@ -119,13 +121,24 @@ export function runPlain(decl: RuleDecl, frozen: boolean, c: PairCase, cfg: Rule
  * one sample of them: f32 is run in the natural order, reversed, and RANDOM_RUNS times with random
  * rounding (seeds 1, 2, ...: the same runs every time).
  */
-export function plainOrders(acc: Precision["accumulate"]): SumRounding[] {
+export function plainOrders(acc: Precision["accumulate"], randomRuns = RANDOM_RUNS): SumRounding[] {
   if (acc !== "f32") return ["natural"];
-  return ["natural", "reversed", ...Array.from({ length: RANDOM_RUNS }, (_, i) => ({ random: i + 1 }))];
+  return ["natural", "reversed", ...Array.from({ length: randomRuns }, (_, i) => ({ random: i + 1 }))];
 }
 
 /** Random-rounding runs of the plain reference of an f32-summing kernel (measured choice: docs/spec/precision.md#orders). */
 export const RANDOM_RUNS = 8;
+/**
+ * The same for the rules the judge runs a fast pair for (Delta, Gated Delta: oracle/matrix-fast.ts),
+ * whose sums are plain dot products and outer-product updates: calibrated separately
+ * (docs/spec/precision.md#orders-matrix).
+ */
+export const RANDOM_RUNS_MATRIX = 0;
+
+/** The random-rounding runs of a rule's plain reference. */
+export function plainRandomRuns(decl: RuleDecl): number {
+  return hasFastPair(decl) ? RANDOM_RUNS_MATRIX : RANDOM_RUNS;
+}
 
 /**
  * The plain reference's yardstick: `run(rounding)` once per rounding of plainOrders(acc), and per
@@ -133,8 +146,8 @@ export const RANDOM_RUNS = 8;
  * error any of the runs made. Names ref64 lacks are taken from the first run.
  */
 export function plainYardstick<K extends string>(acc: Precision["accumulate"], ref64: Readonly<Record<K, ArrayLike<number>>>,
-  run: (rounding: SumRounding) => Readonly<Record<K, ArrayLike<number>>>): Record<K, ArrayLike<number>> {
-  const [first, ...rest] = plainOrders(acc).map((o) => withAccumulate(acc, () => run(o), o));
+  run: (rounding: SumRounding) => Readonly<Record<K, ArrayLike<number>>>, randomRuns = RANDOM_RUNS): Record<K, ArrayLike<number>> {
+  const [first, ...rest] = plainOrders(acc, randomRuns).map((o) => withAccumulate(acc, () => run(o), o));
   const out = { ...first! } as Record<K, ArrayLike<number>>;
   if (rest.length === 0) return out;
   for (const name of Object.keys(out) as K[]) out[name] = farthest(out[name], rest.map((r) => r[name]), ref64[name]);
@@ -142,8 +155,9 @@ export function plainYardstick<K extends string>(acc: Precision["accumulate"], r
 }
 
 /** plainYardstick on a kernel case's typed record (every tensor of every part). */
-export function plainYardstickSeq(acc: Precision["accumulate"], ref64: SeqTensors, run: (rounding: SumRounding) => SeqTensors): SeqTensors {
-  const [first, ...rest] = plainOrders(acc).map((o) => withAccumulate(acc, () => run(o), o));
+export function plainYardstickSeq(acc: Precision["accumulate"], ref64: SeqTensors, run: (rounding: SumRounding) => SeqTensors,
+  randomRuns = RANDOM_RUNS): SeqTensors {
+  const [first, ...rest] = plainOrders(acc, randomRuns).map((o) => withAccumulate(acc, () => run(o), o));
   const part = (p: "state" | "grads" | "dState0"): Record<string, ArrayLike<number>> => {
     const out = { ...first![p] };
     if (rest.length > 0) for (const name of Object.keys(out)) out[name] = farthest(out[name]!, rest.map((r) => r[p][name]), ref64[p][name]);

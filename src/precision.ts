@@ -76,6 +76,11 @@ export function accumulatesInF32(): boolean {
   return accumulateF32;
 }
 
+/** True while the f32 sums round randomly (withAccumulate's { random: seed }). */
+export function roundsRandomly(): boolean {
+  return randomBits !== null;
+}
+
 /** True while the numeric kernels sum in reverse order (see withAccumulate). */
 export function sumsReversed(): boolean {
   return reversed;

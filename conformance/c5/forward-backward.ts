@@ -12,12 +12,13 @@ import { zeros } from "../../src/tensor.ts";
 import { asStored, batchDy, batchInputs, batchQ, batchState, sequencesOf, type KSpec, type Seq } from "./batch.ts";
 import { comparedItems, emptySeq, fromInnerGrads, tokenWidth, unpackState, unpackTokens } from "../../cases/kernel-batch.ts";
 import type { Precision } from "../../src/precision.ts";
-import { plainYardstickSeq, type SeqTensors } from "../../oracle/plain-reference.ts";
+import { plainRandomRuns, plainYardstickSeq, type SeqTensors } from "../../oracle/plain-reference.ts";
 import { F32_STORE_F64_ACC, flashCompare } from "../../oracle/kernel-judge.ts";
 import { requireFrozen, requirePair } from "./kernel-lib.ts";
 import { chunkFormSymbol } from "../../ffi/abi.ts";
 import { hasChunkStartGd } from "../../src/rules/chunk-gd.ts";
 import { chunkGdReferenceBackward, chunkGdReferenceForward } from "../../oracle/chunk-gd-reference.ts";
+import { judgePair } from "../../oracle/matrix-fast.ts";
 
 /** What a kernel run produced for one sequence. */
 export type PerSeq = SeqTensors<Float32Array>;
@@ -49,7 +50,7 @@ function refForward(decl: RuleDecl, frozen: boolean, s: Seq, p: 32 | 64, cfg: Ru
   const out = emptySeq<ArrayLike<number>>();
   if (frozen) return { ...out, y: decl.frozen!.forward(inp.q, st, cfg).y.data };
   if (form.gdC !== null) return chunkGdReferenceForward(decl, inp, st, cfg, form.gdC);
-  const r = decl.inner.forward(inp, st, cfg);
+  const r = judgePair(decl).forward(inp, st, cfg);
   out.y = r.y.data;
   for (const [n, t] of Object.entries(r.finalState)) out.state[n] = t.data;
   return out;
@@ -70,7 +71,8 @@ function refBackward(decl: RuleDecl, frozen: boolean, s: Seq, p: 32 | 64, cfg: R
   }
   const dFinal: State | undefined = k.dFinalNull ? undefined : p === 64 ? s.dFinal64 : s.dFinal32;
   if (form.gdC !== null) return chunkGdReferenceBackward(decl, inp, st, cfg, form.gdC, dy, dFinal);
-  return { ...out, ...fromInnerGrads(decl.inner.backward(decl.inner.forward(inp, st, cfg).saved, inp, dy, cfg, dFinal)) };
+  const pair = judgePair(decl);
+  return { ...out, ...fromInnerGrads(pair.backward(pair.forward(inp, st, cfg).saved, inp, dy, cfg, dFinal)) };
 }
 
 /**
@@ -91,7 +93,7 @@ function compareAll(decl: RuleDecl, frozen: boolean, k: KSpec, seqs: Seq[], cfg:
   exercised: Set<string>, who: string, precision: Precision, form: RefForm, shape: Shape): CaseOutcome {
   const ref = (s: Seq, p: 32 | 64) => (which === "forward" ? refForward(decl, frozen, s, p, cfg, form) : refBackward(decl, frozen, s, p, cfg, k, form));
   const r64 = seqs.map((s) => ref(s, 64));
-  const r32 = seqs.map((s, n) => plainYardstickSeq(precision.accumulate, r64[n]!, () => asStored(ref(s, 32), precision)));
+  const r32 = seqs.map((s, n) => plainYardstickSeq(precision.accumulate, r64[n]!, () => asStored(ref(s, 32), precision), plainRandomRuns(decl)));
   return flashCompare(comparedItems(kernel, r64, r32, frozen, "abi", true), exercised, who, precision, { layout: { B: shape.B, H: shape.H, T: shape.T, C: k.C } });
 }
 

@@ -1,0 +1,93 @@
+/**
+ * One production case judged end to end (docs/spec/conformance.md#production): B = 2, T = 4096,
+ * H = 16, d = 128, rule `delta`, the pure-f32 cpu build (cpu-f32: f32 storage and sums) — the
+ * kernel's forward and backward, ref64, the plain reference's yardstick, the flash-attention bound
+ * per tensor and sequence and the bias test per tensor — on two worker threads, one per batch
+ * element: each runs the kernel on its H sequences (one ABI call of B = 1: the sequences of a batch
+ * are independent in the ABI), then judges them one by one, posting a summary per sequence
+ * (oracle/sequence-judge.ts); the main thread combines the summaries into the verdict. Prints the
+ * wall time, the kernel and reference times, the peak RSS of the process (both workers included)
+ * and the verdict, with the process's CPU time and a fixed baseline workload timed after it (the
+ * machine is shared: wall / baseline moves less with its load); exit status 1 when the verdict is
+ * not a pass.
+ * Usage: npx bun bench/production-case.ts [--backend cpu-f32|cpu-emu|cpu-bf16] [--rule delta|gated_delta]
+ *          [--T 4096] [--H 16] [--d 128] [--seed 1]
+ */
+import { Worker } from "node:worker_threads";
+import { buildLib, type LibKind } from "../ffi/build.ts";
+import { ALPHA_LEVELS, THETA_LEVELS } from "../cases/rule-case.ts";
+import { streamVerdict, type SeqSummary } from "../oracle/sequence-judge.ts";
+import { ruleByKey } from "../src/rules/index.ts";
+import { baselineMs } from "./baseline.ts";
+import type { WorkerJob, WorkerMessage } from "./production-worker.ts";
+
+const argv = process.argv.slice(2);
+function arg(name: string, dflt: string): string {
+  const i = argv.indexOf(`--${name}`);
+  if (i < 0) return dflt;
+  const v = argv[i + 1];
+  if (v === undefined) usage(`--${name} needs a value`);
+  return v;
+}
+function usage(msg: string): never {
+  console.error(`production-case: ${msg}\nusage: bun bench/production-case.ts [--backend cpu-f32|cpu-emu|cpu-bf16] [--rule delta|gated_delta] [--T N] [--H N] [--d N] [--seed N]`);
+  process.exit(2);
+}
+const KINDS: Record<string, LibKind> = { "cpu-f32": "cpu-f32", "cpu-emu": "cpu", "cpu-bf16": "cpu-bf16" };
+const backend = arg("backend", "cpu-f32");
+const kind = KINDS[backend] ?? usage(`unknown --backend '${backend}' (known: ${Object.keys(KINDS).join(", ")})`);
+const rule = arg("rule", "delta");
+try {
+  ruleByKey(rule);
+} catch (e) {
+  usage((e as Error).message);
+}
+const int = (name: string, dflt: number) => {
+  const v = Number(arg(name, String(dflt)));
+  if (!Number.isInteger(v) || v < 1) usage(`--${name} must be a positive integer`);
+  return v;
+};
+const B = 2, T = int("T", 4096), H = int("H", 16), d = int("d", 128), seed = int("seed", 1);
+/** The kernel's checkpoint interval (docs/spec/kernel-abi.md#checkpointing). */
+const C = 16;
+
+const lib = (await buildLib(kind)).path;
+const alphas = Object.values(ALPHA_LEVELS), thetas = Object.values(THETA_LEVELS);
+/** Sequence n: its own seed, gate levels (the case generator's) and a random initial state. */
+const spec = (n: number): WorkerJob["specs"][number] => ({ d, seq_len: T, alpha: alphas[n % alphas.length]!, theta: thetas[n % thetas.length]!, seed: seed * 100_003 + n });
+
+console.log(`production case: rule ${rule}, ${backend}, B = ${B}, T = ${T}, H = ${H}, d = ${d}, seed ${seed}, two workers`);
+const start = performance.now(), cpu0 = process.cpuUsage();
+const summaries: SeqSummary[] = [];
+const kernelSeconds: number[] = [];
+let refSeconds = 0;
+await Promise.all([0, 1].map((b) => new Promise<void>((resolve, reject) => {
+  const job: WorkerJob = { lib, rule, b, T, H, d, C, specs: Array.from({ length: H }, (_, h) => spec(b * H + h)) };
+  const w = new Worker(new URL("./production-worker.ts", import.meta.url), { workerData: job });
+  w.on("message", (m: WorkerMessage) => {
+    if (m.kind === "kernel") kernelSeconds.push(m.seconds);
+    else if (m.kind === "seq") {
+      summaries.push(...m.summaries);
+      refSeconds += m.seconds;
+    } else {
+      void w.terminate();
+      resolve();
+    }
+  });
+  w.on("error", reject);
+})));
+const wall = (performance.now() - start) / 1000;
+const used = process.cpuUsage(cpu0), cpu = (used.user + used.system) / 1e6;
+const base = baselineMs() / 1000;
+const v = streamVerdict(summaries, { storage: backend === "cpu-bf16" ? "bf16" : "f32", state: "f32", accumulate: backend === "cpu-emu" ? "f64" : "f32" });
+const rssMB = process.resourceUsage().maxRSS / 1024;
+
+console.log(`wall ${wall.toFixed(1)} s (kernel ${kernelSeconds.map((s) => s.toFixed(1)).join(" + ")} s, references and judging ${refSeconds.toFixed(1)} s over ${B * H} sequences, summed over both workers)`);
+console.log(`CPU ${cpu.toFixed(1)} s (both workers; ${(cpu / wall).toFixed(2)} cores on average)`);
+console.log(`baseline workload ${base.toFixed(2)} s (about 1 s on an idle 2-core machine: bench/baseline.ts); wall / baseline ${(wall / base).toFixed(1)}`);
+console.log(`peak RSS ${rssMB.toFixed(0)} MB`);
+for (const [name, t] of Object.entries(v.tensors)) {
+  console.log(`  ${name.padEnd(8)} err ${t.err.toExponential(2)}  plain ${t.plain.toExponential(2)}  bound ${t.bound.toExponential(2)}  err/bound ${t.ratio.toFixed(3)}  slope ${t.slope.toExponential(2)} (threshold ${t.threshold.toExponential(2)})`);
+}
+console.log(`verdict: ${v.ok ? "pass" : v.vacuous ? "vacuous" : "fail"}${v.message !== undefined ? ` — ${v.message}` : ""}`);
+process.exit(v.ok ? 0 : 1);

@@ -1,0 +1,109 @@
+/**
+ * One batch element of bench/production-case.ts, in a worker thread: its H sequences drawn,
+ * the kernel run on them (one ABI call of B = 1), then per sequence ref64, the plain reference's
+ * yardstick and the summary the verdict needs (oracle/sequence-judge.ts), posted as each sequence
+ * finishes; nothing of a sequence is kept once its summary is posted.
+ */
+import { parentPort, workerData } from "node:worker_threads";
+import { symbolName } from "../ffi/abi.ts";
+import { stateShapesOf } from "../ffi/backends.ts";
+import { openKernelLib } from "../ffi/lib.ts";
+import { comparedItems, tokenWidth, unpackState, unpackTokens } from "../cases/kernel-batch.ts";
+import { batchDy, batchInputs, batchState, type Seq } from "../conformance/c5/batch.ts";
+import { byInput, declaredPrecision } from "../conformance/c5/forward-backward.ts";
+import { requirePair } from "../conformance/c5/kernel-lib.ts";
+import { plainRandomRuns, plainYardstickSeq, runPlain, runRef64, type PairCase, type SeqTensors } from "../oracle/plain-reference.ts";
+import { summarise } from "../oracle/sequence-judge.ts";
+import { ruleByKey } from "../src/rules/index.ts";
+import { roundTo } from "../src/precision.ts";
+import { Rng } from "../src/rng.ts";
+import type { InnerInputs, RuleConfig } from "../src/rules/types.ts";
+import { Tensor, cast } from "../src/tensor.ts";
+
+export interface WorkerJob {
+  lib: string;
+  rule: string;
+  b: number;
+  T: number;
+  H: number;
+  d: number;
+  C: number;
+  /** Per sequence: its seed and gate levels (α_t, θ_t are drawn within ±50% of them). */
+  specs: { d: number; seq_len: number; seed: number; alpha: number; theta: number }[];
+}
+export type WorkerMessage =
+  | { kind: "kernel"; b: number; seconds: number }
+  | { kind: "seq"; n: number; seconds: number; summaries: ReturnType<typeof summarise>[] }
+  | { kind: "done"; b: number };
+
+const job = workerData as WorkerJob;
+const decl = ruleByKey(job.rule);
+const lib = openKernelLib(job.lib, stateShapesOf);
+const pair = requirePair(lib, decl.key);
+const precision = declaredPrecision(lib, symbolName(decl.key, "forward"));
+const post = (m: WorkerMessage) => parentPort!.postMessage(m);
+
+/**
+ * Sequence n's inputs, drawn directly (not through a level: the case generator's level forward would
+ * cost two reference runs per sequence): k and q rows on the unit sphere (the level normalises
+ * them, D1), v and dy in U(−1, 1), α_t and θ_t around the sequence's gate levels, a random initial
+ * state (the rule's sampler) and d(final state) in U(−1, 1); rounded once to the kernel's storage
+ * and state dtypes, held in f32 (the f64 copies are cast per sequence when it is judged).
+ */
+function drawSequence(spec: WorkerJob["specs"][number]): Seq {
+  const { d, seq_len: T } = spec, rng = new Rng(spec.seed);
+  const t32 = (shape: number[], draw: () => number, dt = precision.storage) => {
+    const t = new Tensor("f32", shape);
+    for (let i = 0; i < t.size; i++) t.data[i] = roundTo(dt, draw());
+    return t;
+  };
+  const unitRows = () => {
+    const t = new Tensor("f32", [T, d]), row = new Float64Array(d);
+    for (let r = 0; r < T; r++) {
+      for (let i = 0; i < d; i++) row[i] = rng.uniform(-1, 1);
+      const norm = Math.hypot(...row) || 1;
+      for (let i = 0; i < d; i++) t.data[r * d + i] = roundTo(precision.storage, row[i]! / norm);
+    }
+    return t;
+  };
+  const a = spec.alpha, th = spec.theta;
+  const k = unitRows(), q = unitRows(), v = t32([T, d], () => rng.uniform(-1, 1));
+  const alpha = t32([T], () => a * rng.uniform(0.5, 1.5)), theta = t32([T], () => th * rng.uniform(0.5, 1.5));
+  const M = decl.randomState(cfgOf(spec), "f32", () => rng.next()).M!;
+  for (let i = 0; i < M.size; i++) M.data[i] = roundTo(precision.state, M.data[i]!);
+  const dy = t32([T, d], () => rng.uniform(-1, 1)), dM = t32([d, d], () => rng.uniform(-1, 1), precision.state);
+  const in32 = { k, v, q, x: k, alpha, theta } as unknown as InnerInputs;
+  return { cfg: cfgOf(spec), in32, in64: undefined as never, st32: { M }, st64: undefined as never, dy32: dy, dy64: undefined as never, dFinal32: { M: dM }, dFinal64: undefined as never };
+}
+const cfgOf = (s: WorkerJob["specs"][number]): RuleConfig => ({ d: s.d, seq_len: s.seq_len });
+const seqs: Seq[] = job.specs.map(drawSequence);
+const cfg = seqs[0]!.cfg;
+const shape = { B: 1, T: job.T, H: job.H, d: job.d };
+
+const t0 = performance.now();
+const inputs = batchInputs(pair.abi, seqs, shape), st0 = batchState(pair.abi.state, seqs.map((s) => s.st32));
+const f = pair.forward(shape, job.C, cfg, inputs, st0);
+const g = pair.backward(shape, job.C, cfg, inputs, st0, f.ws, batchDy(seqs, shape), batchState(pair.abi.state, seqs.map((s) => s.dFinal32)));
+f.ws.free();
+const grads = byInput(g.grads);
+post({ kind: "kernel", b: job.b, seconds: (performance.now() - t0) / 1000 });
+
+const f64 = (r: Readonly<Record<string, Tensor>>) => Object.fromEntries(Object.entries(r).map(([k, t]) => [k, cast(t, "f64")]));
+for (let h = 0; h < job.H; h++) {
+  const t1 = performance.now();
+  const s = seqs[h]!;
+  const c: PairCase = { inputs: f64(s.in32 as unknown as Record<string, Tensor>) as never, state: f64(s.st32), dy: cast(s.dy32, "f64"), dFinal: f64(s.dFinal32) };
+  const kern: SeqTensors = {
+    y: unpackTokens(f.y, shape, job.d, h, new Float32Array(job.T * job.d)),
+    state: Object.fromEntries(Object.entries(f.state).map(([k, a]) => [k, unpackState(a, job.H, h)])),
+    grads: Object.fromEntries(Object.entries(grads).map(([k, a]) => [k, unpackTokens(a, shape, tokenWidth(k, job.d), h, new Float32Array(job.T * tokenWidth(k, job.d)))])),
+    dState0: Object.fromEntries(Object.entries(g.dState0).map(([k, a]) => [k, unpackState(a, job.H, h)])),
+  };
+  const r64 = runRef64(decl, false, c, cfg);
+  const r32 = plainYardstickSeq(precision.accumulate, r64, (o) => runPlain(decl, false, c, cfg, precision, o), plainRandomRuns(decl));
+  const n = job.b * job.H + h;
+  const items = comparedItems([kern], [r64], [r32], false, "abi", true).map((it) => ({ ...it, seq: n }));
+  seqs[h] = undefined as never;
+  post({ kind: "seq", n, seconds: (performance.now() - t1) / 1000, summaries: items.map(summarise) });
+}
+post({ kind: "done", b: job.b });
