@@ -174,7 +174,7 @@ def _delta(k, v, q, x, g, omega, st, cfg):
     ys = []
     for t in range(k.shape[0]):
         e = store(store(store(M) @ k[t]) - v[t])              # L2 bias: psi(e) = e
-        M = (1 - g["alpha"][t]) * M - torch.outer(store(g["theta"][t] * e), k[t])
+        M = (1 - g["alpha"][t]) * M - g["theta"][t] * torch.outer(e, k[t])
         ys.append(store(store(M) @ q[t]))                     # read after write
     return torch.stack(ys), {"M": M}
 
