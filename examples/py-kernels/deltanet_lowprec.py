@@ -53,19 +53,21 @@ def _l2(x, low):
     return (x * torch.rsqrt((x * x).sum(-1, keepdim=True))).to(low)
 
 
-def _recurrent(q, k, v, beta, S, scale, low):
-    """q, k, v [B, H, T, *] and beta [B, H, T] in `low`; S [B, H, K, V] in f32."""
+def _recurrent(q, k, v, beta, S, scale, low, read=lambda k: k):
+    """q, k, v [B, H, T, *] and beta [B, H, T] in `low`; S [B, H, K, V] in f32. `read`: the keys the
+    prediction reads (deltanet_lowprec_planted.py detaches them)."""
     outs = []
     for t in range(k.shape[2]):
         kt, vt, qt, bt = k[:, :, t:t + 1], v[:, :, t:t + 1], q[:, :, t:t + 1], beta[:, :, t, None, None]
-        pred = _mm(kt, S, low)                                           # kᵀS, stored low
+        pred = _mm(read(kt), S, low)                                     # kᵀS, stored low
         v_new = (bt.float() * (vt.float() - pred.float())).to(low)       # β (v − kᵀS), stored low
         S = S + kt.float().transpose(-1, -2) @ v_new.float()             # the state stays f32
         outs.append((scale * (qt.float() @ S)).to(low))
     return torch.cat(outs, 2), S
 
 
-def _chunked(q, k, v, beta, S, scale, low, C=CHUNK):
+def _chunked(q, k, v, beta, S, scale, low, read=lambda k: k, C=CHUNK):
+    """As _recurrent; `read`: the keys K Kᵀ reads."""
     B, H, T, K = k.shape
     pad = (-T) % C
     if pad:  # padded tokens have k = v = 0 and beta = 0: they leave the state as it is
@@ -77,7 +79,7 @@ def _chunked(q, k, v, beta, S, scale, low, C=CHUNK):
     outs = []
     for c0 in range(0, T + pad, C):
         qc, kc, vc, bc = q[:, :, c0:c0 + C], k[:, :, c0:c0 + C], v[:, :, c0:c0 + C], beta[:, :, c0:c0 + C]
-        kkt = kc.float() @ kc.float().transpose(-1, -2)
+        kkt = read(kc).float() @ read(kc).float().transpose(-1, -2)
         L = (bc.float()[..., :, None] * kkt).masked_fill(~strict, 0)
         A = torch.linalg.solve_triangular(eye + L, eye.expand_as(L), upper=False, unitriangular=True).to(low)
         w = _mm(A, (bc[..., None].float() * kc.float()).to(low), low)
