@@ -58,7 +58,7 @@ export interface StoredIntermediates {
 }
 
 /** Stochastic-rounding runs of the storage-intermediates yardstick, besides the one to nearest (measured choice: docs/spec/precision.md#intermediates). */
-export const STORAGE_RANDOM_RUNS = 8;
+export const STORAGE_RANDOM_RUNS = 16;
 
 /**
  * The precision a judged kernel is held to (docs/spec/py-backend.md#precision): storage = its
