@@ -12,7 +12,9 @@ import { expectStatus, pyRun } from "./py-run.ts";
 const hasTorch = Bun.spawnSync({ cmd: [process.env.NLC_TORCH_PYTHON ?? "/usr/bin/python3", "-c", "import torch"] }).exitCode === 0;
 
 const CORRECT = ["recurrent_delta_bf16", "chunk_delta_bf16", "recurrent_delta_f16", "chunk_delta_f16"].map((k) => `py:examples/py-kernels/deltanet_lowprec.py:${k}`);
-const PLANTED = ["chunk_delta_f16_dbeta_scaled", "recurrent_delta_bf16_dbeta_scaled", "chunk_delta_bf16_dk_dropped", "recurrent_delta_f16_dk_dropped"]
+// dβ × (1 + 1/128) in f16: in bf16 it is below what the yardstick can see (about 1% there,
+// docs/spec/precision.md#intermediates)
+const PLANTED = ["chunk_delta_f16_dbeta_scaled", "recurrent_delta_f16_dbeta_scaled", "chunk_delta_bf16_dk_dropped", "recurrent_delta_f16_dk_dropped"]
   .map((k) => `py:examples/py-kernels/deltanet_lowprec_planted.py:${k}`);
 
 const run = pyRun(() => [...CORRECT, ...PLANTED]);
@@ -28,12 +30,13 @@ test.skipIf(!hasTorch)("py: the bf16 and f16 DeltaNet kernels with storage inter
 }, 300_000);
 
 test.skipIf(!hasTorch)("py: a planted dβ × (1 + 1/128) and a dropped term of dk fail the backward, on the tensor planted", () => {
+  const got: Record<string, string> = {}, want: Record<string, string> = {};
   for (const b of PLANTED) {
-    expectStatus(run.get(b, "delta", "forward"), "pass");
-    const r = run.get(b, "delta", "backward");
-    expectStatus(r, "fail");
-    expect(r.message).toMatch(b.includes("dbeta") ? /^dtheta / : /^dk /);
+    const f = run.get(b, "delta", "forward"), r = run.get(b, "delta", "backward");
+    got[b] = `forward ${f.status}, backward ${r.status} on ${(r.message ?? "").split(" ")[0]}`;
+    want[b] = `forward pass, backward fail on ${b.includes("dbeta") ? "dtheta" : "dk"}`;
   }
+  expect(got).toEqual(want);
 }, 300_000);
 
 test.skipIf(!hasTorch)("py: a wrong intermediates declaration is an error naming the field; a rule the reference marks no stored values in too", () => {
