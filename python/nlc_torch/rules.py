@@ -174,7 +174,7 @@ def _delta(k, v, q, x, g, omega, st, cfg):
     ys = []
     for t in range(k.shape[0]):
         e = store(store(store(M) @ k[t]) - v[t])              # L2 bias: psi(e) = e
-        M = (1 - g["alpha"][t]) * M - g["theta"][t] * torch.outer(e, k[t])
+        M = (1 - g["alpha"][t]) * M - g["theta"][t] * store(torch.outer(e, k[t]))
         ys.append(store(store(M) @ q[t]))                     # read after write
     return torch.stack(ys), {"M": M}
 
@@ -197,7 +197,7 @@ def _titans(k, v, q, x, g, omega, st, cfg):
     ys = []
     for t in range(k.shape[0]):
         e = M @ k[t] - v[t]
-        S = g["eta"][t] * S - g["theta"][t] * torch.outer(e, k[t])   # EMA momentum
+        S = g["eta"][t] * S - g["theta"][t] * store(torch.outer(e, k[t]))   # EMA momentum
         M = (1 - g["alpha"][t]) * M + S
         ys.append(M @ q[t])
     return torch.stack(ys), {"M": M, "S": S}
