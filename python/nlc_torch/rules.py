@@ -197,7 +197,7 @@ def _titans(k, v, q, x, g, omega, st, cfg):
     ys = []
     for t in range(k.shape[0]):
         e = M @ k[t] - v[t]
-        S = g["eta"][t] * S - g["theta"][t] * store(torch.outer(e, k[t]))   # EMA momentum
+        S = g["eta"][t] * S - g["theta"][t] * torch.outer(e, k[t])   # EMA momentum
         M = (1 - g["alpha"][t]) * M + S
         ys.append(M @ q[t])
     return torch.stack(ys), {"M": M, "S": S}
