@@ -177,3 +177,20 @@ function farthest(first: ArrayLike<number>, others: readonly (ArrayLike<number> 
   }
   return far;
 }
+
+/**
+ * Per tensor and element, the value of `runs` farthest from ref64 (a yardstick from several runs
+ * made elsewhere, e.g. the storage-intermediates runs of the PyTorch reference,
+ * docs/spec/precision.md#intermediates). Names ref64 lacks are taken from the first run.
+ */
+export function farthestSeq(ref64: SeqTensors, runs: readonly SeqTensors[]): SeqTensors {
+  const [first, ...rest] = runs;
+  if (first === undefined) throw new Error("farthestSeq: no run");
+  const part = (p: "state" | "grads" | "dState0"): Record<string, ArrayLike<number>> => {
+    const out = { ...first[p] };
+    for (const name of Object.keys(out)) out[name] = farthest(out[name]!, rest.map((r) => r[p][name]), ref64[p][name]);
+    return out;
+  };
+  const y = first.y === undefined ? undefined : farthest(first.y, rest.map((r) => r.y), ref64.y);
+  return { ...(y !== undefined ? { y } : {}), state: part("state"), grads: part("grads"), dState0: part("dState0") };
+}

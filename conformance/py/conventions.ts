@@ -27,6 +27,11 @@ export interface Conventions {
   readonly qk_l2norm: boolean;
   /** Declared accumulate dtype (null: as the storage dtype implies, docs/spec/py-backend.md#precision). */
   readonly accumulate: "f32" | "f64" | null;
+  /**
+   * "storage": the kernel keeps its intermediates in its storage dtype, and its plain reference
+   * does too (docs/spec/precision.md#intermediates); null: f32 intermediates. Absent from older hosts.
+   */
+  readonly intermediates?: "storage" | null;
 }
 
 export const NO_CONVENTIONS: Conventions = { absent: [], scale: null, log_gates: {}, bounded: [], qk_l2norm: false, accumulate: null };

@@ -52,9 +52,9 @@ function ref64(decl: RuleDecl, c: PyCase, n: number): SeqTensors {
 async function phaseCase(s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision, which: "forward" | "backward"): Promise<CaseOutcome> {
   const keys = which === "forward" ? forwardKeys(c) : backwardKeys(c);
   const kernel = readReply(c, which === "forward" ? await s.forward(c, key) : await s.backward(c, key), keys, "kernel", which);
-  const r32 = await s.plainReference(c, key, p, keys);
   // a packed batch's sequence is judged against the reference run on that sequence alone (docs/spec/py-backend.md#packed)
   const r64 = c.seqs.map((_, n) => toKernelGrads(c, n, ref64(decl, c, n)));
+  const r32 = await s.plainReference(c, key, p, keys, r64);
   if (which === "backward") {
     for (const k of keys) {
       if (k.part === "dState0" && r64[0]!.dState0[k.name] === undefined) throw new Error(`the reference backward of ${key} returns no gradient of the state ${k.name}`);

@@ -12,7 +12,7 @@ import { F32_STORE_F64_ACC } from "../../oracle/kernel-judge.ts";
 import { lengthGroups, seqState, seqTokens, stateLead, statesTensor, toKernelGrads, tokensTensor, type PyCase } from "./cases.ts";
 import { NO_CONVENTIONS, type Conventions } from "./conventions.ts";
 import { emptySeq, isStateTensor, mapSeq, nameOf, setAt, type TensorKey, type TensorNaming } from "../../cases/kernel-batch.ts";
-import type { SeqTensors } from "../../oracle/plain-reference.ts";
+import { farthestSeq, type SeqTensors } from "../../oracle/plain-reference.ts";
 import type { PyBackend } from "./plan.ts";
 
 /** What the kernel declares (kernel_load's reply). */
@@ -53,6 +53,15 @@ export function kernelTimeoutMs(): number {
 }
 
 export type Out = Map<string, Tensor>;
+
+/** The `intermediates` of an `inner` request (python/PROTOCOL.md): stored values held in `dtype`, rounded to nearest or stochastically from a seed. */
+export interface StoredIntermediates {
+  readonly dtype: "bf16" | "f16";
+  readonly rounding: "nearest" | number;
+}
+
+/** Stochastic-rounding runs of the storage-intermediates yardstick, besides the one to nearest (measured choice: docs/spec/precision.md#intermediates). */
+export const STORAGE_RANDOM_RUNS = 16;
 
 /**
  * The precision a judged kernel is held to (docs/spec/py-backend.md#precision): storage = its
@@ -132,7 +141,7 @@ export class KernelSession {
    * The PyTorch reference's inner recurrence per sequence [N, ...]: y, final state and, by
    * autograd with dy and d(final state), every input's and the initial state's gradient.
    */
-  async torchReference(c: PyCase, rule: string, dtype: "f64" | "f32"): Promise<Out> {
+  async torchReference(c: PyCase, rule: string, dtype: "f64" | "f32", intermediates?: StoredIntermediates): Promise<Out> {
     const tensors: [string, Tensor][] = c.inputs.map((n) => [wire.input(n), statesTensor(c, (s) => s.in64[n]!)]);
     for (const n of c.stateNames) {
       tensors.push([wire.state(n), statesTensor(c, (s) => s.st64[n]!)]);
@@ -140,7 +149,8 @@ export class KernelSession {
     }
     tensors.push([wire.dy, statesTensor(c, (s) => s.dy64)]);
     this.ref ??= TorchBridge.start({ timeoutMs: 120_000 });
-    return (await (await this.ref).call({ op: "inner", rule, config: c.cfg, dtype }, tensors, `reference backward of ${rule} (${dtype})`)).tensors;
+    const header = { op: "inner", rule, config: c.cfg, dtype, ...(intermediates ? { intermediates } : {}) };
+    return (await (await this.ref).call(header, tensors, `reference backward of ${rule} (${dtype})`)).tensors;
   }
 
   /**
@@ -149,16 +159,40 @@ export class KernelSession {
    * `keys` per sequence, each rounded to the dtype the kernel returns it in. The one place this
    * rounding happens.
    */
-  async plainReference(c: PyCase, rule: string, p: Precision, keys: readonly TensorKey[]): Promise<SeqTensors<Float64Array>[]> {
-    // a packed batch: one reference run per distinct sequence length (each sequence alone), results in packed order
+  async plainReference(c: PyCase, rule: string, p: Precision, keys: readonly TensorKey[], r64?: readonly SeqTensors[]): Promise<SeqTensors<Float64Array>[]> {
+    if (c.conv.intermediates === "storage") return this.storagePlainReference(c, rule, p, keys, r64);
+    return this.grouped(c, (sub) => this.torchReference(sub, rule, "f32"), p, keys);
+  }
+
+  /**
+   * One reference call per distinct sequence length (a packed batch: each sequence alone, at its
+   * own length), its outputs rounded, in the case's sequence order.
+   */
+  private async grouped(c: PyCase, call: (sub: PyCase) => Promise<Out>, p: Precision, keys: readonly TensorKey[]): Promise<SeqTensors<Float64Array>[]> {
     const out: SeqTensors<Float64Array>[] = new Array(c.seqs.length);
-    for (const { sub, seqs } of lengthGroups(c)) {
-      const r = await this.torchReference(sub, rule, "f32");
-      readReply(sub, r, keys, "stacked", "reference").forEach((rs, j) => {
-        out[seqs[j]!] = mapSeq(toKernelGrads(sub, j, rs), (a, k) => Float64Array.from(roundedCopy(isStateTensor(k) ? p.state : p.storage, a)));
-      });
-    }
+    for (const { sub, seqs } of lengthGroups(c)) this.rounded(sub, await call(sub), p, keys).forEach((rs, j) => (out[seqs[j]!] = rs));
     return out;
+  }
+
+  private rounded(c: PyCase, out: Out, p: Precision, keys: readonly TensorKey[]): SeqTensors<Float64Array>[] {
+    return readReply(c, out, keys, "stacked", "reference").map((r, n) =>
+      mapSeq(toKernelGrads(c, n, r), (a, k) => Float64Array.from(roundedCopy(isStateTensor(k) ? p.state : p.storage, a))));
+  }
+
+  /**
+   * The yardstick of a kernel that keeps its intermediates in its storage dtype
+   * (docs/spec/precision.md#intermediates): the PyTorch reference in f32 with its stored values
+   * rounded to the storage dtype, once to nearest and STORAGE_RANDOM_RUNS times stochastically,
+   * per element the run farthest from ref64 (`r64`, required here).
+   */
+  private async storagePlainReference(c: PyCase, rule: string, p: Precision, keys: readonly TensorKey[], r64?: readonly SeqTensors[]): Promise<SeqTensors<Float64Array>[]> {
+    if (r64 === undefined) throw new Error("the storage-intermediates yardstick needs ref64");
+    const dtype = p.storage;
+    if (dtype === "f32") throw new Error("intermediates \"storage\" needs a bf16 or f16 storage dtype");
+    const roundings: StoredIntermediates["rounding"][] = ["nearest", ...Array.from({ length: STORAGE_RANDOM_RUNS }, (_, i) => i + 1)];
+    const runs: SeqTensors<Float64Array>[][] = [];
+    for (const rounding of roundings) runs.push(await this.grouped(c, (sub) => this.torchReference(sub, rule, "f32", { dtype, rounding }), p, keys));
+    return c.seqs.map((_, n) => mapSeq(farthestSeq(r64[n]!, runs.map((r) => r[n]!)), (a) => Float64Array.from(a)));
   }
 
   async close(): Promise<void> {

@@ -157,6 +157,14 @@ class Kernel:
         if acc is not None and acc not in ("f32", "f64"):
             raise KernelError(f"{spec}.nlc['accumulate']: expected 'f32' or 'f64', got {acc!r}")
         self.accumulate = acc
+        inter = decl.get("intermediates")
+        if inter is not None and inter != "storage":
+            raise KernelError(f"{spec}.nlc['intermediates']: expected 'storage' (intermediates kept in the storage dtype) "
+                              f"or absent, got {inter!r}")
+        if inter is not None and decl.get("dtype", "f32") not in ("bf16", "f16"):
+            raise KernelError(f"{spec}.nlc['intermediates']: 'storage' needs a bf16 or f16 dtype, the kernel declares "
+                              f"{decl.get('dtype', 'f32')!r} (docs/spec/precision.md#intermediates)")
+        self.intermediates = inter
 
     def keyword(self, name: str) -> str:
         """The keyword of one of our inputs: a log-space gate's own keyword, else its `names` entry."""
@@ -172,7 +180,7 @@ class Kernel:
         else:
             scale = {"value": 1.0, "keyword": None, "divided": float(s)} if s is not None else None
         return {"absent": self.absent, "scale": scale, "log_gates": self.log_gates, "bounded": self.bounded,
-                "qk_l2norm": bool(self.qk_l2norm), "accumulate": self.accumulate}
+                "qk_l2norm": bool(self.qk_l2norm), "accumulate": self.accumulate, "intermediates": self.intermediates}
 
     @staticmethod
     def _import(module: str, path: Optional[str]):

@@ -9,11 +9,13 @@ TypeScript reference itself. f64 is served too.
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Dict, List, Optional
 
 import torch
 
 from .rules import GATES, INNER, InputError, _frozen_read, resolve_config
+from .storage import STORING_RULES, storing
 
 GATE_NAMES = ("alpha", "theta", "eta")
 TOKEN_NAMES = ("k", "v", "q", "x", "omega")
@@ -21,8 +23,11 @@ DTYPES = {"f64": torch.float64, "f32": torch.float32}
 
 
 def run_inner(key: str, cfg_in: dict, dtype: str, inputs: Dict[str, torch.Tensor], state: Dict[str, torch.Tensor],
-              dy: Optional[torch.Tensor], d_state: Dict[str, torch.Tensor]) -> Dict[str, Dict[str, torch.Tensor]]:
-    """inputs: k v q x omega [N, T, d] and gates [N, T]; state and d_state [N, r, c]; dy [N, T, d]."""
+              dy: Optional[torch.Tensor], d_state: Dict[str, torch.Tensor],
+              intermediates: Optional[dict] = None) -> Dict[str, Dict[str, torch.Tensor]]:
+    """inputs: k v q x omega [N, T, d] and gates [N, T]; state and d_state [N, r, c]; dy [N, T, d].
+    `intermediates` {"dtype", "rounding"}: the values the rule marks as stored are held in that
+    dtype (docs/spec/precision.md#intermediates); None: the plain run."""
     frozen = key.endswith(".frozen")
     if frozen:
         key = key[: -len(".frozen")]
@@ -31,6 +36,9 @@ def run_inner(key: str, cfg_in: dict, dtype: str, inputs: Dict[str, torch.Tensor
     if dtype not in DTYPES:
         raise InputError(f"dtype: expected f64 or f32, got {dtype!r}")
     dt = DTYPES[dtype]
+    if intermediates is not None and (frozen or key not in STORING_RULES):
+        raise InputError(f"intermediates: the torch reference marks no stored values in {key}{'.frozen' if frozen else ''} "
+                         f"(it does in: {', '.join(STORING_RULES)}); docs/spec/precision.md#intermediates")
     cfg = resolve_config(key, cfg_in)
     for n in (("q",) if frozen else ("k", "q")):  # Atlas reads no v; a frozen read only q
         if n not in inputs:
@@ -51,7 +59,8 @@ def run_inner(key: str, cfg_in: dict, dtype: str, inputs: Dict[str, torch.Tensor
         leaves = {n: t[s].to(dt).clone().requires_grad_(True) for n, t in inputs.items()}
         st0 = {n: t[s].to(dt).clone().requires_grad_(True) for n, t in state.items()}
         gates = {} if frozen else {g: leaves[g] for g in GATES[key]}
-        with torch.enable_grad():
+        low = contextlib.nullcontext() if intermediates is None else storing(intermediates.get("dtype"), intermediates.get("rounding", "nearest"))
+        with torch.enable_grad(), low:
             if frozen:  # the read leaves the state unchanged
                 y, final = _frozen_read(key, leaves["q"], st0, cfg), dict(st0)
             else:
@@ -90,5 +99,8 @@ def handle_inner(header: dict, tensors: Dict[str, torch.Tensor]):
     for n in inputs:
         if n not in TOKEN_NAMES + GATE_NAMES:
             raise InputError(f"in.{n}: not an inner input (expected {', '.join(TOKEN_NAMES + GATE_NAMES)})")
-    r = run_inner(key, cfg, dtype, inputs, state, dy, d_state)
+    inter = header.get("intermediates")
+    if inter is not None and not isinstance(inter, dict):
+        raise InputError("intermediates: expected an object {dtype, rounding}")
+    r = run_inner(key, cfg, dtype, inputs, state, dy, d_state, inter)
     return {"ok": True, "rule": key, "dtype": dtype}, list(r.items())

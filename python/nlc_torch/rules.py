@@ -162,13 +162,20 @@ def resolve_config(key: str, cfg: Config) -> Config:
 # Arguments: k, v, q, x [s,d]; gates {name: [s]}; omega [s,d] or None; state; cfg.
 # Return: y [s,d], final state.
 
+def store(x: Tensor) -> Tensor:
+    """A value a kernel stores between its products: x itself, except where a plain reference
+    emulates a kernel that keeps such values in its storage dtype (storage.py: storing)."""
+    return x
+
+
 def _delta(k, v, q, x, g, omega, st, cfg):
     M = st["M"]
+    k, q = store(k), store(q)
     ys = []
     for t in range(k.shape[0]):
-        e = M @ k[t] - v[t]                                   # L2 bias: psi(e) = e
-        M = (1 - g["alpha"][t]) * M - g["theta"][t] * torch.outer(e, k[t])
-        ys.append(M @ q[t])                                   # read after write
+        e = store(store(store(M) @ k[t]) - v[t])              # L2 bias: psi(e) = e
+        M = (1 - g["alpha"][t]) * M - g["theta"][t] * store(torch.outer(e, k[t]))
+        ys.append(store(store(M) @ q[t]))                     # read after write
     return torch.stack(ys), {"M": M}
 
 

@@ -1,0 +1,77 @@
+"""Intermediates held in a storage dtype (docs/spec/precision.md#intermediates): the emulation the
+plain reference runs with for a kernel that declares `intermediates: "storage"`.
+
+A rule's forward marks the values a kernel stores between its products with `rules.store(x)`:
+identity (the very same tensor) unless `storing(...)` is active, so the reference is unchanged,
+bit for bit, outside it. Inside it, each marked value is rounded to the storage dtype in the
+forward and its gradient is rounded to the same dtype in the backward (a kernel that stores a
+tensor in bf16 stores its gradient in bf16 too); every product and sum between the marks stays f32,
+as a tensor-core matmul accumulates.
+
+Rounding is to nearest even, or (`rounding` = a seed) random: a value between two neighbours in
+the dtype goes to either with probability 1/2, from a generator seeded by `rounding` (the same runs
+every time) — as `round32` (src/precision.ts) does for f32 sums.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Optional, Union
+
+import torch
+
+from . import rules
+
+LOW = {"bf16": torch.bfloat16, "f16": torch.float16}
+# significand bits (with the implicit one) and smallest normal exponent, as in src/precision.ts
+FORMATS = {"bf16": (8, -126), "f16": (11, -14)}
+
+
+def round_to(x: torch.Tensor, dtype: str, gen: Optional[torch.Generator]) -> torch.Tensor:
+    """x rounded to `dtype` (values kept in x's dtype): to nearest even, or stochastically with `gen`."""
+    if gen is None:
+        return x.to(LOW[dtype]).to(x.dtype)
+    bits, emin = FORMATS[dtype]
+    a = x.detach().double()
+    _, e = torch.frexp(a)                                   # |a| in [2^(e-1), 2^e)
+    ulp = torch.ldexp(torch.ones_like(a), torch.clamp(e - 1, min=emin) - (bits - 1))
+    lo = torch.floor(a / ulp) * ulp
+    up = torch.rand(a.shape, generator=gen, dtype=torch.float64) < 0.5
+    nearest = x.to(LOW[dtype]).to(x.dtype)
+    # past the largest finite value (or not finite): as rounding to nearest gives it
+    return torch.where(torch.isfinite(nearest), torch.where(lo == a, a, torch.where(up, lo + ulp, lo)).to(x.dtype), nearest)
+
+
+class _Store(torch.autograd.Function):
+    """A value stored in the low dtype: rounded forward, its gradient rounded backward."""
+
+    @staticmethod
+    def forward(ctx, x, dtype, gen):
+        ctx.dtype, ctx.gen = dtype, gen
+        return round_to(x, dtype, gen)
+
+    @staticmethod
+    def backward(ctx, g):
+        return round_to(g, ctx.dtype, ctx.gen), None, None
+
+
+# rules whose forward marks its stored values (others cannot be emulated: an error names them)
+STORING_RULES = ("delta",)
+
+
+@contextlib.contextmanager
+def storing(dtype: str, rounding: Union[str, int]):
+    """Within: rules.store rounds to `dtype` (`rounding`: "nearest" or a seed for stochastic rounding)."""
+    if dtype not in LOW:
+        raise rules.InputError(f"intermediates.dtype: expected bf16 or f16, got {dtype!r}")
+    if rounding != "nearest" and (isinstance(rounding, bool) or not isinstance(rounding, int)):
+        raise rules.InputError(f"intermediates.rounding: expected 'nearest' or an integer seed, got {rounding!r}")
+    gen = None
+    if rounding != "nearest":
+        gen = torch.Generator()
+        gen.manual_seed(int(rounding))
+    before = rules.store
+    rules.store = lambda x: _Store.apply(x, dtype, gen)
+    try:
+        yield
+    finally:
+        rules.store = before
