@@ -11,7 +11,9 @@ import { cachedValidator, validatorCachePath } from "../cases/schema-validator.t
 import { check, report } from "./synthetic-report.ts";
 
 const SCHEMA = join(ROOT, "reports", "schema", "nlc-report.schema.json");
-const OPTIONS = { allErrors: true, strict: true, validateFormats: false } as const;
+// The report's options plus one default spelled out: a cache path of this test's own, which no
+// other test of the same process has loaded (a loaded module stays in the require cache).
+const OPTIONS = { allErrors: true, strict: true, validateFormats: false, verbose: false } as const;
 
 const good = JSON.parse(JSON.stringify(report([check("C2/moneta", "pass", { ratio: 0.5 }), check("C5/cuda/delta/forward", "skip")]))) as Record<string, unknown>;
 const bad: unknown[] = [

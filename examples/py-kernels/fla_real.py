@@ -37,5 +37,5 @@ fused_recurrent_gated_delta_rule = declared(_fused_recurrent_gated_delta_rule, *
 fused_recurrent_delta_rule_bf16 = declared(_fused_recurrent_delta_rule, **DELTANET, dtype="bf16")
 fused_recurrent_gated_delta_rule_bf16 = declared(_fused_recurrent_gated_delta_rule, **GATED_DELTANET, dtype="bf16", forward_only=True)
 # The same bf16 kernel declared as keeping intermediates in bf16 (fla normalises q and k in a
-# separate kernel that writes them back in bf16): docs/spec/precision.md#intermediates.
+# separate kernel that writes them back in bf16): docs/spec/precision.md#intermediates
 fused_recurrent_delta_rule_bf16_stored = declared(_fused_recurrent_delta_rule, **DELTANET, dtype="bf16", intermediates="storage")
