@@ -92,6 +92,23 @@ export function clampHyper(decl: RuleDecl, s: RuleCaseSpec): RuleCaseSpec {
   return { ...s, hyper };
 }
 
+/**
+ * The same case at every other value of each enumerated hyperparameter (Lattice's write variant).
+ * A value can leave an input unused (Lattice's encode writes k and never reads v, and similarity
+ * at d = 1 writes nothing), so a check drawing the value at random could, at some seed, compare
+ * that input's gradient only where it is zero and be vacuous. Kernel checks run these cases as
+ * fixed examples beside the generated ones: every value runs in every check at every seed
+ * (docs/spec/conformance.md#enum-examples). Needs d >= 2 to exercise similarity.
+ */
+export function otherEnumValues(decl: RuleDecl, spec: RuleCaseSpec): RuleCaseSpec[] {
+  const out: RuleCaseSpec[] = [];
+  for (const [name, h] of Object.entries(decl.hyper)) {
+    if (h.kind !== "enum") continue;
+    for (const v of h.values) if (v !== spec.hyper[name]) out.push({ ...spec, hyper: { ...spec.hyper, [name]: v } });
+  }
+  return out;
+}
+
 function logit(p: number): number {
   return Math.log(p / (1 - p));
 }

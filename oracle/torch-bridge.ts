@@ -23,6 +23,9 @@ import { Proc, defaultPython, prefixed, replyError } from "./torch-process.ts";
 
 export * from "./torch-protocol.ts";
 
+/** Starts of the bridge tried when the handshake times out (the second with twice the time). */
+export const START_ATTEMPTS = 2;
+
 export class TorchBridge {
   private proc: Proc | null = null;
   private chain: Promise<unknown> = Promise.resolve();
@@ -56,17 +59,24 @@ export class TorchBridge {
     if (this.proc !== null && this.proc.dead === null) return this.proc;
     const python = defaultPython(this.opts);
     const t0 = performance.now();
-    const p = new Proc(python, this.opts);
-    let m: Message;
-    try {
-      m = await p.request(encode({ op: "hello", id: 0 }, []), "hello", this.opts.startTimeoutMs ?? 60_000);
-    } catch (e) {
-      p.kill();
-      const err = e as TorchBridgeError;
-      const missing = /No such file|ENOENT|not found/i.test(err.message);
-      throw new TorchBridgeError("unavailable", missing
-        ? `torch bridge: python interpreter ${python} not found (set NLC_TORCH_PYTHON or the python option)`
-        : `torch bridge: ${python} could not start the bridge: ${err.message}`);
+    const limit = this.opts.startTimeoutMs ?? 60_000;
+    let p: Proc, m: Message;
+    // A start that times out is tried once more with twice the time: on a starved machine importing
+    // torch can take longer than the limit, and a second start finds the files in the page cache.
+    for (let attempt = 1; ; attempt++) {
+      p = new Proc(python, this.opts);
+      try {
+        m = await p.request(encode({ op: "hello", id: 0 }, []), "hello", limit * attempt);
+        break;
+      } catch (e) {
+        p.kill();
+        const err = e as TorchBridgeError;
+        if (err.kind === "timeout" && attempt < START_ATTEMPTS) continue;
+        const missing = /No such file|ENOENT|not found/i.test(err.message);
+        throw new TorchBridgeError("unavailable", missing
+          ? `torch bridge: python interpreter ${python} not found (set NLC_TORCH_PYTHON or the python option)`
+          : `torch bridge: ${python} could not start the bridge${attempt > 1 ? ` (${attempt} attempts)` : ""}: ${err.message}`);
+      }
     }
     const h = m.header;
     if (h.ok !== true) {

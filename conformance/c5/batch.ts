@@ -15,7 +15,7 @@ import {
   REGIMES, REGIME_MAX_SEQS, isStateTensor, mapSeq, packStates, packTokens, regimeShapeArb, seqExtraArb, seqExtrasArb, tokenWidth, type Regime, type SeqExtra,
 } from "../../cases/kernel-batch.ts";
 import type { SeqTensors } from "../../oracle/plain-reference.ts";
-import { clampHyper, ruleCaseSpecArb, type RuleCaseSpec, type SizeLimits } from "../../cases/rule-case.ts";
+import { clampHyper, otherEnumValues, ruleCaseSpecArb, type RuleCaseSpec, type SizeLimits } from "../../cases/rule-case.ts";
 import type { InnerInputs, RuleConfig, RuleDecl, State } from "../../src/rules/types.ts";
 import { Tensor, cast } from "../../src/tensor.ts";
 import { roundTo, roundedCopy, type Precision, type StorageDType } from "../../src/precision.ts";
@@ -91,6 +91,21 @@ export const regimeArb = (decl: RuleDecl, frozen: boolean, chunks: readonly numb
 export function boundaryExample(decl: RuleDecl, frozen: boolean, C: number): KSpec {
   const [k] = fc.sample(batchArb(decl, frozen, "default", { d: [4, 4], seq_len: [C + 1, C + 1] }), { seed: 1, numRuns: 1 });
   return { ...k!, B: 1, H: 2, C, dyNull: false, dFinalNull: false };
+}
+
+/**
+ * A check's fixed examples: `first`, then the same batch at every other value of each enumerated
+ * hyperparameter (cases/rule-case.ts otherEnumValues). A frozen read writes nothing, so its
+ * enumerated write variants are not repeated.
+ */
+export function withEnumExamples(decl: RuleDecl, frozen: boolean, first: KSpec): KSpec[] {
+  return frozen ? [first] : [first, ...otherEnumValues(decl, first.base).map((base) => ({ ...first, base }))];
+}
+
+/** The chunk check's fixed case (T = CHUNK_T tokens, d = 4, two heads, C = 4), drawn once with seed 1. */
+export function chunkExample(decl: RuleDecl, T: number): KSpec {
+  const [k] = fc.sample(batchArb(decl, false, "default", { d: [4, 4], seq_len: [T, T] }), { seed: 1, numRuns: 1 });
+  return { ...k!, B: 1, H: 2, C: 4, dyNull: false, dFinalNull: false };
 }
 
 /**

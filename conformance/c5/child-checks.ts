@@ -2,13 +2,14 @@
  * The child's definitions of the plan's entries: the CheckDef runCheck runs, and for the
  * flash-attention checks the coverage rule applied to its result.
  */
+import * as fc from "fast-check";
 import type { KernelLib } from "../../ffi/lib.ts";
 import type { CaseOutcome, CheckDef, CheckResult, Profile, PropertyCheck } from "../../harness/check.ts";
-import { ruleCaseSpecArb, type RuleCaseSpec } from "../../cases/rule-case.ts";
+import { otherEnumValues, ruleCaseSpecArb, type RuleCaseSpec } from "../../cases/rule-case.ts";
 import { ruleByKey } from "../../src/rules/index.ts";
-import { batchArb, boundaryExample, regimeArb, sizesFor, type KSpec } from "./batch.ts";
+import { batchArb, boundaryExample, chunkExample, regimeArb, sizesFor, withEnumExamples, type KSpec } from "./batch.ts";
 import { coverage } from "../../oracle/kernel-judge.ts";
-import { DEFAULT_CHUNK_SIZES, ShapeTally, expectedTensors, regimeOutcome, untilFailure, withShapes } from "../../cases/kernel-batch.ts";
+import { DEFAULT_CHUNK_SIZES, ShapeTally, type Runs, expectedTensors, regimeOutcome, untilFailure, withShapes } from "../../cases/kernel-batch.ts";
 import { THREAD_MODE_RULE, plantedFault, raceDetector, syncMisuse, threadMode } from "./emu-selftest.ts";
 import { backwardCase, forwardCase } from "./forward-backward.ts";
 import { E2E_CHECKPOINT, e2eCase, gpuBlocksCase, raceCase } from "./phases.ts";
@@ -19,6 +20,12 @@ export interface ChildCheck {
   def: CheckDef;
   /** Applied to the finished result (coverage: a tensor never exercised makes a pass vacuous). */
   after?: (r: CheckResult) => CheckResult;
+}
+
+/** Run counts with n fixed examples added on top (fast-check counts examples among numRuns). */
+function plus(runs: Runs, n: number): Runs {
+  if (n === 0) return runs;
+  return { quick: runs.quick + n, default: runs.default + n, deep: runs.deep + n, ...(runs.regime !== undefined ? { regime: runs.regime + n } : {}) };
 }
 
 function base(e: ChildEntry) {
@@ -95,9 +102,10 @@ function ruleCheck(e: RuleEntry, lib: KernelLib, profile: Profile): ChildCheck {
     if (regimes && profile === "regime") {
       return { ...base(e), kind: "property", runs, arb: regimeArb(decl, frozen, chunks), run: (ks: KSpec[]) => regimeOutcome(untilFailure(ks, one), ks.map((k) => ({ B: k.B, T: k.base.seq_len, H: k.H, d: k.base.d, C: k.C }))) };
     }
+    // the enum examples come on top of the generated cases, so those stay the same cases as before
+    const examples = withEnumExamples(decl, frozen, boundaryExample(decl, frozen, Math.min(...chunks)));
     return {
-      ...base(e), kind: "property", runs: { ...runs, regime: runs.default }, arb: batchArb(decl, frozen, profile), run: one,
-      examples: [boundaryExample(decl, frozen, Math.min(...chunks))],
+      ...base(e), kind: "property", runs: plus({ ...runs, regime: runs.default }, examples.length - 1), arb: batchArb(decl, frozen, profile), run: one, examples,
     };
   };
   switch (e.kind) {
@@ -116,8 +124,10 @@ function ruleCheck(e: RuleEntry, lib: KernelLib, profile: Profile): ChildCheck {
       // our kernels replay the forward's own step, so the gradients are bitwise equal for every C
       return { def: batches((k) => checkpointCase(decl, lib, k, lib.emu !== null)), after: shaped() };
     case "chunks": {
+      const examples = otherEnumValues(decl, chunkExample(decl, CHUNK_T).base).length === 0 ? [] : withEnumExamples(decl, false, chunkExample(decl, CHUNK_T));
       const def: PropertyCheck<KSpec> = {
-        ...base(e), kind: "property", runs, arb: batchArb(decl, false, profile, { d: [1, 8], seq_len: [CHUNK_T, CHUNK_T] }),
+        ...base(e), kind: "property", runs: plus(runs, examples.length), arb: batchArb(decl, false, profile, { d: [1, 8], seq_len: [CHUNK_T, CHUNK_T] }),
+        ...(examples.length === 0 ? {} : { examples }),
         run: tallied((k) => chunkCase(decl, lib, k, exercised)),
       };
       return { def, after: covered(expectedTensors("backward", decl, false)) };
@@ -126,8 +136,12 @@ function ruleCheck(e: RuleEntry, lib: KernelLib, profile: Profile): ChildCheck {
       return { def: { ...base(e), kind: "single", run: () => workspaceBound(decl, lib) } };
     case "tape-e2e": {
       // one sequence through the whole rule: the rule's own case generator
+      const [first] = fc.sample(ruleCaseSpecArb(decl, { d: [4, 4], seq_len: [8, 8] }), { seed: 1, numRuns: 1 });
+      const others = otherEnumValues(decl, first!);
+      const examples = others.length === 0 ? [] : [first!, ...others];
       const def: PropertyCheck<RuleCaseSpec> = {
-        ...base(e), kind: "property", runs, arb: ruleCaseSpecArb(decl, sizesFor(profile)),
+        ...base(e), kind: "property", runs: plus(runs, examples.length), arb: ruleCaseSpecArb(decl, sizesFor(profile)),
+        ...(examples.length === 0 ? {} : { examples }),
         run: (spec) => {
           tally.add({ B: 1, T: spec.seq_len, H: 1, d: spec.d }, declared ?? E2E_CHECKPOINT);
           return e2eCase(decl, lib, spec, exercised);

@@ -61,6 +61,8 @@ export function adoptC9SkipReason(reason: string | null): void {
 }
 
 const results = new Map<string, CrossReport | Error>();
+/** The whole cross-check's wall limit (a starved machine is slow, not hung). */
+const CROSS_CHECK_LIMIT_MS = 1_800_000;
 
 /** Runs every C9 case once per seed and profile (one bridge process), then serves the checks. */
 function crossReport(runSeed: number, profile: Profile): CrossReport {
@@ -69,8 +71,10 @@ function crossReport(runSeed: number, profile: Profile): CrossReport {
   if (r === undefined) {
     const dir = mkdtempSync(join(tmpdir(), "nlc-c9-"));
     const out = join(dir, "cross.json");
+    // A hang is caught inside by the bridge's own limits (60 s a request, the start tried twice);
+    // this only bounds the whole run, which took over 600 s on a machine at load 15 (sweep seeds 59, 60).
     const p = spawnSync(process.execPath, [join(import.meta.dir, "cross-check.ts"), "--seed", String(runSeed), "--cases", String(runsFor(CASES, profile)), "--tol", String(TOL), "--json", out],
-      { cwd: ROOT, encoding: "utf8", timeout: 600_000, maxBuffer: 64 << 20 });
+      { cwd: ROOT, encoding: "utf8", timeout: CROSS_CHECK_LIMIT_MS, maxBuffer: 64 << 20 });
     noteSignal(p.signal); // the cross-check ended by SIGINT/SIGTERM: the run was interrupted
     try {
       if (p.error !== undefined) r = new Error(`the cross-check could not run: ${p.error.message}`);

@@ -10,6 +10,7 @@ import { writeSync } from "node:fs";
 import type { CaseOutcome, CheckResult, Profile } from "../../harness/check.ts";
 import { DEFAULT_CHUNK_SIZES, ShapeTally, regimeOutcome, withShapes } from "../../cases/kernel-batch.ts";
 import { TorchBridgeError } from "../../oracle/torch-bridge.ts";
+import { otherEnumValues } from "../../cases/rule-case.ts";
 import { coverage } from "../../oracle/kernel-judge.ts";
 import { buildPyCase, describeCase, pyBoundaryExample, pyCaseArb, pyPackedExample, pyRegimeArb, pyRegimes, type PyCaseSpec } from "./cases.ts";
 import { backwardCase, backwardNames, forwardCase, forwardNames } from "./kernel-cases.ts";
@@ -64,9 +65,14 @@ function definition(e: PyEntry, s: KernelSession, profile: Profile, replayArgs: 
       },
     };
   }
+  // every value of an enumerated hyperparameter as an example of its own, on top of the generated
+  // cases (docs/spec/conformance.md#enum-examples); a frozen read writes nothing, so not there
+  const boundary = pyBoundaryExample(e.decl, C);
+  const enums = e.frozen ? [] : otherEnumValues(e.decl, boundary.base).map((b) => ({ ...boundary, base: b }));
+  const more = enums.length;
   return {
-    ...base, runs: { ...e.runs, regime: e.runs.default }, arb: pyCaseArb(e.decl, profile),
-    examples: [pyBoundaryExample(e.decl, C), ...(packed ? [pyPackedExample(e.decl, C)] : [])],
+    ...base, runs: { quick: e.runs.quick + more, default: e.runs.default + more, deep: e.runs.deep + more, regime: e.runs.default + more }, arb: pyCaseArb(e.decl, profile),
+    examples: [boundary, ...enums, ...(packed ? [pyPackedExample(e.decl, C)] : [])],
     describe: (spec: PyCaseSpec) => describeCase(buildPyCase(e.decl, spec, e.frozen, p, s.info.conventions)),
     run: one,
   };
