@@ -12,6 +12,15 @@
  *
  * Thread mode (nlk_emu_set_mode(1) or NLK_EMU_MODE=threads): one OS thread per CUDA thread and a
  * condition-variable barrier with the same checks, so ThreadSanitizer sees real concurrency.
+ *
+ * The switch between fibers. glibc's swapcontext saves and restores the signal mask with a system
+ * call on every switch, and a block parks every thread at every __syncthreads(): at production
+ * shapes that system call was most of the emulation's time. On x86-64 the switch is instead a few
+ * instructions (FiberSwitch below: the callee-saved registers, the stack pointer, MXCSR and the x87
+ * control word, which is everything the System V ABI asks a call to preserve); the fibers' signal
+ * mask is the worker's and no fiber changes it. The arithmetic and the scheduling order are the
+ * same, so every kernel output is bitwise the same (bench/kernel-bitwise.ts). Elsewhere (another
+ * architecture, or an AddressSanitizer build, which must see the switches) ucontext remains.
  */
 #include "portable.cuh"
 #include "../ffi/nlk.h"
@@ -34,6 +43,61 @@
 namespace nlk_emu {
 
 thread_local ThreadCtx* tls_ctx = nullptr;
+
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#define NLK_FAST_SWITCH 1
+#else
+#define NLK_FAST_SWITCH 0
+#endif
+
+#if NLK_FAST_SWITCH
+// nlk_emu_switch(void** save, void* load): pushes the callee-saved registers and the FP control
+// words on the current stack, stores the stack pointer in *save, continues on the stack `load`
+// (one that this function saved, or one that fiber_frame laid out) and returns there.
+// nlk_emu_fiber_start: where a new fiber's first switch returns to; calls r13(r12).
+asm(R"(
+  .text
+  .p2align 4
+  .globl nlk_emu_switch
+  .hidden nlk_emu_switch
+  .type nlk_emu_switch, @function
+nlk_emu_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  subq $8, %rsp
+  stmxcsr (%rsp)
+  fnstcw 4(%rsp)
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  ldmxcsr (%rsp)
+  fldcw 4(%rsp)
+  addq $8, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size nlk_emu_switch, .-nlk_emu_switch
+
+  .p2align 4
+  .globl nlk_emu_fiber_start
+  .hidden nlk_emu_fiber_start
+  .type nlk_emu_fiber_start, @function
+nlk_emu_fiber_start:
+  movq %r12, %rdi
+  callq *%r13
+  ud2
+  .size nlk_emu_fiber_start, .-nlk_emu_fiber_start
+)");
+extern "C" void nlk_emu_switch(void** save, void* load);
+extern "C" void nlk_emu_fiber_start();
+#endif
 
 namespace {
 
@@ -97,7 +161,11 @@ std::string site(const char* file, int line) {
 enum FiberState { kRunnable, kParked, kDone };
 
 struct Fiber {
+#if NLK_FAST_SWITCH
+  void* sp;
+#else
   ucontext_t ctx;
+#endif
   ThreadCtx tc;
   FiberState state;
   const char* file;
@@ -106,13 +174,46 @@ struct Fiber {
 
 struct FiberBlock {
   Job* job;
+#if NLK_FAST_SWITCH
+  void* sched;
+#else
   ucontext_t sched;
+#endif
   Fiber* cur;
   std::vector<Fiber> fibers;
 };
 
 thread_local FiberBlock* tls_fiber_block = nullptr;
 
+#if NLK_FAST_SWITCH
+void fiber_main(Fiber* f) {
+  FiberBlock* fb = tls_fiber_block;
+  fb->job->body(fb->job->closure);
+  f->state = kDone;
+  nlk_emu_switch(&f->sp, fb->sched);  // never resumed
+}
+
+/** Lays out a new fiber's stack below `top` so that the first switch to it calls fiber_main(f). */
+void* fiber_frame(char* top, Fiber* f) {
+  uintptr_t t = reinterpret_cast<uintptr_t>(top) & ~static_cast<uintptr_t>(15);
+  // Popped by nlk_emu_switch: control words, r15, r14, r13, r12, rbx, rbp, then the return
+  // address; nlk_emu_fiber_start then runs with the stack 16-byte aligned, as a call expects.
+  auto* w = reinterpret_cast<uint64_t*>(t - 16 - 64);
+  uint32_t mxcsr;
+  uint16_t fpucw;
+  asm volatile("stmxcsr %0" : "=m"(mxcsr));
+  asm volatile("fnstcw %0" : "=m"(fpucw));
+  w[0] = static_cast<uint64_t>(mxcsr) | (static_cast<uint64_t>(fpucw) << 32);
+  w[1] = 0;                                                  // r15
+  w[2] = 0;                                                  // r14
+  w[3] = reinterpret_cast<uint64_t>(&fiber_main);            // r13
+  w[4] = reinterpret_cast<uint64_t>(f);                      // r12
+  w[5] = 0;                                                  // rbx
+  w[6] = 0;                                                  // rbp
+  w[7] = reinterpret_cast<uint64_t>(&nlk_emu_fiber_start);   // return address
+  return w;
+}
+#else
 void fiber_entry(unsigned lo, unsigned hi) {
   Fiber* f = reinterpret_cast<Fiber*>((static_cast<uintptr_t>(hi) << 32) | lo);
   FiberBlock* fb = tls_fiber_block;
@@ -120,6 +221,7 @@ void fiber_entry(unsigned lo, unsigned hi) {
   f->state = kDone;
   // returning resumes uc_link, the scheduler
 }
+#endif
 
 /** Per worker: fiber stacks (each with a guard page below it) reused across blocks. */
 struct Stacks {
@@ -157,6 +259,9 @@ void run_block_fibers(Job& job, unsigned bid, Stacks& stacks, std::vector<unsign
     f.state = kRunnable;
     f.file = nullptr;
     f.line = 0;
+#if NLK_FAST_SWITCH
+    f.sp = fiber_frame(stacks.top(i) + kStackBytes, &f);
+#else
     getcontext(&f.ctx);
     f.ctx.uc_stack.ss_sp = stacks.top(i);
     f.ctx.uc_stack.ss_size = kStackBytes;
@@ -164,6 +269,7 @@ void run_block_fibers(Job& job, unsigned bid, Stacks& stacks, std::vector<unsign
     const uintptr_t p = reinterpret_cast<uintptr_t>(&f);
     makecontext(&f.ctx, reinterpret_cast<void (*)()>(fiber_entry), 2, static_cast<unsigned>(p & 0xffffffffu),
                 static_cast<unsigned>(p >> 32));
+#endif
   }
   tls_fiber_block = &fb;
   for (;;) {
@@ -172,7 +278,11 @@ void run_block_fibers(Job& job, unsigned bid, Stacks& stacks, std::vector<unsign
       if (f.state != kRunnable) continue;
       fb.cur = &f;
       tls_ctx = &f.tc;
+#if NLK_FAST_SWITCH
+      nlk_emu_switch(&fb.sched, f.sp);
+#else
       swapcontext(&fb.sched, &f.ctx);
+#endif
     }
     tls_ctx = nullptr;
     unsigned done = 0;
@@ -371,7 +481,11 @@ void sync_threads(const char* file, int line) {
     f->state = kParked;
     f->file = file;
     f->line = line;
+#if NLK_FAST_SWITCH
+    nlk_emu_switch(&f->sp, fb->sched);
+#else
     swapcontext(&f->ctx, &fb->sched);
+#endif
     return;
   }
   if (ThreadBlock* tb = tls_thread_block) thread_sync(*tb, file, line);
