@@ -12,7 +12,7 @@ import { comparedItems, tokenWidth, unpackState, unpackTokens } from "../cases/k
 import { batchDy, batchInputs, batchState, type Seq } from "../conformance/c5/batch.ts";
 import { byInput, declaredPrecision } from "../conformance/c5/forward-backward.ts";
 import { requirePair } from "../conformance/c5/kernel-lib.ts";
-import { plainRandomRuns, plainYardstickSeq, runPlain, runRef64, type PairCase, type SeqTensors } from "../oracle/plain-reference.ts";
+import { plainRuns, plainYardstickSeq, runPlain, runRef64, type PairCase, type SeqTensors } from "../oracle/plain-reference.ts";
 import { summarise } from "../oracle/sequence-judge.ts";
 import { ruleByKey } from "../src/rules/index.ts";
 import { roundTo } from "../src/precision.ts";
@@ -100,7 +100,7 @@ for (let h = 0; h < job.H; h++) {
     dState0: Object.fromEntries(Object.entries(g.dState0).map(([k, a]) => [k, unpackState(a, job.H, h)])),
   };
   const r64 = runRef64(decl, false, c, cfg);
-  const r32 = plainYardstickSeq(precision.accumulate, r64, (o) => runPlain(decl, false, c, cfg, precision, o), plainRandomRuns(decl));
+  const r32 = plainYardstickSeq(precision.accumulate, r64, (o) => runPlain(decl, false, c, cfg, precision, o), plainRuns(decl));
   const n = job.b * job.H + h;
   const items = comparedItems([kern], [r64], [r32], false, "abi", true).map((it) => ({ ...it, seq: n }));
   seqs[h] = undefined as never;

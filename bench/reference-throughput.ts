@@ -7,7 +7,7 @@
  *   - numpy     a plain numpy per-token loop of the same forward and backward (/usr/bin/python3, or NLC_TORCH_PYTHON);
  *   - torch     the same loop in PyTorch f64 eager (one thread);
  *   - yardstick the plain reference of an f32-summing kernel as the judge runs it for Delta
- *               (fast pair, f32 storage and sums, plainOrders(f32, plainRandomRuns(delta)) runs), and
+ *               (fast pair, f32 storage and sums, plainOrders(f32, plainRuns(delta)) runs), and
  *               before: the ten runs (natural, reversed, eight random-rounding) of the reference pair.
  * Wall clock and CPU time (process.cpuUsage; the machine is shared: CPU time moves less), best of
  * REPS after one untimed call, the candidates alternating (the old yardstick: one timed call). GFLOP/s use one nominal count, 7d² per token forward and 14d² backward, so ratios are
@@ -15,7 +15,7 @@
  * Usage: npx bun bench/reference-throughput.ts [--quick] [--no-old]
  */
 import { judgePair } from "../oracle/matrix-fast.ts";
-import { plainOrders, plainRandomRuns, RANDOM_RUNS } from "../oracle/plain-reference.ts";
+import { PLAIN_RUNS, plainOrders, plainRuns, RANDOM_RUNS } from "../oracle/plain-reference.ts";
 import { withAccumulate } from "../src/precision.ts";
 import { ruleByKey } from "../src/rules/index.ts";
 import { Rng } from "../src/rng.ts";
@@ -129,7 +129,7 @@ console.log("ratios are times: below 1 means ours is faster; BLAS and torch run 
 for (const { d, T } of SIZES) {
   const c = caseOf(d, T), c32 = f32Case(c);
   const fast = judgePair(decl);
-  const runs = plainOrders("f32", plainRandomRuns(decl));
+  const runs = plainOrders("f32", plainRuns(decl));
   const [ref, fst, yard] = bestOf(REPS, [() => once(decl.inner, c), () => once(fast, c),
     () => { for (const o of runs) withAccumulate("f32", () => once(fast, c32), o); }]) as [Timing, Timing, Timing];
   const np = pySeconds("numpy", d, T), th = pySeconds("torch", d, T);
@@ -142,7 +142,7 @@ for (const { d, T } of SIZES) {
   console.log(`  yardstick, f32 sums (${runs.length} runs of the fast pair)   ${yard.wall.toFixed(3)}/${yard.cpu.toFixed(3)} s   yardstick/fast ${ratio(yard, fst)}`);
   if (old) {
     const c0 = process.cpuUsage(), t0 = performance.now();
-    for (const o of plainOrders("f32", RANDOM_RUNS)) withAccumulate("f32", () => once(decl.inner, c32), o);
+    for (const o of plainOrders("f32", PLAIN_RUNS)) withAccumulate("f32", () => once(decl.inner, c32), o);
     const cc = process.cpuUsage(c0);
     const before: Timing = { wall: (performance.now() - t0) / 1000, cpu: (cc.user + cc.system) / 1e6 };
     console.log(`  yardstick before (${2 + RANDOM_RUNS} runs of the reference pair)   ${before.wall.toFixed(3)}/${before.cpu.toFixed(3)} s   before/ref ${ratio(before, ref)}   before/now ${ratio(before, yard)}`);

@@ -114,30 +114,40 @@ export function runPlain(decl: RuleDecl, frozen: boolean, c: PairCase, cfg: Rule
 }
 
 
+/** Which runs the plain reference of an f32-summing kernel makes besides the natural order. */
+export interface PlainRuns {
+  /** A run with every sum in reverse order. */
+  readonly reversed: boolean;
+  /** Runs with random rounding (seeds 1, 2, ...). */
+  readonly random: number;
+}
+
 /**
  * The roundings a plain reference is run with for a kernel of accumulate dtype `acc`
  * (docs/spec/precision.md#orders): f64 sums are order-insensitive at the bound's scale, so one run.
  * An f32 sum of cancelling terms lands on different roundings in different orders, and one run is
- * one sample of them: f32 is run in the natural order, reversed, and RANDOM_RUNS times with random
+ * one sample of them: f32 is run in the natural order and, as `runs` says, reversed and with random
  * rounding (seeds 1, 2, ...: the same runs every time).
  */
-export function plainOrders(acc: Precision["accumulate"], randomRuns = RANDOM_RUNS): SumRounding[] {
+export function plainOrders(acc: Precision["accumulate"], runs: PlainRuns = PLAIN_RUNS): SumRounding[] {
   if (acc !== "f32") return ["natural"];
-  return ["natural", "reversed", ...Array.from({ length: randomRuns }, (_, i) => ({ random: i + 1 }))];
+  return ["natural", ...(runs.reversed ? ["reversed" as const] : []), ...Array.from({ length: runs.random }, (_, i) => ({ random: i + 1 }))];
 }
 
 /** Random-rounding runs of the plain reference of an f32-summing kernel (measured choice: docs/spec/precision.md#orders). */
 export const RANDOM_RUNS = 8;
+/** The runs of a rule's plain reference: natural, reversed and RANDOM_RUNS random (docs/spec/precision.md#orders). */
+export const PLAIN_RUNS: PlainRuns = { reversed: true, random: RANDOM_RUNS };
 /**
  * The same for the rules the judge runs a fast pair for (Delta, Gated Delta: oracle/matrix-fast.ts),
- * whose sums are plain dot products and outer-product updates: calibrated separately
- * (docs/spec/precision.md#orders-matrix).
+ * whose sums are plain dot products and outer-product updates: the natural order alone, calibrated
+ * separately (docs/spec/precision.md#orders-matrix).
  */
-export const RANDOM_RUNS_MATRIX = 0;
+export const PLAIN_RUNS_MATRIX: PlainRuns = { reversed: false, random: 0 };
 
-/** The random-rounding runs of a rule's plain reference. */
-export function plainRandomRuns(decl: RuleDecl): number {
-  return hasFastPair(decl) ? RANDOM_RUNS_MATRIX : RANDOM_RUNS;
+/** The runs of a rule's plain reference. */
+export function plainRuns(decl: RuleDecl): PlainRuns {
+  return hasFastPair(decl) ? PLAIN_RUNS_MATRIX : PLAIN_RUNS;
 }
 
 /**
@@ -146,8 +156,8 @@ export function plainRandomRuns(decl: RuleDecl): number {
  * error any of the runs made. Names ref64 lacks are taken from the first run.
  */
 export function plainYardstick<K extends string>(acc: Precision["accumulate"], ref64: Readonly<Record<K, ArrayLike<number>>>,
-  run: (rounding: SumRounding) => Readonly<Record<K, ArrayLike<number>>>, randomRuns = RANDOM_RUNS): Record<K, ArrayLike<number>> {
-  const [first, ...rest] = plainOrders(acc, randomRuns).map((o) => withAccumulate(acc, () => run(o), o));
+  run: (rounding: SumRounding) => Readonly<Record<K, ArrayLike<number>>>, runs: PlainRuns = PLAIN_RUNS): Record<K, ArrayLike<number>> {
+  const [first, ...rest] = plainOrders(acc, runs).map((o) => withAccumulate(acc, () => run(o), o));
   const out = { ...first! } as Record<K, ArrayLike<number>>;
   if (rest.length === 0) return out;
   for (const name of Object.keys(out) as K[]) out[name] = farthest(out[name], rest.map((r) => r[name]), ref64[name]);
@@ -156,8 +166,8 @@ export function plainYardstick<K extends string>(acc: Precision["accumulate"], r
 
 /** plainYardstick on a kernel case's typed record (every tensor of every part). */
 export function plainYardstickSeq(acc: Precision["accumulate"], ref64: SeqTensors, run: (rounding: SumRounding) => SeqTensors,
-  randomRuns = RANDOM_RUNS): SeqTensors {
-  const [first, ...rest] = plainOrders(acc, randomRuns).map((o) => withAccumulate(acc, () => run(o), o));
+  runs: PlainRuns = PLAIN_RUNS): SeqTensors {
+  const [first, ...rest] = plainOrders(acc, runs).map((o) => withAccumulate(acc, () => run(o), o));
   const part = (p: "state" | "grads" | "dState0"): Record<string, ArrayLike<number>> => {
     const out = { ...first![p] };
     if (rest.length > 0) for (const name of Object.keys(out)) out[name] = farthest(out[name]!, rest.map((r) => r[p][name]), ref64[p][name]);

@@ -12,7 +12,7 @@ import { zeros } from "../../src/tensor.ts";
 import { asStored, batchDy, batchInputs, batchQ, batchState, sequencesOf, type KSpec, type Seq } from "./batch.ts";
 import { comparedItems, emptySeq, fromInnerGrads, tokenWidth, unpackState, unpackTokens } from "../../cases/kernel-batch.ts";
 import type { Precision } from "../../src/precision.ts";
-import { plainRandomRuns, plainYardstickSeq, type SeqTensors } from "../../oracle/plain-reference.ts";
+import { plainRuns, plainYardstickSeq, type SeqTensors } from "../../oracle/plain-reference.ts";
 import { F32_STORE_F64_ACC, flashCompare } from "../../oracle/kernel-judge.ts";
 import { requireFrozen, requirePair } from "./kernel-lib.ts";
 import { chunkFormSymbol } from "../../ffi/abi.ts";
@@ -93,7 +93,7 @@ function compareAll(decl: RuleDecl, frozen: boolean, k: KSpec, seqs: Seq[], cfg:
   exercised: Set<string>, who: string, precision: Precision, form: RefForm, shape: Shape): CaseOutcome {
   const ref = (s: Seq, p: 32 | 64) => (which === "forward" ? refForward(decl, frozen, s, p, cfg, form) : refBackward(decl, frozen, s, p, cfg, k, form));
   const r64 = seqs.map((s) => ref(s, 64));
-  const r32 = seqs.map((s, n) => plainYardstickSeq(precision.accumulate, r64[n]!, () => asStored(ref(s, 32), precision), plainRandomRuns(decl)));
+  const r32 = seqs.map((s, n) => plainYardstickSeq(precision.accumulate, r64[n]!, () => asStored(ref(s, 32), precision), plainRuns(decl)));
   return flashCompare(comparedItems(kernel, r64, r32, frozen, "abi", true), exercised, who, precision, { layout: { B: shape.B, H: shape.H, T: shape.T, C: k.C } });
 }
 

@@ -11,7 +11,7 @@ import type { KernelFixture, KernelTensor } from "../../cases/fixtures/kernel-lo
 import {
   DEFAULT_CHUNK_SIZES, ShapeTally, comparedItems, emptySeq, entries, kernelGradKeys, tensorName, unpackState, unpackTokens, withShapes,
 } from "../../cases/kernel-batch.ts";
-import { plainRandomRuns, plainYardstickSeq, runPlain, runRef64, type PairCase, type SeqTensors } from "../../oracle/plain-reference.ts";
+import { plainRuns, plainYardstickSeq, runPlain, runRef64, type PairCase, type SeqTensors } from "../../oracle/plain-reference.ts";
 import type { InnerInputs, State } from "../../src/rules/types.ts";
 import { Tensor } from "../../src/tensor.ts";
 import { flashCompare, withLedger } from "../../oracle/kernel-judge.ts";
@@ -77,7 +77,7 @@ export function replayKernelFixture(fx: KernelFixture): CaseOutcome {
     const ref = runRef64(fx.decl, fx.frozen, c, fx.cfg);
     kernel.push(want);
     r64.push(ref);
-    plain.push(plainYardstickSeq(fx.precision.accumulate, ref, (order) => runPlain(fx.decl, fx.frozen, c, fx.cfg, fx.precision, order), plainRandomRuns(fx.decl)));
+    plain.push(plainYardstickSeq(fx.precision.accumulate, ref, (order) => runPlain(fx.decl, fx.frozen, c, fx.cfg, fx.precision, order), plainRuns(fx.decl)));
   }
   // the loader admits only names of the rule's ABI; a gradient the reference leaves absent is zero by the math
   const items = comparedItems(kernel, r64, plain, fx.frozen, "abi", false);
