@@ -1,7 +1,7 @@
 /**
  * A fixed baseline workload for wall-clock benchmarks on a shared machine: a new Bun process that
- * starts, imports nothing of ours and runs a fixed single-threaded floating-point loop (about a
- * second on an idle 2-core machine). A benchmark times it in the same run as what it measures and
+ * starts, imports nothing of ours and runs a fixed single-threaded floating-point loop (0.28–0.33 s
+ * on the reference machine, idle). A benchmark times it in the same run as what it measures and
  * reports both the absolute wall time and the ratio to this baseline, which moves much less with
  * the machine's load and speed than either alone.
  */

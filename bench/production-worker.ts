@@ -87,6 +87,8 @@ const g = pair.backward(shape, job.C, cfg, inputs, st0, f.ws, batchDy(seqs, shap
 f.ws.free();
 const grads = byInput(g.grads);
 post({ kind: "kernel", b: job.b, seconds: (performance.now() - t0) / 1000 });
+// judge once the parent says both batch elements have their kernel outputs (the phases are timed apart)
+await new Promise<void>((resolve) => parentPort!.once("message", () => resolve()));
 
 const f64 = (r: Readonly<Record<string, Tensor>>) => Object.fromEntries(Object.entries(r).map(([k, t]) => [k, cast(t, "f64")]));
 for (let h = 0; h < job.H; h++) {
