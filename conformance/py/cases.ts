@@ -287,14 +287,15 @@ export function describeCase(c: PyCase): string {
 
 /**
  * A reference's tensors of sequence n as gradients w.r.t. the kernel's inputs (f64, before any
- * rounding): through the declared conventions' VJPs; absent inputs' gradients dropped.
+ * rounding): through the declared conventions' VJPs; absent inputs' gradients dropped. `stored`:
+ * the normalisation's VJP reads the normalised q, k as stored in that dtype (kernelGradient).
  */
-export function toKernelGrads<A extends ArrayLike<number>>(c: PyCase, n: number, r: SeqTensors<A>): SeqTensors<ArrayLike<number>> {
+export function toKernelGrads<A extends ArrayLike<number>>(c: PyCase, n: number, r: SeqTensors<A>, stored?: StorageDType): SeqTensors<ArrayLike<number>> {
   const grads: Record<string, ArrayLike<number>> = {};
   for (const [name, g] of Object.entries(r.grads)) {
     if (c.absent.includes(name as InnerName)) continue;
     const kin = c.seqs[n]!.kin64[name];
-    grads[name] = kin === undefined ? g : kernelGradient(c.conv, name, kin.data, g, c.cfg.d);
+    grads[name] = kin === undefined ? g : kernelGradient(c.conv, name, kin.data, g, c.cfg.d, stored);
   }
   return { ...r, grads };
 }

@@ -10,6 +10,7 @@
  * values in f64, so no rounding of the scaled, normalised or exponentiated value is ever counted as
  * the kernel's error. Absent inputs take their neutral value and are neither sent nor compared.
  */
+import { roundTo, type StorageDType } from "../../src/precision.ts";
 import { Rng } from "../../src/rng.ts";
 import { Tensor } from "../../src/tensor.ts";
 
@@ -96,16 +97,21 @@ function l2Rows(x: ArrayLike<number>, d: number): Float64Array {
   return out;
 }
 
-/** The VJP of x ↦ x/‖x‖ per row: (g − x̂ (x̂·g)) / ‖x‖ (as the level's L2 backward, src/rules/level-projection.ts). */
-function l2RowsVjp(x: ArrayLike<number>, g: ArrayLike<number>, d: number): Float64Array {
-  const out = new Float64Array(x.length);
+/**
+ * The VJP of x ↦ x/‖x‖ per row: (g − x̂ (x̂·g)) / ‖x‖ (as the level's L2 backward, src/rules/level-projection.ts).
+ * `stored`: x̂ as a kernel that keeps it in that dtype reads it back in its backward (rounded to
+ * nearest), for the storage-intermediates yardstick (docs/spec/precision.md#intermediates).
+ */
+function l2RowsVjp(x: ArrayLike<number>, g: ArrayLike<number>, d: number, stored?: StorageDType): Float64Array {
+  const out = new Float64Array(x.length), hat = new Float64Array(d);
   for (let t = 0; t < x.length / d; t++) {
     let n = 0, dot = 0;
     for (let i = 0; i < d; i++) n += x[t * d + i]! ** 2;
     const norm = Math.sqrt(n);
     if (norm === 0) continue;
-    for (let i = 0; i < d; i++) dot += (x[t * d + i]! / norm) * g[t * d + i]!;
-    for (let i = 0; i < d; i++) out[t * d + i] = (g[t * d + i]! - (x[t * d + i]! / norm) * dot) / norm;
+    for (let i = 0; i < d; i++) hat[i] = stored === undefined ? x[t * d + i]! / norm : roundTo(stored, x[t * d + i]! / norm);
+    for (let i = 0; i < d; i++) dot += hat[i]! * g[t * d + i]!;
+    for (let i = 0; i < d; i++) out[t * d + i] = (g[t * d + i]! - hat[i]! * dot) / norm;
   }
   return out;
 }
@@ -123,12 +129,13 @@ export function referenceValue(conv: Conventions, name: string, kin: Tensor, d: 
 
 /**
  * The gradient w.r.t. the kernel's input `name` from the reference's gradient (f64): the transpose of
- * referenceValue's Jacobian. `kin`: the kernel's value of that input.
+ * referenceValue's Jacobian. `kin`: the kernel's value of that input. `stored`: the normalised q, k
+ * read back in that dtype by the normalisation's backward (the storage-intermediates yardstick).
  */
-export function kernelGradient(conv: Conventions, name: string, kin: ArrayLike<number>, g: ArrayLike<number>, d: number): Float64Array {
+export function kernelGradient(conv: Conventions, name: string, kin: ArrayLike<number>, g: ArrayLike<number>, d: number, stored?: StorageDType): Float64Array {
   const s = name === "q" ? referenceScale(conv, d) : 1;
   let out: Float64Array = Float64Array.from(g, (x) => x * s);
   if (name in conv.log_gates) out = out.map((x, i) => -Math.exp(kin[i]!) * x);
-  if (conv.qk_l2norm && (name === "q" || name === "k")) out = l2RowsVjp(kin, out, d);
+  if (conv.qk_l2norm && (name === "q" || name === "k")) out = l2RowsVjp(kin, out, d, stored);
   return out;
 }

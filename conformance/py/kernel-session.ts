@@ -161,37 +161,45 @@ export class KernelSession {
    */
   async plainReference(c: PyCase, rule: string, p: Precision, keys: readonly TensorKey[], r64?: readonly SeqTensors[]): Promise<SeqTensors<Float64Array>[]> {
     if (c.conv.intermediates === "storage") return this.storagePlainReference(c, rule, p, keys, r64);
-    return this.grouped(c, (sub) => this.torchReference(sub, rule, "f32"), p, keys);
+    return (await this.grouped(c, (sub) => this.torchReference(sub, rule, "f32"), p, keys))[0]!;
   }
 
   /**
    * One reference call per distinct sequence length (a packed batch: each sequence alone, at its
-   * own length), its outputs rounded, in the case's sequence order.
+   * own length), its outputs rounded, in the case's sequence order; one such list per entry of
+   * `vjps` (how the normalisation's VJP reads q̂, k̂: exactly, or as stored in a dtype).
    */
-  private async grouped(c: PyCase, call: (sub: PyCase) => Promise<Out>, p: Precision, keys: readonly TensorKey[]): Promise<SeqTensors<Float64Array>[]> {
-    const out: SeqTensors<Float64Array>[] = new Array(c.seqs.length);
-    for (const { sub, seqs } of lengthGroups(c)) this.rounded(sub, await call(sub), p, keys).forEach((rs, j) => (out[seqs[j]!] = rs));
+  private async grouped(c: PyCase, call: (sub: PyCase) => Promise<Out>, p: Precision, keys: readonly TensorKey[],
+    vjps: readonly (StorageDType | undefined)[] = [undefined]): Promise<SeqTensors<Float64Array>[][]> {
+    const out: SeqTensors<Float64Array>[][] = vjps.map(() => new Array(c.seqs.length));
+    for (const { sub, seqs } of lengthGroups(c)) {
+      const reply = await call(sub);
+      vjps.forEach((stored, v) => this.rounded(sub, reply, p, keys, stored).forEach((rs, j) => (out[v]![seqs[j]!] = rs)));
+    }
     return out;
   }
 
-  private rounded(c: PyCase, out: Out, p: Precision, keys: readonly TensorKey[]): SeqTensors<Float64Array>[] {
+  private rounded(c: PyCase, out: Out, p: Precision, keys: readonly TensorKey[], stored?: StorageDType): SeqTensors<Float64Array>[] {
     return readReply(c, out, keys, "stacked", "reference").map((r, n) =>
-      mapSeq(toKernelGrads(c, n, r), (a, k) => Float64Array.from(roundedCopy(isStateTensor(k) ? p.state : p.storage, a))));
+      mapSeq(toKernelGrads(c, n, r, stored), (a, k) => Float64Array.from(roundedCopy(isStateTensor(k) ? p.state : p.storage, a))));
   }
 
   /**
    * The yardstick of a kernel that keeps its intermediates in its storage dtype
    * (docs/spec/precision.md#intermediates): the PyTorch reference in f32 with its stored values
    * rounded to the storage dtype, once to nearest and STORAGE_RANDOM_RUNS times stochastically,
-   * per element the run farthest from ref64 (`r64`, required here).
+   * per element the run farthest from ref64 (`r64`, required here). A kernel that normalises q and
+   * k itself stores q̂, k̂, and its normalisation's backward may read them back as stored (fla's
+   * l2norm_bwd does) or recompute them: each run's gradients are mapped both ways.
    */
   private async storagePlainReference(c: PyCase, rule: string, p: Precision, keys: readonly TensorKey[], r64?: readonly SeqTensors[]): Promise<SeqTensors<Float64Array>[]> {
     if (r64 === undefined) throw new Error("the storage-intermediates yardstick needs ref64");
     const dtype = p.storage;
     if (dtype === "f32") throw new Error("intermediates \"storage\" needs a bf16 or f16 storage dtype");
     const roundings: StoredIntermediates["rounding"][] = ["nearest", ...Array.from({ length: STORAGE_RANDOM_RUNS }, (_, i) => i + 1)];
+    const vjps = c.conv.qk_l2norm ? [undefined, dtype] : [undefined];
     const runs: SeqTensors<Float64Array>[][] = [];
-    for (const rounding of roundings) runs.push(await this.grouped(c, (sub) => this.torchReference(sub, rule, "f32", { dtype, rounding }), p, keys));
+    for (const rounding of roundings) runs.push(...await this.grouped(c, (sub) => this.torchReference(sub, rule, "f32", { dtype, rounding }), p, keys, vjps));
     return c.seqs.map((_, n) => mapSeq(farthestSeq(r64[n]!, runs.map((r) => r[n]!)), (a) => Float64Array.from(a)));
   }
 

@@ -174,7 +174,9 @@ def _delta(k, v, q, x, g, omega, st, cfg):
     ys = []
     for t in range(k.shape[0]):
         e = store(store(store(M) @ k[t]) - v[t])              # L2 bias: psi(e) = e
-        M = (1 - g["alpha"][t]) * M - g["theta"][t] * store(torch.outer(e, k[t]))
+        # k marked again where the update reads it: its gradient there is a partial dk, stored
+        # before the prediction's part is added (docs/spec/precision.md#intermediates)
+        M = (1 - g["alpha"][t]) * M - g["theta"][t] * store(torch.outer(e, store(k[t])))
         ys.append(store(store(M) @ q[t]))                     # read after write
     return torch.stack(ys), {"M": M}
 
