@@ -103,5 +103,6 @@ console.log(`peak RSS ${rssMB.toFixed(0)} MB`);
 for (const [name, t] of Object.entries(v.tensors)) {
   console.log(`  ${name.padEnd(8)} err ${t.err.toExponential(2)}  plain ${t.plain.toExponential(2)}  bound ${t.bound.toExponential(2)}  err/bound ${t.ratio.toFixed(3)}  slope ${t.slope.toExponential(2)} (threshold ${t.threshold.toExponential(2)})`);
 }
+if (v.illConditioned.length > 0) console.log(`  not judged, ill-conditioned (docs/spec/precision.md#ill-conditioned): ${v.illConditioned.map((x) => `${x.tensor} (sequence ${x.seq}, plain ${x.plain_rel.toExponential(2)})`).join(", ")}`);
 console.log(`verdict: ${v.ok ? "pass" : v.vacuous ? "vacuous" : "fail"}${v.message !== undefined ? ` — ${v.message}` : ""}`);
 process.exit(v.ok ? 0 : 1);

@@ -240,6 +240,14 @@ export class JudgeLedger {
   private readonly cases = new Map<Signature, number>();
   private readonly reasons = new Map<Signature, string>();
 
+  /** Tensors left unjudged as ill-conditioned (docs/spec/precision.md#ill-conditioned): per tensor, how many (case, sequence) and the largest relative plain error. */
+  readonly illConditioned = new Map<string, { count: number; plain_rel: number }>();
+
+  addIllConditioned(tensor: string, plainRel: number): void {
+    const o = this.illConditioned.get(tensor) ?? { count: 0, plain_rel: 0 };
+    this.illConditioned.set(tensor, { count: o.count + 1, plain_rel: Math.max(o.plain_rel, plainRel) });
+  }
+
   /** A case's per-tensor power: the check detects what any case detects, so it keeps the smallest. */
   addPower(name: string, p: TensorPower): void {
     const old = this.power.get(name);
@@ -327,6 +335,7 @@ export function ledgerDetails(l: JudgeLedger): Record<string, unknown> {
   const power = summarizePower(l.power);
   const out: Record<string, unknown> = {};
   if (power !== null) out.power = power;
+  if (l.illConditioned.size > 0) out.ill_conditioned = Object.fromEntries(l.illConditioned);
   if (l.hasMutations()) {
     out.signatures = l.signatures();
     out.blind_spots = l.blindSpots();

@@ -13,7 +13,7 @@
  */
 import { BIAS_FLOOR, BIAS_K } from "./bias.ts";
 import { flashRule } from "./compare.ts";
-import { EXERCISED, GROUP_FLOOR, floorRel, type Compared } from "./kernel-judge.ts";
+import { EXERCISED, GROUP_FLOOR, floorRel, isIllConditioned, type Compared } from "./kernel-judge.ts";
 import { maxAbs } from "../src/numeric.ts";
 import type { Precision } from "../src/precision.ts";
 
@@ -61,10 +61,19 @@ export interface StreamVerdict {
   message?: string;
   /** Per tensor: the largest err/bound over its sequences, and the bias test. */
   tensors: Record<string, { err: number; plain: number; bound: number; ratio: number; slope: number; sigma: number; threshold: number; bias: boolean }>;
+  /** The tensors of sequences left unjudged as ill-conditioned (docs/spec/precision.md#ill-conditioned). */
+  illConditioned: { tensor: string; seq: number; plain_rel: number }[];
 }
 
 /** The verdict of a case from its summaries: flashCompare's bound per tensor and sequence, then the bias test per tensor. */
-export function streamVerdict(all: readonly SeqSummary[], p: Precision): StreamVerdict {
+export function streamVerdict(summaries: readonly SeqSummary[], p: Precision): StreamVerdict {
+  // as flashCompare: a tensor of a sequence whose plain reference is itself far from ref64 is not judged
+  const ill = (s: SeqSummary) => s.broken === null && isIllConditioned(s.errRef, s.refMax, p.storage);
+  const illConditioned = summaries.filter(ill).map((s) => ({ tensor: s.name, seq: s.seq, plain_rel: s.errRef / s.refMax }));
+  const all = summaries.filter((s) => !ill(s));
+  if (all.length === 0 && illConditioned.length > 0) {
+    return { ok: false, vacuous: true, message: `every compared tensor is ill-conditioned at ${p.storage} (docs/spec/precision.md#ill-conditioned)`, tensors: {}, illConditioned };
+  }
   const groupMax = { out: 0, grad: 0 };
   for (const s of all) groupMax[s.group] = Math.max(groupMax[s.group], s.refMax);
   const tensors: StreamVerdict["tensors"] = {};
@@ -97,10 +106,10 @@ export function streamVerdict(all: readonly SeqSummary[], p: Precision): StreamV
     Object.assign(t, { slope, sigma, threshold, bias: !(Math.abs(slope) <= threshold) });
     if (t.bias && live) biasFailure ??= `${name}: systematic bias, slope ${slope.toExponential(3)} > ${threshold.toExponential(3)} (docs/spec/precision.md#bias)`;
   }
-  if (failure !== undefined) return { ok: false, vacuous: false, message: failure, tensors };
-  if (!anyLive) return { ok: false, vacuous: true, message: `every compared reference value is below ${EXERCISED}`, tensors };
-  if (biasFailure !== undefined) return { ok: false, vacuous: false, message: biasFailure, tensors };
-  return { ok: true, vacuous: false, tensors };
+  if (failure !== undefined) return { ok: false, vacuous: false, message: failure, tensors, illConditioned };
+  if (!anyLive) return { ok: false, vacuous: true, message: `every compared reference value is below ${EXERCISED}`, tensors, illConditioned };
+  if (biasFailure !== undefined) return { ok: false, vacuous: false, message: biasFailure, tensors, illConditioned };
+  return { ok: true, vacuous: false, tensors, illConditioned };
 }
 
 function sum(xs: readonly SeqSummary[], k: "rr" | "re" | "ee" | "pp" | "n"): number {

@@ -7,7 +7,7 @@
  */
 import { join } from "node:path";
 import { kernelBackendNames, type Resolved } from "../../ffi/backends.ts";
-import type { CheckResult } from "../../harness/check.ts";
+import type { CheckResult, Profile } from "../../harness/check.ts";
 import { runBatch, spawnChild, tail, type ChildSpec } from "../../harness/child-process.ts";
 import { ROOT } from "../../paths.ts";
 import { childArgs, parseProbeOutput, type ChildMode, type ChildRequest } from "./protocol.ts";
@@ -25,11 +25,20 @@ function child(mode: ChildMode) {
   return { cmd: [process.execPath, CHILD, ...childArgs(mode)], cwd: ROOT, env: childEnv(), progressFd: true };
 }
 
-/** A batch's time limit: NLC_KERNEL_TIMEOUT seconds, else generous for the deep profile (~1 s a check). */
-function batchTimeoutMs(n: number): number {
-  const env = Number(process.env.NLC_KERNEL_TIMEOUT);
-  if (Number.isFinite(env) && env > 0) return env * 1000;
-  return 60_000 + 3_000 * n;
+/**
+ * What one check of a batch may take, by profile: the limit is there to end a hung kernel, and a
+ * slow CPU kernel on a loaded machine is not a fault. The regime profile's checks run T up to 1040,
+ * d up to 256 and B·H ≥ 32, and an f32-summing build's plain reference runs ten times: measured at
+ * up to 600 s for the 83 checks of cpu-f32 on a shared two-core machine, which the default
+ * allowance (309 s for the batch) ended as a false `error` (docs/spec/kernel-abi.md#isolation).
+ */
+const PER_CHECK_MS: Readonly<Record<Profile, number>> = { quick: 3_000, default: 3_000, deep: 10_000, regime: 20_000 };
+
+/** A batch's time limit: NLC_KERNEL_TIMEOUT seconds, else 60 s and the profile's allowance per check. */
+export function batchTimeoutMs(n: number, profile: Profile, env: Record<string, string | undefined> = process.env): number {
+  const set = Number(env.NLC_KERNEL_TIMEOUT);
+  if (Number.isFinite(set) && set > 0) return set * 1000;
+  return 60_000 + PER_CHECK_MS[profile] * n;
 }
 
 /** Runs a batch in children (a fresh one after each death); a check a child died in is `error` with the cause. */
@@ -37,7 +46,7 @@ export function runChild(req: ChildRequest): Map<string, CheckResult> {
   const spec: ChildSpec = {
     ...child({ kind: "run", backend: req.backend, profile: req.profile }),
     who: `the child process running C5 on ${req.backend}`,
-    timeoutMs: (n) => req.timeoutMs ?? batchTimeoutMs(n),
+    timeoutMs: (n) => req.timeoutMs ?? batchTimeoutMs(n, req.profile),
     replayArgs: ["--backend", req.backend],
   };
   return runBatch(spec, req);
