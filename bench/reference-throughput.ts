@@ -139,7 +139,7 @@ for (const { d, T } of SIZES) {
   for (const [name, t] of [["numpy loop", np], ["torch f64 eager", th]] as const) {
     console.log(typeof t === "string" ? `  ${name}: ${t}` : `  ${name.padEnd(26)} ${t.wall.toFixed(3)}/${t.cpu.toFixed(3)} s   GFLOP/s ${gf(d, T, t)}`);
   }
-  console.log(`  yardstick, f32 sums (${runs.length} runs of the fast pair)   ${yard.wall.toFixed(3)}/${yard.cpu.toFixed(3)} s   yardstick/fast ${ratio(yard, fst)}`);
+  console.log(`  yardstick, f32 sums (${runs.length} run${runs.length === 1 ? "" : "s"} of the fast pair)   ${yard.wall.toFixed(3)}/${yard.cpu.toFixed(3)} s   yardstick/fast ${ratio(yard, fst)}`);
   if (old) {
     const c0 = process.cpuUsage(), t0 = performance.now();
     for (const o of plainOrders("f32", PLAIN_RUNS)) withAccumulate("f32", () => once(decl.inner, c32), o);
