@@ -44,7 +44,7 @@ export const KERNEL_TOLERANCE: Readonly<Record<string, unknown>> = {
     "on tiny cases (s = 1, d = 1) the f32 reference can be exact, while a kernel that sums in another order (threads, " +
     "FMA on a GPU) is a few f32 roundings (2^-24 relative each) off; 1e-6 relative is ~16 roundings of the largest value",
   vacuity: `a case whose compared references are all below ${EXERCISED} is vacuous; so is a check in which some compared tensor never exceeds it`,
-  ill_conditioned: "a tensor whose plain reference is farther from ref64 than 1e-3 (f32 storage), 1e-2 (f16) or 5e-2 (bf16) of its largest reference value is " +
+  ill_conditioned: "a tensor whose plain reference is farther from ref64 than 1e-2 (f32 and f16 storage) or 5e-2 (bf16) of its largest reference value is " +
     "not judged in that case and is listed in details.ill_conditioned (docs/spec/precision.md#ill-conditioned)",
 };
 
@@ -182,12 +182,14 @@ export function flashCompare(all: Compared[], exercised: Set<string>, who: strin
 /**
  * Where the plain reference of the kernel's precision is itself this far from ref64, relative to
  * the tensor's largest reference value, the computation amplifies rounding (Moneta's L_q
- * normalisation of a nearly vanishing accumulator over a thousand tokens: the plain f32 reference
- * 18% from ref64), and two correct computations at that precision differ by a heavy-tailed amount
- * the factor of two of the bound does not cover. Per storage dtype: 50 to 100 times the largest
- * relative plain error measured on well-conditioned cases (docs/spec/precision.md#ill-conditioned).
+ * normalisation over a thousand tokens: the plain f32 reference 18% from ref64, the correct kernel
+ * 47%), and two correct computations at that precision differ by more than the factor of two of
+ * the bound covers. 1e-2 for f32 and f16 storage, 5e-2 for bf16: almost five times the largest relative
+ * plain error of a judged tensor in the default run's kernel checks (2.1e-3: sums that cancel, MEMORA's
+ * dα and Trellis' dS_K_0, which the ten-run yardstick judges as it should), and for bf16 well past
+ * its storage rounding (docs/spec/precision.md#ill-conditioned).
  */
-export const ILL_CONDITIONED: Readonly<Record<Precision["storage"], number>> = { f32: 1e-3, f16: 1e-2, bf16: 5e-2 };
+export const ILL_CONDITIONED: Readonly<Record<Precision["storage"], number>> = { f32: 1e-2, f16: 1e-2, bf16: 5e-2 };
 
 /** Whether a tensor whose plain reference is `plainErr` from ref64 (largest |ref64|: `refMax`) is ill-conditioned at storage `s`. */
 export function isIllConditioned(plainErr: number, refMax: number, s: Precision["storage"]): boolean {

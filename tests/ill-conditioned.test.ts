@@ -43,7 +43,7 @@ test("a well-conditioned tensor beside it still fails, and a case of ill-conditi
 
 test("the threshold: a plain reference just inside it is judged (and a kernel past its bound fails), just outside it is not", () => {
   const t = ILL_CONDITIONED.f32;
-  const inside = flashCompare([{ name: "y", group: "out", seq: 0, kernel: off(ref, 3 * 0.99 * t), ref64: ref, ref32: off(ref, 0.99 * t) }], new Set(), "the kernel", F32, { mutations: false });
+  const inside = flashCompare([{ name: "y", group: "out", seq: 0, kernel: off(ref, 4 * 0.99 * t), ref64: ref, ref32: off(ref, 0.99 * t) }], new Set(), "the kernel", F32, { mutations: false });
   expect(inside.ok).toBe(false);
   expect(inside.details?.ill_conditioned).toBeUndefined();
   const outside = flashCompare([{ name: "y", group: "out", seq: 0, kernel: off(ref, 3 * 1.01 * t), ref64: ref, ref32: off(ref, 1.01 * t) }], new Set(), "the kernel", F32, { mutations: false });
@@ -63,4 +63,18 @@ test("the judge of one sequence at a time (production case) leaves the same tens
   expect(v.ok).toBe(true);
   expect(v.illConditioned.map((x) => x.tensor)).toEqual(["dk"]);
   expect(streamVerdict([summarise(items[0]!)], F32).vacuous).toBe(true);
+});
+
+test("the seed-6 case (plain reference 9.7e-4 of the scale, the kernel 1.06 times its bound) is judged: it fails, as the sweep recorded", () => {
+  // C5/cpu-f32/moneta/backward, regime long, T = 1002, d = 1: dk, max |ref64| 2465 (docs/spec/precision.md#ill-conditioned)
+  const r64 = [1221.6210998012064, 2465, -800];
+  const v = flashCompare([{ name: "dk", group: "grad", seq: 0, kernel: [1226.9488525390625, 2465, -800], ref64: r64, ref32: [1221.6210998012064 + 2.385, 2465, -800] }],
+    new Set(), "the kernel", F32, { mutations: false });
+  expect(v.ok).toBe(false);
+  expect(v.vacuous).toBeUndefined();
+  expect(v.details?.ill_conditioned).toBeUndefined();
+});
+
+test("the default run's cancelling sums stay judged: MEMORA's dα at 2e-3 of its scale is well inside the threshold", () => {
+  expect(ILL_CONDITIONED.f32).toBeGreaterThanOrEqual(4 * 2.1e-3);
 });
