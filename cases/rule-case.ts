@@ -93,6 +93,31 @@ export function clampHyper(decl: RuleDecl, s: RuleCaseSpec): RuleCaseSpec {
 }
 
 /**
+ * A regime batch's case (docs/spec/conformance.md#regime): `base` at the regime's d and T (never
+ * below the rule's check minimums), its bounded integer hyperparameters clamped, and in the `long`
+ * regime its real hyperparameters kept to their `longSample` ranges.
+ */
+export function regimeCase(decl: RuleDecl, base: RuleCaseSpec, shape: { readonly regime: string; readonly d: number; readonly T: number }): RuleCaseSpec {
+  const mins = decl.checkMinimums ?? {};
+  const sized = clampHyper(decl, { ...base, d: Math.max(shape.d, mins.d ?? 1), seq_len: Math.max(shape.T, mins.seq_len ?? 1) });
+  return shape.regime === "long" ? longHyper(decl, sized) : sized;
+}
+
+/**
+ * The case with every real hyperparameter that declares a `longSample` clamped into it: what a
+ * generated case of a thousand tokens and more keeps to (the regime profile's `long` batch,
+ * docs/spec/conformance.md#regime).
+ */
+export function longHyper(decl: RuleDecl, s: RuleCaseSpec): RuleCaseSpec {
+  const hyper = { ...s.hyper };
+  for (const [name, h] of Object.entries(decl.hyper)) {
+    if (h.kind !== "real" || h.longSample === undefined || !(name in hyper)) continue;
+    hyper[name] = Math.min(Math.max(Number(hyper[name]), h.longSample[0]), h.longSample[1]);
+  }
+  return { ...s, hyper };
+}
+
+/**
  * The same case at every other value of each enumerated hyperparameter (Lattice's write variant).
  * A value can leave an input unused (Lattice's encode writes k and never reads v, and similarity
  * at d = 1 writes nothing), so a check drawing the value at random could, at some seed, compare

@@ -15,7 +15,7 @@ import {
   REGIMES, REGIME_MAX_SEQS, isStateTensor, mapSeq, packStates, packTokens, regimeShapeArb, seqExtraArb, seqExtrasArb, tokenWidth, type Regime, type SeqExtra,
 } from "../../cases/kernel-batch.ts";
 import type { SeqTensors } from "../../oracle/plain-reference.ts";
-import { clampHyper, otherEnumValues, ruleCaseSpecArb, type RuleCaseSpec, type SizeLimits } from "../../cases/rule-case.ts";
+import { otherEnumValues, regimeCase, ruleCaseSpecArb, type RuleCaseSpec, type SizeLimits } from "../../cases/rule-case.ts";
 import type { InnerInputs, RuleConfig, RuleDecl, State } from "../../src/rules/types.ts";
 import { Tensor, cast } from "../../src/tensor.ts";
 import { roundTo, roundedCopy, type Precision, type StorageDType } from "../../src/precision.ts";
@@ -65,14 +65,13 @@ function frozenReads(k: KSpec): KSpec {
  * size the regime's T straddles.
  */
 export function regimeBatchArb(decl: RuleDecl, frozen: boolean, regime: Regime, chunks: readonly number[]): fc.Arbitrary<KSpec> {
-  const mins = decl.checkMinimums ?? {};
   const nullable = fc.integer({ min: 0, max: 4 }).map((i) => i === 0);
   return fc.record({
     base: ruleCaseSpecArb(decl, { d: [1, 4], seq_len: [1, 4] }), shape: regimeShapeArb(regime, chunks),
     extra: seqExtrasArb(REGIME_MAX_SEQS - 1, ["init", "random"]),
     dyNull: nullable, dFinalNull: nullable,
   }).map(({ base, shape, extra, dyNull, dFinalNull }) => {
-    const sized = clampHyper(decl, { ...base, d: Math.max(shape.d, mins.d ?? 1), seq_len: Math.max(shape.T, mins.seq_len ?? 1) });
+    const sized = regimeCase(decl, base, shape);
     const k: KSpec = { base: sized, B: shape.B, H: shape.H, C: shape.C, extra, dyNull, dFinalNull };
     return frozen ? frozenReads(k) : k;
   });

@@ -8,7 +8,7 @@
  * (docs/spec/py-backend.md#precision).
  */
 import * as fc from "fast-check";
-import { buildRuleCase, clampHyper, ruleCaseSpecArb, type RuleCaseSpec } from "../../cases/rule-case.ts";
+import { buildRuleCase, clampHyper, regimeCase, ruleCaseSpecArb, type RuleCaseSpec } from "../../cases/rule-case.ts";
 import type { Profile } from "../../harness/check.ts";
 import { roundedCopy, type Precision, type StorageDType } from "../../src/precision.ts";
 import { Rng, uniformTensor } from "../../src/rng.ts";
@@ -44,12 +44,11 @@ export interface PyCaseSpec {
  * own seeds, gates and states.
  */
 export function pyRegimeBatchArb(decl: RuleDecl, regime: Regime, chunks: readonly number[]): fc.Arbitrary<PyCaseSpec> {
-  const mins = decl.checkMinimums ?? {};
   return fc.record({
     base: ruleCaseSpecArb(decl, { d: [1, 4], seq_len: [1, 4] }), shape: regimeShapeArb(regime, chunks),
     extra: seqExtrasArb(REGIME_MAX_SEQS - 1, ["random", "init"]), dFinalSeed: fc.integer({ min: 1, max: 0x7fffffff }),
   }).map(({ base, shape, extra, dFinalSeed }) => ({
-    base: clampHyper(decl, { ...base, d: Math.max(shape.d, mins.d ?? 1), seq_len: Math.max(shape.T, mins.seq_len ?? 1) }),
+    base: regimeCase(decl, base, shape),
     B: shape.B, H: shape.H, extra, dFinalSeed,
   }));
 }

@@ -33,6 +33,11 @@ export type HyperSpec =
     readonly sample?: readonly [number, number];
     /** Values with their own code path (e.g. Moneta's p = 1, p = 2 fast paths) that inputs must hit. */
     readonly atoms?: readonly number[];
+    /**
+     * The range generated cases keep to at a thousand tokens and more (the regime profile's `long`
+     * batch), where the rule's recurrence is ill-conditioned outside it; the reason beside it.
+     */
+    readonly longSample?: readonly [number, number];
   }
   | { readonly kind: "enum"; readonly default: string; readonly values: readonly string[]; readonly doc: string };
 
