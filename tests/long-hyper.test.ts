@@ -20,7 +20,7 @@ test("the seed-8 and seed-6 cases get q = 2 in the long regime, and keep q elsew
   for (const regime of ["boundary", "wide", "heads"]) expect(regimeCase(moneta, spec(2.95, 4), { regime, d: 4, T: 17 }).hyper.q).toBe(2.95);
   // d and T as the regime says, the rest of the case unchanged
   const c = regimeCase(moneta, spec(2.95, 4), { regime: "long", d: 3, T: 1010 });
-  expect({ ...c, hyper: { ...c.hyper, q: 2.95 } }).toEqual({ ...spec(2.95, 4), d: 3, seq_len: 1010 });
+  expect({ ...c, hyper: { ...c.hyper, q: 2.95 } } as unknown).toEqual({ ...spec(2.95, 4), d: 3, seq_len: 1010 });
 });
 
 test("a longSample lies inside the hyperparameter's range and its sampled range", () => {
