@@ -200,13 +200,7 @@ export function isIllConditioned(plainErr: number, refMax: number, s: Precision[
 /** max|plain − ref64| / max|ref64| of an ill-conditioned item, else undefined (judged as usual). */
 function illConditioned(it: Compared, p: Precision): number | undefined {
   if (it.kernel === undefined || it.kernel.length !== it.ref64.length || it.ref32.length !== it.ref64.length) return undefined;
-  const mag = maxAbs(it.ref64);
-  let plain = 0;
-  for (let i = 0; i < it.ref64.length; i++) {
-    const r = Math.abs(it.ref32[i]! - it.ref64[i]!);
-    if (!Number.isFinite(r)) return undefined;
-    if (r > plain) plain = r;
-  }
+  const mag = maxAbs(it.ref64), plain = flashRule(it.kernel, it.ref64, it.ref32, 0).errRef;
   return isIllConditioned(plain, mag, p.storage) ? plain / mag : undefined;
 }
 
