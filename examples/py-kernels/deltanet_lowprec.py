@@ -73,9 +73,9 @@ def _chunked(q, k, v, beta, S, scale, low, read=lambda k: k, C=CHUNK):
     if pad:  # padded tokens have k = v = 0 and beta = 0: they leave the state as it is
         z = lambda x: torch.cat([x, x.new_zeros(*x.shape[:2], pad, *x.shape[3:])], 2)
         q, k, v, beta = z(q), z(k), z(v), z(beta)
-    strict = torch.tril(torch.ones(C, C, dtype=torch.bool), -1)
-    lower = torch.tril(torch.ones(C, C, dtype=torch.bool))
-    eye = torch.eye(C)
+    strict = torch.tril(torch.ones(C, C, dtype=torch.bool, device=k.device), -1)
+    lower = torch.tril(torch.ones(C, C, dtype=torch.bool, device=k.device))
+    eye = torch.eye(C, device=k.device)
     outs = []
     for c0 in range(0, T + pad, C):
         qc, kc, vc, bc = q[:, :, c0:c0 + C], k[:, :, c0:c0 + C], v[:, :, c0:c0 + C], beta[:, :, c0:c0 + C]

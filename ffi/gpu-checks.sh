@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The checks that need an NVIDIA GPU, in one go (cuda/README.md#on-a-gpu): the CUDA builds, C5 on
+# the three CUDA builds (default profile, then the regime profile), the kernel benchmark, the
+# `py:` kernels on the GPU (ours in PyTorch; fla's Triton kernels where `fla` imports), and last the
+# whole default run. Every step has its own time limit (STEP_S, default 240 s), logs to OUTDIR and
+# goes on after a failure; the exit status is the number of steps that did not end with 0.
+#     bash ffi/gpu-checks.sh OUTDIR [STEP...]      (steps: env build c5 regime bench py fla default)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PWD/node_modules/.bin:$PATH"
+out=${1:?usage: bash ffi/gpu-checks.sh OUTDIR [STEP...]}
+shift
+steps=${*:-env build c5 regime bench py fla default}
+mkdir -p "$out"
+export NLC_BUILD_CUDA=1 PYTHONUNBUFFERED=1
+export NLC_TORCH_PYTHON=${NLC_TORCH_PYTHON:-$(command -v python3)}
+t0=$SECONDS
+bad=0
+run() { # name command...
+  local name=$1
+  shift
+  printf '\n== [%4d s] %s: %s\n' $((SECONDS - t0)) "$name" "$*"
+  timeout -k 5 "${STEP_S:-240}" "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  tail -n "${TAIL:-12}" "$out/$name.log"
+  printf '== [%4d s] %s: exit %d\n' $((SECONDS - t0)) "$name" "$rc"
+  [ "$rc" = 0 ] || bad=$((bad + 1))
+}
+has() { case " $steps " in *" $1 "*) return 0 ;; esac; return 1; }
+cuda=(--backend cuda --backend cuda-f32 --backend cuda-bf16)
+ours="examples/py-kernels"
+if has env; then
+  run env bash -c "nvidia-smi -L; nvcc --version | tail -2; g++ --version | head -1; bun --version;
+    $NLC_TORCH_PYTHON -c 'import torch, triton; print(\"torch\", torch.__version__, \"cuda\", torch.cuda.is_available(), \"triton\", triton.__version__)'"
+fi
+has build && run build bun ffi/build.ts cpu cpu-test cuda cuda-f32 cuda-bf16
+has c5 && run c5 bun conformance/cli.ts --filter C5 "${cuda[@]}" --report "$out/c5-cuda.json"
+has regime && run regime bun conformance/cli.ts --filter C5 --profile regime --backend cuda --backend cuda-bf16 --report "$out/c5-cuda-regime.json"
+has bench && run bench bash -c "bun bench/kernels.ts --backend cuda --quick && cp reports/bench-kernels-cuda.json '$out/'"
+if has py; then
+  run py bun conformance/cli.ts --filter C5/py- --report "$out/py-gpu.json" \
+    --backend "py:$ours/naive_delta.py:naive_delta" --backend "py:$ours/naive_titans.py:naive_titans" \
+    --backend "py:$ours/fla_deltanet.py:chunk_delta_rule" --backend "py:$ours/fla_deltanet.py:chunk_gated_delta_rule" \
+    --backend "py:$ours/fla_deltanet.py:chunk_gated_delta_rule_bf16" --backend "py:$ours/deltanet_lowprec.py:recurrent_delta_bf16" --backend "py:$ours/deltanet_lowprec.py:chunk_delta_f16"
+fi
+if has fla; then
+  export NLC_FLA_FIRST_CONFIG=${NLC_FLA_FIRST_CONFIG:-1}
+  f="py:$ours/fla_real.py"
+  run fla bun conformance/cli.ts --filter C5/py- --report "$out/fla-gpu.json" \
+    --backend "$f:fused_recurrent_delta_rule" --backend "$f:fused_recurrent_delta_rule_bf16_stored" \
+    --backend "$f:chunk_delta_rule_bf16" --backend "$f:chunk_delta_rule_bf16_stored" \
+    --backend "$f:chunk_gated_delta_rule_bf16" --backend "$f:chunk_gated_delta_rule"
+fi
+has default && run default bun conformance/cli.ts --report "$out/default.json"
+printf '\n== [%4d s] done: %d step(s) did not pass\n' $((SECONDS - t0)) "$bad"
+exit "$bad"
