@@ -49,7 +49,7 @@ if has fla; then
   run fla bun conformance/cli.ts --filter C5/py- --report "$out/fla-gpu.json" \
     --backend "$f:fused_recurrent_delta_rule" --backend "$f:fused_recurrent_delta_rule_bf16_stored" \
     --backend "$f:chunk_delta_rule_bf16" --backend "$f:chunk_delta_rule_bf16_stored" \
-    --backend "$f:chunk_gated_delta_rule_bf16" --backend "$f:chunk_gated_delta_rule"
+    --backend "$f:chunk_gated_delta_rule_bf16_stored" --backend "$f:chunk_gated_delta_rule"
 fi
 has default && run default bun conformance/cli.ts --report "$out/default.json"
 printf '\n== [%4d s] done: %d step(s) did not pass\n' $((SECONDS - t0)) "$bad"

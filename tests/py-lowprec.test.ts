@@ -3,8 +3,9 @@
  * docs/spec/precision.md#intermediates): the correct DeltaNet examples
  * (examples/py-kernels/deltanet_lowprec.py, recurrent and chunked WY form) pass against the
  * storage-intermediates yardstick, and the planted ones (deltanet_lowprec_planted.py: dβ scaled by
- * 1 + 1/128, a dropped term of dk) fail their backward. Quick profile, delta only. Skipped without
- * PyTorch.
+ * 1 + 1/128, a dropped term of dk) fail their backward; the same for Gated DeltaNet
+ * (fla_storage_intermediates.py: its correct bf16 kernel and two of its plants). Quick profile.
+ * Skipped without PyTorch.
  */
 import { expect, test } from "bun:test";
 import { expectStatus, pyRun } from "./py-run.ts";
@@ -17,12 +18,16 @@ const CORRECT = ["recurrent_delta_bf16", "chunk_delta_bf16", "recurrent_delta_f1
 const PLANTED = ["chunk_delta_f16_dbeta_scaled", "recurrent_delta_f16_dbeta_scaled", "chunk_delta_bf16_dk_dropped", "recurrent_delta_f16_dk_dropped"]
   .map((k) => `py:examples/py-kernels/deltanet_lowprec_planted.py:${k}`);
 
-const run = pyRun(() => [...CORRECT, ...PLANTED]);
+const GATED = (k: string) => `py:examples/py-kernels/fla_storage_intermediates.py:fused_recurrent_gated_delta_rule_storage_${k}`;
+const GATED_CORRECT = [GATED("bf16_stored")];
+const GATED_PLANTED = [GATED("f16_stored_dbeta_scaled"), GATED("bf16_stored_dk_dropped")];
+
+const run = pyRun(() => [...CORRECT, ...PLANTED, ...GATED_CORRECT, ...GATED_PLANTED]);
 
 test.skipIf(!hasTorch)("py: the bf16 and f16 DeltaNet kernels with storage intermediates pass, judged at their declared precision", () => {
-  for (const b of CORRECT) {
+  for (const b of [...CORRECT, ...GATED_CORRECT]) {
     for (const kind of ["forward", "backward"]) {
-      const r = run.get(b, "delta", kind);
+      const r = run.get(b, b.includes("gated") ? "gated_delta" : "delta", kind);
       expectStatus(r, "pass");
       expect((r.details as { precision: { storage: string } }).precision.storage).toBe(b.includes("bf16") ? "bf16" : "f16");
     }
@@ -31,8 +36,9 @@ test.skipIf(!hasTorch)("py: the bf16 and f16 DeltaNet kernels with storage inter
 
 test.skipIf(!hasTorch)("py: a planted dβ × (1 + 1/128) and a dropped term of dk fail the backward, on the tensor planted", () => {
   const got: Record<string, string> = {}, want: Record<string, string> = {};
-  for (const b of PLANTED) {
-    const f = run.get(b, "delta", "forward"), r = run.get(b, "delta", "backward");
+  for (const b of [...PLANTED, ...GATED_PLANTED]) {
+    const rule = b.includes("gated") ? "gated_delta" : "delta";
+    const f = run.get(b, rule, "forward"), r = run.get(b, rule, "backward");
     got[b] = `forward ${f.status}, backward ${r.status} on ${(r.message ?? "").split(" ")[0]}`;
     want[b] = `forward pass, backward fail on ${b.includes("dbeta") ? "dtheta" : "dk"}`;
   }
@@ -56,5 +62,5 @@ test.skipIf(!hasTorch)("py: a wrong intermediates declaration is an error naming
     ].join("\n")],
     cwd: `${import.meta.dir}/../python`, stdout: "pipe", stderr: "pipe",
   });
-  expect(py.stdout.toString()).toContain("intermediates: the torch reference marks no stored values in hebbian (it does in: delta)");
+  expect(py.stdout.toString()).toContain("intermediates: the torch reference marks no stored values in hebbian (it does in: delta, gated_delta)");
 }, 120_000);

@@ -59,3 +59,5 @@ chunk_gated_delta_rule = declared(_chunk_gated_delta_rule, **GATED_DELTANET, chu
 chunk_delta_rule_bf16 = declared(_chunk_delta_rule, **DELTANET, dtype="bf16", chunk_size=FLA_CHUNK)
 chunk_gated_delta_rule_bf16 = declared(_chunk_gated_delta_rule, **GATED_DELTANET, dtype="bf16", chunk_size=FLA_CHUNK)
 chunk_delta_rule_bf16_stored = declared(_chunk_delta_rule, **DELTANET, dtype="bf16", chunk_size=FLA_CHUNK, intermediates="storage")
+chunk_gated_delta_rule_bf16_stored = declared(_chunk_gated_delta_rule, **GATED_DELTANET, dtype="bf16", chunk_size=FLA_CHUNK,
+                                              intermediates="storage")

@@ -44,9 +44,10 @@ def _run(step, q, k, v, g, beta, scale, initial_state, output_final_state, cu_se
     if upcast:
         q, k, v, beta = q.float(), k.float(), v.float(), beta.float()
     g = torch.zeros_like(beta) if g is None else g.to(beta.dtype)
-    if use_qk_l2norm_in_kernel:
-        q, k = _l2(q), _l2(k)
-    q = q * (K ** -0.5 if scale is None else scale)
+    low = q.dtype  # f32 when upcast; else the storage dtype, which a kernel writes q and k back in
+    if use_qk_l2norm_in_kernel:  # normalised in f32 (as fla's l2norm kernel), stored once
+        q, k = _l2(q.float()).to(low), _l2(k.float()).to(low)
+    q = (q.float() * (K ** -0.5 if scale is None else scale)).to(low)  # scaled in f32, stored once
     segs = _segments(T, cu_seqlens)
     if segs is None:
         S0 = q.new_zeros(B, H, K, V, dtype=torch.float32) if initial_state is None else initial_state.float()
@@ -109,15 +110,16 @@ def _chunk_step(q, k, v, g, beta, S, C=CHUNK):
     return o[:, :T], S
 
 
-def _recurrent_step_storage(q, k, v, g, beta, S):
+def _recurrent_step_storage(q, k, v, g, beta, S, read=lambda k: k):
     """The recurrent step keeping its intermediates in the inputs' dtype (bf16): the prediction kᵀS,
-    the corrected value v_new and the output are rounded to it; the state S stays in f32."""
+    the corrected value v_new and the output are rounded to it; the state S stays in f32.
+    `read`: the keys the prediction reads (a planted variant detaches them)."""
     lp = q.dtype
     outs = []
     for t in range(k.shape[1]):
         S = S * g[:, t, :, None, None].float().exp()
         kt, vt, qt, bt = k[:, t], v[:, t], q[:, t], beta[:, t, :, None]
-        v_new = bt * (vt - torch.einsum("bhk,bhkv->bhv", kt.float(), S).to(lp))
+        v_new = bt * (vt - torch.einsum("bhk,bhkv->bhv", read(kt).float(), S).to(lp))
         S = S + torch.einsum("bhk,bhv->bhkv", kt.float(), v_new.float())
         outs.append(torch.einsum("bhk,bhkv->bhv", qt.float(), S).to(lp))
     return torch.stack(outs, 1), S

@@ -181,9 +181,14 @@ def _delta(k, v, q, x, g, omega, st, cfg):
     return torch.stack(ys), {"M": M}
 
 
+_plain_store = store
+
+
 def _gated_delta(k, v, q, x, g, omega, st, cfg):
     # Gated DeltaNet as written in its own form: S_t = a_t S_{t-1} (I - beta_t k_t k_t^T) + beta_t v_t k_t^T,
     # with decay a_t = 1 - alpha_t and step beta_t = theta_t (docs/spec/titans-family.md#gated-delta-forward)
+    if store is not _plain_store:
+        return _gated_delta_stored(k, v, q, g, st)
     M = st["M"]
     eye = torch.eye(k.shape[1], dtype=k.dtype)
     ys = []
@@ -191,6 +196,23 @@ def _gated_delta(k, v, q, x, g, omega, st, cfg):
         a, beta = 1 - g["alpha"][t], g["theta"][t]
         M = a * M @ (eye - beta * torch.outer(k[t], k[t])) + beta * torch.outer(v[t], k[t])
         ys.append(M @ q[t])
+    return torch.stack(ys), {"M": M}
+
+
+def _gated_delta_stored(k, v, q, g, st):
+    # The same recurrence as a kernel computes it, for the storage emulation alone (the plain run
+    # keeps the form above): decay, predict from the decayed memory, correct. Marked as in _delta:
+    # q and k, the decayed state where the prediction reads it, the prediction, the corrected value
+    # e = a M k - v, the update e k^T (k marked again there), the state where y reads it, and y
+    # (docs/spec/precision.md#intermediates).
+    M = st["M"]
+    k, q = store(k), store(q)
+    ys = []
+    for t in range(k.shape[0]):
+        M = (1 - g["alpha"][t]) * M
+        e = store(store(store(M) @ k[t]) - v[t])
+        M = M - g["theta"][t] * store(torch.outer(e, store(k[t])))
+        ys.append(store(store(M) @ q[t]))
     return torch.stack(ys), {"M": M}
 
 

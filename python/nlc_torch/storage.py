@@ -55,7 +55,7 @@ class _Store(torch.autograd.Function):
 
 
 # rules whose forward marks its stored values (others cannot be emulated: an error names them)
-STORING_RULES = ("delta",)
+STORING_RULES = ("delta", "gated_delta")
 
 
 @contextlib.contextmanager
