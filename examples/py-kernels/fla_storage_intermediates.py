@@ -12,9 +12,8 @@ kᵀS reads, so one term of dk is missing.
 """
 import functools
 
-import torch
-
 import fla_style_ops as ops
+from deltanet_lowprec_planted import _ScaledGrad  # dβ scaled by 1 + 1/128 in f32, rounded to the storage dtype
 from fla_deltanet import GATED_DELTANET, declared
 
 fused_recurrent_gated_delta_rule_storage_bf16 = declared(ops.fused_recurrent_gated_delta_rule_storage, **GATED_DELTANET, dtype="bf16")
@@ -22,16 +21,6 @@ fused_recurrent_gated_delta_rule_storage_bf16_stored = declared(ops.fused_recurr
                                                                 dtype="bf16", intermediates="storage")
 fused_recurrent_gated_delta_rule_storage_f16_stored = declared(ops.fused_recurrent_gated_delta_rule_storage, **GATED_DELTANET,
                                                                dtype="f16", intermediates="storage")
-
-
-class _ScaledGrad(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        return x.clone()
-
-    @staticmethod
-    def backward(ctx, g):
-        return (g.float() * (1 + 1 / 128)).to(g.dtype)
 
 
 def _planted(dtype, plant):
