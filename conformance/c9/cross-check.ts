@@ -20,7 +20,7 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import type { RuleCaseSpec } from "../../cases/rule-case.ts";
 import { RULES, ruleByKey } from "../../src/rules/index.ts";
 import { TorchBridge, probeTorch } from "../../oracle/torch-bridge.ts";
-import { fmt, worst, type Diff } from "./compare.ts";
+import { allowance, fmt, worst, type Diff } from "./compare.ts";
 import { EDGES, FD_ATOL, FD_RTOL, ruleSpecs, runRuleCase, type RuleCaseResult, type StateFd } from "./rule-cases.ts";
 import { modelCases, runModelCase, type ModelCaseDef } from "./model-cases.ts";
 import { replayFixture } from "./golden-fixtures.ts";
@@ -80,9 +80,11 @@ function modelCaseRules(def: ModelCaseDef): string[] {
   return [...keys];
 }
 
-function group(ds: readonly Diff[], prefix: string): Diff | null {
-  return worst(ds.filter((d) => d.name.startsWith(prefix)));
+function group(ds: readonly Diff[], prefix: string, tol: number): Diff | null {
+  return worst(ds.filter((d) => d.name.startsWith(prefix)), tol);
 }
+
+const spreadNote = (d: Diff, tol: number) => (d.spread === undefined ? "" : ` (order spread ${fmt(d.spread)}: allowed ${fmt(allowance(d, tol))})`);
 
 function cell(d: Diff | null, withName = false): string {
   if (d === null) return "-";
@@ -95,7 +97,7 @@ function median(xs: number[]): number {
   return s.length === 0 ? NaN : s[Math.floor(s.length / 2)]!;
 }
 
-interface RuleAgg { y: Diff[]; st: Diff[]; gr: Diff[]; fd: StateFd[]; ms: number[]; rt: number[]; n: number; vac: number }
+interface RuleAgg { y: Diff[]; st: Diff[]; gr: Diff[]; fd: StateFd[]; ms: number[]; rt: number[]; n: number; vac: number; ill: string[] }
 
 /** Worst |torch − FD| / max(|FD|, atol/rtol) over the cases, and how many were within the FD tolerance. */
 function fdCell(fds: readonly StateFd[]): string {
@@ -136,7 +138,7 @@ async function main(): Promise<number> {
       for (const frozen of decl.frozen === null ? [false] : [false, true]) {
         const key = frozen ? `${decl.key}.frozen` : decl.key;
         if (o.rules.length > 0 && !o.rules.includes(key) && !o.rules.includes(decl.key)) continue;
-        const agg: RuleAgg = { y: [], st: [], gr: [], fd: [], ms: [], rt: [], n: 0, vac: 0 };
+        const agg: RuleAgg = { y: [], st: [], gr: [], fd: [], ms: [], rt: [], n: 0, vac: 0, ill: [] };
         perRule[key] = agg;
         if (!known.has(key)) {
           ruleError(key, unknownRuleMessage([key]));
@@ -145,7 +147,7 @@ async function main(): Promise<number> {
         for (const spec of ruleSpecs(decl, o, frozen)) {
           let r: RuleCaseResult;
           try {
-            r = await runRuleCase(br, decl, frozen, spec);
+            r = await runRuleCase(br, decl, frozen, spec, undefined, o.tol);
           } catch (e) {
             ruleError(key, `case d=${spec.d} s=${spec.seq_len} seed=${spec.seed}: ${errorText(e)}`);
             break;
@@ -154,20 +156,23 @@ async function main(): Promise<number> {
           agg.n++;
           agg.ms.push(r.ms);
           agg.rt.push(r.roundTripMs);
-          const y = group(r.diffs, "y"), st = group(r.diffs, "state."), gr = group(r.diffs, "grads.");
+          const y = group(r.diffs, "y", o.tol), st = group(r.diffs, "state.", o.tol), gr = group(r.diffs, "grads.", o.tol);
           if (y) agg.y.push(y);
           if (st) agg.st.push(st);
           if (gr) agg.gr.push(gr);
           if (r.diffs.some((d) => d.refMax === 0 && d.abs === 0 && d.name === "y")) agg.vac++;
-          const bad = r.diffs.filter((d) => !(d.rel <= o.tol));
+          const bad = r.diffs.filter((d) => !(d.rel <= allowance(d, o.tol)));
+          const ill = r.diffs.filter((d) => d.spread !== undefined && !bad.includes(d));
+          for (const d of ill) agg.ill.push(`d=${spec.d} s=${spec.seq_len} ${spec.alpha}/${spec.theta}/${spec.state} seed=${spec.seed}: ${d.name} ${fmt(d.rel)}${spreadNote(d, o.tol)}`);
           if (r.stateFd !== null) agg.fd.push(r.stateFd);
           const fdBad = r.stateFd !== null && !r.stateFd.ok;
           failures += bad.length > 0 || fdBad ? 1 : 0;
           const h = Object.entries(spec.hyper).map(([n, v]) => `${n}=${typeof v === "number" ? +v.toPrecision(3) : v}`).join(",");
-          if (o.verbose || bad.length > 0 || fdBad) {
+          if (o.verbose || bad.length > 0 || ill.length > 0 || fdBad) {
             console.log(`${key.padEnd(15)} d=${spec.d} s=${spec.seq_len} ${spec.alpha}/${spec.theta}/${spec.state} seed=${spec.seed} ${h}` +
               ` | y ${cell(y)} | state ${cell(st, true)} | grads ${cell(gr, true)} | d/dstate FD ${fdCell(r.stateFd === null ? [] : [r.stateFd])} | ${r.ms.toFixed(2)} ms` +
-              (bad.length ? `  FAIL: ${bad.map((d) => `${d.name} ${fmt(d.rel)}${d.note ? ` (${d.note})` : ""}`).join("; ")}` : "") +
+              (bad.length ? `  FAIL: ${bad.map((d) => `${d.name} ${fmt(d.rel)}${spreadNote(d, o.tol)}${d.note ? ` (${d.note})` : ""}`).join("; ")}` : "") +
+              (ill.length ? `  ill-conditioned: ${ill.map((d) => `${d.name} ${fmt(d.rel)}${spreadNote(d, o.tol)}`).join("; ")}` : "") +
               (fdBad ? `  FAIL: d/dstate torch ${r.stateFd!.an} vs FD ${r.stateFd!.fd} (h ${r.stateFd!.h})` : ""));
           }
         }
@@ -184,32 +189,33 @@ async function main(): Promise<number> {
           const spec: RuleCaseSpec = { d: 4, seq_len: 4, hyper: {}, alpha: "mid", theta: "large", state: "random", seed: 77 };
           let r: RuleCaseResult;
           try {
-            r = await runRuleCase(br, decl, frozen, spec, edge.edit);
+            r = await runRuleCase(br, decl, frozen, spec, edge.edit, o.tol);
           } catch (e) {
             ruleError(key, `edge case ${edge.id}: ${errorText(e)}`);
             continue;
           }
-          const bad = r.diffs.filter((d) => !(d.rel <= o.tol));
+          const bad = r.diffs.filter((d) => !(d.rel <= allowance(d, o.tol)));
           failures += bad.length > 0 ? 1 : 0;
-          const y = group(r.diffs, "y"), st = group(r.diffs, "state."), gr = group(r.diffs, "grads.");
+          const y = group(r.diffs, "y", o.tol), st = group(r.diffs, "state.", o.tol), gr = group(r.diffs, "grads.", o.tol);
           const zero = r.diffs.filter((d) => d.refMax === 0 && d.abs === 0).length;
           edgeRows.push(`${edge.id.padEnd(34)} ${key.padEnd(15)} y ${cell(y).padEnd(8)} state ${cell(st).padEnd(8)} grads ${cell(gr, true).padEnd(20)} all-zero ${zero}/${r.diffs.length}  d/dstate FD ${fdCell(r.stateFd === null ? [] : [r.stateFd])}` +
-            (bad.length ? `  FAIL: ${bad.map((d) => `${d.name} ${fmt(d.rel)}`).join("; ")}` : ""));
+            (bad.length ? `  FAIL: ${bad.map((d) => `${d.name} ${fmt(d.rel)}${spreadNote(d, o.tol)}`).join("; ")}` : ""));
         }
       }
     }
     console.log(edgeRows.join("\n"));
     console.log(`\n${"rule".padEnd(16)}${"cases".padStart(6)}  ${"y".padEnd(9)}${"state".padEnd(22)}${"grads".padEnd(26)}${"d/dstate vs FD".padEnd(18)}ms(bridge) ms(round trip)`);
     for (const [key, a] of Object.entries(perRule)) {
-      console.log(`${key.padEnd(16)}${String(a.n).padStart(6)}  ${cell(worst(a.y)).padEnd(9)}${cell(worst(a.st), true).padEnd(22)}` +
-        `${cell(worst(a.gr), true).padEnd(26)}${fdCell(a.fd).padEnd(18)}${median(a.ms).toFixed(2).padStart(6)}     ${median(a.rt).toFixed(2).padStart(6)}`);
+      console.log(`${key.padEnd(16)}${String(a.n).padStart(6)}  ${cell(worst(a.y, o.tol)).padEnd(9)}${cell(worst(a.st, o.tol), true).padEnd(22)}` +
+        `${cell(worst(a.gr, o.tol), true).padEnd(26)}${fdCell(a.fd).padEnd(18)}${median(a.ms).toFixed(2).padStart(6)}     ${median(a.rt).toFixed(2).padStart(6)}`);
     }
     const skipped = new Set(all.flatMap((r) => r.skipped.map((s) => `${r.key}:${s.replace(/^grads\.state\..*/, "grads.state.*")}`)));
     console.log(`\nnot compared (torch only): ${[...skipped].sort().join(", ")}`);
     report.rules = Object.fromEntries(Object.entries(perRule).map(([k, a]) => [k, errors.has(k) ? { cases: a.n, error: errors.get(k) } : {
-      cases: a.n, y: worst(a.y), state: worst(a.st), grads: worst(a.gr),
+      cases: a.n, y: worst(a.y, o.tol), state: worst(a.st, o.tol), grads: worst(a.gr, o.tol),
       // The largest reference value compared in any case: 0 would mean every comparison was vacuous.
       refMax: Math.max(0, ...[...a.y, ...a.st, ...a.gr].map((d) => (Number.isFinite(d.refMax) ? d.refMax : 0))), stateFd: fdCell(a.fd), medianMs: median(a.ms), medianRoundTripMs: median(a.rt),
+      ...(a.ill.length > 0 ? { illConditioned: a.ill } : {}),
     }]));
   }
 
@@ -229,15 +235,15 @@ async function main(): Promise<number> {
         rows.push({ id: def.id, error: errorText(e) });
         continue;
       }
-      const loss = group(r.diffs, "loss"), gm = group(r.diffs, "grads.model."), gl = group(r.diffs, "grads.levels.");
-      const eb = group(r.diffs, "error_buffers."), cx = group(r.diffs, "context."), tw = worst(r.tapeDiffs);
-      const bad = r.diffs.filter((d) => !(d.rel <= o.tol));
+      const loss = group(r.diffs, "loss", o.tol), gm = group(r.diffs, "grads.model.", o.tol), gl = group(r.diffs, "grads.levels.", o.tol);
+      const eb = group(r.diffs, "error_buffers.", o.tol), cx = group(r.diffs, "context.", o.tol), tw = worst(r.tapeDiffs, o.tol);
+      const bad = r.diffs.filter((d) => !(d.rel <= allowance(d, o.tol)));
       if (bad.length > 0 || !r.activeMatch) failures++;
       console.log(`${def.id.padEnd(46)}${cell(loss).padEnd(9)}${cell(gm, true).padEnd(24)}${cell(gl, true).padEnd(26)}${cell(eb).padEnd(10)}` +
         `${cell(cx).padEnd(10)}${(r.pattern + (r.activeMatch ? "" : "≠ts")).padEnd(8)}${cell(tw).padEnd(13)}${r.ms.toFixed(1)}` +
         (bad.length ? `  FAIL: ${bad.slice(0, 4).map((d) => `${d.name} ${fmt(d.rel)}${d.note ? ` (${d.note})` : ""}`).join("; ")}` : ""));
       if (o.verbose) for (const d of r.diffs) console.log(`    ${d.name.padEnd(32)} ${fmt(d.rel)}  (max|ts| ${fmt(d.refMax)})`);
-      rows.push({ id: def.id, worst: worst(r.diffs), loss, activeMatch: r.activeMatch, tapeWorst: tw, ms: r.ms });
+      rows.push({ id: def.id, worst: worst(r.diffs, o.tol), loss, activeMatch: r.activeMatch, tapeWorst: tw, ms: r.ms });
     }
     report.model = rows;
   }
@@ -267,9 +273,9 @@ async function main(): Promise<number> {
         continue;
       }
       replayed++;
-      const w = worst(r.diffs);
+      const w = worst(r.diffs, o.tol);
       if (w !== null && (worstAll === null || !(w.rel <= worstAll.rel))) worstAll = { ...w, name: `${f}: ${w.name}` };
-      const bad = r.diffs.filter((d) => !(d.rel <= o.tol));
+      const bad = r.diffs.filter((d) => !(d.rel <= allowance(d, o.tol)));
       if (bad.length > 0 || !r.activeMatch) {
         failures++;
         console.log(`fixture ${f}: FAIL ${bad.map((d) => `${d.name} ${fmt(d.rel)}`).join("; ")}${r.activeMatch ? "" : " active decisions differ"}`);

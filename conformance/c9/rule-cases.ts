@@ -8,8 +8,9 @@ import { fdDirectional } from "../../oracle/fd.ts";
 import { MEMORY_RULES } from "../../src/rules/index.ts";
 import type { RuleDecl } from "../../src/rules/types.ts";
 import { Tensor } from "../../src/tensor.ts";
-import { TorchBridge } from "../../oracle/torch-bridge.ts";
-import { diff, withFloor, type Diff } from "./compare.ts";
+import { TorchBridge, type RuleRequest } from "../../oracle/torch-bridge.ts";
+import { diff, withConditioning, withFloor, type Diff } from "./compare.ts";
+import { withAccumulate } from "../../src/precision.ts";
 import type { Options } from "./options.ts";
 
 export interface RuleCaseResult {
@@ -101,30 +102,14 @@ export function ruleSpecs(decl: RuleDecl, o: Options, frozen: boolean): RuleCase
 }
 
 export async function runRuleCase(br: TorchBridge, decl: RuleDecl, frozen: boolean, spec: RuleCaseSpec,
-  edit?: (c: RuleCase) => void): Promise<RuleCaseResult> {
+  edit?: (c: RuleCase) => void, tol = 1e-10, torchSide: (req: RuleRequest) => RuleRequest = (req) => req): Promise<RuleCaseResult> {
   const c = buildRuleCase(decl, spec, "f64", frozen);
   edit?.(c);
-  let y: Tensor, finalState: Readonly<Record<string, Tensor>>, grads: Record<string, Tensor>;
-  // torch differentiates sum(y ⊙ dy) only, so the TS state gradient is taken with no dFinal.
-  let dState: Record<string, Tensor>;
-  if (frozen) {
-    const r = frozenForwardSaved(decl, c.X, c.params, c.state, c.cfg);
-    y = r.y;
-    finalState = c.state;
-    const g = frozenBackwardWithState(decl, r.saved, c.dy, c.cfg);
-    grads = { X: g.X, W_Q: g.W_Q };
-    dState = g.dState;
-  } else {
-    const r = ruleForwardSaved(decl, c.X, c.params, c.state, c.cfg);
-    y = r.y;
-    finalState = r.finalState;
-    const g = ruleBackwardWithState(decl, r.saved, c.dy, c.cfg);
-    grads = g.grads;
-    dState = g.dState0;
-  }
+  const { y, finalState, grads, dState } = tsRun(decl, frozen, c);
   // A case from the rule's init sends no state: torch then starts from its own D4 init (init hash).
   const sendState = spec.state === "init" && edit === undefined ? undefined : c.state;
-  const t = await br.runRule({ rule: decl.key, frozen, config: c.cfg, X: c.X, dy: c.dy, params: c.params, state: sendState });
+  // torchSide is the identity except where a test plants a bug on the torch side only.
+  const t = await br.runRule(torchSide({ rule: decl.key, frozen, config: c.cfg, X: c.X, dy: c.dy, params: c.params, state: sendState }));
   const diffs: Diff[] = [diff("y", t.y, y)];
   for (const [n, ref] of Object.entries(finalState)) diffs.push(diff(`state.${n}`, t.state[n], ref));
   // Every parameter: the TS frozen backward returns only X and W_Q; the others are zero by D13.
@@ -174,7 +159,38 @@ export async function runRuleCase(br: TorchBridge, decl: RuleDecl, frozen: boole
       if (stateFd.ok) break;
     }
   }
-  return { key: frozen ? `${decl.key}.frozen` : decl.key, spec, diffs: withFloor(diffs), ms: t.ms, roundTripMs: t.roundTripMs, skipped, stateFd };
+  return { key: frozen ? `${decl.key}.frozen` : decl.key, spec, diffs: withConditioning(withFloor(diffs), orderSpread(decl, frozen, c, { y, finalState, grads, dState }), tol),
+    ms: t.ms, roundTripMs: t.roundTripMs, skipped, stateFd };
+}
+
+interface TsResult { y: Tensor; finalState: Readonly<Record<string, Tensor>>; grads: Record<string, Tensor>; dState: Record<string, Tensor> }
+
+/** The TypeScript reference's side of a case: forward, hand-written backward, initial-state gradient. */
+function tsRun(decl: RuleDecl, frozen: boolean, c: RuleCase): TsResult {
+  // torch differentiates sum(y ⊙ dy) only, so the TS state gradient is taken with no dFinal.
+  if (frozen) {
+    const r = frozenForwardSaved(decl, c.X, c.params, c.state, c.cfg);
+    const g = frozenBackwardWithState(decl, r.saved, c.dy, c.cfg);
+    return { y: r.y, finalState: c.state, grads: { X: g.X, W_Q: g.W_Q }, dState: g.dState };
+  }
+  const r = ruleForwardSaved(decl, c.X, c.params, c.state, c.cfg);
+  const g = ruleBackwardWithState(decl, r.saved, c.dy, c.cfg);
+  return { y: r.y, finalState: r.finalState, grads: g.grads, dState: g.dState0 };
+}
+
+/**
+ * The case's conditioning (docs/spec/conformance.md#c9-conditioning): the TypeScript reference run
+ * again with every sum taken in reverse order, an equally correct f64 computation. Returns, per
+ * compared tensor, its relative difference from the natural order (floored as the comparison is):
+ * how far rounding alone moves that tensor in this case.
+ */
+export function orderSpread(decl: RuleDecl, frozen: boolean, c: RuleCase, base: TsResult): Map<string, number> {
+  const p = withAccumulate("f64", () => tsRun(decl, frozen, c), "reversed");
+  const ds: Diff[] = [diff("y", p.y, base.y)];
+  for (const [n, ref] of Object.entries(base.finalState)) ds.push(diff(`state.${n}`, p.finalState[n], ref));
+  for (const [n, ref] of Object.entries(base.grads)) ds.push(diff(`grads.${n}`, p.grads[n], ref));
+  for (const [n, ref] of Object.entries(base.dState)) ds.push(diff(`grads.state.${n}`, p.dState[n], ref));
+  return new Map(withFloor(ds).filter((d) => Number.isFinite(d.rel)).map((d) => [d.name, d.rel]));
 }
 
 /**
