@@ -20,8 +20,8 @@ export interface Diff {
 /**
  * An ill-conditioned tensor is allowed ORDER_FACTOR times its order spread: torch sums in yet
  * another order, and on correct implementations its difference from TypeScript stays within a
- * few spreads (measured: docs/spec/conformance.md#c9-conditioning). Never more than SPREAD_CAP, so
- * a modelling error (≥ 1e-6 relative in every bug planted so far) still fails.
+ * few spreads (measured: docs/spec/conformance.md#c9-conditioning). Never more than SPREAD_CAP:
+ * above it no conditioning excuses a difference.
  */
 export const ORDER_FACTOR = 100, SPREAD_CAP = 1e-6;
 
