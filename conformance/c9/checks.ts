@@ -63,12 +63,18 @@ export function adoptC9SkipReason(reason: string | null): void {
   skipReason = reason;
 }
 
-const results = new Map<string, CrossReport | Error>();
+/** A run's cross-check: its report, why it could not run, or that C9 cannot run here at all (a skip, with the reason). */
+type CrossOutcome = CrossReport | Error | { skip: string };
+const results = new Map<string, CrossOutcome>();
 /** The whole cross-check's wall limit (a starved machine is slow, not hung). */
 const CROSS_CHECK_LIMIT_MS = 1_800_000;
 
-/** Runs every C9 case once per seed and profile (one bridge process), then serves the checks. */
-function crossReport(runSeed: number, profile: Profile): CrossReport {
+/**
+ * Runs every C9 case once per seed and profile (one bridge process), then serves the checks. No
+ * probe comes first: the cross-check exits 2 when its bridge cannot start for want of python or
+ * torch, and only then is the interpreter probed, for the reason the skips carry.
+ */
+function crossReport(runSeed: number, profile: Profile): CrossReport | { skip: string } {
   const key = `${runSeed}:${profile}`;
   let r = results.get(key);
   if (r === undefined) {
@@ -81,7 +87,10 @@ function crossReport(runSeed: number, profile: Profile): CrossReport {
     noteSignal(p.signal); // the cross-check ended by SIGINT/SIGTERM: the run was interrupted
     try {
       if (p.error !== undefined) r = new Error(`the cross-check could not run: ${p.error.message}`);
-      else if (p.status !== 0 && p.status !== 1) r = new Error(`the cross-check exited with ${p.status ?? p.signal}: ${(p.stderr || p.stdout).slice(-800)}`);
+      else if (p.status === 2 && /the torch bridge is not available/.test(p.stderr ?? "")) {
+        const reason = c9SkipReason();
+        r = reason !== null ? { skip: reason } : new Error(`the cross-check could not start its bridge: ${(p.stderr ?? "").trim().slice(-800)}`);
+      } else if (p.status !== 0 && p.status !== 1) r = new Error(`the cross-check exited with ${p.status ?? p.signal}: ${(p.stderr || p.stdout).slice(-800)}`);
       else r = JSON.parse(readFileSync(out, "utf8")) as CrossReport;
     } catch (e) {
       r = new Error(`the cross-check wrote no report: ${e instanceof Error ? e.message : String(e)}; ${(p.stderr ?? "").slice(-400)}`);
@@ -120,11 +129,14 @@ function verdict(diffs: readonly (Diff | null)[], refMax: number, seed: number, 
 }
 
 export function c9Checks(): CheckDef[] {
-  // Probed when the first C9 check runs, so a run without C9 never starts Python.
-  const skipped = (seed: number): DelegatedResult | null => {
-    const reason = c9SkipReason();
-    return reason === null ? null : { status: "skip", runs: 0, seed, path: "", message: reason };
+  // A run without C9 never starts Python; a run with it starts the cross-check's bridge first and
+  // probes only when that fails (or takes the answer a sweep's parent thread already has).
+  const report = (seed: number, runSeed: number, profile: Profile): CrossReport | DelegatedResult => {
+    if (typeof skipReason === "string") return { status: "skip", runs: 0, seed, path: "", message: skipReason };
+    const r = crossReport(runSeed, profile);
+    return "skip" in r ? { status: "skip", runs: 0, seed, path: "", message: r.skip } : r;
   };
+  const isResult = (r: CrossReport | DelegatedResult): r is DelegatedResult => "status" in r;
   const base = (id: string, subject: CheckDef["subject"], spec: string) => ({ id, class: "C9" as const, subject, spec, tolerance: TOLERANCE });
   const checks: CheckDef[] = [];
   for (const v of variants()) {
@@ -132,9 +144,9 @@ export function c9Checks(): CheckDef[] {
     checks.push({
       ...b, kind: "delegated",
       delegate: ({ seed, runSeed, profile }) => {
-        const skip = skipped(seed);
-        if (skip !== null) return skip;
-        const e = crossReport(runSeed, profile).rules[vkey(v)];
+        const cr = report(seed, runSeed, profile);
+        if (isResult(cr)) return cr;
+        const e = cr.rules[vkey(v)];
         if (e === undefined) return { status: "error", runs: 0, seed, path: "", message: `the cross-check has no result for ${vkey(v)}` };
         if (e.error !== undefined) return { status: "error", runs: e.cases, seed, path: "", message: e.error };
         const fd = e.stateFd === undefined || e.stateFd === "-" ? null : /(\d+)\/(\d+)$/.exec(e.stateFd);
@@ -154,9 +166,9 @@ export function c9Checks(): CheckDef[] {
     checks.push({
       ...b, kind: "delegated",
       delegate: ({ seed, runSeed, profile }) => {
-        const skip = skipped(seed);
-        if (skip !== null) return skip;
-        const e = crossReport(runSeed, profile).model.find((m) => m.id === def.id);
+        const cr = report(seed, runSeed, profile);
+        if (isResult(cr)) return cr;
+        const e = cr.model.find((m) => m.id === def.id);
         if (e === undefined) return { status: "error", runs: 0, seed, path: "", message: `the cross-check has no result for '${def.id}'` };
         if (e.error !== undefined) return { status: "error", runs: 0, seed, path: "", message: e.error };
         return verdict([e.worst, e.tapeWorst], Math.max(e.worst?.refMax ?? 0, e.tapeWorst?.refMax ?? 0), seed, 1, e.activeMatch ? null : "the two implementations chose different active levels");

@@ -19,7 +19,7 @@
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import type { RuleCaseSpec } from "../../cases/rule-case.ts";
 import { RULES, ruleByKey } from "../../src/rules/index.ts";
-import { TorchBridge, probeTorch } from "../../oracle/torch-bridge.ts";
+import { TorchBridge, TorchBridgeError } from "../../oracle/torch-bridge.ts";
 import { allowance, fmt, worst, type Diff } from "./compare.ts";
 import { EDGES, FD_ATOL, FD_RTOL, ruleSpecs, runRuleCase, type RuleCaseResult, type StateFd } from "./rule-cases.ts";
 import { modelCases, runModelCase, type ModelCaseDef } from "./model-cases.ts";
@@ -109,14 +109,20 @@ function fdCell(fds: readonly StateFd[]): string {
 
 async function main(): Promise<number> {
   const o = parseArgs(process.argv.slice(2));
-  const probe = await probeTorch();
-  if (!probe.available) {
-    console.error(`cross-check: the torch bridge is not available: ${probe.reason}`);
-    return 2;
+  // No separate probe: the bridge's own start says whether python and torch are there (a probe
+  // started Python and imported torch once more, on the run's longest lane).
+  let br: TorchBridge;
+  try {
+    br = await TorchBridge.start();
+  } catch (e) {
+    if (e instanceof TorchBridgeError && e.kind === "unavailable") {
+      console.error(`cross-check: the torch bridge is not available: ${e.message}`);
+      return 2;
+    }
+    throw e;
   }
-  const br = await TorchBridge.start();
-  console.log(`torch ${br.info.torch} (python ${br.info.python}); bridge startup ${br.startupMs.toFixed(0)} ms ` +
-    `(probe run: ${probe.startupMs.toFixed(0)} ms); protocol ${br.info.protocol}; tolerance ${o.tol}`);
+  console.log(`torch ${br.info.torch} (python ${br.info.python}); bridge startup ${br.startupMs.toFixed(0)} ms; ` +
+    `protocol ${br.info.protocol}; tolerance ${o.tol}`);
   let failures = 0;
   const report: Record<string, unknown> = { torch: br.info.torch, startupMs: br.startupMs, tol: o.tol };
   const known = new Set(br.info.rules);
