@@ -113,7 +113,10 @@ async function main(): Promise<number> {
   // started Python and imported torch once more, on the run's longest lane).
   let br: TorchBridge;
   try {
-    br = await TorchBridge.start();
+    // One torch thread unless NLC_TORCH_THREADS says otherwise: C9's tensors are tiny (d <= 12), and
+    // beside the run's other lanes a thread pool only contends (5.2 s against 6.1 s for the quick
+    // cases on two busy cores; docs/spec/conformance.md#speed).
+    br = await TorchBridge.start(process.env.NLC_TORCH_THREADS === undefined ? { threads: 1 } : {});
   } catch (e) {
     if (e instanceof TorchBridgeError && e.kind === "unavailable") {
       console.error(`cross-check: the torch bridge is not available: ${e.message}`);
