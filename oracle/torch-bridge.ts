@@ -46,7 +46,7 @@ export class TorchBridge {
 
   /** The live process id (null before start or after it died). */
   get pid(): number | null {
-    return this.proc !== null && this.proc.dead === null ? this.proc.sub.pid : null;
+    return this.proc !== null && this.proc.dead === null ? this.proc.childPid ?? this.proc.sub.pid : null;
   }
 
   get info(): HelloInfo {
@@ -79,6 +79,7 @@ export class TorchBridge {
       }
     }
     const h = m.header;
+    if (typeof h.pid === "number" && h.pid !== p.sub.pid) p.childPid = h.pid;
     if (h.ok !== true) {
       p.endInput();
       p.kill();

@@ -24,6 +24,11 @@ export class Proc {
   private stderrTail = "";
   private writeError: string | null = null;
   dead: TorchBridgeError | null = null;
+  /**
+   * The bridge's own pid where it is not `sub` (its hello says: a child of the zygote, which `sub`,
+   * the launcher, mirrors); killed together with `sub`.
+   */
+  childPid: number | null = null;
   readonly exited: Promise<void>;
 
   constructor(readonly python: string, opts: BridgeOptions) {
@@ -33,7 +38,10 @@ export class Proc {
     env.PYTHONUNBUFFERED = "1";
     if (opts.threads !== undefined) env.NLC_TORCH_THREADS = String(opts.threads);
     try {
-      this.sub = Bun.spawn([python, "-m", "nlc_torch.bridge"], { stdin: "pipe", stdout: "pipe", stderr: "pipe", env });
+      // Through the zygote (python/nlc_zygote.py: torch imported once, a fork per bridge), unless
+      // NLC_TORCH_ZYGOTE=0 asks for a Python of its own.
+      const cmd = env.NLC_TORCH_ZYGOTE === "0" ? [python, "-m", "nlc_torch.bridge"] : [python, "-m", "nlc_zygote", "nlc_torch.bridge"];
+      this.sub = Bun.spawn(cmd, { stdin: "pipe", stdout: "pipe", stderr: "pipe", env });
     } catch (e) {
       throw new TorchBridgeError("unavailable", `torch bridge: cannot start ${python}: ${(e as Error).message}`);
     }
@@ -98,7 +106,7 @@ export class Proc {
           `torch bridge: ${what} timed out after ${timeoutMs} ms; the bridge process was killed (the next request starts a new one)` +
           (this.stderrTail.trim() ? `; stderr tail:\n${this.stderrTail.trim()}` : ""));
         this.fail(e);
-        this.sub.kill("SIGKILL");
+        this.kill();
       }, timeoutMs);
       this.waiting.push({
         resolve: (m) => { clearTimeout(timer); resolve(m); },
@@ -121,6 +129,13 @@ export class Proc {
 
   kill(): void {
     this.sub.kill("SIGKILL");
+    if (this.childPid !== null) {
+      try {
+        process.kill(this.childPid, "SIGKILL");
+      } catch {
+        // already gone
+      }
+    }
   }
 
   endInput(): void {

@@ -155,11 +155,11 @@ class Handler:
     def hello(self, header, tensors):
         if self.torch is None:
             return {"ok": False, "error": self.torch_error, "protocol": PROTOCOL_VERSION,
-                    "python": sys.version.split()[0]}, []
+                    "python": sys.version.split()[0], "pid": os.getpid()}, []
         from .rules import RULE_KEYS, hyper_defaults, implemented_rules
         keys = implemented_rules()
         return {"ok": True, "protocol": PROTOCOL_VERSION, "torch": self.torch.__version__,
-                "python": sys.version.split()[0], "dtype": "f64", "rules": keys,
+                "python": sys.version.split()[0], "pid": os.getpid(), "dtype": "f64", "rules": keys,
                 "models": [{"composition": c, "k": [1, 2, 4], "freq_schedule": ["fixed", "learned"]}
                            for c in ("mag", "mac", "mal")],
                 "hyper_defaults": {r: hyper_defaults(r) for r in RULE_KEYS}}, []
