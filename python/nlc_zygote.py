@@ -61,14 +61,18 @@ def _serve_connection(sock_path, lock_path, log_path):
     if s is not None:
         return s
     with open(log_path, "ab") as log:
-        subprocess.Popen([sys.executable, "-m", "nlc_zygote", "--serve", sock_path, lock_path], stdin=subprocess.DEVNULL,
-                         stdout=log, stderr=log, start_new_session=True, cwd="/", env=os.environ.copy())
+        server = subprocess.Popen([sys.executable, "-m", "nlc_zygote", "--serve", sock_path, lock_path], stdin=subprocess.DEVNULL,
+                                  stdout=log, stderr=log, start_new_session=True, cwd="/", env=os.environ.copy())
     deadline = time.monotonic() + START_WAIT_S
     while time.monotonic() < deadline:
         time.sleep(0.02)
         s = _connect(sock_path)
         if s is not None:
             return s
+        # exit 0: another zygote of this key holds the lock (it is starting: wait for it);
+        # anything else: this one failed (its log says why), so the caller runs the module itself
+        if server.poll() not in (None, 0):
+            return None
     return None
 
 
