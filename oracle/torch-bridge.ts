@@ -18,7 +18,7 @@ import {
   type RuleRequest,
 } from "./torch-protocol.ts";
 import { encode, type Message } from "./torch-wire.ts";
-import { Proc, defaultPython, prefixed, replyError } from "./torch-process.ts";
+import { Proc, defaultPython, moduleCommand, prefixed, pythonEnv, replyError } from "./torch-process.ts";
 
 
 export * from "./torch-protocol.ts";
@@ -260,7 +260,9 @@ export function probeTorchSync(opts: BridgeOptions = {}): { available: true } | 
   const python = defaultPython(opts);
   let p;
   try {
-    p = Bun.spawnSync({ cmd: [python, "-c", "import torch"], stdout: "ignore", stderr: "pipe", timeout: 120_000 });
+    // Through the zygote (docs/spec/conformance.md#zygote): once it runs, a probe is a fork.
+    const env = pythonEnv();
+    p = Bun.spawnSync({ cmd: moduleCommand(python, "nlc_torch.has_torch", env), stdin: "ignore", stdout: "ignore", stderr: "pipe", timeout: 120_000, env });
   } catch (e) {
     // A missing or non-executable interpreter (ENOENT, EACCES): a reason, never a crash.
     const why = (e as { code?: string }).code ?? (e instanceof Error ? e.message : String(e));

@@ -7,6 +7,23 @@ import { Decoder, type Message } from "./torch-wire.ts";
 const PYTHON_DIR = decodeURIComponent(new URL("../python", import.meta.url).pathname);
 const STDERR_TAIL = 4000;
 
+/** The environment the project's Python modules run in: python/ on the path, no bytecode files, unbuffered. */
+export function pythonEnv(): Record<string, string> {
+  const env: Record<string, string> = { ...(process.env as Record<string, string>) };
+  env.PYTHONPATH = env.PYTHONPATH ? `${PYTHON_DIR}:${env.PYTHONPATH}` : PYTHON_DIR;
+  env.PYTHONDONTWRITEBYTECODE = "1";
+  env.PYTHONUNBUFFERED = "1";
+  return env;
+}
+
+/**
+ * `python -m MODULE` through the zygote (python/nlc_zygote.py, docs/spec/conformance.md#zygote:
+ * torch imported once, a fork per process), unless NLC_TORCH_ZYGOTE=0 asks for a Python of its own.
+ */
+export function moduleCommand(python: string, module: string, env: Record<string, string | undefined>): string[] {
+  return env.NLC_TORCH_ZYGOTE === "0" ? [python, "-m", module] : [python, "-m", "nlc_zygote", module];
+}
+
 export function defaultPython(opts: BridgeOptions): string {
   return opts.python ?? process.env.NLC_TORCH_PYTHON ?? "/usr/bin/python3";
 }
@@ -32,16 +49,10 @@ export class Proc {
   readonly exited: Promise<void>;
 
   constructor(readonly python: string, opts: BridgeOptions) {
-    const env: Record<string, string> = { ...(process.env as Record<string, string>) };
-    env.PYTHONPATH = env.PYTHONPATH ? `${PYTHON_DIR}:${env.PYTHONPATH}` : PYTHON_DIR;
-    env.PYTHONDONTWRITEBYTECODE = "1";
-    env.PYTHONUNBUFFERED = "1";
+    const env = pythonEnv();
     if (opts.threads !== undefined) env.NLC_TORCH_THREADS = String(opts.threads);
     try {
-      // Through the zygote (python/nlc_zygote.py: torch imported once, a fork per bridge), unless
-      // NLC_TORCH_ZYGOTE=0 asks for a Python of its own.
-      const cmd = env.NLC_TORCH_ZYGOTE === "0" ? [python, "-m", "nlc_torch.bridge"] : [python, "-m", "nlc_zygote", "nlc_torch.bridge"];
-      this.sub = Bun.spawn(cmd, { stdin: "pipe", stdout: "pipe", stderr: "pipe", env });
+      this.sub = Bun.spawn(moduleCommand(python, "nlc_torch.bridge", env), { stdin: "pipe", stdout: "pipe", stderr: "pipe", env });
     } catch (e) {
       throw new TorchBridgeError("unavailable", `torch bridge: cannot start ${python}: ${(e as Error).message}`);
     }

@@ -9,8 +9,9 @@
  */
 import { expect, test } from "bun:test";
 import { expectStatus, pyRun } from "./py-run.ts";
+import { probeTorchSync } from "../oracle/torch-bridge.ts";
 
-const hasTorch = Bun.spawnSync({ cmd: [process.env.NLC_TORCH_PYTHON ?? "/usr/bin/python3", "-c", "import torch"] }).exitCode === 0;
+const hasTorch = probeTorchSync().available;
 
 const CORRECT = ["recurrent_delta_bf16", "chunk_delta_bf16", "recurrent_delta_f16", "chunk_delta_f16"].map((k) => `py:examples/py-kernels/deltanet_lowprec.py:${k}`);
 // dβ × (1 + 1/128) in f16: in bf16 it is below what the yardstick can see (about 1% there,

@@ -12,10 +12,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { CheckResult } from "../harness/check.ts";
 import { ROOT } from "../paths.ts";
+import { probeTorchSync } from "../oracle/torch-bridge.ts";
 
 const KERNELS = ["chunked", "handoff", "tile", "stride", "partial"] as const;
 const FILE = "tests/py-kernels/chunked_planted.py";
-const hasTorch = Bun.spawnSync({ cmd: [process.env.NLC_TORCH_PYTHON ?? "/usr/bin/python3", "-c", "import torch"] }).exitCode === 0;
+const hasTorch = probeTorchSync().available;
 
 function forwardChecks(profile: "default" | "regime"): Map<string, CheckResult> {
   const dir = mkdtempSync(join(tmpdir(), "nlc-py-planted-"));

@@ -8,10 +8,11 @@
  */
 import { expect, test } from "bun:test";
 import { expectStatus, pyRun } from "./py-run.ts";
+import { probeTorchSync } from "../oracle/torch-bridge.ts";
 
 const FILE = "tests/py-kernels/varlen_leak_planted.py";
 const NAIVE = "py:examples/py-kernels/naive_delta.py:naive_delta";
-const hasTorch = Bun.spawnSync({ cmd: [process.env.NLC_TORCH_PYTHON ?? "/usr/bin/python3", "-c", "import torch"] }).exitCode === 0;
+const hasTorch = probeTorchSync().available;
 const k = (name: string) => `py:${FILE}:${name}`;
 const run = pyRun(() => [...["packed", "leak", "leak_small", "no_keyword", "packed_read"].map(k), NAIVE]);
 
