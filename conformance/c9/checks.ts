@@ -10,16 +10,17 @@
  * side does not know (or fails on) errors its own checks only, with the cross-check's message.
  */
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { runsFor, type CheckDef, type DelegatedResult, type Profile, type ProfileRuns } from "../../harness/check.ts";
+import { runsFor, type CheckDef, type DelegatedResult, type DelegateOptions, type Profile, type ProfileRuns } from "../../harness/check.ts";
 import { probeTorchSync } from "../../oracle/torch-bridge.ts";
 import { noteSignal } from "../../harness/interrupt.ts";
 import { ROOT } from "../../paths.ts";
 import { variants, vkey } from "../../cases/rule-variant.ts";
 import { modelCases, parseArgs } from "./cross-check.ts";
 import { allowance, ORDER_FACTOR, SPREAD_CAP } from "./compare.ts";
+import type { Selection } from "./options.ts";
 import { levelPatternOf } from "../../cases/model-arb.ts";
 
 /** Rule cases per variant (random specs; pinned hyperparameters and edge cases come on top). */
@@ -41,9 +42,11 @@ interface Diff { name: string; rel: number | string; abs: number | string; refMa
 /** A variant's results, or `error`: why the torch side could not run it (it does not know the rule, or failed on it). */
 type RuleEntry = { cases: number; error: string } | { cases: number; error?: undefined; y: Diff | null; state: Diff | null; grads: Diff | null; refMax: number; stateFd?: string; illConditioned?: string[] };
 type ModelEntry = { id: string; error: string } | { id: string; error?: undefined; worst: Diff | null; activeMatch: boolean; tapeWorst: Diff | null };
-interface CrossReport { torch: string; rules: Record<string, RuleEntry>; model: ModelEntry[] }
+interface FixturesEntry { replayed: number; skipped: number; worst: Diff | null; failed: string[] }
+interface CrossReport { torch: string; rules?: Record<string, RuleEntry>; model?: ModelEntry[]; fixtures?: FixturesEntry }
 
 const modelId = (id: string) => `C9/model/${id.replace(/\//g, "+").replace(/\s+/g, "-")}`;
+const FIXTURES_ID = "C9/fixtures";
 
 let skipReason: string | null | undefined;
 /** Why C9 cannot run here (python3 or torch missing), or null. Probed once. */
@@ -74,15 +77,23 @@ const CROSS_CHECK_LIMIT_MS = 1_800_000;
  * probe comes first: the cross-check exits 2 when its bridge cannot start for want of python or
  * torch, and only then is the interpreter probed, for the reason the skips carry.
  */
-function crossReport(runSeed: number, profile: Profile): CrossReport | { skip: string } {
-  const key = `${runSeed}:${profile}`;
+function crossReport(runSeed: number, profile: Profile, selected: ReadonlySet<string>): CrossReport | { skip: string } {
+  // Only what this run selected is cross-checked (a filtered run, a replay); each case is the one a
+  // whole run draws, so its verdict is the same.
+  const selection: Selection = {
+    rules: variants().map(vkey).filter((k) => selected.has(`C9/${k}`)),
+    model: modelCases(parseArgs([])).map((d) => d.id).filter((id) => selected.has(modelId(id))),
+    fixtures: selected.has(FIXTURES_ID),
+  };
+  const key = `${runSeed}:${profile}:${JSON.stringify(selection)}`;
   let r = results.get(key);
   if (r === undefined) {
     const dir = mkdtempSync(join(tmpdir(), "nlc-c9-"));
-    const out = join(dir, "cross.json");
+    const out = join(dir, "cross.json"), sel = join(dir, "select.json");
+    writeFileSync(sel, JSON.stringify(selection));
     // A hang is caught inside by the bridge's own limits (60 s a request, the start tried twice);
     // this only bounds the whole run, which took over 600 s on a machine at load 15 (sweep seeds 59, 60).
-    const p = spawnSync(process.execPath, [join(import.meta.dir, "cross-check.ts"), "--seed", String(runSeed), "--cases", String(runsFor(CASES, profile)), "--tol", String(TOL), "--json", out],
+    const p = spawnSync(process.execPath, [join(import.meta.dir, "cross-check.ts"), "--seed", String(runSeed), "--cases", String(runsFor(CASES, profile)), "--tol", String(TOL), "--json", out, "--select", sel],
       { cwd: ROOT, encoding: "utf8", timeout: CROSS_CHECK_LIMIT_MS, maxBuffer: 64 << 20 });
     noteSignal(p.signal); // the cross-check ended by SIGINT/SIGTERM: the run was interrupted
     try {
@@ -131,9 +142,9 @@ function verdict(diffs: readonly (Diff | null)[], refMax: number, seed: number, 
 export function c9Checks(): CheckDef[] {
   // A run without C9 never starts Python; a run with it starts the cross-check's bridge first and
   // probes only when that fails (or takes the answer a sweep's parent thread already has).
-  const report = (seed: number, runSeed: number, profile: Profile): CrossReport | DelegatedResult => {
+  const report = ({ seed, runSeed, profile, selected }: DelegateOptions): CrossReport | DelegatedResult => {
     if (typeof skipReason === "string") return { status: "skip", runs: 0, seed, path: "", message: skipReason };
-    const r = crossReport(runSeed, profile);
+    const r = crossReport(runSeed, profile, selected);
     return "skip" in r ? { status: "skip", runs: 0, seed, path: "", message: r.skip } : r;
   };
   const isResult = (r: CrossReport | DelegatedResult): r is DelegatedResult => "status" in r;
@@ -143,10 +154,11 @@ export function c9Checks(): CheckDef[] {
     const b = base(`C9/${vkey(v)}`, { rule: v.decl.key, frozen: v.frozen, dtype: "f64" }, `docs/spec/conformance.md#c9; docs/spec/decisions.md#d19; ${v.decl.sheet}`);
     checks.push({
       ...b, kind: "delegated",
-      delegate: ({ seed, runSeed, profile }) => {
-        const cr = report(seed, runSeed, profile);
+      delegate: (opts) => {
+        const seed = opts.seed;
+        const cr = report(opts);
         if (isResult(cr)) return cr;
-        const e = cr.rules[vkey(v)];
+        const e = cr.rules?.[vkey(v)];
         if (e === undefined) return { status: "error", runs: 0, seed, path: "", message: `the cross-check has no result for ${vkey(v)}` };
         if (e.error !== undefined) return { status: "error", runs: e.cases, seed, path: "", message: e.error };
         const fd = e.stateFd === undefined || e.stateFd === "-" ? null : /(\d+)\/(\d+)$/.exec(e.stateFd);
@@ -165,15 +177,31 @@ export function c9Checks(): CheckDef[] {
       `docs/spec/conformance.md#c9; docs/spec/decisions.md#d19; ${pattern === "mag" ? "docs/spec/titans-family.md#mag" : `docs/spec/composition.md#${pattern}`}, docs/spec/titans-family.md#cms`);
     checks.push({
       ...b, kind: "delegated",
-      delegate: ({ seed, runSeed, profile }) => {
-        const cr = report(seed, runSeed, profile);
+      delegate: (opts) => {
+        const seed = opts.seed;
+        const cr = report(opts);
         if (isResult(cr)) return cr;
-        const e = cr.model.find((m) => m.id === def.id);
+        const e = cr.model?.find((m) => m.id === def.id);
         if (e === undefined) return { status: "error", runs: 0, seed, path: "", message: `the cross-check has no result for '${def.id}'` };
         if (e.error !== undefined) return { status: "error", runs: 0, seed, path: "", message: e.error };
         return verdict([e.worst, e.tapeWorst], Math.max(e.worst?.refMax ?? 0, e.tapeWorst?.refMax ?? 0), seed, 1, e.activeMatch ? null : "the two implementations chose different active levels");
       },
     });
   }
+  // Every golden fixture replayed through torch: a fixture regenerated from a wrong forward
+  // disagrees with torch even when it agrees with itself (docs/spec/conformance.md#c9).
+  checks.push({
+    ...base(FIXTURES_ID, { fixture: "fixtures/golden", dtype: "f64" }, "docs/spec/conformance.md#c9; docs/spec/fixtures.md"), kind: "delegated",
+    delegate: (opts) => {
+      const seed = opts.seed;
+      const cr = report(opts);
+      if (isResult(cr)) return cr;
+      const f = cr.fixtures;
+      if (f === undefined) return { status: "error", runs: 0, seed, path: "", message: "the cross-check has no result for the golden fixtures" };
+      if (f.failed.length > 0) return { status: "fail", runs: f.replayed, seed, path: "", message: `${f.failed.length} golden fixture(s) disagree with torch: ${f.failed.slice(0, 3).join("; ")}`, details: { failed: f.failed } };
+      if (f.replayed === 0) return { status: "vacuous", runs: 0, seed, path: "", message: "no f64 golden fixture was replayed" };
+      return verdict([f.worst], f.worst?.refMax ?? 0, seed, f.replayed, null);
+    },
+  });
   return checks;
 }

@@ -9,7 +9,10 @@
  * group in the case, so that exactly-cancelling gradients compare their rounding to a scale).
  *
  *   ./node_modules/.bin/bun conformance/c9/cross-check.ts [--cases N] [--seed S] [--large] [--extreme] [--rule KEY]...
- *       [--no-rules] [--no-model] [--no-fixtures] [--verbose] [--tol X] [--json PATH]
+ *       [--no-rules] [--no-model] [--no-fixtures] [--verbose] [--tol X] [--json PATH] [--select FILE] [--golden DIR]
+ *
+ * --select FILE ({"rules": [variant keys], "model": [case ids], "fixtures": bool}) runs only those
+ * (a suite run passes what it selected); each case is the one a whole run draws.
  *
  * Exit code 1 when any compared tensor differs by more than --tol (default 1e-10) or a rule variant
  * or model case could not be run (a rule the bridge does not list, or one it fails on: that row
@@ -24,7 +27,7 @@ import { allowance, fmt, worst, type Diff } from "./compare.ts";
 import { EDGES, FD_ATOL, FD_RTOL, ruleSpecs, runRuleCase, type RuleCaseResult, type StateFd } from "./rule-cases.ts";
 import { modelCases, runModelCase, type ModelCaseDef } from "./model-cases.ts";
 import { replayFixture } from "./golden-fixtures.ts";
-import type { Options } from "./options.ts";
+import type { Options, Selection } from "./options.ts";
 export type { Options } from "./options.ts";
 
 export { modelCases } from "./model-cases.ts";
@@ -33,7 +36,7 @@ export { modelCases } from "./model-cases.ts";
 
 
 export function parseArgs(argv: string[]): Options {
-  const o: Options = { cases: 6, seed: 1, large: false, extreme: false, rules: [], doRules: true, doModel: true, doFixtures: true, verbose: false, tol: 1e-10, json: null };
+  const o: Options = { cases: 6, seed: 1, large: false, extreme: false, rules: [], doRules: true, doModel: true, doFixtures: true, verbose: false, tol: 1e-10, json: null, select: null, golden: null };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     const val = () => {
@@ -52,6 +55,8 @@ export function parseArgs(argv: string[]): Options {
     else if (a === "--verbose") o.verbose = true;
     else if (a === "--tol") o.tol = Number(val());
     else if (a === "--json") o.json = val();
+    else if (a === "--golden") o.golden = val();
+    else if (a === "--select") o.select = JSON.parse(readFileSync(val(), "utf8")) as Selection;
     else throw new Error(`unknown option ${a}`);
   }
   return o;
@@ -138,7 +143,7 @@ async function main(): Promise<number> {
     console.log(`${key.padEnd(15)} ERROR: ${message}`);
   };
 
-  if (o.doRules) {
+  if (o.doRules && (o.select === null || o.select.rules.length > 0)) {
     console.log("\n== rule cases: max|torch − ts| / max|ts| ==");
     const perRule: Record<string, RuleAgg> = {};
     const all: RuleCaseResult[] = [];
@@ -147,6 +152,7 @@ async function main(): Promise<number> {
       for (const frozen of decl.frozen === null ? [false] : [false, true]) {
         const key = frozen ? `${decl.key}.frozen` : decl.key;
         if (o.rules.length > 0 && !o.rules.includes(key) && !o.rules.includes(decl.key)) continue;
+        if (o.select !== null && !o.select.rules.includes(key)) continue;
         const agg: RuleAgg = { y: [], st: [], gr: [], fd: [], ms: [], rt: [], n: 0, vac: 0, ill: [] };
         perRule[key] = agg;
         if (!known.has(key)) {
@@ -194,6 +200,7 @@ async function main(): Promise<number> {
         for (const frozen of decl.frozen === null ? [false] : [false, true]) {
           const key = frozen ? `${decl.key}.frozen` : decl.key;
           if (o.rules.length > 0 && !o.rules.includes(key) && !o.rules.includes(decl.key)) continue;
+          if (o.select !== null && !o.select.rules.includes(key)) continue;
           if (errors.has(key)) continue;
           const spec: RuleCaseSpec = { d: 4, seq_len: 4, hyper: {}, alpha: "mid", theta: "large", state: "random", seed: 77 };
           let r: RuleCaseResult;
@@ -206,6 +213,15 @@ async function main(): Promise<number> {
           const bad = r.diffs.filter((d) => !(d.rel <= allowance(d, o.tol)));
           failures += bad.length > 0 ? 1 : 0;
           const y = group(r.diffs, "y", o.tol), st = group(r.diffs, "state.", o.tol), gr = group(r.diffs, "grads.", o.tol);
+          // An edge case is one more case of its rule variant: its C9 check judges it.
+          const agg = perRule[key];
+          if (agg !== undefined) {
+            agg.n++;
+            if (y) agg.y.push({ ...y, name: `${y.name} (edge: ${edge.id})` });
+            if (st) agg.st.push({ ...st, name: `${st.name} (edge: ${edge.id})` });
+            if (gr) agg.gr.push({ ...gr, name: `${gr.name} (edge: ${edge.id})` });
+            for (const d of r.diffs) if (d.spread !== undefined && !bad.includes(d)) agg.ill.push(`edge ${edge.id}: ${d.name} ${fmt(d.rel)}${spreadNote(d, o.tol)}`);
+          }
           const zero = r.diffs.filter((d) => d.refMax === 0 && d.abs === 0).length;
           edgeRows.push(`${edge.id.padEnd(34)} ${key.padEnd(15)} y ${cell(y).padEnd(8)} state ${cell(st).padEnd(8)} grads ${cell(gr, true).padEnd(20)} all-zero ${zero}/${r.diffs.length}  d/dstate FD ${fdCell(r.stateFd === null ? [] : [r.stateFd])}` +
             (bad.length ? `  FAIL: ${bad.map((d) => `${d.name} ${fmt(d.rel)}${spreadNote(d, o.tol)}`).join("; ")}` : ""));
@@ -228,11 +244,12 @@ async function main(): Promise<number> {
     }]));
   }
 
-  if (o.doModel) {
+  if (o.doModel && (o.select === null || o.select.model.length > 0)) {
     console.log("\n== model cases (MAG + CMS): torch vs hand-written oracle [vs tape] ==");
     console.log(`${"case".padEnd(46)}${"loss".padEnd(9)}${"model grads".padEnd(24)}${"level grads".padEnd(26)}${"buffers".padEnd(10)}${"context".padEnd(10)}active  [tape worst]   ms`);
     const rows: unknown[] = [];
-    for (const def of modelCases(o)) {
+    // --select keeps the cases it names; every case keeps the id and seed it has in a whole run.
+    for (const def of modelCases(o).filter((d) => o.select === null || o.select.model.includes(d.id))) {
       const unknown = modelCaseRules(def).filter((k) => !known.has(k));
       let r: Awaited<ReturnType<typeof runModelCase>>;
       try {
@@ -257,10 +274,11 @@ async function main(): Promise<number> {
     report.model = rows;
   }
 
-  if (o.doFixtures) {
-    const dir = decodeURIComponent(new URL("../../fixtures/golden", import.meta.url).pathname);
+  if (o.doFixtures && (o.select === null || o.select.fixtures)) {
+    const dir = o.golden ?? decodeURIComponent(new URL("../../fixtures/golden", import.meta.url).pathname);
     const files = existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith(".json")).sort() : [];
     let replayed = 0, skipped = 0, unknown = 0, worstAll: Diff | null = null;
+    const failed: string[] = [];
     for (const f of files) {
       const doc = JSON.parse(readFileSync(`${dir}/${f}`, "utf8"));
       const rule = doc.target?.rule;
@@ -274,6 +292,7 @@ async function main(): Promise<number> {
         r = await replayFixture(br, doc);
       } catch (e) {
         failures++;
+        failed.push(`${f}: ${errorText(e)}`);
         console.log(`fixture ${f}: ERROR ${errorText(e)}`);
         continue;
       }
@@ -287,11 +306,13 @@ async function main(): Promise<number> {
       const bad = r.diffs.filter((d) => !(d.rel <= allowance(d, o.tol)));
       if (bad.length > 0 || !r.activeMatch) {
         failures++;
-        console.log(`fixture ${f}: FAIL ${bad.map((d) => `${d.name} ${fmt(d.rel)}`).join("; ")}${r.activeMatch ? "" : " active decisions differ"}`);
+        const what = `${bad.map((d) => `${d.name} ${fmt(d.rel)}`).join("; ")}${r.activeMatch ? "" : " active decisions differ"}`;
+        failed.push(`${f}: ${what}`);
+        console.log(`fixture ${f}: FAIL ${what}`);
       } else if (o.verbose) console.log(`fixture ${f}: worst ${cell(w, true)}`);
     }
     console.log(`\n== golden fixtures (fixtures/golden): ${replayed} replayed through torch, ${skipped} f32 skipped${unknown > 0 ? `, ${unknown} of rules torch does not know` : ""}; worst ${worstAll === null ? "-" : `${fmt(worstAll.rel)} (${worstAll.name})`}`);
-    report.fixtures = { replayed, skipped, worst: worstAll };
+    report.fixtures = { replayed, skipped, worst: worstAll, failed, tol: o.tol };
   }
 
   await br.close();
