@@ -19,7 +19,7 @@ import { noteSignal } from "../../harness/interrupt.ts";
 import { ROOT } from "../../paths.ts";
 import { variants, vkey } from "../../cases/rule-variant.ts";
 import { modelCases, parseArgs } from "./cross-check.ts";
-import { allowance, ORDER_FACTOR, SPREAD_CAP } from "./compare.ts";
+import { allowance, ORDER_FACTOR, SPREAD_CAP, worst as worstOf } from "./compare.ts";
 import type { Selection } from "./options.ts";
 import { levelPatternOf } from "../../cases/model-arb.ts";
 
@@ -117,16 +117,8 @@ function crossReport(runSeed: number, profile: Profile, selected: ReadonlySet<st
 const num = (x: number | string): number => (typeof x === "number" ? x : Number(x));
 
 function verdict(diffs: readonly (Diff | null)[], refMax: number, seed: number, runs: number, extra: string | null, ill?: readonly string[]): DelegatedResult {
-  const present = diffs.filter((d): d is Diff => d !== null);
   // the tensor furthest over its own allowance (an ill-conditioned one is allowed more: compare.ts)
-  let worst: Diff | null = null, wr = 0;
-  for (const d of present) {
-    const r = num(d.rel) / allowance(d, TOL);
-    if (worst === null || !(r <= wr)) {
-      worst = d;
-      wr = r;
-    }
-  }
+  const worst = worstOf(diffs.filter((d): d is Diff => d !== null).map((d) => ({ ...d, rel: num(d.rel), abs: num(d.abs) })), TOL);
   const w = worst === null ? undefined : { abs: num(worst.abs), rel: num(worst.rel), tensor: worst.name, index: -1 };
   const details = ill !== undefined && ill.length > 0 ? { details: { ill_conditioned: ill } } : {};
   if (worst === null || refMax === 0) return { status: "vacuous", runs, seed, path: "", message: "every compared tensor was zero" };
@@ -147,24 +139,25 @@ export function c9Checks(): CheckDef[] {
     const r = crossReport(runSeed, profile, selected);
     return "skip" in r ? { status: "skip", runs: 0, seed, path: "", message: r.skip } : r;
   };
-  const isResult = (r: CrossReport | DelegatedResult): r is DelegatedResult => "status" in r;
+  /** A delegate that reads the run's cross-check report (a skip or the report's absence answered for it). */
+  const fromReport = (judge: (cr: CrossReport, seed: number) => DelegatedResult) => (opts: DelegateOptions): DelegatedResult => {
+    const cr = report(opts);
+    return "status" in cr ? cr : judge(cr, opts.seed);
+  };
   const base = (id: string, subject: CheckDef["subject"], spec: string) => ({ id, class: "C9" as const, subject, spec, tolerance: TOLERANCE });
   const checks: CheckDef[] = [];
   for (const v of variants()) {
     const b = base(`C9/${vkey(v)}`, { rule: v.decl.key, frozen: v.frozen, dtype: "f64" }, `docs/spec/conformance.md#c9; docs/spec/decisions.md#d19; ${v.decl.sheet}`);
     checks.push({
       ...b, kind: "delegated",
-      delegate: (opts) => {
-        const seed = opts.seed;
-        const cr = report(opts);
-        if (isResult(cr)) return cr;
+      delegate: fromReport((cr, seed) => {
         const e = cr.rules?.[vkey(v)];
         if (e === undefined) return { status: "error", runs: 0, seed, path: "", message: `the cross-check has no result for ${vkey(v)}` };
         if (e.error !== undefined) return { status: "error", runs: e.cases, seed, path: "", message: e.error };
         const fd = e.stateFd === undefined || e.stateFd === "-" ? null : /(\d+)\/(\d+)$/.exec(e.stateFd);
         const fdBad = fd !== null && fd[1] !== fd[2] ? `torch's initial-state gradient disagrees with finite differences of the TypeScript forward (${e.stateFd})` : null;
         return verdict([e.y, e.state, e.grads], e.refMax, seed, e.cases, fdBad, e.illConditioned);
-      },
+      }),
     });
   }
   for (const def of modelCases(parseArgs([]))) {
@@ -177,31 +170,25 @@ export function c9Checks(): CheckDef[] {
       `docs/spec/conformance.md#c9; docs/spec/decisions.md#d19; ${pattern === "mag" ? "docs/spec/titans-family.md#mag" : `docs/spec/composition.md#${pattern}`}, docs/spec/titans-family.md#cms`);
     checks.push({
       ...b, kind: "delegated",
-      delegate: (opts) => {
-        const seed = opts.seed;
-        const cr = report(opts);
-        if (isResult(cr)) return cr;
+      delegate: fromReport((cr, seed) => {
         const e = cr.model?.find((m) => m.id === def.id);
         if (e === undefined) return { status: "error", runs: 0, seed, path: "", message: `the cross-check has no result for '${def.id}'` };
         if (e.error !== undefined) return { status: "error", runs: 0, seed, path: "", message: e.error };
         return verdict([e.worst, e.tapeWorst], Math.max(e.worst?.refMax ?? 0, e.tapeWorst?.refMax ?? 0), seed, 1, e.activeMatch ? null : "the two implementations chose different active levels");
-      },
+      }),
     });
   }
   // Every golden fixture replayed through torch: a fixture regenerated from a wrong forward
   // disagrees with torch even when it agrees with itself (docs/spec/conformance.md#c9).
   checks.push({
     ...base(FIXTURES_ID, { fixture: "fixtures/golden", dtype: "f64" }, "docs/spec/conformance.md#c9; docs/spec/fixtures.md"), kind: "delegated",
-    delegate: (opts) => {
-      const seed = opts.seed;
-      const cr = report(opts);
-      if (isResult(cr)) return cr;
+    delegate: fromReport((cr, seed) => {
       const f = cr.fixtures;
       if (f === undefined) return { status: "error", runs: 0, seed, path: "", message: "the cross-check has no result for the golden fixtures" };
       if (f.failed.length > 0) return { status: "fail", runs: f.replayed, seed, path: "", message: `${f.failed.length} golden fixture(s) disagree with torch: ${f.failed.slice(0, 3).join("; ")}`, details: { failed: f.failed } };
       if (f.replayed === 0) return { status: "vacuous", runs: 0, seed, path: "", message: "no f64 golden fixture was replayed" };
       return verdict([f.worst], f.worst?.refMax ?? 0, seed, f.replayed, null);
-    },
+    }),
   });
   return checks;
 }

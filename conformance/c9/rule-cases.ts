@@ -184,7 +184,7 @@ function tsRun(decl: RuleDecl, frozen: boolean, c: RuleCase): TsResult {
  * compared tensor, its relative difference from the natural order (floored as the comparison is):
  * how far rounding alone moves that tensor in this case.
  */
-export function orderSpread(decl: RuleDecl, frozen: boolean, c: RuleCase, base: TsResult): Map<string, number> {
+function orderSpread(decl: RuleDecl, frozen: boolean, c: RuleCase, base: TsResult): Map<string, number> {
   const p = withAccumulate("f64", () => tsRun(decl, frozen, c), "reversed");
   const ds: Diff[] = [diff("y", p.y, base.y)];
   for (const [n, ref] of Object.entries(base.finalState)) ds.push(diff(`state.${n}`, p.finalState[n], ref));
