@@ -1,29 +1,39 @@
 /**
- * A worker thread of `npm run conformance`: runs one batch (conformance/parallel.ts) — the
- * delegated checks of one class (C5's kernel children, C9's cross-check process) or the
- * crash-isolation checks — beside the main thread, so the second core works and a child's waiting
- * (the hang-isolation timeout) overlaps other checks.
+ * A worker thread of `npm run conformance`, one per lane (conformance/parallel.ts): it runs job
+ * after job — a batch of delegated checks (C5's kernel children, C9's cross-check process, a
+ * crash-isolation check), then shares of the in-process checks — beside the main thread, so every
+ * core works and a child's waiting (the hang-isolation timeout) overlaps other checks. Its
+ * catalogue is built once, for the first job.
  * Each check's seed comes from the run seed and its id, so the results are those of a serial run.
  */
-import { buildCatalogue } from "./catalogue.ts";
+import { buildCatalogue, type Catalogue } from "./catalogue.ts";
 import { adoptProbe } from "./c5/spawn.ts";
 import { interruptedBy } from "../harness/interrupt.ts";
 import { runCheck } from "../harness/run.ts";
+import type { CheckDef } from "../harness/check.ts";
 import type { WorkerJob, WorkerMessage } from "./parallel.ts";
 
 declare const self: Worker;
+
+let catalogue: { cat: Catalogue; byId: Map<string, CheckDef> } | undefined;
+
+function catalogueFor(job: WorkerJob): { cat: Catalogue; byId: Map<string, CheckDef> } {
+  if (catalogue !== undefined) return catalogue;
+  for (const [k, v] of Object.entries(job.backendEnv)) {
+    if (v === undefined) delete process.env[k];
+    else process.env[k] = v;
+  }
+  adoptProbe(job.probed);
+  const cat = buildCatalogue({ fixtureDirs: job.fixtureDirs });
+  catalogue = { cat, byId: new Map(cat.checks.map((c) => [c.id, c])) };
+  return catalogue;
+}
 
 self.onmessage = (ev: MessageEvent<WorkerJob>) => {
   const job = ev.data;
   const post = (m: WorkerMessage) => self.postMessage(m);
   try {
-    for (const [k, v] of Object.entries(job.backendEnv)) {
-      if (v === undefined) delete process.env[k];
-      else process.env[k] = v;
-    }
-    adoptProbe(job.probed);
-    const cat = buildCatalogue({ fixtureDirs: job.fixtureDirs });
-    const byId = new Map(cat.checks.map((c) => [c.id, c]));
+    const { cat, byId } = catalogueFor(job);
     const selected = new Set(job.selected);
     for (const id of job.ids) {
       const def = byId.get(id);

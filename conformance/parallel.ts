@@ -2,12 +2,14 @@
  * The one runner of a plan (conformance/plan.ts), for `npm run conformance` and `bun test` alike
  * (docs/spec/conformance.md#one-scheduler): the delegated checks run beside the in-process ones.
  * Delegated checks of one class share a batch (one kernel child per backend, one cross-check run;
- * each py: backend a batch of its own), so each batch goes to one worker thread, in catalogue order, at most LANES at
- * once; a check may name its
- * own batch (the crash-isolation checks do: their children mostly wait, the hang one for its whole
- * timeout, and so overlap the kernel checks instead of following them). A run with a single lane
- * of work (one batch and nothing else, e.g. one kernel backend's checks) and replays run in the
- * main thread: a worker would only add its start-up. NLC_SERIAL=1 runs everything in the main thread.
+ * each py: backend a batch of its own), so each batch goes to one lane, in catalogue order, at most
+ * LANES at once; a check may name its own batch (the crash-isolation checks do: their children
+ * mostly wait, the hang one for its whole timeout, and so overlap the kernel checks instead of
+ * following them). A lane keeps one worker thread; when its batches are done and a core is free it
+ * takes shares of the in-process checks (InlineWork), which the main thread runs from the front.
+ * A run with a single lane of work (one batch and nothing else, e.g. one kernel backend's checks)
+ * and replays run in the main thread: a worker would only add its start-up. NLC_SERIAL=1 runs
+ * everything in the main thread.
  */
 import type { CheckDef, CheckResult, Profile } from "../harness/check.ts";
 import { gateMinPower } from "../harness/report-power.ts";
@@ -19,6 +21,7 @@ import type { RunPlan } from "./plan.ts";
 import { availableParallelism } from "node:os";
 import type { Resolved } from "../ffi/backends.ts";
 import { probeBackends, probedBackends } from "./c5/spawn.ts";
+import { estimates, loadTimes } from "../harness/shard.ts";
 
 export interface WorkerJob {
   ids: string[];
@@ -78,28 +81,102 @@ export function parallelEnabled(env: Record<string, string | undefined> = proces
   return env.NLC_SERIAL !== "1";
 }
 
-/** Runs one batch in a worker thread; `onResult` sees each result as it arrives. */
-export function runBatchInWorker(job: WorkerJob, onResult: (r: CheckResult) => void): { done: Promise<WorkerOutcome>; stop(): void } {
-  const worker = new Worker(new URL("./delegate-worker.ts", import.meta.url).href);
-  const done = new Promise<WorkerOutcome>((resolve, reject) => {
-    worker.onmessage = (ev: MessageEvent<WorkerMessage>) => {
+/**
+ * A lane's worker thread: it runs job after job (a batch, then shares of the in-process checks),
+ * building its catalogue once; `onResult` sees each result as it arrives.
+ */
+export class LaneWorker {
+  private readonly worker = new Worker(new URL("./delegate-worker.ts", import.meta.url).href);
+  private pending: { resolve(o: WorkerOutcome): void; reject(e: Error): void } | null = null;
+  private dead: Error | null = null;
+
+  constructor(onResult: (r: CheckResult) => void) {
+    const fail = (e: Error) => {
+      this.dead = e;
+      this.worker.terminate();
+      this.pending?.reject(e);
+      this.pending = null;
+    };
+    this.worker.onmessage = (ev: MessageEvent<WorkerMessage>) => {
       const m = ev.data;
       if (m.kind === "result") onResult(m.result);
       else if (m.kind === "done") {
-        worker.terminate();
-        resolve({ backends: m.backends, interrupt: m.interrupt });
-      } else {
-        worker.terminate();
-        reject(new Error(`a check worker failed: ${m.message}`));
-      }
+        this.pending?.resolve({ backends: m.backends, interrupt: m.interrupt });
+        this.pending = null;
+      } else fail(new Error(`a check worker failed: ${m.message}`));
     };
-    worker.onerror = (e) => {
-      worker.terminate();
-      reject(new Error(`a check worker failed: ${e.message}`));
-    };
-  });
-  worker.postMessage(job);
-  return { done, stop: () => worker.terminate() };
+    this.worker.onerror = (e) => fail(new Error(`a check worker failed: ${e.message}`));
+  }
+
+  /** Runs one job; rejects when the worker failed (its unreported checks are then the caller's). */
+  run(job: WorkerJob): Promise<WorkerOutcome> {
+    if (this.dead !== null) return Promise.reject(this.dead);
+    return new Promise<WorkerOutcome>((resolve, reject) => {
+      this.pending = { resolve, reject };
+      this.worker.postMessage(job);
+    });
+  }
+
+  stop(): void {
+    this.worker.terminate();
+  }
+}
+
+/**
+ * The in-process checks not yet taken, in catalogue order: the main thread runs them one at a time
+ * from the front, and a lane whose batches are done takes a share from the back (guided
+ * self-scheduling by the estimated times of conformance/data/check-times.json: half of an equal
+ * split of what is left among the threads that work on it, at least one check), so all threads
+ * end together whatever the mix of checks.
+ */
+export class InlineWork {
+  private lo = 0;
+  private hi: number;
+  private readonly est: number[];
+
+  constructor(private readonly defs: readonly CheckDef[], estimates: ReadonlyMap<string, number>) {
+    this.hi = defs.length;
+    this.est = defs.map((d) => estimates.get(d.id) ?? 0);
+  }
+
+  /** The next check from the front, or undefined when every check is taken. */
+  front(): CheckDef | undefined {
+    return this.lo < this.hi ? this.defs[this.lo++] : undefined;
+  }
+
+  /** The estimated milliseconds of what is not yet taken. */
+  remainingMs(): number {
+    let ms = 0;
+    for (let i = this.lo; i < this.hi; i++) ms += this.est[i]!;
+    return ms;
+  }
+
+  /** A share from the back for one of `threads` threads, in catalogue order; none when less than `minMs` is left. */
+  share(threads: number, minMs: number): CheckDef[] {
+    const left = this.remainingMs();
+    if (this.lo >= this.hi || left < minMs) return [];
+    const target = left / (2 * Math.max(1, threads));
+    let ms = 0, from = this.hi;
+    while (from > this.lo && (from === this.hi || ms < target)) ms += this.est[--from]!;
+    const out = this.defs.slice(from, this.hi);
+    this.hi = from;
+    return out;
+  }
+}
+
+/**
+ * What must be left of the in-process checks (estimated) for a lane to take a share: below it a
+ * worker's start (its module graph and catalogue, about 0.3 s) or one more thread on a busy
+ * machine does not pay. NLC_SHARE_MIN_MS overrides (0: share whatever is left).
+ */
+export function shareMinMs(env: Record<string, string | undefined> = process.env): number {
+  const set = Number(env.NLC_SHARE_MIN_MS);
+  return env.NLC_SHARE_MIN_MS !== undefined && env.NLC_SHARE_MIN_MS !== "" && Number.isFinite(set) && set >= 0 ? set : 1000;
+}
+
+/** Lanes that only share in-process checks (no batch to run): one per core besides the main thread's. */
+export function sharingLanes(cores = availableParallelism()): number {
+  return Math.max(0, cores - 1);
 }
 
 /**
@@ -119,10 +196,13 @@ export function mergeBackendInfo(main: readonly BackendInfo[], fromWorkers: read
   });
 }
 
-/** Whether worker threads pay: more than one lane of work (in-process checks, batches), not a replay. */
-export function workersPay(defs: readonly CheckDef[], batches: ReadonlyMap<string, string[]>): boolean {
+/**
+ * Whether worker threads pay, not counting a replay: more than one lane of work (in-process checks,
+ * batches), or in-process checks alone estimated at `inlineMs`, enough to share among the cores.
+ */
+export function workersPay(defs: readonly CheckDef[], batches: ReadonlyMap<string, string[]>, inlineMs = 0, cores = availableParallelism()): boolean {
   const inline = defs.some((d) => d.kind === "property" || d.kind === "single");
-  return (inline ? 1 : 0) + batches.size > 1;
+  return (inline ? 1 : 0) + batches.size > 1 || (inline && cores > 1 && inlineMs >= 2 * shareMinMs());
 }
 
 export interface RunHooks {
@@ -155,35 +235,69 @@ export async function runPlan(plan: RunPlan, hooks: RunHooks = {}): Promise<RunO
     hooks.onResult?.(r, finished, defs.length);
   };
   const all = delegatedBatches(defs);
-  const batches = replay === undefined && parallelEnabled() && workersPay(defs, all) ? all : new Map<string, string[]>();
-  const inWorker = new Set([...batches.values()].flat());
+  const est = estimates(defs, loadTimes());
+  const inProcess = defs.filter((d) => d.kind !== "delegated");
+  const parallel = replay === undefined && parallelEnabled() && workersPay(defs, all, inProcess.reduce((ms, d) => ms + est.get(d.id)!, 0));
+  const batches = parallel ? all : new Map<string, string[]>();
+  // With workers every delegated check is in a batch; without, everything runs here.
+  const work = new InlineWork(parallel ? inProcess : defs, est);
   // Native kernel checks in more than one batch (the kernel checks, the crash-isolation checks):
   // build and probe the backends once, here, and hand the result to every worker.
   const byId = new Map(defs.map((d) => [d.id, d]));
   const native = (ids: string[]) => ids.some((id) => byId.get(id)!.class === "C5" && !batchOf(byId.get(id)!).includes("py:"));
   if ([...batches.values()].filter(native).length > 1) probeBackends();
-  // At most LANES batches at once, in catalogue order; each lane takes the next batch when its own ends.
+  // LANES lanes (or, with no batch, one per core besides this thread), each with one worker: it
+  // takes the next batch, in catalogue order, while there is one, then shares of the in-process
+  // checks while enough of them is left.
   const queue = [...batches.values()];
-  const active = new Set<{ stop(): void }>();
+  const active = new Set<LaneWorker>();
   const workerBackends: BackendInfo[][] = [];
   let workerInterrupt: InterruptSignal | null = null;
+  let sharing = 1; // the threads working on the in-process checks: this one, and the lanes that took a share
+  let batchesRunning = 0;
+  const cores = availableParallelism();
+  const minShare = shareMinMs();
+  const going = () => !stopped && interruptedBy() === null && workerInterrupt === null;
   const lane = async (): Promise<void> => {
-    for (let ids = queue.shift(); ids !== undefined && !stopped && interruptedBy() === null && workerInterrupt === null; ids = queue.shift()) {
-      const w = runBatchInWorker({ ids, seed, profile, fixtureDirs: request.fixtureDirs, selected: [...selected], probed: probedBackends(),
-        backendEnv: { NLC_BACKENDS: process.env.NLC_BACKENDS, NLC_PY_BACKENDS: process.env.NLC_PY_BACKENDS } }, record);
-      active.add(w);
+    let w: LaneWorker | undefined;
+    const job = (ids: string[]): WorkerJob => ({ ids, seed, profile, fixtureDirs: request.fixtureDirs, selected: [...selected], probed: probedBackends(),
+      backendEnv: { NLC_BACKENDS: process.env.NLC_BACKENDS, NLC_PY_BACKENDS: process.env.NLC_PY_BACKENDS } });
+    const runJob = async (ids: string[]): Promise<boolean> => {
+      if (w === undefined) active.add(w = new LaneWorker(record));
       try {
-        const o = await w.done;
+        const o = await w.run(job(ids));
         workerBackends.push(o.backends);
         workerInterrupt ??= o.interrupt;
+        return true;
       } catch (e) {
         console.error(`conformance: ${e instanceof Error ? e.message : String(e)}; its checks run here instead`);
-      } finally {
         active.delete(w);
+        w = undefined;
+        return false;
       }
+    };
+    for (let ids = queue.shift(); ids !== undefined && going(); ids = queue.shift()) {
+      batchesRunning++;
+      await runJob(ids);
+      batchesRunning--;
+    }
+    // A share only while a core is free: a batch's children (kernels, Python) and the threads
+    // already on in-process checks each keep one busy; more threads than cores only add their start-up.
+    while (going()) {
+      if (sharing + batchesRunning >= cores) {
+        if (work.remainingMs() < minShare) break;
+        await Bun.sleep(50);
+        continue;
+      }
+      const share = work.share(sharing + 1, minShare);
+      if (share.length === 0) break;
+      sharing++;
+      const ok = await runJob(share.map((d) => d.id));
+      sharing--;
+      if (!ok) break;
     }
   };
-  const workers = Array.from({ length: Math.min(LANES, queue.length) }, lane);
+  const workers = Array.from({ length: queue.length > 0 ? LANES : work.remainingMs() >= 2 * minShare && parallel ? sharingLanes() : 0 }, lane);
   const runInline = async (def: CheckDef) => {
     // Between checks the event loop turns: signal handlers run and workers' results arrive.
     await new Promise((resolve) => setImmediate(resolve));
@@ -194,7 +308,8 @@ export async function runPlan(plan: RunPlan, hooks: RunHooks = {}): Promise<RunO
     record(r);
     return true;
   };
-  for (const def of defs) if (!inWorker.has(def.id) && !(await runInline(def))) break;
+  for (let def = work.front(); def !== undefined; def = work.front()) if (!(await runInline(def))) break;
+  sharing--; // this thread is done with them
   const settled = Promise.allSettled(workers);
   while (workers.length > 0 && interruptedBy() === null && !(await Promise.race([settled.then(() => true), Bun.sleep(100).then(() => false)]))) { /* wait */ }
   if (interruptedBy() === null) {

@@ -7,7 +7,7 @@ import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { buildCatalogue } from "../conformance/catalogue.ts";
-import { batchOf, delegatedBatches, mergeBackendInfo, workersPay } from "../conformance/parallel.ts";
+import { batchOf, delegatedBatches, InlineWork, mergeBackendInfo, workersPay } from "../conformance/parallel.ts";
 import { ROOT } from "../paths.ts";
 
 test("delegated checks are batched by their own batch, else class (py: backends one each), in catalogue order; nothing else is", () => {
@@ -54,4 +54,34 @@ test("with worker threads the report is the serial run's, apart from timings", (
   const par = run(join(dir, "p.json"), false), ser = run(join(dir, "s.json"), true);
   expect(par.checks.length).toBeGreaterThan(4);
   expect(par).toEqual(ser);
+}, 300_000);
+
+test("in-process checks are shared from the back by estimated time: half an equal split, at least one check, none below the minimum", () => {
+  const defs = buildCatalogue({ fixtureDirs: [] }).checks.filter((d) => d.kind !== "delegated").slice(0, 10);
+  const est = new Map(defs.map((d, i) => [d.id, i === 9 ? 500 : 100]));
+  const work = new InlineWork(defs, est);
+  expect(work.remainingMs()).toBe(1400);
+  expect(work.front()!.id).toBe(defs[0]!.id);
+  // 1300 ms left for two threads: a share of at least 325 ms from the back, whole checks
+  expect(work.share(2, 0).map((d) => d.id)).toEqual([defs[9]!.id]);
+  expect(work.share(2, 0).map((d) => d.id)).toEqual(defs.slice(7, 9).map((d) => d.id));
+  expect(work.share(2, 1000)).toEqual([]);
+  const rest: string[] = [];
+  for (let d = work.front(); d !== undefined; d = work.front()) rest.push(d.id);
+  expect(rest).toEqual(defs.slice(1, 7).map((d) => d.id));
+  expect(work.share(1, 0)).toEqual([]);
+});
+
+test("in-process checks shared with a worker thread give the serial run's report", () => {
+  const dir = mkdtempSync(join(tmpdir(), "nlc-share-"));
+  const go = (serial: boolean) => {
+    const report = join(dir, `${serial}.json`);
+    const r = Bun.spawnSync({ cmd: [process.execPath, join(ROOT, "conformance", "cli.ts"), "--filter", "C2/delta,C3/delta,C8/delta,C4/delta", "--report", report], cwd: ROOT,
+      env: { ...process.env, NLC_SERIAL: serial ? "1" : "0", NLC_SHARE_MIN_MS: "0" } });
+    expect(r.exitCode).toBe(0);
+    return (JSON.parse(readFileSync(report, "utf8")).checks as { ms: number }[]).map(({ ms: _ms, ...c }) => c);
+  };
+  const shared = go(false), serial = go(true);
+  expect(shared.length).toBeGreaterThan(20);
+  expect(shared).toEqual(serial);
 }, 300_000);

@@ -19,15 +19,49 @@ from typing import Optional, Union
 
 import torch
 
+try:
+    import numpy as np
+    torch.from_numpy(np.zeros(1))
+except Exception:  # a torch without numpy: the torch ops below
+    np = None
+
 from . import rules
 
 LOW = {"bf16": torch.bfloat16, "f16": torch.float16}
 # significand bits (with the implicit one) and smallest normal exponent, as in src/precision.ts
 FORMATS = {"bf16": (8, -126), "f16": (11, -14)}
+# the largest finite value of each: below it, rounding never leaves the finite range
+LARGEST = {"bf16": float(torch.finfo(torch.bfloat16).max), "f16": float(torch.finfo(torch.float16).max)}
 
 
 def round_to(x: torch.Tensor, dtype: str, gen: Optional[torch.Generator]) -> torch.Tensor:
-    """x rounded to `dtype` (values kept in x's dtype): to nearest even, or stochastically with `gen`."""
+    """x rounded to `dtype` (values kept in x's dtype): to nearest even, or stochastically with `gen`.
+
+    The stochastic path runs on the tensor's numpy view (a store is a handful of elements, where a
+    torch call's overhead is most of the cost; `round_to_torch` is the same in torch ops, kept as
+    its oracle): every step is exact in f64 (frexp, a power-of-two ulp, floor), so the two agree
+    bit for bit and draw the same numbers from `gen` (tests/storage-rounding.test.ts).
+    """
+    if gen is None:
+        return x.to(LOW[dtype]).to(x.dtype)
+    if np is None:
+        return round_to_torch(x, dtype, gen)
+    bits, emin = FORMATS[dtype]
+    a = x.detach().numpy().astype(np.float64)
+    _, e = np.frexp(a)                                      # |a| in [2^(e-1), 2^e)
+    ulp = np.ldexp(1.0, np.maximum(e - 1, emin) - (bits - 1))
+    lo = np.floor(a / ulp) * ulp
+    up = torch.rand(a.shape, generator=gen, dtype=torch.float64).numpy() < 0.5
+    out = torch.from_numpy(np.where(lo == a, a, np.where(up, lo + ulp, lo))).to(x.dtype)
+    if a.size == 0 or np.abs(a).max() < LARGEST[dtype]:     # finite, and below the largest finite value: as below
+        return out
+    # past the largest finite value (or not finite): as rounding to nearest gives it
+    nearest = x.to(LOW[dtype]).to(x.dtype)
+    return torch.where(torch.isfinite(nearest), out, nearest)
+
+
+def round_to_torch(x: torch.Tensor, dtype: str, gen: Optional[torch.Generator]) -> torch.Tensor:
+    """round_to in torch ops only: the definition the numpy path is tested against."""
     if gen is None:
         return x.to(LOW[dtype]).to(x.dtype)
     bits, emin = FORMATS[dtype]
