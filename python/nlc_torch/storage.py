@@ -34,26 +34,61 @@ FORMATS = {"bf16": (8, -126), "f16": (11, -14)}
 LARGEST = {"bf16": float(torch.finfo(torch.bfloat16).max), "f16": float(torch.finfo(torch.float16).max)}
 
 
-def round_to(x: torch.Tensor, dtype: str, gen: Optional[torch.Generator]) -> torch.Tensor:
-    """x rounded to `dtype` (values kept in x's dtype): to nearest even, or stochastically with `gen`.
+class Draws:
+    """The uniform numbers of one stochastic-rounding run, drawn from `gen` a block at a time: torch's
+    CPU generator fills a tensor element by element, in order, so the numbers taken from a block are
+    those separate draws of the same sizes would give, in turn (tests/storage-rounding.test.ts)."""
 
-    The stochastic path runs on the tensor's numpy view (a store is a handful of elements, where a
-    torch call's overhead is most of the cost; `round_to_torch` is the same in torch ops, kept as
-    its oracle): every step is exact in f64 (frexp, a power-of-two ulp, floor), so the two agree
-    bit for bit and draw the same numbers from `gen` (tests/storage-rounding.test.ts).
+    BLOCK = 4096
+
+    def __init__(self, gen: torch.Generator):
+        self.gen = gen
+        self.buf = np.empty(0)
+        self.pos = 0
+
+    def take(self, n: int):
+        if self.pos + n > self.buf.size:
+            more = torch.rand(max(self.BLOCK, n), generator=self.gen, dtype=torch.float64).numpy()
+            self.buf = np.concatenate([self.buf[self.pos:], more])
+            self.pos = 0
+        out = self.buf[self.pos:self.pos + n]
+        self.pos += n
+        return out
+
+
+def round_to(x: torch.Tensor, dtype: str, gen: Union[None, torch.Generator, Draws]) -> torch.Tensor:
+    """x rounded to `dtype` (values kept in x's dtype): to nearest even, or stochastically from `gen`.
+
+    With `gen` a Draws, the stochastic rounding runs on the tensor's numpy view (a store is a handful
+    of elements, where a torch call's overhead is most of the cost); `round_to_torch` is the same in
+    torch ops, kept as its oracle. Every step is exact — frexp, a power-of-two ulp and floor in f64,
+    or, from f32 to bf16, the 16 low bits cut — so the two agree bit for bit and use the same numbers
+    (tests/storage-rounding.test.ts).
     """
     if gen is None:
         return x.to(LOW[dtype]).to(x.dtype)
-    if np is None:
+    if not isinstance(gen, Draws):
         return round_to_torch(x, dtype, gen)
-    bits, emin = FORMATS[dtype]
-    a = x.detach().numpy().astype(np.float64)
-    _, e = np.frexp(a)                                      # |a| in [2^(e-1), 2^e)
-    ulp = np.ldexp(1.0, np.maximum(e - 1, emin) - (bits - 1))
-    lo = np.floor(a / ulp) * ulp
-    up = torch.rand(a.shape, generator=gen, dtype=torch.float64).numpy() < 0.5
-    out = torch.from_numpy(np.where(lo == a, a, np.where(up, lo + ulp, lo))).to(x.dtype)
-    if a.size == 0 or np.abs(a).max() < LARGEST[dtype]:     # finite, and below the largest finite value: as below
+    a = x.detach().numpy()
+    if a.size == 0:
+        return x.detach().clone()
+    up = gen.take(a.size).reshape(a.shape) < 0.5
+    if a.dtype == np.float32 and dtype == "bf16":
+        # toward zero: the low 16 bits cut; away: one bf16 ulp more in magnitude. Rounding up is away
+        # for a > 0 and toward zero for a < 0; a zero reached from below is +0, as lo + ulp is.
+        bits = a.view(np.int32)
+        cut = bits & np.int32(-65536)
+        chosen = np.where(up != (bits < 0), cut + np.int32(65536), cut)
+        chosen = np.where(chosen == np.int32(-2 ** 31), np.int32(0), chosen)
+        out = torch.from_numpy(np.where(cut == bits, bits, chosen).view(np.float32))
+    else:
+        nbits, emin = FORMATS[dtype]
+        a64 = a.astype(np.float64)
+        _, e = np.frexp(a64)                                # |a| in [2^(e-1), 2^e)
+        ulp = np.ldexp(1.0, np.maximum(e - 1, emin) - (nbits - 1))
+        lo = np.floor(a64 / ulp) * ulp
+        out = torch.from_numpy(np.where(lo == a64, a64, np.where(up, lo + ulp, lo))).to(x.dtype)
+    if np.abs(a).max() < LARGEST[dtype]:                   # finite, and below the largest finite value: as below
         return out
     # past the largest finite value (or not finite): as rounding to nearest gives it
     nearest = x.to(LOW[dtype]).to(x.dtype)
@@ -99,10 +134,12 @@ def storing(dtype: str, rounding: Union[str, int]):
         raise rules.InputError(f"intermediates.dtype: expected bf16 or f16, got {dtype!r}")
     if rounding != "nearest" and (isinstance(rounding, bool) or not isinstance(rounding, int)):
         raise rules.InputError(f"intermediates.rounding: expected 'nearest' or an integer seed, got {rounding!r}")
-    gen = None
+    gen: Union[None, torch.Generator, Draws] = None
     if rounding != "nearest":
         gen = torch.Generator()
         gen.manual_seed(int(rounding))
+        if np is not None:
+            gen = Draws(gen)
     before = rules.store
     rules.store = lambda x: _Store.apply(x, dtype, gen)
     try:
