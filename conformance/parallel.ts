@@ -297,7 +297,8 @@ export async function runPlan(plan: RunPlan, hooks: RunHooks = {}): Promise<RunO
       if (!ok) break;
     }
   };
-  const workers = Array.from({ length: queue.length > 0 ? LANES : work.remainingMs() >= 2 * minShare && parallel ? sharingLanes() : 0 }, lane);
+  // Without a batch, `parallel` means the in-process checks alone are worth sharing (workersPay).
+  const workers = Array.from({ length: !parallel ? 0 : queue.length > 0 ? LANES : sharingLanes() }, lane);
   const runInline = async (def: CheckDef) => {
     // Between checks the event loop turns: signal handlers run and workers' results arrive.
     await new Promise((resolve) => setImmediate(resolve));

@@ -7,6 +7,7 @@
  */
 import { expect, test } from "bun:test";
 import { probeTorchSync } from "../oracle/torch-bridge.ts";
+import { defaultPython, pythonEnv } from "../oracle/torch-process.ts";
 
 const hasTorch = probeTorchSync().available;
 
@@ -44,7 +45,7 @@ print("same bits", n)
 `;
 
 test.skipIf(!hasTorch)("the numpy stochastic rounding of stored values is the torch one, bit for bit, using the same numbers", () => {
-  const p = Bun.spawnSync({ cmd: [process.env.NLC_TORCH_PYTHON ?? "/usr/bin/python3", "-c", SCRIPT], cwd: `${import.meta.dir}/../python`, stdout: "pipe", stderr: "pipe" });
+  const p = Bun.spawnSync({ cmd: [defaultPython({}), "-c", SCRIPT], env: pythonEnv(), stdout: "pipe", stderr: "pipe" });
   expect(p.stderr.toString()).toBe("");
   expect(p.stdout.toString()).toMatch(/^same bits \d{4,}/);
 }, 60_000);
