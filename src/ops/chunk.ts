@@ -118,8 +118,9 @@ export const chunkCoefficients = defineOp<{ of: "M" | "S" }>({
     return [da, dh, dc];
   },
   sample(g) {
-    const L = g.int(1, 6);
-    return { shapes: [[L], [L], [L]], domains: ["real", "real", "real"], attrs: { of: g.bool() ? "M" : "S" } };
+    const L = g.int(1, 6), of = g.bool() ? "M" : "S";
+    // S is η's and c's alone: a does not reach it
+    return { shapes: [[L], [L], [L]], domains: ["real", "real", "real"], attrs: { of }, constant: of === "S" ? [0] : [] };
   },
   oracle: "fd",
 });

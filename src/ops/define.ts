@@ -27,6 +27,11 @@ export interface OpSample<A> {
   readonly shapes: number[][];
   readonly domains: Domain[];
   readonly attrs: A;
+  /**
+   * Inputs (by position) the output does not depend on under these attrs: their gradient must be
+   * exactly zero, and there is nothing to difference (docs/spec/conformance.md#c0).
+   */
+  readonly constant?: readonly number[];
 }
 
 export interface OpDecl<A = unknown> {
