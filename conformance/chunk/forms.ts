@@ -54,9 +54,10 @@ function runForm(kind: FormKind, decl: RuleDecl, inp: InnerInputs, state: State,
 /** Differentiated tensors of a case: the inner inputs the rule reads and every initial state entry. */
 function inputsOf(decl: RuleDecl, c: ChunkCase): Record<string, Tensor> {
   const out: Record<string, Tensor> = {};
+  const unread = decl.unread?.(c.cfg) ?? [];
   for (const n of INNER_INPUT_NAMES) {
     const t = c.inp[n];
-    if (t === undefined) continue;
+    if (t === undefined || unread.includes(n)) continue;
     if ((n === "alpha" || n === "theta" || n === "eta") && !decl.gates.includes(n)) continue;
     // An omega-writing rule (Atlas) reads v only through its gates, outside the inner pair.
     if (n === "v" && decl.matrixChunk?.write === "omega") continue;
@@ -196,6 +197,11 @@ function againstHand(kind: FormKind, decl: RuleDecl, spec: ChunkCaseSpec, C: num
   const got = formGrads(kind, decl, c, C, false);
   const r = decl.inner.forward(c.inp, c.state, c.cfg);
   const hand = decl.inner.backward(r.saved, c.inp, c.dy, c.cfg) as Record<string, Tensor | undefined>;
+  // An input the rule declares unread must have no gradient at all (a wrong declaration fails here).
+  for (const n of decl.unread?.(c.cfg) ?? []) {
+    const at = hand[`d${n}`]?.data.findIndex((v) => v !== 0) ?? -1;
+    if (at >= 0) return { ok: false, message: `d${n}[${at}] = ${hand[`d${n}`]!.data[at]}: ${decl.key} declares ${n} unread here (unread), its gradient must be exactly 0` };
+  }
   const a: Record<string, ArrayLike<number>> = {}, b: Record<string, ArrayLike<number>> = {};
   for (const n of Object.keys(inputsOf(decl, c))) {
     if (n.startsWith("state.")) continue;

@@ -218,6 +218,7 @@ export const lattice: RuleDecl<"lattice"> = {
   gates: ["alpha"],
   normalizeKQ: false,
   omega: false,
+  unread: (cfg) => (cfg.variant === "encode" ? ["v"] : []),
   stateShapes: (cfg) => ({ S: [cfg.m_slots as number, cfg.d] }),
   init(cfg, dtype) {
     const m = cfg.m_slots as number, d = cfg.d;

@@ -163,6 +163,12 @@ export interface RuleDecl<K extends string = string> {
   readonly invariants: readonly Invariant[];
   readonly checkMinimums?: CheckMinimums;
   /**
+   * Per-token inputs the inner pair does not read under `cfg` (Lattice's encode variant writes k,
+   * not v): their gradient is identically zero by the math, so the checks that differentiate each
+   * inner input leave them out, as they leave out the gates a rule does not declare.
+   */
+  unread?(cfg: RuleConfig): readonly (typeof INNER_INPUT_NAMES)[number][];
+  /**
    * State entries that restart at zero on every model step (Titans' and Atlas' momentum S, D7);
    * a level's context keeps the others (docs/spec/fixtures.md#rule-state).
    */
