@@ -54,7 +54,7 @@ export function buildCatalogue(opts: CatalogueOptions): Catalogue {
  * `--filter`: a class (C2), a rule key (moneta, moneta.frozen), or any substring of a check id.
  * Several filters are alternatives.
  */
-export function matchesFilter(c: CheckDef<any>, filters: readonly string[]): boolean {
+export function matchesFilter(c: Pick<CheckDef<any>, "id" | "class" | "subject">, filters: readonly string[]): boolean {
   if (filters.length === 0) return true;
   return filters.some((f) =>
     c.class === f ||

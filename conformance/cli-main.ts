@@ -5,39 +5,50 @@
  */
 import { parseVariantKey, variantKey } from "../src/rules/level.ts";
 import { runSelftest, SELFTEST_HELP } from "./selftest.ts";
-import { blindSpotsOf, DEFAULT_MIN_POWER, parseMinPower } from "../harness/report-power.ts";
-import { parseArgs } from "node:util";
+import { blindSpotsOf } from "../harness/report-power.ts";
 import { buildRuleCase, parseRuleCaseRequest, type RuleCaseRequest } from "../cases/rule-case.ts";
-import { PROFILES, type Profile } from "../harness/check.ts";
 import { DEFAULT_SEED } from "../harness/collect.ts";
-import { closingLine, DEFAULT_REPORT, isGreen, NO_REPORT_LINE, notRunOf, readReportFile, type Report } from "../harness/report.ts";
+import { closingLine, isGreen, NO_REPORT_LINE, notRunOf, readReportFile, type Report } from "../harness/report.ts";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { catchInterrupts, interruptWhenOrphaned, signalExitCode } from "../harness/interrupt.ts";
 import { runsChecks } from "./supervise.ts";
 import { printable, Progress } from "../harness/progress.ts";
 import { runPlan } from "./parallel.ts";
-import { parseShard, type Shard } from "../harness/shard.ts";
 import { REPORT_COMMANDS, REPORT_COMMANDS_HELP, runReportCommand, type ReportCommand } from "./report-commands.ts";
 import { SWEEP_COMMANDS, SWEEP_HELP, runSweepCommand, type SweepCommand } from "./sweep.ts";
 import { ruleFixture } from "../cases/fixtures/rule-fixture.ts";
 import { ruleByKey } from "../src/rules/index.ts";
-import { CLI_NAMES, libraryPreflight, planRun, UsageError, type RunPlan, type RunRequest } from "./plan.ts";
-import { writeRunReport } from "./run-report.ts";
+import { libraryPreflight, planRun, UsageError, type RunPlan, type RunRequest } from "./plan.ts";
+import { nothingRan, writeRunReport } from "./run-report.ts";
+import { CONFIG_FILE, DEFAULT_REPORT_REL, defaultReport, parseCommandLine, runSettings, type Args } from "./settings.ts";
 
-const HELP = `usage: npm run conformance -- [options]   (or: bun run conformance [options])
-       npm run conformance -- diff OLD NEW | html REPORT [--out FILE] | merge A B ... --out FILE
-                              | timings REPORT
+const HELP = `usage: npx nlc [options]                  (installed: npm i -D <nl-conformance tarball or git URL>)
+       npm run conformance -- [options]     (in this repository; or: bun run conformance [options])
+       ... diff OLD NEW | html REPORT [--out FILE] | merge A B ... --out FILE | timings REPORT
 
-Runs the nl-conformance checks (classes C0-C9) and writes an nlc-report/1 JSON report.
+Runs the nl-conformance checks (classes C0-C9) and writes an nlc-report/1 JSON report. Every
+path (py: and lib: modules, --report, --fixtures, --summary, --config) is relative to the
+directory the command runs in; with no options a run reads ${CONFIG_FILE} there, if present.
 
+  --config FILE    the settings file (default ./${CONFIG_FILE} when it exists): backends,
+                   profile, seed, filter, rule, min-power, report, fixtures, require,
+                   allow-skipped (schema conformance/data/nlc-config.schema.json); an
+                   option given on the command line overrides the file's
   --filter F       run checks matching F: a class (C2), a rule (moneta, moneta.frozen),
                    or any substring of a check id; repeatable, or comma-separated
   --rule KEY       only the checks of rule KEY (delta, or a variant: delta.frozen); with
                    --filter, the checks matching both (with --case: the rule of the case)
   --seed N         run seed (default ${DEFAULT_SEED}); the same seed gives the same report
-  --profile P      quick | default | deep: property runs per check (default: default)
-  --report PATH    where to write the report (default reports/conformance.json)
+  --profile P      quick | default | deep | regime: property runs per check (default:
+                   default); regime: one batch of every shape regime per case
+                   (docs/spec/conformance.md#regime)
+  --report PATH    where to write the report (default ${DEFAULT_REPORT_REL} under the
+                   directory the command runs in); a run that does not pass never
+                   replaces a report that passed: it is written beside it as
+                   <name>.failed.json
+  --allow-skipped  a run that tests nothing (every check skipped, a named backend that
+                   ran no check, a required check that did not pass) is not a failure
   --replay R       re-run one case exactly: R = <check id>:<seed>:<path>, as printed
                    in a report's "replay" field
   --fixtures DIR   also replay the nlc-fixture/1 files in DIR (C6); repeatable
@@ -61,14 +72,17 @@ Runs the nl-conformance checks (classes C0-C9) and writes an nlc-report/1 JSON r
                    docs/spec/precision.md#min-power)
   --list           list the check ids and exit
   --summary [PATH] print the closing line of an existing report (default
-                   reports/conformance.json) and exit 1 unless it is all pass/skip
+                   ${DEFAULT_REPORT_REL}) and exit 1 unless it is all pass/skip and
+                   something passed (with --allow-skipped: all skipped is accepted)
   -h, --help       this text
 
 Delegated checks (C5 kernel children, the C9 cross-check) run in worker threads beside the
 others; NLC_SERIAL=1 runs everything in one thread (the report is the same apart from timings).
 
-Exit status: 0 when every check passed or was skipped; 1 when any check failed, was vacuous
-or errored; 2 on a usage error; 130 (SIGINT) or 143 (SIGTERM) when interrupted. An interrupted
+Exit status: 0 when every check passed or was skipped and something ran; 1 when any check
+failed, was vacuous or errored, or nothing ran (every selected check skipped, a backend named
+by --backend or the config that ran no check: docs/spec/conformance.md#nothing-ran); 2 on a
+usage error (an unknown option, config key or rule names the nearest known one); 130 (SIGINT) or 143 (SIGTERM) when interrupted. An interrupted
 run passes the signal to its child processes, stops after the check in flight and writes what
 finished to <report>.partial.json ("partial": true), leaving the report itself as it was; its
 closing line counts the checks it did not run as failed. Signal the npm process, the bun process
@@ -97,68 +111,6 @@ const SUBCOMMANDS: Record<string, (argv: string[]) => number | Promise<number>> 
   ["selftest", runSelftest],
 ]);
 
-const OPTIONS = {
-  filter: { type: "string", multiple: true },
-  rule: { type: "string" },
-  seed: { type: "string" },
-  profile: { type: "string" },
-  report: { type: "string" },
-  replay: { type: "string" },
-  fixtures: { type: "string", multiple: true },
-  backend: { type: "string", multiple: true },
-  case: { type: "string" },
-  out: { type: "string" },
-  shard: { type: "string" },
-  "min-power": { type: "string" },
-  list: { type: "boolean" },
-  summary: { type: "boolean" },
-  help: { type: "boolean", short: "h" },
-} as const;
-
-type Args = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>;
-
-/** Arguments: the command line as options (usage errors exit 2 here). */
-function parseCommandLine(argv: string[]): Args {
-  try {
-    return parseArgs({ args: argv, options: OPTIONS, allowPositionals: true });
-  } catch (e) {
-    usage(message(e));
-  }
-}
-
-/** Arguments → the settings of a run. */
-function runRequest(args: Args["values"]): RunRequest {
-  const seed = args.seed === undefined ? DEFAULT_SEED : Number(args.seed);
-  if (!Number.isInteger(seed)) usage(`--seed ${args.seed}: expected an integer`);
-  const profile = (args.profile ?? "default") as Profile;
-  if (!PROFILES.includes(profile)) usage(`--profile ${args.profile}: expected ${PROFILES.join(" | ")}`);
-  const filters = (args.filter ?? []).flatMap((f) => f.split(",")).map((f) => f.trim()).filter(Boolean);
-  let replay: RunRequest["replay"];
-  if (args.replay !== undefined) {
-    const m = /^(.+?):(\d+):([\d:]*)$/.exec(args.replay);
-    if (m === null) usage(`--replay ${args.replay}: expected <check id>:<seed>:<path>`);
-    replay = { id: m[1]!, seed: Number(m[2]), path: m[3]! };
-  }
-  let shard: Shard | undefined;
-  if (args.shard !== undefined) {
-    try {
-      shard = parseShard(args.shard);
-    } catch (e) {
-      usage(`--shard ${message(e)}`);
-    }
-  }
-  const reportPath = replay === undefined || args.report !== undefined ? args.report ?? DEFAULT_REPORT : null;
-  let minPower: number | null = DEFAULT_MIN_POWER;
-  if (args["min-power"] !== undefined) {
-    try {
-      minPower = parseMinPower(args["min-power"], "--min-power");
-    } catch (e) {
-      usage(message(e));
-    }
-  }
-  return { seed, profile, filters, rule: args.rule, replay, fixtureDirs: args.fixtures ?? [], backends: args.backend, shard, reportPath, names: CLI_NAMES, minPower };
-}
-
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);
   const sub = SUBCOMMANDS[argv[0] ?? ""];
@@ -167,13 +119,26 @@ async function main(): Promise<void> {
     catchInterrupts();
     interruptWhenOrphaned();
   }
-  const { values: args, positionals } = parseCommandLine(argv);
+  let parsed: Args;
+  try {
+    parsed = parseCommandLine(argv);
+  } catch (e) {
+    usage(message(e));
+  }
+  const { values: args, positionals } = parsed;
   if (args.help) {
     console.log(HELP);
     return;
   }
   if (args.summary) {
-    printSummary(positionals[0] ?? DEFAULT_REPORT);
+    // the config's report and allow-skipped count here as in a run
+    let settings: RunRequest;
+    try {
+      settings = runSettings({ config: args.config, "allow-skipped": args["allow-skipped"] });
+    } catch (e) {
+      usage(message(e));
+    }
+    printSummary(positionals[0] ?? settings.reportPath ?? defaultReport(), settings.allowSkipped === true);
     return;
   }
   if (positionals.length > 0) usage(`unexpected argument ${positionals[0]}`);
@@ -185,9 +150,10 @@ async function main(): Promise<void> {
   }
 
   // Plan: the checks, the backends, the report's path; every usage error before the first check.
-  const request = runRequest(args);
+  let request: RunRequest;
   let plan: RunPlan;
   try {
+    request = runSettings(args);
     plan = planRun(args.list ? { ...request, reportPath: null } : request);
     if (!args.list) libraryPreflight(plan);
   } catch (e) {
@@ -221,13 +187,16 @@ async function main(): Promise<void> {
 
   // Report.
   for (const b of outcome.backends) console.log(`backend ${b.name}: ${b.available ? "available" : `unavailable (${b.reason ?? "?"})`}`);
-  const written = writeRunReport(plan, outcome, started);
+  const empty = nothingRan(plan, outcome);
+  for (const why of empty) console.log(`conformance: nothing ran: ${printable(why)}`);
+  if (empty.length > 0) console.log("conformance: a run that tests nothing fails (--allow-skipped, or \"allow-skipped\": true in the config, accepts it)");
+  const written = writeRunReport(plan, outcome, started, console.log, empty);
   console.log(written.line);
   process.exit(outcome.interrupt !== null ? signalExitCode(outcome.interrupt) : written.green ? 0 : 1);
 }
 
 /** --summary: the closing line of a finished report; exit 0 only when it is complete and green. */
-function printSummary(path: string): void {
+function printSummary(path: string, allowSkipped: boolean): void {
   let report: Report;
   try {
     report = readReportFile(path);
@@ -237,8 +206,10 @@ function printSummary(path: string): void {
     process.exit(existsSync(path) ? 1 : 2);
   }
   if (report.partial === true) console.error(`conformance: ${path} is the partial report of an interrupted run`);
+  const allSkipped = report.checks.length > 0 && report.checks.every((c) => c.status === "skip");
+  if (allSkipped && !allowSkipped) console.error(`conformance: nothing ran: every check of ${path} (${report.checks.length}) was skipped (--allow-skipped accepts it)`);
   console.log(closingLine(report.summary, notRunOf(report)));
-  process.exit(isGreen(report) ? 0 : 1);
+  process.exit(isGreen(report) && (allowSkipped || !allSkipped) ? 0 : 1);
 }
 
 /**

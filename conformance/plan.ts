@@ -37,6 +37,14 @@ export interface RunRequest {
   reportPath: string | null;
   /** --min-power / NLC_MIN_POWER: the scale error every passing kernel check's gradients must detect (docs/spec/precision.md#min-power); null or absent: off. */
   minPower?: number | null;
+  /** The backends named by --backend or the config file: each must run a check (docs/spec/conformance.md#nothing-ran). */
+  explicitBackends?: string[];
+  /** The config file's `require`: each entry (as a filter) must select a check that passed. */
+  require?: string[];
+  /** --allow-skipped: a run in which nothing ran is not a failure. */
+  allowSkipped?: boolean;
+  /** The config file the settings came from, if any. */
+  configPath?: string;
   /** How the setting is spelled where it came from ("--filter" or "NLC_FILTER", ...), for messages. */
   names: { filter: string; backend: string; report: string; shard: string };
 }

@@ -4,8 +4,9 @@
  * results go beside the complete report, marked partial, never over it
  * (docs/spec/conformance.md#partial-report).
  */
-import { rmSync } from "node:fs";
-import { closingLine, isGreen, notRunOf, runInfo, summarize, writeReport, type Report } from "../harness/report.ts";
+import { existsSync, rmSync } from "node:fs";
+import { closingLine, isGreen, notRunOf, readReportFile, runInfo, summarize, writeReport, type Report } from "../harness/report.ts";
+import { matchesFilter } from "./catalogue.ts";
 import { partialPath } from "../harness/interrupt.ts";
 import type { RunOutcome } from "./parallel.ts";
 import type { RunPlan } from "./plan.ts";
@@ -20,6 +21,53 @@ export interface WrittenReport {
   green: boolean;
 }
 
+/**
+ * Why a finished run tested nothing it was asked to (docs/spec/conformance.md#nothing-ran): every
+ * selected check skipped; a backend named by --backend or the config file that ran no check (with
+ * its reason); an entry of the config's `require` that selects no passing check. Empty when
+ * something ran, when --allow-skipped says an empty run is fine, and for an interrupted run or an
+ * empty shard. Each reason is one line naming its cause.
+ */
+export function nothingRan(plan: RunPlan, outcome: RunOutcome): string[] {
+  const req = plan.request;
+  if (req.allowSkipped === true || outcome.interrupt !== null || plan.defs.length === 0) return [];
+  const results = outcome.results;
+  const out: string[] = [];
+  const ran = (r: { status: string }) => r.status !== "skip";
+  if (!results.some(ran)) {
+    const reasons = [...new Set(results.map((r) => r.message ?? "").filter((m) => m !== ""))];
+    out.push(`every selected check (${results.length}) was skipped${reasons.length > 0 ? `: ${reasons.slice(0, 3).join("; ")}${reasons.length > 3 ? `; ... (${reasons.length - 3} more reasons)` : ""}` : ""}`);
+  }
+  for (const name of req.explicitBackends ?? []) {
+    if (name === "ref") continue;
+    const mine = results.filter((r) => r.subject.backend === name);
+    if (mine.some(ran)) continue;
+    const info = outcome.backends.find((b) => b.name === name);
+    const why = info !== undefined && !info.available && info.reason !== undefined && !info.reason.startsWith("not run") ? `: unavailable (${info.reason})`
+      : mine.length === 0 ? ": the selection holds none of its checks" : `: its ${mine.length} checks were skipped (${mine[0]!.message ?? "?"})`;
+    out.push(`backend ${name} ran no check${why}`);
+  }
+  for (const f of req.require ?? []) {
+    if (!results.some((r) => r.status === "pass" && matchesFilter({ id: r.id, class: r.class, subject: r.subject }, [f]))) {
+      out.push(`required '${f}' (${req.configPath ?? "config"} require) selects no check that passed`);
+    }
+  }
+  return out;
+}
+
+/** Where a report that must not replace a passing one goes: beside it, `<name>.failed.json`. */
+export const failedPath = (path: string): string => (path.endsWith(".json") ? `${path.slice(0, -5)}.failed.json` : `${path}.failed.json`);
+
+/** Whether `path` holds a complete report that passed (a failed or empty run must not replace it). */
+function holdsPassingReport(path: string): boolean {
+  if (!existsSync(path)) return false;
+  try {
+    return isGreen(readReportFile(path));
+  } catch {
+    return false;
+  }
+}
+
 export function runReport(plan: RunPlan, outcome: RunOutcome, started: Date): Report {
   const req = plan.request;
   const run = runInfo(started, req.seed, req.profile, [...req.filters, ...(req.rule === undefined ? [] : [`rule=${req.rule}`])].join(",") || null, outcome.backends, req.shard, plan.defs.length);
@@ -32,9 +80,16 @@ export function runReport(plan: RunPlan, outcome: RunOutcome, started: Date): Re
   };
 }
 
-/** Writes the run's report (or its partial report) and says what to print last. */
-export function writeRunReport(plan: RunPlan, outcome: RunOutcome, started: Date, log: (s: string) => void = console.log): WrittenReport {
+/**
+ * Writes the run's report (or its partial report) and says what to print last. `empty`: the
+ * reasons nothingRan gave (the run is then not green). A run that is not green never replaces a
+ * report that passed: it goes beside it (failedPath) and the log says where.
+ */
+export function writeRunReport(plan: RunPlan, outcome: RunOutcome, started: Date, log: (s: string) => void = console.log, empty: readonly string[] = []): WrittenReport {
   const report = runReport(plan, outcome, started);
+  // An empty selection (a shard left with no check) is not a failure of the run.
+  const s = report.summary;
+  const green = empty.length === 0 && (plan.defs.length === 0 ? outcome.interrupt === null && s.fail + s.vacuous + s.error === 0 : isGreen(report));
   const target = plan.request.reportPath;
   let path: string | null = null;
   if (outcome.interrupt !== null) {
@@ -44,15 +99,18 @@ export function writeRunReport(plan: RunPlan, outcome: RunOutcome, started: Date
       writeReport(report, path);
       log(`partial report: ${path} (${target} is left as it was)`);
     }
+  } else if (target !== null && !green && holdsPassingReport(target)) {
+    path = failedPath(target);
+    writeReport(report, path);
+    log(`report: ${path} (this run did not pass: ${target}, which passed, is left as it was)`);
   } else if (target !== null) {
     path = target;
     writeReport(report, path);
-    // A partial report left by an earlier interrupted run no longer describes the latest one.
+    // A partial report left by an earlier interrupted run, or the report of a failed run kept
+    // beside a passing one, no longer describes the latest run.
     rmSync(partialPath(path), { force: true });
+    rmSync(failedPath(path), { force: true });
     log(`report: ${path}`);
   }
-  // An empty selection (a shard left with no check) is not a failure of the run.
-  const s = report.summary;
-  const green = plan.defs.length === 0 ? outcome.interrupt === null && s.fail + s.vacuous + s.error === 0 : isGreen(report);
   return { report, path, line: closingLine(report.summary, notRunOf(report)), green };
 }

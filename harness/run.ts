@@ -28,11 +28,21 @@ function shellWord(w: string): string {
 }
 
 /**
- * The command that replays one case on a fresh clone: through npm, so no global Bun is needed, with
- * the options that rebuild the check's catalogue (extra fixtures, a library backend).
+ * The command the run was started with, as a replay line spells it: `npx nlc` when started through
+ * the installed package's command (bin/nlc.js says so in NLC_COMMAND, inherited by the runner and
+ * its children), else `npm run conformance --` (this repository).
+ */
+function commandWords(): string[] {
+  return process.env.NLC_COMMAND === "npx nlc" ? ["npx", "nlc"] : ["npm", "run", "conformance", "--"];
+}
+
+/**
+ * The command that replays one case where the run started: through npm (npx for the installed
+ * command), so no global Bun is needed, with the options that rebuild the check's catalogue (extra
+ * fixtures, a library backend).
  */
 export function replayCommand(id: string, seed: number, path: string, args: readonly string[] = []): string {
-  return ["npm", "run", "conformance", "--", ...args, "--replay", `${id}:${seed}:${path}`].map(shellWord).join(" ");
+  return [...commandWords(), ...args, "--replay", `${id}:${seed}:${path}`].map(shellWord).join(" ");
 }
 
 /**

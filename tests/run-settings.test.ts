@@ -40,9 +40,12 @@ test("--backend with an unknown name is a usage error naming the flag and every 
   for (const kind of ["cpu-emu", "cuda", "cpu-bf16", "lib:<path", "py:<module>:<callable>"]) expect(r.err).toContain(kind);
 });
 
-test("a missing NLC_TORCH_PYTHON interpreter skips C9 with the reason", () => {
+test("a missing NLC_TORCH_PYTHON interpreter skips C9 with the reason; the run tested nothing, so it fails unless --allow-skipped", () => {
   const out = join(tmp("c9"), "r.json");
-  const r = cli(["--filter", "C9/delta", "--report", out], { NLC_TORCH_PYTHON: "/nonexistent/python" });
+  const strict = cli(["--filter", "C9/delta", "--report", out], { NLC_TORCH_PYTHON: "/nonexistent/python" });
+  expect(strict.code).toBe(1);
+  expect(strict.out).toContain("conformance: nothing ran: every selected check");
+  const r = cli(["--filter", "C9/delta", "--report", out, "--allow-skipped"], { NLC_TORCH_PYTHON: "/nonexistent/python" });
   expect(r.err).not.toContain("posix_spawn");
   expect(r.code).toBe(0);
   const doc = JSON.parse(readFileSync(out, "utf8"));

@@ -22,9 +22,16 @@ function childTimeoutMs(n: number): number {
   return 120_000 + n * (2 * kernelTimeoutMs() + 120_000);
 }
 
+/** Backends whose child could not load the kernel: the reason, given once (child.ts). */
+const unavailable = new Map<string, string>();
+
 const results = new ChildResults((req) => {
   const r = runBatch({ cmd: [process.execPath, CHILD], who: `the child process running ${req.backend}`, timeoutMs: childTimeoutMs, replayArgs: ["--backend", req.backend] }, req);
   ran.set(req.backend, "ran");
+  for (const res of r.values()) {
+    const why = res.details?.unavailable;
+    if (typeof why === "string") unavailable.set(req.backend, why);
+  }
   return r;
 });
 
@@ -48,7 +55,9 @@ export function pyKernelChecks(): CheckDef[] {
 
 /** The py: backends for the report. */
 export function pyBackends(): BackendInfo[] {
-  return pyBackendNames().map((name) => ran.has(name)
+  return pyBackendNames().map((name) => unavailable.has(name)
+    ? { name, available: false, reason: unavailable.get(name)! }
+    : ran.has(name)
     ? { name, available: true, device: "PyTorch kernel host (python/nlc_torch/kernel_host.py)" }
     : { name, available: false, reason: "not run: no check of this backend ran" });
 }

@@ -7,7 +7,7 @@
  *   bun conformance/py/child.ts < request.json      (BatchRequest)
  */
 import { writeSync } from "node:fs";
-import type { CaseOutcome, CheckResult, Profile } from "../../harness/check.ts";
+import type { CaseOutcome, Profile } from "../../harness/check.ts";
 import { DEFAULT_CHUNK_SIZES, ShapeTally, regimeOutcome, withShapes } from "../../cases/kernel-batch.ts";
 import { TorchBridgeError } from "../../oracle/torch-bridge.ts";
 import { otherEnumValues } from "../../cases/rule-case.ts";
@@ -17,6 +17,9 @@ import { backwardCase, backwardNames, forwardCase, forwardNames } from "./kernel
 import { KernelSession, kernelPrecision } from "./kernel-session.ts";
 import { absentInputs, NO_CONVENTIONS } from "./conventions.ts";
 import { parsePyBackend, pyPlan, type PyEntry } from "./plan.ts";
+import { RULES } from "../../src/rules/index.ts";
+import { variantKey } from "../../src/rules/level.ts";
+import { suggestion } from "../../harness/nearest.ts";
 import { runAsyncCheck, type AsyncPropertyCheck } from "./run-async.ts";
 import { resultLine, startLine, stubResult, type BatchRequest } from "../../harness/child-process.ts";
 
@@ -78,27 +81,44 @@ function definition(e: PyEntry, s: KernelSession, profile: Profile, replayArgs: 
   };
 }
 
+/** The rule keys a kernel may declare: every rule of the registry and its frozen read. */
+const RULE_KEYS = RULES.flatMap((d) => (d.frozen === null ? [d.key] : [d.key, variantKey(d.key, true)]));
+
+/** A declared rule that is not in the registry is an error naming it and the nearest rule key. */
+function declaredRules(rules: readonly string[], who: string): void {
+  for (const r of rules) {
+    if (!RULE_KEYS.includes(r)) throw new Error(`${who}: nlc['rules'] names '${r}', which is not a rule of the registry${suggestion(r, RULE_KEYS)} (docs/spec/names.md#registry)`);
+  }
+}
+
 async function run(req: BatchRequest): Promise<void> {
   const backend = parsePyBackend(req.backend);
   const plan = new Map(pyPlan(backend).map((e) => [e.id, e]));
-  const all = (status: CheckResult["status"], message: string) => {
-    for (const c of req.checks) emit(resultLine(stubResult(c.id, status, message, c.seed ?? 0)));
+  // A backend that cannot be loaded (no python or torch, a module that does not import, a
+  // declaration that is wrong) is one reason, given once: the backend is unavailable with it
+  // (details.unavailable, read by checks.ts into the report's run.backends) and its checks are
+  // skipped; a run that named it then fails, since it ran nothing of it
+  // (docs/spec/conformance.md#nothing-ran).
+  const unavailable = (reason: string) => {
+    for (const c of req.checks) {
+      emit(resultLine({ ...stubResult(c.id, "skip", `backend ${backend.name} is unavailable (the reason is given once, with the backend)`, c.seed ?? 0), details: { unavailable: reason } }));
+    }
   };
   let session: KernelSession;
   try {
     session = await KernelSession.open(backend);
   } catch (e) {
-    // no python or no torch: a skip with the reason; anything else (the module) is an error
-    if (e instanceof TorchBridgeError && e.kind === "unavailable") return all("skip", `backend ${backend.name}: PyTorch is not available: ${e.message}`);
-    return all("error", `backend ${backend.name}: ${e instanceof Error ? e.message : String(e)}`);
+    const why = e instanceof Error ? e.message : String(e);
+    return unavailable(e instanceof TorchBridgeError && e.kind === "unavailable" ? `PyTorch is not available: ${why}` : why);
   }
   const who = `${backend.module}:${backend.callable}`;
   session.info.conventions ??= NO_CONVENTIONS;
   try {
     absentInputs(session.info.conventions, [], who);
+    declaredRules(session.info.rules, who);
   } catch (e) {
     await session.close();
-    return all("error", `backend ${backend.name}: ${e instanceof Error ? e.message : String(e)}`);
+    return unavailable(e instanceof Error ? e.message : String(e));
   }
   try {
     for (const c of req.checks) {

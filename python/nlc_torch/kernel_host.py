@@ -14,6 +14,7 @@ process is handled by the client (timeout, stderr tail).
 """
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.util
 import inspect
@@ -31,6 +32,11 @@ DTYPES = {"f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16, "f
 JUDGED_DTYPES = ("f32", "bf16", "f16")
 STATE_DTYPES = ("f32", "bf16", "f16")
 LAYOUTS = ("BTHD", "BHTD")
+# Every key an `nlc` declaration may hold (docs/spec/py-backend.md#contract): any other is an error
+# naming the nearest of these, so a typo never silently drops a declaration.
+DECLARATION_KEYS = ("rules", "dtype", "state_dtype", "layout", "state_layout", "names", "initial_state", "state_dict",
+                    "output_final_state", "chunk_size", "forward_only", "varlen", "scale", "absent", "log_gates",
+                    "bounded", "qk_l2norm", "accumulate", "intermediates")
 STATE_LAYOUTS = ("ours", "transposed")
 
 
@@ -64,6 +70,11 @@ class Kernel:
         decl = getattr(self.fn, "nlc", None)
         if not isinstance(decl, dict):
             raise KernelError(f"kernel: {spec} has no `nlc` declaration dict (docs/spec/py-backend.md#contract)")
+        for key in decl:
+            if key not in DECLARATION_KEYS:
+                near = difflib.get_close_matches(str(key), DECLARATION_KEYS, n=1, cutoff=0.6)
+                hint = f"; did you mean {near[0]!r}?" if near else f" (known keys: {', '.join(DECLARATION_KEYS)})"
+                raise KernelError(f"{spec}.nlc: unknown key {key!r}{hint} (docs/spec/py-backend.md#contract)")
         self.decl = decl
         rules = decl.get("rules")
         if not isinstance(rules, (list, tuple)) or not all(isinstance(r, str) for r in rules) or not rules:

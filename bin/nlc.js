@@ -1,0 +1,48 @@
+#!/usr/bin/env node
+/**
+ * `nlc`: the command of the installed package (`npx nlc ...` after `npm i -D nl-conformance`).
+ * Runs conformance/cli.ts under the Bun of the package's own `bun` dependency, so no global Bun
+ * is needed, in the directory the command was started in: every path the user gives, the config
+ * file and the default report are read from there. Its exit status is the runner's; SIGINT,
+ * SIGTERM and SIGHUP are passed on (the runner then writes its partial report).
+ */
+import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { createRequire } from "node:module";
+import { constants } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = dirname(dirname(fileURLToPath(import.meta.url)));
+
+/** The Bun executable: NLC_BUN, else the `bun` package's binary, else a bun on PATH. */
+function bunExecutable() {
+  if (process.env.NLC_BUN) return process.env.NLC_BUN;
+  try {
+    const exe = join(dirname(createRequire(join(root, "package.json")).resolve("bun/package.json")), "bin", "bun.exe");
+    if (existsSync(exe)) return exe;
+  } catch {
+    // not installed beside us: try PATH
+  }
+  return "bun";
+}
+
+const bun = bunExecutable();
+const child = spawn(bun, [join(root, "conformance", "cli.ts"), ...process.argv.slice(2)], {
+  stdio: "inherit",
+  env: { ...process.env, NLC_COMMAND: process.env.NLC_COMMAND ?? "npx nlc" },
+});
+for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"]) {
+  process.on(sig, () => {
+    try {
+      child.kill(sig);
+    } catch {
+      // already gone
+    }
+  });
+}
+child.on("error", (e) => {
+  console.error(`nlc: cannot start Bun (${bun}): ${e.message}; reinstall the package (its dependency 'bun' provides it) or set NLC_BUN`);
+  process.exit(2);
+});
+child.on("exit", (code, signal) => process.exit(code ?? 128 + (signal !== null ? constants.signals[signal] ?? 0 : 0)));
