@@ -15,14 +15,24 @@ import { fileURLToPath } from "node:url";
 
 const root = dirname(dirname(fileURLToPath(import.meta.url)));
 
-/** The Bun executable: NLC_BUN, else the `bun` package's binary, else a bun on PATH. */
+/**
+ * The Bun executable: NLC_BUN, else the `bun` package's binary, else its platform package's (where
+ * the package manager did not run bun's install script), else a bun on PATH.
+ */
 function bunExecutable() {
   if (process.env.NLC_BUN) return process.env.NLC_BUN;
-  try {
-    const exe = join(dirname(createRequire(join(root, "package.json")).resolve("bun/package.json")), "bin", "bun.exe");
-    if (existsSync(exe)) return exe;
-  } catch {
-    // not installed beside us: try PATH
+  const req = createRequire(join(root, "package.json"));
+  const candidates = [
+    ["bun/package.json", "bin/bun.exe"],
+    [`@oven/bun-${process.platform}-${process.arch === "arm64" ? "aarch64" : process.arch}/package.json`, "bin/bun"],
+  ];
+  for (const [pkg, exe] of candidates) {
+    try {
+      const path = join(dirname(req.resolve(pkg)), exe);
+      if (existsSync(path)) return path;
+    } catch {
+      // not installed beside us
+    }
   }
   return "bun";
 }
@@ -30,7 +40,7 @@ function bunExecutable() {
 const bun = bunExecutable();
 const child = spawn(bun, [join(root, "conformance", "cli.ts"), ...process.argv.slice(2)], {
   stdio: "inherit",
-  env: { ...process.env, NLC_COMMAND: process.env.NLC_COMMAND ?? "npx nlc" },
+  env: { ...process.env, NLC_COMMAND: "npx nlc" },
 });
 for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"]) {
   process.on(sig, () => {

@@ -85,9 +85,10 @@ export function isGreen(r: Pick<Report, "partial" | "summary" | "checks">): bool
 /** A run that produced no report at all (install, typecheck or build failed): one error. */
 export const NO_REPORT_LINE = closingLine({ pass: 0, fail: 0, vacuous: 0, skip: 0, error: 1 });
 
+/** The revision of the repository the run was started in (a kernel repository's, or this one's). */
 function revision(): string | null {
   try {
-    return execSync("git rev-parse HEAD", { cwd: ROOT, stdio: ["ignore", "pipe", "ignore"] }).toString().trim() || null;
+    return execSync("git rev-parse HEAD", { cwd: process.cwd(), stdio: ["ignore", "pipe", "ignore"] }).toString().trim() || null;
   } catch {
     return null;
   }
