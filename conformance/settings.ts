@@ -152,17 +152,7 @@ export function runSettings(args: Args["values"], cwd = process.cwd()): RunReque
     }
   }
   const backends = args.backend ?? c.backends;
-  // a run that names py: kernels and selects nothing else runs those kernels' checks, not the suite's own
-  if (filters.length === 0 && (args.rule ?? c.rule) === undefined && replay === undefined && backends !== undefined && backends.length > 0 &&
-    backends.every((b) => b.startsWith(PY_PREFIX))) {
-    for (const b of backends) {
-      try {
-        filters.push(`C5/${parsePyBackend(b).slug}/`);
-      } catch {
-        // a malformed name: the plan reports it
-      }
-    }
-  }
+  if (replay === undefined) filters.push(...kernelOnlyFilters(filters, args.rule ?? c.rule, backends));
   const names = args.backend === undefined && c.backends !== undefined ? { ...CLI_NAMES, backend: cfg("backends") } : CLI_NAMES;
   return {
     seed, profile, filters, rule: args.rule ?? c.rule, replay, fixtureDirs: args.fixtures ?? c.fixtures ?? [],
@@ -175,11 +165,29 @@ export function runSettings(args: Args["values"], cwd = process.cwd()): RunReque
 }
 
 /** A lib: backend's path made absolute (its child process runs elsewhere; the replay line then runs anywhere). */
-function absoluteLibrary(b: string, cwd: string): string {
+export function absoluteLibrary(b: string, cwd: string): string {
   return b.startsWith("lib:") && b.length > 4 ? `lib:${resolve(cwd, b.slice(4))}` : b;
 }
 
 /** py: backends named in NLC_PY_BACKENDS: named as explicitly as by --backend. */
 function envPyBackends(): string[] {
   return (process.env.NLC_PY_BACKENDS ?? "").split(",").map((b) => b.trim()).filter((b) => b !== "");
+}
+
+/**
+ * A run (or sweep) that names only py: kernels and no --filter runs those kernels' checks, not the
+ * suite's own: the filters that select them (none when a filter selects). --rule then narrows them
+ * to that rule of those kernels.
+ */
+export function kernelOnlyFilters(filters: readonly string[], _rule: string | undefined, backends: readonly string[] | undefined): string[] {
+  if (filters.length > 0 || backends === undefined || backends.length === 0 || !backends.every((b) => b.startsWith(PY_PREFIX))) return [];
+  const out: string[] = [];
+  for (const b of backends) {
+    try {
+      out.push(`C5/${parsePyBackend(b).slug}/`);
+    } catch {
+      // a malformed name: the plan reports it
+    }
+  }
+  return out;
 }

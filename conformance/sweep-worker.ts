@@ -3,7 +3,7 @@
  * selected checks at each seed the main thread hands it, so a seed costs its checks only, not a
  * process start. Results go back one seed at a time.
  */
-import { buildCatalogue, matchesFilter } from "./catalogue.ts";
+import { buildCatalogue } from "./catalogue.ts";
 import { adoptC9SkipReason } from "./c9/checks.ts";
 import { runCheck } from "../harness/run.ts";
 import type { SweepWorkerInit, SweepWorkerMessage } from "./sweep.ts";
@@ -17,8 +17,13 @@ self.onmessage = (ev: MessageEvent<SweepWorkerInit | { kind: "seed"; seed: numbe
   const job = ev.data;
   try {
     if (job.kind === "init") {
+      for (const [k, v] of Object.entries(job.backendEnv)) {
+        if (v === undefined) delete process.env[k];
+        else process.env[k] = v;
+      }
       adoptC9SkipReason(job.c9SkipReason);
-      const defs = buildCatalogue({ fixtureDirs: [] }).checks.filter((c) => matchesFilter(c, job.filters));
+      const ids = new Set(job.ids);
+      const defs = buildCatalogue({ fixtureDirs: [] }).checks.filter((c) => ids.has(c.id));
       const selected = new Set(defs.map((d) => d.id));
       run = (seed) => {
         const results = defs.map((def) => {

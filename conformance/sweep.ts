@@ -9,8 +9,9 @@
  */
 import { availableParallelism } from "node:os";
 import { parseArgs } from "node:util";
-import { buildCatalogue, matchesFilter } from "./catalogue.ts";
 import { mergeArgs } from "./report-commands.ts";
+import { planRun, UsageError as PlanUsageError } from "./plan.ts";
+import { absoluteLibrary, CONFIG_FILE, kernelOnlyFilters, readConfig } from "./settings.ts";
 import { c9SkipReason } from "./c9/checks.ts";
 import { PROFILES, type Profile, type Status } from "../harness/check.ts";
 import { runInfo } from "../harness/report.ts";
@@ -24,9 +25,11 @@ export const SWEEP_COMMANDS = ["sweep", "sweep-merge"] as const;
 export type SweepCommand = (typeof SWEEP_COMMANDS)[number];
 
 export const SWEEP_HELP = `Sweeps (docs/spec/conformance.md#sweeps):
-  sweep --seeds S [--filter F]... [--profile P] [--shard I/N] [--out FILE] [--jobs N]
+  sweep --seeds S [--filter F]... [--rule KEY] [--backend B]... [--profile P] [--config FILE]
+        [--shard I/N] [--out FILE] [--jobs N]
                    run the selected checks at every run seed in S (1..200, 1,5,9 or a mix),
-                   in N worker threads (default: 2, or the cores if fewer);
+                   in N worker threads (default: 2, or the cores if fewer); the selection
+                   flags and the config file (./${CONFIG_FILE}) as for a run;
                    prints per check the non-pass count, the first failing seed and its replay;
                    --shard I/N takes every N-th seed of S from the I-th; writes FILE
                    (default reports/sweep.json, nlc-sweep/1) after every seed; exit 1 on any
@@ -45,7 +48,10 @@ export interface SweepWorkerResult {
 /** The first message to a sweep worker (conformance/sweep-worker.ts). */
 export interface SweepWorkerInit {
   kind: "init";
-  filters: string[];
+  /** The selected checks, by id, as the main thread's plan chose them. */
+  ids: string[];
+  /** The kernel backends the catalogue is built from (a worker does not see the main thread's environment). */
+  backendEnv: { NLC_BACKENDS?: string; NLC_PY_BACKENDS?: string };
   profile: Profile;
   c9SkipReason: string | null;
 }
@@ -71,6 +77,7 @@ async function sweep(argv: string[]): Promise<number> {
       options: {
         seeds: { type: "string" }, filter: { type: "string", multiple: true }, profile: { type: "string" },
         shard: { type: "string" }, out: { type: "string" }, jobs: { type: "string" },
+        rule: { type: "string" }, backend: { type: "string", multiple: true }, config: { type: "string" },
       },
       allowPositionals: false,
     }));
@@ -84,7 +91,13 @@ async function sweep(argv: string[]): Promise<number> {
   } catch (e) {
     usage(`--seeds ${e instanceof Error ? e.message : String(e)}`);
   }
-  const profile = (args.profile ?? "default") as Profile;
+  let config;
+  try {
+    config = readConfig(args.config ?? null)?.config ?? {};
+  } catch (e) {
+    usage(e instanceof Error ? e.message : String(e));
+  }
+  const profile = (args.profile ?? config.profile ?? "default") as Profile;
   if (!PROFILES.includes(profile)) usage(`--profile ${args.profile}: expected ${PROFILES.join(" | ")}`);
   let shard: Shard | undefined;
   if (args.shard !== undefined) {
@@ -98,13 +111,27 @@ async function sweep(argv: string[]): Promise<number> {
   }
   const jobs = args.jobs === undefined ? Math.min(2, availableParallelism()) : Number(args.jobs);
   if (!Number.isInteger(jobs) || jobs < 1) usage(`--jobs ${args.jobs}: expected a positive integer`);
-  const filters = (args.filter ?? []).flatMap((f) => f.split(",")).map((f) => f.trim()).filter(Boolean);
-  const defs = buildCatalogue({ fixtureDirs: [] }).checks.filter((c) => matchesFilter(c, filters));
+  const filters = (args.filter ?? config.filter ?? []).flatMap((f) => f.split(",")).map((f) => f.trim()).filter(Boolean);
+  const rule = args.rule ?? config.rule;
+  const backends = (args.backend ?? config.backends)?.map((b) => absoluteLibrary(b, process.cwd()));
+  filters.push(...kernelOnlyFilters(filters, rule, backends));
+  // the selection as a run makes it (conformance/plan.ts), and handed to the workers as ids
+  let defs;
+  try {
+    defs = planRun({
+      seed: 0, profile, filters, rule, fixtureDirs: [], backends, reportPath: null, minPower: null,
+      names: { filter: "--filter", backend: args.backend === undefined && backends !== undefined ? `${args.config ?? CONFIG_FILE} backends` : "--backend", report: "--out", shard: "--shard" },
+    }).defs;
+  } catch (e) {
+    if (e instanceof PlanUsageError) usage(e.message);
+    throw e;
+  }
   if (defs.length === 0) usage(`no check matches ${filters.join(", ")} (try --list)`);
+  const selection = [...filters, ...(rule === undefined ? [] : [`rule=${rule}`])].join(",") || null;
   const out = args.out ?? DEFAULT_OUT;
 
   const started = new Date();
-  const info = runInfo(started, 0, profile, filters.join(",") || null, []);
+  const info = runInfo(started, 0, profile, selection, []);
   const tally = new SweepTally(defs);
   const snapshot = (): Sweep => ({
     format: SWEEP_FORMAT,
@@ -118,7 +145,10 @@ async function sweep(argv: string[]): Promise<number> {
 
   const queue = [...seeds];
   let done = 0;
-  const init: SweepWorkerInit = { kind: "init", filters, profile, c9SkipReason: defs.some((d) => d.class === "C9") ? c9SkipReason() : null };
+  const init: SweepWorkerInit = {
+    kind: "init", ids: defs.map((d) => d.id), profile,
+    backendEnv: { NLC_BACKENDS: process.env.NLC_BACKENDS, NLC_PY_BACKENDS: process.env.NLC_PY_BACKENDS },     c9SkipReason: defs.some((d) => d.class === "C9") ? c9SkipReason() : null,
+  };
   const workers = Array.from({ length: Math.min(jobs, seeds.length) }, () => new Promise<void>((resolve, reject) => {
     const w = new Worker(new URL("./sweep-worker.ts", import.meta.url).href);
     let t0 = performance.now();

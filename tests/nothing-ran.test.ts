@@ -129,7 +129,9 @@ test("the config file: validated, errors name the file, the field and the neares
   expect(runSettings(parseCommandLine([]).values, dir).backends).toEqual([`lib:${join(dir, "build", "libk.so")}`]);
   write({ backends: ["py:k.py:k"] });
   expect(runSettings(parseCommandLine([]).values, dir).filters).toEqual(["C5/py-k-k/"]);
-  expect(runSettings(parseCommandLine(["--rule", "delta"]).values, dir).filters).toEqual([]);
+  // --rule narrows them to that rule of the kernel, not the suite's checks of the rule
+  expect(runSettings(parseCommandLine(["--rule", "delta"]).values, dir).filters).toEqual(["C5/py-k-k/"]);
+  expect(runSettings(parseCommandLine(["--filter", "C2"]).values, dir).filters).toEqual(["C2"]);
   expect(err(() => parseCommandLine(["--profle", "quick"]))).toContain("did you mean --profile?");
 });
 

@@ -3,11 +3,12 @@
  * its lines, merging sweeps over disjoint seeds, and the command end to end.
  */
 import { expect, test } from "bun:test";
-import { mkdtempSync, readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { formatSweep, mergeSweeps, parseSeeds, seedShard, SWEEP_FORMAT, SweepTally, type Sweep } from "../harness/sweep.ts";
 import { ROOT } from "../paths.ts";
+import { probeTorchSync } from "../oracle/torch-bridge.ts";
 
 test("seed lists: ranges, lists and mixes; bad text names itself", () => {
   expect(parseSeeds("1..5")).toEqual([1, 2, 3, 4, 5]);
@@ -79,3 +80,17 @@ test("usage errors exit 2 and name the input", () => {
   expect(f.code).toBe(2);
   expect(f.out).toContain("no-such-check");
 }, 120_000);
+
+test.skipIf(!probeTorchSync().available)("sweep takes a run's selection: the config's py: backend, --rule narrowing it to that kernel's rule", () => {
+  const dir = mkdtempSync(join(tmpdir(), "nlc-sweep-cfg-"));
+  writeFileSync(join(dir, "nlc.config.json"), JSON.stringify({ backends: [`py:${join(ROOT, "examples", "py-kernels", "naive_delta.py")}:naive_delta`], profile: "quick" }));
+  const r = Bun.spawnSync({ cmd: [process.execPath, join(ROOT, "conformance", "cli.ts"), "sweep", "--seeds", "1", "--rule", "delta", "--jobs", "1"], cwd: dir, stdout: "pipe", stderr: "pipe" });
+  expect(r.exitCode === 0 ? 0 : r.stdout.toString() + r.stderr.toString()).toBe(0);
+  const sweep = JSON.parse(readFileSync(join(dir, "reports", "sweep.json"), "utf8")) as Sweep;
+  expect(sweep.run.profile).toBe("quick");
+  expect(sweep.checks.map((c) => c.id)).toEqual(["forward", "backward", "frozen/forward", "frozen/backward"].map((k) => `C5/py-naive_delta-naive_delta/delta${k.startsWith("frozen") ? "." : "/"}${k}`));
+  expect(sweep.checks.find((c) => c.id.endsWith("delta/backward"))!.counts.pass).toBe(1);
+  const typo = Bun.spawnSync({ cmd: [process.execPath, join(ROOT, "conformance", "cli.ts"), "sweep", "--seeds", "1", "--backend", "cuda-emu"], cwd: dir, stdout: "pipe", stderr: "pipe" });
+  expect(typo.exitCode).toBe(2);
+  expect(typo.stderr.toString()).toContain("--backend 'cuda-emu': unknown backend");
+}, 300_000);
