@@ -12,11 +12,12 @@ import { reportHtml } from "../harness/report-html.ts";
 import { mergeReports, MergeError } from "../harness/report-merge.ts";
 import { CHECK_TIMES, formatTimes, loadTimes, mergeTimes, timesFromReport } from "../harness/shard.ts";
 import { writeReport } from "../harness/report.ts";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { appendFileSync, mkdirSync, writeFileSync } from "node:fs";
+import { junitXml, markdownSummary } from "../harness/report-ci.ts";
 import { dirname, resolve } from "node:path";
 import { parseArgs } from "node:util";
 
-export const REPORT_COMMANDS = ["diff", "html", "merge", "timings"] as const;
+export const REPORT_COMMANDS = ["diff", "html", "merge", "timings", "junit", "markdown"] as const;
 export type ReportCommand = (typeof REPORT_COMMANDS)[number];
 
 export const REPORT_COMMANDS_HELP = `Report commands (they run no checks):
@@ -31,6 +32,13 @@ export const REPORT_COMMANDS_HELP = `Report commands (they run no checks):
                    merge the reports of the shards of one run (--shard i/n, NLC_SHARD) into
                    one report; parts from different versions, revisions, seeds, profiles or
                    filters, a check in two parts, or a missing shard are usage errors (exit 2)
+  junit REPORT [--out FILE]
+                   write the report as JUnit XML (default: REPORT with .junit.xml): a testcase
+                   per check; fail and vacuous are failures, error an error, skip skipped
+  markdown REPORT [--out FILE]
+                   a markdown summary (closing line, counts, unavailable backends, every
+                   check that did not pass with its replay command): to FILE, else appended
+                   to $GITHUB_STEP_SUMMARY when set, else stdout
   timings REPORT   merge the checks' measured times from REPORT into
                    conformance/data/check-times.json, the table --shard balances with
                    (checks REPORT did not run keep their times; a partial report is refused)`;
@@ -113,6 +121,35 @@ function timings(args: string[]): number {
   return 0;
 }
 
+/** junit and markdown: one report in, one document out (README#kernel-repositories). */
+function ciFormat(name: "junit" | "markdown", argv: string[]): number {
+  let parsed;
+  try {
+    parsed = parseArgs({ args: argv, options: { out: { type: "string" } }, allowPositionals: true });
+  } catch (e) {
+    usage(e instanceof Error ? e.message : String(e));
+  }
+  if (parsed.positionals.length !== 1) usage(`${name} expects one report file, got ${parsed.positionals.length}`);
+  const src = parsed.positionals[0]!;
+  const report = readReportFile(src);
+  const text = name === "junit" ? junitXml(report) : markdownSummary(report);
+  const stepSummary = process.env.GITHUB_STEP_SUMMARY;
+  const out = parsed.values.out ?? (name === "junit" ? src.replace(/\.json$/, "") + ".junit.xml" : stepSummary);
+  if (out === undefined || out === "") {
+    process.stdout.write(text);
+    return 0;
+  }
+  try {
+    mkdirSync(dirname(resolve(out)), { recursive: true });
+    if (name === "markdown" && parsed.values.out === undefined) appendFileSync(out, text);
+    else writeFileSync(out, text);
+  } catch (e) {
+    usage(`--out ${out}: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  console.log(`${name}: ${out}`);
+  return 0;
+}
+
 /** Runs a report command; returns its exit status (2 for usage errors, printed to stderr). */
 export function runReportCommand(name: ReportCommand, args: string[]): number {
   try {
@@ -121,6 +158,7 @@ export function runReportCommand(name: ReportCommand, args: string[]): number {
       case "html": return html(args);
       case "merge": return merge(args);
       case "timings": return timings(args);
+      case "junit": case "markdown": return ciFormat(name, args);
     }
   } catch (e) {
     if (e instanceof UsageError || e instanceof ReportFileError || e instanceof MergeError) {

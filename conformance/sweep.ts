@@ -61,6 +61,13 @@ export type SweepWorkerMessage =
   | { kind: "seed"; seed: number; results: SweepWorkerResult[] }
   | { kind: "failed"; message: string };
 
+/** The options of `sweep`. */
+export const SWEEP_OPTIONS = {
+  seeds: { type: "string" }, filter: { type: "string", multiple: true }, profile: { type: "string" },
+  shard: { type: "string" }, out: { type: "string" }, jobs: { type: "string" },
+  rule: { type: "string" }, backend: { type: "string", multiple: true }, config: { type: "string" },
+} as const;
+
 class UsageError extends Error {}
 
 function usage(msg: string): never {
@@ -74,11 +81,7 @@ async function sweep(argv: string[]): Promise<number> {
   try {
     ({ values: args } = parseArgs({
       args: argv,
-      options: {
-        seeds: { type: "string" }, filter: { type: "string", multiple: true }, profile: { type: "string" },
-        shard: { type: "string" }, out: { type: "string" }, jobs: { type: "string" },
-        rule: { type: "string" }, backend: { type: "string", multiple: true }, config: { type: "string" },
-      },
+      options: SWEEP_OPTIONS,
       allowPositionals: false,
     }));
   } catch (e) {
