@@ -20,7 +20,7 @@ import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
 import { envOptions } from "../harness/collect.ts";
 import { interruptWhenOrphaned, partialPath } from "../harness/interrupt.ts";
-import { closingLine, DEFAULT_REPORT, isGreen, NO_REPORT_LINE, notRunOf, readReportFile } from "../harness/report.ts";
+import { closingLine, DEFAULT_REPORT, failedPath, isGreen, NO_REPORT_LINE, notRunOf, readReportFile } from "../harness/report.ts";
 import type { Shard } from "../harness/shard.ts";
 import { INTERRUPT_SIGNALS } from "../oracle/child-signals.ts";
 import { ROOT } from "../paths.ts";
@@ -123,9 +123,10 @@ async function main(): Promise<number> {
   });
   if (!runsConformance) return code;
 
-  // The closing line, last: from this run's report (or its partial report).
+  // The closing line, last: from this run's report (or its partial report, or the report of a
+  // failed run written beside one that passed).
   const report = opts.report ?? DEFAULT_REPORT;
-  const fresh = [report, partialPath(report)].filter((p) => existsSync(p) && statSync(p).mtimeMs >= started).sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs)[0];
+  const fresh = [report, partialPath(report), failedPath(report)].filter((p) => existsSync(p) && statSync(p).mtimeMs >= started).sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs)[0];
   if (fresh === undefined && pattern !== undefined && code === 0) {
     // -t selected no conformance check: nothing was judged, and the line says so.
     console.log(`\nconformance: no check matches -t ${pattern}; none was run`);

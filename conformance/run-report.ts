@@ -5,11 +5,13 @@
  * (docs/spec/conformance.md#partial-report).
  */
 import { existsSync, rmSync } from "node:fs";
-import { closingLine, isGreen, notRunOf, readReportFile, runInfo, summarize, writeReport, type Report } from "../harness/report.ts";
+import { closingLine, failedPath, isGreen, notRunOf, readReportFile, runInfo, summarize, writeReport, type Report } from "../harness/report.ts";
 import { matchesFilter } from "./catalogue.ts";
 import { partialPath } from "../harness/interrupt.ts";
 import type { RunOutcome } from "./parallel.ts";
 import type { RunPlan } from "./plan.ts";
+
+export { failedPath };
 
 export interface WrittenReport {
   report: Report;
@@ -55,8 +57,6 @@ export function nothingRan(plan: RunPlan, outcome: RunOutcome): string[] {
   return out;
 }
 
-/** Where a report that must not replace a passing one goes: beside it, `<name>.failed.json`. */
-export const failedPath = (path: string): string => (path.endsWith(".json") ? `${path.slice(0, -5)}.failed.json` : `${path}.failed.json`);
 
 /** Whether `path` holds a complete report that passed (a failed or empty run must not replace it). */
 function holdsPassingReport(path: string): boolean {

@@ -82,6 +82,9 @@ export function isGreen(r: Pick<Report, "partial" | "summary" | "checks">): bool
   return r.partial !== true && r.checks.length > 0 && s.fail + s.vacuous + s.error === 0;
 }
 
+/** Where the report of a run that did not pass goes when a report that passed is at `path`: beside it, `<name>.failed.json`. */
+export const failedPath = (path: string): string => (path.endsWith(".json") ? `${path.slice(0, -5)}.failed.json` : `${path}.failed.json`);
+
 /** A run that produced no report at all (install, typecheck or build failed): one error. */
 export const NO_REPORT_LINE = closingLine({ pass: 0, fail: 0, vacuous: 0, skip: 0, error: 1 });
 
