@@ -20,6 +20,15 @@ export function expectStatus(r: CheckResult, want: string): void {
 }
 
 /**
+ * A check of a backend that could not be loaded (docs/spec/conformance.md#nothing-ran): skipped,
+ * the load error given once with the backend and carried in details.unavailable.
+ */
+export function expectUnavailable(r: CheckResult, text: string): void {
+  expectStatus(r, "skip");
+  expect(String(r.details?.unavailable ?? r.message)).toContain(text);
+}
+
+/**
  * The C5 `py:` checks of `backends` at the quick profile, run once when first asked for; the run
  * must exit `exitCode` (default 1: the lists hold planted kernels). `get` names a missing result.
  */
