@@ -4,7 +4,8 @@
  * Runs conformance/cli.ts under the Bun of the package's own `bun` dependency, so no global Bun
  * is needed, in the directory the command was started in: every path the user gives, the config
  * file and the default report are read from there. Its exit status is the runner's; SIGINT,
- * SIGTERM and SIGHUP are passed on (the runner then writes its partial report).
+ * SIGTERM and SIGHUP are passed on, and SIGTERM when this process's parent dies (the runner then
+ * writes its partial report).
  */
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
@@ -51,6 +52,20 @@ for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"]) {
     }
   });
 }
+// A parent that dies without passing its signal on (npx ended by SIGTERM does that): SIGTERM, so
+// the run stops after the check in flight and writes its partial report.
+const parent = process.ppid;
+const watch = setInterval(() => {
+  if (process.ppid !== parent) {
+    clearInterval(watch);
+    try {
+      child.kill("SIGTERM");
+    } catch {
+      // already gone
+    }
+  }
+}, 500);
+watch.unref();
 child.on("error", (e) => {
   console.error(`nlc: cannot start Bun (${bun}): ${e.message}; reinstall the package (its dependency 'bun' provides it) or set NLC_BUN`);
   process.exit(2);
