@@ -11,6 +11,7 @@ import { kernelBackendNames, NAMED_BACKENDS } from "../ffi/backends.ts";
 import type { CheckDef, Profile } from "../harness/check.ts";
 import { DEFAULT_REPORT } from "../harness/report.ts";
 import { selectShard, type Shard } from "../harness/shard.ts";
+import { nearest } from "../harness/nearest.ts";
 import { buildCatalogue, matchesFilter, type Catalogue } from "./catalogue.ts";
 import { variantKey } from "../src/rules/level.ts";
 import { probeBackends } from "./c5/spawn.ts";
@@ -133,7 +134,11 @@ export function planRun(req: RunRequest): RunPlan {
     const rule = req.rule;
     if (rule !== undefined) {
       const ofRule = (c: CheckDef) => c.subject.rule !== undefined && (c.subject.rule === rule || variantKey(c.subject.rule, c.subject.frozen === true) === rule);
-      if (!catalogue.checks.some(ofRule)) throw new UsageError(`--rule '${rule}': no check of that rule (a rule key such as delta, or a variant such as delta.frozen; try --list)`);
+      if (!catalogue.checks.some(ofRule)) {
+        const keys = [...new Set(catalogue.checks.flatMap((c) => (c.subject.rule === undefined ? [] : [variantKey(c.subject.rule, c.subject.frozen === true)])))];
+        const near = nearest(rule, keys);
+        throw new UsageError(`--rule '${rule}': no check of that rule${near !== null ? `; did you mean '${near}'?` : ""} (a rule key such as delta, or a variant such as delta.frozen; try --list)`);
+      }
       defs = defs.filter(ofRule);
     }
   }

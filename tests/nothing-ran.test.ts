@@ -146,6 +146,12 @@ test("nearest: a misspelt name finds its key; an unrelated one finds none", () =
   expect(nearest("moneta", keys)).toBeNull();
 });
 
+test("a typo'd --rule names the nearest rule key", () => {
+  const r = Bun.spawnSync({ cmd: [process.execPath, join(ROOT, "conformance", "cli.ts"), "--rule", "gated-delta", "--list"], cwd: ROOT, stdout: "pipe", stderr: "pipe" });
+  expect(r.exitCode).toBe(2);
+  expect(r.stderr.toString()).toContain("--rule 'gated-delta': no check of that rule; did you mean 'gated_delta'?");
+});
+
 test("--summary of a report in which every check was skipped exits 1, unless --allow-skipped", () => {
   const dir = tmp();
   const path = join(dir, "r.json");
