@@ -26,6 +26,7 @@ import { CONFIG_FILE, DEFAULT_REPORT_REL, defaultReport, parseCommandLine, runSe
 const HELP = `usage: npx nlc [options]                  (installed: npm i -D <nl-conformance tarball or git URL>)
        npm run conformance -- [options]     (in this repository; or: bun run conformance [options])
        ... diff OLD NEW | html REPORT [--out FILE] | merge A B ... --out FILE | timings REPORT
+           | junit REPORT [--out FILE] | markdown REPORT [--out FILE] | sweep ... | sweep-merge ...
 
 Runs the nl-conformance checks (classes C0-C9) and writes an nlc-report/1 JSON report. Every
 path (py: and lib: modules, --report, --fixtures, --summary, --config) is relative to the
@@ -82,10 +83,10 @@ others; NLC_SERIAL=1 runs everything in one thread (the report is the same apart
 Exit status: 0 when every check passed or was skipped and something ran; 1 when any check
 failed, was vacuous or errored, or nothing ran (every selected check skipped, a backend named
 by --backend or the config that ran no check: docs/spec/conformance.md#nothing-ran); 2 on a
-usage error (an unknown option, config key or rule names the nearest known one); 130 (SIGINT) or 143 (SIGTERM) when interrupted. An interrupted
-run passes the signal to its child processes, stops after the check in flight and writes what
-finished to <report>.partial.json ("partial": true), leaving the report itself as it was; its
-closing line counts the checks it did not run as failed. Signal the npm process, the bun process
+usage error (an unknown option, config key or rule names the nearest known one); 130 (SIGINT)
+or 143 (SIGTERM) when interrupted. An interrupted run passes the signal to its child
+processes, stops after the check in flight and writes what finished to <report>.partial.json
+("partial": true), leaving the report itself as it was; its closing line counts the checks it did not run as failed. Signal the npm process, the bun process
 or the process group alike; a run whose parent died stops the same way.
 
 ${REPORT_COMMANDS_HELP}

@@ -2,7 +2,7 @@
  * A run that tests nothing fails (docs/spec/conformance.md#nothing-ran), a run that does not pass
  * never replaces a report that passed, and the settings record: the config file is validated with
  * errors naming the file, the field and the nearest known key; flags override it; the nearest-name
- * helper behind every "did you mean" message.
+ * function behind every "did you mean" message.
  */
 import { expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, writeFileSync, existsSync } from "node:fs";
