@@ -86,8 +86,9 @@ by --backend or the config that ran no check: docs/spec/conformance.md#nothing-r
 usage error (an unknown option, config key or rule names the nearest known one); 130 (SIGINT)
 or 143 (SIGTERM) when interrupted. An interrupted run passes the signal to its child
 processes, stops after the check in flight and writes what finished to <report>.partial.json
-("partial": true), leaving the report itself as it was; its closing line counts the checks it did not run as failed. Signal the npm process, the bun process
-or the process group alike; a run whose parent died stops the same way.
+("partial": true), leaving the report itself as it was; its closing line counts the checks
+it did not run as failed. Signal the npm (npx) process, the bun process or the process group
+alike; a run whose parent died stops the same way.
 
 ${REPORT_COMMANDS_HELP}
 
