@@ -71,7 +71,10 @@ describe("the rule registry", () => {
       for (const key of keys) {
         const decl = RULES.find((r) => r.key === key)!;
         seen.add(key);
-        expect({ key, gates: row[2]!.split(",").map((g) => g.trim()).filter((g) => g !== "" && g !== "none") }).toEqual({ key, gates: [...decl.gates] });
+        // a channel gate (types.ts gateShape) is written "alpha (per channel)"
+        const cells = row[2]!.split(",").map((g) => g.trim()).filter((g) => g !== "" && g !== "none");
+        const perChannel = cells.filter((g) => g.endsWith(" (per channel)")).map((g) => g.slice(0, -" (per channel)".length));
+        expect({ key, gates: cells.map((g) => g.replace(/ \(per channel\)$/, "")), perChannel }).toEqual({ key, gates: [...decl.gates], perChannel: [...(decl.channelGates ?? [])] });
         expect({ key, omega: ticked(row[3] ?? "").includes("W_omega") }).toEqual({ key, omega: decl.omega });
       }
     }

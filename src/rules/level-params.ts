@@ -3,7 +3,7 @@
  * uses, input validation and the hyper-parameter defaults (docs/spec/names.md#layout).
  */
 import { Tensor, expectShape, sameShape } from "../tensor.ts";
-import type { RuleConfig, RuleDecl, State } from "./types.ts";
+import { gateShape, type RuleConfig, type RuleDecl, type State } from "./types.ts";
 
 /** Canonical per-level parameter names (docs/spec/names.md#layout). */
 export const MEMORY_PARAMS = ["W_K", "W_V", "W_Q", "w_alpha", "b_alpha", "w_theta", "b_theta", "w_eta", "b_eta"] as const;
@@ -21,6 +21,8 @@ export function paramShapes(decl: RuleDecl, cfg: RuleConfig): Record<string, num
     W_K: [d, d], W_V: [d, d], W_Q: [d, d],
     w_alpha: [2 * d], b_alpha: [1], w_theta: [2 * d], b_theta: [1], w_eta: [2 * d], b_eta: [1],
   };
+  // a channel gate (gateShape): one weight row and one bias per key channel
+  for (const g of decl.gates) if (gateShape(decl, g) === "channel") Object.assign(s, { [`w_${g}`]: [d, 2 * d], [`b_${g}`]: [d] });
   if (decl.omega) s.W_omega = [d, 2 * d];
   return s;
 }

@@ -6,7 +6,7 @@
  */
 import * as K from "../numeric.ts";
 import { Tensor, alloc, zeros } from "../tensor.ts";
-import type { InnerGrads, InnerInputs, Named, RuleDecl } from "./types.ts";
+import { gateShape, type InnerGrads, type InnerInputs, type Named, type RuleDecl } from "./types.ts";
 import { paramNames, type Params } from "./level-params.ts";
 
 const EPS = 1e-8;
@@ -51,6 +51,18 @@ function gatePre(k: Tensor, v: Tensor, w: Tensor, b: Tensor): Tensor {
     out[t] = b.data[0]! + K.dot(w.data, k.data, d, 0, t * d) + K.dot(w.data, v.data, d, d, t * d);
   }
   return new Tensor(k.dtype, [s], out);
+}
+
+/** A channel gate's pre-activation per token and key channel: b_j + W_j · [k_t; v_t], [s, d]. */
+function channelGatePre(k: Tensor, v: Tensor, W: Tensor, b: Tensor): Tensor {
+  const [s, d] = k.shape as [number, number];
+  const out = alloc(k.dtype, s * d);
+  for (let t = 0; t < s; t++) {
+    for (let j = 0; j < d; j++) {
+      out[t * d + j] = b.data[j]! + K.dot(W.data, k.data, d, j * 2 * d, t * d) + K.dot(W.data, v.data, d, j * 2 * d + d, t * d);
+    }
+  }
+  return new Tensor(k.dtype, [s, d], out);
 }
 
 function mapT(x: Tensor, f: (v: number) => number): Tensor {
@@ -103,7 +115,7 @@ export function levelForward(decl: RuleDecl, X: Tensor, params: Params): LevelFo
   if (decl.normalizeKQ) Object.assign(saved, { k_raw: kRaw, q_raw: qRaw });
   const inputs: { -readonly [P in keyof InnerInputs]: InnerInputs[P] } = { k, v, q, x: X };
   for (const g of decl.gates) {
-    const pre = gatePre(k, v, params[`w_${g}`]!, params[`b_${g}`]!);
+    const pre = (gateShape(decl, g) === "channel" ? channelGatePre : gatePre)(k, v, params[`w_${g}`]!, params[`b_${g}`]!);
     const val = mapT(pre, GATE_FN[g]);
     saved[g] = val;
     saved[`${g}_pre`] = pre;
@@ -141,6 +153,25 @@ export function levelBackward(decl: RuleDecl, saved: Named<string>, g: InnerGrad
       const val = saved[gate]!, pre = saved[`${gate}_pre`]!;
       const w = saved[`w_${gate}`]!;
       const dw = out[`w_${gate}`]!.data, db = out[`b_${gate}`]!.data;
+      if (gateShape(decl, gate) === "channel") {
+        // pre[t, j] = b_j + W_j · [k_t; v_t]: row j of W and entry j of b per key channel
+        for (let t = 0; t < s; t++) {
+          for (let c = 0; c < d; c++) {
+            const y = val.data[t * d + c]!, p = pre.data[t * d + c]!;
+            const dPre = dGate.data[t * d + c]! * (gate === "theta" ? K.sigmoid(p) : y * (1 - y));
+            if (dPre === 0) continue;
+            db[c]! += dPre;
+            const r = c * 2 * d;
+            for (let j = 0; j < d; j++) {
+              dw[r + j]! += dPre * k.data[t * d + j]!;
+              dw[r + d + j]! += dPre * v.data[t * d + j]!;
+              dk.data[t * d + j]! += dPre * w.data[r + j]!;
+              dv.data[t * d + j]! += dPre * w.data[r + d + j]!;
+            }
+          }
+        }
+        continue;
+      }
       for (let t = 0; t < s; t++) {
         const y = val.data[t]!;
         // sigmoid' = y(1-y); softplus' = sigmoid(pre)

@@ -9,6 +9,18 @@ import type { DType, Tensor } from "../tensor.ts";
 
 export type GateName = "alpha" | "theta" | "eta";
 
+/**
+ * A gate's shape per token: "token" is one value per token ([s], the default), "channel" one per
+ * key channel ([s, d]: KDA's decay, docs/spec/titans-family.md#kda). A channel gate's parameters
+ * are w_<g> [d, 2d] and b_<g> [d] instead of [2d] and [1]; its kernel tensor is [B, T, H, d].
+ */
+export type GateShape = "token" | "channel";
+
+/** The shape of gate g in a declaration (docs/spec/names.md#level-params). */
+export function gateShape(decl: Pick<RuleDecl, "channelGates">, g: GateName): GateShape {
+  return decl.channelGates?.includes(g) ? "channel" : "token";
+}
+
 /** Rule configuration: `d`, `seq_len` and the rule's own hyperparameters (canonical names). */
 export interface RuleConfig {
   readonly d: number;
@@ -47,7 +59,10 @@ export type State = Readonly<Record<string, Tensor>>;
 /** The names of an inner recurrence's per-token inputs, in ABI order (InnerInputs' keys). */
 export const INNER_INPUT_NAMES = ["k", "v", "q", "x", "alpha", "theta", "eta", "omega"] as const;
 
-/** Per-token inputs of an inner recurrence (all [s, d] or [s]); gates present iff the rule declares them. */
+/**
+ * Per-token inputs of an inner recurrence (all [s, d] or [s]; a channel gate is [s, d]); gates
+ * present iff the rule declares them.
+ */
 export interface InnerInputs {
   readonly k: Tensor;
   readonly v: Tensor;
@@ -149,6 +164,8 @@ export interface RuleDecl<K extends string = string> {
   /** Which projections feed the inner pair: memory levels (W_K, W_V, W_Q + gates) or attention (W_q, W_k, W_v). */
   readonly projection: "memory" | "attention";
   readonly gates: readonly GateName[];
+  /** The declared gates that are per key channel ([s, d], gateShape); absent = none. */
+  readonly channelGates?: readonly GateName[];
   /** L2 row normalisation of k and q on the active path (Delta and Titans only, D1). */
   readonly normalizeKQ: boolean;
   /** Atlas: the inner pair receives omega = W_omega silu([k; v]). */
