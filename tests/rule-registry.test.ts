@@ -54,6 +54,9 @@ describe("the rule registry", () => {
     expect(meta.moneta!.init).toEqual({ W1: "rule", W2: "zeros" });
     expect(meta.trellis!.state).toEqual({ S_K: ["d_compress", "d"], S_V: ["d", "d_compress"] });
     expect(meta.atlas!.params.W_omega).toEqual(["d", "2*d"]);
+    expect(meta.comba!.params.W_P).toEqual(["d", "d"]);
+    expect(meta.kda!.params.w_alpha).toEqual(["d", "2*d"]);
+    expect(meta.kda!.channel_gates).toEqual(["alpha"]);
     expect(meta.titans!.step_local_state).toEqual(["S"]);
     expect(meta.swa!.memory).toBe(false);
     expect(meta.swa!.frozen).toBe(false);
@@ -76,6 +79,7 @@ describe("the rule registry", () => {
         const perChannel = cells.filter((g) => g.endsWith(" (per channel)")).map((g) => g.slice(0, -" (per channel)".length));
         expect({ key, gates: cells.map((g) => g.replace(/ \(per channel\)$/, "")), perChannel }).toEqual({ key, gates: [...decl.gates], perChannel: [...(decl.channelGates ?? [])] });
         expect({ key, omega: ticked(row[3] ?? "").includes("W_omega") }).toEqual({ key, omega: decl.omega });
+        expect({ key, auxKey: ticked(row[3] ?? "").includes("W_P") }).toEqual({ key, auxKey: decl.auxKey === true });
       }
     }
     expect([...seen].sort()).toEqual(RULES.filter((r) => isMemoryRule(r.key)).map((r) => r.key).sort());

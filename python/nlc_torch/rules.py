@@ -16,6 +16,7 @@ Level machinery (D1, sheets §1.3-§1.4):
     c_t = [k_t; v_t];  alpha = sigmoid(b + w.c), theta = softplus(b + w.c), eta = sigmoid(b + w.c)
     a channel gate (KDA's alpha): alpha_t = sigmoid(b + W c_t), W [d, 2d], b [d]
     Atlas: omega_t = W_omega silu(c_t)
+    Comba: p = X W_P^T (normalised as k), passed as the keyword p
 Frozen reads use q = X W_Q^T only (no normalisation) and each rule's own read (D3).
 """
 from __future__ import annotations
@@ -247,6 +248,21 @@ def _kda_stored(k, v, q, g, st):
     return torch.stack(ys), {"M": M}
 
 
+def _comba(k, v, q, x, g, omega, st, cfg, p=None):
+    # Comba in the key-major form of fla's fused_recurrent_comba (docs/spec/titans-family.md#comba-forward):
+    # S = M^T [d_k, d_v]; the correction reads the state before it decays, with the second key p:
+    # u_t = beta_t (v_t - S^T p_t);  S <- a_t S + k_t u_t^T;  o_t = S^T q_t;  a_t = 1 - alpha_t, beta_t = theta_t.
+    if p is None:
+        raise InputError("in.p: rule 'comba' reads a second key p")
+    S = st["M"].t()
+    ys = []
+    for t in range(k.shape[0]):
+        u = g["theta"][t] * (v[t] - S.t() @ p[t])
+        S = (1 - g["alpha"][t]) * S + torch.outer(k[t], u)
+        ys.append(S.t() @ q[t])
+    return torch.stack(ys), {"M": S.t()}
+
+
 def _titans(k, v, q, x, g, omega, st, cfg):
     M, S = st["M"], st["S"]
     ys = []
@@ -425,7 +441,7 @@ def _trellis(k, v, q, x, g, omega, st, cfg):
 INNER = {
     "delta": _delta, "titans": _titans, "hebbian": _hebbian, "atlas": _atlas, "moneta": _moneta,
     "yaad": _yaad, "memora": _memora, "lattice": _lattice, "trellis": _trellis, "gated_delta": _gated_delta,
-    "kda": _kda,
+    "kda": _kda, "comba": _comba,
 }
 
 
@@ -452,7 +468,7 @@ FROZEN = {
     "delta": _matrix_read, "titans": _matrix_read, "hebbian": _matrix_read, "atlas": _matrix_read,
     "gated_delta": _matrix_read, "moneta": _mlp_frozen_read, "yaad": _mlp_frozen_read, "memora": _mlp_frozen_read,
     "lattice": _lattice_frozen_read, "trellis": _trellis_frozen_read,
-    "kda": _matrix_read,
+    "kda": _matrix_read, "comba": _matrix_read,
 }
 
 
@@ -551,6 +567,9 @@ def level_forward(key: str, X: Tensor, P: Dict[str, Tensor], st: State, cfg: Con
     gates = {name: gate_fn[name](c @ P[f"w_{name}"].t() + P[f"b_{name}"]) if name in CHANNEL_GATES[key]
              else gate_fn[name](c @ P[f"w_{name}"] + P[f"b_{name}"][0]) for name in GATES[key]}
     omega = silu(c) @ P["W_omega"].t() if META[key]["omega"] else None
+    if META[key].get("aux_key"):  # Comba's second key, normalised as k is
+        p = X @ P["W_P"].t()
+        return INNER[key](k, v, q, X, gates, omega, st, cfg, p=l2_rows(p) if key in NORMALIZE_KQ else p)
     return INNER[key](k, v, q, X, gates, omega, st, cfg)
 
 

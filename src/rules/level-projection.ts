@@ -90,6 +90,7 @@ function siluKV(k: Tensor, v: Tensor): Tensor {
 export function levelSavedNames(decl: RuleDecl): string[] {
   const names = ["X", ...paramNames(decl), "k", "v", "q"];
   if (decl.normalizeKQ) names.push("k_raw", "q_raw");
+  if (decl.auxKey) names.push("p", ...(decl.normalizeKQ ? ["p_raw"] : []));
   for (const g of decl.gates) names.push(g, `${g}_pre`);
   if (decl.omega) names.push("silu_c", "omega");
   return names;
@@ -114,6 +115,12 @@ export function levelForward(decl: RuleDecl, X: Tensor, params: Params): LevelFo
   Object.assign(saved, { k, v, q });
   if (decl.normalizeKQ) Object.assign(saved, { k_raw: kRaw, q_raw: qRaw });
   const inputs: { -readonly [P in keyof InnerInputs]: InnerInputs[P] } = { k, v, q, x: X };
+  if (decl.auxKey) {
+    // Comba's second key, normalised as k is (the gates read k, not p)
+    const pRaw = project(X, params.W_P!);
+    saved.p = inputs.p = decl.normalizeKQ ? normalizeRows(pRaw) : pRaw;
+    if (decl.normalizeKQ) saved.p_raw = pRaw;
+  }
   for (const g of decl.gates) {
     const pre = (gateShape(decl, g) === "channel" ? channelGatePre : gatePre)(k, v, params[`w_${g}`]!, params[`b_${g}`]!);
     const val = mapT(pre, GATE_FN[g]);
@@ -204,6 +211,13 @@ export function levelBackward(decl: RuleDecl, saved: Named<string>, g: InnerGrad
     dkRaw = normalizeRowsVjp(saved.k_raw!, k, dk);
     dq = normalizeRowsVjp(saved.q_raw!, saved.q!, dq);
   }
+  const dXp = alloc(dt, s * d);
+  if (decl.auxKey) {
+    const dp = g.dp ?? zeros(dt, [s, d]);
+    const dpRaw = decl.normalizeKQ ? normalizeRowsVjp(saved.p_raw!, saved.p!, dp) : dp;
+    K.matmulTA(dpRaw.data, X.data, d, s, d, out.W_P!.data);
+    K.matmul(dpRaw.data, saved.W_P!.data, s, d, d, dXp);
+  }
   const names = decl.projection === "attention" ? ["W_k", "W_v", "W_q"] : ["W_K", "W_V", "W_Q"];
   const dX = g.dx ? g.dx.data.slice() : alloc(dt, s * d);
   const tmp = alloc(dt, s * d);
@@ -213,6 +227,7 @@ export function levelBackward(decl: RuleDecl, saved: Named<string>, g: InnerGrad
     K.matmul(dp.data, W.data, s, d, d, tmp);
     for (let j = 0; j < dX.length; j++) dX[j]! += tmp[j]!;
   });
+  if (decl.auxKey) for (let j = 0; j < dX.length; j++) dX[j]! += dXp[j]!;
   out.X = new Tensor(dt, [s, d], dX);
   return out;
 }

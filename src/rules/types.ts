@@ -57,7 +57,7 @@ export type Named<K extends string> = { readonly [P in K]: Tensor };
 export type State = Readonly<Record<string, Tensor>>;
 
 /** The names of an inner recurrence's per-token inputs, in ABI order (InnerInputs' keys). */
-export const INNER_INPUT_NAMES = ["k", "v", "q", "x", "alpha", "theta", "eta", "omega"] as const;
+export const INNER_INPUT_NAMES = ["k", "v", "q", "x", "p", "alpha", "theta", "eta", "omega"] as const;
 
 /**
  * Per-token inputs of an inner recurrence (all [s, d] or [s]; a channel gate is [s, d]); gates
@@ -69,6 +69,8 @@ export interface InnerInputs {
   readonly q: Tensor;
   /** The level input row itself (Trellis reads it directly). */
   readonly x: Tensor;
+  /** Comba (auxKey): the second key p_t = X W_Pᵀ the correction reads the state with, [s, d]. */
+  readonly p?: Tensor;
   readonly alpha?: Tensor;
   readonly theta?: Tensor;
   readonly eta?: Tensor;
@@ -82,6 +84,7 @@ export interface InnerGrads {
   dv?: Tensor;
   dq?: Tensor;
   dx?: Tensor;
+  dp?: Tensor;
   dalpha?: Tensor;
   dtheta?: Tensor;
   deta?: Tensor;
@@ -170,6 +173,11 @@ export interface RuleDecl<K extends string = string> {
   readonly normalizeKQ: boolean;
   /** Atlas: the inner pair receives omega = W_omega silu([k; v]). */
   readonly omega: boolean;
+  /**
+   * Comba: the inner pair receives a second key p = X W_Pᵀ (L2-normalised when normalizeKQ) that
+   * its correction reads the state with (docs/spec/titans-family.md#comba-params); absent = false.
+   */
+  readonly auxKey?: boolean;
   stateShapes(cfg: RuleConfig): Record<string, number[]>;
   /** The rule's initial state (D4). */
   init(cfg: RuleConfig, dtype: DType): Record<string, Tensor>;
@@ -209,10 +217,10 @@ export interface RuleDecl<K extends string = string> {
 
 /**
  * What the kernel ABI generator (ffi/generate.ts) cannot derive from the rest of a declaration:
- * the inner inputs are k, v, q, the declared gates and omega (when `omega`), plus `extraInputs`;
+ * the inner inputs are k, v, q, `extraInputs`, p (when `auxKey`), the declared gates and omega (when `omega`);
  * every input has a gradient except those in `noGrad`.
  */
 export interface KernelFacts {
   readonly extraInputs?: readonly "x"[];
-  readonly noGrad?: readonly ("k" | "v" | "q" | "x" | "alpha" | "theta" | "eta" | "omega")[];
+  readonly noGrad?: readonly ("k" | "v" | "q" | "x" | "p" | "alpha" | "theta" | "eta" | "omega")[];
 }
