@@ -8,7 +8,7 @@ import { ABI_VERSION, RULE_ABIS } from "./abi.gen.ts";
 
 export { ABI_VERSION };
 
-export type InnerInputName = "k" | "v" | "q" | "x" | "p" | "alpha" | "theta" | "eta" | "omega";
+export type InnerInputName = "k" | "v" | "q" | "x" | "p" | "a" | "b" | "alpha" | "theta" | "eta" | "omega";
 export type GradName = `d${InnerInputName}`;
 
 export interface HyperArg {

@@ -29,7 +29,7 @@ const END = "/* ── END GENERATED ── */";
 /** The ABI row of a declaration: everything the kernels need to know about the rule's interface. */
 export function ruleAbiOf(decl: RuleDecl): RuleAbi {
   const facts = decl.kernel ?? {};
-  const inputs: InnerInputName[] = ["k", "v", "q", ...(facts.extraInputs ?? []), ...(decl.auxKey ? ["p" as const] : []), ...decl.gates, ...(decl.omega ? ["omega" as const] : [])];
+  const inputs: InnerInputName[] = ["k", "v", "q", ...(facts.extraInputs ?? []), ...(decl.auxInputs ?? []), ...decl.gates, ...(decl.omega ? ["omega" as const] : [])];
   const noGrad = new Set<string>(facts.noGrad ?? []);
   const state = Object.keys(decl.stateShapes(withDefaults(decl, { d: 8, seq_len: 1 })));
   const hyper: HyperArg[] = Object.entries(decl.hyper).map(([name, h]) => {

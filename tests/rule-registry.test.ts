@@ -13,6 +13,7 @@ import { NAMES_MD_PATH, registryFiles, ruleMetaOf, type Dim } from "../ffi/gener
 import { RULES, isMemoryRule } from "../src/rules/index.ts";
 import { withDefaults } from "../src/rules/level.ts";
 import { paramShapes } from "../src/rules/level-params.ts";
+import { auxParam } from "../src/rules/types.ts";
 import { probeTorchSync } from "../oracle/torch-bridge.ts";
 
 const names = readFileSync(NAMES_MD_PATH, "utf8");
@@ -79,7 +80,7 @@ describe("the rule registry", () => {
         const perChannel = cells.filter((g) => g.endsWith(" (per channel)")).map((g) => g.slice(0, -" (per channel)".length));
         expect({ key, gates: cells.map((g) => g.replace(/ \(per channel\)$/, "")), perChannel }).toEqual({ key, gates: [...decl.gates], perChannel: [...(decl.channelGates ?? [])] });
         expect({ key, omega: ticked(row[3] ?? "").includes("W_omega") }).toEqual({ key, omega: decl.omega });
-        expect({ key, auxKey: ticked(row[3] ?? "").includes("W_P") }).toEqual({ key, auxKey: decl.auxKey === true });
+        expect({ key, aux: ticked(row[3] ?? "").filter((p) => /^W_[PAB]$/.test(p)) }).toEqual({ key, aux: (decl.auxInputs ?? []).map(auxParam) });
       }
     }
     expect([...seen].sort()).toEqual(RULES.filter((r) => isMemoryRule(r.key)).map((r) => r.key).sort());

@@ -16,7 +16,7 @@ Level machinery (D1, sheets §1.3-§1.4):
     c_t = [k_t; v_t];  alpha = sigmoid(b + w.c), theta = softplus(b + w.c), eta = sigmoid(b + w.c)
     a channel gate (KDA's alpha): alpha_t = sigmoid(b + W c_t), W [d, 2d], b [d]
     Atlas: omega_t = W_omega silu(c_t)
-    Comba: p = X W_P^T (normalised as k), passed as the keyword p
+    Comba's p, DPLR's a and b: X W_<P|A|B>^T (normalised as k), passed by keyword
 Frozen reads use q = X W_Q^T only (no normalisation) and each rule's own read (D3).
 """
 from __future__ import annotations
@@ -263,6 +263,20 @@ def _comba(k, v, q, x, g, omega, st, cfg, p=None):
     return torch.stack(ys), {"M": S.t()}
 
 
+def _dplr(k, v, q, x, g, omega, st, cfg, a=None, b=None):
+    # DPLR in the key-major form of fla's dplr_recurrence (docs/spec/titans-family.md#dplr-forward):
+    # S = M^T [d_k, d_v];  S <- diag(w_t) S + b_t (a_t^T S) + k_t v_t^T with a^T S read from the state
+    # before it decays;  o_t = S^T q_t;  w_t = 1 - alpha_t per key channel.
+    if a is None or b is None:
+        raise InputError("in.a, in.b: rule 'dplr' reads the low-rank vectors a and b")
+    S = st["M"].t()
+    ys = []
+    for t in range(k.shape[0]):
+        S = (1 - g["alpha"][t]).unsqueeze(1) * S + torch.outer(b[t], a[t] @ S) + torch.outer(k[t], v[t])
+        ys.append(S.t() @ q[t])
+    return torch.stack(ys), {"M": S.t()}
+
+
 def _titans(k, v, q, x, g, omega, st, cfg):
     M, S = st["M"], st["S"]
     ys = []
@@ -441,7 +455,7 @@ def _trellis(k, v, q, x, g, omega, st, cfg):
 INNER = {
     "delta": _delta, "titans": _titans, "hebbian": _hebbian, "atlas": _atlas, "moneta": _moneta,
     "yaad": _yaad, "memora": _memora, "lattice": _lattice, "trellis": _trellis, "gated_delta": _gated_delta,
-    "kda": _kda, "comba": _comba,
+    "kda": _kda, "comba": _comba, "dplr": _dplr,
 }
 
 
@@ -468,7 +482,7 @@ FROZEN = {
     "delta": _matrix_read, "titans": _matrix_read, "hebbian": _matrix_read, "atlas": _matrix_read,
     "gated_delta": _matrix_read, "moneta": _mlp_frozen_read, "yaad": _mlp_frozen_read, "memora": _mlp_frozen_read,
     "lattice": _lattice_frozen_read, "trellis": _trellis_frozen_read,
-    "kda": _matrix_read, "comba": _matrix_read,
+    "kda": _matrix_read, "comba": _matrix_read, "dplr": _matrix_read,
 }
 
 
@@ -567,10 +581,10 @@ def level_forward(key: str, X: Tensor, P: Dict[str, Tensor], st: State, cfg: Con
     gates = {name: gate_fn[name](c @ P[f"w_{name}"].t() + P[f"b_{name}"]) if name in CHANNEL_GATES[key]
              else gate_fn[name](c @ P[f"w_{name}"] + P[f"b_{name}"][0]) for name in GATES[key]}
     omega = silu(c) @ P["W_omega"].t() if META[key]["omega"] else None
-    if META[key].get("aux_key"):  # Comba's second key, normalised as k is
-        p = X @ P["W_P"].t()
-        return INNER[key](k, v, q, X, gates, omega, st, cfg, p=l2_rows(p) if key in NORMALIZE_KQ else p)
-    return INNER[key](k, v, q, X, gates, omega, st, cfg)
+    # Comba's p, DPLR's a and b: X W_<P|A|B>^T, normalised as k is; passed by name
+    aux = {n: X @ P[f"W_{n.upper()}"].t() for n in META[key].get("aux_inputs", [])}
+    aux = {n: l2_rows(t) if key in NORMALIZE_KQ else t for n, t in aux.items()}
+    return INNER[key](k, v, q, X, gates, omega, st, cfg, **aux)
 
 
 def frozen_forward(key: str, X: Tensor, P: Dict[str, Tensor], st: State, cfg: Config) -> Tensor:

@@ -1,6 +1,6 @@
 /**
  * Comba (docs/spec/titans-family.md#comba): the delta correction reads the memory with a second
- * key p_t (auxKey: p = X W_Pᵀ, L2-normalised as k is), the write goes along k_t:
+ * key p_t (auxInputs: p = X W_Pᵀ, L2-normalised as k is), the write goes along k_t:
  *   e_t = M_t p_t − v_t ;  M_{t+1} = (1 − α_t) M_t − θ_t e_t k_tᵀ ;  y_t = M_{t+1} q_t
  * The error reads the undecayed M_t (fla's fused_recurrent_comba subtracts Sᵀp before it decays S),
  * so with p = k Comba is Delta (delta.ts), not Gated Delta; the invariant below checks it bitwise.
@@ -25,7 +25,7 @@ export const comba: RuleDecl<"comba"> = {
   gates: delta.gates,
   normalizeKQ: delta.normalizeKQ,
   omega: delta.omega,
-  auxKey: true,
+  auxInputs: ["p"],
   stateShapes: delta.stateShapes,
   init: delta.init,
   randomState: delta.randomState,

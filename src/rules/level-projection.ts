@@ -6,7 +6,7 @@
  */
 import * as K from "../numeric.ts";
 import { Tensor, alloc, zeros } from "../tensor.ts";
-import { gateShape, type InnerGrads, type InnerInputs, type Named, type RuleDecl } from "./types.ts";
+import { auxParam, gateShape, type InnerGrads, type InnerInputs, type Named, type RuleDecl } from "./types.ts";
 import { paramNames, type Params } from "./level-params.ts";
 
 const EPS = 1e-8;
@@ -90,7 +90,7 @@ function siluKV(k: Tensor, v: Tensor): Tensor {
 export function levelSavedNames(decl: RuleDecl): string[] {
   const names = ["X", ...paramNames(decl), "k", "v", "q"];
   if (decl.normalizeKQ) names.push("k_raw", "q_raw");
-  if (decl.auxKey) names.push("p", ...(decl.normalizeKQ ? ["p_raw"] : []));
+  for (const n of decl.auxInputs ?? []) names.push(n, ...(decl.normalizeKQ ? [`${n}_raw`] : []));
   for (const g of decl.gates) names.push(g, `${g}_pre`);
   if (decl.omega) names.push("silu_c", "omega");
   return names;
@@ -115,11 +115,11 @@ export function levelForward(decl: RuleDecl, X: Tensor, params: Params): LevelFo
   Object.assign(saved, { k, v, q });
   if (decl.normalizeKQ) Object.assign(saved, { k_raw: kRaw, q_raw: qRaw });
   const inputs: { -readonly [P in keyof InnerInputs]: InnerInputs[P] } = { k, v, q, x: X };
-  if (decl.auxKey) {
-    // Comba's second key, normalised as k is (the gates read k, not p)
-    const pRaw = project(X, params.W_P!);
-    saved.p = inputs.p = decl.normalizeKQ ? normalizeRows(pRaw) : pRaw;
-    if (decl.normalizeKQ) saved.p_raw = pRaw;
+  for (const n of decl.auxInputs ?? []) {
+    // Comba's p, DPLR's a and b: normalised as k is (the gates read k, not these)
+    const raw = project(X, params[auxParam(n)]!);
+    saved[n] = inputs[n] = decl.normalizeKQ ? normalizeRows(raw) : raw;
+    if (decl.normalizeKQ) saved[`${n}_raw`] = raw;
   }
   for (const g of decl.gates) {
     const pre = (gateShape(decl, g) === "channel" ? channelGatePre : gatePre)(k, v, params[`w_${g}`]!, params[`b_${g}`]!);
@@ -211,12 +211,12 @@ export function levelBackward(decl: RuleDecl, saved: Named<string>, g: InnerGrad
     dkRaw = normalizeRowsVjp(saved.k_raw!, k, dk);
     dq = normalizeRowsVjp(saved.q_raw!, saved.q!, dq);
   }
-  const dXp = alloc(dt, s * d);
-  if (decl.auxKey) {
-    const dp = g.dp ?? zeros(dt, [s, d]);
-    const dpRaw = decl.normalizeKQ ? normalizeRowsVjp(saved.p_raw!, saved.p!, dp) : dp;
-    K.matmulTA(dpRaw.data, X.data, d, s, d, out.W_P!.data);
-    K.matmul(dpRaw.data, saved.W_P!.data, s, d, d, dXp);
+  const dXaux: ReturnType<typeof alloc>[] = [];
+  for (const n of decl.auxInputs ?? []) {
+    const da = ({ p: g.dp, a: g.da, b: g.db } as const)[n] ?? zeros(dt, [s, d]);
+    const daRaw = decl.normalizeKQ ? normalizeRowsVjp(saved[`${n}_raw`]!, saved[n]!, da) : da;
+    K.matmulTA(daRaw.data, X.data, d, s, d, out[auxParam(n)]!.data);
+    dXaux.push(K.matmul(daRaw.data, saved[auxParam(n)]!.data, s, d, d, alloc(dt, s * d)));
   }
   const names = decl.projection === "attention" ? ["W_k", "W_v", "W_q"] : ["W_K", "W_V", "W_Q"];
   const dX = g.dx ? g.dx.data.slice() : alloc(dt, s * d);
@@ -227,7 +227,7 @@ export function levelBackward(decl: RuleDecl, saved: Named<string>, g: InnerGrad
     K.matmul(dp.data, W.data, s, d, d, tmp);
     for (let j = 0; j < dX.length; j++) dX[j]! += tmp[j]!;
   });
-  if (decl.auxKey) for (let j = 0; j < dX.length; j++) dX[j]! += dXp[j]!;
+  for (const part of dXaux) for (let j = 0; j < dX.length; j++) dX[j]! += part[j]!;
   out.X = new Tensor(dt, [s, d], dX);
   return out;
 }

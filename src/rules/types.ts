@@ -57,7 +57,17 @@ export type Named<K extends string> = { readonly [P in K]: Tensor };
 export type State = Readonly<Record<string, Tensor>>;
 
 /** The names of an inner recurrence's per-token inputs, in ABI order (InnerInputs' keys). */
-export const INNER_INPUT_NAMES = ["k", "v", "q", "x", "p", "alpha", "theta", "eta", "omega"] as const;
+export const INNER_INPUT_NAMES = ["k", "v", "q", "x", "p", "a", "b", "alpha", "theta", "eta", "omega"] as const;
+
+/**
+ * Per-token vectors beyond k, v, q that a rule projects from X (`auxInputs`): Comba's second key p,
+ * DPLR's a and b. Each has its projection W_<P|A|B> [d, d] and is L2-normalised when k is.
+ */
+export const AUX_INPUT_NAMES = ["p", "a", "b"] as const;
+export type AuxInputName = (typeof AUX_INPUT_NAMES)[number];
+
+/** The projection of an auxiliary input: W_P, W_A, W_B. */
+export const auxParam = (n: AuxInputName): string => `W_${n.toUpperCase()}`;
 
 /**
  * Per-token inputs of an inner recurrence (all [s, d] or [s]; a channel gate is [s, d]); gates
@@ -69,8 +79,11 @@ export interface InnerInputs {
   readonly q: Tensor;
   /** The level input row itself (Trellis reads it directly). */
   readonly x: Tensor;
-  /** Comba (auxKey): the second key p_t = X W_Pᵀ the correction reads the state with, [s, d]. */
+  /** Comba (auxInputs): the second key p_t = X W_Pᵀ the correction reads the state with, [s, d]. */
   readonly p?: Tensor;
+  /** DPLR (auxInputs): the low-rank transition's vectors, a_t = X W_Aᵀ and b_t = X W_Bᵀ, [s, d]. */
+  readonly a?: Tensor;
+  readonly b?: Tensor;
   readonly alpha?: Tensor;
   readonly theta?: Tensor;
   readonly eta?: Tensor;
@@ -85,6 +98,8 @@ export interface InnerGrads {
   dq?: Tensor;
   dx?: Tensor;
   dp?: Tensor;
+  da?: Tensor;
+  db?: Tensor;
   dalpha?: Tensor;
   dtheta?: Tensor;
   deta?: Tensor;
@@ -174,10 +189,12 @@ export interface RuleDecl<K extends string = string> {
   /** Atlas: the inner pair receives omega = W_omega silu([k; v]). */
   readonly omega: boolean;
   /**
-   * Comba: the inner pair receives a second key p = X W_Pᵀ (L2-normalised when normalizeKQ) that
-   * its correction reads the state with (docs/spec/titans-family.md#comba-params); absent = false.
+   * Per-token vectors beyond k, v, q the inner pair receives, each projected from X by its own
+   * W_<name> [d, d] and L2-normalised when normalizeKQ: Comba's second key p
+   * (docs/spec/titans-family.md#comba-params), DPLR's a and b (docs/spec/titans-family.md#dplr-params);
+   * absent = none.
    */
-  readonly auxKey?: boolean;
+  readonly auxInputs?: readonly AuxInputName[];
   stateShapes(cfg: RuleConfig): Record<string, number[]>;
   /** The rule's initial state (D4). */
   init(cfg: RuleConfig, dtype: DType): Record<string, Tensor>;
@@ -217,10 +234,10 @@ export interface RuleDecl<K extends string = string> {
 
 /**
  * What the kernel ABI generator (ffi/generate.ts) cannot derive from the rest of a declaration:
- * the inner inputs are k, v, q, `extraInputs`, p (when `auxKey`), the declared gates and omega (when `omega`);
+ * the inner inputs are k, v, q, `extraInputs`, the `auxInputs`, the declared gates and omega (when `omega`);
  * every input has a gradient except those in `noGrad`.
  */
 export interface KernelFacts {
   readonly extraInputs?: readonly "x"[];
-  readonly noGrad?: readonly ("k" | "v" | "q" | "x" | "p" | "alpha" | "theta" | "eta" | "omega")[];
+  readonly noGrad?: readonly ("k" | "v" | "q" | "x" | "p" | "a" | "b" | "alpha" | "theta" | "eta" | "omega")[];
 }
