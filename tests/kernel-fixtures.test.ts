@@ -154,7 +154,7 @@ test("for every rule variant and precision, an emulated correct kernel passes an
     if (!r.ok) wrong.push(`${what}: the correct kernel failed: ${r.message}`);
     for (const [name, t] of Object.entries(doc.expected.grads) as [string, { data: number[] }][]) {
       if (Math.max(...t.data.map(Math.abs)) <= 1e-3) continue; // zero by the math (a frozen Titans read's dS), or nearly
-      const dt = /^d(alpha|theta|eta|[kvqx]|omega)$/.test(name) ? p.storage : p.state;
+      const dt = /^d(alpha|theta|eta|[kvqxpab]|omega)$/.test(name) ? p.storage : p.state; // per-token tensors (Comba's p, DPLR's a, b too) are storage
       const orig = t.data;
       t.data = orig.map((x) => roundTo(dt, x * 1.01));
       const l2 = parseFixture(JSON.stringify(doc), what);
