@@ -106,6 +106,8 @@ export interface ChildSpec {
   readonly who: string;
   /** The time limit of one child running `n` checks. */
   timeoutMs(n: number): number;
+  /** The setting that time limit comes from, named when a child times out: `NLC_KERNEL_TIMEOUT` (unset: 60 s + 3 s a check). */
+  readonly timeoutSetting?: string;
   /** The arguments of a command replaying a case of this backend. */
   readonly replayArgs: readonly string[];
 }
@@ -118,7 +120,7 @@ export interface SpawnOutcome {
 }
 
 /** Starts one child, feeds it `stdin`, waits for it (at most `timeoutMs`, then SIGKILL). */
-export function spawnChild(spec: Pick<ChildSpec, "cmd" | "cwd" | "env" | "progressFd">, timeoutMs: number, stdin?: string): SpawnOutcome {
+export function spawnChild(spec: Pick<ChildSpec, "cmd" | "cwd" | "env" | "progressFd" | "timeoutSetting">, timeoutMs: number, stdin?: string): SpawnOutcome {
   const proc = Bun.spawnSync({
     cmd: [...spec.cmd],
     ...(spec.cwd !== undefined ? { cwd: spec.cwd } : {}),
@@ -129,7 +131,9 @@ export function spawnChild(spec: Pick<ChildSpec, "cmd" | "cwd" | "env" | "progre
   });
   noteSignal(proc.signalCode); // a child ended by SIGINT/SIGTERM means the run was interrupted
   let death: string | undefined;
-  if (proc.exitedDueToTimeout) death = `timed out after ${Math.round(timeoutMs / 1000)} s (killed)`;
+  if (proc.exitedDueToTimeout) {
+    death = `timed out after ${Math.round(timeoutMs / 1000)} s (killed)` + (spec.timeoutSetting === undefined ? "" : `; the limit: ${spec.timeoutSetting}`);
+  }
   else if (proc.signalCode !== undefined && proc.signalCode !== null) death = `killed by ${proc.signalCode}`;
   else if (proc.exitCode !== 0) death = `exited with status ${proc.exitCode}`;
   return { stdout: proc.stdout.toString(), stderr: proc.stderr.toString(), ...(death !== undefined ? { death } : {}) };

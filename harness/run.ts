@@ -182,7 +182,7 @@ export function runCheck<T>(def: CheckDef<T>, opts: RunOptions): CheckResult {
   });
   const settled = tally.settled(details, numRuns);
   if (settled !== null) return done(settled);
-  const example = details.counterexample === null ? "" : ` — case ${fc.stringify(details.counterexample[0])}`;
+  const example = details.counterexample === null ? "" : ` — case ${caseText(details.counterexample[0])}`;
   // The worst error reported is the shrunk counterexample's own, so run it once more.
   let shrunk: CaseOutcome | undefined;
   try {
@@ -191,6 +191,23 @@ export function runCheck<T>(def: CheckDef<T>, opts: RunOptions): CheckResult {
     shrunk = undefined;
   }
   return done(counterexampleVerdict(details, example, shrunk));
+}
+
+/**
+ * A counterexample as a message shows it: JSON (fast-check's records have no prototype, which its
+ * own printer writes as `{__proto__:null,...}`), with a non-finite or negative-zero number as a
+ * string ("NaN", "-0"); fast-check's printer for what JSON cannot hold (a function, a cycle).
+ */
+export function caseText(value: unknown): string {
+  try {
+    const text = JSON.stringify(value, (_k, v: unknown) =>
+      typeof v === "number" && (!Number.isFinite(v) || Object.is(v, -0)) ? (Object.is(v, -0) ? "-0" : String(v))
+        : typeof v === "bigint" ? v.toString() : v);
+    if (text !== undefined) return text;
+  } catch {
+    // a cycle
+  }
+  return fc.stringify(value);
 }
 
 function statusOf(out: CaseOutcome): CheckResult["status"] {

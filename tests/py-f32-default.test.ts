@@ -26,6 +26,11 @@ test.skipIf(!hasTorch)("py: the same kernel declaring f64 sums is held to the f6
   const r = run.get(k("chunk_gated_f64_declared"), "gated_delta", "backward");
   expectStatus(r, "fail");
   expect(r.message).toContain("f32/f64-accumulate reference");
+  // in the kernel's terms: its keyword g first, ours in brackets; the element as (b, t, h); worst on the same tensor
+  expect(r.message).toMatch(/^dg \[dalpha\] \(sequence (\d+)\): max \|kernel - ref64\| = \S+ at \(b=\d+, t=\d+, h=\d+\) /);
+  const n = /^dg \[dalpha\] \(sequence (\d+)\)/.exec(r.message!)![1];
+  expect(r.worst?.tensor).toBe(`dg [dalpha][seq ${n}]`);
+  expect(r.message).toContain(`at ${r.worst?.at} `);
 }, 300_000);
 
 test.skipIf(!hasTorch)("py: planted 0.1% scale errors fail under the default", () => {

@@ -13,7 +13,7 @@ import type { CaseOutcome } from "../../harness/check.ts";
 import type { Precision } from "../../src/precision.ts";
 import type { InnerInputs, RuleDecl, State } from "../../src/rules/types.ts";
 import type { Tensor } from "../../src/tensor.ts";
-import { comparedItems, fromInnerGrads, tensorName, type TensorKey } from "../../cases/kernel-batch.ts";
+import { comparedItems, fromInnerGrads, kernelLabel, tensorName, type KernelNames, type TensorKey } from "../../cases/kernel-batch.ts";
 import { flashCompare } from "../../oracle/kernel-judge.ts";
 import type { SeqTensors } from "../../oracle/plain-reference.ts";
 import { seqCfg, toKernelGrads, type PyCase } from "./cases.ts";
@@ -60,7 +60,9 @@ async function phaseCase(s: KernelSession, decl: RuleDecl, key: string, c: PyCas
       if (k.part === "dState0" && r64[0]!.dState0[k.name] === undefined) throw new Error(`the reference backward of ${key} returns no gradient of the state ${k.name}`);
     }
   }
-  return flashCompare(comparedItems(kernel, r64, r32, c.frozen, "py", false), exercised, `${s.backend.module}:${s.backend.callable}`, p,
+  const conv = s.info.conventions;
+  const names: KernelNames = { keywords: conv?.keywords ?? {}, initialState: conv?.initial_state ?? "initial_state", stateDict: conv?.state_dict ?? false, states: c.stateNames };
+  return flashCompare(comparedItems(kernel, r64, r32, c.frozen, "py", false, (k, ours) => kernelLabel(k, ours, names)), exercised, `${s.backend.module}:${s.backend.callable}`, p,
     // the shape-dependent output mutations assume sequences of one length T: none for a packed batch
     c.packed === null ? { layout: { B: c.B, H: c.H, T: c.T } } : {});
 }

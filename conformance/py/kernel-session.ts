@@ -52,6 +52,11 @@ export function kernelTimeoutMs(): number {
   return Number.isFinite(s) && s > 0 ? s * 1000 : 60_000;
 }
 
+/** Where the kernel timeout comes from, as a message names it: `NLC_PY_KERNEL_TIMEOUT=60 s (default)`. */
+export function kernelTimeoutSetting(): string {
+  return `NLC_PY_KERNEL_TIMEOUT=${kernelTimeoutMs() / 1000} s${process.env.NLC_PY_KERNEL_TIMEOUT === undefined ? " (default)" : ""}`;
+}
+
 export type Out = Map<string, Tensor>;
 
 /** The `intermediates` of an `inner` request (python/PROTOCOL.md): stored values held in `dtype`, rounded to nearest or stochastically from a seed. */
@@ -99,7 +104,7 @@ export class KernelSession {
 
   /** Starts the kernel host and loads the kernel; a KernelFault names why it cannot be loaded. */
   static async open(backend: PyBackend): Promise<KernelSession> {
-    const host = await TorchBridge.start({ timeoutMs: kernelTimeoutMs() });
+    const host = await TorchBridge.start({ timeoutMs: kernelTimeoutMs(), timeoutSetting: kernelTimeoutSetting() });
     try {
       const r = await host.call({ op: "kernel_load", ...KernelSession.target(backend) }, [], "kernel_load");
       return new KernelSession(backend, host, r.header as unknown as KernelInfo);
