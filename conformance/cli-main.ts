@@ -71,7 +71,8 @@ Exit status: 0 when every check passed or was skipped; 1 when any check failed, 
 or errored; 2 on a usage error; 130 (SIGINT) or 143 (SIGTERM) when interrupted. An interrupted
 run passes the signal to its child processes, stops after the check in flight and writes what
 finished to <report>.partial.json ("partial": true), leaving the report itself as it was; its
-closing line counts the checks it did not run as failed. Signal the npm process, the bun process
+closing line counts the checks it did not run as failed. A SIGTERM or a second SIGINT ends the
+child processes in flight (kernels, Python hosts) at once. Signal the npm process, the bun process
 or the process group alike; a run whose parent died stops the same way.
 
 ${REPORT_COMMANDS_HELP}

@@ -13,7 +13,7 @@
  * so that the parent knows which check, case and kernel were running when the child died.
  */
 import type { CheckDef, CheckResult, DelegatedResult, DelegateOptions, Profile } from "./check.ts";
-import { noteSignal } from "./interrupt.ts";
+import { interruptedBy, noteSignal } from "./interrupt.ts";
 import { checkSeed, replayCommand } from "./run.ts";
 
 /** A batch of checks for one child: normal runs carry the run seed, a replay its one check's seed and path. */
@@ -177,6 +177,8 @@ export function runBatch(spec: ChildSpec, req: BatchRequest): Map<string, CheckR
     const before = results.size;
     for (const [id, r] of out.results) results.set(id, r);
     if (proc.death === undefined) break;
+    // an interrupted run starts no fresh child: the check in flight is the interruption's, the rest not run
+    if (interruptedBy() !== null) break;
     const stderr = childStderr(proc.stderr);
     const inFlight = out.running !== undefined && !results.has(out.running);
     if (inFlight) results.set(out.running!, inFlightResult(spec, batch, out, proc.death, stderr));
