@@ -12,7 +12,7 @@ import { PROFILES, type Profile } from "../harness/check.ts";
 import { DEFAULT_SEED } from "../harness/collect.ts";
 import { closingLine, DEFAULT_REPORT, isGreen, NO_REPORT_LINE, notRunOf, readReportFile, type Report } from "../harness/report.ts";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
-import { dirname, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { catchInterrupts, interruptWhenOrphaned, signalExitCode } from "../harness/interrupt.ts";
 import { runsChecks } from "./supervise.ts";
 import { printable, Progress } from "../harness/progress.ts";
@@ -53,6 +53,8 @@ Runs the nl-conformance checks (classes C0-C9) and writes an nlc-report/1 JSON r
                    alpha ("low"|"mid"|"high"), theta ("small"|"large"); stdout holds the
                    document only (through npm: npm run -s conformance -- ...)
   --out FILE       with --case: write the document to FILE instead of stdout
+  --dump DIR       with --replay of a py: kernel's failing case: write what the kernel got, what
+                   it returned and the references, one .npy per tensor, and DIR/manifest.json
   --shard I/N      run only shard I of N (1-based): a deterministic partition of the
                    selected checks balanced by measured check times; merge the shards'
                    reports with the merge command
@@ -109,6 +111,7 @@ const OPTIONS = {
   backend: { type: "string", multiple: true },
   case: { type: "string" },
   out: { type: "string" },
+  dump: { type: "string" },
   shard: { type: "string" },
   "min-power": { type: "string" },
   list: { type: "boolean" },
@@ -139,6 +142,10 @@ function runRequest(args: Args["values"]): RunRequest {
     const m = /^(.+?):(\d+):([\d:]*)$/.exec(args.replay);
     if (m === null) usage(`--replay ${args.replay}: expected <check id>:<seed>:<path>`);
     replay = { id: m[1]!, seed: Number(m[2]), path: m[3]! };
+    if (args.dump !== undefined) {
+      if (replay.path === "") usage(`--dump writes one case: --replay ${args.replay} names none (its path is empty: a failing case's replay line names one)`);
+      replay = { ...replay, dump: resolve(args.dump) };
+    }
   }
   let shard: Shard | undefined;
   if (args.shard !== undefined) {
@@ -179,6 +186,7 @@ async function main(): Promise<void> {
   }
   if (positionals.length > 0) usage(`unexpected argument ${positionals[0]}`);
   if (args.out !== undefined && args.case === undefined) usage("--out goes with --case (report commands take their own --out)");
+  if (args.dump !== undefined && args.replay === undefined) usage("--dump goes with --replay: the failing case's replay line, e.g. --replay C5/py-…/backward:123:0 --dump DIR");
   if (args.case !== undefined) {
     if (args.rule === undefined) usage("--case needs --rule");
     printCase(args.rule, args.case, args.out);
@@ -223,6 +231,11 @@ async function main(): Promise<void> {
   // Report.
   for (const b of outcome.backends) console.log(`backend ${b.name}: ${b.available ? "available" : `unavailable (${b.reason ?? "?"})`}`);
   const written = writeRunReport(plan, outcome, started);
+  const dump = request.replay?.dump;
+  if (dump !== undefined) {
+    console.log(existsSync(join(dump, "manifest.json")) ? `dump: ${join(dump, "manifest.json")}`
+      : `dump: nothing written to ${dump}: --dump covers the cases of py: kernel checks (docs/spec/conformance.md#dump)`);
+  }
   console.log(written.line);
   process.exit(outcome.interrupt !== null ? signalExitCode(outcome.interrupt) : written.green ? 0 : 1);
 }

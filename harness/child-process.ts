@@ -23,7 +23,7 @@ export interface BatchRequest {
   /** Normal runs: the run seed (each check derives its own, exactly as runCheck does). */
   runSeed?: number;
   /** The checks to run, in order; a replay (no run seed) names its one check's own seed and fast-check path. */
-  checks: { id: string; seed?: number; path?: string }[];
+  checks: { id: string; seed?: number; path?: string; dump?: string }[];
 }
 
 /** The case a check was running: enough to name it and to replay it. */
@@ -208,12 +208,12 @@ export class ChildResults {
 
   /** The result of check `id` of `backend`: from the cache, or from a batch (a replay alone; else every selected sibling). */
   result(backend: string, id: string, opts: DelegateOptions, siblings: () => readonly CheckDef[]): DelegatedResult {
-    const { seed, runSeed, profile, replayPath, selected } = opts;
+    const { seed, runSeed, profile, replayPath, replayDump, selected } = opts;
     const key = ChildResults.key(id, seed, profile);
     let r = this.cache.get(key);
     if (r === undefined) {
       const req: BatchRequest = replayPath !== undefined
-        ? { backend, profile, checks: [{ id, seed, path: replayPath }] }
+        ? { backend, profile, checks: [{ id, seed, path: replayPath, ...(replayDump !== undefined ? { dump: replayDump } : {}) }] }
         : { backend, profile, runSeed, checks: siblings().filter((c) => c.id === id || selected.has(c.id)).map((c) => ({ id: c.id })) };
       for (const [cid, res] of this.run(req)) {
         this.cache.set(ChildResults.key(cid, req.runSeed !== undefined ? checkSeed(req.runSeed, cid) : seed, profile), res);

@@ -12,7 +12,7 @@ export interface RunOptions {
   readonly seed: number;
   readonly profile: Profile;
   /** Replay: the check's own seed and the fast-check path of one case. */
-  readonly replay?: { seed: number; path: string };
+  readonly replay?: { seed: number; path: string; dump?: string };
   /** Ids of every check selected in this run (for delegates that batch their siblings). */
   readonly selected?: ReadonlySet<string>;
 }
@@ -150,7 +150,7 @@ export function runCheck<T>(def: CheckDef<T>, opts: RunOptions): CheckResult {
   if (def.kind === "delegated") {
     try {
       const r = def.delegate({
-        seed, runSeed: opts.seed, profile: opts.profile, replayPath: opts.replay?.path, selected: opts.selected ?? new Set([def.id]),
+        seed, runSeed: opts.seed, profile: opts.profile, replayPath: opts.replay?.path, ...(opts.replay?.dump !== undefined ? { replayDump: opts.replay.dump } : {}), selected: opts.selected ?? new Set([def.id]),
       });
       const res = done({ status: r.status, runs: r.runs, path: r.path, worst: r.worst, message: r.message, ...(r.details ? { details: r.details } : {}) });
       return { ...res, seed: r.seed, replay: replayCommand(def.id, r.seed, r.path, args), ms: r.ms ?? res.ms };

@@ -100,6 +100,9 @@ export class KernelSession {
   /** The reference process, started on first use (a kernel that fails at once never needs it). */
   private ref: Promise<TorchBridge> | null = null;
 
+  /** Called with every kernel request's tensors and reply (a --dump of a replayed case: harness/dump.ts). */
+  onExchange: ((op: string, sent: readonly [string, Tensor][], got: Out) => void) | null = null;
+
   private constructor(readonly backend: PyBackend, private readonly host: TorchBridge, readonly info: KernelInfo) {}
 
   /** Starts the kernel host and loads the kernel; a KernelFault names why it cannot be loaded. */
@@ -126,6 +129,7 @@ export class KernelSession {
     const packed = c.packed === null ? {} : { cu_seqlens: c.packed.cu };
     try {
       const r = await this.host.call({ op, ...KernelSession.target(this.backend), rule, config: c.cfg, ...packed }, tensors, `${op} ${rule}`);
+      this.onExchange?.(op, tensors, r.tensors);
       return r.tensors;
     } catch (e) {
       throw fault(e, `${op.replace("kernel_", "")} of ${rule}`);
