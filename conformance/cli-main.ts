@@ -12,6 +12,7 @@ import { PROFILES, type Profile } from "../harness/check.ts";
 import { DEFAULT_SEED } from "../harness/collect.ts";
 import { closingLine, DEFAULT_REPORT, isGreen, NO_REPORT_LINE, notRunOf, readReportFile, type Report } from "../harness/report.ts";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { CaseDump } from "../harness/dump.ts";
 import { dirname, join, resolve } from "node:path";
 import { catchInterrupts, interruptWhenOrphaned, signalExitCode } from "../harness/interrupt.ts";
 import { runsChecks } from "./supervise.ts";
@@ -54,7 +55,8 @@ Runs the nl-conformance checks (classes C0-C9) and writes an nlc-report/1 JSON r
                    document only (through npm: npm run -s conformance -- ...)
   --out FILE       with --case: write the document to FILE instead of stdout
   --dump DIR       with --replay of a py: kernel's failing case: write what the kernel got, what
-                   it returned and the references, one .npy per tensor, and DIR/manifest.json
+                   it returned and the references, one .npy per tensor, and DIR/manifest.json;
+                   with --case: the case's inputs and the reference's outputs and gradients
   --shard I/N      run only shard I of N (1-based): a deterministic partition of the
                    selected checks balanced by measured check times; merge the shards'
                    reports with the merge command
@@ -186,10 +188,12 @@ async function main(): Promise<void> {
   }
   if (positionals.length > 0) usage(`unexpected argument ${positionals[0]}`);
   if (args.out !== undefined && args.case === undefined) usage("--out goes with --case (report commands take their own --out)");
-  if (args.dump !== undefined && args.replay === undefined) usage("--dump goes with --replay: the failing case's replay line, e.g. --replay C5/py-…/backward:123:0 --dump DIR");
+  if (args.dump !== undefined && args.replay === undefined && args.case === undefined) {
+    usage("--dump goes with --replay (a failing case's replay line, e.g. --replay C5/py-…/backward:123:0 --dump DIR) or with --rule R --case JSON");
+  }
   if (args.case !== undefined) {
     if (args.rule === undefined) usage("--case needs --rule");
-    printCase(args.rule, args.case, args.out);
+    printCase(args.rule, args.case, args.out, args.dump);
     return;
   }
 
@@ -259,7 +263,7 @@ function printSummary(path: string): void {
  * --case: the nlc-fixture/1 document alone on stdout (npm prints its banner there too: use
  * `npm run -s conformance -- ...`, or --out FILE, which writes the document and nothing else).
  */
-function printCase(ruleKey: string, json: string, out: string | undefined): void {
+function printCase(ruleKey: string, json: string, out: string | undefined, dumpDir?: string): void {
   let raw: unknown;
   try {
     raw = JSON.parse(json);
@@ -291,6 +295,23 @@ function printCase(ruleKey: string, json: string, out: string | undefined): void
     if (typeof v === "number" && !Number.isFinite(v)) throw new Error(`the case computed a non-finite value (${v})`);
     return v;
   }, 1);
+  if (dumpDir !== undefined) {
+    // the same tensors as .npy files: inputs/X.npy, inputs/params/W_K.npy, expected/grads/W_K.npy, ...
+    const dump = new CaseDump(resolve(dumpDir));
+    const walk = (node: unknown, at: string, what: string): void => {
+      if (typeof node !== "object" || node === null) return;
+      const t = node as { shape?: unknown; data?: unknown };
+      if (Array.isArray(t.shape) && Array.isArray(t.data)) {
+        dump.tensor(`${at}.npy`, t.shape as number[], t.data as number[], `${what} ${at.split("/").slice(1).join(" ")}`);
+        return;
+      }
+      for (const [k, v] of Object.entries(node)) walk(v, `${at}/${k}`, what);
+    };
+    const d = doc as { inputs: unknown; expected: unknown };
+    walk(d.inputs, "inputs", "the case's input");
+    walk(d.expected, "expected", "the reference's output or gradient");
+    console.error(`dump: ${dump.finish({ case: req, rule: ruleKey, names: "inputs/ and expected/: the nlc-fixture/1 document's tensors (docs/spec/conformance.md#dump)" })}`);
+  }
   if (out === undefined) {
     console.log(text);
     return;

@@ -39,6 +39,20 @@ test("--dump without a replayed case is a usage error naming why", () => {
   expect(q.stderr.toString()).toContain("names none (its path is empty");
 });
 
+test("--rule R --case JSON --dump DIR: the case's inputs and the reference's outputs and gradients as .npy, equal to the document's", () => {
+  const dir = mkdtempSync(join(tmpdir(), "nlc-dump-"));
+  const p = cli(["--rule", "moneta", "--case", '{"d":4,"seq_len":3,"seed":7}', "--out", join(dir, "case.json"), "--dump", join(dir, "npy")]);
+  expect(p.exitCode).toBe(0);
+  const doc = JSON.parse(readFileSync(join(dir, "case.json"), "utf8"));
+  const manifest = JSON.parse(readFileSync(join(dir, "npy", "manifest.json"), "utf8"));
+  expect(manifest.case.spec).toMatchObject({ d: 4, seq_len: 3, seed: 7 });
+  for (const [file, t] of [["inputs/X.npy", doc.inputs.X], ["inputs/params/W_K.npy", doc.inputs.params.W_K], ["expected/y.npy", doc.expected.y], ["expected/grads/W_Q.npy", doc.expected.grads.W_Q]]) {
+    const v = npyValues(readFileSync(join(dir, "npy", file)));
+    expect(v.shape).toEqual(t.shape);
+    expect(Array.from(v.data)).toEqual(t.data);
+  }
+});
+
 test.skipIf(!hasTorch)("a failing py: case's replay with --dump writes its tensors; the dumped kernel value is the message's", () => {
   const run = cli(["--backend", KERNEL, "--filter", "C5/py-", "--rule", "gated_delta", "--profile", "quick", "--report", join(mkdtempSync(join(tmpdir(), "nlc-dump-")), "r.json")]);
   const report = JSON.parse(readFileSync(/report: (\S+)/.exec(run.stdout.toString())![1]!, "utf8"));
