@@ -386,6 +386,31 @@ function reportNaming(frozen: boolean, style: NameStyle): TensorNaming {
   };
 }
 
+/** What a py: kernel calls its tensors (conformance/py/conventions.ts Conventions). */
+export interface KernelNames {
+  /** Our input -> the kernel's keyword, where they differ. */
+  readonly keywords: Readonly<Record<string, string>>;
+  /** The kernel's initial-state keyword, and whether its states travel as a dict (else a single state is a bare tensor). */
+  readonly initialState: string;
+  readonly stateDict: boolean;
+  /** The rule's state names. */
+  readonly states: readonly string[];
+}
+
+/**
+ * A failure message's name of a tensor of a py: kernel: the kernel's own name first, the report's
+ * in brackets where they differ (`dg [dalpha]`, `dbeta [dtheta]`, `dinitial_state [dM (initial state)]`,
+ * `final state [state M]`).
+ */
+export function kernelLabel(k: TensorKey, ours: string, names: KernelNames): string {
+  const stateKw = (n: string) => (names.stateDict || names.states.length > 1 ? `${names.initialState}.${n}` : names.initialState);
+  const theirs = k.part === "y" ? "y"
+    : k.part === "state" ? `final state${names.stateDict || names.states.length > 1 ? ` ${k.name}` : ""}`
+    : k.part === "grad" ? `d${names.keywords[k.name] ?? k.name}`
+    : `d${stateKw(k.name)}`;
+  return theirs === ours ? ours : `${theirs} [${ours}]`;
+}
+
 /** The report's name of a tensor: built here and nowhere else. */
 export function tensorName(k: TensorKey, frozen: boolean, style: NameStyle = "abi"): string {
   return nameOf(k, reportNaming(frozen, style));
@@ -469,7 +494,7 @@ export function setAt<A>(r: SeqTensors<A>, k: TensorKey, a: A): void {
  * did not give (a missing output fails). A tensor a reference lacks is zero.
  */
 export function comparedItems(kernel: readonly SeqTensors[], ref64: readonly SeqTensors[], ref32: readonly SeqTensors[],
-  frozen: boolean, style: NameStyle, all: boolean): Compared[] {
+  frozen: boolean, style: NameStyle, all: boolean, labels?: (k: TensorKey, name: string) => string): Compared[] {
   const items: Compared[] = [];
   kernel.forEach((kern, n) => {
     const keys = entries(kern).map(([k]) => k);
@@ -477,9 +502,10 @@ export function comparedItems(kernel: readonly SeqTensors[], ref64: readonly Seq
     for (const k of keys) {
       const got = tensorAt(kern, k), r64 = tensorAt(ref64[n]!, k), r32 = tensorAt(ref32[n]!, k);
       const len = (r64 ?? got)?.length ?? 0;
+      const name = tensorName(k, frozen, style), label = labels?.(k, name);
       items.push({
-        name: tensorName(k, frozen, style), group: groupOf(k), part: isStateTensor(k) ? "state" : "token", seq: n, kernel: got,
-        ref64: r64 ?? new Float64Array(len), ref32: r32 ?? new Float64Array(len),
+        name, group: groupOf(k), part: isStateTensor(k) ? "state" : "token", seq: n, kernel: got,
+        ref64: r64 ?? new Float64Array(len), ref32: r32 ?? new Float64Array(len), ...(label !== undefined && label !== name ? { label } : {}),
       });
     }
   });

@@ -10,7 +10,8 @@ import { buildRuleCase, parseRuleCaseRequest, type RuleCaseRequest } from "../ca
 import { DEFAULT_SEED } from "../harness/collect.ts";
 import { closingLine, isGreen, NO_REPORT_LINE, notRunOf, readReportFile, type Report } from "../harness/report.ts";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
-import { dirname, resolve } from "node:path";
+import { CaseDump } from "../harness/dump.ts";
+import { dirname, join, resolve } from "node:path";
 import { catchInterrupts, interruptWhenOrphaned, signalExitCode } from "../harness/interrupt.ts";
 import { runsChecks } from "./supervise.ts";
 import { printable, Progress } from "../harness/progress.ts";
@@ -65,6 +66,9 @@ directory the command runs in; with no options a run reads ${CONFIG_FILE} there,
                    alpha ("low"|"mid"|"high"), theta ("small"|"large"); stdout holds the
                    document only (through npm: npm run -s conformance -- ...)
   --out FILE       with --case: write the document to FILE instead of stdout
+  --dump DIR       with --replay of a py: kernel's failing case: write what the kernel got, what
+                   it returned and the references, one .npy per tensor, and DIR/manifest.json;
+                   with --case: the case's inputs and the reference's outputs and gradients
   --shard I/N      run only shard I of N (1-based): a deterministic partition of the
                    selected checks balanced by measured check times; merge the shards'
                    reports with the merge command
@@ -88,7 +92,8 @@ or 143 (SIGTERM) when interrupted. An interrupted run passes the signal to its c
 processes, stops after the check in flight and writes what finished to <report>.partial.json
 ("partial": true), leaving the report itself as it was; its closing line counts the checks
 it did not run as failed. Signal the npm (npx) process, the bun process or the process group
-alike; a run whose parent died stops the same way.
+alike; a run whose parent died stops the same way. A SIGTERM or a second SIGINT ends the
+child processes in flight (kernels, Python hosts) at once.
 
 ${REPORT_COMMANDS_HELP}
 
@@ -145,9 +150,12 @@ async function main(): Promise<void> {
   }
   if (positionals.length > 0) usage(`unexpected argument ${positionals[0]}`);
   if (args.out !== undefined && args.case === undefined) usage("--out goes with --case (report commands take their own --out)");
+  if (args.dump !== undefined && args.replay === undefined && args.case === undefined) {
+    usage("--dump goes with --replay (a failing case's replay line, e.g. --replay C5/py-…/backward:123:0 --dump DIR) or with --rule R --case JSON");
+  }
   if (args.case !== undefined) {
     if (args.rule === undefined) usage("--case needs --rule");
-    printCase(args.rule, args.case, args.out);
+    printCase(args.rule, args.case, args.out, args.dump);
     return;
   }
 
@@ -193,6 +201,11 @@ async function main(): Promise<void> {
   for (const why of empty) console.log(`conformance: nothing ran: ${printable(why)}`);
   if (empty.length > 0) console.log("conformance: a run that tests nothing fails (--allow-skipped, or \"allow-skipped\": true in the config, accepts it)");
   const written = writeRunReport(plan, outcome, started, console.log, empty);
+  const dump = request.replay?.dump;
+  if (dump !== undefined) {
+    console.log(existsSync(join(dump, "manifest.json")) ? `dump: ${join(dump, "manifest.json")}`
+      : `dump: nothing written to ${dump}: --dump covers the cases of py: kernel checks (docs/spec/conformance.md#dump)`);
+  }
   console.log(written.line);
   process.exit(outcome.interrupt !== null ? signalExitCode(outcome.interrupt) : written.green ? 0 : 1);
 }
@@ -218,7 +231,7 @@ function printSummary(path: string, allowSkipped: boolean): void {
  * --case: the nlc-fixture/1 document alone on stdout (npm prints its banner there too: use
  * `npm run -s conformance -- ...`, or --out FILE, which writes the document and nothing else).
  */
-function printCase(ruleKey: string, json: string, out: string | undefined): void {
+function printCase(ruleKey: string, json: string, out: string | undefined, dumpDir?: string): void {
   let raw: unknown;
   try {
     raw = JSON.parse(json);
@@ -250,6 +263,23 @@ function printCase(ruleKey: string, json: string, out: string | undefined): void
     if (typeof v === "number" && !Number.isFinite(v)) throw new Error(`the case computed a non-finite value (${v})`);
     return v;
   }, 1);
+  if (dumpDir !== undefined) {
+    // the same tensors as .npy files: inputs/X.npy, inputs/params/W_K.npy, expected/grads/W_K.npy, ...
+    const dump = new CaseDump(resolve(dumpDir));
+    const walk = (node: unknown, at: string, what: string): void => {
+      if (typeof node !== "object" || node === null) return;
+      const t = node as { shape?: unknown; data?: unknown };
+      if (Array.isArray(t.shape) && Array.isArray(t.data)) {
+        dump.tensor(`${at}.npy`, t.shape as number[], t.data as number[], `${what} ${at.split("/").slice(1).join(" ")}`);
+        return;
+      }
+      for (const [k, v] of Object.entries(node)) walk(v, `${at}/${k}`, what);
+    };
+    const d = doc as { inputs: unknown; expected: unknown };
+    walk(d.inputs, "inputs", "the case's input");
+    walk(d.expected, "expected", "the reference's output or gradient");
+    console.error(`dump: ${dump.finish({ case: req, rule: ruleKey, names: "inputs/ and expected/: the nlc-fixture/1 document's tensors (docs/spec/conformance.md#dump)" })}`);
+  }
   if (out === undefined) {
     console.log(text);
     return;

@@ -304,7 +304,7 @@ export async function runPlan(plan: RunPlan, hooks: RunHooks = {}): Promise<RunO
     await new Promise((resolve) => setImmediate(resolve));
     if (interruptedBy() !== null) return false;
     if (def.kind === "delegated") hooks.beforeDelegated?.(def);
-    const r = runCheck(def, { seed, profile, replay: replay && { seed: replay.seed, path: replay.path }, selected });
+    const r = runCheck(def, { seed, profile, replay: replay && { seed: replay.seed, path: replay.path, ...(replay.dump !== undefined ? { dump: replay.dump } : {}) }, selected });
     if (interruptedBy() !== null) return false;
     record(r);
     return true;

@@ -29,7 +29,7 @@ export interface RunRequest {
   /** --rule: only the checks of this rule (a key such as delta, or a variant such as delta.frozen), intersected with `filters`. */
   rule?: string;
   /** Re-run one case exactly. */
-  replay?: { id: string; seed: number; path: string };
+  replay?: { id: string; seed: number; path: string; dump?: string };
   fixtureDirs: string[];
   /** --backend values; undefined keeps NLC_BACKENDS / NLC_PY_BACKENDS as they are. */
   backends?: string[];

@@ -25,7 +25,8 @@ export const REPORT_COMMANDS_HELP = `Report commands (they run no checks):
                    or appeared, and passing checks whose error-to-bound ratio grew over 10x;
                    exit 1 on a regression (a new failure, a disappeared check, such growth)
   html REPORT [--out FILE]
-                   write one static HTML page (default: REPORT with .html): a matrix of
+                   write one static HTML page (default: REPORT with .html): failures and
+                   blind spots first, a per-backend summary, a legend, then a matrix of
                    rule x variant by k x backend x dtype coloured by status, each cell
                    listing its checks (message, worst error, tolerance, replay command)
   merge A B ... --out FILE

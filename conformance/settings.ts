@@ -55,6 +55,7 @@ export const OPTIONS = {
   "allow-skipped": { type: "boolean" },
   case: { type: "string" },
   out: { type: "string" },
+  dump: { type: "string" },
   shard: { type: "string" },
   "min-power": { type: "string" },
   list: { type: "boolean" },
@@ -131,6 +132,10 @@ export function runSettings(args: Args["values"], cwd = process.cwd()): RunReque
     const m = /^(.+?):(\d+):([\d:]*)$/.exec(args.replay);
     if (m === null) throw new UsageError(`--replay ${args.replay}: expected <check id>:<seed>:<path>`);
     replay = { id: m[1]!, seed: Number(m[2]), path: m[3]! };
+    if (args.dump !== undefined) {
+      if (replay.path === "") throw new UsageError(`--dump writes one case: --replay ${args.replay} names none (its path is empty: a failing case's replay line names one)`);
+      replay = { ...replay, dump: resolve(cwd, args.dump) };
+    }
   }
   let shard: Shard | undefined;
   if (args.shard !== undefined) {

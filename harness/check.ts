@@ -125,6 +125,8 @@ export interface DelegateOptions {
   readonly profile: Profile;
   /** Set when this check is being replayed: the fast-check path of the one case. */
   readonly replayPath?: string;
+  /** With a replay: the folder its case's tensors are written to (harness/dump.ts). */
+  readonly replayDump?: string;
   /** Ids of every check selected in this run (a delegate may batch its siblings among them). */
   readonly selected: ReadonlySet<string>;
 }

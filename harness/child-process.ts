@@ -13,7 +13,7 @@
  * so that the parent knows which check, case and kernel were running when the child died.
  */
 import type { CheckDef, CheckResult, DelegatedResult, DelegateOptions, Profile } from "./check.ts";
-import { noteSignal } from "./interrupt.ts";
+import { interruptedBy, noteSignal } from "./interrupt.ts";
 import { checkSeed, replayCommand } from "./run.ts";
 
 /** A batch of checks for one child: normal runs carry the run seed, a replay its one check's seed and path. */
@@ -23,7 +23,7 @@ export interface BatchRequest {
   /** Normal runs: the run seed (each check derives its own, exactly as runCheck does). */
   runSeed?: number;
   /** The checks to run, in order; a replay (no run seed) names its one check's own seed and fast-check path. */
-  checks: { id: string; seed?: number; path?: string }[];
+  checks: { id: string; seed?: number; path?: string; dump?: string }[];
 }
 
 /** The case a check was running: enough to name it and to replay it. */
@@ -106,6 +106,8 @@ export interface ChildSpec {
   readonly who: string;
   /** The time limit of one child running `n` checks. */
   timeoutMs(n: number): number;
+  /** The setting that time limit comes from, named when a child times out: `NLC_KERNEL_TIMEOUT` (unset: 60 s + 3 s a check). */
+  readonly timeoutSetting?: string;
   /** The arguments of a command replaying a case of this backend. */
   readonly replayArgs: readonly string[];
 }
@@ -118,7 +120,7 @@ export interface SpawnOutcome {
 }
 
 /** Starts one child, feeds it `stdin`, waits for it (at most `timeoutMs`, then SIGKILL). */
-export function spawnChild(spec: Pick<ChildSpec, "cmd" | "cwd" | "env" | "progressFd">, timeoutMs: number, stdin?: string): SpawnOutcome {
+export function spawnChild(spec: Pick<ChildSpec, "cmd" | "cwd" | "env" | "progressFd" | "timeoutSetting">, timeoutMs: number, stdin?: string): SpawnOutcome {
   const proc = Bun.spawnSync({
     cmd: [...spec.cmd],
     ...(spec.cwd !== undefined ? { cwd: spec.cwd } : {}),
@@ -129,7 +131,9 @@ export function spawnChild(spec: Pick<ChildSpec, "cmd" | "cwd" | "env" | "progre
   });
   noteSignal(proc.signalCode); // a child ended by SIGINT/SIGTERM means the run was interrupted
   let death: string | undefined;
-  if (proc.exitedDueToTimeout) death = `timed out after ${Math.round(timeoutMs / 1000)} s (killed)`;
+  if (proc.exitedDueToTimeout) {
+    death = `timed out after ${Math.round(timeoutMs / 1000)} s (killed)` + (spec.timeoutSetting === undefined ? "" : `; the limit: ${spec.timeoutSetting}`);
+  }
   else if (proc.signalCode !== undefined && proc.signalCode !== null) death = `killed by ${proc.signalCode}`;
   else if (proc.exitCode !== 0) death = `exited with status ${proc.exitCode}`;
   return { stdout: proc.stdout.toString(), stderr: proc.stderr.toString(), ...(death !== undefined ? { death } : {}) };
@@ -173,6 +177,8 @@ export function runBatch(spec: ChildSpec, req: BatchRequest): Map<string, CheckR
     const before = results.size;
     for (const [id, r] of out.results) results.set(id, r);
     if (proc.death === undefined) break;
+    // an interrupted run starts no fresh child: the check in flight is the interruption's, the rest not run
+    if (interruptedBy() !== null) break;
     const stderr = childStderr(proc.stderr);
     const inFlight = out.running !== undefined && !results.has(out.running);
     if (inFlight) results.set(out.running!, inFlightResult(spec, batch, out, proc.death, stderr));
@@ -202,12 +208,12 @@ export class ChildResults {
 
   /** The result of check `id` of `backend`: from the cache, or from a batch (a replay alone; else every selected sibling). */
   result(backend: string, id: string, opts: DelegateOptions, siblings: () => readonly CheckDef[]): DelegatedResult {
-    const { seed, runSeed, profile, replayPath, selected } = opts;
+    const { seed, runSeed, profile, replayPath, replayDump, selected } = opts;
     const key = ChildResults.key(id, seed, profile);
     let r = this.cache.get(key);
     if (r === undefined) {
       const req: BatchRequest = replayPath !== undefined
-        ? { backend, profile, checks: [{ id, seed, path: replayPath }] }
+        ? { backend, profile, checks: [{ id, seed, path: replayPath, ...(replayDump !== undefined ? { dump: replayDump } : {}) }] }
         : { backend, profile, runSeed, checks: siblings().filter((c) => c.id === id || selected.has(c.id)).map((c) => ({ id: c.id })) };
       for (const [cid, res] of this.run(req)) {
         this.cache.set(ChildResults.key(cid, req.runSeed !== undefined ? checkSeed(req.runSeed, cid) : seed, profile), res);

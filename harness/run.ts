@@ -12,7 +12,7 @@ export interface RunOptions {
   readonly seed: number;
   readonly profile: Profile;
   /** Replay: the check's own seed and the fast-check path of one case. */
-  readonly replay?: { seed: number; path: string };
+  readonly replay?: { seed: number; path: string; dump?: string };
   /** Ids of every check selected in this run (for delegates that batch their siblings). */
   readonly selected?: ReadonlySet<string>;
 }
@@ -160,7 +160,7 @@ export function runCheck<T>(def: CheckDef<T>, opts: RunOptions): CheckResult {
   if (def.kind === "delegated") {
     try {
       const r = def.delegate({
-        seed, runSeed: opts.seed, profile: opts.profile, replayPath: opts.replay?.path, selected: opts.selected ?? new Set([def.id]),
+        seed, runSeed: opts.seed, profile: opts.profile, replayPath: opts.replay?.path, ...(opts.replay?.dump !== undefined ? { replayDump: opts.replay.dump } : {}), selected: opts.selected ?? new Set([def.id]),
       });
       const res = done({ status: r.status, runs: r.runs, path: r.path, worst: r.worst, message: r.message, ...(r.details ? { details: r.details } : {}) });
       return { ...res, seed: r.seed, replay: replayCommand(def.id, r.seed, r.path, args), ms: r.ms ?? res.ms };
@@ -192,7 +192,7 @@ export function runCheck<T>(def: CheckDef<T>, opts: RunOptions): CheckResult {
   });
   const settled = tally.settled(details, numRuns);
   if (settled !== null) return done(settled);
-  const example = details.counterexample === null ? "" : ` — case ${fc.stringify(details.counterexample[0])}`;
+  const example = details.counterexample === null ? "" : ` — case ${caseText(details.counterexample[0])}`;
   // The worst error reported is the shrunk counterexample's own, so run it once more.
   let shrunk: CaseOutcome | undefined;
   try {
@@ -201,6 +201,23 @@ export function runCheck<T>(def: CheckDef<T>, opts: RunOptions): CheckResult {
     shrunk = undefined;
   }
   return done(counterexampleVerdict(details, example, shrunk));
+}
+
+/**
+ * A counterexample as a message shows it: JSON (fast-check's records have no prototype, which its
+ * own printer writes as `{__proto__:null,...}`), with a non-finite or negative-zero number as a
+ * string ("NaN", "-0"); fast-check's printer for what JSON cannot hold (a function, a cycle).
+ */
+export function caseText(value: unknown): string {
+  try {
+    const text = JSON.stringify(value, (_k, v: unknown) =>
+      typeof v === "number" && (!Number.isFinite(v) || Object.is(v, -0)) ? (Object.is(v, -0) ? "-0" : String(v))
+        : typeof v === "bigint" ? v.toString() : v);
+    if (text !== undefined) return text;
+  } catch {
+    // a cycle
+  }
+  return fc.stringify(value);
 }
 
 function statusOf(out: CaseOutcome): CheckResult["status"] {

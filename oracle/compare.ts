@@ -19,6 +19,8 @@ export interface Worst {
   rel: number;
   tensor: string;
   index: number;
+  /** The element in the kernel's batch, where the judge knows the layout: `(b=0, t=15, h=1, i=3)`. */
+  at?: string;
 }
 
 /** The verdict on one case (a check's CaseOutcome). `vacuous` marks a comparison over (near-)zero values. */

@@ -61,6 +61,30 @@ export interface Compared {
   ref32: ArrayLike<number>;
   /** "token": [T, w] per sequence; "state": a final state or its gradient (what the shape-dependent mutations need). */
   part?: "token" | "state";
+  /**
+   * How a failure message names the tensor, when not by `name`: a py: kernel's own keyword first,
+   * ours in brackets (`dg [dalpha]`, `dinitial_state [dM (initial state)]`; cases/kernel-batch.ts).
+   */
+  label?: string;
+}
+
+/**
+ * An element of a compared tensor as the kernel's batch holds it: sequence n = b·H + h; a per-token
+ * tensor is [T, w] per sequence, (b, t, h, i); a square state block (d x d) is (b, h, i, j), another
+ * state block (b, h, i) over its flat entries. `[index]` where the layout is not known (tape-e2e, a
+ * packed batch) or the tensor's length does not fit it.
+ */
+export function elementAt(it: Pick<Compared, "part" | "seq" | "ref64">, index: number, layout: CaseLayout | undefined): string {
+  if (layout === undefined || it.part === undefined || layout.H < 1) return `[${index}]`;
+  const b = Math.floor(it.seq / layout.H), h = it.seq % layout.H, n = it.ref64.length;
+  if (it.part === "token") {
+    const w = n / layout.T;
+    if (!Number.isInteger(w) || w < 1) return `[${index}]`;
+    const t = Math.floor(index / w);
+    return w === 1 ? `(b=${b}, t=${t}, h=${h})` : `(b=${b}, t=${t}, h=${h}, i=${index % w})`;
+  }
+  const d = Math.round(Math.sqrt(n));
+  return d > 1 && d * d === n ? `(b=${b}, h=${h}, i=${Math.floor(index / d)}, j=${index % d})` : `(b=${b}, h=${h}, i=${index})`;
 }
 
 /** How a judge call is run beyond its items (docs/spec/precision.md#power). */
@@ -69,6 +93,12 @@ export interface JudgeOptions {
   layout?: CaseLayout;
   /** Judge mutated copies of a passing case's outputs (default true). */
   mutations?: boolean;
+  /**
+   * The kernel's outputs were NaN-filled before the call (a native library's, ffi/lib.ts), so a NaN
+   * where the reference is finite is an element it did not write. Otherwise (a py: kernel returns
+   * its own tensors) a NaN is one it computed.
+   */
+  prefilled?: boolean;
   /**
    * Test-only: multiplies every bound and bias threshold (a deliberately weakened judge, to prove
    * that blind spots and --min-power show it). Never set by a check.
@@ -110,9 +140,9 @@ const sig = (x: number) => Number(x.toPrecision(4));
  * per-tensor measurements the report keeps: the largest error, the plain reference's error and the
  * bound (at the sequence closest to its bound), and the bias statistic.
  */
-function biasAndDetails(items: Compared[], p: Precision, slack: number, ledger: JudgeLedger): { failure?: string; details: Record<string, unknown> } {
+function biasAndDetails(items: Compared[], p: Precision, slack: number, ledger: JudgeLedger): { failure?: string; failedTensor?: string; details: Record<string, unknown> } {
   const tensors: Record<string, Record<string, number | boolean | string | null>> = {};
-  let failure: string | undefined;
+  let failure: string | undefined, failedTensor: string | undefined;
   for (const name of [...new Set(items.map((i) => i.name))]) {
     const mine = items.filter((i) => i.name === name && i.kernel !== undefined && i.kernel.length === i.ref64.length);
     if (mine.length === 0) continue;
@@ -147,12 +177,13 @@ function biasAndDetails(items: Compared[], p: Precision, slack: number, ledger: 
       threshold: sig(threshold), bias: biased, power: power.power === null ? null : sig(power.power), power_by: power.by,
     };
     if (biased && failure === undefined && live) {
-      failure = `${name}: systematic bias, slope of (kernel - ref64) on ref64 = ${v.slope.toExponential(3)} (${(Math.abs(v.slope) / v.sigma).toFixed(1)} standard errors) ` +
+      failedTensor = name;
+      failure = `${mine[0]!.label ?? name}: systematic bias, slope of (kernel - ref64) on ref64 = ${v.slope.toExponential(3)} (${(Math.abs(v.slope) / v.sigma).toFixed(1)} standard errors) ` +
         `exceeds max(${v.k}σ = ${(v.k * v.sigma).toExponential(2)}, 2‖plain − ref64‖/‖ref64‖ = ${v.plainTerm.toExponential(2)}, ${p.storage} floor ${v.floor}) ` +
         `(docs/spec/precision.md#bias)`;
     }
   }
-  return { failure, details: { precision: { ...p }, tensors } };
+  return { failure, failedTensor, details: { precision: { ...p }, tensors } };
 }
 
 /**
@@ -209,9 +240,14 @@ function judgeItems(items: Compared[], exercised: Set<string>, who: string, prec
   let worst: Worst | undefined;
   let worstRatio = -1;
   let failure: string | undefined;
+  // the failing element: the report's worst names what the message names
+  let failed: Worst | undefined;
+  // per tensor its worst element over the sequences (a bias failure's worst)
+  const worstOf = new Map<string, { ratio: number; worst: Worst }>();
   let anyLive = false;
   for (const it of items) {
-    const where = `${it.name} (sequence ${it.seq})`;
+    const label = it.label ?? it.name;
+    const where = `${label} (sequence ${it.seq})`;
     if (it.kernel === undefined) {
       failure ??= `${who} does not return ${it.name}, which the reference computes`;
       continue;
@@ -222,8 +258,14 @@ function judgeItems(items: Compared[], exercised: Set<string>, who: string, prec
     }
     const bad = firstNonFinite(it.kernel, it.ref64);
     if (bad >= 0) {
-      failure ??= `${where}[${bad}] is ${it.kernel[bad]} where the reference is ${it.ref64[bad]}` +
-        (Number.isNaN(it.kernel[bad]!) ? " — outputs are NaN-filled before every call: the kernel did not write this element" : "");
+      if (failure === undefined) {
+        const at = elementAt(it, bad, opts.layout);
+        failure = `${where} at ${at} is ${it.kernel[bad]} where the reference is ${it.ref64[bad]}` +
+          (!Number.isNaN(it.kernel[bad]!) ? "" : opts.prefilled === true
+            ? " — outputs are NaN-filled before every call: the kernel did not write this element"
+            : " — a NaN in the kernel's own output (its outputs are not prefilled: it computed this value)");
+        failed = { abs: Infinity, rel: Infinity, tensor: `${label}[seq ${it.seq}]`, index: bad, at };
+      }
       continue;
     }
     const mag = maxAbs(it.ref64);
@@ -235,21 +277,27 @@ function judgeItems(items: Compared[], exercised: Set<string>, who: string, prec
     const k = flashRule(it.kernel, it.ref64, it.ref32, floor);
     const bound = k.bound * slack;
     const ratio = bound > 0 ? k.err / bound : k.err === 0 ? 0 : Infinity;
+    const at = elementAt(it, k.at, opts.layout);
+    const here = (): Worst => ({
+      abs: k.err, rel: k.err / Math.max(Math.abs(it.ref64[k.at]!), 1e-300), tensor: `${label}[seq ${it.seq}]`, index: k.at,
+      ...(at.startsWith("(") ? { at } : {}),
+    });
     if (ratio > worstRatio) {
       worstRatio = ratio;
-      const ref = it.ref64[k.at]!;
-      worst = { abs: k.err, rel: k.err / Math.max(Math.abs(ref), 1e-300), tensor: `${it.name}[seq ${it.seq}]`, index: k.at };
+      worst = here();
     }
+    if (ratio > (worstOf.get(it.name)?.ratio ?? -1)) worstOf.set(it.name, { ratio, worst: here() });
     if (!(Number.isFinite(k.errRef) && k.err <= bound) && failure === undefined) {
-      failure = `${where}: max |kernel - ref64| = ${k.err.toExponential(3)} at [${k.at}] (kernel ${it.kernel[k.at]}, ref64 ${it.ref64[k.at]}) ` +
+      failure = `${where}: max |kernel - ref64| = ${k.err.toExponential(3)} at ${at} (kernel ${it.kernel[k.at]}, ref64 ${it.ref64[k.at]}) ` +
         `> ${slack === 1 ? "" : `${slack} x (`}2 x ${k.errRef.toExponential(3)} (plain ${precision.storage}/${precision.accumulate}-accumulate reference) + ${floor.toExponential(3)} (floor)${slack === 1 ? "" : ")"}`;
+      failed = here();
     }
   }
   const bias = biasAndDetails(items, precision, slack, ledger);
   const details = bias.details;
-  if (failure !== undefined) return { ok: false, worst, message: failure, details };
+  if (failure !== undefined) return { ok: false, worst: failed ?? worst, message: failure, details };
   if (!anyLive) return { ok: false, vacuous: true, worst, message: `every compared reference value is below ${EXERCISED}`, details };
-  if (bias.failure !== undefined) return { ok: false, worst, message: `${who}: ${bias.failure}`, details };
+  if (bias.failure !== undefined) return { ok: false, worst: worstOf.get(bias.failedTensor!)?.worst ?? worst, message: `${who}: ${bias.failure}`, details };
   if (opts.mutations !== false) ledger.addMutations(judgeMutations(items, precision, slack, opts.layout));
   return { ok: true, worst, details };
 }

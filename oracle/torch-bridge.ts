@@ -99,7 +99,7 @@ export class TorchBridge {
     const run = async () => {
       const p = await this.ensure();
       const id = this.nextId++;
-      const m = await p.request(encode({ ...header, id }, tensors), what, this.opts.timeoutMs ?? 60_000);
+      const m = await p.request(encode({ ...header, id }, tensors), what, this.opts.timeoutMs ?? 60_000, this.opts.timeoutSetting);
       if (m.header.id !== id) throw new TorchBridgeError("protocol", `torch bridge: reply id ${m.header.id}, expected ${id}`);
       const err = replyError(m.header, what);
       if (err !== null) throw err;
@@ -180,7 +180,7 @@ export class TorchBridge {
     const run = async () => {
       const p = await this.ensure();
       const id = this.nextId++;
-      return (await p.request(encode({ ...header, id }, tensors), `raw ${String(header.op)}`, this.opts.timeoutMs ?? 60_000)).header;
+      return (await p.request(encode({ ...header, id }, tensors), `raw ${String(header.op)}`, this.opts.timeoutMs ?? 60_000, this.opts.timeoutSetting)).header;
     };
     const r = this.chain.then(run, run);
     this.chain = r.catch(() => undefined);

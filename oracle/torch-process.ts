@@ -109,12 +109,13 @@ export class Proc {
     for (const p of this.waiting.splice(0)) p.reject(this.dead);
   }
 
-  request(bytes: Uint8Array, what: string, timeoutMs: number): Promise<Message> {
+  request(bytes: Uint8Array, what: string, timeoutMs: number, setting?: string): Promise<Message> {
     if (this.dead !== null) return Promise.reject(this.dead);
     return new Promise<Message>((resolve, reject) => {
       const timer = setTimeout(() => {
         const e = new TorchBridgeError("timeout",
-          `torch bridge: ${what} timed out after ${timeoutMs} ms; the bridge process was killed (the next request starts a new one)` +
+          `torch bridge: ${what} timed out after ${timeoutMs} ms` + (setting === undefined ? "" : ` (the limit: ${setting}; raise it for a slow kernel)`) +
+          "; the bridge process was killed (the next request starts a new one)" +
           (this.stderrTail.trim() ? `; stderr tail:\n${this.stderrTail.trim()}` : ""));
         this.fail(e);
         this.kill();

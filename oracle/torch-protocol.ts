@@ -8,6 +8,8 @@ export interface BridgeOptions {
   readonly python?: string;
   /** Per-request timeout (ms). Default 60 000. */
   readonly timeoutMs?: number;
+  /** The setting the per-request timeout comes from, named in a timeout's message (`NLC_PY_KERNEL_TIMEOUT=60 s`). */
+  readonly timeoutSetting?: string;
   /** Timeout of the start handshake (python start + `import torch`), ms. Default 60 000. */
   readonly startTimeoutMs?: number;
   /** Copy the bridge's stderr to ours (it is always kept for error messages). */

@@ -205,7 +205,7 @@ export function chunkCase(decl: RuleDecl, lib: KernelLib, k: KSpec, exercised: S
     });
     const items = comparedItems(kernels, refs64, refs32, false, "abi", false);
     const who = `nlk_${decl.key} over three chunks of ${CHUNK}${splitNeutral ? "" : " (against the reference cut the same way)"}`;
-    const r = flashCompare(items, exercised, who, precision, { layout: { B: shape.B, H: shape.H, T: shape.T, C: CHUNK } });
+    const r = flashCompare(items, exercised, who, precision, { layout: { B: shape.B, H: shape.H, T: shape.T, C: CHUNK }, prefilled: true });
     if (!splitNeutral) return r.ok ? { ...r, message: "the rule derives state at each call: compared with the reference run as the same three calls" } : r;
     const same = compareBits(chunked, whole.backward, "");
     return r.ok ? { ...r, message: same === null ? "gradients bitwise equal to one call" : `gradients within the bound; not bitwise equal to one call (${same.trim()})` } : r;

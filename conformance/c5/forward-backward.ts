@@ -94,7 +94,7 @@ function compareAll(decl: RuleDecl, frozen: boolean, k: KSpec, seqs: Seq[], cfg:
   const ref = (s: Seq, p: 32 | 64) => (which === "forward" ? refForward(decl, frozen, s, p, cfg, form) : refBackward(decl, frozen, s, p, cfg, k, form));
   const r64 = seqs.map((s) => ref(s, 64));
   const r32 = seqs.map((s, n) => plainYardstickSeq(precision.accumulate, r64[n]!, () => asStored(ref(s, 32), precision), plainRuns(decl)));
-  return flashCompare(comparedItems(kernel, r64, r32, frozen, "abi", true), exercised, who, precision, { layout: { B: shape.B, H: shape.H, T: shape.T, C: k.C } });
+  return flashCompare(comparedItems(kernel, r64, r32, frozen, "abi", true), exercised, who, precision, { layout: { B: shape.B, H: shape.H, T: shape.T, C: k.C }, prefilled: true });
 }
 
 /** Splits batched kernel outputs [B, T, H, w] and [B, H, ...] into per-sequence records. */

@@ -91,5 +91,5 @@ export function e2eCase(decl: RuleDecl, lib: KernelLib, spec: RuleCaseSpec, exer
     if (g64 === null || g64 === undefined) return { ok: false, message: `no reference gradient reached ${n}` };
     items.push({ name: paramGradName(n), group: "grad", seq: 0, kernel: gk?.data, ref64: g64.data, ref32: g32 ?? new Float64Array(g64.data.length) });
   }
-  return flashCompare(items, exercised, `rule '${decl.key}' with the ${lib.backend} kernel as its inner loop`, precision);
+  return flashCompare(items, exercised, `rule '${decl.key}' with the ${lib.backend} kernel as its inner loop`, precision, { prefilled: true });
 }

@@ -8,7 +8,7 @@
 import type { CheckDef, DelegatedResult, DelegateOptions } from "../../harness/check.ts";
 import { ChildResults, runBatch } from "../../harness/child-process.ts";
 import type { BackendInfo } from "../../harness/report.ts";
-import { kernelTimeoutMs } from "./kernel-session.ts";
+import { kernelTimeoutMs, kernelTimeoutSetting } from "./kernel-session.ts";
 import { parsePyBackend, pyBackendNames, pyPlan, type PyBackend, type PyEntry } from "./plan.ts";
 
 const CHILD = `${import.meta.dir}/child.ts`;
@@ -26,7 +26,10 @@ function childTimeoutMs(n: number): number {
 const unavailable = new Map<string, string>();
 
 const results = new ChildResults((req) => {
-  const r = runBatch({ cmd: [process.execPath, CHILD], who: `the child process running ${req.backend}`, timeoutMs: childTimeoutMs, replayArgs: ["--backend", req.backend] }, req);
+  const r = runBatch({
+    cmd: [process.execPath, CHILD], who: `the child process running ${req.backend}`, timeoutMs: childTimeoutMs,
+    timeoutSetting: `2 x ${kernelTimeoutSetting()} + 120 s a check`, replayArgs: ["--backend", req.backend],
+  }, req);
   ran.set(req.backend, "ran");
   for (const res of r.values()) {
     const why = res.details?.unavailable;

@@ -7,6 +7,7 @@
  *   bun conformance/py/child.ts < request.json      (BatchRequest)
  */
 import { writeSync } from "node:fs";
+import { CaseDump } from "../../harness/dump.ts";
 import type { CaseOutcome, Profile } from "../../harness/check.ts";
 import { DEFAULT_CHUNK_SIZES, ShapeTally, regimeOutcome, withShapes } from "../../cases/kernel-batch.ts";
 import { TorchBridgeError } from "../../oracle/torch-bridge.ts";
@@ -33,7 +34,7 @@ const emit = (line: string) => writeSync(1, `${line}\n`);
  * (details.shapes).
  */
 function definition(e: PyEntry, s: KernelSession, profile: Profile, replayArgs: string[], exercised: Set<string>, names: Set<string>,
-  tally: ShapeTally): AsyncPropertyCheck<any> {
+  tally: ShapeTally, dump?: CaseDump): AsyncPropertyCheck<any> {
   const p = kernelPrecision(s.info);
   const declared = s.info.chunk_sizes ?? null;
   const chunks = declared ?? DEFAULT_CHUNK_SIZES;
@@ -44,7 +45,7 @@ function definition(e: PyEntry, s: KernelSession, profile: Profile, replayArgs: 
     if (c.packed !== null) tally.addPacked({ lengths: c.packed.lengths, H: c.H, d: c.cfg.d }, C);
     else tally.add({ B: c.B, T: c.T, H: c.H, d: c.cfg.d }, C);
     for (const n of e.kind === "forward" ? forwardNames(c) : backwardNames(c)) names.add(n);
-    return e.kind === "forward" ? forwardCase(s, e.decl, e.key, c, exercised, p) : backwardCase(s, e.decl, e.key, c, exercised, p);
+    return e.kind === "forward" ? forwardCase(s, e.decl, e.key, c, exercised, p, dump) : backwardCase(s, e.decl, e.key, c, exercised, p, dump);
   };
   const base = { kind: "property" as const, id: e.id, class: "C5" as const, subject: e.subject, spec: e.spec, tolerance: e.tolerance, runs: e.runs, replayArgs };
   if (profile === "regime") {
@@ -142,7 +143,9 @@ async function run(req: BatchRequest): Promise<void> {
         continue;
       }
       const exercised = new Set<string>(), names = new Set<string>(), tally = new ShapeTally();
-      const def = definition(e, session, req.profile, ["--backend", backend.name], exercised, names, tally);
+      // --replay … --dump DIR: the one replayed case's tensors (harness/dump.ts)
+      const dump = c.dump !== undefined && req.runSeed === undefined ? new CaseDump(c.dump) : undefined;
+      const def = definition(e, session, req.profile, ["--backend", backend.name], exercised, names, tally, dump);
       const r = req.runSeed !== undefined
         ? await runAsyncCheck(def, { seed: req.runSeed, profile: req.profile })
         : await runAsyncCheck(def, { seed: 0, profile: req.profile, replay: { seed, path: c.path ?? "" } });
@@ -150,7 +153,13 @@ async function run(req: BatchRequest): Promise<void> {
       const out = withShapes(coverage(r, [...names], exercised), tally);
       // the inputs this check generated at their neutral value and did not compare (docs/spec/py-backend.md#absent)
       const absent = e.frozen ? [] : session.info.conventions.absent.filter((n) => (e.decl.gates as readonly string[]).includes(n));
-      emit(resultLine({ ...out, message: out.message ? `${out.message} [${device}]` : `[${device}]`, details: { ...out.details, absent } }));
+      const message = out.message ? `${out.message} [${device}]` : `[${device}]`;
+      if (dump !== undefined) {
+        const manifest = dump.finish({ check: c.id, seed, path: c.path ?? "", kernel: `${backend.module}:${backend.callable}`, rule: e.key, status: out.status, message,
+          names: "kernel/sent and kernel/returned: python/PROTOCOL.md's names, batched as on the wire; judged/<tensor>/seq<n>: per sequence n = b·H + h, the kernel's values, ref64 and the plain reference" });
+        process.stderr.write(`dump: ${manifest}\n`);
+      }
+      emit(resultLine({ ...out, message, details: { ...out.details, absent } }));
     }
   } finally {
     await session.close();

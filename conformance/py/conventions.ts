@@ -33,6 +33,11 @@ export interface Conventions {
    * does too (docs/spec/precision.md#intermediates); null: f32 intermediates. Absent from older hosts.
    */
   readonly intermediates?: "storage" | null;
+  /** The kernel's own names (messages only): our input -> its keyword (`names`, `log_gates`). Absent from older hosts. */
+  readonly keywords?: Readonly<Record<string, string>>;
+  /** The keyword the kernel takes the initial state under (`initial_state`), and whether states travel as a dict. */
+  readonly initial_state?: string;
+  readonly state_dict?: boolean;
 }
 
 export const NO_CONVENTIONS: Conventions = { absent: [], scale: null, log_gates: {}, bounded: [], qk_l2norm: false, accumulate: null };

@@ -13,7 +13,9 @@ import type { CaseOutcome } from "../../harness/check.ts";
 import type { Precision } from "../../src/precision.ts";
 import type { InnerInputs, RuleDecl, State } from "../../src/rules/types.ts";
 import type { Tensor } from "../../src/tensor.ts";
-import { comparedItems, fromInnerGrads, tensorName, type TensorKey } from "../../cases/kernel-batch.ts";
+import { CaseDump } from "../../harness/dump.ts";
+import type { Compared } from "../../oracle/kernel-judge.ts";
+import { comparedItems, fromInnerGrads, kernelLabel, tensorName, type KernelNames, type TensorKey } from "../../cases/kernel-batch.ts";
 import { flashCompare } from "../../oracle/kernel-judge.ts";
 import type { SeqTensors } from "../../oracle/plain-reference.ts";
 import { seqCfg, toKernelGrads, type PyCase } from "./cases.ts";
@@ -48,10 +50,42 @@ function ref64(decl: RuleDecl, c: PyCase, n: number): SeqTensors {
   return { y: fw.y.data, state: Object.fromEntries(Object.entries(fw.finalState).map(([n, t]) => [n, t.data])), ...fromInnerGrads(g) };
 }
 
+/** A file name from a tensor's name: `dM (initial state)` -> `dM_initial_state_`. */
+const fileName = (name: string) => name.replace(/[^A-Za-z0-9._-]+/g, "_");
+
+/**
+ * The case's tensors into `dump` (--replay … --dump DIR): the request's tensors as sent to the
+ * kernel and its reply, batched as on the wire (python/PROTOCOL.md names), and per compared tensor
+ * and sequence the kernel's values, ref64 and the plain reference, as judged.
+ */
+function dumpCase(dump: CaseDump, c: PyCase, items: readonly Compared[]): void {
+  for (const it of items) {
+    const n = it.ref64.length, w = n / c.T;
+    const shape = it.part === "token" && c.packed === null && Number.isInteger(w) ? [c.T, w] : Math.sqrt(n) % 1 === 0 && it.part === "state" ? [Math.sqrt(n), Math.sqrt(n)] : [n];
+    const at = `judged/${fileName(it.name)}/seq${it.seq}`;
+    if (it.kernel !== undefined && it.kernel.length === n) dump.tensor(`${at}.kernel.npy`, shape, it.kernel, `${it.label ?? it.name}, sequence ${it.seq}: the kernel's values`);
+    dump.tensor(`${at}.ref64.npy`, shape, it.ref64, `${it.label ?? it.name}, sequence ${it.seq}: the f64 reference`);
+    dump.tensor(`${at}.plain.npy`, shape, it.ref32, `${it.label ?? it.name}, sequence ${it.seq}: the plain reference at the kernel's precision (the yardstick)`);
+  }
+}
+
 /** One phase of a case: the kernel's tensors `keys` against ref64, the plain reference as the yardstick. */
-async function phaseCase(s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision, which: "forward" | "backward"): Promise<CaseOutcome> {
+async function phaseCase(s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision, which: "forward" | "backward",
+  dump?: CaseDump): Promise<CaseOutcome> {
   const keys = which === "forward" ? forwardKeys(c) : backwardKeys(c);
-  const kernel = readReply(c, which === "forward" ? await s.forward(c, key) : await s.backward(c, key), keys, "kernel", which);
+  if (dump !== undefined) {
+    s.onExchange = (op, sent, got) => {
+      for (const [n, t] of sent) dump.tensor(`kernel/sent/${fileName(n)}.npy`, t.shape, t.data, `${op}: ${n} as sent to the kernel (in its parametrisation and layout)`);
+      for (const [n, t] of got) dump.tensor(`kernel/returned/${fileName(n)}.npy`, t.shape, t.data, `${op}: ${n} as the kernel returned it`);
+    };
+  }
+  let reply;
+  try {
+    reply = which === "forward" ? await s.forward(c, key) : await s.backward(c, key);
+  } finally {
+    s.onExchange = null;
+  }
+  const kernel = readReply(c, reply, keys, "kernel", which);
   // a packed batch's sequence is judged against the reference run on that sequence alone (docs/spec/py-backend.md#packed)
   const r64 = c.seqs.map((_, n) => toKernelGrads(c, n, ref64(decl, c, n)));
   const r32 = await s.plainReference(c, key, p, keys, r64);
@@ -60,12 +94,16 @@ async function phaseCase(s: KernelSession, decl: RuleDecl, key: string, c: PyCas
       if (k.part === "dState0" && r64[0]!.dState0[k.name] === undefined) throw new Error(`the reference backward of ${key} returns no gradient of the state ${k.name}`);
     }
   }
-  return flashCompare(comparedItems(kernel, r64, r32, c.frozen, "py", false), exercised, `${s.backend.module}:${s.backend.callable}`, p,
+  const conv = s.info.conventions;
+  const names: KernelNames = { keywords: conv?.keywords ?? {}, initialState: conv?.initial_state ?? "initial_state", stateDict: conv?.state_dict ?? false, states: c.stateNames };
+  const items = comparedItems(kernel, r64, r32, c.frozen, "py", false, (k, ours) => kernelLabel(k, ours, names));
+  if (dump !== undefined) dumpCase(dump, c, items);
+  return flashCompare(items, exercised, `${s.backend.module}:${s.backend.callable}`, p,
     // the shape-dependent output mutations assume sequences of one length T: none for a packed batch
     c.packed === null ? { layout: { B: c.B, H: c.H, T: c.T } } : {});
 }
 
-export const forwardCase = (s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision): Promise<CaseOutcome> =>
-  phaseCase(s, decl, key, c, exercised, p, "forward");
-export const backwardCase = (s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision): Promise<CaseOutcome> =>
-  phaseCase(s, decl, key, c, exercised, p, "backward");
+export const forwardCase = (s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision, dump?: CaseDump): Promise<CaseOutcome> =>
+  phaseCase(s, decl, key, c, exercised, p, "forward", dump);
+export const backwardCase = (s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision, dump?: CaseDump): Promise<CaseOutcome> =>
+  phaseCase(s, decl, key, c, exercised, p, "backward", dump);

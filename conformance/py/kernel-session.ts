@@ -52,6 +52,11 @@ export function kernelTimeoutMs(): number {
   return Number.isFinite(s) && s > 0 ? s * 1000 : 60_000;
 }
 
+/** Where the kernel timeout comes from, as a message names it: `NLC_PY_KERNEL_TIMEOUT=60 s (default)`. */
+export function kernelTimeoutSetting(): string {
+  return `NLC_PY_KERNEL_TIMEOUT=${kernelTimeoutMs() / 1000} s${process.env.NLC_PY_KERNEL_TIMEOUT === undefined ? " (default)" : ""}`;
+}
+
 export type Out = Map<string, Tensor>;
 
 /** The `intermediates` of an `inner` request (python/PROTOCOL.md): stored values held in `dtype`, rounded to nearest or stochastically from a seed. */
@@ -65,14 +70,14 @@ export const STORAGE_RANDOM_RUNS = 16;
 
 /**
  * The precision a judged kernel is held to (docs/spec/py-backend.md#precision): storage = its
- * dtype, state = its state_dtype, sums in f32. An all-f32 kernel keeps the f64-accumulate floor
- * it was always judged with: its yardstick is a plain f32 PyTorch run (f32 scalars as well as f32
- * sums), which the wider floor of the emulated f32 reference exists to make up for.
+ * dtype, state = its state_dtype, sums in f32. PyTorch and Triton sum f32 tensors in f32 (matmul,
+ * sum, a chunked form's products), so an f32 kernel too is judged as summing in f32 unless it
+ * declares `"accumulate": "f64"` (docs/spec/precision.md#default-accumulate): a correct chunked
+ * f32 kernel was 1.8x over the f64-sum floor on dα at seeds 1-3.
  */
 export function kernelPrecision(info: Pick<KernelInfo, "dtype" | "state_dtype"> & { conventions?: Conventions }): Precision {
   const storage = info.dtype as StorageDType, state = info.state_dtype ?? "f32";
-  // an f32 kernel that declares f32 sums (a Triton kernel) is judged with the f32-sum floor (docs/spec/precision.md#floors)
-  if (storage === "f32" && state === "f32") return (info.conventions ?? NO_CONVENTIONS).accumulate === "f32" ? { storage, state, accumulate: "f32" } : F32_STORE_F64_ACC;
+  if (storage === "f32" && state === "f32" && (info.conventions ?? NO_CONVENTIONS).accumulate === "f64") return F32_STORE_F64_ACC;
   return { storage, state, accumulate: "f32" };
 }
 
@@ -95,11 +100,14 @@ export class KernelSession {
   /** The reference process, started on first use (a kernel that fails at once never needs it). */
   private ref: Promise<TorchBridge> | null = null;
 
+  /** Called with every kernel request's tensors and reply (a --dump of a replayed case: harness/dump.ts). */
+  onExchange: ((op: string, sent: readonly [string, Tensor][], got: Out) => void) | null = null;
+
   private constructor(readonly backend: PyBackend, private readonly host: TorchBridge, readonly info: KernelInfo) {}
 
   /** Starts the kernel host and loads the kernel; a KernelFault names why it cannot be loaded. */
   static async open(backend: PyBackend): Promise<KernelSession> {
-    const host = await TorchBridge.start({ timeoutMs: kernelTimeoutMs() });
+    const host = await TorchBridge.start({ timeoutMs: kernelTimeoutMs(), timeoutSetting: kernelTimeoutSetting() });
     try {
       const r = await host.call({ op: "kernel_load", ...KernelSession.target(backend) }, [], "kernel_load");
       return new KernelSession(backend, host, r.header as unknown as KernelInfo);
@@ -121,6 +129,7 @@ export class KernelSession {
     const packed = c.packed === null ? {} : { cu_seqlens: c.packed.cu };
     try {
       const r = await this.host.call({ op, ...KernelSession.target(this.backend), rule, config: c.cfg, ...packed }, tensors, `${op} ${rule}`);
+      this.onExchange?.(op, tensors, r.tensors);
       return r.tensors;
     } catch (e) {
       throw fault(e, `${op.replace("kernel_", "")} of ${rule}`);

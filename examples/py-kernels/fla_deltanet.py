@@ -13,9 +13,8 @@ ops): a declaration each, no arithmetic (docs/spec/py-backend.md#conventions).
 * packed variable-length batches: `cu_seqlens` (B = 1, one state per sequence), so the harness also
   judges them on packed batches (docs/spec/py-backend.md#packed).
 """
-import functools
-
 import fla_style_ops as ops  # the adaptor's own folder is on sys.path
+from nlc_torch import declared  # the kernel host puts nl-conformance's python/ on sys.path
 
 FLA = {
     "state_layout": "transposed",
@@ -29,15 +28,6 @@ FLA = {
 }
 DELTANET = {**FLA, "rules": ["delta"], "absent": ["alpha"]}
 GATED_DELTANET = {**FLA, "rules": ["gated_delta"], "log_gates": {"alpha": "g"}}
-
-
-def declared(fn, **decl):
-    """`fn` itself (same signature) carrying a declaration."""
-    @functools.wraps(fn)
-    def kernel(*args, **kwargs):
-        return fn(*args, **kwargs)
-    kernel.nlc = decl
-    return kernel
 
 
 fused_recurrent_delta_rule = declared(ops.fused_recurrent_delta_rule, **DELTANET)

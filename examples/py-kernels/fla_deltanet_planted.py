@@ -15,7 +15,8 @@
 import torch
 
 import fla_style_ops as ops
-from fla_deltanet import DELTANET, GATED_DELTANET, declared
+from fla_deltanet import DELTANET, GATED_DELTANET
+from nlc_torch import declared
 
 
 def _gated_corrects_first_step(q, k, v, g, beta, S):

@@ -38,7 +38,8 @@ from fla.ops.delta_rule import fused_recurrent_delta_rule as _fused_recurrent_de
 from fla.ops.gated_delta_rule import chunk_gated_delta_rule as _chunk_gated_delta_rule  # noqa: E402
 from fla.ops.gated_delta_rule import fused_recurrent_gated_delta_rule as _fused_recurrent_gated_delta_rule  # noqa: E402
 
-from fla_deltanet import DELTANET, GATED_DELTANET, declared  # noqa: E402
+from fla_deltanet import DELTANET, GATED_DELTANET  # noqa: E402
+from nlc_torch import declared  # noqa: E402
 
 fused_recurrent_delta_rule = declared(_fused_recurrent_delta_rule, **DELTANET)
 # fla's recurrent Gated DeltaNet has no backward (it raises NotImplementedError): forward-only.

@@ -14,7 +14,8 @@ import functools
 
 import fla_style_ops as ops
 from deltanet_lowprec_planted import _ScaledGrad  # dβ scaled by 1 + 1/128 in f32, rounded to the storage dtype
-from fla_deltanet import GATED_DELTANET, declared
+from fla_deltanet import GATED_DELTANET
+from nlc_torch import declared
 
 fused_recurrent_gated_delta_rule_storage_bf16 = declared(ops.fused_recurrent_gated_delta_rule_storage, **GATED_DELTANET, dtype="bf16")
 fused_recurrent_gated_delta_rule_storage_bf16_stored = declared(ops.fused_recurrent_gated_delta_rule_storage, **GATED_DELTANET,

@@ -191,7 +191,10 @@ class Kernel:
         else:
             scale = {"value": 1.0, "keyword": None, "divided": float(s)} if s is not None else None
         return {"absent": self.absent, "scale": scale, "log_gates": self.log_gates, "bounded": self.bounded,
-                "qk_l2norm": bool(self.qk_l2norm), "accumulate": self.accumulate, "intermediates": self.intermediates}
+                "qk_l2norm": bool(self.qk_l2norm), "accumulate": self.accumulate, "intermediates": self.intermediates,
+                # the kernel's own names, for messages: our input -> its keyword, and its initial-state keyword
+                "keywords": {**self.names, **self.log_gates}, "initial_state": self.initial_state_kw,
+                "state_dict": self.state_dict}
 
     @staticmethod
     def _import(module: str, path: Optional[str]):
