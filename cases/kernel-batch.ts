@@ -28,6 +28,14 @@ export type Runs = Readonly<Record<"quick" | "default" | "deep", number>> & { re
 export const RUNS: Runs = { quick: 5, default: 30, deep: 300, regime: 3 };
 
 /**
+ * The key size of the declared guard case every kernel check (C5, native and py:) runs after its
+ * other declared cases: 5, the smallest above 4 that is not a power of two, where a kernel working
+ * in blocks of 8 lanes reads past an input's end unless it masks its loads (docs/spec/hazards.md#odd-key).
+ * Its batch: T = 3 (or the rule's minimum), B = 1, H = 2.
+ */
+export const ODD_KEY_D = 5;
+
+/**
  * The chunk sizes a kernel is judged at when it declares none (docs/spec/kernel-abi.md#chunk-sizes):
  * the sizes the field's chunked kernels use.
  */

@@ -12,7 +12,8 @@ import { DEFAULT_CHUNK_SIZES, ShapeTally, regimeOutcome, withShapes } from "../.
 import { TorchBridgeError } from "../../oracle/torch-bridge.ts";
 import { otherEnumValues } from "../../cases/rule-case.ts";
 import { coverage } from "../../oracle/kernel-judge.ts";
-import { buildPyCase, describeCase, pyBoundaryExample, pyCaseArb, pyPackedExample, pyRegimeArb, pyRegimes, type PyCaseSpec } from "./cases.ts";
+import { buildPyCase, describeCase, pyBoundaryExample, pyCaseArb, pyOddKeyExample, pyPackedExample, pyRegimeArb, pyRegimes, type PyCaseSpec } from "./cases.ts";
+import { HAZARD_PLAN, ProbeTally } from "../../ffi/hazards.ts";
 import { backwardCase, backwardNames, forwardCase, forwardNames } from "./kernel-cases.ts";
 import { KernelSession, kernelPrecision } from "./kernel-session.ts";
 import { absentInputs, NO_CONVENTIONS } from "./conventions.ts";
@@ -30,7 +31,7 @@ const emit = (line: string) => writeSync(1, `${line}\n`);
  * (details.shapes).
  */
 function definition(e: PyEntry, s: KernelSession, profile: Profile, replayArgs: string[], exercised: Set<string>, names: Set<string>,
-  tally: ShapeTally): AsyncPropertyCheck<any> {
+  tally: ShapeTally, probes: ProbeTally): AsyncPropertyCheck<any> {
   const p = kernelPrecision(s.info);
   const declared = s.info.chunk_sizes ?? null;
   const chunks = declared ?? DEFAULT_CHUNK_SIZES;
@@ -41,7 +42,7 @@ function definition(e: PyEntry, s: KernelSession, profile: Profile, replayArgs: 
     if (c.packed !== null) tally.addPacked({ lengths: c.packed.lengths, H: c.H, d: c.cfg.d }, C);
     else tally.add({ B: c.B, T: c.T, H: c.H, d: c.cfg.d }, C);
     for (const n of e.kind === "forward" ? forwardNames(c) : backwardNames(c)) names.add(n);
-    return e.kind === "forward" ? forwardCase(s, e.decl, e.key, c, exercised, p) : backwardCase(s, e.decl, e.key, c, exercised, p);
+    return e.kind === "forward" ? forwardCase(s, e.decl, e.key, c, exercised, p, probes) : backwardCase(s, e.decl, e.key, c, exercised, p, probes);
   };
   const base = { kind: "property" as const, id: e.id, class: "C5" as const, subject: e.subject, spec: e.spec, tolerance: e.tolerance, runs: e.runs, replayArgs };
   if (profile === "regime") {
@@ -69,10 +70,11 @@ function definition(e: PyEntry, s: KernelSession, profile: Profile, replayArgs: 
   // cases (docs/spec/conformance.md#enum-examples); a frozen read writes nothing, so not there
   const boundary = pyBoundaryExample(e.decl, C);
   const enums = e.frozen ? [] : otherEnumValues(e.decl, boundary.base).map((b) => ({ ...boundary, base: b }));
-  const more = enums.length;
+  // the declared guard case (d = 5) comes last and on top, so the generated cases stay the same cases as before
+  const more = enums.length + 1;
   return {
     ...base, runs: { quick: e.runs.quick + more, default: e.runs.default + more, deep: e.runs.deep + more, regime: e.runs.default + more }, arb: pyCaseArb(e.decl, profile),
-    examples: [boundary, ...enums, ...(packed ? [pyPackedExample(e.decl, C)] : [])],
+    examples: [boundary, ...enums, ...(packed ? [pyPackedExample(e.decl, C)] : []), pyOddKeyExample(e.decl)],
     describe: (spec: PyCaseSpec) => describeCase(buildPyCase(e.decl, spec, e.frozen, p, s.info.conventions)),
     run: one,
   };
@@ -122,7 +124,8 @@ async function run(req: BatchRequest): Promise<void> {
         continue;
       }
       const exercised = new Set<string>(), names = new Set<string>(), tally = new ShapeTally();
-      const def = definition(e, session, req.profile, ["--backend", backend.name], exercised, names, tally);
+      const probes = new ProbeTally(HAZARD_PLAN, session.info.nondeterministic?.tolerance ?? null);
+      const def = definition(e, session, req.profile, ["--backend", backend.name], exercised, names, tally, probes);
       const r = req.runSeed !== undefined
         ? await runAsyncCheck(def, { seed: req.runSeed, profile: req.profile })
         : await runAsyncCheck(def, { seed: 0, profile: req.profile, replay: { seed, path: c.path ?? "" } });
@@ -130,7 +133,7 @@ async function run(req: BatchRequest): Promise<void> {
       const out = withShapes(coverage(r, [...names], exercised), tally);
       // the inputs this check generated at their neutral value and did not compare (docs/spec/py-backend.md#absent)
       const absent = e.frozen ? [] : session.info.conventions.absent.filter((n) => (e.decl.gates as readonly string[]).includes(n));
-      emit(resultLine({ ...out, message: out.message ? `${out.message} [${device}]` : `[${device}]`, details: { ...out.details, absent } }));
+      emit(resultLine({ ...out, message: out.message ? `${out.message} [${device}]` : `[${device}]`, details: { ...out.details, absent, probes: probes.summary() } }));
     }
   } finally {
     await session.close();

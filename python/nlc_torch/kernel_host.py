@@ -24,6 +24,8 @@ from typing import Dict, List, Optional, Tuple
 
 import torch
 
+from .hazards import Guards, Plan
+
 GATE_NAMES = ("alpha", "theta", "eta")
 DTYPES = {"f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16, "f16": torch.float16}
 # Judged against a plain run of their own precision (docs/spec/py-backend.md#precision); an f64
@@ -105,6 +107,15 @@ class Kernel:
         if forward_only and self.backward is not None:
             raise KernelError(f"{spec}.nlc['forward_only'] is True, but {spec} has an explicit backward")
         self.forward_only = forward_only
+        # a kernel whose two runs of one case may differ (atomics, split reductions) says by how much
+        # (docs/spec/hazards.md#determinism): {"tolerance": relative to each output's largest magnitude}
+        nd = decl.get("nondeterministic", False)
+        tol = nd.get("tolerance") if isinstance(nd, dict) else None
+        if nd is not False and (not isinstance(nd, dict) or isinstance(tol, bool) or not isinstance(tol, (int, float))
+                                or not 0 < tol < 1):
+            raise KernelError(f"{spec}.nlc['nondeterministic']: expected {{'tolerance': <relative, in (0, 1)>}} or False, "
+                              f"got {nd!r} (docs/spec/hazards.md#determinism)")
+        self.tolerance: Optional[float] = None if nd is False else float(tol)
         self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         try:
             self.params = inspect.signature(self.fn).parameters
@@ -216,6 +227,7 @@ class Kernel:
             "state_layout": self.state_layout, "backward": "none" if self.forward_only else "explicit" if self.backward else "autograd",
             "device": str(self.device) + (f" ({torch.cuda.get_device_name(0)})" if self.device.type == "cuda" else ""),
             "judged": judged, "conventions": self.conventions(), "chunk_sizes": self.chunk_sizes, "varlen": self.varlen,
+            "nondeterministic": None if self.tolerance is None else {"tolerance": self.tolerance},
             "skip_reason": None if judged else
             f"{self.spec} declares dtype {self.dtype_name}; f32, bf16 and f16 kernels are judged (an f64 kernel's yardstick would be "
             "ref64 itself: docs/spec/py-backend.md#precision)",
@@ -300,8 +312,15 @@ def _flags(k: Kernel, kw: Dict[str, object], d_k: int) -> None:
         kw[k.qk_l2norm] = True
 
 
+def _guard_labels(k: Kernel, inputs: Dict[str, torch.Tensor], state: Dict[str, torch.Tensor], single: bool) -> Dict[str, str]:
+    """The kernel's keyword of each tensor it receives -> our name of it (docs/spec/hazards.md#guards)."""
+    labels = {k.keyword(n): n for n in inputs}
+    labels[k.initial_state_kw] = f"state.{next(iter(state))}" if single else "state"
+    return labels
+
+
 def _call_forward(k: Kernel, rule: str, cfg: dict, inputs: Dict[str, torch.Tensor], state: Dict[str, torch.Tensor],
-                  cu_seqlens: Optional[torch.Tensor] = None):
+                  cu_seqlens: Optional[torch.Tensor] = None, guards: Optional[Guards] = None):
     """Runs the forward on canonical-layout tensors (already on the device, in the kernel's
     dtype); returns (y, final state) canonical. Conversions stay in the autograd graph. A frozen
     read (`<rule>.frozen`) returns y alone; its state is unchanged, so the final state is None.
@@ -321,6 +340,8 @@ def _call_forward(k: Kernel, rule: str, cfg: dict, inputs: Dict[str, torch.Tenso
         kw[k.varlen] = cu_seqlens
     if k.accepts("config"):
         kw["config"] = dict(cfg)
+    if guards is not None:
+        guards.wrap_all(kw, _guard_labels(k, inputs, state, single))
     try:
         out = k.fn(**kw)
     except Exception as e:
@@ -433,9 +454,11 @@ class KernelHost:
         k = self.get(header)
         rule, cfg, inputs, state, _, cu = self._prepare(k, header, tensors)
         self._probe(k, rule, cfg, inputs, state, cu)
+
+        guards = Guards(Plan(header.get("hazards")))
         with torch.no_grad():
-            y, final = _call_forward(k, rule, cfg, inputs, state, cu)
-        return {"ok": True}, [("y", y)] + [(f"state.{n}", t) for n, t in (final or {}).items()]
+            y, final = _call_forward(k, rule, cfg, inputs, state, cu, guards)
+        return {"ok": True, **_observed(guards)}, [("y", y)] + [(f"state.{n}", t) for n, t in (final or {}).items()]
 
     def backward(self, header, tensors):
         k = self.get(header)
@@ -443,13 +466,15 @@ class KernelHost:
         self._probe(k, rule, cfg, inputs, state, cu)
         dy = extra.get("dy")
         d_state = {n[7:]: t for n, t in extra.items() if n.startswith("dstate.")}
+
+        guards = Guards(Plan(header.get("hazards")))
         if k.backward is not None:
-            grads = _explicit_backward(k, rule, cfg, inputs, state, dy, d_state, cu)
+            grads = _explicit_backward(k, rule, cfg, inputs, state, dy, d_state, cu, guards)
         else:
             leaves = {n: t.clone().requires_grad_(True) for n, t in inputs.items()}
             st0 = {n: t.clone().requires_grad_(True) for n, t in state.items()}
             with torch.enable_grad():
-                y, final = _call_forward(k, rule, cfg, leaves, st0, cu)
+                y, final = _call_forward(k, rule, cfg, leaves, st0, cu, guards)
                 loss = (y * dy).sum() if dy is not None else y.sum() * 0
                 for n, g in d_state.items():
                     loss = loss + (final[n] * g).sum()
@@ -460,7 +485,14 @@ class KernelHost:
                     sys.stderr.write(traceback.format_exc())
                     raise KernelError(f"{k.spec}: autograd of the forward failed: {type(e).__name__}: {e}") from None
             grads = {n: torch.zeros_like(t) if g is None else g for (n, t), g in zip(order, gs)}
-        return {"ok": True, "backward": "explicit" if k.backward else "autograd"}, [(f"grads.{n}", g) for n, g in grads.items()]
+        return ({"ok": True, "backward": "explicit" if k.backward else "autograd", **_observed(guards)},
+                [(f"grads.{n}", g) for n, g in grads.items()])
+
+
+def _observed(guards: Guards) -> dict:
+    """What the reply header says of the call's guards (docs/spec/hazards.md): the writes into the
+    inputs or their guards, the tensors guarded and the kernel's keyword of each."""
+    return {"hazards": guards.check(), "guarded": guards.labels, "keywords": guards.keywords}
 
 
 def _cu_seqlens(k: Kernel, cu, q: torch.Tensor, state: Dict[str, torch.Tensor]) -> Optional[torch.Tensor]:
@@ -480,7 +512,8 @@ def _cu_seqlens(k: Kernel, cu, q: torch.Tensor, state: Dict[str, torch.Tensor]) 
     return torch.tensor(cu, dtype=torch.long, device=k.device)
 
 
-def _explicit_backward(k: Kernel, rule, cfg, inputs, state, dy, d_state, cu_seqlens=None) -> Dict[str, torch.Tensor]:
+def _explicit_backward(k: Kernel, rule, cfg, inputs, state, dy, d_state, cu_seqlens=None,
+                       guards: Optional[Guards] = None) -> Dict[str, torch.Tensor]:
     """The kernel's own backward: called with the forward's keywords plus `dy` and `d_final_state`;
     returns a dict of gradients by the kernel's keyword names (initial state under its keyword)."""
     d_k = inputs["q"].shape[-1]
@@ -497,6 +530,10 @@ def _explicit_backward(k: Kernel, rule, cfg, inputs, state, dy, d_state, cu_seql
     kw["dy"] = k.to_kernel_token(dy) if dy is not None else None
     ds = {n: k.to_kernel_state(t) for n, t in d_state.items()}
     kw["d_final_state"] = (next(iter(ds.values())) if ds else None) if single else (ds or None)
+    if guards is not None:
+        labels = _guard_labels(k, inputs, state, single)
+        labels.update({"dy": "dy", "d_final_state": f"dstate.{next(iter(state))}" if single else "dstate"})
+        guards.wrap_all(kw, labels)
     try:
         out = k.backward(**kw)
     except Exception as e:
