@@ -133,7 +133,9 @@ async function run(req: BatchRequest): Promise<void> {
       const out = withShapes(coverage(r, [...names], exercised), tally);
       // the inputs this check generated at their neutral value and did not compare (docs/spec/py-backend.md#absent)
       const absent = e.frozen ? [] : session.info.conventions.absent.filter((n) => (e.decl.gates as readonly string[]).includes(n));
-      emit(resultLine({ ...out, message: out.message ? `${out.message} [${device}]` : `[${device}]`, details: { ...out.details, absent, probes: probes.summary() } }));
+      // the toolchain rides on each result to the parent, which lists it under the backend (checks.ts)
+      const toolchain = session.info.toolchain !== undefined ? { toolchain: session.info.toolchain } : {};
+      emit(resultLine({ ...out, message: out.message ? `${out.message} [${device}]` : `[${device}]`, details: { ...out.details, absent, probes: probes.summary(), ...toolchain } }));
     }
   } finally {
     await session.close();

@@ -14,6 +14,7 @@ import { NO_CONVENTIONS, type Conventions } from "./conventions.ts";
 import { emptySeq, isStateTensor, mapSeq, nameOf, setAt, type TensorKey, type TensorNaming } from "../../cases/kernel-batch.ts";
 import { farthestSeq, type SeqTensors } from "../../oracle/plain-reference.ts";
 import type { PyBackend } from "./plan.ts";
+import type { Toolchain } from "../../ffi/toolchain.ts";
 import { guardRequest, HAZARD_PLAN, probeAsync, type GuardedRun, type Hazard, type Poisoned } from "../../ffi/hazards.ts";
 
 /** What the kernel declares (kernel_load's reply). */
@@ -37,6 +38,8 @@ export interface KernelInfo {
   varlen?: string | null;
   /** The declared conventions (docs/spec/py-backend.md#conventions). */
   conventions: Conventions;
+  /** What runs the kernel (docs/spec/conformance.md#toolchain). */
+  toolchain?: Toolchain;
   /** A kernel whose two runs of a case may differ declares by how much (docs/spec/hazards.md#determinism); null: bitwise. */
   nondeterministic?: { tolerance: number } | null;
 }

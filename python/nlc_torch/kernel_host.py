@@ -53,7 +53,9 @@ class Kernel:
         module, _, attr = spec.rpartition(":")
         if not module or not attr:
             raise KernelError(f"kernel: expected <module>:<callable>, got {spec!r}")
-        self.fn = getattr(self._import(module, path), attr, None)
+        mod = self._import(module, path)
+        self.module_file: Optional[str] = getattr(mod, "__file__", None)
+        self.fn = getattr(mod, attr, None)
         if self.fn is None:
             raise KernelError(f"kernel: module {module!r} has no attribute {attr!r}")
         if inspect.isclass(self.fn) and issubclass(self.fn, torch.autograd.Function):
@@ -425,7 +427,7 @@ class KernelHost:
 
     def load(self, header, tensors):
         k = self.get(header)
-        return {"ok": True, **k.describe(), "torch": torch.__version__}, []
+        return {"ok": True, **k.describe(), "torch": torch.__version__, "toolchain": _toolchain(k)}, []
 
     def _prepare(self, k: Kernel, header, tensors):
         rule = header.get("rule")
@@ -487,6 +489,41 @@ class KernelHost:
             grads = {n: torch.zeros_like(t) if g is None else g for (n, t), g in zip(order, gs)}
         return ({"ok": True, "backward": "explicit" if k.backward else "autograd", **_observed(guards)},
                 [(f"grads.{n}", g) for n, g in grads.items()])
+
+
+def _toolchain(k: Kernel) -> dict:
+    """What runs the kernel (docs/spec/conformance.md#toolchain): torch, Triton, CUDA, driver, GPU,
+    the compiler torch was built with, Python, and the hash of the kernel's module file. Absent
+    fields do not apply or could not be found."""
+    import hashlib
+    import platform
+    import re
+    from importlib import metadata
+
+    t = {"torch": torch.__version__, "python": platform.python_version()}
+    try:
+        t["triton"] = metadata.version("triton")
+    except Exception:
+        pass
+    if torch.version.cuda:
+        t["cuda"] = torch.version.cuda
+    if k.device.type == "cuda":
+        t["gpu"] = torch.cuda.get_device_name(0)
+    try:
+        with open("/proc/driver/nvidia/version") as f:
+            m = re.search(r"Kernel Module\s+(?:for \S+\s+)?([\d.]+)", f.read())
+            if m:
+                t["driver"] = m.group(1)
+    except OSError:
+        pass
+    m = re.search(r"^\s*-\s*((?:GCC|clang|MSVC)[^\n]*)$", torch.__config__.show(), re.M)
+    if m:
+        t["compiler"] = m.group(1).strip()
+    if k.module_file and os.path.isfile(k.module_file):
+        t["file"] = k.module_file
+        with open(k.module_file, "rb") as f:
+            t["sha256"] = hashlib.sha256(f.read()).hexdigest()[:16]
+    return t
 
 
 def _observed(guards: Guards) -> dict:
