@@ -28,6 +28,14 @@ export type Runs = Readonly<Record<"quick" | "default" | "deep", number>> & { re
 export const RUNS: Runs = { quick: 5, default: 30, deep: 300, regime: 3 };
 
 /**
+ * The key size of the declared guard case every kernel check (C5, native and py:) runs after its
+ * other declared cases: 5, the smallest above 4 that is not a power of two, where a kernel working
+ * in blocks of 8 lanes reads past an input's end unless it masks its loads (docs/spec/hazards.md#odd-key).
+ * Its batch: T = 3 (or the rule's minimum), B = 1, H = 2.
+ */
+export const ODD_KEY_D = 5;
+
+/**
  * The chunk sizes a kernel is judged at when it declares none (docs/spec/kernel-abi.md#chunk-sizes):
  * the sizes the field's chunked kernels use.
  */
@@ -44,8 +52,8 @@ export const boundaryLengths = (C: number): number[] => [C - 1, C, C + 1, 2 * C 
 export const REGIMES = ["boundary", "wide", "heads", "long"] as const;
 export type Regime = (typeof REGIMES)[number];
 
-/** Head sizes where tiles split: powers of two of production kernels and one that is not (docs/spec/conformance.md#regime). */
-export const WIDE_D: readonly number[] = [64, 96, 128, 256];
+/** Head sizes where tiles split: powers of two of production kernels, and 48, 60, 100, which fill no power-of-two block (unmasked loads read past an end there; docs/spec/conformance.md#regime). */
+export const WIDE_D: readonly number[] = [64, 96, 128, 256, 48, 60, 100];
 /** Head counts of the heads regime (one just above 8, where a stride bug of 8 heads shows) and B·H ≥ HEADS_MIN_SEQS. */
 export const MANY_HEADS: readonly number[] = [9, 12, 16];
 export const HEADS_MIN_SEQS = 32;

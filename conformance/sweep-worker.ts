@@ -5,7 +5,7 @@
  */
 import { buildCatalogue } from "./catalogue.ts";
 import { adoptC9SkipReason } from "./c9/checks.ts";
-import { runCheck } from "../harness/run.ts";
+import { sweepSeed } from "../harness/sweep.ts";
 import type { SweepWorkerInit, SweepWorkerMessage } from "./sweep.ts";
 
 declare const self: Worker;
@@ -25,13 +25,8 @@ self.onmessage = (ev: MessageEvent<SweepWorkerInit | { kind: "seed"; seed: numbe
       const ids = new Set(job.ids);
       const defs = buildCatalogue({ fixtureDirs: [] }).checks.filter((c) => ids.has(c.id));
       const selected = new Set(defs.map((d) => d.id));
-      run = (seed) => {
-        const results = defs.map((def) => {
-          const r = runCheck(def, { seed, profile: job.profile, selected });
-          return { id: r.id, status: r.status, message: r.message, replay: r.replay, ms: r.ms };
-        });
-        post({ kind: "seed", seed, results });
-      };
+      // every generated case goes into the seed's digest: the evidence that the seeds ran different cases
+      run = (seed) => post({ kind: "seed", seed, ...sweepSeed(defs, seed, job.profile, selected) });
       post({ kind: "ready" });
     } else run!(job.seed);
   } catch (e) {

@@ -17,8 +17,8 @@ import { PROFILES, type Profile, type Status } from "../harness/check.ts";
 import { runInfo } from "../harness/report.ts";
 import { parseShard, type Shard } from "../harness/shard.ts";
 import {
-  describeSeeds, formatSweep, mergeSweeps, NON_PASS, parseSeeds, readSweepFile, seedShard, SWEEP_FORMAT, SweepFileError, SweepTally, writeSweep,
-  type Sweep,
+  describeSeeds, formatSweep, mergeSweeps, NON_PASS, parseSeeds, readSweepFile, seedShard, sweepClean, SWEEP_FORMAT, SweepFileError, SweepTally, writeSweep,
+  type CaseDigest, type Sweep,
 } from "../harness/sweep.ts";
 
 export const SWEEP_COMMANDS = ["sweep", "sweep-merge"] as const;
@@ -58,7 +58,7 @@ export interface SweepWorkerInit {
 
 export type SweepWorkerMessage =
   | { kind: "ready" }
-  | { kind: "seed"; seed: number; results: SweepWorkerResult[] }
+  | { kind: "seed"; seed: number; results: SweepWorkerResult[]; digest: CaseDigest }
   | { kind: "failed"; message: string };
 
 /** The options of `sweep`. */
@@ -140,7 +140,7 @@ async function sweep(argv: string[]): Promise<number> {
     format: SWEEP_FORMAT,
     run: {
       version: info.version, revision: info.revision, profile, filter: info.filter, seeds: tally.seeds(),
-      started: started.toISOString(), ended: new Date().toISOString(), ...(shard ? { shard } : {}), jobs,
+      started: started.toISOString(), ended: new Date().toISOString(), ...(shard ? { shard } : {}), jobs, case_digests: tally.caseDigests(),
     },
     checks: tally.checks(),
   });
@@ -170,6 +170,7 @@ async function sweep(argv: string[]): Promise<number> {
       if (m.kind === "ready") next();
       else if (m.kind === "seed") {
         for (const r of m.results) tally.add(m.seed, r);
+        tally.addDigest(m.seed, m.digest);
         done++;
         const bad = m.results.filter((r) => NON_PASS.includes(r.status));
         console.log(`[${String(done).padStart(String(seeds.length).length)}/${seeds.length}] seed ${m.seed}: ${bad.length === 0 ? "all pass" : `${bad.length} non-pass: ${bad.map((r) => `${r.id} ${r.status}`).join(", ")}`} (${((performance.now() - t0) / 1000).toFixed(1)} s)`);
@@ -191,7 +192,7 @@ async function sweep(argv: string[]): Promise<number> {
   writeSweep(result, out);
   console.log(formatSweep(result));
   console.log(`sweep: ${out}`);
-  return result.checks.some((c) => NON_PASS.some((st) => c.counts[st] > 0)) ? 1 : 0;
+  return sweepClean(result) ? 0 : 1;
 }
 
 function merge(argv: string[]): number {
@@ -200,7 +201,7 @@ function merge(argv: string[]): number {
   writeSweep(merged, out);
   console.log(formatSweep(merged));
   console.log(`sweep-merge: ${files.length} sweeps -> ${out}`);
-  return merged.checks.some((c) => NON_PASS.some((st) => c.counts[st] > 0)) ? 1 : 0;
+  return sweepClean(merged) ? 0 : 1;
 }
 
 /** Runs a sweep command; returns its exit status (2 for usage errors, printed to stderr). */

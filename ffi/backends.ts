@@ -10,6 +10,7 @@ import { resolve } from "node:path";
 import { ruleByKey } from "../src/rules/index.ts";
 import type { RuleConfig } from "../src/rules/types.ts";
 import { BuildError, buildLib, gpuPresent, isCudaKind, type LibKind } from "./build.ts";
+import { libToolchain, type Toolchain } from "./toolchain.ts";
 import { LibraryError, openKernelLib, type KernelLib } from "./lib.ts";
 
 /** A kernel backend as the report lists it. */
@@ -18,6 +19,8 @@ export interface BackendInfo {
   available: boolean;
   reason?: string;
   device?: string;
+  /** What built and runs its kernels, and the hash of their file (docs/spec/conformance.md#toolchain). */
+  toolchain?: Toolchain;
 }
 
 /** The backends C5 runs on unless NLC_BACKENDS says otherwise. */
@@ -101,5 +104,7 @@ export async function resolveBackend(name: string, log: (s: string) => void = ()
       problem: "unavailable",
     };
   }
-  return { info: { name, available: true, device: dev.name }, lib };
+  // a GPU's name where the library runs on one (a CUDA build of ours, or an external library on a machine with a GPU)
+  const kind = BUILT_BACKENDS[name], cuda = kind !== undefined ? isCudaKind(kind) : gpuPresent();
+  return { info: { name, available: true, device: dev.name, toolchain: libToolchain(path, cuda ? dev.name : undefined, kind !== undefined && isCudaKind(kind)) }, lib };
 }

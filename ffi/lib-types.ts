@@ -2,11 +2,19 @@
 import type { RuleConfig } from "../src/rules/types.ts";
 import type { RuleAbi, Shape } from "./abi.ts";
 import type { StorageDType } from "../src/precision.ts";
+import { hazardMessage, type Hazard, type HazardPlan } from "./hazards.ts";
 
 /** A kernel returned a non-zero status. */
 export class KernelError extends Error {
   constructor(readonly symbol: string, readonly status: number, detail: string) {
     super(`${symbol} returned status ${status} (${detail})`);
+  }
+}
+
+/** A kernel call read past an input's end, wrote into an input or past a buffer's end, or two runs differed (docs/spec/hazards.md). */
+export class HazardError extends Error {
+  constructor(readonly symbol: string, readonly hazards: readonly Hazard[]) {
+    super(hazards.map((h) => hazardMessage(h, symbol)).join("; "));
   }
 }
 
@@ -101,6 +109,13 @@ export interface KernelLib {
   readonly memory: LibMemory;
   /** Called with the symbol before every kernel call (the C5 child reports it, so a crash names its kernel). */
   onCall: ((symbol: string) => void) | null;
+  /** The hazard probes around every kernel call (docs/spec/hazards.md); HAZARD_PLAN unless a caller changes it. */
+  hazards: HazardPlan;
+  /**
+   * The relative tolerance within which two runs of `symbol` may differ, as the library declares it
+   * (optional nlk_nondeterminism); null: they must agree bitwise.
+   */
+  nondeterminism(symbol: string): number | null;
   readonly emu: EmuControls | null;
   /** The no-op call used to measure the ffi overhead. */
   readonly abiVersion: () => number;

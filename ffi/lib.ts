@@ -13,13 +13,14 @@ import {
   ABI_VERSION, CHUNK_FORM_CODES, DTYPE_CODES, chunkFormSymbol, FROZEN_FNS, PAIR_FNS, abiOf, gradInput, signature, symbolName, tokenElems,
   type KernelFn, type RuleAbi, type Shape,
 } from "./abi.ts";
+import { HAZARD_PLAN, probeSync, type GuardedRun, type Hazard, type HazardPlan, type Poisoned } from "./hazards.ts";
 import {
-  KernelError, LibraryError, type Arrays, type EmuControls, type Fn, type FrozenKernel, type KernelLib, type LibMemory, type Pointers, type RulePair,
+  HazardError, KernelError, LibraryError, type Arrays, type EmuControls, type Fn, type FrozenKernel, type KernelLib, type LibMemory, type Pointers, type RulePair,
   type Workspace,
 } from "./lib-types.ts";
 
 export {
-  KernelError, LibraryError, type Arrays, type ChunkForm, type Device, type DTypes, type EmuControls, type FrozenKernel, type KernelLib,
+  HazardError, KernelError, LibraryError, type Arrays, type ChunkForm, type Device, type DTypes, type EmuControls, type FrozenKernel, type KernelLib,
   type LibMemory, type Pointers, type RulePair, type Workspace,
 } from "./lib-types.ts";
 
@@ -99,6 +100,18 @@ class Memory implements LibMemory {
     if (n > 0) this.check("nlk_copy_out", this.s.nlk_copy_out!(bits, p, n * BYTES[dtype]));
     return decode(dtype, bits);
   }
+  /** Raw bits into a fresh buffer of their size. */
+  uploadBits(bits: Uint32Array | Uint16Array): number {
+    const p = this.alloc(bits.byteLength);
+    if (bits.byteLength > 0) this.check("nlk_copy_in", this.s.nlk_copy_in!(p, bits, bits.byteLength));
+    return p;
+  }
+  /** n elements of a dtype's width as raw bits. */
+  downloadBits(p: number, n: number, dtype: StorageDType): Uint32Array | Uint16Array {
+    const bits = dtype === "f32" ? new Uint32Array(n) : new Uint16Array(n);
+    if (n > 0) this.check("nlk_copy_out", this.s.nlk_copy_out!(bits, p, n * BYTES[dtype]));
+    return bits;
+  }
   /** An output buffer of n elements, filled with NaN so that an element the kernel does not write shows. */
   nanBuffer(n: number, dtype: StorageDType = "f32"): number {
     return this.upload(new Float32Array(n).fill(Number.NaN), dtype);
@@ -114,6 +127,33 @@ interface Ctx {
   stateShapes: (rule: string, cfg: RuleConfig) => Record<string, number[]>;
   /** The wire dtypes a function declares (nlk_dtypes): storage tensors and states. */
   wire: (symbol: string) => { storage: StorageDType; state: StorageDType };
+  /** The hazard plan of the library's calls (KernelLib.hazards) and a function's declared tolerance. */
+  plan: () => HazardPlan;
+  nondeterminism: (symbol: string) => number | null;
+}
+
+/** Bits of a wire dtype's values, as unsigned integers of its width. */
+function rawBits(dtype: StorageDType, data: Float32Array): Uint32Array | Uint16Array {
+  const e = encode(dtype, data);
+  return e instanceof Float32Array ? new Uint32Array(e.buffer, e.byteOffset, e.length) : e;
+}
+
+/**
+ * A buffer's bits with `g` guard elements of `pattern` before and after (docs/spec/hazards.md#guards);
+ * the data start g elements in.
+ */
+function withGuards(bits: Uint32Array | Uint16Array, g: number, pattern: number): Uint32Array | Uint16Array {
+  const full = bits instanceof Uint32Array ? new Uint32Array(bits.length + 2 * g) : new Uint16Array(bits.length + 2 * g);
+  full.fill(pattern);
+  full.set(bits, g);
+  return full;
+}
+
+/** The elements of `now` that differ from `was` inside [from, to). */
+function changed(was: Uint32Array | Uint16Array, now: Uint32Array | Uint16Array, from: number, to: number): number {
+  let n = 0;
+  for (let i = from; i < to; i++) if (was[i] !== now[i]) n++;
+  return n;
 }
 
 /** The state a tensor parameter holds or is the gradient of (M_0, M, dM, dM_0 -> M), or null for a per-token tensor. */
@@ -133,17 +173,45 @@ function elems(a: RuleAbi, ctx: Ctx, shape: Shape, cfg: RuleConfig): (name: stri
   };
 }
 
-/** One call: uploads `given`, NaN-fills the outputs, runs, downloads the outputs, frees its buffers. */
+/**
+ * One call under the hazard probes (docs/spec/hazards.md): the runs ffi/hazards.ts asks for, each
+ * a guarded call; the judged run's outputs, or a HazardError naming what the kernel did.
+ */
 function invoke(a: RuleAbi, fn: KernelFn, ctx: Ctx, shape: Shape, C: number, cfg: RuleConfig,
   given: Record<string, Float32Array | null>, ws: Workspace | null): Arrays {
   const sym = symbolName(a.rule, fn);
+  const p = probeSync(ctx.plan(), ctx.nondeterminism(sym), (poisoned) => invokeOnce(a, fn, ctx, shape, C, cfg, given, ws, poisoned));
+  if (p.hazards.length > 0) throw new HazardError(sym, p.hazards);
+  return p.first.arrays;
+}
+
+/**
+ * One guarded call: uploads `given` into buffers with guard regions (the poison, or the finite
+ * pattern where `poisoned` leaves a tensor out), NaN-fills the outputs with a poisoned guard
+ * before and after them, runs, downloads every buffer whole and frees them. Reports the outputs
+ * and every write into an input or a guard.
+ */
+function invokeOnce(a: RuleAbi, fn: KernelFn, ctx: Ctx, shape: Shape, C: number, cfg: RuleConfig,
+  given: Record<string, Float32Array | null>, ws: Workspace | null, poisoned: Poisoned): GuardedRun & { arrays: Arrays } {
+  const sym = symbolName(a.rule, fn);
   const size = elems(a, ctx, shape, cfg);
   const w = ctx.wire(sym);
+  const plan = ctx.plan();
   const dtypeOf = (name: string): StorageDType => (stateOfParam(a, name) !== null ? w.state : w.storage);
+  const guardOf = (dtype: StorageDType) => plan.guard_bytes / BYTES[dtype];
   const hyper = hyperValues(a, cfg);
   const owned: number[] = [];
-  const outs: { name: string; ptr: number; n: number }[] = [];
+  type Buf = { name: string; base: number; full: Uint32Array | Uint16Array; n: number; g: number; dtype: StorageDType };
+  const ins: Buf[] = [], outs: Buf[] = [];
   const args: unknown[] = [];
+  const place = (name: string, data: Float32Array, pattern: number, into: Buf[]) => {
+    const dtype = dtypeOf(name), g = guardOf(dtype);
+    const full = withGuards(rawBits(dtype, data), g, pattern);
+    const base = ctx.mem.uploadBits(full);
+    owned.push(base);
+    into.push({ name, base, full, n: data.length, g, dtype });
+    args.push(base + plan.guard_bytes);
+  };
   try {
     let hi = 0;
     for (const p of signature(a, fn)) {
@@ -161,19 +229,14 @@ function invoke(a: RuleAbi, fn: KernelFn, ctx: Ctx, shape: Shape, C: number, cfg
             break;
           }
           if (arr.length !== size(p.name)) throw new Error(`${sym}: input '${p.name}' has ${arr.length} elements, expected ${size(p.name)}`);
-          const ptr = ctx.mem.upload(arr, dtypeOf(p.name));
-          owned.push(ptr);
-          args.push(ptr);
+          const poison = poisoned === null || poisoned.includes(p.name);
+          place(p.name, arr, (poison ? plan.poison : plan.finite)[dtypeOf(p.name)], ins);
           break;
         }
-        case "out": {
-          const n = size(p.name);
-          const ptr = ctx.mem.nanBuffer(n, dtypeOf(p.name));
-          owned.push(ptr);
-          outs.push({ name: p.name, ptr, n });
-          args.push(ptr);
+        case "out":
+          // NaN-filled, so that an element the kernel does not write shows (docs/spec/kernel-abi.md)
+          place(p.name, new Float32Array(size(p.name)).fill(Number.NaN), plan.poison[dtypeOf(p.name)], outs);
           break;
-        }
         case "ws":
           args.push(ws?.ptr ?? null);
           break;
@@ -184,9 +247,26 @@ function invoke(a: RuleAbi, fn: KernelFn, ctx: Ctx, shape: Shape, C: number, cfg
     ctx.onCall()?.(sym);
     const st = ctx.symbols[sym]!(...args);
     if (st !== 0) ctx.fail(sym, st);
-    const out: Arrays = {};
-    for (const o of outs) out[o.name] = ctx.mem.download(o.ptr, o.n, dtypeOf(o.name));
-    return out;
+    const writes: Hazard[] = [];
+    const read = (b: Buf) => ctx.mem.downloadBits(b.base, b.full.length, b.dtype);
+    const guards = (b: Buf, now: Uint32Array | Uint16Array) => {
+      const before = changed(b.full, now, 0, b.g), after = changed(b.full, now, b.g + b.n, b.full.length);
+      if (before + after > 0) writes.push({ kind: "write-past-end", tensor: b.name, after, before });
+    };
+    for (const b of ins) {
+      const now = read(b);
+      const inside = changed(b.full, now, b.g, b.g + b.n);
+      if (inside > 0) writes.push({ kind: "wrote-input", tensor: b.name, elements: inside, of: b.n });
+      guards(b, now);
+    }
+    const arrays: Arrays = {};
+    for (const b of outs) {
+      const now = read(b);
+      guards(b, now);
+      const data = now.slice(b.g, b.g + b.n);
+      arrays[b.name] = b.dtype === "f32" ? new Float32Array(data.buffer) : decode(b.dtype, data as Uint16Array);
+    }
+    return { arrays, outputs: outs.map((b) => [b.name, arrays[b.name]!] as const), writes, guarded: ins.map((b) => b.name) };
   } finally {
     for (const p of owned) ctx.mem.free(p);
   }
@@ -363,6 +443,13 @@ export function openKernelLib(path: string, stateShapes: (rule: string, cfg: Rul
   } catch {
     raw = {};
   }
+  // optional (docs/spec/hazards.md#determinism): int nlk_nondeterminism(const char* fn, double* tolerance)
+  let nondet: Fn | null = null;
+  try {
+    nondet = dlopen(path, { nlk_nondeterminism: { args: [FFIType.cstring, FFIType.ptr], returns: FFIType.i32 } }).symbols.nlk_nondeterminism as unknown as Fn;
+  } catch {
+    nondet = null;
+  }
   const statusString = (s: number) => String(core.nlk_status_string(s));
   const fail = (sym: string, st: number): never => {
     const detail = statusString(st) + (emu !== null && st < -10 ? `: ${emu.errorDetail()}` : "");
@@ -420,6 +507,14 @@ export function openKernelLib(path: string, stateShapes: (rule: string, cfg: Rul
     },
     memory: mem,
     onCall: null,
+    hazards: HAZARD_PLAN,
+    nondeterminism(symbol) {
+      if (nondet === null) return null;
+      const tol = new Float64Array(1);
+      const status = nondet(Buffer.from(`${symbol}\0`), tol);
+      // declared: a relative tolerance in (0, 1); anything else is no declaration (bitwise)
+      return status === 0 && tol[0]! > 0 && tol[0]! < 1 ? tol[0]! : null;
+    },
     emu,
     abiVersion: () => core.nlk_abi_version(),
     raw,
@@ -435,6 +530,9 @@ export function openKernelLib(path: string, stateShapes: (rule: string, cfg: Rul
     }
     return wires.get(symbol)!;
   };
-  const ctx0: Omit<Ctx, "symbols"> = { lib: `${lib.backend} (${libLabel(path)})`, mem, fail, onCall: () => lib.onCall, stateShapes, wire };
+  const ctx0: Omit<Ctx, "symbols"> = {
+    lib: `${lib.backend} (${libLabel(path)})`, mem, fail, onCall: () => lib.onCall, stateShapes, wire, plan: () => lib.hazards,
+    nondeterminism: (symbol) => lib.nondeterminism(symbol),
+  };
   return lib;
 }

@@ -12,6 +12,7 @@
  *   "@@nlc-result <json>"       after each check (its CheckResult)
  * so that the parent knows which check, case and kernel were running when the child died.
  */
+import { CALL_TIMEOUT } from "./call-watchdog.ts";
 import type { CheckDef, CheckResult, DelegatedResult, DelegateOptions, Profile } from "./check.ts";
 import { interruptedBy, noteSignal } from "./interrupt.ts";
 import { checkSeed, replayCommand } from "./run.ts";
@@ -131,12 +132,15 @@ export function spawnChild(spec: Pick<ChildSpec, "cmd" | "cwd" | "env" | "progre
   });
   noteSignal(proc.signalCode); // a child ended by SIGINT/SIGTERM means the run was interrupted
   let death: string | undefined;
-  if (proc.exitedDueToTimeout) {
-    death = `timed out after ${Math.round(timeoutMs / 1000)} s (killed)` + (spec.timeoutSetting === undefined ? "" : `; the limit: ${spec.timeoutSetting}`);
-  }
+  const stdout = proc.stdout.toString();
+  // a call's own limit, started when the call started (harness/call-watchdog.ts), expired in the child
+  const callLimit = new RegExp(`^${CALL_TIMEOUT.trim()} (\\d+)$`, "m").exec(stdout);
+  const ms = Number(callLimit?.[1]);
+  if (callLimit !== null && proc.signalCode === "SIGKILL") death = `timed out after ${ms < 1000 ? `${ms} ms` : `${Math.round(ms / 1000)} s`} from the start of the call (killed)`;
+  else if (proc.exitedDueToTimeout) death = `timed out after ${Math.round(timeoutMs / 1000)} s (killed)` + (spec.timeoutSetting === undefined ? "" : `; the limit: ${spec.timeoutSetting}`);
   else if (proc.signalCode !== undefined && proc.signalCode !== null) death = `killed by ${proc.signalCode}`;
   else if (proc.exitCode !== 0) death = `exited with status ${proc.exitCode}`;
-  return { stdout: proc.stdout.toString(), stderr: proc.stderr.toString(), ...(death !== undefined ? { death } : {}) };
+  return { stdout, stderr: proc.stderr.toString(), ...(death !== undefined ? { death } : {}) };
 }
 
 /** The case that was running, and the command that replays it. */

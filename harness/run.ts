@@ -15,6 +15,8 @@ export interface RunOptions {
   readonly replay?: { seed: number; path: string; dump?: string };
   /** Ids of every check selected in this run (for delegates that batch their siblings). */
   readonly selected?: ReadonlySet<string>;
+  /** Called with every case a property check generates here, before it runs (a sweep's digest of its cases). */
+  readonly onCase?: (checkId: string, input: unknown) => void;
 }
 
 /** A check's own seed: FNV-1a of its id, mixed with the run seed (so filtering changes nothing). */
@@ -180,7 +182,10 @@ export function runCheck<T>(def: CheckDef<T>, opts: RunOptions): CheckResult {
   }
 
   const tally = new CaseTally();
-  const property = fc.property(def.arb, (input) => tally.record(def.run(input)));
+  const property = fc.property(def.arb, (input) => {
+    opts.onCase?.(def.id, input);
+    return tally.record(def.run(input));
+  });
   const numRuns = runsOf(runsFor(def.runs, opts.profile), opts.replay);
   const details = fc.check(property, {
     seed,

@@ -4,9 +4,12 @@
  * disjoint seed sets (shards of the seed list, other machines) merge into one.
  * What is here knows nothing of particular checks: the runner (conformance/sweep.ts) feeds it results.
  */
+import { createHash } from "node:crypto";
 import { readFileSync, renameSync, writeFileSync, mkdirSync } from "node:fs";
 import { dirname, resolve } from "node:path";
-import type { CheckClass, CheckResult, Status } from "./check.ts";
+import * as fc from "fast-check";
+import type { CheckClass, CheckDef, CheckResult, Profile, Status } from "./check.ts";
+import { runCheck } from "./run.ts";
 import type { Shard } from "./shard.ts";
 
 export const SWEEP_FORMAT = "nlc-sweep/1";
@@ -49,6 +52,16 @@ export interface SweepRun {
   shard?: Shard;
   /** Worker threads used. */
   jobs?: number;
+  /**
+   * Evidence that the seeds ran different cases (docs/spec/conformance.md#sweep-digests): per seed,
+   * a digest of every case the in-process property checks generated at it, and how many.
+   */
+  case_digests?: Record<string, CaseDigest>;
+}
+
+export interface CaseDigest {
+  digest: string;
+  cases: number;
 }
 
 export interface Sweep {
@@ -86,10 +99,30 @@ export function seedShard(seeds: readonly number[], shard: Shard): number[] {
   return seeds.filter((_, i) => i % shard.count === shard.index - 1);
 }
 
+/**
+ * One seed of a sweep: every check run at it, and the digest of every case the in-process
+ * property checks generated (docs/spec/conformance.md#sweep-digests).
+ */
+export function sweepSeed(defs: readonly CheckDef[], seed: number, profile: Profile, selected: ReadonlySet<string>):
+  { results: Pick<CheckResult, "id" | "status" | "message" | "replay" | "ms">[]; digest: CaseDigest } {
+  const hash = createHash("sha256");
+  let cases = 0;
+  const onCase = (id: string, input: unknown) => {
+    hash.update(`${id}\n${fc.stringify(input)}\n`);
+    cases++;
+  };
+  const results = defs.map((def) => {
+    const r = runCheck(def, { seed, profile, selected, onCase });
+    return { id: r.id, status: r.status, message: r.message, replay: r.replay, ms: r.ms };
+  });
+  return { results, digest: { digest: hash.digest("hex").slice(0, 16), cases } };
+}
+
 /** Accumulates the results of a sweep, in any order of seeds and checks. */
 export class SweepTally {
   private readonly byId = new Map<string, SweepCheck>();
   private readonly seen = new Set<number>();
+  private readonly digests = new Map<number, CaseDigest>();
 
   constructor(ids: readonly { id: string; class: CheckClass }[]) {
     for (const d of ids) this.byId.set(d.id, { id: d.id, class: d.class, seeds: 0, counts: emptyCounts(), nonpass: [], ms: 0 });
@@ -109,6 +142,15 @@ export class SweepTally {
     }
   }
 
+  /** The digest of the cases seed `seed` generated (conformance/sweep-worker.ts). */
+  addDigest(seed: number, d: CaseDigest): void {
+    this.digests.set(seed, d);
+  }
+
+  caseDigests(): Record<string, CaseDigest> {
+    return Object.fromEntries([...this.digests].sort(([a], [b]) => a - b).map(([s, d]) => [String(s), d]));
+  }
+
   /** Seeds with at least one result. */
   seeds(): number[] {
     return [...this.seen].sort((a, b) => a - b);
@@ -121,6 +163,28 @@ export class SweepTally {
 
 export function nonPassCount(c: SweepCheck): number {
   return NON_PASS.reduce((s, st) => s + c.counts[st], 0);
+}
+
+/**
+ * Seeds that generated exactly the cases of an earlier seed (the same digest over at least one
+ * case), as [earlier, later]: a sweep whose seeds did not reach its checks counts one seed's
+ * verdicts many times and proves nothing beyond that seed.
+ */
+export function repeatedSeeds(digests: Readonly<Record<string, CaseDigest>> | undefined): [number, number][] {
+  const first = new Map<string, number>();
+  const out: [number, number][] = [];
+  for (const [seed, d] of Object.entries(digests ?? {}).sort(([a], [b]) => Number(a) - Number(b))) {
+    if (d.cases === 0) continue;
+    const prev = first.get(d.digest);
+    if (prev === undefined) first.set(d.digest, Number(seed));
+    else out.push([prev, Number(seed)]);
+  }
+  return out;
+}
+
+/** Whether a sweep's verdicts are all pass or skip and its seeds ran different cases. */
+export function sweepClean(s: Sweep): boolean {
+  return !s.checks.some((c) => NON_PASS.some((st) => c.counts[st] > 0)) && repeatedSeeds(s.run.case_digests).length === 0;
 }
 
 /** The lines a sweep prints: each check with a non-pass verdict (count, statuses, first seed and its replay), then the totals. */
@@ -139,6 +203,13 @@ export function formatSweep(s: Sweep): string {
   const runs = Object.values(total).reduce((a, b) => a + b, 0);
   const np = NON_PASS.reduce((a, st) => a + total[st], 0);
   const seeds = s.run.seeds;
+  const repeated = repeatedSeeds(s.run.case_digests);
+  if (repeated.length > 0) {
+    lines.push(`sweep: ${repeated.length} seed${repeated.length === 1 ? "" : "s"} generated exactly the cases of an earlier seed (${repeated.slice(0, 5).map(([a, b]) => `${b} as ${a}`).join(", ")}${repeated.length > 5 ? ", …" : ""}): ` +
+      "their verdicts repeat that seed's and prove nothing more (docs/spec/conformance.md#sweep-digests)");
+  }
+  const digested = Object.values(s.run.case_digests ?? {}).filter((d) => d.cases > 0).length;
+  if (s.run.case_digests !== undefined) lines.push(`sweep: cases digested at ${digested} of ${seeds.length} seeds${digested === seeds.length ? "" : " (the others ran no in-process property check)"}`);
   lines.push(`sweep: ${seeds.length} seed${seeds.length === 1 ? "" : "s"} (${describeSeeds(seeds)}), ${s.checks.length} checks, ${runs} check runs: `
     + `${np} non-pass (${total.fail} fail, ${total.vacuous} vacuous, ${total.error} error) in ${bad.length} check${bad.length === 1 ? "" : "s"}; ${total.pass} pass, ${total.skip} skip`);
   return lines.join("\n");
@@ -224,10 +295,13 @@ export function mergeSweeps(parts: readonly { path: string; sweep: Sweep }[]): S
     return out;
   });
   const starts = parts.map((p) => p.sweep.run.started).sort(), ends = parts.map((p) => p.sweep.run.ended).sort();
-  const { shard: _shard, jobs: _jobs, ...run } = first.sweep.run;
+  const { shard: _shard, jobs: _jobs, case_digests: _d, ...run } = first.sweep.run;
+  const digests = parts.every((p) => p.sweep.run.case_digests !== undefined)
+    ? { case_digests: Object.fromEntries(parts.flatMap((p) => Object.entries(p.sweep.run.case_digests!)).sort(([a], [b]) => Number(a) - Number(b))) }
+    : {};
   return {
     format: SWEEP_FORMAT,
-    run: { ...run, seeds: [...seedOwner.keys()].sort((a, b) => a - b), started: starts[0]!, ended: ends[ends.length - 1]! },
+    run: { ...run, seeds: [...seedOwner.keys()].sort((a, b) => a - b), started: starts[0]!, ended: ends[ends.length - 1]!, ...digests },
     checks,
   };
 }

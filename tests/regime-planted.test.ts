@@ -62,13 +62,14 @@ test("regime profile: every planted bug fails in the regime that shows it; the u
   expect(status("none")).toBe("none: pass");
   const control = shapesOf(by.get(idOf("none"))!);
   expect(control.T[1]).toBeGreaterThanOrEqual(1000);
-  expect(control.d[1]).toBe(256);
+  // a wide key size (48, 60, 64, 96, 100, 128 or 256: cases/kernel-batch.ts WIDE_D)
+  expect(control.d[1]).toBeGreaterThanOrEqual(48);
   expect(control.H[1]).toBeGreaterThan(8);
   expect(control.chunk_boundaries_crossed).toBeGreaterThan(0);
   for (const p of ["handoff", "tile", "stride", "partial"] as const) expect(status(p)).toBe(`${p}: fail`);
   // the shrunk case names its regime and shape
   const msg = (p: Plant) => by.get(idOf(p))!.message!;
-  expect(msg("tile")).toMatch(/^regime wide \(B=1 T=\d+ H=1 d=(96|128|256) C=16\)/);
+  expect(msg("tile")).toMatch(/^regime wide \(B=1 T=\d+ H=1 d=(96|100|128|256) C=16\)/);
   expect(msg("stride")).toMatch(/^regime heads \(B=\d+ T=17 H=(9|12|16) d=\d+ C=16\)/);
   for (const p of ["handoff", "partial"] as const) expect(msg(p)).toMatch(/^regime \w+ \(B=\d+ T=(17|33|\d{4}) /);
 }, 300_000);

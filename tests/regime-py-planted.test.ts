@@ -43,7 +43,7 @@ test.skipIf(!hasTorch)("py: regime profile: every planted bug fails in the regim
   expect(shapes.d[1]).toBeGreaterThan(64);
   expect(shapes.H[1]).toBeGreaterThan(8);
   for (const k of ["handoff", "tile", "stride", "partial"]) expect(`${k}: ${check(k).status}`).toBe(`${k}: fail`);
-  expect(check("tile").message).toMatch(/^regime wide \(B=1 T=\d+ H=1 d=(96|128|256) C=16\)/);
+  expect(check("tile").message).toMatch(/^regime wide \(B=1 T=\d+ H=1 d=(96|100|128|256) C=16\)/);
   expect(check("stride").message).toMatch(/^regime heads \(B=\d+ T=17 H=(9|12|16) d=\d+ C=16\)/);
 }, 300_000);
 

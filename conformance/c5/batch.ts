@@ -12,7 +12,7 @@ import type { Arrays } from "../../ffi/lib.ts";
 import type { Profile } from "../../harness/check.ts";
 import { innerCase } from "../../cases/inner-case.ts";
 import {
-  REGIMES, REGIME_MAX_SEQS, isStateTensor, mapSeq, packStates, packTokens, regimeShapeArb, seqExtraArb, seqExtrasArb, tokenWidth, type Regime, type SeqExtra,
+  ODD_KEY_D, REGIMES, REGIME_MAX_SEQS, isStateTensor, mapSeq, packStates, packTokens, regimeShapeArb, seqExtraArb, seqExtrasArb, tokenWidth, type Regime, type SeqExtra,
 } from "../../cases/kernel-batch.ts";
 import type { SeqTensors } from "../../oracle/plain-reference.ts";
 import { otherEnumValues, regimeCase, ruleCaseSpecArb, type RuleCaseSpec, type SizeLimits } from "../../cases/rule-case.ts";
@@ -93,6 +93,13 @@ export const regimeArb = (decl: RuleDecl, frozen: boolean, chunks: readonly numb
  */
 export function boundaryExample(decl: RuleDecl, frozen: boolean, C: number): KSpec {
   const [k] = fc.sample(batchArb(decl, frozen, "default", { d: [4, 4], seq_len: [C + 1, C + 1] }), { seed: 1, numRuns: 1 });
+  return { ...k!, B: 1, H: 2, C, dyNull: false, dFinalNull: false };
+}
+
+/** The declared guard case (docs/spec/hazards.md#odd-key): d = ODD_KEY_D, T = 3 (or the rule's minimum), B = 1, H = 2, at checkpoint interval C. */
+export function oddKeyExample(decl: RuleDecl, frozen: boolean, C: number): KSpec {
+  const T = Math.max(3, decl.checkMinimums?.seq_len ?? 1);
+  const [k] = fc.sample(batchArb(decl, frozen, "default", { d: [ODD_KEY_D, ODD_KEY_D], seq_len: [T, T] }), { seed: 3, numRuns: 1 });
   return { ...k!, B: 1, H: 2, C, dyNull: false, dFinalNull: false };
 }
 

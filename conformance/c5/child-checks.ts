@@ -8,7 +8,7 @@ import type { CaseOutcome, CheckDef, CheckResult, Profile, PropertyCheck } from 
 import { otherEnumValues, ruleCaseSpecArb, type RuleCaseSpec } from "../../cases/rule-case.ts";
 import { ruleByKey } from "../../src/rules/index.ts";
 import type { RuleDecl } from "../../src/rules/types.ts";
-import { batchArb, boundaryExample, chunkExample, regimeArb, sizesFor, withEnumExamples, type KSpec } from "./batch.ts";
+import { batchArb, boundaryExample, chunkExample, oddKeyExample, regimeArb, sizesFor, withEnumExamples, type KSpec } from "./batch.ts";
 import { coverage } from "../../oracle/kernel-judge.ts";
 import { DEFAULT_CHUNK_SIZES, ShapeTally, type Runs, expectedTensors, regimeOutcome, untilFailure, withShapes } from "../../cases/kernel-batch.ts";
 import { THREAD_MODE_RULE, plantedFault, raceDetector, syncMisuse, threadMode } from "./emu-selftest.ts";
@@ -103,8 +103,9 @@ function ruleCheck(e: RuleEntry, lib: KernelLib, profile: Profile): ChildCheck {
     if (regimes && profile === "regime") {
       return { ...base(e), kind: "property", runs, arb: regimeArb(decl, frozen, chunks), run: (ks: KSpec[]) => regimeOutcome(untilFailure(ks, one), ks.map((k) => ({ B: k.B, T: k.base.seq_len, H: k.H, d: k.base.d, C: k.C }))) };
     }
-    // the enum examples come on top of the generated cases, so those stay the same cases as before
-    const examples = withEnumExamples(decl, frozen, boundaryExample(decl, frozen, Math.min(...chunks)));
+    // the enum examples and the declared guard case (d = 5, docs/spec/hazards.md#odd-key) come on top
+    // of the generated cases, so those stay the same cases as before
+    const examples = [...withEnumExamples(decl, frozen, boundaryExample(decl, frozen, Math.min(...chunks))), oddKeyExample(decl, frozen, Math.min(...chunks))];
     return {
       ...base(e), kind: "property", runs: plus({ ...runs, regime: runs.default }, examples.length - 1), arb: batchArb(decl, frozen, profile), run: one, examples,
     };

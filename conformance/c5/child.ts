@@ -13,6 +13,7 @@ import { parseChildArgs, probeLine, type ChildRequest, type Probed } from "./pro
 import { callLine, caseLine, resultLine, startLine, stubResult } from "../../harness/child-process.ts";
 import type { CheckDef, CheckResult } from "../../harness/check.ts";
 import { checkSeed } from "../../harness/run.ts";
+import { CallWatchdog } from "../../harness/call-watchdog.ts";
 import type { RuleCaseSpec } from "../../cases/rule-case.ts";
 
 function emit(line: string): void {
@@ -46,6 +47,7 @@ async function run(backend: string, profile: Profile, req: ChildRequest): Promis
     if (t.lib === undefined) throw new Error(`the cpu-test library is not usable: ${t.info.reason}`);
     testLib = t.lib;
   }
+  const watchdog = req.callTimeoutMs !== undefined ? new CallWatchdog(req.callTimeoutMs) : undefined;
   const getTestLib = (): KernelLib => {
     if (testLib === undefined) throw new Error("the cpu-test library was not loaded");
     return testLib;
@@ -60,12 +62,19 @@ async function run(backend: string, profile: Profile, req: ChildRequest): Promis
     const { def: plain, after } = childCheck(entry, lib, profile, getTestLib);
     const seed = req.runSeed !== undefined ? checkSeed(req.runSeed, c.id) : c.seed ?? 0;
     const def = announced(plain, seed, c.path ?? "");
-    lib.onCall = (sym) => emit(callLine(sym));
+    // a call's own limit starts at the check and again at every kernel call, after this process's start-up
+    watchdog?.arm();
+    lib.onCall = (sym) => {
+      emit(callLine(sym));
+      watchdog?.arm();
+    };
     const r = req.runSeed !== undefined
       ? runCheck(def, { seed: req.runSeed, profile })
       : runCheck(def, { seed: 0, profile, replay: { seed: c.seed ?? 0, path: c.path ?? "" } });
+    watchdog?.disarm();
     emit(resultLine(unsupportedAsSkip(after === undefined ? r : after(r))));
   }
+  watchdog?.close();
 }
 
 /** A kernel that returns NLK_ERR_UNSUPPORTED (e.g. for a C it does not implement) is a skip that says so. */

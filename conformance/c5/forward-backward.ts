@@ -5,7 +5,8 @@
  * d(final state) given or NULL (docs/spec/kernel-abi.md#backward).
  */
 import { gradInput, symbolName, type GradName, type RuleAbi, type Shape } from "../../ffi/abi.ts";
-import { wireDType, type Arrays, type KernelLib } from "../../ffi/lib.ts";
+import { HazardError, wireDType, type Arrays, type KernelLib } from "../../ffi/lib.ts";
+import { hazardVerdict } from "../../ffi/hazards.ts";
 import type { CaseOutcome } from "../../harness/check.ts";
 import type { RuleConfig, RuleDecl, State } from "../../src/rules/types.ts";
 import { zeros } from "../../src/tensor.ts";
@@ -159,7 +160,14 @@ function phaseCase(which: "forward" | "backward", decl: RuleDecl, frozen: boolea
   const fn = symbolName(decl.key, frozen ? `frozen_${which}` : which);
   const precision = declaredPrecision(lib, fn);
   const { seqs, cfg, shape } = sequencesOf(decl, k, frozen, precision);
-  const r = runKernels(decl, frozen, lib, k, seqs, cfg, shape, which === "backward");
+  let r: ReturnType<typeof runKernels>;
+  try {
+    r = runKernels(decl, frozen, lib, k, seqs, cfg, shape, which === "backward");
+  } catch (e) {
+    // a read past an input's end, a write into an input, two runs that differ: named as such (docs/spec/hazards.md)
+    if (e instanceof HazardError) return hazardVerdict(e.hazards, e.symbol)!;
+    throw e;
+  }
   return withForm(compareAll(decl, frozen, k, seqs, cfg, r[which], which, exercised, fn, precision, form, shape), form);
 }
 

@@ -18,6 +18,8 @@ export interface ChildRequest extends BatchRequest {
   /** Test only: run the planted-fault kernel of this kind where its id appears in `checks`. */
   plant?: Fault;
   timeoutMs?: number;
+  /** A limit for each kernel call (and check) from its own start, kept by the child itself (harness/call-watchdog.ts). */
+  callTimeoutMs?: number;
 }
 
 /** What the probe reports per backend (the library itself stays in the child). */

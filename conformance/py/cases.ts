@@ -19,7 +19,7 @@ import { F32_STORE_F64_ACC } from "../../oracle/kernel-judge.ts";
 import type { SeqTensors } from "../../oracle/plain-reference.ts";
 import { absentInputs, kernelGradient, kernelValue, NO_CONVENTIONS, referenceValue, type Conventions } from "./conventions.ts";
 import {
-  PACKED_MAX_H, PACKED_MAX_SEQUENCES, REGIMES, REGIME_MAX_SEQS, cuSeqlens, fromInnerGrads, packPackedTokens, packStates, packTokens, packedLabel,
+  ODD_KEY_D, PACKED_MAX_H, PACKED_MAX_SEQUENCES, REGIMES, REGIME_MAX_SEQS, cuSeqlens, fromInnerGrads, packPackedTokens, packStates, packTokens, packedLabel,
   packedShapeArb, regimeShapeArb, seqExtraArb, seqExtrasArb, unpackPackedTokens, unpackState, unpackTokens, type Regime, type SeqExtra,
 } from "../../cases/kernel-batch.ts";
 
@@ -102,6 +102,15 @@ export function pyBoundaryExample(decl: RuleDecl, C: number): PyCaseSpec {
   const [base] = fc.sample(ruleCaseSpecArb(decl, { d: [4, 4], seq_len: [C + 1, C + 1] }), { seed: 1, numRuns: 1 });
   const [extra] = fc.sample(seqExtrasArb(3, ["random", "init"]), { seed: 1, numRuns: 1 });
   return { base: base!, B: 1, H: 2, extra: extra!, dFinalSeed: 1 };
+}
+
+/** The declared guard case every py: check runs after the other declared cases: d = ODD_KEY_D, T = 3, B = 1, H = 2 (docs/spec/hazards.md#odd-key). */
+export function pyOddKeyExample(decl: RuleDecl): PyCaseSpec {
+  const mins = decl.checkMinimums ?? {};
+  const T = Math.max(3, mins.seq_len ?? 1);
+  const [base] = fc.sample(ruleCaseSpecArb(decl, { d: [ODD_KEY_D, ODD_KEY_D], seq_len: [T, T] }), { seed: 3, numRuns: 1 });
+  const [extra] = fc.sample(seqExtrasArb(3, ["random", "init"]), { seed: 3, numRuns: 1 });
+  return { base: base!, B: 1, H: 2, extra: extra!, dFinalSeed: 3 };
 }
 
 export function pyCaseArb(decl: RuleDecl, profile: Profile): fc.Arbitrary<PyCaseSpec> {

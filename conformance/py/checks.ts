@@ -8,11 +8,13 @@
 import type { CheckDef, DelegatedResult, DelegateOptions } from "../../harness/check.ts";
 import { ChildResults, runBatch } from "../../harness/child-process.ts";
 import type { BackendInfo } from "../../harness/report.ts";
+import type { Toolchain } from "../../ffi/toolchain.ts";
 import { kernelTimeoutMs, kernelTimeoutSetting } from "./kernel-session.ts";
 import { parsePyBackend, pyBackendNames, pyPlan, type PyBackend, type PyEntry } from "./plan.ts";
 
 const CHILD = `${import.meta.dir}/child.ts`;
-const ran = new Map<string, string>();
+/** The backends whose child ran, with the toolchain it reported. */
+const ran = new Map<string, Toolchain | null>();
 
 /**
  * The child's time limit: each check may spend a kernel timeout (a hang is one request, then the
@@ -30,11 +32,18 @@ const results = new ChildResults((req) => {
     cmd: [process.execPath, CHILD], who: `the child process running ${req.backend}`, timeoutMs: childTimeoutMs,
     timeoutSetting: `2 x ${kernelTimeoutSetting()} + 120 s a check`, replayArgs: ["--backend", req.backend],
   }, req);
-  ran.set(req.backend, "ran");
-  for (const res of r.values()) {
+  // the toolchain comes on every result; it belongs to the backend, not to each check
+  let toolchain: Toolchain | null = ran.get(req.backend) ?? null;
+  for (const [id, res] of r) {
     const why = res.details?.unavailable;
     if (typeof why === "string") unavailable.set(req.backend, why);
+    const { toolchain: t, ...details } = (res.details ?? {}) as { toolchain?: Toolchain };
+    if (t !== undefined) {
+      toolchain = t;
+      r.set(id, { ...res, details });
+    }
   }
+  ran.set(req.backend, toolchain);
   return r;
 });
 
@@ -61,6 +70,6 @@ export function pyBackends(): BackendInfo[] {
   return pyBackendNames().map((name) => unavailable.has(name)
     ? { name, available: false, reason: unavailable.get(name)! }
     : ran.has(name)
-    ? { name, available: true, device: "PyTorch kernel host (python/nlc_torch/kernel_host.py)" }
+    ? { name, available: true, device: "PyTorch kernel host (python/nlc_torch/kernel_host.py)", ...(ran.get(name) ? { toolchain: ran.get(name)! } : {}) }
     : { name, available: false, reason: "not run: no check of this backend ran" });
 }

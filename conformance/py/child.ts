@@ -13,7 +13,8 @@ import { DEFAULT_CHUNK_SIZES, ShapeTally, regimeOutcome, withShapes } from "../.
 import { TorchBridgeError } from "../../oracle/torch-bridge.ts";
 import { otherEnumValues } from "../../cases/rule-case.ts";
 import { coverage } from "../../oracle/kernel-judge.ts";
-import { buildPyCase, describeCase, pyBoundaryExample, pyCaseArb, pyPackedExample, pyRegimeArb, pyRegimes, type PyCaseSpec } from "./cases.ts";
+import { buildPyCase, describeCase, pyBoundaryExample, pyCaseArb, pyOddKeyExample, pyPackedExample, pyRegimeArb, pyRegimes, type PyCaseSpec } from "./cases.ts";
+import { HAZARD_PLAN, ProbeTally } from "../../ffi/hazards.ts";
 import { backwardCase, backwardNames, forwardCase, forwardNames } from "./kernel-cases.ts";
 import { KernelSession, kernelPrecision } from "./kernel-session.ts";
 import { absentInputs, NO_CONVENTIONS } from "./conventions.ts";
@@ -34,7 +35,7 @@ const emit = (line: string) => writeSync(1, `${line}\n`);
  * (details.shapes).
  */
 function definition(e: PyEntry, s: KernelSession, profile: Profile, replayArgs: string[], exercised: Set<string>, names: Set<string>,
-  tally: ShapeTally, dump?: CaseDump): AsyncPropertyCheck<any> {
+  tally: ShapeTally, probes: ProbeTally, dump?: CaseDump): AsyncPropertyCheck<any> {
   const p = kernelPrecision(s.info);
   const declared = s.info.chunk_sizes ?? null;
   const chunks = declared ?? DEFAULT_CHUNK_SIZES;
@@ -45,7 +46,7 @@ function definition(e: PyEntry, s: KernelSession, profile: Profile, replayArgs: 
     if (c.packed !== null) tally.addPacked({ lengths: c.packed.lengths, H: c.H, d: c.cfg.d }, C);
     else tally.add({ B: c.B, T: c.T, H: c.H, d: c.cfg.d }, C);
     for (const n of e.kind === "forward" ? forwardNames(c) : backwardNames(c)) names.add(n);
-    return e.kind === "forward" ? forwardCase(s, e.decl, e.key, c, exercised, p, dump) : backwardCase(s, e.decl, e.key, c, exercised, p, dump);
+    return e.kind === "forward" ? forwardCase(s, e.decl, e.key, c, exercised, p, probes, dump) : backwardCase(s, e.decl, e.key, c, exercised, p, probes, dump);
   };
   const base = { kind: "property" as const, id: e.id, class: "C5" as const, subject: e.subject, spec: e.spec, tolerance: e.tolerance, runs: e.runs, replayArgs };
   if (profile === "regime") {
@@ -73,10 +74,11 @@ function definition(e: PyEntry, s: KernelSession, profile: Profile, replayArgs: 
   // cases (docs/spec/conformance.md#enum-examples); a frozen read writes nothing, so not there
   const boundary = pyBoundaryExample(e.decl, C);
   const enums = e.frozen ? [] : otherEnumValues(e.decl, boundary.base).map((b) => ({ ...boundary, base: b }));
-  const more = enums.length;
+  // the declared guard case (d = 5) comes last and on top, so the generated cases stay the same cases as before
+  const more = enums.length + 1;
   return {
     ...base, runs: { quick: e.runs.quick + more, default: e.runs.default + more, deep: e.runs.deep + more, regime: e.runs.default + more }, arb: pyCaseArb(e.decl, profile),
-    examples: [boundary, ...enums, ...(packed ? [pyPackedExample(e.decl, C)] : [])],
+    examples: [boundary, ...enums, ...(packed ? [pyPackedExample(e.decl, C)] : []), pyOddKeyExample(e.decl)],
     describe: (spec: PyCaseSpec) => describeCase(buildPyCase(e.decl, spec, e.frozen, p, s.info.conventions)),
     run: one,
   };
@@ -145,7 +147,8 @@ async function run(req: BatchRequest): Promise<void> {
       const exercised = new Set<string>(), names = new Set<string>(), tally = new ShapeTally();
       // --replay … --dump DIR: the one replayed case's tensors (harness/dump.ts)
       const dump = c.dump !== undefined && req.runSeed === undefined ? new CaseDump(c.dump) : undefined;
-      const def = definition(e, session, req.profile, ["--backend", backend.name], exercised, names, tally, dump);
+      const probes = new ProbeTally(HAZARD_PLAN, session.info.nondeterministic?.tolerance ?? null);
+      const def = definition(e, session, req.profile, ["--backend", backend.name], exercised, names, tally, probes, dump);
       const r = req.runSeed !== undefined
         ? await runAsyncCheck(def, { seed: req.runSeed, profile: req.profile })
         : await runAsyncCheck(def, { seed: 0, profile: req.profile, replay: { seed, path: c.path ?? "" } });
@@ -159,7 +162,9 @@ async function run(req: BatchRequest): Promise<void> {
           names: "kernel/sent and kernel/returned: python/PROTOCOL.md's names, batched as on the wire; judged/<tensor>/seq<n>: per sequence n = b·H + h, the kernel's values, ref64 and the plain reference" });
         process.stderr.write(`dump: ${manifest}\n`);
       }
-      emit(resultLine({ ...out, message, details: { ...out.details, absent } }));
+      // the toolchain rides on each result to the parent, which lists it under the backend (checks.ts)
+      const toolchain = session.info.toolchain !== undefined ? { toolchain: session.info.toolchain } : {};
+      emit(resultLine({ ...out, message, details: { ...out.details, absent, probes: probes.summary(), ...toolchain } }));
     }
   } finally {
     await session.close();

@@ -20,6 +20,7 @@ import { flashCompare } from "../../oracle/kernel-judge.ts";
 import type { SeqTensors } from "../../oracle/plain-reference.ts";
 import { seqCfg, toKernelGrads, type PyCase } from "./cases.ts";
 import { readReply, type KernelSession } from "./kernel-session.ts";
+import { hazardVerdict, type ProbeTally } from "../../ffi/hazards.ts";
 
 const asInputs = (r: Record<string, Tensor>) => r as unknown as InnerInputs;
 
@@ -71,7 +72,7 @@ function dumpCase(dump: CaseDump, c: PyCase, items: readonly Compared[]): void {
 
 /** One phase of a case: the kernel's tensors `keys` against ref64, the plain reference as the yardstick. */
 async function phaseCase(s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision, which: "forward" | "backward",
-  dump?: CaseDump): Promise<CaseOutcome> {
+  probes?: ProbeTally, dump?: CaseDump): Promise<CaseOutcome> {
   const keys = which === "forward" ? forwardKeys(c) : backwardKeys(c);
   if (dump !== undefined) {
     s.onExchange = (op, sent, got) => {
@@ -85,7 +86,11 @@ async function phaseCase(s: KernelSession, decl: RuleDecl, key: string, c: PyCas
   } finally {
     s.onExchange = null;
   }
-  const kernel = readReply(c, reply, keys, "kernel", which);
+  // a read past an input's end, a write into an input, two runs that differ: named as such, before any comparison (docs/spec/hazards.md)
+  const hazard = hazardVerdict(reply.hazards, `${s.backend.module}:${s.backend.callable}`);
+  if (hazard !== null) return hazard;
+  probes?.add(reply.rerunMaxRel);
+  const kernel = readReply(c, reply.tensors, keys, "kernel", which);
   // a packed batch's sequence is judged against the reference run on that sequence alone (docs/spec/py-backend.md#packed)
   const r64 = c.seqs.map((_, n) => toKernelGrads(c, n, ref64(decl, c, n)));
   const r32 = await s.plainReference(c, key, p, keys, r64);
@@ -103,7 +108,7 @@ async function phaseCase(s: KernelSession, decl: RuleDecl, key: string, c: PyCas
     c.packed === null ? { layout: { B: c.B, H: c.H, T: c.T } } : {});
 }
 
-export const forwardCase = (s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision, dump?: CaseDump): Promise<CaseOutcome> =>
-  phaseCase(s, decl, key, c, exercised, p, "forward", dump);
-export const backwardCase = (s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision, dump?: CaseDump): Promise<CaseOutcome> =>
-  phaseCase(s, decl, key, c, exercised, p, "backward", dump);
+export const forwardCase = (s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision, probes?: ProbeTally, dump?: CaseDump): Promise<CaseOutcome> =>
+  phaseCase(s, decl, key, c, exercised, p, "forward", probes, dump);
+export const backwardCase = (s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision, probes?: ProbeTally, dump?: CaseDump): Promise<CaseOutcome> =>
+  phaseCase(s, decl, key, c, exercised, p, "backward", probes, dump);

@@ -14,6 +14,8 @@ import { NO_CONVENTIONS, type Conventions } from "./conventions.ts";
 import { emptySeq, isStateTensor, mapSeq, nameOf, setAt, type TensorKey, type TensorNaming } from "../../cases/kernel-batch.ts";
 import { farthestSeq, type SeqTensors } from "../../oracle/plain-reference.ts";
 import type { PyBackend } from "./plan.ts";
+import type { Toolchain } from "../../ffi/toolchain.ts";
+import { guardRequest, HAZARD_PLAN, probeAsync, type GuardedRun, type Hazard, type Poisoned } from "../../ffi/hazards.ts";
 
 /** What the kernel declares (kernel_load's reply). */
 export interface KernelInfo {
@@ -36,6 +38,18 @@ export interface KernelInfo {
   varlen?: string | null;
   /** The declared conventions (docs/spec/py-backend.md#conventions). */
   conventions: Conventions;
+  /** What runs the kernel (docs/spec/conformance.md#toolchain). */
+  toolchain?: Toolchain;
+  /** A kernel whose two runs of a case may differ declares by how much (docs/spec/hazards.md#determinism); null: bitwise. */
+  nondeterministic?: { tolerance: number } | null;
+}
+
+/** A kernel request's answer: its tensors and what the hazard probes saw (docs/spec/hazards.md). */
+export interface KernelReply {
+  tensors: Out;
+  hazards: Hazard[];
+  /** The largest relative difference between the two runs (a kernel declaring a tolerance). */
+  rerunMaxRel?: number;
 }
 
 /** A kernel request failed: the kernel raised, broke its contract, died or timed out. */
@@ -121,26 +135,40 @@ export class KernelSession {
     return { kernel: `${b.module}:${b.callable}`, path: process.cwd() };
   }
 
-  private async kernel(op: "kernel_forward" | "kernel_backward", c: PyCase, rule: string, extra: [string, Tensor][]): Promise<Out> {
+  /**
+   * One kernel request under the hazard probes (docs/spec/hazards.md): the runs ffi/hazards.ts
+   * asks for, each a request with its guards; the judged run's tensors and what the probes found.
+   */
+  private async kernel(op: "kernel_forward" | "kernel_backward", c: PyCase, rule: string, extra: [string, Tensor][]): Promise<KernelReply> {
+    const tol = this.info.nondeterministic?.tolerance ?? null;
+    const p = await probeAsync(HAZARD_PLAN, tol, (poisoned) => this.guardedRun(op, c, rule, extra, poisoned));
+    return { tensors: p.first.tensors, hazards: p.hazards, ...(p.rerunMaxRel !== undefined ? { rerunMaxRel: p.rerunMaxRel } : {}) };
+  }
+
+  private async guardedRun(op: "kernel_forward" | "kernel_backward", c: PyCase, rule: string, extra: [string, Tensor][], poisoned: Poisoned): Promise<GuardedRun & { tensors: Out }> {
     const tensors: [string, Tensor][] = c.kernelInputs.map((n) => [wire.input(n), tokensTensor(c, (s) => s.kin64[n]!)]);
     for (const n of c.stateNames) tensors.push([wire.state(n), statesTensor(c, (s) => s.st64[n]!, stateLead(c))]);
     tensors.push(...extra);
     // a packed batch: the offsets travel in the header, the host hands them to the kernel as an int64 tensor
     const packed = c.packed === null ? {} : { cu_seqlens: c.packed.cu };
     try {
-      const r = await this.host.call({ op, ...KernelSession.target(this.backend), rule, config: c.cfg, ...packed }, tensors, `${op} ${rule}`);
+      const hazards = guardRequest(HAZARD_PLAN, poisoned);
+      const r = await this.host.call({ op, ...KernelSession.target(this.backend), rule, config: c.cfg, ...packed, hazards }, tensors, `${op} ${rule}`);
       this.onExchange?.(op, tensors, r.tensors);
-      return r.tensors;
+      return {
+        tensors: r.tensors, outputs: [...r.tensors].map(([n, t]) => [n, t.data] as const), writes: (r.header.hazards ?? []) as Hazard[],
+        guarded: (r.header.guarded ?? []) as string[], keywords: (r.header.keywords ?? {}) as Record<string, string>,
+      };
     } catch (e) {
       throw fault(e, `${op.replace("kernel_", "")} of ${rule}`);
     }
   }
 
-  forward(c: PyCase, rule: string): Promise<Out> {
+  forward(c: PyCase, rule: string): Promise<KernelReply> {
     return this.kernel("kernel_forward", c, rule, []);
   }
 
-  backward(c: PyCase, rule: string): Promise<Out> {
+  backward(c: PyCase, rule: string): Promise<KernelReply> {
     const extra: [string, Tensor][] = [[wire.dy, tokensTensor(c, (s) => s.dy64)]];
     if (!c.frozen) for (const n of c.stateNames) extra.push([wire.dFinal(n), statesTensor(c, (s) => s.dFinal64[n]!, stateLead(c))]);
     return this.kernel("kernel_backward", c, rule, extra);

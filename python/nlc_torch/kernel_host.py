@@ -25,6 +25,8 @@ from typing import Dict, List, Optional, Tuple
 
 import torch
 
+from .hazards import Guards, Plan
+
 GATE_NAMES = ("alpha", "theta", "eta")
 DTYPES = {"f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16, "f16": torch.float16}
 # Judged against a plain run of their own precision (docs/spec/py-backend.md#precision); an f64
@@ -57,7 +59,9 @@ class Kernel:
         module, _, attr = spec.rpartition(":")
         if not module or not attr:
             raise KernelError(f"kernel: expected <module>:<callable>, got {spec!r}")
-        self.fn = getattr(self._import(module, path), attr, None)
+        mod = self._import(module, path)
+        self.module_file: Optional[str] = getattr(mod, "__file__", None)
+        self.fn = getattr(mod, attr, None)
         if self.fn is None:
             raise KernelError(f"kernel: module {module!r} has no attribute {attr!r}")
         if inspect.isclass(self.fn) and issubclass(self.fn, torch.autograd.Function):
@@ -116,6 +120,15 @@ class Kernel:
         if forward_only and self.backward is not None:
             raise KernelError(f"{spec}.nlc['forward_only'] is True, but {spec} has an explicit backward")
         self.forward_only = forward_only
+        # a kernel whose two runs of one case may differ (atomics, split reductions) says by how much
+        # (docs/spec/hazards.md#determinism): {"tolerance": relative to each output's largest magnitude}
+        nd = decl.get("nondeterministic", False)
+        tol = nd.get("tolerance") if isinstance(nd, dict) else None
+        if nd is not False and (not isinstance(nd, dict) or isinstance(tol, bool) or not isinstance(tol, (int, float))
+                                or not 0 < tol < 1):
+            raise KernelError(f"{spec}.nlc['nondeterministic']: expected {{'tolerance': <relative, in (0, 1)>}} or False, "
+                              f"got {nd!r} (docs/spec/hazards.md#determinism)")
+        self.tolerance: Optional[float] = None if nd is False else float(tol)
         self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         try:
             self.params = inspect.signature(self.fn).parameters
@@ -230,6 +243,7 @@ class Kernel:
             "state_layout": self.state_layout, "backward": "none" if self.forward_only else "explicit" if self.backward else "autograd",
             "device": str(self.device) + (f" ({torch.cuda.get_device_name(0)})" if self.device.type == "cuda" else ""),
             "judged": judged, "conventions": self.conventions(), "chunk_sizes": self.chunk_sizes, "varlen": self.varlen,
+            "nondeterministic": None if self.tolerance is None else {"tolerance": self.tolerance},
             "skip_reason": None if judged else
             f"{self.spec} declares dtype {self.dtype_name}; f32, bf16 and f16 kernels are judged (an f64 kernel's yardstick would be "
             "ref64 itself: docs/spec/py-backend.md#precision)",
@@ -314,8 +328,15 @@ def _flags(k: Kernel, kw: Dict[str, object], d_k: int) -> None:
         kw[k.qk_l2norm] = True
 
 
+def _guard_labels(k: Kernel, inputs: Dict[str, torch.Tensor], state: Dict[str, torch.Tensor], single: bool) -> Dict[str, str]:
+    """The kernel's keyword of each tensor it receives -> our name of it (docs/spec/hazards.md#guards)."""
+    labels = {k.keyword(n): n for n in inputs}
+    labels[k.initial_state_kw] = f"state.{next(iter(state))}" if single else "state"
+    return labels
+
+
 def _call_forward(k: Kernel, rule: str, cfg: dict, inputs: Dict[str, torch.Tensor], state: Dict[str, torch.Tensor],
-                  cu_seqlens: Optional[torch.Tensor] = None):
+                  cu_seqlens: Optional[torch.Tensor] = None, guards: Optional[Guards] = None):
     """Runs the forward on canonical-layout tensors (already on the device, in the kernel's
     dtype); returns (y, final state) canonical. Conversions stay in the autograd graph. A frozen
     read (`<rule>.frozen`) returns y alone; its state is unchanged, so the final state is None.
@@ -335,6 +356,8 @@ def _call_forward(k: Kernel, rule: str, cfg: dict, inputs: Dict[str, torch.Tenso
         kw[k.varlen] = cu_seqlens
     if k.accepts("config"):
         kw["config"] = dict(cfg)
+    if guards is not None:
+        guards.wrap_all(kw, _guard_labels(k, inputs, state, single))
     try:
         out = k.fn(**kw)
     except Exception as e:
@@ -418,7 +441,7 @@ class KernelHost:
 
     def load(self, header, tensors):
         k = self.get(header)
-        return {"ok": True, **k.describe(), "torch": torch.__version__}, []
+        return {"ok": True, **k.describe(), "torch": torch.__version__, "toolchain": _toolchain(k)}, []
 
     def _prepare(self, k: Kernel, header, tensors):
         rule = header.get("rule")
@@ -447,9 +470,11 @@ class KernelHost:
         k = self.get(header)
         rule, cfg, inputs, state, _, cu = self._prepare(k, header, tensors)
         self._probe(k, rule, cfg, inputs, state, cu)
+
+        guards = Guards(Plan(header.get("hazards")))
         with torch.no_grad():
-            y, final = _call_forward(k, rule, cfg, inputs, state, cu)
-        return {"ok": True}, [("y", y)] + [(f"state.{n}", t) for n, t in (final or {}).items()]
+            y, final = _call_forward(k, rule, cfg, inputs, state, cu, guards)
+        return {"ok": True, **_observed(guards)}, [("y", y)] + [(f"state.{n}", t) for n, t in (final or {}).items()]
 
     def backward(self, header, tensors):
         k = self.get(header)
@@ -457,13 +482,15 @@ class KernelHost:
         self._probe(k, rule, cfg, inputs, state, cu)
         dy = extra.get("dy")
         d_state = {n[7:]: t for n, t in extra.items() if n.startswith("dstate.")}
+
+        guards = Guards(Plan(header.get("hazards")))
         if k.backward is not None:
-            grads = _explicit_backward(k, rule, cfg, inputs, state, dy, d_state, cu)
+            grads = _explicit_backward(k, rule, cfg, inputs, state, dy, d_state, cu, guards)
         else:
             leaves = {n: t.clone().requires_grad_(True) for n, t in inputs.items()}
             st0 = {n: t.clone().requires_grad_(True) for n, t in state.items()}
             with torch.enable_grad():
-                y, final = _call_forward(k, rule, cfg, leaves, st0, cu)
+                y, final = _call_forward(k, rule, cfg, leaves, st0, cu, guards)
                 loss = (y * dy).sum() if dy is not None else y.sum() * 0
                 for n, g in d_state.items():
                     loss = loss + (final[n] * g).sum()
@@ -474,7 +501,49 @@ class KernelHost:
                     sys.stderr.write(traceback.format_exc())
                     raise KernelError(f"{k.spec}: autograd of the forward failed: {type(e).__name__}: {e}") from None
             grads = {n: torch.zeros_like(t) if g is None else g for (n, t), g in zip(order, gs)}
-        return {"ok": True, "backward": "explicit" if k.backward else "autograd"}, [(f"grads.{n}", g) for n, g in grads.items()]
+        return ({"ok": True, "backward": "explicit" if k.backward else "autograd", **_observed(guards)},
+                [(f"grads.{n}", g) for n, g in grads.items()])
+
+
+def _toolchain(k: Kernel) -> dict:
+    """What runs the kernel (docs/spec/conformance.md#toolchain): torch, Triton, CUDA, driver, GPU,
+    the compiler torch was built with, Python, and the hash of the kernel's module file. Absent
+    fields do not apply or could not be found."""
+    import hashlib
+    import platform
+    import re
+    from importlib import metadata
+
+    t = {"torch": torch.__version__, "python": platform.python_version()}
+    try:
+        t["triton"] = metadata.version("triton")
+    except Exception:
+        pass
+    if torch.version.cuda:
+        t["cuda"] = torch.version.cuda
+    if k.device.type == "cuda":
+        t["gpu"] = torch.cuda.get_device_name(0)
+    try:
+        with open("/proc/driver/nvidia/version") as f:
+            m = re.search(r"Kernel Module\s+(?:for \S+\s+)?([\d.]+)", f.read())
+            if m:
+                t["driver"] = m.group(1)
+    except OSError:
+        pass
+    m = re.search(r"^\s*-\s*((?:GCC|clang|MSVC)[^\n]*)$", torch.__config__.show(), re.M)
+    if m:
+        t["compiler"] = m.group(1).strip()
+    if k.module_file and os.path.isfile(k.module_file):
+        t["file"] = k.module_file
+        with open(k.module_file, "rb") as f:
+            t["sha256"] = hashlib.sha256(f.read()).hexdigest()[:16]
+    return t
+
+
+def _observed(guards: Guards) -> dict:
+    """What the reply header says of the call's guards (docs/spec/hazards.md): the writes into the
+    inputs or their guards, the tensors guarded and the kernel's keyword of each."""
+    return {"hazards": guards.check(), "guarded": guards.labels, "keywords": guards.keywords}
 
 
 def _cu_seqlens(k: Kernel, cu, q: torch.Tensor, state: Dict[str, torch.Tensor]) -> Optional[torch.Tensor]:
@@ -494,7 +563,8 @@ def _cu_seqlens(k: Kernel, cu, q: torch.Tensor, state: Dict[str, torch.Tensor]) 
     return torch.tensor(cu, dtype=torch.long, device=k.device)
 
 
-def _explicit_backward(k: Kernel, rule, cfg, inputs, state, dy, d_state, cu_seqlens=None) -> Dict[str, torch.Tensor]:
+def _explicit_backward(k: Kernel, rule, cfg, inputs, state, dy, d_state, cu_seqlens=None,
+                       guards: Optional[Guards] = None) -> Dict[str, torch.Tensor]:
     """The kernel's own backward: called with the forward's keywords plus `dy` and `d_final_state`;
     returns a dict of gradients by the kernel's keyword names (initial state under its keyword)."""
     d_k = inputs["q"].shape[-1]
@@ -511,6 +581,10 @@ def _explicit_backward(k: Kernel, rule, cfg, inputs, state, dy, d_state, cu_seql
     kw["dy"] = k.to_kernel_token(dy) if dy is not None else None
     ds = {n: k.to_kernel_state(t) for n, t in d_state.items()}
     kw["d_final_state"] = (next(iter(ds.values())) if ds else None) if single else (ds or None)
+    if guards is not None:
+        labels = _guard_labels(k, inputs, state, single)
+        labels.update({"dy": "dy", "d_final_state": f"dstate.{next(iter(state))}" if single else "dstate"})
+        guards.wrap_all(kw, labels)
     try:
         out = k.backward(**kw)
     except Exception as e:

@@ -5,6 +5,7 @@
 //   -DPLANT_HANDOFF   the state handed to the next chunk scaled by 1 + 1/128
 //   -DPLANT_TILE      y ignores the second tile (columns 64..d) of the head dimension when d > 64
 //   -DPLANT_STRIDE    with H > 8 heads, the gates are read with a head stride of 8
+//   -DPLANT_MOD8      with H > 8 heads, the gate index takes the head modulo 8 (head 8 reads head 0's gates)
 //   -DPLANT_PARTIAL   the last partial chunk dropped (T > 16 not a multiple of 16: its tokens neither
 //                     update the state nor produce y)
 // The backward is the example's: the bugs are in the forward, which the forward check judges.
@@ -47,6 +48,9 @@ NLK_API int nlk_delta_forward(int B, int T, int H, int d, int C, const float* k,
         size_t g = gate(s, b, t, h);
 #ifdef PLANT_STRIDE
         if (H > 8) g = (size_t(b) * T + t) * 8 + h;
+#endif
+#ifdef PLANT_MOD8
+        if (H > 8) g = gate(s, b, t, h % 8);
 #endif
         if (t >= done) {
           for (int i = 0; i < d; i++) y[o + i] = 0.0f;

@@ -1,0 +1,73 @@
+/**
+ * The hazard probes on py: kernels (docs/spec/hazards.md), each proven by a planted kernel of
+ * tests/py-kernels/hazards_planted.py that computes the right values and breaks one promise: a
+ * read one element past the end of its gate at K = 5, a write into an input, a write past an
+ * input's end, two runs that differ. Each fails by name; the same sums in a random order pass
+ * when the kernel declares a tolerance, which the report states. Skipped without PyTorch.
+ */
+import { expect, test } from "bun:test";
+import { cli, expectStatus, pyRun } from "./py-run.ts";
+import { probeTorchSync } from "../oracle/torch-bridge.ts";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { CheckResult } from "../harness/check.ts";
+
+const FILE = "tests/py-kernels/hazards_planted.py";
+const NAIVE = "py:examples/py-kernels/naive_delta.py:naive_delta";
+const hasTorch = probeTorchSync().available;
+const k = (name: string) => `py:${FILE}:${name}`;
+const run = pyRun(() => [...["reads_past_gate", "writes_input", "writes_past_end", "nondeterministic", "nondeterministic_declared"].map(k), NAIVE]);
+
+test.skipIf(!hasTorch)("py: a kernel reading one element past the end of its gate at K = 5 fails, naming the input", () => {
+  for (const kind of ["forward", "backward"]) {
+    const r = run.get(k("reads_past_gate"), "delta", kind);
+    expectStatus(r, "fail");
+    expect(r.message).toContain("input alpha (keyword 'forget'): tests/py-kernels/hazards_planted.py:reads_past_gate read past its end");
+    expect(r.message).toContain("d=5");
+  }
+}, 300_000);
+
+test.skipIf(!hasTorch)("py: writes into an input and past its end fail by name; so do two runs that differ", () => {
+  for (const kind of ["forward", "backward"]) {
+    const w = run.get(k("writes_input"), "delta", kind);
+    expectStatus(w, "fail");
+    expect(w.message).toContain("wrote into input theta (keyword 'beta')");
+    const p = run.get(k("writes_past_end"), "delta", kind);
+    expectStatus(p, "fail");
+    expect(p.message).toContain("v: tests/py-kernels/hazards_planted.py:writes_past_end wrote past its end (1 guard element(s) after it");
+  }
+  const n = run.get(k("nondeterministic"), "delta", "forward");
+  expectStatus(n, "fail");
+  expect(n.message).toContain("is not deterministic: two runs of the same case differ: y differs by up to");
+}, 300_000);
+
+test.skipIf(!hasTorch)("py: a declared tolerance lets two runs differ within it, and the report states it; a correct kernel is bitwise", () => {
+  const d = run.get(k("nondeterministic_declared"), "delta", "forward");
+  expectStatus(d, "pass");
+  const det = (d.details as { probes: { determinism: { tolerance: number; max_rel_seen: number } } }).probes.determinism;
+  expect(det.tolerance).toBe(1e-5);
+  expect(det.max_rel_seen).toBeGreaterThan(0);
+  expect(det.max_rel_seen).toBeLessThan(1e-5);
+  for (const kind of ["forward", "backward"]) {
+    const r = run.get(NAIVE, "delta", kind);
+    expectStatus(r, "pass");
+    expect((r.details as { probes: unknown }).probes).toEqual({ guard_bytes: 256, determinism: "bitwise" });
+  }
+}, 300_000);
+
+test.skipIf(!hasTorch)("py: the read past the gate's end fails at every run seed (the declared K = 5 case)", () => {
+  const dir = mkdtempSync(join(tmpdir(), "nlc-hz-"));
+  try {
+    for (const seed of [2, 3, 4]) {
+      const report = join(dir, `r${seed}.json`);
+      const p = cli(["--backend", k("reads_past_gate"), "--filter", "C5/py-hazards_planted-reads_past_gate/delta/forward", "--profile", "quick", "--seed", String(seed), "--report", report]);
+      expect(p.exitCode).toBe(1);
+      const r = (JSON.parse(readFileSync(report, "utf8")).checks as CheckResult[]).find((c) => c.id.endsWith("/delta/forward"))!;
+      expectStatus(r, "fail");
+      expect(r.message).toContain("read past its end");
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}, 300_000);
