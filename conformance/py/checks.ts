@@ -5,6 +5,7 @@
  * check of its backend and caches the results; a child that dies or overruns its time limit turns
  * the check it was running into `error` with its stderr tail, and a fresh child runs the rest.
  */
+import { readFileSync } from "node:fs";
 import type { CheckDef, DelegatedResult, DelegateOptions } from "../../harness/check.ts";
 import { ChildResults, runBatch } from "../../harness/child-process.ts";
 import type { BackendInfo } from "../../harness/report.ts";
@@ -16,14 +17,28 @@ const ran = new Map<string, string>();
 
 /**
  * The child's time limit: each check may spend a kernel timeout (a hang is one request, then the
- * check ends) plus its cases; generous, since a slow CPU kernel is not a fault.
+ * check ends) plus its cases; generous, since a slow CPU kernel is not a fault. A module that may
+ * run Triton kernels (its source names triton or fla) gets the interpreted kernels' timeout, since
+ * without a GPU they are interpreted (docs/spec/py-backend.md#triton-cpu).
  */
-function childTimeoutMs(n: number): number {
-  return 120_000 + n * (2 * kernelTimeoutMs() + 120_000);
+function childTimeoutMs(n: number, triton: boolean): number {
+  return 120_000 + n * (2 * kernelTimeoutMs(triton) + 120_000);
+}
+
+/** Whether a backend's module may run Triton kernels: a file module whose source names triton or fla. */
+function mayRunTriton(backend: string): boolean {
+  const { module } = parsePyBackend(backend);
+  if (!/\.py$|\//.test(module)) return true; // a package: not read, the generous limit
+  try {
+    return /\b(triton|fla)\b/.test(readFileSync(module, "utf8"));
+  } catch {
+    return false;
+  }
 }
 
 const results = new ChildResults((req) => {
-  const r = runBatch({ cmd: [process.execPath, CHILD], who: `the child process running ${req.backend}`, timeoutMs: childTimeoutMs, replayArgs: ["--backend", req.backend] }, req);
+  const triton = mayRunTriton(req.backend);
+  const r = runBatch({ cmd: [process.execPath, CHILD], who: `the child process running ${req.backend}`, timeoutMs: (n) => childTimeoutMs(n, triton), replayArgs: ["--backend", req.backend] }, req);
   ran.set(req.backend, "ran");
   return r;
 });

@@ -18,6 +18,7 @@ import { KernelSession, kernelPrecision } from "./kernel-session.ts";
 import { absentInputs, NO_CONVENTIONS } from "./conventions.ts";
 import { parsePyBackend, pyPlan, type PyEntry } from "./plan.ts";
 import { runAsyncCheck, type AsyncPropertyCheck } from "./run-async.ts";
+import { ConfigTally, configLimit, type ConfigLimit } from "./configurations.ts";
 import { resultLine, startLine, stubResult, type BatchRequest } from "../../harness/child-process.ts";
 
 const emit = (line: string) => writeSync(1, `${line}\n`);
@@ -30,7 +31,7 @@ const emit = (line: string) => writeSync(1, `${line}\n`);
  * (details.shapes).
  */
 function definition(e: PyEntry, s: KernelSession, profile: Profile, replayArgs: string[], exercised: Set<string>, names: Set<string>,
-  tally: ShapeTally): AsyncPropertyCheck<any> {
+  tally: ShapeTally, configs: ConfigTally): AsyncPropertyCheck<any> {
   const p = kernelPrecision(s.info);
   const declared = s.info.chunk_sizes ?? null;
   const chunks = declared ?? DEFAULT_CHUNK_SIZES;
@@ -41,7 +42,7 @@ function definition(e: PyEntry, s: KernelSession, profile: Profile, replayArgs: 
     if (c.packed !== null) tally.addPacked({ lengths: c.packed.lengths, H: c.H, d: c.cfg.d }, C);
     else tally.add({ B: c.B, T: c.T, H: c.H, d: c.cfg.d }, C);
     for (const n of e.kind === "forward" ? forwardNames(c) : backwardNames(c)) names.add(n);
-    return e.kind === "forward" ? forwardCase(s, e.decl, e.key, c, exercised, p) : backwardCase(s, e.decl, e.key, c, exercised, p);
+    return e.kind === "forward" ? forwardCase(s, e.decl, e.key, c, exercised, p, configs) : backwardCase(s, e.decl, e.key, c, exercised, p, configs);
   };
   const base = { kind: "property" as const, id: e.id, class: "C5" as const, subject: e.subject, spec: e.spec, tolerance: e.tolerance, runs: e.runs, replayArgs };
   if (profile === "regime") {
@@ -93,6 +94,13 @@ async function run(req: BatchRequest): Promise<void> {
     return all("error", `backend ${backend.name}: ${e instanceof Error ? e.message : String(e)}`);
   }
   const who = `${backend.module}:${backend.callable}`;
+  let limit: ConfigLimit;
+  try {
+    limit = configLimit();
+  } catch (e) {
+    await session.close();
+    return all("error", `backend ${backend.name}: ${e instanceof Error ? e.message : String(e)}`);
+  }
   session.info.conventions ??= NO_CONVENTIONS;
   try {
     absentInputs(session.info.conventions, [], who);
@@ -121,8 +129,8 @@ async function run(req: BatchRequest): Promise<void> {
         emit(resultLine({ ...stubResult(c.id, "skip", `${who} declares itself forward-only (nlc['forward_only']): no backward to judge (docs/spec/py-backend.md#forward-only)`, seed), subject: e.subject, spec: e.spec }));
         continue;
       }
-      const exercised = new Set<string>(), names = new Set<string>(), tally = new ShapeTally();
-      const def = definition(e, session, req.profile, ["--backend", backend.name], exercised, names, tally);
+      const exercised = new Set<string>(), names = new Set<string>(), tally = new ShapeTally(), configs = new ConfigTally(limit);
+      const def = definition(e, session, req.profile, ["--backend", backend.name], exercised, names, tally, configs);
       const r = req.runSeed !== undefined
         ? await runAsyncCheck(def, { seed: req.runSeed, profile: req.profile })
         : await runAsyncCheck(def, { seed: 0, profile: req.profile, replay: { seed, path: c.path ?? "" } });
@@ -130,7 +138,10 @@ async function run(req: BatchRequest): Promise<void> {
       const out = withShapes(coverage(r, [...names], exercised), tally);
       // the inputs this check generated at their neutral value and did not compare (docs/spec/py-backend.md#absent)
       const absent = e.frozen ? [] : session.info.conventions.absent.filter((n) => (e.decl.gates as readonly string[]).includes(n));
-      emit(resultLine({ ...out, message: out.message ? `${out.message} [${device}]` : `[${device}]`, details: { ...out.details, absent } }));
+      // every configuration judged, or the limit said (docs/spec/py-backend.md#configurations)
+      const judged = configs.details(), note = configs.note();
+      const message = [out.message, note === null ? null : `(${note})`, `[${device}]`].filter((x) => x).join(" ");
+      emit(resultLine({ ...out, message, details: { ...out.details, absent, ...(judged === undefined ? {} : { configurations: judged }) } }));
     }
   } finally {
     await session.close();

@@ -18,6 +18,8 @@ import { flashCompare } from "../../oracle/kernel-judge.ts";
 import type { SeqTensors } from "../../oracle/plain-reference.ts";
 import { seqCfg, toKernelGrads, type PyCase } from "./cases.ts";
 import { readReply, type KernelSession } from "./kernel-session.ts";
+import { acrossConfigurations, ConfigTally, type Judgement } from "./configurations.ts";
+import { withPlausibility } from "./plausible.ts";
 
 const asInputs = (r: Record<string, Tensor>) => r as unknown as InnerInputs;
 
@@ -48,10 +50,31 @@ function ref64(decl: RuleDecl, c: PyCase, n: number): SeqTensors {
   return { y: fw.y.data, state: Object.fromEntries(Object.entries(fw.finalState).map(([n, t]) => [n, t.data])), ...fromInnerGrads(g) };
 }
 
-/** One phase of a case: the kernel's tensors `keys` against ref64, the plain reference as the yardstick. */
-async function phaseCase(s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision, which: "forward" | "backward"): Promise<CaseOutcome> {
+/**
+ * One phase of a case: the kernel's tensors `keys` against ref64, the plain reference as the
+ * yardstick, under every configuration of the kernel (configurations.ts; `configs` collects them).
+ */
+async function phaseCase(s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision, which: "forward" | "backward",
+  configs: ConfigTally): Promise<CaseOutcome> {
   const keys = which === "forward" ? forwardKeys(c) : backwardKeys(c);
-  const kernel = readReply(c, which === "forward" ? await s.forward(c, key) : await s.backward(c, key), keys, "kernel", which);
+  let refs: { r64: SeqTensors[]; r32: SeqTensors[] } | undefined;
+  const judge = async (configuration: string | null): Promise<Judgement> => {
+    const t0 = performance.now();
+    const reply = which === "forward" ? await s.forward(c, key, configuration) : await s.backward(c, key, configuration);
+    const kernelMs = performance.now() - t0;
+    const kernel = readReply(c, reply, keys, "kernel", which);
+    // the references once per case, after the kernel's first call (a kernel that fails at once never needs them)
+    refs ??= await references(s, decl, key, c, p, keys, which);
+    const items = comparedItems(kernel, refs.r64, refs.r32, c.frozen, "py", false);
+    const outcome = flashCompare(items, exercised, `${s.backend.module}:${s.backend.callable}`, p,
+      // the shape-dependent output mutations assume sequences of one length T: none for a packed batch
+      c.packed === null ? { layout: { B: c.B, H: c.H, T: c.T } } : {});
+    return { outcome: withPlausibility(outcome, items, s.info.interpreted === true), kernelMs };
+  };
+  return acrossConfigurations(configs, () => s.lastReply, judge);
+}
+
+async function references(s: KernelSession, decl: RuleDecl, key: string, c: PyCase, p: Precision, keys: TensorKey[], which: "forward" | "backward") {
   // a packed batch's sequence is judged against the reference run on that sequence alone (docs/spec/py-backend.md#packed)
   const r64 = c.seqs.map((_, n) => toKernelGrads(c, n, ref64(decl, c, n)));
   const r32 = await s.plainReference(c, key, p, keys, r64);
@@ -60,12 +83,10 @@ async function phaseCase(s: KernelSession, decl: RuleDecl, key: string, c: PyCas
       if (k.part === "dState0" && r64[0]!.dState0[k.name] === undefined) throw new Error(`the reference backward of ${key} returns no gradient of the state ${k.name}`);
     }
   }
-  return flashCompare(comparedItems(kernel, r64, r32, c.frozen, "py", false), exercised, `${s.backend.module}:${s.backend.callable}`, p,
-    // the shape-dependent output mutations assume sequences of one length T: none for a packed batch
-    c.packed === null ? { layout: { B: c.B, H: c.H, T: c.T } } : {});
+  return { r64, r32 };
 }
 
-export const forwardCase = (s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision): Promise<CaseOutcome> =>
-  phaseCase(s, decl, key, c, exercised, p, "forward");
-export const backwardCase = (s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision): Promise<CaseOutcome> =>
-  phaseCase(s, decl, key, c, exercised, p, "backward");
+export const forwardCase = (s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision, configs = new ConfigTally()): Promise<CaseOutcome> =>
+  phaseCase(s, decl, key, c, exercised, p, "forward", configs);
+export const backwardCase = (s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision, configs = new ConfigTally()): Promise<CaseOutcome> =>
+  phaseCase(s, decl, key, c, exercised, p, "backward", configs);

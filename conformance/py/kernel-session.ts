@@ -36,6 +36,10 @@ export interface KernelInfo {
   varlen?: string | null;
   /** The declared conventions (docs/spec/py-backend.md#conventions). */
   conventions: Conventions;
+  /** Triton imported by the kernel's module, with its interpreter on (docs/spec/py-backend.md#triton-cpu). */
+  interpreted?: boolean;
+  /** The configurations the kernel declares (`nlc.configurations`, the first its default), or null (docs/spec/py-backend.md#configurations). */
+  configurations?: string[] | null;
 }
 
 /** A kernel request failed: the kernel raised, broke its contract, died or timed out. */
@@ -46,11 +50,18 @@ export class KernelFault extends Error {
   }
 }
 
-/** Per-request time limit of the kernel host: NLC_PY_KERNEL_TIMEOUT seconds, default 60. */
-export function kernelTimeoutMs(): number {
+/**
+ * Per-request time limit of the kernel host: NLC_PY_KERNEL_TIMEOUT seconds, default 60; a kernel
+ * interpreted by Triton on a CPU, INTERPRETED_TIMEOUT_S unless NLC_PY_KERNEL_TIMEOUT says otherwise
+ * (docs/spec/py-backend.md#triton-cpu).
+ */
+export function kernelTimeoutMs(interpreted = false): number {
   const s = Number(process.env.NLC_PY_KERNEL_TIMEOUT);
-  return Number.isFinite(s) && s > 0 ? s * 1000 : 60_000;
+  return Number.isFinite(s) && s > 0 ? s * 1000 : interpreted ? INTERPRETED_TIMEOUT_S * 1000 : 60_000;
 }
+
+/** The default per-request limit of an interpreted Triton kernel, seconds (docs/spec/py-backend.md#triton-cpu). */
+export const INTERPRETED_TIMEOUT_S = 900;
 
 export type Out = Map<string, Tensor>;
 
@@ -102,7 +113,9 @@ export class KernelSession {
     const host = await TorchBridge.start({ timeoutMs: kernelTimeoutMs() });
     try {
       const r = await host.call({ op: "kernel_load", ...KernelSession.target(backend) }, [], "kernel_load");
-      return new KernelSession(backend, host, r.header as unknown as KernelInfo);
+      const info = r.header as unknown as KernelInfo;
+      if (info.interpreted === true) host.setTimeoutMs(kernelTimeoutMs(true));
+      return new KernelSession(backend, host, info);
     } catch (e) {
       await host.close();
       throw fault(e, "cannot load the kernel");
@@ -113,28 +126,33 @@ export class KernelSession {
     return { kernel: `${b.module}:${b.callable}`, path: process.cwd() };
   }
 
-  private async kernel(op: "kernel_forward" | "kernel_backward", c: PyCase, rule: string, extra: [string, Tensor][]): Promise<Out> {
+  /** The last kernel reply's header: what configurations.ts reads (`configurations`, `configurations_same`). */
+  lastReply: Readonly<Record<string, unknown>> = {};
+
+  private async kernel(op: "kernel_forward" | "kernel_backward", c: PyCase, rule: string, extra: [string, Tensor][], configuration: string | null): Promise<Out> {
     const tensors: [string, Tensor][] = c.kernelInputs.map((n) => [wire.input(n), tokensTensor(c, (s) => s.kin64[n]!)]);
     for (const n of c.stateNames) tensors.push([wire.state(n), statesTensor(c, (s) => s.st64[n]!, stateLead(c))]);
     tensors.push(...extra);
     // a packed batch: the offsets travel in the header, the host hands them to the kernel as an int64 tensor
     const packed = c.packed === null ? {} : { cu_seqlens: c.packed.cu };
     try {
-      const r = await this.host.call({ op, ...KernelSession.target(this.backend), rule, config: c.cfg, ...packed }, tensors, `${op} ${rule}`);
+      const r = await this.host.call({ op, ...KernelSession.target(this.backend), rule, config: c.cfg, configuration, ...packed }, tensors, `${op} ${rule}`);
+      this.lastReply = r.header;
       return r.tensors;
     } catch (e) {
-      throw fault(e, `${op.replace("kernel_", "")} of ${rule}`);
+      throw fault(e, `${op.replace("kernel_", "")} of ${rule}${configuration === null ? "" : ` (configuration ${configuration})`}`);
     }
   }
 
-  forward(c: PyCase, rule: string): Promise<Out> {
-    return this.kernel("kernel_forward", c, rule, []);
+  /** `configuration`: null for the kernel's default, else a name a reply listed (docs/spec/py-backend.md#configurations). */
+  forward(c: PyCase, rule: string, configuration: string | null = null): Promise<Out> {
+    return this.kernel("kernel_forward", c, rule, [], configuration);
   }
 
-  backward(c: PyCase, rule: string): Promise<Out> {
+  backward(c: PyCase, rule: string, configuration: string | null = null): Promise<Out> {
     const extra: [string, Tensor][] = [[wire.dy, tokensTensor(c, (s) => s.dy64)]];
     if (!c.frozen) for (const n of c.stateNames) extra.push([wire.dFinal(n), statesTensor(c, (s) => s.dFinal64[n]!, stateLead(c))]);
-    return this.kernel("kernel_backward", c, rule, extra);
+    return this.kernel("kernel_backward", c, rule, extra, configuration);
   }
 
   /**
