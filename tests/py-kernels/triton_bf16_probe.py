@@ -1,7 +1,8 @@
 """bf16 Triton arithmetic in Triton's interpreter against torch's bf16 on the CPU, with and without
 the kernel host's support (python/nlc_torch/triton_cpu.py; tests/triton-cpu.test.ts). Prints one
 JSON line: per operation, the largest |interpreted - torch| relative to max |torch|, before and
-after the support is installed, and whether a dynamic loop's variable has `.to` (fla's chunked kernels).
+after the support is installed, whether a dynamic loop's variable has `.to` (fla's chunked kernels),
+and the error an atomic bf16 add raises (null: none).
 
     TRITON_INTERPRET=1 python tests/py-kernels/triton_bf16_probe.py
 """
@@ -39,6 +40,12 @@ def loop(out_ptr, T: tl.constexpr):
     tl.store(out_ptr + tl.arange(0, 1), acc)
 
 
+@triton.jit
+def atomic(x_ptr, v_ptr):
+    i = tl.arange(0, 4)
+    tl.atomic_add(x_ptr + i, tl.load(v_ptr + i))
+
+
 def run():
     torch.manual_seed(0)
     N = 16
@@ -59,7 +66,12 @@ def run():
         ok = int(o.item()) == 10
     except Exception as e:  # noqa: BLE001 — the interpreter's error is the measurement
         ok = f"{type(e).__name__}: {e}"
-    return {"rel": rel, "loop": ok}
+    try:
+        atomic[(1,)](torch.zeros(4, dtype=torch.bfloat16), torch.ones(4, dtype=torch.bfloat16))
+        refused = None
+    except Exception as e:  # noqa: BLE001
+        refused = str(e)
+    return {"rel": rel, "loop": ok, "atomic_refused": refused}
 
 
 before = run()
