@@ -9,7 +9,7 @@
 import { expect, test } from "bun:test";
 import type { CheckResult } from "../harness/check.ts";
 import { ConfigTally, configLimit } from "../conformance/py/configurations.ts";
-import { expectStatus, pyRun } from "./py-run.ts";
+import { cli, expectStatus, pyRun } from "./py-run.ts";
 import { probeTorchSync } from "../oracle/torch-bridge.ts";
 
 const hasTorch = probeTorchSync().available;
@@ -27,6 +27,12 @@ test("NLC_KERNEL_CONFIGS: all by default, first on request, anything else an err
   t.add("fused", 1);
   t.reached(["two-pass", "split-k"], 0);
   expect(t.note()).toContain("1 of 3 configurations judged");
+});
+
+test("an NLC_KERNEL_CONFIGS the suite does not know is a usage error (exit 2) naming it, before any check runs", () => {
+  const p = cli(["--backend", K("declared"), "--filter", "C5/py-", "--profile", "quick"], { NLC_KERNEL_CONFIGS: "every" });
+  expect(p.exitCode).toBe(2);
+  expect(p.stderr.toString()).toContain('NLC_KERNEL_CONFIGS="every": expected "all"');
 });
 
 const all = pyRun(() => [K("declared_planted"), K("declared")], { NLC_KERNEL_CONFIGS: "all" });
