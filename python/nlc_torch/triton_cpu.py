@@ -6,9 +6,9 @@ GPU, or is refused with the reason. Measured on Triton 3.8:
   arithmetic, comparisons, dots and math functions run on those integers: a bf16 kernel that does
   arithmetic in bf16 (fla's chunked kernels: their dots take bf16 operands) returns garbage,
   up to 1e13 times the bound. Here every such operation converts its bf16 operands exactly to f32,
-  computes in f32 (a dot: exact products, f32 sums, as a GPU's bf16 dot does) and rounds a bf16
-  result to nearest even; the f32 -> bf16 cast rounds to nearest even too (the interpreter
-  truncates, where a GPU rounds).
+  computes in f32 (a dot: exact products, f32 sums, as a GPU's bf16 dot does; a sum, min, max or
+  scan: in f32, rounded once) and rounds a bf16 result to nearest even; the f32 -> bf16 cast rounds
+  to nearest even too (the interpreter truncates, where a GPU rounds).
 - A loop over the builtin `range` or `tl.range` gives Python ints, where a compiled kernel's loop
   variable is an int32 scalar tensor: `i_t.to(tl.int64)` (fla's chunked kernels) fails with
   "'int' object has no attribute 'to'". Here the loop variables of a kernel's dynamic loops are
@@ -152,6 +152,43 @@ def install() -> bool:
     B.create_rsqrt = lambda self, arg: bf_unary(self, arg, lambda x: 1 / np.sqrt(x)) if is_bf16(arg) else create_rsqrt(self, arg)
     B.create_erf = lambda self, arg: (I.TensorHandle(f32_to_bf16(I.np_erf_fp32(bf16_to_f32(arg.data))), BF16) if is_bf16(arg)
                                       else create_erf(self, arg))
+
+    # reductions and scans that call numpy on the data directly (sum, min, max, arg-min/max, cumsum,
+    # cumprod): on bf16 values in f32, a bf16 result rounded once
+    R, S = I.ReduceOps, I.ScanOps
+    r_sum, r_min_max, s_cumsum, s_cumprod = R.sum, R.min_max, S.cumsum, S.cumprod
+
+    def scalar_of(t):
+        return t.dtype.scalar if hasattr(t.dtype, "scalar") else t.dtype
+
+    def bf_sum(self, input):
+        if scalar_of(input) != BF16:
+            return r_sum(self, input)
+        out = np.sum(bf16_to_f32(input.handle.data), axis=self.axis, keepdims=self.keep_dims, dtype=np.float32)
+        return self.to_tensor(f32_to_bf16(np.asarray(out, dtype=np.float32)), input.dtype)
+
+    def bf_min_max(self, input, val_reduce_op, idx_reduce_op=None):
+        x = input[0] if isinstance(input, tuple) else input
+        if scalar_of(x) != BF16:
+            return r_min_max(self, input, val_reduce_op, idx_reduce_op)
+        data = bf16_to_f32(x.handle.data)
+        val = None if not val_reduce_op else self.to_tensor(
+            f32_to_bf16(np.asarray(val_reduce_op(data, axis=self.axis, keepdims=self.keep_dims), dtype=np.float32)), x.dtype)
+        idx = None if not idx_reduce_op else self.to_tensor(idx_reduce_op(data, axis=self.axis, keepdims=self.keep_dims), tl.int32)
+        if val is not None and idx is not None:
+            return val, idx
+        return val if val is not None else idx
+
+    def scan(orig, op):
+        def run(self, input):
+            if scalar_of(input) != BF16:
+                return orig(self, input)
+            out = op(bf16_to_f32(input.handle.data), axis=self.axis, dtype=np.float32)
+            return [self.to_tensor(f32_to_bf16(out), dtype=input.dtype)]
+        return run
+
+    R.sum, R.min_max = bf_sum, bf_min_max
+    S.cumsum, S.cumprod = scan(s_cumsum, np.cumsum), scan(s_cumprod, np.cumprod)
 
     # loop variables: int32 scalar tensors, as a compiled kernel's
     def tensor_range(arg1, arg2=None, step=None, **kwargs):

@@ -30,6 +30,9 @@ def ops(a_ptr, b_ptr, out_ptr, N: tl.constexpr):
     tl.store(out_ptr + 3 * N * N + i[:, None] * N + j[None, :], tl.dot(a, b).to(tl.bfloat16))
     tl.store(out_ptr + 4 * N * N + i[:, None] * N + j[None, :], tl.where(a > b, a, b))
     tl.store(out_ptr + 5 * N * N + i[:, None] * N + j[None, :], (a.to(tl.float32) * 3.0).to(tl.bfloat16))
+    tl.store(out_ptr + 6 * N * N + i[:, None] * N + j[None, :], tl.cumsum(a, axis=1))
+    tl.store(out_ptr + 7 * N * N + i, tl.sum(a, axis=1))
+    tl.store(out_ptr + 7 * N * N + N + i, tl.max(a, axis=1))
 
 
 @triton.jit
@@ -51,11 +54,13 @@ def run():
     N = 16
     a = (torch.randn(N, N) * 2).bfloat16()
     b = torch.randn(N, N).bfloat16()
-    out = torch.empty(6, N, N, dtype=torch.bfloat16)
+    out = torch.zeros(8, N, N, dtype=torch.bfloat16)
     ops[(1,)](a, b, out, N)
+    red = torch.zeros(N, N, dtype=torch.bfloat16)
+    red[0], red[1] = a.float().sum(1).bfloat16(), a.max(1).values
     want = [a + b, a * b, a - b, (a.float() @ b.float()).bfloat16(), torch.where(a > b, a, b),
-            (a.float() * 3).bfloat16()]
-    names = ["add", "mul", "sub", "dot", "where_gt", "cast"]
+            (a.float() * 3).bfloat16(), a.float().cumsum(1).bfloat16(), red]
+    names = ["add", "mul", "sub", "dot", "where_gt", "cast", "cumsum", "sum_max"]
     rel = {}
     for i, (n, w) in enumerate(zip(names, want)):
         r = float((out[i].float() - w.float()).abs().max() / w.float().abs().max())
