@@ -68,7 +68,8 @@ async function phaseCase(s: KernelSession, decl: RuleDecl, key: string, c: PyCas
     const items = comparedItems(kernel, refs.r64, refs.r32, c.frozen, "py", false);
     const outcome = flashCompare(items, exercised, `${s.backend.module}:${s.backend.callable}`, p,
       // the shape-dependent output mutations assume sequences of one length T: none for a packed batch
-      c.packed === null ? { layout: { B: c.B, H: c.H, T: c.T } } : {});
+      // the output mutations (the judge's own power) once per case, under the default
+      { ...(c.packed === null ? { layout: { B: c.B, H: c.H, T: c.T } } : {}), ...(configuration === null ? {} : { mutations: false }) });
     return { outcome: withPlausibility(outcome, items, s.info.interpreted === true), kernelMs };
   };
   return acrossConfigurations(configs, () => s.lastReply, judge);

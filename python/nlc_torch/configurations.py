@@ -37,9 +37,20 @@ def describe(config) -> Tuple[str, str]:
     return ", ".join(meta), ", ".join(launch)
 
 
+# each autotuner's name, fixed when first seen: its function's name, qualified by its module where
+# another autotuner already goes by that name
+_names: Dict[int, str] = {}
+
+
 def _name(tuner) -> str:
-    base = getattr(tuner, "base_fn", None) or getattr(tuner, "fn", None)
-    return getattr(base, "__name__", type(tuner).__name__)
+    key = id(tuner)
+    if key not in _names:
+        base = getattr(tuner, "base_fn", None) or getattr(tuner, "fn", None)
+        name = getattr(base, "__name__", type(tuner).__name__)
+        if name in _names.values():
+            name = f"{getattr(base, '__module__', '?')}.{name}"
+        _names[key] = name
+    return _names[key]
 
 
 def install() -> bool:
