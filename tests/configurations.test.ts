@@ -23,6 +23,8 @@ test("NLC_KERNEL_CONFIGS: all by default, first on request, anything else an err
   expect(configLimit({ NLC_KERNEL_CONFIGS: "all" })).toBe("all");
   expect(configLimit({ NLC_KERNEL_CONFIGS: "first" })).toBe("first");
   expect(() => configLimit({ NLC_KERNEL_CONFIGS: "some" })).toThrow(/NLC_KERNEL_CONFIGS="some"/);
+  expect(() => configLimit({ NLC_FLA_FIRST_CONFIG: "1" })).toThrow(/NLC_FLA_FIRST_CONFIG is replaced by NLC_KERNEL_CONFIGS=first/);
+  expect(configLimit({ NLC_FLA_FIRST_CONFIG: "1", NLC_KERNEL_CONFIGS: "first" })).toBe("first");
   const t = new ConfigTally("first");
   t.add("fused", 1);
   t.reached(["two-pass", "split-k"], 0);

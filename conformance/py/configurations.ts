@@ -17,8 +17,16 @@ export const CONFIG_LIMIT_ENV = "NLC_KERNEL_CONFIGS";
 /** The name the default configuration goes by in details and messages. */
 export const DEFAULT_CONFIGURATION = "default";
 
-/** NLC_KERNEL_CONFIGS: "all" (or unset) or "first"; anything else is an error naming the variable. */
+/**
+ * NLC_KERNEL_CONFIGS: "all" (or unset) or "first"; anything else is an error naming the variable.
+ * NLC_FLA_FIRST_CONFIG, which it replaces, is an error saying so where NLC_KERNEL_CONFIGS is unset
+ * (ignored, it would judge more than its setter asked for, and without a word).
+ */
 export function configLimit(env: Record<string, string | undefined> = process.env): ConfigLimit {
+  if (env.NLC_FLA_FIRST_CONFIG !== undefined && env[CONFIG_LIMIT_ENV] === undefined) {
+    throw new Error(`NLC_FLA_FIRST_CONFIG is replaced by ${CONFIG_LIMIT_ENV}=first (or =all: every configuration, the default); ` +
+      "unset it (docs/spec/py-backend.md#configurations)");
+  }
   const v = (env[CONFIG_LIMIT_ENV] ?? "").trim();
   if (v === "" || v === "all") return "all";
   if (v === "first") return "first";
