@@ -513,6 +513,9 @@ class _configured:
         self.reply: dict = {}
 
     def __enter__(self) -> dict:
+        # a module may import Triton only when first called: both are installed as soon as it has
+        configs.install()
+        triton_cpu.install()
         self.k.configuration = self.name
         self.request.__enter__()
         return self.reply
