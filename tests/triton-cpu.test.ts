@@ -8,7 +8,7 @@
 import { expect, test } from "bun:test";
 import { ROOT } from "../paths.ts";
 import { IMPLAUSIBLE, farthest, withPlausibility } from "../conformance/py/plausible.ts";
-import { INTERPRETED_TIMEOUT_S, kernelTimeoutMs } from "../conformance/py/kernel-session.ts";
+import { INTERPRETED_TIMEOUT_S, kernelTimeoutMs, mayRunTriton } from "../conformance/py/kernel-session.ts";
 import type { Compared } from "../oracle/kernel-judge.ts";
 
 const PY = process.env.NLC_FLA_PYTHON;
@@ -62,4 +62,11 @@ test("an interpreted kernel's request limit is INTERPRETED_TIMEOUT_S unless NLC_
     if (saved === undefined) delete process.env.NLC_PY_KERNEL_TIMEOUT;
     else process.env.NLC_PY_KERNEL_TIMEOUT = saved;
   }
+});
+
+test("a module that may run Triton kernels is known before it loads: its load and its child get the interpreted limit", () => {
+  expect(mayRunTriton({ module: "examples/py-kernels/fla_real.py" })).toBe(true);
+  expect(mayRunTriton({ module: "tests/py-kernels/configurations_planted.py" })).toBe(true);
+  expect(mayRunTriton({ module: "examples/py-kernels/naive_delta.py" })).toBe(false);
+  expect(mayRunTriton({ module: "mypkg.kernels" })).toBe(true); // a package is not read: the generous limit
 });

@@ -5,11 +5,10 @@
  * check of its backend and caches the results; a child that dies or overruns its time limit turns
  * the check it was running into `error` with its stderr tail, and a fresh child runs the rest.
  */
-import { readFileSync } from "node:fs";
 import type { CheckDef, DelegatedResult, DelegateOptions } from "../../harness/check.ts";
 import { ChildResults, runBatch } from "../../harness/child-process.ts";
 import type { BackendInfo } from "../../harness/report.ts";
-import { kernelTimeoutMs } from "./kernel-session.ts";
+import { kernelTimeoutMs, mayRunTriton } from "./kernel-session.ts";
 import { parsePyBackend, pyBackendNames, pyPlan, type PyBackend, type PyEntry } from "./plan.ts";
 
 const CHILD = `${import.meta.dir}/child.ts`;
@@ -25,19 +24,8 @@ function childTimeoutMs(n: number, triton: boolean): number {
   return 120_000 + n * (2 * kernelTimeoutMs(triton) + 120_000);
 }
 
-/** Whether a backend's module may run Triton kernels: a file module whose source names triton or fla. */
-function mayRunTriton(backend: string): boolean {
-  const { module } = parsePyBackend(backend);
-  if (!/\.py$|\//.test(module)) return true; // a package: not read, the generous limit
-  try {
-    return /\b(triton|fla)\b/.test(readFileSync(module, "utf8"));
-  } catch {
-    return false;
-  }
-}
-
 const results = new ChildResults((req) => {
-  const triton = mayRunTriton(req.backend);
+  const triton = mayRunTriton(parsePyBackend(req.backend));
   const r = runBatch({ cmd: [process.execPath, CHILD], who: `the child process running ${req.backend}`, timeoutMs: (n) => childTimeoutMs(n, triton), replayArgs: ["--backend", req.backend] }, req);
   ran.set(req.backend, "ran");
   return r;

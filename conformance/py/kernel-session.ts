@@ -5,6 +5,7 @@
  * docs/spec/py-backend.md#reference, #precision). Both speak python/PROTOCOL.md through
  * oracle/torch-bridge.ts.
  */
+import { readFileSync } from "node:fs";
 import { TorchBridge, TorchBridgeError } from "../../oracle/torch-bridge.ts";
 import { roundedCopy, type Precision, type StorageDType } from "../../src/precision.ts";
 import { Tensor } from "../../src/tensor.ts";
@@ -63,6 +64,20 @@ export function kernelTimeoutMs(interpreted = false): number {
 /** The default per-request limit of an interpreted Triton kernel, seconds (docs/spec/py-backend.md#triton-cpu). */
 export const INTERPRETED_TIMEOUT_S = 900;
 
+/**
+ * Whether a backend's module may run Triton kernels, before it is loaded: a file module whose
+ * source names triton or fla, or a package (not read). Its load (importing Triton and fla alone
+ * took over 60 s on the loaded 2-core machine) and its child process get the interpreted limit.
+ */
+export function mayRunTriton(b: Pick<PyBackend, "module">): boolean {
+  if (!/\.py$|\//.test(b.module)) return true;
+  try {
+    return /\b(triton|fla)\b/.test(readFileSync(b.module, "utf8"));
+  } catch {
+    return false;
+  }
+}
+
 export type Out = Map<string, Tensor>;
 
 /** The `intermediates` of an `inner` request (python/PROTOCOL.md): stored values held in `dtype`, rounded to nearest or stochastically from a seed. */
@@ -110,11 +125,11 @@ export class KernelSession {
 
   /** Starts the kernel host and loads the kernel; a KernelFault names why it cannot be loaded. */
   static async open(backend: PyBackend): Promise<KernelSession> {
-    const host = await TorchBridge.start({ timeoutMs: kernelTimeoutMs() });
+    const host = await TorchBridge.start({ timeoutMs: kernelTimeoutMs(mayRunTriton(backend)) });
     try {
       const r = await host.call({ op: "kernel_load", ...KernelSession.target(backend) }, [], "kernel_load");
       const info = r.header as unknown as KernelInfo;
-      if (info.interpreted === true) host.setTimeoutMs(kernelTimeoutMs(true));
+      host.setTimeoutMs(kernelTimeoutMs(info.interpreted === true));
       return new KernelSession(backend, host, info);
     } catch (e) {
       await host.close();
