@@ -16,6 +16,7 @@ import { buildCatalogue, matchesFilter, type Catalogue } from "./catalogue.ts";
 import { variantKey } from "../src/rules/level.ts";
 import { probeBackends } from "./c5/spawn.ts";
 import { PY_PREFIX, parsePyBackendArg } from "./py/plan.ts";
+import { configLimit } from "./py/configurations.ts";
 
 /** A setting that cannot be used (exit status 2); the message names the setting. */
 export class UsageError extends Error {}
@@ -115,6 +116,11 @@ export function planRun(req: RunRequest): RunPlan {
     } catch (e) {
       throw new UsageError(`${message(e)}; or py:<module>:<callable> in NLC_PY_BACKENDS`);
     }
+  }
+  try {
+    configLimit(); // NLC_KERNEL_CONFIGS, read by the py: checks' children (docs/spec/py-backend.md#configurations)
+  } catch (e) {
+    throw new UsageError(message(e));
   }
   let catalogue: Catalogue;
   try {

@@ -3,7 +3,8 @@
 # the three CUDA builds (default profile, then the regime profile), the kernel benchmark, the
 # `py:` kernels on the GPU (ours in PyTorch; fla's Triton kernels where `fla` imports), and last the
 # whole default run. Every step has its own time limit (STEP_S, default 240 s), logs to OUTDIR and
-# goes on after a failure; the exit status is the number of steps that did not end with 0.
+# goes on after a failure (the fla steps: FLA_STEP_S, default 300 s, one per kernel); the exit status
+# is the number of steps that did not end with 0.
 #     bash ffi/gpu-checks.sh OUTDIR [STEP...]      (steps: env build c5 regime bench py fla default)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -44,12 +45,26 @@ if has py; then
     --backend "py:$ours/fla_deltanet.py:chunk_gated_delta_rule_bf16" --backend "py:$ours/deltanet_lowprec.py:recurrent_delta_bf16" --backend "py:$ours/deltanet_lowprec.py:chunk_delta_f16"
 fi
 if has fla; then
-  export NLC_FLA_FIRST_CONFIG=${NLC_FLA_FIRST_CONFIG:-1}
-  f="py:$ours/fla_real.py"
-  run fla bun conformance/cli.ts --filter C5/py- --report "$out/fla-gpu.json" \
-    --backend "$f:fused_recurrent_delta_rule" --backend "$f:fused_recurrent_delta_rule_bf16_stored" \
-    --backend "$f:chunk_delta_rule_bf16" --backend "$f:chunk_delta_rule_bf16_stored" \
-    --backend "$f:chunk_gated_delta_rule_bf16_stored" --backend "$f:chunk_gated_delta_rule"
+  # fla's Triton kernels under every autotune configuration of every Triton kernel a call reaches
+  # (docs/spec/py-backend.md#configurations). Each configuration is a compilation, so the quick
+  # profile, one run per kernel (a run cut by its limit loses that kernel's report only) with a
+  # limit of its own (FLA_STEP_S, default 300 s), the most telling kernel first. NLC_KERNEL_CONFIGS=first
+  # judges each kernel's first configuration only, and the report says so.
+  export NLC_KERNEL_CONFIGS=${NLC_KERNEL_CONFIGS:-all}
+  for k in chunk_delta_rule_bf16_stored chunk_gated_delta_rule chunk_gated_delta_rule_bf16_stored fused_recurrent_delta_rule; do
+    STEP_S=${FLA_STEP_S:-300} run "fla-$k" bun conformance/cli.ts --filter C5/py- --profile quick --report "$out/fla-$k.json" \
+      --backend "py:$ours/fla_real.py:$k"
+    # per check: its verdict and each configuration judged (cases, kernel ms), or what was not judged
+    [ -f "$out/fla-$k.json" ] && bun -e '
+      const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+      for (const c of r.checks) {
+        if (c.status === "skip") continue;
+        const k = c.details?.configurations;
+        const ms = k ? k.judged.reduce((s, j) => s + j.ms, 0) : 0;
+        console.log(c.id, c.status, k ? `${k.judged.length} configurations judged (${Math.round(ms)} ms of kernel calls), ${k.not_judged.length} not judged` : "one configuration");
+        if (c.status !== "pass") console.log("   ", String(c.message).slice(0, 400));
+      }' "$out/fla-$k.json" | tee -a "$out/fla-configurations.txt"
+  done
 fi
 has default && run default bun conformance/cli.ts --report "$out/default.json"
 printf '\n== [%4d s] done: %d step(s) did not pass\n' $((SECONDS - t0)) "$bad"

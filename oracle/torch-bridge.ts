@@ -35,7 +35,12 @@ export class TorchBridge {
   /** Wall time of the last start: spawn, python + torch import, hello round trip (ms). */
   startupMs = 0;
 
-  private constructor(private readonly opts: BridgeOptions) {}
+  private constructor(private opts: BridgeOptions) {}
+
+  /** Changes the per-request time limit from the next request on (a kernel host that interprets Triton kernels). */
+  setTimeoutMs(ms: number, setting?: string): void {
+    this.opts = { ...this.opts, timeoutMs: ms, ...(setting !== undefined ? { timeoutSetting: setting } : {}) };
+  }
 
   /** Starts the process and checks the handshake; TorchBridgeError "unavailable" when python or torch is missing. */
   static async start(opts: BridgeOptions = {}): Promise<TorchBridge> {

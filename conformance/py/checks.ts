@@ -9,7 +9,7 @@ import type { CheckDef, DelegatedResult, DelegateOptions } from "../../harness/c
 import { ChildResults, runBatch } from "../../harness/child-process.ts";
 import type { BackendInfo } from "../../harness/report.ts";
 import type { Toolchain } from "../../ffi/toolchain.ts";
-import { kernelTimeoutMs, kernelTimeoutSetting } from "./kernel-session.ts";
+import { kernelTimeoutMs, kernelTimeoutSetting, mayRunTriton } from "./kernel-session.ts";
 import { parsePyBackend, pyBackendNames, pyPlan, type PyBackend, type PyEntry } from "./plan.ts";
 
 const CHILD = `${import.meta.dir}/child.ts`;
@@ -18,19 +18,22 @@ const ran = new Map<string, Toolchain | null>();
 
 /**
  * The child's time limit: each check may spend a kernel timeout (a hang is one request, then the
- * check ends) plus its cases; generous, since a slow CPU kernel is not a fault.
+ * check ends) plus its cases; generous, since a slow CPU kernel is not a fault. A module that may
+ * run Triton kernels (its source names triton or fla) gets the interpreted kernels' timeout, since
+ * without a GPU they are interpreted (docs/spec/py-backend.md#triton-cpu).
  */
-function childTimeoutMs(n: number): number {
-  return 120_000 + n * (2 * kernelTimeoutMs() + 120_000);
+function childTimeoutMs(n: number, triton: boolean): number {
+  return 120_000 + n * (2 * kernelTimeoutMs(triton) + 120_000);
 }
 
 /** Backends whose child could not load the kernel: the reason, given once (child.ts). */
 const unavailable = new Map<string, string>();
 
 const results = new ChildResults((req) => {
+  const triton = mayRunTriton(parsePyBackend(req.backend));
   const r = runBatch({
-    cmd: [process.execPath, CHILD], who: `the child process running ${req.backend}`, timeoutMs: childTimeoutMs,
-    timeoutSetting: `2 x ${kernelTimeoutSetting()} + 120 s a check`, replayArgs: ["--backend", req.backend],
+    cmd: [process.execPath, CHILD], who: `the child process running ${req.backend}`, timeoutMs: (n) => childTimeoutMs(n, triton),
+    timeoutSetting: `2 x ${kernelTimeoutSetting(triton)} + 120 s a check`, replayArgs: ["--backend", req.backend],
   }, req);
   // the toolchain comes on every result; it belongs to the backend, not to each check
   let toolchain: Toolchain | null = ran.get(req.backend) ?? null;

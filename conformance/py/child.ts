@@ -23,6 +23,7 @@ import { RULES } from "../../src/rules/index.ts";
 import { variantKey } from "../../src/rules/level.ts";
 import { suggestion } from "../../harness/nearest.ts";
 import { runAsyncCheck, type AsyncPropertyCheck } from "./run-async.ts";
+import { ConfigTally, configLimit, type ConfigLimit } from "./configurations.ts";
 import { resultLine, startLine, stubResult, type BatchRequest } from "../../harness/child-process.ts";
 
 const emit = (line: string) => writeSync(1, `${line}\n`);
@@ -35,7 +36,7 @@ const emit = (line: string) => writeSync(1, `${line}\n`);
  * (details.shapes).
  */
 function definition(e: PyEntry, s: KernelSession, profile: Profile, replayArgs: string[], exercised: Set<string>, names: Set<string>,
-  tally: ShapeTally, probes: ProbeTally, dump?: CaseDump): AsyncPropertyCheck<any> {
+  tally: ShapeTally, configs: ConfigTally, probes: ProbeTally, dump?: CaseDump): AsyncPropertyCheck<any> {
   const p = kernelPrecision(s.info);
   const declared = s.info.chunk_sizes ?? null;
   const chunks = declared ?? DEFAULT_CHUNK_SIZES;
@@ -46,7 +47,7 @@ function definition(e: PyEntry, s: KernelSession, profile: Profile, replayArgs: 
     if (c.packed !== null) tally.addPacked({ lengths: c.packed.lengths, H: c.H, d: c.cfg.d }, C);
     else tally.add({ B: c.B, T: c.T, H: c.H, d: c.cfg.d }, C);
     for (const n of e.kind === "forward" ? forwardNames(c) : backwardNames(c)) names.add(n);
-    return e.kind === "forward" ? forwardCase(s, e.decl, e.key, c, exercised, p, probes, dump) : backwardCase(s, e.decl, e.key, c, exercised, p, probes, dump);
+    return e.kind === "forward" ? forwardCase(s, e.decl, e.key, c, exercised, p, configs, probes, dump) : backwardCase(s, e.decl, e.key, c, exercised, p, configs, probes, dump);
   };
   const base = { kind: "property" as const, id: e.id, class: "C5" as const, subject: e.subject, spec: e.spec, tolerance: e.tolerance, runs: e.runs, replayArgs };
   if (profile === "regime") {
@@ -115,6 +116,13 @@ async function run(req: BatchRequest): Promise<void> {
     return unavailable(e instanceof TorchBridgeError && e.kind === "unavailable" ? `PyTorch is not available: ${why}` : why);
   }
   const who = `${backend.module}:${backend.callable}`;
+  let limit: ConfigLimit;
+  try {
+    limit = configLimit();
+  } catch (e) {
+    await session.close();
+    return unavailable(e instanceof Error ? e.message : String(e));
+  }
   session.info.conventions ??= NO_CONVENTIONS;
   try {
     absentInputs(session.info.conventions, [], who);
@@ -144,19 +152,21 @@ async function run(req: BatchRequest): Promise<void> {
         emit(resultLine({ ...stubResult(c.id, "skip", `${who} declares itself forward-only (nlc['forward_only']): no backward to judge (docs/spec/py-backend.md#forward-only)`, seed), subject: e.subject, spec: e.spec }));
         continue;
       }
-      const exercised = new Set<string>(), names = new Set<string>(), tally = new ShapeTally();
+      const exercised = new Set<string>(), names = new Set<string>(), tally = new ShapeTally(), configs = new ConfigTally(limit);
       // --replay … --dump DIR: the one replayed case's tensors (harness/dump.ts)
       const dump = c.dump !== undefined && req.runSeed === undefined ? new CaseDump(c.dump) : undefined;
       const probes = new ProbeTally(HAZARD_PLAN, session.info.nondeterministic?.tolerance ?? null);
-      const def = definition(e, session, req.profile, ["--backend", backend.name], exercised, names, tally, probes, dump);
+      const def = definition(e, session, req.profile, ["--backend", backend.name], exercised, names, tally, configs, probes, dump);
       const r = req.runSeed !== undefined
         ? await runAsyncCheck(def, { seed: req.runSeed, profile: req.profile })
         : await runAsyncCheck(def, { seed: 0, profile: req.profile, replay: { seed, path: c.path ?? "" } });
-      const device = `${session.info.device}, ${session.info.dtype} (state ${session.info.state_dtype}), backward by ${session.info.backward}`;
+      const device = `${session.info.device}${session.info.interpreted === true ? " (Triton interpreter)" : ""}, ${session.info.dtype} (state ${session.info.state_dtype}), backward by ${session.info.backward}`;
       const out = withShapes(coverage(r, [...names], exercised), tally);
       // the inputs this check generated at their neutral value and did not compare (docs/spec/py-backend.md#absent)
       const absent = e.frozen ? [] : session.info.conventions.absent.filter((n) => (e.decl.gates as readonly string[]).includes(n));
-      const message = out.message ? `${out.message} [${device}]` : `[${device}]`;
+      // every configuration judged, or the limit said (docs/spec/py-backend.md#configurations)
+      const judged = configs.details(), note = configs.note();
+      const message = [out.message, note === null ? null : `(${note})`, `[${device}]`].filter((x) => x).join(" ");
       if (dump !== undefined) {
         const manifest = dump.finish({ check: c.id, seed, path: c.path ?? "", kernel: `${backend.module}:${backend.callable}`, rule: e.key, status: out.status, message,
           names: "kernel/sent and kernel/returned: python/PROTOCOL.md's names, batched as on the wire; judged/<tensor>/seq<n>: per sequence n = b·H + h, the kernel's values, ref64 and the plain reference" });
@@ -164,7 +174,7 @@ async function run(req: BatchRequest): Promise<void> {
       }
       // the toolchain rides on each result to the parent, which lists it under the backend (checks.ts)
       const toolchain = session.info.toolchain !== undefined ? { toolchain: session.info.toolchain } : {};
-      emit(resultLine({ ...out, message, details: { ...out.details, absent, probes: probes.summary(), ...toolchain } }));
+      emit(resultLine({ ...out, message, details: { ...out.details, absent, probes: probes.summary(), ...toolchain, ...(judged === undefined ? {} : { configurations: judged }) } }));
     }
   } finally {
     await session.close();

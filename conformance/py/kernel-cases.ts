@@ -21,6 +21,8 @@ import type { SeqTensors } from "../../oracle/plain-reference.ts";
 import { seqCfg, toKernelGrads, type PyCase } from "./cases.ts";
 import { readReply, type KernelSession } from "./kernel-session.ts";
 import { hazardVerdict, type ProbeTally } from "../../ffi/hazards.ts";
+import { acrossConfigurations, ConfigTally, type Judgement } from "./configurations.ts";
+import { withPlausibility } from "./plausible.ts";
 
 const asInputs = (r: Record<string, Tensor>) => r as unknown as InnerInputs;
 
@@ -70,27 +72,52 @@ function dumpCase(dump: CaseDump, c: PyCase, items: readonly Compared[]): void {
   }
 }
 
-/** One phase of a case: the kernel's tensors `keys` against ref64, the plain reference as the yardstick. */
+/**
+ * One phase of a case: the kernel's tensors `keys` against ref64, the plain reference as the
+ * yardstick, under every configuration of the kernel (configurations.ts; `configs` collects them),
+ * each call under the hazard probes (`probes`; docs/spec/hazards.md).
+ */
 async function phaseCase(s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision, which: "forward" | "backward",
-  probes?: ProbeTally, dump?: CaseDump): Promise<CaseOutcome> {
+  configs: ConfigTally, probes?: ProbeTally, dump?: CaseDump): Promise<CaseOutcome> {
   const keys = which === "forward" ? forwardKeys(c) : backwardKeys(c);
-  if (dump !== undefined) {
-    s.onExchange = (op, sent, got) => {
-      for (const [n, t] of sent) dump.tensor(`kernel/sent/${fileName(n)}.npy`, t.shape, t.data, `${op}: ${n} as sent to the kernel (in its parametrisation and layout)`);
-      for (const [n, t] of got) dump.tensor(`kernel/returned/${fileName(n)}.npy`, t.shape, t.data, `${op}: ${n} as the kernel returned it`);
-    };
-  }
-  let reply;
-  try {
-    reply = which === "forward" ? await s.forward(c, key) : await s.backward(c, key);
-  } finally {
-    s.onExchange = null;
-  }
-  // a read past an input's end, a write into an input, two runs that differ: named as such, before any comparison (docs/spec/hazards.md)
-  const hazard = hazardVerdict(reply.hazards, `${s.backend.module}:${s.backend.callable}`);
-  if (hazard !== null) return hazard;
-  probes?.add(reply.rerunMaxRel);
-  const kernel = readReply(c, reply.tensors, keys, "kernel", which);
+  const conv = s.info.conventions;
+  const names: KernelNames = { keywords: conv?.keywords ?? {}, initialState: conv?.initial_state ?? "initial_state", stateDict: conv?.state_dict ?? false, states: c.stateNames };
+  let refs: { r64: SeqTensors[]; r32: SeqTensors[] } | undefined;
+  const judge = async (configuration: string | null): Promise<Judgement> => {
+    const dumping = dump !== undefined && configuration === null;
+    if (dumping) {
+      s.onExchange = (op, sent, got) => {
+        for (const [n, t] of sent) dump.tensor(`kernel/sent/${fileName(n)}.npy`, t.shape, t.data, `${op}: ${n} as sent to the kernel (in its parametrisation and layout)`);
+        for (const [n, t] of got) dump.tensor(`kernel/returned/${fileName(n)}.npy`, t.shape, t.data, `${op}: ${n} as the kernel returned it`);
+      };
+    }
+    const t0 = performance.now();
+    let reply;
+    try {
+      reply = which === "forward" ? await s.forward(c, key, configuration) : await s.backward(c, key, configuration);
+    } finally {
+      s.onExchange = null;
+    }
+    const kernelMs = performance.now() - t0;
+    // a read past an input's end, a write into an input, two runs that differ: named as such, before any comparison (docs/spec/hazards.md)
+    const hazard = hazardVerdict(reply.hazards, `${s.backend.module}:${s.backend.callable}`);
+    if (hazard !== null) return { outcome: hazard, kernelMs };
+    probes?.add(reply.rerunMaxRel);
+    const kernel = readReply(c, reply.tensors, keys, "kernel", which);
+    // the references once per case, after the kernel's first call (a kernel that fails at once never needs them)
+    refs ??= await references(s, decl, key, c, p, keys, which);
+    const items = comparedItems(kernel, refs.r64, refs.r32, c.frozen, "py", false, (k, ours) => kernelLabel(k, ours, names));
+    if (dumping) dumpCase(dump, c, items);
+    const outcome = flashCompare(items, exercised, `${s.backend.module}:${s.backend.callable}`, p,
+      // the shape-dependent output mutations assume sequences of one length T: none for a packed batch;
+      // the output mutations (the judge's own power) once per case, under the default
+      { ...(c.packed === null ? { layout: { B: c.B, H: c.H, T: c.T } } : {}), ...(configuration === null ? {} : { mutations: false }) });
+    return { outcome: withPlausibility(outcome, items, s.info.interpreted === true), kernelMs };
+  };
+  return acrossConfigurations(configs, () => s.lastReply, judge);
+}
+
+async function references(s: KernelSession, decl: RuleDecl, key: string, c: PyCase, p: Precision, keys: TensorKey[], which: "forward" | "backward") {
   // a packed batch's sequence is judged against the reference run on that sequence alone (docs/spec/py-backend.md#packed)
   const r64 = c.seqs.map((_, n) => toKernelGrads(c, n, ref64(decl, c, n)));
   const r32 = await s.plainReference(c, key, p, keys, r64);
@@ -99,16 +126,10 @@ async function phaseCase(s: KernelSession, decl: RuleDecl, key: string, c: PyCas
       if (k.part === "dState0" && r64[0]!.dState0[k.name] === undefined) throw new Error(`the reference backward of ${key} returns no gradient of the state ${k.name}`);
     }
   }
-  const conv = s.info.conventions;
-  const names: KernelNames = { keywords: conv?.keywords ?? {}, initialState: conv?.initial_state ?? "initial_state", stateDict: conv?.state_dict ?? false, states: c.stateNames };
-  const items = comparedItems(kernel, r64, r32, c.frozen, "py", false, (k, ours) => kernelLabel(k, ours, names));
-  if (dump !== undefined) dumpCase(dump, c, items);
-  return flashCompare(items, exercised, `${s.backend.module}:${s.backend.callable}`, p,
-    // the shape-dependent output mutations assume sequences of one length T: none for a packed batch
-    c.packed === null ? { layout: { B: c.B, H: c.H, T: c.T } } : {});
+  return { r64, r32 };
 }
 
-export const forwardCase = (s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision, probes?: ProbeTally, dump?: CaseDump): Promise<CaseOutcome> =>
-  phaseCase(s, decl, key, c, exercised, p, "forward", probes, dump);
-export const backwardCase = (s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision, probes?: ProbeTally, dump?: CaseDump): Promise<CaseOutcome> =>
-  phaseCase(s, decl, key, c, exercised, p, "backward", probes, dump);
+export const forwardCase = (s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision, configs = new ConfigTally(), probes?: ProbeTally, dump?: CaseDump): Promise<CaseOutcome> =>
+  phaseCase(s, decl, key, c, exercised, p, "forward", configs, probes, dump);
+export const backwardCase = (s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision, configs = new ConfigTally(), probes?: ProbeTally, dump?: CaseDump): Promise<CaseOutcome> =>
+  phaseCase(s, decl, key, c, exercised, p, "backward", configs, probes, dump);

@@ -5,6 +5,7 @@
  * docs/spec/py-backend.md#reference, #precision). Both speak python/PROTOCOL.md through
  * oracle/torch-bridge.ts.
  */
+import { readFileSync } from "node:fs";
 import { TorchBridge, TorchBridgeError } from "../../oracle/torch-bridge.ts";
 import { roundedCopy, type Precision, type StorageDType } from "../../src/precision.ts";
 import { Tensor } from "../../src/tensor.ts";
@@ -42,6 +43,10 @@ export interface KernelInfo {
   toolchain?: Toolchain;
   /** A kernel whose two runs of a case may differ declares by how much (docs/spec/hazards.md#determinism); null: bitwise. */
   nondeterministic?: { tolerance: number } | null;
+  /** Triton imported by the kernel's module, with its interpreter on (docs/spec/py-backend.md#triton-cpu). */
+  interpreted?: boolean;
+  /** The configurations the kernel declares (`nlc.configurations`, the first its default), or null (docs/spec/py-backend.md#configurations). */
+  configurations?: string[] | null;
 }
 
 /** A kernel request's answer: its tensors and what the hazard probes saw (docs/spec/hazards.md). */
@@ -60,15 +65,36 @@ export class KernelFault extends Error {
   }
 }
 
-/** Per-request time limit of the kernel host: NLC_PY_KERNEL_TIMEOUT seconds, default 60. */
-export function kernelTimeoutMs(): number {
+/**
+ * Per-request time limit of the kernel host: NLC_PY_KERNEL_TIMEOUT seconds, default 60; a kernel
+ * interpreted by Triton on a CPU, INTERPRETED_TIMEOUT_S unless NLC_PY_KERNEL_TIMEOUT says otherwise
+ * (docs/spec/py-backend.md#triton-cpu).
+ */
+export function kernelTimeoutMs(interpreted = false): number {
   const s = Number(process.env.NLC_PY_KERNEL_TIMEOUT);
-  return Number.isFinite(s) && s > 0 ? s * 1000 : 60_000;
+  return Number.isFinite(s) && s > 0 ? s * 1000 : interpreted ? INTERPRETED_TIMEOUT_S * 1000 : 60_000;
+}
+
+/** The default per-request limit of an interpreted Triton kernel, seconds (docs/spec/py-backend.md#triton-cpu). */
+export const INTERPRETED_TIMEOUT_S = 900;
+
+/**
+ * Whether a backend's module may run Triton kernels, before it is loaded: a file module whose
+ * source names triton or fla, or a package (not read). Its load (importing Triton and fla alone
+ * took over 60 s on the loaded 2-core machine) and its child process get the interpreted limit.
+ */
+export function mayRunTriton(b: Pick<PyBackend, "module">): boolean {
+  if (!/\.py$|\//.test(b.module)) return true;
+  try {
+    return /\b(triton|fla)\b/.test(readFileSync(b.module, "utf8"));
+  } catch {
+    return false;
+  }
 }
 
 /** Where the kernel timeout comes from, as a message names it: `NLC_PY_KERNEL_TIMEOUT=60 s (default)`. */
-export function kernelTimeoutSetting(): string {
-  return `NLC_PY_KERNEL_TIMEOUT=${kernelTimeoutMs() / 1000} s${process.env.NLC_PY_KERNEL_TIMEOUT === undefined ? " (default)" : ""}`;
+export function kernelTimeoutSetting(interpreted = false): string {
+  return `NLC_PY_KERNEL_TIMEOUT=${kernelTimeoutMs(interpreted) / 1000} s${process.env.NLC_PY_KERNEL_TIMEOUT === undefined ? ` (default${interpreted ? " for a Triton module" : ""})` : ""}`;
 }
 
 export type Out = Map<string, Tensor>;
@@ -121,10 +147,13 @@ export class KernelSession {
 
   /** Starts the kernel host and loads the kernel; a KernelFault names why it cannot be loaded. */
   static async open(backend: PyBackend): Promise<KernelSession> {
-    const host = await TorchBridge.start({ timeoutMs: kernelTimeoutMs(), timeoutSetting: kernelTimeoutSetting() });
+    const triton = mayRunTriton(backend);
+    const host = await TorchBridge.start({ timeoutMs: kernelTimeoutMs(triton), timeoutSetting: kernelTimeoutSetting(triton) });
     try {
       const r = await host.call({ op: "kernel_load", ...KernelSession.target(backend) }, [], "kernel_load");
-      return new KernelSession(backend, host, r.header as unknown as KernelInfo);
+      const info = r.header as unknown as KernelInfo;
+      host.setTimeoutMs(kernelTimeoutMs(info.interpreted === true), kernelTimeoutSetting(info.interpreted === true));
+      return new KernelSession(backend, host, info);
     } catch (e) {
       await host.close();
       throw fault(e, "cannot load the kernel");
@@ -135,17 +164,22 @@ export class KernelSession {
     return { kernel: `${b.module}:${b.callable}`, path: process.cwd() };
   }
 
+  /** The last kernel reply's header: what configurations.ts reads (`configurations`, `configurations_same`). */
+  lastReply: Readonly<Record<string, unknown>> = {};
+
   /**
    * One kernel request under the hazard probes (docs/spec/hazards.md): the runs ffi/hazards.ts
    * asks for, each a request with its guards; the judged run's tensors and what the probes found.
+   * `configuration`: null for the kernel's default, else a name a reply listed (docs/spec/py-backend.md#configurations).
    */
-  private async kernel(op: "kernel_forward" | "kernel_backward", c: PyCase, rule: string, extra: [string, Tensor][]): Promise<KernelReply> {
+  private async kernel(op: "kernel_forward" | "kernel_backward", c: PyCase, rule: string, extra: [string, Tensor][], configuration: string | null): Promise<KernelReply> {
     const tol = this.info.nondeterministic?.tolerance ?? null;
-    const p = await probeAsync(HAZARD_PLAN, tol, (poisoned) => this.guardedRun(op, c, rule, extra, poisoned));
+    const p = await probeAsync(HAZARD_PLAN, tol, (poisoned) => this.guardedRun(op, c, rule, extra, poisoned, configuration));
     return { tensors: p.first.tensors, hazards: p.hazards, ...(p.rerunMaxRel !== undefined ? { rerunMaxRel: p.rerunMaxRel } : {}) };
   }
 
-  private async guardedRun(op: "kernel_forward" | "kernel_backward", c: PyCase, rule: string, extra: [string, Tensor][], poisoned: Poisoned): Promise<GuardedRun & { tensors: Out }> {
+  private async guardedRun(op: "kernel_forward" | "kernel_backward", c: PyCase, rule: string, extra: [string, Tensor][], poisoned: Poisoned,
+    configuration: string | null): Promise<GuardedRun & { tensors: Out }> {
     const tensors: [string, Tensor][] = c.kernelInputs.map((n) => [wire.input(n), tokensTensor(c, (s) => s.kin64[n]!)]);
     for (const n of c.stateNames) tensors.push([wire.state(n), statesTensor(c, (s) => s.st64[n]!, stateLead(c))]);
     tensors.push(...extra);
@@ -153,25 +187,27 @@ export class KernelSession {
     const packed = c.packed === null ? {} : { cu_seqlens: c.packed.cu };
     try {
       const hazards = guardRequest(HAZARD_PLAN, poisoned);
-      const r = await this.host.call({ op, ...KernelSession.target(this.backend), rule, config: c.cfg, ...packed, hazards }, tensors, `${op} ${rule}`);
+      const r = await this.host.call({ op, ...KernelSession.target(this.backend), rule, config: c.cfg, configuration, ...packed, hazards }, tensors, `${op} ${rule}`);
+      this.lastReply = r.header;
       this.onExchange?.(op, tensors, r.tensors);
       return {
         tensors: r.tensors, outputs: [...r.tensors].map(([n, t]) => [n, t.data] as const), writes: (r.header.hazards ?? []) as Hazard[],
         guarded: (r.header.guarded ?? []) as string[], keywords: (r.header.keywords ?? {}) as Record<string, string>,
       };
     } catch (e) {
-      throw fault(e, `${op.replace("kernel_", "")} of ${rule}`);
+      throw fault(e, `${op.replace("kernel_", "")} of ${rule}${configuration === null ? "" : ` (configuration ${configuration})`}`);
     }
   }
 
-  forward(c: PyCase, rule: string): Promise<KernelReply> {
-    return this.kernel("kernel_forward", c, rule, []);
+  /** `configuration`: null for the kernel's default, else a name a reply listed (docs/spec/py-backend.md#configurations). */
+  forward(c: PyCase, rule: string, configuration: string | null = null): Promise<KernelReply> {
+    return this.kernel("kernel_forward", c, rule, [], configuration);
   }
 
-  backward(c: PyCase, rule: string): Promise<KernelReply> {
+  backward(c: PyCase, rule: string, configuration: string | null = null): Promise<KernelReply> {
     const extra: [string, Tensor][] = [[wire.dy, tokensTensor(c, (s) => s.dy64)]];
     if (!c.frozen) for (const n of c.stateNames) extra.push([wire.dFinal(n), statesTensor(c, (s) => s.dFinal64[n]!, stateLead(c))]);
-    return this.kernel("kernel_backward", c, rule, extra);
+    return this.kernel("kernel_backward", c, rule, extra, configuration);
   }
 
   /**

@@ -6,14 +6,14 @@ fla_deltanet.py and nothing else (docs/spec/py-backend.md#fla):
 
 On a machine without a GPU, Triton kernels run in Triton's interpreter (TRITON_INTERPRET=1, set
 here when torch sees no GPU, unless the environment sets it): slow, but the same kernel code. The
-fused recurrent kernels run there; fla's chunked kernels (fla-core 0.5.2) do not: the interpreter
-fails inside them (`AttributeError: 'int' object has no attribute 'to'`), so they are judged on a
-GPU (the `chunk_*` callables below).
+kernel host adds what the interpreter lacks for these kernels (python/nlc_torch/triton_cpu.py:
+bf16 arithmetic on values, not bit patterns; loop variables as tensors), so fla's chunked kernels
+run there too (docs/spec/py-backend.md#triton-cpu).
 
-Triton's autotuner tries every configuration of a kernel for every new shape, and each try is a
-compilation; the cases of a conformance run have many shapes. Where the kernels are interpreted, or
-where NLC_FLA_FIRST_CONFIG=1, each autotuned kernel keeps its first configuration (the kernel code
-is unchanged; any configuration fla ships is a kernel to judge).
+Every autotune configuration of every Triton kernel a call reaches is judged, one at a time, by
+the kernel host (python/nlc_torch/configurations.py; NLC_KERNEL_CONFIGS=first judges only each
+kernel's first, and the report says so): the adaptor declares nothing for it
+(docs/spec/py-backend.md#configurations).
 """
 import os
 
@@ -21,17 +21,6 @@ import torch
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
-
-if os.environ.get("TRITON_INTERPRET") == "1" or os.environ.get("NLC_FLA_FIRST_CONFIG") == "1":
-    import triton.runtime.autotuner as _autotuner
-
-    _autotuner_init = _autotuner.Autotuner.__init__
-
-    def _first_config_only(self, *args, **kwargs):
-        _autotuner_init(self, *args, **kwargs)
-        self.configs = self.configs[:1]
-
-    _autotuner.Autotuner.__init__ = _first_config_only
 
 from fla.ops.delta_rule import chunk_delta_rule as _chunk_delta_rule  # noqa: E402
 from fla.ops.delta_rule import fused_recurrent_delta_rule as _fused_recurrent_delta_rule  # noqa: E402
@@ -50,7 +39,7 @@ fused_recurrent_gated_delta_rule_bf16 = declared(_fused_recurrent_gated_delta_ru
 # separate kernel that writes them back in bf16): docs/spec/precision.md#intermediates
 fused_recurrent_delta_rule_bf16_stored = declared(_fused_recurrent_delta_rule, **DELTANET, dtype="bf16", intermediates="storage")
 
-# fla's chunked kernels (chunks of 64 tokens, the WY representation; GPU only, see above). fla's
+# fla's chunked kernels (chunks of 64 tokens, the WY representation). fla's
 # chunked DeltaNet refuses f32 inputs ("does not support float32"), so it is declared in bf16 only.
 # On a GPU of compute capability 8 or more, fla's f32 chunked Gated DeltaNet multiplies in TF32
 # (its triangular solve asks for it, and Triton's dots default to it): declared f32 it fails the

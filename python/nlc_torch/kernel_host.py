@@ -26,6 +26,8 @@ from typing import Dict, List, Optional, Tuple
 import torch
 
 from .hazards import Guards, Plan
+from . import configurations as configs
+from . import triton_cpu
 
 GATE_NAMES = ("alpha", "theta", "eta")
 DTYPES = {"f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16, "f16": torch.float16}
@@ -38,7 +40,7 @@ LAYOUTS = ("BTHD", "BHTD")
 # naming the nearest of these, so a typo never silently drops a declaration.
 DECLARATION_KEYS = ("rules", "dtype", "state_dtype", "layout", "state_layout", "names", "initial_state", "state_dict",
                     "output_final_state", "chunk_size", "forward_only", "varlen", "scale", "absent", "log_gates",
-                    "bounded", "qk_l2norm", "accumulate", "intermediates")
+                    "bounded", "qk_l2norm", "accumulate", "intermediates", "nondeterministic", "configurations")
 STATE_LAYOUTS = ("ours", "transposed")
 
 
@@ -80,6 +82,18 @@ class Kernel:
                 hint = f"; did you mean {near[0]!r}?" if near else f" (known keys: {', '.join(DECLARATION_KEYS)})"
                 raise KernelError(f"{spec}.nlc: unknown key {key!r}{hint} (docs/spec/py-backend.md#contract)")
         self.decl = decl
+        # the module imported Triton: its autotuned kernels' configurations are enumerated and pinned,
+        # and an interpreted run gets the CPU support (docs/spec/py-backend.md#configurations, #triton-cpu)
+        configs.install()
+        triton_cpu.install()
+        try:
+            self.configurations = configs.declared(spec, decl)
+        except ValueError as e:
+            raise KernelError(str(e)) from None
+        if self.configurations is not None and not self.accepts_fn("configuration"):
+            raise KernelError(f"{spec}.nlc['configurations'] declares configurations, but its forward takes no keyword "
+                              "'configuration' (docs/spec/py-backend.md#configurations)")
+        self.configuration: Optional[str] = None
         rules = decl.get("rules")
         if not isinstance(rules, (list, tuple)) or not all(isinstance(r, str) for r in rules) or not rules:
             raise KernelError(f"{spec}.nlc['rules']: expected a non-empty list of rule keys, got {rules!r}")
@@ -231,6 +245,13 @@ class Kernel:
                     sys.path.insert(0, p)
         return importlib.import_module(module)
 
+    def accepts_fn(self, kw: str) -> bool:
+        try:
+            params = inspect.signature(self.fn).parameters
+        except (TypeError, ValueError):
+            return True
+        return kw in params or any(p.kind == p.VAR_KEYWORD for p in params.values())
+
     def accepts(self, kw: str) -> bool:
         if self.params is None:
             return True
@@ -244,6 +265,7 @@ class Kernel:
             "device": str(self.device) + (f" ({torch.cuda.get_device_name(0)})" if self.device.type == "cuda" else ""),
             "judged": judged, "conventions": self.conventions(), "chunk_sizes": self.chunk_sizes, "varlen": self.varlen,
             "nondeterministic": None if self.tolerance is None else {"tolerance": self.tolerance},
+            "interpreted": triton_cpu.interpreted(), "configurations": self.configurations,
             "skip_reason": None if judged else
             f"{self.spec} declares dtype {self.dtype_name}; f32, bf16 and f16 kernels are judged (an f64 kernel's yardstick would be "
             "ref64 itself: docs/spec/py-backend.md#precision)",
@@ -358,6 +380,8 @@ def _call_forward(k: Kernel, rule: str, cfg: dict, inputs: Dict[str, torch.Tenso
         kw["config"] = dict(cfg)
     if guards is not None:
         guards.wrap_all(kw, _guard_labels(k, inputs, state, single))
+    if k.configurations is not None:
+        kw["configuration"] = k.configuration or k.configurations[0]
     try:
         out = k.fn(**kw)
     except Exception as e:
@@ -470,11 +494,10 @@ class KernelHost:
         k = self.get(header)
         rule, cfg, inputs, state, _, cu = self._prepare(k, header, tensors)
         self._probe(k, rule, cfg, inputs, state, cu)
-
         guards = Guards(Plan(header.get("hazards")))
-        with torch.no_grad():
+        with _configured(k, header) as reply, torch.no_grad():
             y, final = _call_forward(k, rule, cfg, inputs, state, cu, guards)
-        return {"ok": True, **_observed(guards)}, [("y", y)] + [(f"state.{n}", t) for n, t in (final or {}).items()]
+        return {"ok": True, **reply, **_observed(guards)}, [("y", y)] + [(f"state.{n}", t) for n, t in (final or {}).items()]
 
     def backward(self, header, tensors):
         k = self.get(header)
@@ -482,8 +505,14 @@ class KernelHost:
         self._probe(k, rule, cfg, inputs, state, cu)
         dy = extra.get("dy")
         d_state = {n[7:]: t for n, t in extra.items() if n.startswith("dstate.")}
-
         guards = Guards(Plan(header.get("hazards")))
+        with _configured(k, header) as reply:
+            grads = self._backward(k, rule, cfg, inputs, state, dy, d_state, cu, guards)
+        return ({"ok": True, "backward": "explicit" if k.backward else "autograd", **reply, **_observed(guards)},
+                [(f"grads.{n}", g) for n, g in grads.items()])
+
+    @staticmethod
+    def _backward(k: Kernel, rule, cfg, inputs, state, dy, d_state, cu, guards) -> Dict[str, torch.Tensor]:
         if k.backward is not None:
             grads = _explicit_backward(k, rule, cfg, inputs, state, dy, d_state, cu, guards)
         else:
@@ -501,8 +530,49 @@ class KernelHost:
                     sys.stderr.write(traceback.format_exc())
                     raise KernelError(f"{k.spec}: autograd of the forward failed: {type(e).__name__}: {e}") from None
             grads = {n: torch.zeros_like(t) if g is None else g for (n, t), g in zip(order, gs)}
-        return ({"ok": True, "backward": "explicit" if k.backward else "autograd", **_observed(guards)},
-                [(f"grads.{n}", g) for n, g in grads.items()])
+        return grads
+
+
+class _configured:
+    """A request under the configuration its header names (`configuration`: absent or null for the
+    default, docs/spec/py-backend.md#configurations); the reply's `configurations` lists the
+    configurations of this request's kernel other than the one run: the declared ones, or every
+    autotune configuration of every Triton kernel the call reached."""
+
+    def __init__(self, k: Kernel, header: dict):
+        name = header.get("configuration")
+        if name is not None and not isinstance(name, str):
+            raise KernelError(f"configuration: expected a configuration's name or null, got {name!r}")
+        if name is not None and k.configurations is not None and name not in k.configurations:
+            raise KernelError(f"configuration: {k.spec} declares no configuration {name!r} (it declares {', '.join(k.configurations)})")
+        if name is not None and k.configurations is None and configs.parse(name) is None:
+            raise KernelError(f"configuration: {name!r} is not a Triton configuration '<kernel>#<index>'")
+        self.k, self.name = k, name
+        self.request = configs.Request(None if k.configurations is not None else name)
+        self.reply: dict = {}
+
+    def __enter__(self) -> dict:
+        # a module may import Triton only when first called: both are installed as soon as it has
+        configs.install()
+        triton_cpu.install()
+        self.k.configuration = self.name
+        self.request.__enter__()
+        return self.reply
+
+    def __exit__(self, *exc):
+        self.k.configuration = None
+        if self.k.configurations is not None:
+            self.reply["configuration"] = self.name or self.k.configurations[0]
+            self.reply["configurations"] = self.k.configurations[1:]
+        else:
+            if configs.install():  # Triton imported: a Triton kernel's default
+                self.reply["configuration"] = self.name or configs.DEFAULT
+            names, same = configs.Request.others(collapse=triton_cpu.interpreted())
+            self.reply["configurations"] = names
+            if same:
+                self.reply["configurations_same"] = same
+        self.request.__exit__(*exc)
+        return False
 
 
 def _toolchain(k: Kernel) -> dict:
@@ -578,6 +648,8 @@ def _explicit_backward(k: Kernel, rule, cfg, inputs, state, dy, d_state, cu_seql
         kw["rule"] = rule
     if cu_seqlens is not None:
         kw[k.varlen] = cu_seqlens
+    if k.configurations is not None:
+        kw["configuration"] = k.configuration or k.configurations[0]
     kw["dy"] = k.to_kernel_token(dy) if dy is not None else None
     ds = {n: k.to_kernel_state(t) for n, t in d_state.items()}
     kw["d_final_state"] = (next(iter(ds.values())) if ds else None) if single else (ds or None)
