@@ -30,6 +30,11 @@ export function innerCase(decl: RuleDecl, spec: RuleCaseSpec, frozen: boolean): 
   return { cfg: c.cfg, inputs: raw as unknown as InnerInputs, state: c.state, dy: c.dy, ...(frozen || c.dFinal === undefined ? {} : { dFinal: c.dFinal }) };
 }
 
+/** n values of any arbitrary, deterministic in the seed (for measurements and tests outside a property run). */
+export function sampleOf<T>(arb: fc.Arbitrary<T>, seed: number, n: number): T[] {
+  return fc.sample(arb, { seed, numRuns: n });
+}
+
 /** n generated case specs of a rule, deterministic in the seed (for measurements outside a property run). */
 export function sampleRuleCaseSpecs(decl: RuleDecl, sizes: SizeLimits, seed: number, n: number): RuleCaseSpec[] {
   return fc.sample(ruleCaseSpecArb(decl, sizes), { seed, numRuns: n });

@@ -47,7 +47,8 @@ export function runChild(req: ChildRequest): Map<string, CheckResult> {
     ...child({ kind: "run", backend: req.backend, profile: req.profile }),
     who: `the child process running C5 on ${req.backend}`,
     timeoutMs: (n) => req.timeoutMs ?? batchTimeoutMs(n, req.profile),
-    timeoutSetting: process.env.NLC_KERNEL_TIMEOUT === undefined
+    // a caller's own limit (the hang-isolation check's) is no setting of the user's
+    timeoutSetting: req.timeoutMs !== undefined ? undefined : process.env.NLC_KERNEL_TIMEOUT === undefined
       ? `NLC_KERNEL_TIMEOUT (unset: 60 s + ${PER_CHECK_MS[req.profile] / 1000} s a check at --profile ${req.profile})`
       : `NLC_KERNEL_TIMEOUT=${process.env.NLC_KERNEL_TIMEOUT} s`,
     replayArgs: ["--backend", req.backend],
