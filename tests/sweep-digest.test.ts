@@ -69,3 +69,22 @@ test("the sweep command records a digest per seed and exits 0 when its seeds dif
     rmSync(dir, { recursive: true, force: true });
   }
 }, 120_000);
+
+test("checks run in a child process (C5 on cpu-emu) report their cases' digest too", () => {
+  const dir = mkdtempSync(join(tmpdir(), "nlc-sweep-digest-c5-"));
+  try {
+    const out = join(dir, "s.json");
+    const p = Bun.spawnSync({
+      cmd: [process.execPath, "conformance/cli.ts", "sweep", "--seeds", "1..2", "--profile", "quick", "--jobs", "1", "--out", out, "--filter", "C5/cpu-emu/delta/forward"],
+      cwd: ROOT, stdout: "pipe", stderr: "pipe",
+    });
+    const s = JSON.parse(readFileSync(out, "utf8")) as Sweep;
+    if (s.checks[0]!.counts.skip > 0) return; // no C++ compiler here: cpu-emu is not built
+    expect(p.exitCode).toBe(0);
+    const d = s.run.case_digests!;
+    expect(d["1"]!.cases).toBeGreaterThan(0);
+    expect(d["1"]!.digest).not.toBe(d["2"]!.digest);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}, 120_000);
