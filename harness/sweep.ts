@@ -100,22 +100,39 @@ export function seedShard(seeds: readonly number[], shard: Shard): number[] {
 }
 
 /**
- * One seed of a sweep: every check run at it, and the digest of every case the in-process
- * property checks generated (docs/spec/conformance.md#sweep-digests).
+ * A digest of generated cases (docs/spec/conformance.md#sweep-digests): every case as its check id
+ * and fc.stringify, or a child process's own digest of a check's cases (`details.case_digest`).
+ */
+export class CaseDigester {
+  private readonly hash = createHash("sha256");
+  private cases = 0;
+  readonly add = (id: string, input: unknown): void => {
+    this.hash.update(`${id}\n${fc.stringify(input)}\n`);
+    this.cases++;
+  };
+  addDigest(id: string, d: CaseDigest): void {
+    this.hash.update(`${id}\n#${d.digest}\n`);
+    this.cases += d.cases;
+  }
+  result(): CaseDigest {
+    return { digest: this.hash.digest("hex").slice(0, 16), cases: this.cases };
+  }
+}
+
+/**
+ * One seed of a sweep: every check run at it, and the digest of every case its property checks
+ * generated, here or in the child processes that report theirs (docs/spec/conformance.md#sweep-digests).
  */
 export function sweepSeed(defs: readonly CheckDef[], seed: number, profile: Profile, selected: ReadonlySet<string>):
   { results: Pick<CheckResult, "id" | "status" | "message" | "replay" | "ms">[]; digest: CaseDigest } {
-  const hash = createHash("sha256");
-  let cases = 0;
-  const onCase = (id: string, input: unknown) => {
-    hash.update(`${id}\n${fc.stringify(input)}\n`);
-    cases++;
-  };
+  const dg = new CaseDigester();
   const results = defs.map((def) => {
-    const r = runCheck(def, { seed, profile, selected, onCase });
+    const r = runCheck(def, { seed, profile, selected, onCase: dg.add });
+    const child = (r.details as { case_digest?: CaseDigest } | undefined)?.case_digest;
+    if (child !== undefined) dg.addDigest(r.id, child);
     return { id: r.id, status: r.status, message: r.message, replay: r.replay, ms: r.ms };
   });
-  return { results, digest: { digest: hash.digest("hex").slice(0, 16), cases } };
+  return { results, digest: dg.result() };
 }
 
 /** Accumulates the results of a sweep, in any order of seeds and checks. */

@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ROOT } from "../paths.ts";
 import { buildCatalogue, matchesFilter } from "../conformance/catalogue.ts";
+import { probeTorchSync } from "../oracle/torch-bridge.ts";
 import { formatSweep, mergeSweeps, repeatedSeeds, sweepClean, sweepSeed, SWEEP_FORMAT, SweepTally, type Sweep } from "../harness/sweep.ts";
 
 const FILTER = ["C0/op/Add", "C0/op/Mul"];
@@ -65,6 +66,43 @@ test("the sweep command records a digest per seed and exits 0 when its seeds dif
     expect(Object.keys(d)).toEqual(["1", "2"]);
     expect(d["1"]!.digest).not.toBe(d["2"]!.digest);
     expect(p.stdout.toString()).toContain("cases digested at 2 of 2 seeds");
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}, 120_000);
+
+test("checks run in a child process (C5 on cpu-emu) report their cases' digest too", () => {
+  const dir = mkdtempSync(join(tmpdir(), "nlc-sweep-digest-c5-"));
+  try {
+    const out = join(dir, "s.json");
+    const p = Bun.spawnSync({
+      cmd: [process.execPath, "conformance/cli.ts", "sweep", "--seeds", "1..2", "--profile", "quick", "--jobs", "1", "--out", out, "--filter", "C5/cpu-emu/delta/forward"],
+      cwd: ROOT, stdout: "pipe", stderr: "pipe",
+    });
+    const s = JSON.parse(readFileSync(out, "utf8")) as Sweep;
+    if (s.checks[0]!.counts.skip > 0) return; // no C++ compiler here: cpu-emu is not built
+    expect(p.exitCode).toBe(0);
+    const d = s.run.case_digests!;
+    expect(d["1"]!.cases).toBeGreaterThan(0);
+    expect(d["1"]!.digest).not.toBe(d["2"]!.digest);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}, 120_000);
+
+test.skipIf(!probeTorchSync().available)("py: kernel checks (their own child process) report their cases' digest too", () => {
+  const dir = mkdtempSync(join(tmpdir(), "nlc-sweep-digest-py-"));
+  try {
+    const out = join(dir, "s.json");
+    const p = Bun.spawnSync({
+      cmd: [process.execPath, "conformance/cli.ts", "sweep", "--seeds", "1..2", "--profile", "quick", "--jobs", "1", "--out", out,
+        "--filter", "C5/py-naive_delta-naive_delta/delta/forward"],
+      cwd: ROOT, stdout: "pipe", stderr: "pipe", env: { ...process.env, NLC_PY_BACKENDS: "py:examples/py-kernels/naive_delta.py:naive_delta" },
+    });
+    expect(p.exitCode).toBe(0);
+    const d = (JSON.parse(readFileSync(out, "utf8")) as Sweep).run.case_digests!;
+    expect(d["1"]!.cases).toBeGreaterThan(0);
+    expect(d["1"]!.digest).not.toBe(d["2"]!.digest);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

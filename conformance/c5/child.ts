@@ -14,6 +14,7 @@ import { callLine, caseLine, resultLine, startLine, stubResult } from "../../har
 import type { CheckDef, CheckResult } from "../../harness/check.ts";
 import { checkSeed } from "../../harness/run.ts";
 import { CallWatchdog } from "../../harness/call-watchdog.ts";
+import { CaseDigester } from "../../harness/sweep.ts";
 import type { RuleCaseSpec } from "../../cases/rule-case.ts";
 
 function emit(line: string): void {
@@ -68,10 +69,14 @@ async function run(backend: string, profile: Profile, req: ChildRequest): Promis
       emit(callLine(sym));
       watchdog?.arm();
     };
-    const r = req.runSeed !== undefined
-      ? runCheck(def, { seed: req.runSeed, profile })
-      : runCheck(def, { seed: 0, profile, replay: { seed: c.seed ?? 0, path: c.path ?? "" } });
+    // the digest of the cases this check generated, for a sweep's evidence that its seeds differed (docs/spec/conformance.md#sweep-digests)
+    const dg = new CaseDigester();
+    const r0 = req.runSeed !== undefined
+      ? runCheck(def, { seed: req.runSeed, profile, onCase: dg.add })
+      : runCheck(def, { seed: 0, profile, replay: { seed: c.seed ?? 0, path: c.path ?? "" }, onCase: dg.add });
     watchdog?.disarm();
+    const d = dg.result();
+    const r = d.cases > 0 ? { ...r0, details: { ...r0.details, case_digest: d } } : r0;
     emit(resultLine(unsupportedAsSkip(after === undefined ? r : after(r))));
   }
   watchdog?.close();

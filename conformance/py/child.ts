@@ -15,6 +15,7 @@ import { otherEnumValues } from "../../cases/rule-case.ts";
 import { coverage } from "../../oracle/kernel-judge.ts";
 import { buildPyCase, describeCase, pyBoundaryExample, pyCaseArb, pyOddKeyExample, pyPackedExample, pyRegimeArb, pyRegimes, type PyCaseSpec } from "./cases.ts";
 import { HAZARD_PLAN, ProbeTally } from "../../ffi/hazards.ts";
+import { CaseDigester } from "../../harness/sweep.ts";
 import { backwardCase, backwardNames, forwardCase, forwardNames } from "./kernel-cases.ts";
 import { KernelSession, kernelPrecision } from "./kernel-session.ts";
 import { absentInputs, NO_CONVENTIONS } from "./conventions.ts";
@@ -157,9 +158,13 @@ async function run(req: BatchRequest): Promise<void> {
       const dump = c.dump !== undefined && req.runSeed === undefined ? new CaseDump(c.dump) : undefined;
       const probes = new ProbeTally(HAZARD_PLAN, session.info.nondeterministic?.tolerance ?? null);
       const def = definition(e, session, req.profile, ["--backend", backend.name], exercised, names, tally, configs, probes, dump);
-      const r = req.runSeed !== undefined
-        ? await runAsyncCheck(def, { seed: req.runSeed, profile: req.profile })
-        : await runAsyncCheck(def, { seed: 0, profile: req.profile, replay: { seed, path: c.path ?? "" } });
+      // the digest of the cases this check generated, for a sweep's evidence that its seeds differed (docs/spec/conformance.md#sweep-digests)
+      const dg = new CaseDigester();
+      const r0 = req.runSeed !== undefined
+        ? await runAsyncCheck(def, { seed: req.runSeed, profile: req.profile, onCase: dg.add })
+        : await runAsyncCheck(def, { seed: 0, profile: req.profile, replay: { seed, path: c.path ?? "" }, onCase: dg.add });
+      const d = dg.result();
+      const r = d.cases > 0 ? { ...r0, details: { ...r0.details, case_digest: d } } : r0;
       const device = `${session.info.device}${session.info.interpreted === true ? " (Triton interpreter)" : ""}, ${session.info.dtype} (state ${session.info.state_dtype}), backward by ${session.info.backward}`;
       const out = withShapes(coverage(r, [...names], exercised), tally);
       // the inputs this check generated at their neutral value and did not compare (docs/spec/py-backend.md#absent)

@@ -20,6 +20,8 @@ export interface AsyncRunOptions {
   readonly seed: number;
   readonly profile: Profile;
   readonly replay?: { seed: number; path: string };
+  /** Called with every generated case before it runs (harness/run.ts RunOptions.onCase). */
+  readonly onCase?: (checkId: string, input: unknown) => void;
 }
 
 export async function runAsyncCheck<T>(def: AsyncPropertyCheck<T>, opts: AsyncRunOptions): Promise<CheckResult> {
@@ -34,6 +36,7 @@ export async function runAsyncCheck<T>(def: AsyncPropertyCheck<T>, opts: AsyncRu
   let broken: { fault: KernelFault; input: T; index: number } | undefined;
   const property = fc.asyncProperty(def.arb, async (input) => {
     if (broken !== undefined) return; // no more calls into a broken kernel (shrinking ends at once)
+    opts.onCase?.(def.id, input);
     const index = calls++;
     let out: CaseOutcome;
     try {

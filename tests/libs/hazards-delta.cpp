@@ -8,6 +8,8 @@
 //   -DPLANT_WRITE_PAST  one element written after the end of y
 //   -DPLANT_UNWRITTEN   the last element of y never written
 //   -DPLANT_NONDET      y[0] moved by one ulp per call after the first (a sum whose order changes)
+//   -DPLANT_NONDET_DECLARED  y[0] one ulp up or down, alternating call by call, and the library
+//                       declares it (nlk_nondeterminism: a relative tolerance of 1e-5)
 // Without one it is the example (the control).
 // Build: g++ -std=c++17 -O2 -shared -fPIC -I../../ffi -DPLANT_READ_PAST -o libhazard_read_past.so hazards-delta.cpp
 #include <cmath>
@@ -47,6 +49,18 @@ NLK_API int nlk_delta_forward(int B, int T, int H, int d, int C, const float* k,
   for (int i = 0; i < calls; i++) y[0] = std::nextafter(y[0], INFINITY);
   calls++;
 #endif
+#ifdef PLANT_NONDET_DECLARED
+  static int flips = 0;
+  y[0] = std::nextafter(y[0], (flips++ & 1) ? INFINITY : -INFINITY);
+#endif
   return NLK_OK;
 }
+
+#ifdef PLANT_NONDET_DECLARED
+NLK_API int nlk_nondeterminism(const char* fn, double* tolerance) {
+  (void)fn;
+  *tolerance = 1e-5;
+  return NLK_OK;
+}
+#endif
 }  // extern "C"
