@@ -1,0 +1,120 @@
+/**
+ * Gated DeltaProduct's reference pair (docs/spec/titans-family.md#gated-delta-product), before it
+ * joins the registry: n_h = 1 is Gated Delta bitwise; for n_h = 1, 2, 3 the forward equals the
+ * key-major form written independently from the sheet, and every gradient (dM_0 included) matches
+ * central finite differences of ⟨dy, y⟩ + ⟨dM, M_s⟩ in f64. Planted, each must fail: one Householder
+ * step dropped (the last step of every token, forward and backward alike: the key-major form and,
+ * at n_h = 1, the Gated Delta invariant catch it), and the same step dropped in the backward only
+ * (finite differences catch it).
+ */
+import { describe, expect, test } from "bun:test";
+import { equalsGatedDeltaAtOneStep, gatedDeltaProductInner, householderSteps, keyMajorForward, randomCase } from "../src/rules/gated_delta_product.ts";
+import { Tensor } from "../src/tensor.ts";
+import type { InnerGrads, InnerInputs, InnerPair, RuleConfig } from "../src/rules/types.ts";
+
+/** θ with the last step of every token set to 0: that step is the identity, i.e. dropped. */
+function lastStepDropped(theta: Tensor, cfg: RuleConfig): Tensor {
+  const nh = householderSteps(cfg), out = new Tensor(theta.dtype, theta.shape, theta.data.slice());
+  for (let t = 0; t < cfg.seq_len; t++) out.data[t * nh + nh - 1] = 0;
+  return out;
+}
+
+const dropped: InnerPair<string> = {
+  saved: gatedDeltaProductInner.saved,
+  forward: (inp, st, cfg) => gatedDeltaProductInner.forward({ ...inp, theta: lastStepDropped(inp.theta!, cfg) }, st, cfg),
+  backward: (sv, inp, dy, cfg, dF) => {
+    const g = gatedDeltaProductInner.backward(sv, { ...inp, theta: lastStepDropped(inp.theta!, cfg) }, dy, cfg, dF);
+    return g;
+  },
+};
+
+/** The last step dropped in the backward only (its forward is the clean one). */
+const droppedInBackward: InnerPair<string> = {
+  saved: gatedDeltaProductInner.saved,
+  forward: gatedDeltaProductInner.forward,
+  backward: (sv, inp, dy, cfg, dF) => gatedDeltaProductInner.backward(sv, { ...inp, theta: lastStepDropped(inp.theta!, cfg) }, dy, cfg, dF),
+};
+
+/** Worst |y − y_ref| and |M_s − M_ref| against the key-major form. */
+function keyMajorGap(pair: InnerPair<string>, seed: number, nh: number): number {
+  const { inp, M0, cfg } = randomCase("f64", seed, nh);
+  const a = pair.forward(inp, { M: M0 }, cfg);
+  const r = keyMajorForward(inp, M0, cfg);
+  let gap = 0;
+  r.y.forEach((x, i) => (gap = Math.max(gap, Math.abs(x - a.y.data[i]!))));
+  r.M.forEach((x, i) => (gap = Math.max(gap, Math.abs(x - a.finalState.M!.data[i]!))));
+  return gap;
+}
+
+const INPUTS = ["k", "v", "q", "alpha", "theta"] as const;
+
+/**
+ * For each input and for M_0, along a random direction: the gradient's directional derivative
+ * against central differences. Returns the worst relative error and the smallest |derivative|
+ * (which must be far from 0 for the comparison to mean anything).
+ */
+function fdGap(pair: InnerPair<string>, seed: number, nh: number): { rel: number; minAbs: number } {
+  const { inp, M0, dy, dM, cfg } = randomCase("f64", seed, nh, 3, 4);
+  const loss = (i: InnerInputs, m: Tensor) => {
+    const f = pair.forward(i, { M: m }, cfg);
+    let l = 0;
+    for (let j = 0; j < f.y.size; j++) l += dy.data[j]! * f.y.data[j]!;
+    for (let j = 0; j < dM.size; j++) l += dM.data[j]! * f.finalState.M!.data[j]!;
+    return l;
+  };
+  const f = pair.forward(inp, { M: M0 }, cfg);
+  const g: InnerGrads = pair.backward(f.saved, inp, dy, cfg, { M: dM });
+  let seedDir = seed * 7919 + nh;
+  const dir = (n: number) => Float64Array.from({ length: n }, () => ((seedDir = (seedDir * 48271) % 2147483647) / 2147483647) * 2 - 1);
+  const shifted = (t: Tensor, u: Float64Array, h: number) => new Tensor(t.dtype, t.shape, Float64Array.from(t.data, (x, i) => x + h * u[i]!));
+  const h = 1e-6;
+  let rel = 0, minAbs = Infinity;
+  for (const name of [...INPUTS, "M0"] as const) {
+    const base = name === "M0" ? M0 : inp[name]!;
+    const u = dir(base.size);
+    const grad = name === "M0" ? g.dState0!.M! : g[`d${name}` as keyof InnerGrads] as Tensor;
+    let an = 0;
+    for (let i = 0; i < u.length; i++) an += grad.data[i]! * u[i]!;
+    const at = (hh: number) => name === "M0" ? loss(inp, shifted(M0, u, hh)) : loss({ ...inp, [name]: shifted(base, u, hh) }, M0);
+    const fd = (at(h) - at(-h)) / (2 * h);
+    rel = Math.max(rel, Math.abs(an - fd) / Math.max(Math.abs(fd), 1e-300));
+    minAbs = Math.min(minAbs, Math.abs(fd));
+  }
+  return { rel, minAbs };
+}
+
+const SEEDS = Array.from({ length: 20 }, (_, i) => i + 1);
+
+describe("Gated DeltaProduct reference pair", () => {
+  for (const dtype of ["f64", "f32"] as const) {
+    test(`${dtype}: n_h = 1 is Gated Delta bitwise; one step dropped is not`, () => {
+      for (const seed of SEEDS) {
+        expect({ seed, clean: equalsGatedDeltaAtOneStep(gatedDeltaProductInner, dtype, seed) }).toEqual({ seed, clean: null });
+        expect({ seed, planted: typeof equalsGatedDeltaAtOneStep(dropped, dtype, seed) }).toEqual({ seed, planted: "string" });
+      }
+    });
+  }
+
+  for (const nh of [1, 2, 3]) {
+    test(`n_h = ${nh}: the forward is the key-major form; one step dropped is far from it`, () => {
+      for (const seed of SEEDS) {
+        expect({ seed, gap: keyMajorGap(gatedDeltaProductInner, seed, nh) < 1e-12 }).toEqual({ seed, gap: true });
+        expect({ seed, planted: keyMajorGap(dropped, seed, nh) > 1e-3 }).toEqual({ seed, planted: true });
+      }
+    });
+
+    test(`n_h = ${nh}: every gradient and dM_0 match central differences; the backward without its last step does not`, () => {
+      for (const seed of SEEDS) {
+        const clean = fdGap(gatedDeltaProductInner, seed, nh);
+        expect({ seed, rel: clean.rel < 1e-6, informative: clean.minAbs > 1e-4 }).toEqual({ seed, rel: true, informative: true });
+        expect({ seed, planted: fdGap(droppedInBackward, seed, nh).rel > 1e-3 }).toEqual({ seed, planted: true });
+      }
+    });
+  }
+
+  test("n_h outside {1, 2, 3} and rows that are not s·n_h are errors naming them", () => {
+    const { inp, M0, cfg } = randomCase("f64", 1, 2);
+    expect(() => gatedDeltaProductInner.forward(inp, { M: M0 }, { ...cfg, n_h: 4 })).toThrow(/n_h must be 1, 2 or 3, got 4/);
+    expect(() => gatedDeltaProductInner.forward(inp, { M: M0 }, { ...cfg, n_h: 3 })).toThrow(/k, v need \[s·n_h, d\] = \[21, 5\]/);
+  });
+});
