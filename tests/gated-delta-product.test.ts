@@ -5,9 +5,15 @@
  * central finite differences of ⟨dy, y⟩ + ⟨dM, M_s⟩ in f64. Planted, each must fail: one Householder
  * step dropped (the last step of every token, forward and backward alike: the key-major form and,
  * at n_h = 1, the Gated Delta invariant catch it), and the same step dropped in the backward only
- * (finite differences catch it).
+ * (finite differences catch it). Where PyTorch is installed, the forward equals the Householder-product
+ * form of python/nlc_torch/rules.py (`_gated_delta_product`, C9's reference once the rule is
+ * registered), and the dropped step is far from it.
  */
 import { describe, expect, test } from "bun:test";
+import { spawnSync } from "node:child_process";
+import { join } from "node:path";
+import { probeTorchSync } from "../oracle/torch-bridge.ts";
+import { ROOT } from "../paths.ts";
 import { equalsGatedDeltaAtOneStep, gatedDeltaProductInner, householderSteps, keyMajorForward, randomCase } from "../src/rules/gated_delta_product.ts";
 import { Tensor } from "../src/tensor.ts";
 import type { InnerGrads, InnerInputs, InnerPair, RuleConfig } from "../src/rules/types.ts";
@@ -122,4 +128,48 @@ describe("Gated DeltaProduct reference pair", () => {
     expect(() => gatedDeltaProductInner.forward(inp, { M: M0 }, { ...cfg, n_h: 4 })).toThrow(/n_h must be 1, 2 or 3, got 4/);
     expect(() => gatedDeltaProductInner.forward(inp, { M: M0 }, { ...cfg, n_h: 3 })).toThrow(/k, v need \[s·n_h, d\] = \[21, 5\]/);
   });
+});
+
+const torch = probeTorchSync();
+const PYTHON = process.env.NLC_TORCH_PYTHON ?? "/usr/bin/python3";
+
+/** Worst gap of y and M_s between each pair and the PyTorch forward, one Python run for all cases. */
+function torchGaps(pairs: readonly InnerPair<string>[], seeds: readonly number[], nh: number): number[][] {
+  const cases = seeds.map((seed) => randomCase("f64", seed, nh));
+  const payload = cases.map(({ inp, M0, cfg }) => ({
+    k: Array.from(inp.k.data), v: Array.from(inp.v.data), q: Array.from(inp.q.data), alpha: Array.from(inp.alpha!.data),
+    theta: Array.from(inp.theta!.data), M0: Array.from(M0.data), d: cfg.d, s: cfg.seq_len, n_h: nh,
+  }));
+  const script = `
+import json, sys, torch
+from nlc_torch import rules as r
+out = []
+for c in json.load(sys.stdin):
+    d, s, nh = c["d"], c["s"], c["n_h"]
+    T = lambda x, *sh: torch.tensor(x, dtype=torch.float64).reshape(*sh)
+    y, st = r._gated_delta_product(T(c["k"], s * nh, d), T(c["v"], s * nh, d), T(c["q"], s, d), None,
+        {"alpha": T(c["alpha"], s), "theta": T(c["theta"], s * nh)}, None, {"M": T(c["M0"], d, d)}, {"d": d, "seq_len": s, "n_h": nh})
+    out.append({"y": y.reshape(-1).tolist(), "M": st["M"].reshape(-1).tolist()})
+json.dump(out, sys.stdout)`;
+  const p = spawnSync(PYTHON, ["-c", script], { input: JSON.stringify(payload), encoding: "utf8", env: { ...process.env, PYTHONPATH: join(ROOT, "python") } });
+  if (p.status !== 0) throw new Error(`the PyTorch forward failed: ${p.stderr}`);
+  const ref = JSON.parse(p.stdout) as { y: number[]; M: number[] }[];
+  return pairs.map((pair) => cases.map(({ inp, M0, cfg }, i) => {
+    const a = pair.forward(inp, { M: M0 }, cfg);
+    let gap = 0;
+    ref[i]!.y.forEach((x, j) => (gap = Math.max(gap, Math.abs(x - a.y.data[j]!))));
+    ref[i]!.M.forEach((x, j) => (gap = Math.max(gap, Math.abs(x - a.finalState.M!.data[j]!))));
+    return gap;
+  }));
+}
+
+describe.skipIf(!torch.available)("Gated DeltaProduct against the PyTorch forward", () => {
+  for (const nh of [1, 2, 3]) {
+    test(`n_h = ${nh}: the pair is the Householder-product form; one step dropped is far from it`, () => {
+      const [clean, planted] = torchGaps([gatedDeltaProductInner, dropped], SEEDS, nh);
+      for (const [i, seed] of SEEDS.entries()) {
+        expect({ seed, clean: clean![i]! < 1e-12, planted: planted![i]! > 1e-3 }).toEqual({ seed, clean: true, planted: true });
+      }
+    }, 120_000); // a Python start with torch
+  }
 });
