@@ -15,6 +15,7 @@ import { join } from "node:path";
 import { probeTorchSync } from "../oracle/torch-bridge.ts";
 import { ROOT } from "../paths.ts";
 import { equalsGatedDeltaAtOneStep, gatedDeltaProductInner, householderSteps, keyMajorForward, randomCase } from "../src/rules/gated_delta_product.ts";
+import { runStretches } from "../src/rules/rule-recompute.ts";
 import { Tensor } from "../src/tensor.ts";
 import type { InnerGrads, InnerInputs, InnerPair, RuleConfig } from "../src/rules/types.ts";
 
@@ -123,10 +124,24 @@ describe("Gated DeltaProduct reference pair", () => {
     });
   }
 
+  for (const nh of [1, 2, 3]) {
+    test(`n_h = ${nh}: run in stretches by token (as the level recomputes), y, the final state and every saved tensor are the whole run's, bitwise`, () => {
+      for (const seed of SEEDS) {
+        const { inp, M0, cfg } = randomCase("f64", seed, nh);
+        const whole = gatedDeltaProductInner.forward(inp, { M: M0 }, cfg);
+        const parts = runStretches(gatedDeltaProductInner, inp, { M: M0 }, cfg, [0, 2, 3, 6]);
+        const same = (a: Tensor, b: Tensor) => a.size === b.size && Array.from(a.data).every((x, i) => Object.is(x, b.data[i]));
+        const got = { y: same(parts.y, whole.y), M: same(parts.finalState.M!, whole.finalState.M!),
+          saved: gatedDeltaProductInner.saved.map((n) => same(parts.saved[n]!, whole.saved[n]!)) };
+        expect({ seed, ...got }).toEqual({ seed, y: true, M: true, saved: gatedDeltaProductInner.saved.map(() => true) });
+      }
+    });
+  }
+
   test("n_h outside {1, 2, 3} and rows that are not s·n_h are errors naming them", () => {
     const { inp, M0, cfg } = randomCase("f64", 1, 2);
     expect(() => gatedDeltaProductInner.forward(inp, { M: M0 }, { ...cfg, n_h: 4 })).toThrow(/n_h must be 1, 2 or 3, got 4/);
-    expect(() => gatedDeltaProductInner.forward(inp, { M: M0 }, { ...cfg, n_h: 3 })).toThrow(/k, v need \[s·n_h, d\] = \[21, 5\]/);
+    expect(() => gatedDeltaProductInner.forward(inp, { M: M0 }, { ...cfg, n_h: 3 })).toThrow(/k, v need \[s, n_h·d\] = \[7, 15\] and theta \[s, n_h\] = \[7, 3\]/);
   });
 });
 

@@ -4,8 +4,9 @@
  *   M̃_t = (1 − α_t) M_t ;  P_0 = M̃_t ;
  *   for j < n_h:  e_{t,j} = P_j k_{t,j} − v_{t,j} ;  P_{j+1} = P_j − θ_{t,j} e_{t,j} k_{t,j}ᵀ
  *   M_{t+1} = P_{n_h} ;  y_t = M_{t+1} q_t
- * k, v are [s·n_h, d] and θ is [s·n_h], row t·n_h + j for step j of token t (fla's [B, T·n_h, H, d]
- * layout); q is [s, d] and α is [s]. With n_h = 1 every operation is Gated Delta's, in its order,
+ * k, v hold n_h rows of d per token and θ n_h values per token, step j of token t at row t·n_h + j
+ * (fla's [B, T·n_h, H, d] layout), shaped token-major as [s, n_h·d] and [s, n_h] so that every
+ * slicer by token takes a token's steps with it; q is [s, d] and α is [s]. With n_h = 1 every operation is Gated Delta's, in its order,
  * so the two agree bitwise (sheet, "What is checked").
  *
  * Not in the registry yet (docs/spec/titans-family.md#gated-delta-product-status): the level, the
@@ -29,47 +30,53 @@ export function householderSteps(cfg: RuleConfig): number {
 }
 
 /**
- * saved.pStates [s·n_h + 1, d, d]: slot t·n_h holds M_t (undecayed), slot t·n_h + j (0 < j < n_h)
- * holds P_j of token t, slot s·n_h holds M_s. saved.e [s·n_h, d]: the errors e_{t,j}.
- * At n_h = 1 these are Gated Delta's mStates and e.
+ * Token-major, as the level's stretch and chunk machinery slices and joins saved tensors (first
+ * dimension s or s + 1): saved.mStates [s + 1, d, d] holds M_0 … M_s, saved.pInner [s, n_h − 1, d, d]
+ * the states P_1 … P_{n_h−1} between a token's steps, saved.e [s, n_h·d] the errors e_{t,j}.
+ * At n_h = 1 mStates and e are Gated Delta's and pInner is empty.
  */
-export const gatedDeltaProductInner: InnerPair<"pStates" | "e"> = {
-  saved: ["pStates", "e"],
+export const gatedDeltaProductInner: InnerPair<"mStates" | "pInner" | "e"> = {
+  saved: ["mStates", "pInner", "e"],
   forward({ k, v, q, alpha, theta }, state, cfg) {
     const { d, seq_len: s } = cfg;
     const nh = householderSteps(cfg);
     const dd = d * d, rows = s * nh;
     if (k.size !== rows * d || v.size !== rows * d || theta!.size !== rows) {
-      throw new Error(`gated_delta_product: k, v need [s·n_h, d] = [${rows}, ${d}] and theta [${rows}]; got k ${k.size}, v ${v.size}, theta ${theta!.size} elements`);
+      throw new Error(`gated_delta_product: k, v need [s, n_h·d] = [${s}, ${nh * d}] and theta [s, n_h] = [${s}, ${nh}]; got k ${k.size}, v ${v.size}, theta ${theta!.size} elements`);
     }
-    const P = alloc(k.dtype, (rows + 1) * dd);
-    P.set(state.M!.data);
+    const M = alloc(k.dtype, (s + 1) * dd), Pin = alloc(k.dtype, s * (nh - 1) * dd);
+    M.set(state.M!.data);
     const e = alloc(k.dtype, rows * d);
     const y = alloc(k.dtype, s * d);
     for (let t = 0; t < s; t++) {
       const a = alpha!.data[t]!;
       for (let j = 0; j < nh; j++) {
-        const r = t * nh + j, pre = r * dd, nxt = (r + 1) * dd, o = r * d;
-        if (j === 0) for (let i = 0; i < dd; i++) P[nxt + i] = (1 - a) * P[pre + i]!; // M̃_t
-        else for (let i = 0; i < dd; i++) P[nxt + i] = P[pre + i]!;
-        K.matvec(P, nxt, d, d, k.data, o, e, o);
+        const r = t * nh + j, o = r * d;
+        // P_{j+1}: M_{t+1} after the last step, else its slot between the steps
+        const [to, at] = j === nh - 1 ? [M, (t + 1) * dd] : [Pin, (t * (nh - 1) + j) * dd];
+        if (j === 0) for (let i = 0; i < dd; i++) to[at + i] = (1 - a) * M[t * dd + i]!; // P_0 = M̃_t
+        else to.set(Pin.subarray((t * (nh - 1) + j - 1) * dd, (t * (nh - 1) + j) * dd), at);
+        K.matvec(to, at, d, d, k.data, o, e, o);
         for (let i = 0; i < d; i++) e[o + i]! -= v.data[o + i]!;
-        K.addOuter(P, nxt, d, d, -theta!.data[r]!, e, o, k.data, o);
+        K.addOuter(to, at, d, d, -theta!.data[r]!, e, o, k.data, o);
       }
-      K.matvec(P, (t + 1) * nh * dd, d, d, q.data, t * d, y, t * d);
+      K.matvec(M, (t + 1) * dd, d, d, q.data, t * d, y, t * d);
     }
     const dt = k.dtype;
     return {
       y: new Tensor(dt, [s, d], y),
-      finalState: { M: new Tensor(dt, [d, d], P.slice(rows * dd)) },
-      saved: { pStates: new Tensor(dt, [rows + 1, d, d], P), e: new Tensor(dt, [rows, d], e) },
+      finalState: { M: new Tensor(dt, [d, d], M.slice(s * dd)) },
+      saved: {
+        mStates: new Tensor(dt, [s + 1, d, d], M), pInner: new Tensor(dt, [s, nh - 1, d, d], Pin),
+        e: new Tensor(dt, [s, nh * d], e),
+      },
     };
   },
-  backward({ pStates, e }, { k, q, alpha, theta }, dy, cfg, dFinal) {
+  backward({ mStates, pInner, e }, { k, q, alpha, theta }, dy, cfg, dFinal) {
     const { d, seq_len: s } = cfg;
     const nh = householderSteps(cfg);
     const dt = k.dtype, dd = d * d, rows = s * nh;
-    const P = pStates!.data, E = e!.data;
+    const M = mStates!.data, Pin = pInner!.data, E = e!.data;
     const dk = alloc(dt, rows * d), dv = alloc(dt, rows * d), dq = alloc(dt, s * d);
     const dalpha = alloc(dt, s), dtheta = alloc(dt, rows);
     const D = adjointFrom(dFinal, "M", dd); // ∂L/∂(the state after the step being undone)
@@ -77,7 +84,7 @@ export const gatedDeltaProductInner: InnerPair<"pStates" | "e"> = {
     for (let t = s - 1; t >= 0; t--) {
       const qo = t * d;
       K.addOuter(D, 0, d, d, 1, dy.data, qo, q.data, qo);
-      K.matTvec(P, (t + 1) * nh * dd, d, d, dy.data, qo, dq, qo);
+      K.matTvec(M, (t + 1) * dd, d, d, dy.data, qo, dq, qo);
       const a = alpha!.data[t]!;
       for (let j = nh - 1; j >= 0; j--) {
         const r = t * nh + j, o = r * d, th = theta!.data[r]!;
@@ -89,19 +96,23 @@ export const gatedDeltaProductInner: InnerPair<"pStates" | "e"> = {
         K.matTvec(D, 0, d, d, E, o, tmp, 0);
         for (let i = 0; i < d; i++) dk[o + i] = -th * tmp[i]!;
         for (let i = 0; i < d; i++) dv[o + i] = -de[i]!;
-        // the prediction P_j k: P_0 = M̃_t = (1 − α_t) M_t (slot t·n_h holds M_t), P_j saved for j > 0
-        K.matTvec(P, r * dd, d, d, de, 0, tmp, 0);
-        if (j === 0) for (let i = 0; i < d; i++) dk[o + i]! += (1 - a) * tmp[i]!;
-        else for (let i = 0; i < d; i++) dk[o + i]! += tmp[i]!;
+        // the prediction P_j k: P_0 = M̃_t = (1 − α_t) M_t is rebuilt from M_t, P_j saved for j > 0
+        if (j === 0) {
+          K.matTvec(M, t * dd, d, d, de, 0, tmp, 0);
+          for (let i = 0; i < d; i++) dk[o + i]! += (1 - a) * tmp[i]!;
+        } else {
+          K.matTvec(Pin, (t * (nh - 1) + j - 1) * dd, d, d, de, 0, tmp, 0);
+          for (let i = 0; i < d; i++) dk[o + i]! += tmp[i]!;
+        }
         K.addOuter(D, 0, d, d, 1, de, 0, k.data, o); // ∂L/∂P_j
       }
       // the decay: dα = −⟨∂L/∂M̃_t, M_t⟩ ; ∂L/∂M_t = (1 − α_t) ∂L/∂M̃_t
-      dalpha[t] = -K.frob(D, 0, P, t * nh * dd, dd);
+      dalpha[t] = -K.frob(D, 0, M, t * dd, dd);
       for (let i = 0; i < dd; i++) D[i]! *= 1 - a;
     }
     return {
-      dk: new Tensor(dt, [rows, d], dk), dv: new Tensor(dt, [rows, d], dv), dq: new Tensor(dt, [s, d], dq),
-      dalpha: new Tensor(dt, [s], dalpha), dtheta: new Tensor(dt, [rows], dtheta),
+      dk: new Tensor(dt, [s, nh * d], dk), dv: new Tensor(dt, [s, nh * d], dv), dq: new Tensor(dt, [s, d], dq),
+      dalpha: new Tensor(dt, [s], dalpha), dtheta: new Tensor(dt, [s, nh], dtheta),
       dState0: { M: gradTensor(dt, [d, d], D) },
     };
   },
@@ -124,10 +135,10 @@ export function randomCase(dtype: DType, seed: number, nh: number, d = 5, s = 7)
     }
     return t;
   };
-  const k = unitRows(rand([s * nh, d], -1, 1));
+  const k = unitRows(rand([s, nh * d], -1, 1));
   const inp: InnerInputs = {
-    k, v: rand([s * nh, d], -1, 1), q: unitRows(rand([s, d], -1, 1)), x: k,
-    alpha: rand([s], 0.05, 0.5), theta: rand([s * nh], 0.05, 0.9),
+    k, v: rand([s, nh * d], -1, 1), q: unitRows(rand([s, d], -1, 1)), x: unitRows(rand([s, d], -1, 1)),
+    alpha: rand([s], 0.05, 0.5), theta: rand([s, nh], 0.05, 0.9),
   };
   return { inp, M0: rand([d, d], -0.3, 0.3), dy: rand([s, d], -1, 1), dM: rand([d, d], -1, 1), cfg: { d, seq_len: s, n_h: nh } as RuleConfig };
 }
