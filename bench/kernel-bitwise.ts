@@ -17,7 +17,7 @@ import { readFileSync, writeFileSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-import { ABI, type RuleAbi, type Shape } from "../ffi/abi.ts";
+import { ABI, tokenElems, type RuleAbi, type Shape } from "../ffi/abi.ts";
 import { stateShapesOf } from "../ffi/backends.ts";
 import { openKernelLib, type Arrays, type KernelLib } from "../ffi/lib.ts";
 import { Rng } from "../src/rng.ts";
@@ -66,7 +66,7 @@ function size(a: RuleAbi, cfg: RuleConfig, s: Shape): (name: string) => number {
   const shapes = stateShapesOf(a.rule, cfg);
   return (name) => {
     if (a.state.includes(name)) return s.B * s.H * shapes[name]!.reduce((x, y) => x * y, 1);
-    return s.B * s.T * s.H * (/^(alpha|theta|eta)$/.test(name) ? 1 : s.d);
+    return tokenElems(a, name, s);
   };
 }
 

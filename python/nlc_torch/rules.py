@@ -220,6 +220,25 @@ def _gated_delta_stored(k, v, q, g, st):
     return torch.stack(ys), {"M": M}
 
 
+def _gated_delta_product(k, v, q, x, g, omega, st, cfg):
+    # Gated DeltaProduct as a product of generalized Householder transitions
+    # (docs/spec/titans-family.md#gated-delta-product-forward): per token M <- a_t M with
+    # a_t = 1 - alpha_t, then for each of its n_h steps M <- M (I - beta k k^T) + beta v k^T with
+    # beta = theta; y_t = M q_t. k, v are [s*n_h, d] and theta [s*n_h], row t*n_h + j for step j.
+    # Not in INNER until the rule is registered (docs/spec/titans-family.md#gated-delta-product-status).
+    nh = int(cfg.get("n_h", 2))
+    M = st["M"]
+    eye = torch.eye(k.shape[1], dtype=k.dtype)
+    ys = []
+    for t in range(q.shape[0]):
+        M = (1 - g["alpha"][t]) * M
+        for j in range(nh):
+            r, beta = t * nh + j, g["theta"][t * nh + j]
+            M = M @ (eye - beta * torch.outer(k[r], k[r])) + beta * torch.outer(v[r], k[r])
+        ys.append(M @ q[t])
+    return torch.stack(ys), {"M": M}
+
+
 def _kda(k, v, q, x, g, omega, st, cfg):
     # KDA in the key-major form of its own papers and fla (docs/spec/titans-family.md#kda-forward):
     # S = M^T is [d_k, d_v]; S <- diag(a_t) S with a_t = 1 - alpha_t per key channel, then
