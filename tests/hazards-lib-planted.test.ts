@@ -89,7 +89,7 @@ test("lib: a library that declares its nondeterminism (nlk_nondeterminism) passe
 test("lib: an output element the kernel never writes fails as NaN, because outputs are NaN-filled", () => {
   const r = get("unwritten", "forward");
   status(r, "fail");
-  expect(r.message).toMatch(/y \(sequence \d+\)\[\d+\] is NaN where the reference is .* outputs are NaN-filled before every call: the kernel did not write this element/);
+  expect(r.message).toMatch(/y \(sequence \d+\) at \(b=\d+, t=\d+, h=\d+, i=\d+\) is NaN where the reference is .* outputs are NaN-filled before every call: the kernel did not write this element/);
 });
 
 test("lib: what a kernel leaves unwritten comes back NaN, and what it writes comes back finite", () => {
