@@ -108,10 +108,10 @@ async function ruleRows(lib: KernelLib, decl: RuleDecl, peak: number, rows: Row[
     else {
       const a = pair.abi;
       const sizes: Record<string, number> = {};
-      for (const n of a.inputs) sizes[n] = tokenElems(n, shape);
+      for (const n of a.inputs) sizes[n] = tokenElems(a, n, shape);
       for (const n of a.state) sizes[`${n}_0`] = sizes[n] = sizes[`d${n}`] = sizes[`d${n}_0`] = stElems(n);
-      sizes.y = sizes.dy = tokenElems("y", shape);
-      for (const g of a.grads) sizes[g] = tokenElems(g.slice(1), shape);
+      sizes.y = sizes.dy = tokenElems(a, "y", shape);
+      for (const g of a.grads) sizes[g] = tokenElems(a, g.slice(1), shape);
       const mem = place(lib, sizes, rng, d);
       const sum = (names: string[]) => names.reduce((s, n) => s + (mem.bytes[n] ?? 0), 0);
       try {
@@ -138,7 +138,7 @@ async function ruleRows(lib: KernelLib, decl: RuleDecl, peak: number, rows: Row[
       if (first) console.log(`${decl.key.padEnd(9)} frozen read: ${fz}`);
       continue;
     }
-    const sizes: Record<string, number> = { q: tokenElems("q", shape), y: tokenElems("y", shape), dy: tokenElems("y", shape), dq: tokenElems("q", shape) };
+    const sizes: Record<string, number> = { q: tokenElems(fz.abi, "q", shape), y: tokenElems(fz.abi, "y", shape), dy: tokenElems(fz.abi, "y", shape), dq: tokenElems(fz.abi, "q", shape) };
     for (const n of fz.abi.state) sizes[n] = sizes[`d${n}`] = stElems(n);
     const mem = place(lib, sizes, rng, d);
     const ws = fz.workspaceBytes(shape, cfg);

@@ -98,7 +98,7 @@ for (let h = 0; h < job.H; h++) {
   const kern: SeqTensors = {
     y: unpackTokens(f.y, shape, job.d, h, new Float32Array(job.T * job.d)),
     state: Object.fromEntries(Object.entries(f.state).map(([k, a]) => [k, unpackState(a, job.H, h)])),
-    grads: Object.fromEntries(Object.entries(grads).map(([k, a]) => [k, unpackTokens(a, shape, tokenWidth(k, job.d), h, new Float32Array(job.T * tokenWidth(k, job.d)))])),
+    grads: Object.fromEntries(Object.entries(grads).map(([k, a]) => [k, unpackTokens(a, shape, tokenWidth(pair.abi, k, job.d), h, new Float32Array(job.T * tokenWidth(pair.abi, k, job.d)))])),
     dState0: Object.fromEntries(Object.entries(g.dState0).map(([k, a]) => [k, unpackState(a, job.H, h)])),
   };
   const r64 = runRef64(decl, false, c, cfg);

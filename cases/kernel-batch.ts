@@ -8,7 +8,7 @@
  * name their tensors here.
  */
 import * as fc from "fast-check";
-import { abiOf, gradInput, isGate, type GradName, type RuleAbi } from "../ffi/abi.ts";
+import { abiOf, gradInput, isTokenGate, type GradName, type RuleAbi } from "../ffi/abi.ts";
 import { Tensor } from "../src/tensor.ts";
 import { Rng } from "../src/rng.ts";
 import { usedParams } from "../src/rules/level.ts";
@@ -300,12 +300,15 @@ export interface NumArray {
   [i: number]: number;
 }
 
-/** Whether a per-token tensor is a gate (alpha, theta, eta) or a gate's gradient (dalpha, ...): one value per token. */
-export const isGateTensor = (name: string): boolean => isGate(name) || (name.startsWith("d") && isGate(name.slice(1)));
+/**
+ * Whether rule a's per-token tensor is a gate (alpha, theta, eta) or a gate's gradient (dalpha, ...)
+ * with one value per token (a channel gate has d: ffi/abi.ts isTokenGate).
+ */
+export const isGateTensor = (a: Pick<RuleAbi, "channelGates">, name: string): boolean => isTokenGate(a, name);
 
-/** Values per token of a per-token tensor: 1 for a gate or its gradient, else d. */
-export function tokenWidth(name: string, d: number): number {
-  return isGateTensor(name) ? 1 : d;
+/** Values per token of rule a's per-token tensor: 1 for a token gate or its gradient, else d. */
+export function tokenWidth(a: Pick<RuleAbi, "channelGates">, name: string, d: number): number {
+  return isGateTensor(a, name) ? 1 : d;
 }
 
 /** Per-sequence [T, w] arrays as one ABI tensor [B, T, H, w] (written into `out`). */

@@ -106,7 +106,7 @@ export function buildModelCase(spec: ModelCaseSpec, dtype: DType = "f64"): Model
     const rec: Record<string, Tensor> = {};
     for (const [n, shape] of Object.entries(levelParamShapes(model, l))) {
       const fanIn = shape[shape.length - 1]!;
-      if (n in GATE_BIAS) rec[n] = biasTensor(dtype, GATE_BIAS[n]!);
+      if (n in GATE_BIAS) rec[n] = biasTensor(dtype, shape, GATE_BIAS[n]!);
       else if (n === "b_freq") rec[n] = uniformTensor(dtype, [1], rng, -1, 1);
       else if (n.startsWith("W_")) rec[n] = uniformTensor(dtype, shape, rng, -1 / Math.sqrt(fanIn), 1 / Math.sqrt(fanIn));
       else rec[n] = uniformTensor(dtype, shape, rng, -0.5 / Math.sqrt(fanIn), 0.5 / Math.sqrt(fanIn));
@@ -125,9 +125,11 @@ export function buildModelCase(spec: ModelCaseSpec, dtype: DType = "f64"): Model
   return { model, params, batch, context: makeContext(spec.context, model, params, batch, dtype, rng) };
 }
 
-function biasTensor(dtype: DType, v: number): Tensor {
-  const t = new Tensor(dtype, [1]);
-  t.data[0] = v;
+/** A gate bias: [1], or [d] for a channel gate, spread one logit either side of v across the channels (as in rule cases). */
+function biasTensor(dtype: DType, shape: readonly number[], v: number): Tensor {
+  const t = new Tensor(dtype, shape);
+  const n = t.size;
+  for (let j = 0; j < n; j++) t.data[j] = v + (n === 1 ? 0 : (2 * j) / (n - 1) - 1);
   return t;
 }
 

@@ -167,14 +167,18 @@ export function buildRuleCase(decl: RuleDecl, spec: RuleCaseSpec, dtype: DType =
     const fanIn = shape[shape.length - 1]!;
     if (name.startsWith("W_")) params[name] = uniformTensor(dtype, shape, rng, -1 / Math.sqrt(fanIn), 1 / Math.sqrt(fanIn));
     else if (name.startsWith("w_")) params[name] = uniformTensor(dtype, shape, rng, -0.5 / Math.sqrt(fanIn), 0.5 / Math.sqrt(fanIn));
-    else params[name] = new Tensor(dtype, [1]);
+    else params[name] = new Tensor(dtype, shape);
   }
   // Gate biases put each gate in the requested regime; the w·c term moves it around that value.
   const theta = THETA_LEVELS[spec.theta] / Math.max(1, decl.thetaScale?.(cfg) ?? 1);
   const bias = { alpha: logit(ALPHA_LEVELS[spec.alpha]), theta: softplusInv(theta), eta: logit(0.6) };
   for (const g of ["alpha", "theta", "eta"] as const) {
     const b = params[`b_${g}`];
-    if (b !== undefined) b.data[0] = bias[g];
+    if (b === undefined) continue;
+    // a channel gate's biases span one logit either side of the regime's level across the key
+    // channels, so that the channels decay differently (docs/spec/decisions.md#channel-gate-cases)
+    const n = b.size;
+    for (let j = 0; j < n; j++) b.data[j] = bias[g] + (n === 1 ? 0 : (2 * j) / (n - 1) - 1);
   }
   const state = spec.state === "init" ? decl.init(cfg, dtype) : decl.randomState(cfg, dtype, () => rng.next());
   // Upstream gradient in the units of y: from a small initial state (the MLP rules' D4 init is

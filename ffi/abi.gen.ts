@@ -13,5 +13,8 @@ export const RULE_ABIS = [
   {"rule":"trellis","recurrent":true,"hyper":[{"name":"d_compress","kind":"i32","min":1,"max":4096,"boundByD":"at-most"},{"name":"lambda_k","kind":"f64","min":0,"max":10},{"name":"lambda_v","kind":"f64","min":0,"max":10}],"inputs":["k","v","q","x","alpha","theta"],"grads":["dk","dv","dq","dx","dalpha","dtheta"],"state":["S_K","S_V"],"frozen":true},
   {"rule":"atlas","recurrent":true,"hyper":[],"inputs":["k","v","q","alpha","theta","eta","omega"],"grads":["dk","dq","dalpha","dtheta","deta","domega"],"state":["M","S"],"frozen":true},
   {"rule":"gated_delta","recurrent":true,"hyper":[],"inputs":["k","v","q","alpha","theta"],"grads":["dk","dv","dq","dalpha","dtheta"],"state":["M"],"frozen":true},
+  {"rule":"kda","recurrent":true,"hyper":[],"inputs":["k","v","q","alpha","theta"],"grads":["dk","dv","dq","dalpha","dtheta"],"state":["M"],"frozen":true,"channelGates":["alpha"]},
+  {"rule":"comba","recurrent":true,"hyper":[],"inputs":["k","v","q","p","alpha","theta"],"grads":["dk","dv","dq","dp","dalpha","dtheta"],"state":["M"],"frozen":true},
+  {"rule":"dplr","recurrent":true,"hyper":[],"inputs":["k","v","q","a","b","alpha"],"grads":["dk","dv","dq","da","db","dalpha"],"state":["M"],"frozen":true,"channelGates":["alpha"]},
   {"rule":"swa","recurrent":false,"hyper":[{"name":"heads","kind":"i32","min":1,"max":4096,"boundByD":"divides"},{"name":"window","kind":"i32","min":1,"max":1048576}],"inputs":["k","v","q"],"grads":["dk","dv","dq"],"state":[],"frozen":false},
 ] as const;

@@ -8,7 +8,7 @@ import { ABI_VERSION, RULE_ABIS } from "./abi.gen.ts";
 
 export { ABI_VERSION };
 
-export type InnerInputName = "k" | "v" | "q" | "x" | "alpha" | "theta" | "eta" | "omega";
+export type InnerInputName = "k" | "v" | "q" | "x" | "p" | "a" | "b" | "alpha" | "theta" | "eta" | "omega";
 export type GradName = `d${InnerInputName}`;
 
 export interface HyperArg {
@@ -30,6 +30,8 @@ export interface RuleAbi {
   readonly grads: readonly GradName[];
   readonly state: readonly string[];
   readonly frozen: boolean;
+  /** The gates that are per key channel, [B,T,H,d] (KDA's alpha); absent = none (docs/spec/kernel-abi.md#inputs). */
+  readonly channelGates?: readonly InnerInputName[];
 }
 
 export const ABI: readonly RuleAbi[] = RULE_ABIS as unknown as readonly RuleAbi[];
@@ -59,6 +61,15 @@ export interface Param {
 }
 
 export const isGate = (n: string): boolean => n === "alpha" || n === "theta" || n === "eta";
+
+/**
+ * Whether rule a's per-token tensor `name` holds one value per token: a gate or a gate's gradient
+ * (dalpha, ...) that is not one of the rule's channel gates.
+ */
+export function isTokenGate(a: Pick<RuleAbi, "channelGates">, name: string): boolean {
+  const gate = isGate(name) ? name : name.startsWith("d") && isGate(name.slice(1)) ? name.slice(1) : null;
+  return gate !== null && !(a.channelGates ?? []).includes(gate as InnerInputName);
+}
 
 /** The C name of a hyperparameter: its own, unless a tensor argument has that name (Moneta's q). */
 export function hyperParamName(a: RuleAbi, h: HyperArg): string {
@@ -125,7 +136,7 @@ export interface Shape {
   readonly d: number;
 }
 
-/** Elements of a per-token input or gradient ([B,T,H] for gates, [B,T,H,d] otherwise). */
-export function tokenElems(name: string, s: Shape): number {
-  return s.B * s.T * s.H * (isGate(name) ? 1 : s.d);
+/** Elements of rule a's per-token input or gradient ([B,T,H] for token gates, [B,T,H,d] otherwise). */
+export function tokenElems(a: Pick<RuleAbi, "channelGates">, name: string, s: Shape): number {
+  return s.B * s.T * s.H * (isTokenGate(a, name) ? 1 : s.d);
 }

@@ -33,8 +33,12 @@ export interface RuleMeta {
   readonly projection: "memory" | "attention";
   readonly hyper: Record<string, Record<string, unknown>>;
   readonly gates: readonly string[];
+  /** The gates that are per key channel ([s, d]; their w_ [d, 2d], b_ [d]). */
+  readonly channel_gates: readonly string[];
   readonly normalize_kq: boolean;
   readonly omega: boolean;
+  /** Per-token vectors beyond k, v, q projected from X by W_<P|A|B> (normalised as k): Comba's p, DPLR's a, b. */
+  readonly aux_inputs: readonly string[];
   readonly frozen: boolean;
   readonly params: Record<string, Dim[]>;
   readonly used_params: readonly string[];
@@ -96,7 +100,7 @@ export function ruleMetaOf(decl: RuleDecl): RuleMeta {
   return {
     key: decl.key, sheet: decl.sheet, memory: isMemoryRule(decl.key), projection: decl.projection,
     hyper: Object.fromEntries(Object.entries(decl.hyper).map(([n, h]) => [n, hyperMeta(h)])),
-    gates: [...decl.gates], normalize_kq: decl.normalizeKQ, omega: decl.omega, frozen: decl.frozen !== null,
+    gates: [...decl.gates], channel_gates: [...(decl.channelGates ?? [])], normalize_kq: decl.normalizeKQ, omega: decl.omega, aux_inputs: [...(decl.auxInputs ?? [])], frozen: decl.frozen !== null,
     params, used_params: usedParams(decl), state, init,
     step_local_state: [...(decl.stepLocalState ?? [])], derived_state: [...(decl.derivedState ?? [])],
   };

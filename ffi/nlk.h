@@ -263,6 +263,49 @@ NLK_API int nlk_gated_delta_frozen_backward(int B, int T, int H, int d, const fl
     const float* dy, void* workspace, float* dq, float* dM);
 NLK_API int nlk_gated_delta_chunk_form(int* kind, int* C);  /* optional: docs/spec/kernel-abi.md#chunk-form */
 
+/* kda: inputs k, v, q, alpha, theta; gradients dk, dv, dq, dalpha, dtheta; state M; hyper none */
+NLK_API int nlk_kda_workspace_bytes(int B, int T, int H, int d, int C, size_t* bytes);
+NLK_API int nlk_kda_forward(int B, int T, int H, int d, int C, const float* k, const float* v, const float* q,
+    const float* alpha, const float* theta, const float* M_0, float* y, float* M, void* workspace);
+NLK_API int nlk_kda_backward(int B, int T, int H, int d, int C, const float* k, const float* v, const float* q,
+    const float* alpha, const float* theta, const float* M_0, const float* dy, const float* dM,
+    void* workspace, float* dk, float* dv, float* dq, float* dalpha, float* dtheta, float* dM_0);
+NLK_API int nlk_kda_frozen_workspace_bytes(int B, int T, int H, int d, size_t* bytes);
+NLK_API int nlk_kda_frozen_forward(int B, int T, int H, int d, const float* q, const float* M, float* y,
+    void* workspace);
+NLK_API int nlk_kda_frozen_backward(int B, int T, int H, int d, const float* q, const float* M, const float* dy,
+    void* workspace, float* dq, float* dM);
+NLK_API int nlk_kda_chunk_form(int* kind, int* C);  /* optional: docs/spec/kernel-abi.md#chunk-form */
+
+/* comba: inputs k, v, q, p, alpha, theta; gradients dk, dv, dq, dp, dalpha, dtheta; state M; hyper none */
+NLK_API int nlk_comba_workspace_bytes(int B, int T, int H, int d, int C, size_t* bytes);
+NLK_API int nlk_comba_forward(int B, int T, int H, int d, int C, const float* k, const float* v, const float* q,
+    const float* p, const float* alpha, const float* theta, const float* M_0, float* y, float* M,
+    void* workspace);
+NLK_API int nlk_comba_backward(int B, int T, int H, int d, int C, const float* k, const float* v, const float* q,
+    const float* p, const float* alpha, const float* theta, const float* M_0, const float* dy, const float* dM,
+    void* workspace, float* dk, float* dv, float* dq, float* dp, float* dalpha, float* dtheta, float* dM_0);
+NLK_API int nlk_comba_frozen_workspace_bytes(int B, int T, int H, int d, size_t* bytes);
+NLK_API int nlk_comba_frozen_forward(int B, int T, int H, int d, const float* q, const float* M, float* y,
+    void* workspace);
+NLK_API int nlk_comba_frozen_backward(int B, int T, int H, int d, const float* q, const float* M, const float* dy,
+    void* workspace, float* dq, float* dM);
+NLK_API int nlk_comba_chunk_form(int* kind, int* C);  /* optional: docs/spec/kernel-abi.md#chunk-form */
+
+/* dplr: inputs k, v, q, a, b, alpha; gradients dk, dv, dq, da, db, dalpha; state M; hyper none */
+NLK_API int nlk_dplr_workspace_bytes(int B, int T, int H, int d, int C, size_t* bytes);
+NLK_API int nlk_dplr_forward(int B, int T, int H, int d, int C, const float* k, const float* v, const float* q,
+    const float* a, const float* b, const float* alpha, const float* M_0, float* y, float* M, void* workspace);
+NLK_API int nlk_dplr_backward(int B, int T, int H, int d, int C, const float* k, const float* v, const float* q,
+    const float* a, const float* b, const float* alpha, const float* M_0, const float* dy, const float* dM,
+    void* workspace, float* dk, float* dv, float* dq, float* da, float* db, float* dalpha, float* dM_0);
+NLK_API int nlk_dplr_frozen_workspace_bytes(int B, int T, int H, int d, size_t* bytes);
+NLK_API int nlk_dplr_frozen_forward(int B, int T, int H, int d, const float* q, const float* M, float* y,
+    void* workspace);
+NLK_API int nlk_dplr_frozen_backward(int B, int T, int H, int d, const float* q, const float* M, const float* dy,
+    void* workspace, float* dq, float* dM);
+NLK_API int nlk_dplr_chunk_form(int* kind, int* C);  /* optional: docs/spec/kernel-abi.md#chunk-form */
+
 /* swa: inputs k, v, q; gradients dk, dv, dq; state none; hyper int heads, int window */
 NLK_API int nlk_swa_workspace_bytes(int B, int T, int H, int d, int heads, int window, size_t* bytes);
 NLK_API int nlk_swa_forward(int B, int T, int H, int d, int heads, int window, const float* k, const float* v,

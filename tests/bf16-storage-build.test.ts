@@ -53,7 +53,7 @@ function sizer(a: RuleAbi, cfg: RuleConfig): (name: string) => { n: number; stat
     const st = a.state.includes(bare) ? bare : bare.startsWith("d") && a.state.includes(bare.slice(1)) ? bare.slice(1) : null;
     if (st !== null) return { n: SHAPE.B * SHAPE.H * shapes[st]!.reduce((x, y) => x * y, 1), state: true };
     const token = name === "y" || name === "dy" || name === "dq" ? "q" : name.startsWith("d") && name !== "d" ? name.slice(1) : name;
-    return { n: tokenElems(token, SHAPE), state: false };
+    return { n: tokenElems(a, token, SHAPE), state: false };
   };
 }
 
@@ -223,7 +223,7 @@ describe("bf16-storage build", () => {
     for (let n = 0; n < SHAPE.B * SHAPE.H; n++) {
       for (let i = 0; i < d; i++) M[n * d * d + i * d] = asF32(corners[i % corners.length]![0]);
     }
-    const q = new Float32Array(tokenElems("q", SHAPE));
+    const q = new Float32Array(tokenElems({}, "q", SHAPE));
     for (let i = 0; i < q.length; i += d) q[i] = 1;
     const fr = f32.frozen("delta");
     if (typeof fr === "string") throw new Error(fr);

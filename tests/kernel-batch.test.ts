@@ -21,7 +21,10 @@ test("pack and unpack: per-token [B, T, H, w] and per-sequence state blocks roun
   for (let n = 0; n < N; n++) expect([...unpackTokens(packed, dims, w, n, new Float64Array(dims.T * w))]).toEqual([...parts[n]!]);
   const states = packStates(parts, new Array<number>(N * dims.T * w));
   for (let n = 0; n < N; n++) expect([...unpackState(Float64Array.from(states), N, n)]).toEqual([...parts[n]!]);
-  expect([tokenWidth("alpha", 5), tokenWidth("dtheta", 5), tokenWidth("k", 5), tokenWidth("dk", 5), tokenWidth("y", 5)]).toEqual([1, 1, 5, 5, 5]);
+  expect([tokenWidth({}, "alpha", 5), tokenWidth({}, "dtheta", 5), tokenWidth({}, "k", 5), tokenWidth({}, "dk", 5), tokenWidth({}, "y", 5)]).toEqual([1, 1, 5, 5, 5]);
+  // a channel gate (KDA's alpha) and its gradient have one value per key channel
+  const kda = { channelGates: ["alpha"] as const };
+  expect([tokenWidth(kda, "alpha", 5), tokenWidth(kda, "dalpha", 5), tokenWidth(kda, "theta", 5), tokenWidth(kda, "dtheta", 5)]).toEqual([5, 5, 1, 1]);
 });
 
 test("packed batches: [1, ΣL, H, w] with sequence i at cu_seqlens[i], sequence n = i·H + h, round-trip", () => {

@@ -13,6 +13,7 @@ import { NAMES_MD_PATH, registryFiles, ruleMetaOf, type Dim } from "../ffi/gener
 import { RULES, isMemoryRule } from "../src/rules/index.ts";
 import { withDefaults } from "../src/rules/level.ts";
 import { paramShapes } from "../src/rules/level-params.ts";
+import { auxParam } from "../src/rules/types.ts";
 import { probeTorchSync } from "../oracle/torch-bridge.ts";
 
 const names = readFileSync(NAMES_MD_PATH, "utf8");
@@ -54,6 +55,9 @@ describe("the rule registry", () => {
     expect(meta.moneta!.init).toEqual({ W1: "rule", W2: "zeros" });
     expect(meta.trellis!.state).toEqual({ S_K: ["d_compress", "d"], S_V: ["d", "d_compress"] });
     expect(meta.atlas!.params.W_omega).toEqual(["d", "2*d"]);
+    expect(meta.comba!.params.W_P).toEqual(["d", "d"]);
+    expect(meta.kda!.params.w_alpha).toEqual(["d", "2*d"]);
+    expect(meta.kda!.channel_gates).toEqual(["alpha"]);
     expect(meta.titans!.step_local_state).toEqual(["S"]);
     expect(meta.swa!.memory).toBe(false);
     expect(meta.swa!.frozen).toBe(false);
@@ -71,8 +75,12 @@ describe("the rule registry", () => {
       for (const key of keys) {
         const decl = RULES.find((r) => r.key === key)!;
         seen.add(key);
-        expect({ key, gates: row[2]!.split(",").map((g) => g.trim()).filter((g) => g !== "" && g !== "none") }).toEqual({ key, gates: [...decl.gates] });
+        // a channel gate (types.ts gateShape) is written "alpha (per channel)"
+        const cells = row[2]!.split(",").map((g) => g.trim()).filter((g) => g !== "" && g !== "none");
+        const perChannel = cells.filter((g) => g.endsWith(" (per channel)")).map((g) => g.slice(0, -" (per channel)".length));
+        expect({ key, gates: cells.map((g) => g.replace(/ \(per channel\)$/, "")), perChannel }).toEqual({ key, gates: [...decl.gates], perChannel: [...(decl.channelGates ?? [])] });
         expect({ key, omega: ticked(row[3] ?? "").includes("W_omega") }).toEqual({ key, omega: decl.omega });
+        expect({ key, aux: ticked(row[3] ?? "").filter((p) => /^W_[PAB]$/.test(p)) }).toEqual({ key, aux: (decl.auxInputs ?? []).map(auxParam) });
       }
     }
     expect([...seen].sort()).toEqual(RULES.filter((r) => isMemoryRule(r.key)).map((r) => r.key).sort());

@@ -169,7 +169,7 @@ export function sequencesOf(decl: RuleDecl, k: KSpec, frozen: boolean, p?: Pick<
 
 export function batchInputs(a: RuleAbi, seqs: Seq[], shape: Shape): Arrays {
   const out: Arrays = {};
-  for (const n of a.inputs) out[n] = tokens(seqs.map((s) => s.in32[n]!.data), shape, tokenWidth(n, shape.d));
+  for (const n of a.inputs) out[n] = tokens(seqs.map((s) => s.in32[n]!.data), shape, tokenWidth(a, n, shape.d));
   return out;
 }
 

@@ -8,7 +8,7 @@
  *               d(initial state) threaded back) against one call on the whole sequence
  *   workspace   the size query: workspace(C = 16) <= workspace(C = 1) / 8 at d = 64, T = 256
  */
-import type { Shape } from "../../ffi/abi.ts";
+import type { RuleAbi, Shape } from "../../ffi/abi.ts";
 import type { Arrays, KernelLib, RulePair } from "../../ffi/lib.ts";
 import type { CaseOutcome } from "../../harness/check.ts";
 import { withDefaults } from "../../src/rules/level.ts";
@@ -57,7 +57,7 @@ export function checkpointCase(decl: RuleDecl, lib: KernelLib, k: KSpec, bitwise
   try {
     const g1 = pair.backward(shape, k.C, cfg, inputs, st0, f.ws, dy, dFinal);
     const g2 = pair.backward(shape, k.C, cfg, inputs, st0, f.ws, dy, dFinal);
-    const d = compareBits(perSequence(shape, { grads: byInput(g1.grads), dState0: g1.dState0 }), perSequence(shape, { grads: byInput(g2.grads), dState0: g2.dState0 }),
+    const d = compareBits(perSequence(pair.abi, shape, { grads: byInput(g1.grads), dState0: g1.dState0 }), perSequence(pair.abi, shape, { grads: byInput(g2.grads), dState0: g2.dState0 }),
       `between two backward calls on one workspace (C = ${k.C}): the backward changed what the forward saved`);
     if (d !== null) return { ok: false, message: `nlk_${decl.key}_backward: ${d}` };
   } finally {
@@ -88,8 +88,8 @@ function tokenJoin(parts: Float32Array[], s: Shape, w: number): Float32Array {
 export const CHUNK_T = 24;
 const CHUNK = 8;
 
-function sliceAll(rec: Arrays, s: Shape, t0: number, t1: number): Arrays {
-  return Object.fromEntries(Object.entries(rec).map(([n, a]) => [n, tokenSlice(a, s, tokenWidth(n, s.d), t0, t1)]));
+function sliceAll(abi: Pick<RuleAbi, "channelGates">, rec: Arrays, s: Shape, t0: number, t1: number): Arrays {
+  return Object.fromEntries(Object.entries(rec).map(([n, a]) => [n, tokenSlice(a, s, tokenWidth(abi, n, s.d), t0, t1)]));
 }
 
 /** Tokens t0 .. t1−1 of a per-token reference tensor ([s, d] or a gate [s]). */
@@ -160,7 +160,7 @@ export function chunkCase(decl: RuleDecl, lib: KernelLib, k: KSpec, exercised: S
   // forward chunk by chunk
   const cShape: Shape = { ...shape, T: CHUNK }, cCfg = withDefaults(decl, { ...cfg, seq_len: CHUNK });
   const ys: Float32Array[] = [], states: Arrays[] = [st0], wss = [];
-  const chunkInputs = [0, 1, 2].map((i) => sliceAll(inputs, shape, i * CHUNK, (i + 1) * CHUNK));
+  const chunkInputs = [0, 1, 2].map((i) => sliceAll(pair.abi, inputs, shape, i * CHUNK, (i + 1) * CHUNK));
   try {
     for (let i = 0; i < 3; i++) {
       const f = pair.forward(cShape, k.C, cCfg, chunkInputs[i]!, states[i]!);
@@ -168,7 +168,7 @@ export function chunkCase(decl: RuleDecl, lib: KernelLib, k: KSpec, exercised: S
       ys.push(f.y);
       states.push(f.state);
     }
-    const fwd = perSequence(shape, { y: tokenJoin(ys, shape, shape.d), state: states[3]! });
+    const fwd = perSequence(pair.abi, shape, { y: tokenJoin(ys, shape, shape.d), state: states[3]! });
     if (splitNeutral) {
       for (let n = 0; n < fwd.length; n++) {
         for (const [key, a] of entries(fwd[n]!)) {
@@ -187,8 +187,8 @@ export function chunkCase(decl: RuleDecl, lib: KernelLib, k: KSpec, exercised: S
       dF = g.dState0;
     }
     const joined: Arrays = {};
-    for (const gname of pair.abi.grads) joined[gname] = tokenJoin(grads.map((g) => g[gname]!), shape, tokenWidth(gname, shape.d));
-    const chunked = perSequence(shape, { grads: byInput(joined), dState0: dF });
+    for (const gname of pair.abi.grads) joined[gname] = tokenJoin(grads.map((g) => g[gname]!), shape, tokenWidth(pair.abi, gname, shape.d));
+    const chunked = perSequence(pair.abi, shape, { grads: byInput(joined), dState0: dF });
     const kernels: SeqTensors[] = [], refs64: SeqTensors[] = [], refs32: SeqTensors[] = [];
     seqs.forEach((s, n) => {
       const flat = (r: InnerGrads): SeqTensors => ({ state: {}, ...fromInnerGrads(r) });

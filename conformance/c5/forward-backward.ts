@@ -4,7 +4,7 @@
  * sequence — y and the final state; every input gradient and d(initial state), with dy and
  * d(final state) given or NULL (docs/spec/kernel-abi.md#backward).
  */
-import { gradInput, symbolName, type GradName, type Shape } from "../../ffi/abi.ts";
+import { gradInput, symbolName, type GradName, type RuleAbi, type Shape } from "../../ffi/abi.ts";
 import { wireDType, type Arrays, type KernelLib } from "../../ffi/lib.ts";
 import type { CaseOutcome } from "../../harness/check.ts";
 import type { RuleConfig, RuleDecl, State } from "../../src/rules/types.ts";
@@ -98,11 +98,11 @@ function compareAll(decl: RuleDecl, frozen: boolean, k: KSpec, seqs: Seq[], cfg:
 }
 
 /** Splits batched kernel outputs [B, T, H, w] and [B, H, ...] into per-sequence records. */
-export function perSequence(shape: Shape, out: { y?: Float32Array; state?: Arrays; grads?: Arrays; dState0?: Arrays }): PerSeq[] {
+export function perSequence(a: Pick<RuleAbi, "channelGates">, shape: Shape, out: { y?: Float32Array; state?: Arrays; grads?: Arrays; dState0?: Arrays }): PerSeq[] {
   const N = shape.B * shape.H;
-  const tok = (a: Float32Array, name: string, n: number) => {
-    const w = tokenWidth(name, shape.d);
-    return unpackTokens(a, shape, w, n, new Float32Array(shape.T * w));
+  const tok = (arr: Float32Array, name: string, n: number) => {
+    const w = tokenWidth(a, name, shape.d);
+    return unpackTokens(arr, shape, w, n, new Float32Array(shape.T * w));
   };
   const each = (rec: Arrays | undefined, f: (a: Float32Array, name: string) => Float32Array) =>
     Object.fromEntries(Object.entries(rec ?? {}).map(([name, a]) => [name, f(a, name)]));
@@ -126,10 +126,10 @@ export function runKernels(decl: RuleDecl, frozen: boolean, lib: KernelLib, k: K
     const q = batchQ(seqs, shape), st = batchState(fz.abi.state, seqs.map((s) => s.st32));
     const f = fz.forward(shape, cfg, q, st);
     try {
-      const forward = perSequence(shape, { y: f.y });
+      const forward = perSequence(fz.abi, shape, { y: f.y });
       if (!withBackward) return { forward, backward: [] };
       const g = fz.backward(shape, cfg, q, st, f.ws, dy);
-      return { forward, backward: perSequence(shape, { grads: { q: g.dq }, dState0: g.dState }) };
+      return { forward, backward: perSequence(fz.abi, shape, { grads: { q: g.dq }, dState0: g.dState }) };
     } finally {
       f.ws.free();
     }
@@ -138,11 +138,11 @@ export function runKernels(decl: RuleDecl, frozen: boolean, lib: KernelLib, k: K
   const inputs = batchInputs(pair.abi, seqs, shape), st0 = batchState(pair.abi.state, seqs.map((s) => s.st32));
   const f = pair.forward(shape, k.C, cfg, inputs, st0);
   try {
-    const forward = perSequence(shape, { y: f.y, state: f.state });
+    const forward = perSequence(pair.abi, shape, { y: f.y, state: f.state });
     if (!withBackward) return { forward, backward: [] };
     const dFinal = k.dFinalNull ? null : batchState(pair.abi.state, seqs.map((s) => s.dFinal32));
     const g = pair.backward(shape, k.C, cfg, inputs, st0, f.ws, dy, dFinal);
-    return { forward, backward: perSequence(shape, { grads: byInput(g.grads), dState0: g.dState0 }) };
+    return { forward, backward: perSequence(pair.abi, shape, { grads: byInput(g.grads), dState0: g.dState0 }) };
   } finally {
     f.ws.free();
   }

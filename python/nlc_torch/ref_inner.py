@@ -18,7 +18,7 @@ from .rules import GATES, INNER, InputError, _frozen_read, resolve_config
 from .storage import STORING_RULES, storing
 
 GATE_NAMES = ("alpha", "theta", "eta")
-TOKEN_NAMES = ("k", "v", "q", "x", "omega")
+TOKEN_NAMES = ("k", "v", "q", "x", "p", "a", "b", "omega")
 DTYPES = {"f64": torch.float64, "f32": torch.float32}
 
 
@@ -64,7 +64,8 @@ def run_inner(key: str, cfg_in: dict, dtype: str, inputs: Dict[str, torch.Tensor
             if frozen:  # the read leaves the state unchanged
                 y, final = _frozen_read(key, leaves["q"], st0, cfg), dict(st0)
             else:
-                y, final = INNER[key](leaves["k"], leaves.get("v"), leaves["q"], leaves.get("x"), gates, leaves.get("omega"), st0, cfg)
+                extra = {n: leaves[n] for n in ("p", "a", "b") if n in leaves}  # Comba's p, DPLR's a and b
+                y, final = INNER[key](leaves["k"], leaves.get("v"), leaves["q"], leaves.get("x"), gates, leaves.get("omega"), st0, cfg, **extra)
             loss = (y * dy[s].to(dt)).sum() if dy is not None else y.sum() * 0
             for n, g in d_state.items():
                 loss = loss + (final[n] * g[s].to(dt)).sum()

@@ -14,7 +14,9 @@ Level machinery (D1, sheets §1.3-§1.4):
     k = X W_K^T, v = X W_V^T, q = X W_Q^T
     Delta/Titans (active path only): k, q <- rows / max(||row||, 1e-8)
     c_t = [k_t; v_t];  alpha = sigmoid(b + w.c), theta = softplus(b + w.c), eta = sigmoid(b + w.c)
+    a channel gate (KDA's alpha): alpha_t = sigmoid(b + W c_t), W [d, 2d], b [d]
     Atlas: omega_t = W_omega silu(c_t)
+    Comba's p, DPLR's a and b: X W_<P|A|B>^T (normalised as k), passed by keyword
 Frozen reads use q = X W_Q^T only (no normalisation) and each rule's own read (D3).
 """
 from __future__ import annotations
@@ -89,6 +91,8 @@ RULE_KEYS: List[str] = list(META)
 MEMORY_RULES: List[str] = [k for k, m in META.items() if m["memory"]]
 GATES: Dict[str, Tuple[str, ...]] = {k: tuple(m["gates"]) for k, m in META.items()}
 NORMALIZE_KQ = {k for k, m in META.items() if m["normalize_kq"]}
+# Gates with one value per key channel ([s, d]; w_<g> [d, 2d], b_<g> [d]): KDA's alpha.
+CHANNEL_GATES: Dict[str, Tuple[str, ...]] = {k: tuple(m.get("channel_gates", ())) for k, m in META.items()}
 # Names a caller may pass in `state` that the rule derives from W1/W2 at call start (ignored).
 DERIVED_STATE: Dict[str, Tuple[str, ...]] = {k: tuple(m["derived_state"]) for k, m in META.items()}
 # State that restarts at zero on every model step (D7: Titans/Atlas momentum).
@@ -159,7 +163,7 @@ def resolve_config(key: str, cfg: Config) -> Config:
 
 
 # ── per-token inner recurrences (active path) ────────────────────────────────────────────────
-# Arguments: k, v, q, x [s,d]; gates {name: [s]}; omega [s,d] or None; state; cfg.
+# Arguments: k, v, q, x [s,d]; gates {name: [s]}, a channel gate [s,d]; omega [s,d] or None; state; cfg.
 # Return: y [s,d], final state.
 
 def store(x: Tensor) -> Tensor:
@@ -214,6 +218,63 @@ def _gated_delta_stored(k, v, q, g, st):
         M = M - g["theta"][t] * store(torch.outer(e, store(k[t])))
         ys.append(store(store(M) @ q[t]))
     return torch.stack(ys), {"M": M}
+
+
+def _kda(k, v, q, x, g, omega, st, cfg):
+    # KDA in the key-major form of its own papers and fla (docs/spec/titans-family.md#kda-forward):
+    # S = M^T is [d_k, d_v]; S <- diag(a_t) S with a_t = 1 - alpha_t per key channel, then
+    # S <- S + beta_t k_t (v_t - S^T k_t)^T, o_t = S^T q_t; beta_t = theta_t.
+    if store is not _plain_store:
+        return _kda_stored(k, v, q, g, st)
+    S = st["M"].t()
+    ys = []
+    for t in range(k.shape[0]):
+        S = (1 - g["alpha"][t]).unsqueeze(1) * S
+        S = S + g["theta"][t] * torch.outer(k[t], v[t] - S.t() @ k[t])
+        ys.append(S.t() @ q[t])
+    return torch.stack(ys), {"M": S.t()}
+
+
+def _kda_stored(k, v, q, g, st):
+    # As _gated_delta_stored, the decay per key channel (a column of M): for the storage emulation.
+    M = st["M"]
+    k, q = store(k), store(q)
+    ys = []
+    for t in range(k.shape[0]):
+        M = M * (1 - g["alpha"][t]).unsqueeze(0)
+        e = store(store(store(M) @ k[t]) - v[t])
+        M = M - g["theta"][t] * store(torch.outer(e, store(k[t])))
+        ys.append(store(store(M) @ q[t]))
+    return torch.stack(ys), {"M": M}
+
+
+def _comba(k, v, q, x, g, omega, st, cfg, p=None):
+    # Comba in the key-major form of fla's fused_recurrent_comba (docs/spec/titans-family.md#comba-forward):
+    # S = M^T [d_k, d_v]; the correction reads the state before it decays, with the second key p:
+    # u_t = beta_t (v_t - S^T p_t);  S <- a_t S + k_t u_t^T;  o_t = S^T q_t;  a_t = 1 - alpha_t, beta_t = theta_t.
+    if p is None:
+        raise InputError("in.p: rule 'comba' reads a second key p")
+    S = st["M"].t()
+    ys = []
+    for t in range(k.shape[0]):
+        u = g["theta"][t] * (v[t] - S.t() @ p[t])
+        S = (1 - g["alpha"][t]) * S + torch.outer(k[t], u)
+        ys.append(S.t() @ q[t])
+    return torch.stack(ys), {"M": S.t()}
+
+
+def _dplr(k, v, q, x, g, omega, st, cfg, a=None, b=None):
+    # DPLR in the key-major form of fla's dplr_recurrence (docs/spec/titans-family.md#dplr-forward):
+    # S = M^T [d_k, d_v];  S <- diag(w_t) S + b_t (a_t^T S) + k_t v_t^T with a^T S read from the state
+    # before it decays;  o_t = S^T q_t;  w_t = 1 - alpha_t per key channel.
+    if a is None or b is None:
+        raise InputError("in.a, in.b: rule 'dplr' reads the low-rank vectors a and b")
+    S = st["M"].t()
+    ys = []
+    for t in range(k.shape[0]):
+        S = (1 - g["alpha"][t]).unsqueeze(1) * S + torch.outer(b[t], a[t] @ S) + torch.outer(k[t], v[t])
+        ys.append(S.t() @ q[t])
+    return torch.stack(ys), {"M": S.t()}
 
 
 def _titans(k, v, q, x, g, omega, st, cfg):
@@ -394,6 +455,7 @@ def _trellis(k, v, q, x, g, omega, st, cfg):
 INNER = {
     "delta": _delta, "titans": _titans, "hebbian": _hebbian, "atlas": _atlas, "moneta": _moneta,
     "yaad": _yaad, "memora": _memora, "lattice": _lattice, "trellis": _trellis, "gated_delta": _gated_delta,
+    "kda": _kda, "comba": _comba, "dplr": _dplr,
 }
 
 
@@ -420,6 +482,7 @@ FROZEN = {
     "delta": _matrix_read, "titans": _matrix_read, "hebbian": _matrix_read, "atlas": _matrix_read,
     "gated_delta": _matrix_read, "moneta": _mlp_frozen_read, "yaad": _mlp_frozen_read, "memora": _mlp_frozen_read,
     "lattice": _lattice_frozen_read, "trellis": _trellis_frozen_read,
+    "kda": _matrix_read, "comba": _matrix_read, "dplr": _matrix_read,
 }
 
 
@@ -514,9 +577,14 @@ def level_forward(key: str, X: Tensor, P: Dict[str, Tensor], st: State, cfg: Con
         k, q = l2_rows(k), l2_rows(q)
     c = torch.cat([k, v], dim=1)                      # c_t = [k_t; v_t], k first
     gate_fn = {"alpha": sigmoid, "theta": softplus, "eta": sigmoid}
-    gates = {name: gate_fn[name](c @ P[f"w_{name}"] + P[f"b_{name}"][0]) for name in GATES[key]}
+    # a channel gate (KDA's alpha): one row of w and one entry of b per key channel, [s, d]
+    gates = {name: gate_fn[name](c @ P[f"w_{name}"].t() + P[f"b_{name}"]) if name in CHANNEL_GATES[key]
+             else gate_fn[name](c @ P[f"w_{name}"] + P[f"b_{name}"][0]) for name in GATES[key]}
     omega = silu(c) @ P["W_omega"].t() if META[key]["omega"] else None
-    return INNER[key](k, v, q, X, gates, omega, st, cfg)
+    # Comba's p, DPLR's a and b: X W_<P|A|B>^T, normalised as k is; passed by name
+    aux = {n: X @ P[f"W_{n.upper()}"].t() for n in META[key].get("aux_inputs", [])}
+    aux = {n: l2_rows(t) if key in NORMALIZE_KQ else t for n, t in aux.items()}
+    return INNER[key](k, v, q, X, gates, omega, st, cfg, **aux)
 
 
 def frozen_forward(key: str, X: Tensor, P: Dict[str, Tensor], st: State, cfg: Config) -> Tensor:

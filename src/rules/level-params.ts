@@ -3,7 +3,7 @@
  * uses, input validation and the hyper-parameter defaults (docs/spec/names.md#layout).
  */
 import { Tensor, expectShape, sameShape } from "../tensor.ts";
-import type { RuleConfig, RuleDecl, State } from "./types.ts";
+import { auxParam, gateShape, type RuleConfig, type RuleDecl, type State } from "./types.ts";
 
 /** Canonical per-level parameter names (docs/spec/names.md#layout). */
 export const MEMORY_PARAMS = ["W_K", "W_V", "W_Q", "w_alpha", "b_alpha", "w_theta", "b_theta", "w_eta", "b_eta"] as const;
@@ -11,7 +11,7 @@ export const ATTENTION_PARAMS = ["W_q", "W_k", "W_v"] as const;
 
 export function paramNames(decl: RuleDecl): string[] {
   if (decl.projection === "attention") return [...ATTENTION_PARAMS];
-  return decl.omega ? [...MEMORY_PARAMS, "W_omega"] : [...MEMORY_PARAMS];
+  return [...MEMORY_PARAMS, ...(decl.auxInputs ?? []).map(auxParam), ...(decl.omega ? ["W_omega"] : [])];
 }
 
 export function paramShapes(decl: RuleDecl, cfg: RuleConfig): Record<string, number[]> {
@@ -21,6 +21,9 @@ export function paramShapes(decl: RuleDecl, cfg: RuleConfig): Record<string, num
     W_K: [d, d], W_V: [d, d], W_Q: [d, d],
     w_alpha: [2 * d], b_alpha: [1], w_theta: [2 * d], b_theta: [1], w_eta: [2 * d], b_eta: [1],
   };
+  // a channel gate (gateShape): one weight row and one bias per key channel
+  for (const g of decl.gates) if (gateShape(decl, g) === "channel") Object.assign(s, { [`w_${g}`]: [d, 2 * d], [`b_${g}`]: [d] });
+  for (const n of decl.auxInputs ?? []) s[auxParam(n)] = [d, d];
   if (decl.omega) s.W_omega = [d, 2 * d];
   return s;
 }
@@ -30,6 +33,7 @@ export function usedParams(decl: RuleDecl): string[] {
   if (decl.projection === "attention") return [...ATTENTION_PARAMS];
   const used = ["W_K", "W_V", "W_Q"];
   for (const g of decl.gates) used.push(`w_${g}`, `b_${g}`);
+  for (const n of decl.auxInputs ?? []) used.push(auxParam(n));
   if (decl.omega) used.push("W_omega");
   return used;
 }

@@ -6,7 +6,7 @@
  */
 import * as K from "../numeric.ts";
 import { Tensor, alloc, zeros } from "../tensor.ts";
-import type { InnerGrads, InnerInputs, Named, RuleDecl } from "./types.ts";
+import { auxParam, gateShape, type InnerGrads, type InnerInputs, type Named, type RuleDecl } from "./types.ts";
 import { paramNames, type Params } from "./level-params.ts";
 
 const EPS = 1e-8;
@@ -53,6 +53,18 @@ function gatePre(k: Tensor, v: Tensor, w: Tensor, b: Tensor): Tensor {
   return new Tensor(k.dtype, [s], out);
 }
 
+/** A channel gate's pre-activation per token and key channel: b_j + W_j · [k_t; v_t], [s, d]. */
+function channelGatePre(k: Tensor, v: Tensor, W: Tensor, b: Tensor): Tensor {
+  const [s, d] = k.shape as [number, number];
+  const out = alloc(k.dtype, s * d);
+  for (let t = 0; t < s; t++) {
+    for (let j = 0; j < d; j++) {
+      out[t * d + j] = b.data[j]! + K.dot(W.data, k.data, d, j * 2 * d, t * d) + K.dot(W.data, v.data, d, j * 2 * d + d, t * d);
+    }
+  }
+  return new Tensor(k.dtype, [s, d], out);
+}
+
 function mapT(x: Tensor, f: (v: number) => number): Tensor {
   const out = alloc(x.dtype, x.size);
   for (let i = 0; i < out.length; i++) out[i] = f(x.data[i]!);
@@ -78,6 +90,7 @@ function siluKV(k: Tensor, v: Tensor): Tensor {
 export function levelSavedNames(decl: RuleDecl): string[] {
   const names = ["X", ...paramNames(decl), "k", "v", "q"];
   if (decl.normalizeKQ) names.push("k_raw", "q_raw");
+  for (const n of decl.auxInputs ?? []) names.push(n, ...(decl.normalizeKQ ? [`${n}_raw`] : []));
   for (const g of decl.gates) names.push(g, `${g}_pre`);
   if (decl.omega) names.push("silu_c", "omega");
   return names;
@@ -102,8 +115,14 @@ export function levelForward(decl: RuleDecl, X: Tensor, params: Params): LevelFo
   Object.assign(saved, { k, v, q });
   if (decl.normalizeKQ) Object.assign(saved, { k_raw: kRaw, q_raw: qRaw });
   const inputs: { -readonly [P in keyof InnerInputs]: InnerInputs[P] } = { k, v, q, x: X };
+  for (const n of decl.auxInputs ?? []) {
+    // Comba's p, DPLR's a and b: normalised as k is (the gates read k, not these)
+    const raw = project(X, params[auxParam(n)]!);
+    saved[n] = inputs[n] = decl.normalizeKQ ? normalizeRows(raw) : raw;
+    if (decl.normalizeKQ) saved[`${n}_raw`] = raw;
+  }
   for (const g of decl.gates) {
-    const pre = gatePre(k, v, params[`w_${g}`]!, params[`b_${g}`]!);
+    const pre = (gateShape(decl, g) === "channel" ? channelGatePre : gatePre)(k, v, params[`w_${g}`]!, params[`b_${g}`]!);
     const val = mapT(pre, GATE_FN[g]);
     saved[g] = val;
     saved[`${g}_pre`] = pre;
@@ -141,6 +160,25 @@ export function levelBackward(decl: RuleDecl, saved: Named<string>, g: InnerGrad
       const val = saved[gate]!, pre = saved[`${gate}_pre`]!;
       const w = saved[`w_${gate}`]!;
       const dw = out[`w_${gate}`]!.data, db = out[`b_${gate}`]!.data;
+      if (gateShape(decl, gate) === "channel") {
+        // pre[t, j] = b_j + W_j · [k_t; v_t]: row j of W and entry j of b per key channel
+        for (let t = 0; t < s; t++) {
+          for (let c = 0; c < d; c++) {
+            const y = val.data[t * d + c]!, p = pre.data[t * d + c]!;
+            const dPre = dGate.data[t * d + c]! * (gate === "theta" ? K.sigmoid(p) : y * (1 - y));
+            if (dPre === 0) continue;
+            db[c]! += dPre;
+            const r = c * 2 * d;
+            for (let j = 0; j < d; j++) {
+              dw[r + j]! += dPre * k.data[t * d + j]!;
+              dw[r + d + j]! += dPre * v.data[t * d + j]!;
+              dk.data[t * d + j]! += dPre * w.data[r + j]!;
+              dv.data[t * d + j]! += dPre * w.data[r + d + j]!;
+            }
+          }
+        }
+        continue;
+      }
       for (let t = 0; t < s; t++) {
         const y = val.data[t]!;
         // sigmoid' = y(1-y); softplus' = sigmoid(pre)
@@ -173,6 +211,13 @@ export function levelBackward(decl: RuleDecl, saved: Named<string>, g: InnerGrad
     dkRaw = normalizeRowsVjp(saved.k_raw!, k, dk);
     dq = normalizeRowsVjp(saved.q_raw!, saved.q!, dq);
   }
+  const dXaux: ReturnType<typeof alloc>[] = [];
+  for (const n of decl.auxInputs ?? []) {
+    const da = ({ p: g.dp, a: g.da, b: g.db } as const)[n] ?? zeros(dt, [s, d]);
+    const daRaw = decl.normalizeKQ ? normalizeRowsVjp(saved[`${n}_raw`]!, saved[n]!, da) : da;
+    K.matmulTA(daRaw.data, X.data, d, s, d, out[auxParam(n)]!.data);
+    dXaux.push(K.matmul(daRaw.data, saved[auxParam(n)]!.data, s, d, d, alloc(dt, s * d)));
+  }
   const names = decl.projection === "attention" ? ["W_k", "W_v", "W_q"] : ["W_K", "W_V", "W_Q"];
   const dX = g.dx ? g.dx.data.slice() : alloc(dt, s * d);
   const tmp = alloc(dt, s * d);
@@ -182,6 +227,7 @@ export function levelBackward(decl: RuleDecl, saved: Named<string>, g: InnerGrad
     K.matmul(dp.data, W.data, s, d, d, tmp);
     for (let j = 0; j < dX.length; j++) dX[j]! += tmp[j]!;
   });
+  for (const part of dXaux) for (let j = 0; j < dX.length; j++) dX[j]! += part[j]!;
   out.X = new Tensor(dt, [s, d], dX);
   return out;
 }

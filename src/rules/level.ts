@@ -67,6 +67,7 @@ export function ruleBackwardWithState(decl: RuleDecl, saved: Named<string>, dy: 
 /** The inner pair's inputs, recovered from the level's saved tensors. */
 function innerInputsOf(decl: RuleDecl, saved: Named<string>): InnerInputs {
   const inp: { -readonly [P in keyof InnerInputs]: InnerInputs[P] } = { k: saved.k!, v: saved.v!, q: saved.q!, x: saved.X! };
+  for (const n of decl.auxInputs ?? []) inp[n] = saved[n]!;
   for (const g of decl.gates) inp[g] = saved[g]!;
   if (decl.omega) inp.omega = saved.omega!;
   return inp;

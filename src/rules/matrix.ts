@@ -40,9 +40,11 @@ export function randomMatrixState(names: readonly string[]): StateSampler {
 /**
  * The write-read identity of the matrix rules (docs/spec/titans-family.md#delta-tests, docs/spec/titans-family.md#hebbian-tests): one token with
  * k = e0, v = e1 from M_0 = 0, gates chosen so the write is exactly v kᵀ, must leave M_1 = v kᵀ and
- * read y[1] = 1 with q = e0. Returns null when it holds.
+ * read y[1] = 1 with q = e0 (a gate in `channelGates` is [1, d], the value on every channel).
+ * Returns null when it holds.
  */
-export function writeReadIdentity(inner: InnerPair<string>, dtype: DType, gates: Partial<Record<GateName, number>>): string | null {
+export function writeReadIdentity(inner: InnerPair<string>, dtype: DType, gates: Partial<Record<GateName, number>>,
+  channelGates: readonly GateName[] = []): string | null {
   const d = 4;
   const k = zeros(dtype, [1, d]), v = zeros(dtype, [1, d]), q = zeros(dtype, [1, d]);
   k.data[0] = 1;
@@ -50,8 +52,9 @@ export function writeReadIdentity(inner: InnerPair<string>, dtype: DType, gates:
   q.data[0] = 1;
   const g: Partial<Record<GateName, Tensor>> = {};
   for (const [name, value] of Object.entries(gates)) {
-    const t = zeros(dtype, [1]);
-    t.data[0] = value;
+    // a channel gate (KDA's α) holds the value on every key channel
+    const t = zeros(dtype, channelGates.includes(name as GateName) ? [1, d] : [1]);
+    t.data.fill(value);
     g[name as GateName] = t;
   }
   const r = inner.forward({ k, v, q, x: k, ...g }, { M: zeros(dtype, [d, d]) }, { d, seq_len: 1 });

@@ -18,7 +18,7 @@ import type { InnerInputs, InnerPair, RuleConfig, RuleDecl, State } from "./type
 import { stateNames } from "./state-grad.ts";
 
 /** Per-token inner inputs that a stretch of tokens slices ([s, d] or [s]). */
-const TOKEN_INPUTS = ["k", "v", "q", "x", "alpha", "theta", "eta", "omega"] as const;
+const TOKEN_INPUTS = ["k", "v", "q", "x", "p", "a", "b", "alpha", "theta", "eta", "omega"] as const;
 
 export function checkpointName(state: string): string {
   return `ckpt.${state}`;
@@ -161,7 +161,7 @@ export function ruleRecomputeDecl(decl: RuleDecl, lv: LevelPieces): RecomputeDec
   const ckpts = stateNames(decl).map(checkpointName);
   const stored = ["X", ...lv.paramNames, ...ckpts];
   const levelMade = lv.levelSaved.filter((n) => !stored.includes(n));
-  const innerFrom = ["X", "k", "v", "q", ...decl.gates, ...(decl.omega ? ["omega"] : []), ...ckpts];
+  const innerFrom = ["X", "k", "v", "q", ...(decl.auxInputs ?? []), ...decl.gates, ...(decl.omega ? ["omega"] : []), ...ckpts];
   const level: Producer = {
     name: "level", from: ["X", ...lv.paramNames], makes: levelMade,
     run: (t) => {

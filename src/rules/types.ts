@@ -9,6 +9,18 @@ import type { DType, Tensor } from "../tensor.ts";
 
 export type GateName = "alpha" | "theta" | "eta";
 
+/**
+ * A gate's shape per token: "token" is one value per token ([s], the default), "channel" one per
+ * key channel ([s, d]: KDA's decay, docs/spec/titans-family.md#kda). A channel gate's parameters
+ * are w_<g> [d, 2d] and b_<g> [d] instead of [2d] and [1]; its kernel tensor is [B, T, H, d].
+ */
+export type GateShape = "token" | "channel";
+
+/** The shape of gate g in a declaration (docs/spec/names.md#level-params). */
+export function gateShape(decl: Pick<RuleDecl, "channelGates">, g: GateName): GateShape {
+  return decl.channelGates?.includes(g) ? "channel" : "token";
+}
+
 /** Rule configuration: `d`, `seq_len` and the rule's own hyperparameters (canonical names). */
 export interface RuleConfig {
   readonly d: number;
@@ -45,15 +57,33 @@ export type Named<K extends string> = { readonly [P in K]: Tensor };
 export type State = Readonly<Record<string, Tensor>>;
 
 /** The names of an inner recurrence's per-token inputs, in ABI order (InnerInputs' keys). */
-export const INNER_INPUT_NAMES = ["k", "v", "q", "x", "alpha", "theta", "eta", "omega"] as const;
+export const INNER_INPUT_NAMES = ["k", "v", "q", "x", "p", "a", "b", "alpha", "theta", "eta", "omega"] as const;
 
-/** Per-token inputs of an inner recurrence (all [s, d] or [s]); gates present iff the rule declares them. */
+/**
+ * Per-token vectors beyond k, v, q that a rule projects from X (`auxInputs`): Comba's second key p,
+ * DPLR's a and b. Each has its projection W_<P|A|B> [d, d] and is L2-normalised when k is.
+ */
+export const AUX_INPUT_NAMES = ["p", "a", "b"] as const;
+export type AuxInputName = (typeof AUX_INPUT_NAMES)[number];
+
+/** The projection of an auxiliary input: W_P, W_A, W_B. */
+export const auxParam = (n: AuxInputName): string => `W_${n.toUpperCase()}`;
+
+/**
+ * Per-token inputs of an inner recurrence (all [s, d] or [s]; a channel gate is [s, d]); gates
+ * present iff the rule declares them.
+ */
 export interface InnerInputs {
   readonly k: Tensor;
   readonly v: Tensor;
   readonly q: Tensor;
   /** The level input row itself (Trellis reads it directly). */
   readonly x: Tensor;
+  /** Comba (auxInputs): the second key p_t = X W_Pᵀ the correction reads the state with, [s, d]. */
+  readonly p?: Tensor;
+  /** DPLR (auxInputs): the low-rank transition's vectors, a_t = X W_Aᵀ and b_t = X W_Bᵀ, [s, d]. */
+  readonly a?: Tensor;
+  readonly b?: Tensor;
   readonly alpha?: Tensor;
   readonly theta?: Tensor;
   readonly eta?: Tensor;
@@ -67,6 +97,9 @@ export interface InnerGrads {
   dv?: Tensor;
   dq?: Tensor;
   dx?: Tensor;
+  dp?: Tensor;
+  da?: Tensor;
+  db?: Tensor;
   dalpha?: Tensor;
   dtheta?: Tensor;
   deta?: Tensor;
@@ -149,10 +182,19 @@ export interface RuleDecl<K extends string = string> {
   /** Which projections feed the inner pair: memory levels (W_K, W_V, W_Q + gates) or attention (W_q, W_k, W_v). */
   readonly projection: "memory" | "attention";
   readonly gates: readonly GateName[];
+  /** The declared gates that are per key channel ([s, d], gateShape); absent = none. */
+  readonly channelGates?: readonly GateName[];
   /** L2 row normalisation of k and q on the active path (Delta and Titans only, D1). */
   readonly normalizeKQ: boolean;
   /** Atlas: the inner pair receives omega = W_omega silu([k; v]). */
   readonly omega: boolean;
+  /**
+   * Per-token vectors beyond k, v, q the inner pair receives, each projected from X by its own
+   * W_<name> [d, d] and L2-normalised when normalizeKQ: Comba's second key p
+   * (docs/spec/titans-family.md#comba-params), DPLR's a and b (docs/spec/titans-family.md#dplr-params);
+   * absent = none.
+   */
+  readonly auxInputs?: readonly AuxInputName[];
   stateShapes(cfg: RuleConfig): Record<string, number[]>;
   /** The rule's initial state (D4). */
   init(cfg: RuleConfig, dtype: DType): Record<string, Tensor>;
@@ -192,10 +234,10 @@ export interface RuleDecl<K extends string = string> {
 
 /**
  * What the kernel ABI generator (ffi/generate.ts) cannot derive from the rest of a declaration:
- * the inner inputs are k, v, q, the declared gates and omega (when `omega`), plus `extraInputs`;
+ * the inner inputs are k, v, q, `extraInputs`, the `auxInputs`, the declared gates and omega (when `omega`);
  * every input has a gradient except those in `noGrad`.
  */
 export interface KernelFacts {
   readonly extraInputs?: readonly "x"[];
-  readonly noGrad?: readonly ("k" | "v" | "q" | "x" | "alpha" | "theta" | "eta" | "omega")[];
+  readonly noGrad?: readonly ("k" | "v" | "q" | "x" | "p" | "a" | "b" | "alpha" | "theta" | "eta" | "omega")[];
 }
