@@ -20,11 +20,13 @@ const PLANTED = (k: string) => `py:examples/py-kernels/fla_new_rules_planted.py:
 const GOOD = {
   fused_recurrent_kda: "kda", fused_recurrent_comba: "comba", fused_recurrent_dplr_delta_rule: "dplr",
   fused_recurrent_kda_gate_in_kernel: "kda", fused_recurrent_kda_neg_eigval: "kda", fused_recurrent_kda_v_first: "kda",
+  fused_recurrent_gated_delta_rule_gk: "kda",
 } as const;
 const PLANTS = { kda_reversed_channels: "kda", comba_reads_k: "comba", dplr_decayed_read: "dplr" } as const;
 
-const run = pyRun(() => [...Object.keys(GOOD).map(FLA), FLA("fused_recurrent_kda_all_dims"), ...Object.keys(PLANTS).map(PLANTED)],
-  { NLC_TORCH_PYTHON: PY ?? "" }, 1);
+// a kernel call in Triton's interpreter takes seconds, and ten hosts import fla at once on a small machine
+const run = pyRun(() => [...Object.keys(GOOD).map(FLA), ...Object.keys(PLANTS).map(PLANTED)],
+  { NLC_TORCH_PYTHON: PY ?? "", NLC_PY_KERNEL_TIMEOUT: process.env.NLC_PY_KERNEL_TIMEOUT ?? "900" }, 1);
 
 test.skipIf(reason !== null)("fla's recurrent KDA, Comba and DPLR pass by declaration alone (f32, quick profile), the in-kernel gate forms and the value-first state included", () => {
   for (const [k, rule] of Object.entries(GOOD)) {
@@ -36,12 +38,11 @@ test.skipIf(reason !== null)("fla's recurrent KDA, Comba and DPLR pass by declar
   }
 }, 3_600_000);
 
-test.skipIf(reason !== null)("fla's recurrent KDA at a head dimension that is not a power of two reads g past its end: it fails (NaN) unless declared head_dims pow2", () => {
-  const r = run.get(FLA("fused_recurrent_kda_all_dims"), "kda", "forward");
-  expectStatus(r, "fail");
-  expect(r.message).toContain("NaN");
-}, 3_600_000);
-
-test.skipIf(reason !== null)("planted: KDA's decays on reversed channels, Comba's correction read with k, DPLR's low-rank read from the decayed state all fail", () => {
-  for (const [k, rule] of Object.entries(PLANTS)) expectStatus(run.get(PLANTED(k), rule, "forward"), "fail");
+test.skipIf(reason !== null)("planted: KDA's decays on reversed channels and DPLR's low-rank read from the decayed state fail; Comba's correction read with k is an error naming the p it ignores", () => {
+  expectStatus(run.get(PLANTED("kda_reversed_channels"), "kda", "forward"), "fail");
+  expectStatus(run.get(PLANTED("dplr_decayed_read"), "dplr", "forward"), "fail");
+  // the host's probe redraws p and sees y and the final state bitwise unchanged (docs/spec/py-backend.md#absent)
+  const comba = run.get(PLANTED("comba_reads_k"), "comba", "forward");
+  expectStatus(comba, "error");
+  expect(comba.message).toContain("accepts the input p (keyword 'p') but ignores it");
 }, 3_600_000);

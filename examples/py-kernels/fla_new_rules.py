@@ -7,6 +7,7 @@ else (docs/spec/py-backend.md#fla-new-rules):
   `log_gates` entry as Gated DeltaNet's g, one value per channel). The state is [N, H, K, V].
 * Comba (`comba`): the second key p travels under its own name; g is per head, beta our theta.
 * DPLR (`dplr`): fla's `a`, `b` are the rule's low-rank vectors, `gk` the per-channel decay in log space.
+* fla's fused recurrent Gated DeltaNet given `gk` (a decay per key channel) instead of g is KDA.
 * The same KDA kernel declared with its in-kernel parametrisations (`gate_forms`): the decay computed
   from a raw input, g = -exp(A_log) * softplus(raw + dt_bias) (`use_gate_in_kernel`), beta =
   sigmoid(raw) (`use_beta_sigmoid_in_kernel`), and beta = 2 sigmoid(raw) in (0, 2)
@@ -16,8 +17,9 @@ else (docs/spec/py-backend.md#fla-new-rules):
 fla's recurrent kernels for these rules have no backward (KDA's returns tensors outside autograd;
 Comba's and DPLR's raise NotImplementedError): declared forward-only. fla's fused recurrent KDA reads
 g with an unmasked load of next_power_of_2(K) channels, past the end of g when K is not a power of
-two (the output is NaN where the memory after g holds a NaN or an infinity): declared for powers of
-two (`head_dims`), and judged without it in tests/fla-new-rules.test.ts, where it fails.
+two (the output is NaN where the memory after g holds a NaN or a value above ~88): declared for powers
+of two (`head_dims`). Undeclared (`fused_recurrent_kda_all_dims`) its verdict depends on what lies
+after g in memory: it failed (NaN in y) at seed 1 in one run and passed in another.
 
 On a machine without a GPU the Triton kernels run in Triton's interpreter (fla_real.py sets it up).
 The chunked kernels (`chunk_*`) are judged on a GPU (ffi/gpu-checks.sh).
@@ -26,6 +28,7 @@ import fla_real  # noqa: F401  (Triton's interpreter without a GPU, the first au
 
 from fla.ops.comba import chunk_comba as _chunk_comba
 from fla.ops.comba import fused_recurrent_comba as _fused_recurrent_comba
+from fla.ops.gated_delta_rule import fused_recurrent_gated_delta_rule as _fused_recurrent_gated_delta_rule
 from fla.ops.generalized_delta_rule.dplr import chunk_dplr_delta_rule as _chunk_dplr
 from fla.ops.generalized_delta_rule.dplr import fused_recurrent_dplr_delta_rule as _fused_recurrent_dplr
 from fla.ops.kda import chunk_kda as _chunk_kda
@@ -43,6 +46,10 @@ DPLR = {**COMMON, "rules": ["dplr"], "log_gates": {"alpha": "gk"}}
 fused_recurrent_kda = declared(_fused_recurrent_kda, **KDA, forward_only=True, head_dims="pow2")
 fused_recurrent_comba = declared(_fused_recurrent_comba, **COMBA, forward_only=True)
 fused_recurrent_dplr_delta_rule = declared(_fused_recurrent_dplr, **DPLR, forward_only=True)
+# fla's fused recurrent Gated DeltaNet with a decay per key channel (`gk` [B, T, H, K], g not passed)
+# is KDA (docs/spec/decisions.md#fla-vocabulary); it loads gk as KDA loads g, unmasked
+fused_recurrent_gated_delta_rule_gk = declared(_fused_recurrent_gated_delta_rule, **{**KDA, "log_gates": {"alpha": "gk"}},
+                                               forward_only=True, head_dims="pow2")
 
 # KDA's in-kernel gate and beta: the kernel receives raw values and the per-head A_log, dt_bias
 KDA_IN_KERNEL = {**{k: v for k, v in KDA.items() if k not in ("log_gates", "bounded")}, "names": {"theta": "beta", "alpha": "g"},
@@ -63,7 +70,8 @@ chunk_kda = declared(_chunk_kda, **KDA, chunk_size=FLA_CHUNK)
 chunk_kda_bf16 = declared(_chunk_kda, **KDA, dtype="bf16", input_dtypes={"alpha": "f32", "theta": "f32"}, chunk_size=FLA_CHUNK)
 chunk_kda_gate_in_kernel = declared(_chunk_kda, **KDA_IN_KERNEL, chunk_size=FLA_CHUNK)
 chunk_comba = declared(_chunk_comba, **COMBA, chunk_size=FLA_CHUNK)
-chunk_dplr_delta_rule = declared(_chunk_dplr, **DPLR, chunk_size=FLA_CHUNK)
+# fla's chunked DPLR takes its chunk size as a keyword: passed through (`constants`), and declared where the boundaries are
+chunk_dplr_delta_rule = declared(_chunk_dplr, **DPLR, chunk_size=FLA_CHUNK, constants={"chunk_size": FLA_CHUNK})
 
-# the same kernel at every head dimension: fails where K is not a power of two (see above)
+# the same kernel at every head dimension: NaN where K is not a power of two and the memory after g is large (see above)
 fused_recurrent_kda_all_dims = declared(_fused_recurrent_kda, **KDA, forward_only=True)
