@@ -1,5 +1,5 @@
 """kda_torch.py's kernel declared with the in-kernel gate forms, with one bug each; each must fail
-(tests/py-fla-vocabulary.test.ts); the last two are declarations wrong in themselves:
+(tests/py-fla-vocabulary.test.ts); the last three are declarations wrong in themselves:
 
 * every head reads head 0's A_log and dt_bias;
 * beta declared sigmoid2 (in (0, 2)) where the kernel computes sigmoid: the declaration is wrong;
@@ -19,3 +19,4 @@ kda_v_first_undeclared = declared(kda, **{**KDA, "state_layout": "ours"}, names=
 # declarations that are wrong in themselves: errors naming the key
 kda_form_and_log_gate = declared(kda, **KDA, names={"theta": "beta"}, log_gates={"alpha": "g"}, gate_forms=GATE_IN_KERNEL["gate_forms"])
 kda_constant_collides = declared(kda, **KDA, names={"theta": "beta"}, log_gates={"alpha": "g"}, bounded=["theta"], constants={"scale": 1.0})
+kda_input_dtype_typo = declared(kda, **KDA, **GATE_IN_KERNEL, dtype="bf16", input_dtypes={"alpah": "f32"})

@@ -26,6 +26,8 @@ from typing import Dict, List, Optional, Tuple
 import torch
 
 GATE_NAMES = ("alpha", "theta", "eta")
+# our inner input names (src/rules/types.ts INNER_INPUT_NAMES), as requests carry them (in.<name>)
+INPUT_NAMES = ("k", "v", "q", "x", "p", "a", "b", "alpha", "theta", "eta", "omega")
 DTYPES = {"f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16, "f16": torch.float16}
 # Judged against a plain run of their own precision (docs/spec/py-backend.md#precision); an f64
 # kernel has no such yardstick short of ref64 itself and is skipped.
@@ -185,6 +187,11 @@ class Kernel:
                               f"got {consts!r}")
         self.constants: Dict[str, object] = dict(consts)
         dts = decl.get("input_dtypes", {})
+        for n in dts if isinstance(dts, dict) else ():
+            if n not in INPUT_NAMES:
+                near = difflib.get_close_matches(str(n), INPUT_NAMES, n=1, cutoff=0.5)
+                raise KernelError(f"{spec}.nlc['input_dtypes']: {n!r} is not an input name"
+                                  + (f"; did you mean {near[0]!r}?" if near else f" (inputs: {', '.join(INPUT_NAMES)})"))
         if not isinstance(dts, dict) or not all(isinstance(n, str) and v in JUDGED_DTYPES for n, v in dts.items()):
             raise KernelError(f"{spec}.nlc['input_dtypes']: expected {{input: {' | '.join(repr(d) for d in JUDGED_DTYPES)}}}, "
                               f"e.g. {{'alpha': 'f32'}}, got {dts!r}")
