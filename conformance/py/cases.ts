@@ -17,7 +17,7 @@ import { INNER_INPUT_NAMES, type InnerInputs, type RuleConfig, type RuleDecl } f
 import { Tensor } from "../../src/tensor.ts";
 import { F32_STORE_F64_ACC } from "../../oracle/kernel-judge.ts";
 import type { SeqTensors } from "../../oracle/plain-reference.ts";
-import { absentInputs, kernelGradient, kernelValue, NO_CONVENTIONS, referenceValue, type Conventions } from "./conventions.ts";
+import { absentInputs, declaredHeadDim, kernelGradient, kernelValue, NO_CONVENTIONS, referenceValue, type Conventions } from "./conventions.ts";
 import {
   ODD_KEY_D, PACKED_MAX_H, PACKED_MAX_SEQUENCES, REGIMES, REGIME_MAX_SEQS, cuSeqlens, fromInnerGrads, packPackedTokens, packStates, packTokens, packedLabel,
   packedShapeArb, regimeShapeArb, seqExtraArb, seqExtrasArb, unpackPackedTokens, unpackState, unpackTokens, type Regime, type SeqExtra,
@@ -133,6 +133,8 @@ export type InnerName = (typeof INNER_INPUT_NAMES)[number];
 export interface Seq {
   /** Its tokens (a packed batch's sequences differ; else the case's T). */
   T: number;
+  /** Its head h (sequence n = b·H + h): a softplus gate form's per-head parameters are h's. */
+  h: number;
   in64: Record<string, Tensor>;
   kin64: Record<string, Tensor>;
   st64: Record<string, Tensor>;
@@ -171,14 +173,15 @@ function rounded(dtype: StorageDType, t: Tensor): Tensor {
   return out;
 }
 
-function sequence(decl: RuleDecl, spec: RuleCaseSpec, inputs: readonly InnerName[], frozen: boolean, dFinalRng: Rng, p: Precision, conv: Conventions): Seq {
+function sequence(decl: RuleDecl, spec: RuleCaseSpec, inputs: readonly InnerName[], frozen: boolean, dFinalRng: Rng, p: Precision, conv: Conventions, h: number): Seq {
   const c = buildRuleCase(decl, spec, "f64", frozen);
   const saved = frozen ? frozenForwardSaved(decl, c.X, c.params, c.state, c.cfg).saved : ruleForwardSaved(decl, c.X, c.params, c.state, c.cfg).saved;
-  const s: Seq = { T: c.cfg.seq_len, in64: {}, kin64: {}, st64: {}, dy64: rounded(p.storage, c.dy), dFinal64: {} };
+  const s: Seq = { T: c.cfg.seq_len, h, in64: {}, kin64: {}, st64: {}, dy64: rounded(p.storage, c.dy), dFinal64: {} };
   const rawRng = new Rng(spec.seed ^ 0x2c1b3c6d);
   for (const n of inputs) {
-    s.kin64[n] = rounded(p.storage, kernelValue(conv, n, n === "x" ? saved.X! : saved[n]!, rawRng));
-    s.in64[n] = referenceValue(conv, n, s.kin64[n]!, c.cfg.d);
+    // an input declared in its own dtype (input_dtypes) is rounded to that one
+    s.kin64[n] = rounded(conv.input_dtypes?.[n] ?? p.storage, kernelValue(conv, n, n === "x" ? saved.X! : saved[n]!, rawRng, h));
+    s.in64[n] = referenceValue(conv, n, s.kin64[n]!, c.cfg.d, h);
   }
   for (const [n, t] of Object.entries(c.state)) {
     s.st64[n] = rounded(p.state, t);
@@ -213,7 +216,7 @@ function readInputs(decl: RuleDecl, spec: RuleCaseSpec, frozen: boolean): { inpu
 export function buildPyCase(decl: RuleDecl, spec: PyCaseSpec, frozen = false, p: Precision = F32_STORE_F64_ACC, conv: Conventions = NO_CONVENTIONS): PyCase {
   // a frozen read of a zero state reads zero: frozen cases read random states
   const st = <X extends { state: "init" | "random" }>(x: X): X => (frozen ? { ...x, state: "random" } : x);
-  const base = st(spec.base);
+  const base = st({ ...spec.base, d: declaredHeadDim(conv, spec.base.d) });
   const { inputs, states } = readInputs(decl, base, frozen);
   const rng = new Rng(spec.dFinalSeed);
   const lengths = spec.lengths ?? null;
@@ -226,7 +229,8 @@ export function buildPyCase(decl: RuleDecl, spec: PyCaseSpec, frozen = false, p:
   const lengthOf = (n: number) => (lengths === null ? base.seq_len : lengths[Math.floor(n / spec.H)]!);
   const specs = [base, ...spec.extra.slice(0, count - 1).map((e) => ({ ...base, ...st(e) }))].map((s, n) => ({ ...s, seq_len: lengthOf(n) }));
   const absent = absentInputs(conv, inputs, "the kernel") as InnerName[];
-  const seqs = specs.map((s) => sequence(decl, s, inputs, frozen, rng, p, conv));
+  // sequence n is head n mod H (n = b·H + h, a packed batch's n = i·H + h): a gate form's per-head parameters
+  const seqs = specs.map((s, n) => sequence(decl, s, inputs, frozen, rng, p, conv, n % spec.H));
   for (const q of seqs) for (const n of Object.keys(q.st64)) if (!states.includes(n)) delete q.st64[n];
   const cfg = buildRuleCase(decl, base, "f64").cfg;
   return {
@@ -303,7 +307,7 @@ export function toKernelGrads<A extends ArrayLike<number>>(c: PyCase, n: number,
   for (const [name, g] of Object.entries(r.grads)) {
     if (c.absent.includes(name as InnerName)) continue;
     const kin = c.seqs[n]!.kin64[name];
-    grads[name] = kin === undefined ? g : kernelGradient(c.conv, name, kin.data, g, c.cfg.d, stored);
+    grads[name] = kin === undefined ? g : kernelGradient(c.conv, name, kin.data, g, c.cfg.d, stored, c.seqs[n]!.h, kin.shape.length > 1 ? kin.shape[kin.shape.length - 1]! : 1);
   }
   return { ...r, grads };
 }

@@ -254,7 +254,8 @@ export class KernelSession {
 
   private rounded(c: PyCase, out: Out, p: Precision, keys: readonly TensorKey[], stored?: StorageDType): SeqTensors<Float64Array>[] {
     return readReply(c, out, keys, "stacked", "reference").map((r, n) =>
-      mapSeq(toKernelGrads(c, n, r, stored), (a, k) => Float64Array.from(roundedCopy(isStateTensor(k) ? p.state : p.storage, a))));
+      mapSeq(toKernelGrads(c, n, r, stored), (a, k) =>
+        Float64Array.from(roundedCopy(isStateTensor(k) ? p.state : k.part === "grad" ? c.conv.input_dtypes?.[k.name] ?? p.storage : p.storage, a))));
   }
 
   /**

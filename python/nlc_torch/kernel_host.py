@@ -30,6 +30,8 @@ from . import configurations as configs
 from . import triton_cpu
 
 GATE_NAMES = ("alpha", "theta", "eta")
+# our inner input names (src/rules/types.ts INNER_INPUT_NAMES), as requests carry them (in.<name>)
+INPUT_NAMES = ("k", "v", "q", "x", "p", "a", "b", "alpha", "theta", "eta", "omega")
 DTYPES = {"f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16, "f16": torch.float16}
 # Judged against a plain run of their own precision (docs/spec/py-backend.md#precision); an f64
 # kernel has no such yardstick short of ref64 itself and is skipped.
@@ -40,7 +42,10 @@ LAYOUTS = ("BTHD", "BHTD")
 # naming the nearest of these, so a typo never silently drops a declaration.
 DECLARATION_KEYS = ("rules", "dtype", "state_dtype", "layout", "state_layout", "names", "initial_state", "state_dict",
                     "output_final_state", "chunk_size", "forward_only", "varlen", "scale", "absent", "log_gates",
-                    "bounded", "qk_l2norm", "accumulate", "intermediates", "nondeterministic", "configurations")
+                    "bounded", "qk_l2norm", "accumulate", "intermediates", "nondeterministic", "configurations",
+                    "gate_forms", "constants", "input_dtypes", "head_dims")
+# A gate the kernel computes from a raw input (docs/spec/py-backend.md#gate-forms): the forms, the gates each may stand for
+GATE_FORMS = {"softplus": ("alpha",), "sigmoid": ("theta",), "sigmoid2": ("theta",)}
 STATE_LAYOUTS = ("ours", "transposed")
 
 
@@ -203,6 +208,58 @@ class Kernel:
             raise KernelError(f"{spec}.nlc['intermediates']: 'storage' needs a bf16 or f16 dtype, the kernel declares "
                               f"{decl.get('dtype', 'f32')!r} (docs/spec/precision.md#intermediates)")
         self.intermediates = inter
+        self._gate_forms(spec, decl)
+        consts = decl.get("constants", {})
+        if not isinstance(consts, dict) or not all(isinstance(c, str) and isinstance(v, (bool, int, float, str)) for c, v in consts.items()):
+            raise KernelError(f"{spec}.nlc['constants']: expected {{keyword: bool | int | float | str}}, e.g. {{'state_v_first': False}}, "
+                              f"got {consts!r}")
+        self.constants: Dict[str, object] = dict(consts)
+        dts = decl.get("input_dtypes", {})
+        for n in dts if isinstance(dts, dict) else ():
+            if n not in INPUT_NAMES:
+                near = difflib.get_close_matches(str(n), INPUT_NAMES, n=1, cutoff=0.5)
+                raise KernelError(f"{spec}.nlc['input_dtypes']: {n!r} is not an input name"
+                                  + (f"; did you mean {near[0]!r}?" if near else f" (inputs: {', '.join(INPUT_NAMES)})"))
+        if not isinstance(dts, dict) or not all(isinstance(n, str) and v in JUDGED_DTYPES for n, v in dts.items()):
+            raise KernelError(f"{spec}.nlc['input_dtypes']: expected {{input: {' | '.join(repr(d) for d in JUDGED_DTYPES)}}}, "
+                              f"e.g. {{'alpha': 'f32'}}, got {dts!r}")
+        self.input_dtypes: Dict[str, str] = dict(dts)
+        self.head_dims = decl.get("head_dims")
+        if self.head_dims not in (None, "pow2"):
+            raise KernelError(f"{spec}.nlc['head_dims']: expected 'pow2' (powers of two only) or absent, got {self.head_dims!r}")
+
+    def _gate_forms(self, spec: str, decl: dict) -> None:
+        """Gates the kernel computes from a raw input (docs/spec/py-backend.md#gate-forms): the form,
+        the keywords that switch it on (`flag`, set True), a softplus gate's parameter keywords."""
+        forms = decl.get("gate_forms", {})
+        if not isinstance(forms, dict):
+            raise KernelError(f"{spec}.nlc['gate_forms']: expected {{gate: {{'form': ..., 'flag': ...}}}}, got {forms!r}")
+        self.gate_forms: Dict[str, dict] = {}
+        for gate, f in forms.items():
+            where = f"{spec}.nlc['gate_forms'][{gate!r}]"
+            form = f.get("form") if isinstance(f, dict) else None
+            if form not in GATE_FORMS:
+                raise KernelError(f"{where}: expected {{'form': {' | '.join(repr(x) for x in GATE_FORMS)}, ...}}, got {f!r}")
+            if gate not in GATE_FORMS[form]:
+                raise KernelError(f"{where}: the form {form!r} stands for {', '.join(GATE_FORMS[form])}, not {gate!r}")
+            if gate in decl.get("log_gates", {}) or gate in decl.get("bounded", []):
+                raise KernelError(f"{where}: {gate} is also in nlc['log_gates'] or nlc['bounded']; a gate has one parametrisation")
+            known = {"form", "flag", "A_log", "dt_bias"} if form == "softplus" else {"form", "flag"}
+            for key in f:
+                if key not in known:
+                    raise KernelError(f"{where}: unknown key {key!r} (the form {form!r} takes {', '.join(sorted(known))})")
+            flag = f.get("flag", [])
+            flags = [flag] if isinstance(flag, str) else flag
+            if not isinstance(flags, (list, tuple)) or not all(isinstance(x, str) and x for x in flags):
+                raise KernelError(f"{where}['flag']: expected a keyword name or a list of them (each passed as True), got {flag!r}")
+            entry = {"form": form, "flags": list(flags)}
+            if form == "softplus":
+                a_log, dt_bias = f.get("A_log"), f.get("dt_bias")
+                if not isinstance(a_log, str) or not (dt_bias is None or isinstance(dt_bias, str)):
+                    raise KernelError(f"{where}: a softplus gate names its parameters' keywords, "
+                                      f"{{'A_log': 'A_log', 'dt_bias': 'dt_bias' | None}}, got {f!r}")
+                entry.update({"A_log": a_log, "dt_bias": dt_bias})
+            self.gate_forms[gate] = entry
 
     def keyword(self, name: str) -> str:
         """The keyword of one of our inputs: a log-space gate's own keyword, else its `names` entry."""
@@ -217,11 +274,14 @@ class Kernel:
             scale = {"value": 1.0, "keyword": s}
         else:
             scale = {"value": 1.0, "keyword": None, "divided": float(s)} if s is not None else None
+        forms = {g: {"form": f["form"], **({"A_log": f["A_log"], "dt_bias": f["dt_bias"]} if f["form"] == "softplus" else {})}
+                 for g, f in self.gate_forms.items()}
         return {"absent": self.absent, "scale": scale, "log_gates": self.log_gates, "bounded": self.bounded,
                 "qk_l2norm": bool(self.qk_l2norm), "accumulate": self.accumulate, "intermediates": self.intermediates,
                 # the kernel's own names, for messages: our input -> its keyword, and its initial-state keyword
                 "keywords": {**self.names, **self.log_gates}, "initial_state": self.initial_state_kw,
-                "state_dict": self.state_dict}
+                "state_dict": self.state_dict,
+                "gate_forms": forms, "constants": self.constants, "input_dtypes": self.input_dtypes, "head_dims": self.head_dims}
 
     @staticmethod
     def _import(module: str, path: Optional[str]):
@@ -342,12 +402,36 @@ def _kernel_inputs(k: Kernel, rule: str, inputs: Dict[str, torch.Tensor], factor
     return kw
 
 
-def _flags(k: Kernel, kw: Dict[str, object], d_k: int) -> None:
+def gate_params(H: int, d: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """A softplus gate's per-head parameters (docs/spec/py-backend.md#gate-forms; the harness maps with
+    the same values, conformance/py/conventions.ts gateParams): A_log[h] = (h mod 4)/4 - 1/4,
+    dt_bias[h, i] = ((h + i) mod 5 - 2)/8, f32 [H] and [H * d]; multiples of 1/8, exact in every dtype."""
+    h = torch.arange(H, dtype=torch.float64)
+    i = torch.arange(d, dtype=torch.float64)
+    a_log = torch.remainder(h, 4) / 4 - 0.25
+    dt_bias = (torch.remainder(h[:, None] + i[None, :], 5) - 2) / 8
+    return a_log.to(torch.float32), dt_bias.reshape(-1).to(torch.float32)
+
+
+def _flags(k: Kernel, kw: Dict[str, object], d_k: int, H: int = 1) -> None:
     scale_kw, scale_value, _ = _query_scale(k, d_k)
     if scale_kw:
         kw[scale_kw] = scale_value
     if isinstance(k.qk_l2norm, str):
         kw[k.qk_l2norm] = True
+    for f in k.gate_forms.values():
+        for flag in f["flags"]:
+            kw[flag] = True
+        if f["form"] == "softplus":
+            a_log, dt_bias = gate_params(H, d_k)
+            kw[f["A_log"]] = a_log.to(k.device)
+            if f["dt_bias"] is not None:
+                kw[f["dt_bias"]] = dt_bias.to(k.device)
+    for c, v in k.constants.items():
+        if c in kw:
+            raise KernelError(f"{k.spec}.nlc['constants'][{c!r}]: the keyword {c!r} is one the host passes itself "
+                              "(an input, the state, a flag or the scale); declare it there")
+        kw[c] = v
 
 
 def _guard_labels(k: Kernel, inputs: Dict[str, torch.Tensor], state: Dict[str, torch.Tensor], single: bool) -> Dict[str, str]:
@@ -371,7 +455,7 @@ def _call_forward(k: Kernel, rule: str, cfg: dict, inputs: Dict[str, torch.Tenso
     kw[k.initial_state_kw] = next(iter(st.values())) if single else st
     if k.output_final_state_kw and not frozen:
         kw[k.output_final_state_kw] = True
-    _flags(k, kw, d_k)
+    _flags(k, kw, d_k, inputs["q"].shape[2])
     if len(k.rules) > 1:
         kw["rule"] = rule
     if cu_seqlens is not None:
@@ -478,7 +562,8 @@ class KernelHost:
         for name, t in tensors.items():
             # the values arrive already rounded to these dtypes (f64 on the wire): the casts are exact
             is_state = name.startswith("state.") or name.startswith("dstate.")
-            t = t.to(device=k.device, dtype=k.state_dtype if is_state else k.dtype)
+            dtype = k.state_dtype if is_state else DTYPES[k.input_dtypes[name[3:]]] if name[3:] in k.input_dtypes and name.startswith("in.") else k.dtype
+            t = t.to(device=k.device, dtype=dtype)
             if name.startswith("in."):
                 inputs[name[3:]] = t
             elif name.startswith("state."):
@@ -643,7 +728,7 @@ def _explicit_backward(k: Kernel, rule, cfg, inputs, state, dy, d_state, cu_seql
     single = len(state) == 1 and not k.state_dict
     st = {n: k.to_kernel_state(t) for n, t in state.items()}
     kw[k.initial_state_kw] = next(iter(st.values())) if single else st
-    _flags(k, kw, d_k)
+    _flags(k, kw, d_k, inputs["q"].shape[2])
     if len(k.rules) > 1:
         kw["rule"] = rule
     if cu_seqlens is not None:

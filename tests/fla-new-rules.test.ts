@@ -1,0 +1,48 @@
+/**
+ * flash-linear-attention's kernels for KDA, Comba and DPLR (examples/py-kernels/fla_new_rules.py),
+ * judged as they ship, by declaration only (docs/spec/py-backend.md#fla-new-rules), and the three
+ * plants of fla_new_rules_planted.py, each of which must fail. Runs when NLC_FLA_PYTHON names a
+ * Python with `fla-core`, torch and triton (a CPU build runs the Triton kernels in Triton's
+ * interpreter: slow, a few minutes), skipped with the reason otherwise. CI does not install fla.
+ */
+import { expect, test } from "bun:test";
+import { expectStatus, pyRun } from "./py-run.ts";
+
+const PY = process.env.NLC_FLA_PYTHON;
+const probe = PY === undefined ? null : Bun.spawnSync({ cmd: [PY, "-c", "import fla.ops.kda, fla.ops.comba, torch, triton"], stdout: "pipe", stderr: "pipe" });
+const reason = PY === undefined ? "NLC_FLA_PYTHON is not set (a Python with fla-core, torch and triton)"
+  : probe!.exitCode !== 0 ? `${PY} cannot import fla, torch and triton: ${probe!.stderr.toString().trim().split("\n").at(-1)}` : null;
+if (reason !== null) console.error(`tests/fla-new-rules.test.ts: skipped: ${reason}`);
+
+const FLA = (k: string) => `py:examples/py-kernels/fla_new_rules.py:${k}`;
+const PLANTED = (k: string) => `py:examples/py-kernels/fla_new_rules_planted.py:${k}`;
+/** fla's kernel (or its declared variant) -> the rule it implements. */
+const GOOD = {
+  fused_recurrent_kda: "kda", fused_recurrent_comba: "comba", fused_recurrent_dplr_delta_rule: "dplr",
+  fused_recurrent_kda_gate_in_kernel: "kda", fused_recurrent_kda_neg_eigval: "kda", fused_recurrent_kda_v_first: "kda",
+  fused_recurrent_gated_delta_rule_gk: "kda",
+} as const;
+const PLANTS = { kda_reversed_channels: "kda", comba_reads_k: "comba", dplr_decayed_read: "dplr" } as const;
+
+// a kernel call in Triton's interpreter takes seconds, and ten hosts import fla at once on a small machine
+const run = pyRun(() => [...Object.keys(GOOD).map(FLA), ...Object.keys(PLANTS).map(PLANTED)],
+  { NLC_TORCH_PYTHON: PY ?? "", NLC_PY_KERNEL_TIMEOUT: process.env.NLC_PY_KERNEL_TIMEOUT ?? "900" }, 1);
+
+test.skipIf(reason !== null)("fla's recurrent KDA, Comba and DPLR pass by declaration alone (f32, quick profile), the in-kernel gate forms and the value-first state included", () => {
+  for (const [k, rule] of Object.entries(GOOD)) {
+    expectStatus(run.get(FLA(k), rule, "forward"), "pass");
+    // fla's recurrent kernels for these rules have no backward: declared forward-only, the backward is a skip saying so
+    const bw = run.get(FLA(k), rule, "backward");
+    expectStatus(bw, "skip");
+    expect(bw.message).toContain("forward-only");
+  }
+}, 3_600_000);
+
+test.skipIf(reason !== null)("planted: KDA's decays on reversed channels and DPLR's low-rank read from the decayed state fail; Comba's correction read with k is an error naming the p it ignores", () => {
+  expectStatus(run.get(PLANTED("kda_reversed_channels"), "kda", "forward"), "fail");
+  expectStatus(run.get(PLANTED("dplr_decayed_read"), "dplr", "forward"), "fail");
+  // the host's probe redraws p and sees y and the final state bitwise unchanged (docs/spec/py-backend.md#absent)
+  const comba = run.get(PLANTED("comba_reads_k"), "comba", "forward");
+  expectStatus(comba, "error");
+  expect(comba.message).toContain("accepts the input p (keyword 'p') but ignores it");
+}, 3_600_000);
