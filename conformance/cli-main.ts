@@ -58,7 +58,9 @@ directory the command runs in; with no options a run reads ${CONFIG_FILE} there,
                    cuda-f32, the bf16-storage builds cpu-bf16 and cuda-bf16, or lib:<path> (a library implementing
                    ffi/nlk.h); repeatable; default cpu-emu and cuda;
                    or py:<module>:<callable>, a PyTorch/Triton kernel pair (module: a
-                   dotted name, or a path to a .py file; docs/spec/py-backend.md)
+                   dotted name, or a path to a .py file; docs/spec/py-backend.md), its
+                   checks C5/py-<callable>/...; py:<module>:<callable>@<name> names them
+                   C5/py-<name>/... instead
   --case JSON      with --rule: print one rule case (inputs, outputs, gradients) as an
                    nlc-fixture/1 document, e.g.
                    --rule moneta --case '{"d":4,"seq_len":3,"seed":7,"hyper":{"p":3}}'

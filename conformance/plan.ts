@@ -15,7 +15,7 @@ import { nearest } from "../harness/nearest.ts";
 import { buildCatalogue, matchesFilter, type Catalogue } from "./catalogue.ts";
 import { variantKey } from "../src/rules/level.ts";
 import { probeBackends } from "./c5/spawn.ts";
-import { PY_PREFIX, parsePyBackendArg } from "./py/plan.ts";
+import { PY_PREFIX, parsePyBackendArg, pyIdCollision } from "./py/plan.ts";
 import { configLimit } from "./py/configurations.ts";
 
 /** A setting that cannot be used (exit status 2); the message names the setting. */
@@ -63,7 +63,7 @@ export const CLI_NAMES: RunRequest["names"] = { filter: "--filter", backend: "--
 export const ENV_NAMES: RunRequest["names"] = { filter: "NLC_FILTER", backend: "NLC_BACKENDS", report: "NLC_REPORT", shard: "NLC_SHARD" };
 
 /** Every backend kind --backend accepts, for messages. */
-export const BACKEND_KINDS = `${NAMED_BACKENDS.join(", ")}, lib:<path to a library implementing ffi/nlk.h>, or py:<module>:<callable>`;
+export const BACKEND_KINDS = `${NAMED_BACKENDS.join(", ")}, lib:<path to a library implementing ffi/nlk.h>, or py:<module>:<callable>[@<name>]`;
 
 const message = (e: unknown) => (e instanceof Error ? e.message : String(e));
 
@@ -85,6 +85,8 @@ function applyBackends(values: readonly string[], flag: string): void {
     }
   }
   const py = values.filter((b) => b.startsWith(PY_PREFIX)), libs = values.filter((b) => !b.startsWith(PY_PREFIX));
+  const collision = pyIdCollision(py, flag);
+  if (collision !== null) throw new UsageError(collision);
   process.env.NLC_PY_BACKENDS = py.join(",");
   process.env.NLC_BACKENDS = libs.length > 0 ? libs.join(",") : "ref";
 }

@@ -61,7 +61,7 @@ test.skipIf(!hasTorch)("py: the read past the gate's end fails at every run seed
   try {
     for (const seed of [2, 3, 4]) {
       const report = join(dir, `r${seed}.json`);
-      const p = cli(["--backend", k("reads_past_gate"), "--filter", "C5/py-hazards_planted-reads_past_gate/delta/forward", "--profile", "quick", "--seed", String(seed), "--report", report]);
+      const p = cli(["--backend", k("reads_past_gate"), "--filter", "C5/py-reads_past_gate/delta/forward", "--profile", "quick", "--seed", String(seed), "--report", report]);
       expect(p.exitCode).toBe(1);
       const r = (JSON.parse(readFileSync(report, "utf8")).checks as CheckResult[]).find((c) => c.id.endsWith("/delta/forward"))!;
       expectStatus(r, "fail");

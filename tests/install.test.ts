@@ -83,9 +83,9 @@ test.skipIf(!torch.available || !hasNpm)("npm pack, install in a kernel reposito
     const report = JSON.parse(passing);
     expect(report.run.revision).toBe(head);
     const status = (id: string) => report.checks.find((c: { id: string }) => c.id === id)?.status;
-    expect(status("C5/py-kernel-naive_delta/delta/forward")).toBe("pass");
-    expect(status("C5/py-kernel-naive_delta/delta/backward")).toBe("pass");
-    expect(report.checks.every((c: { id: string }) => c.id.startsWith("C5/py-kernel-naive_delta/"))).toBe(true);
+    expect(status("C5/py-naive_delta/delta/forward")).toBe("pass");
+    expect(status("C5/py-naive_delta/delta/backward")).toBe("pass");
+    expect(report.checks.every((c: { id: string }) => c.id.startsWith("C5/py-naive_delta/"))).toBe(true);
 
     // a planted bug fails; the passing report stays; the failing case's replay line re-runs verbatim here
     const bad = sh(["npx", "nlc", "--backend", "py:kernel.py:scaled"], repo);
@@ -93,12 +93,12 @@ test.skipIf(!torch.available || !hasNpm)("npm pack, install in a kernel reposito
     expect(readFileSync(reportPath, "utf8")).toBe(passing);
     expect(bad.out).toContain(`${join(repo, "reports", "conformance.failed.json")} (this run did not pass`);
     const failed = JSON.parse(readFileSync(join(repo, "reports", "conformance.failed.json"), "utf8"));
-    const fw = failed.checks.find((c: { id: string }) => c.id === "C5/py-kernel-scaled/delta/forward");
+    const fw = failed.checks.find((c: { id: string }) => c.id === "C5/py-scaled/delta/forward");
     expect(fw.status).toBe("fail");
     expect(fw.replay).toStartWith("npx nlc --backend py:kernel.py:scaled ");
     const replay = sh(["sh", "-c", fw.replay], repo);
     expect(replay.code).toBe(1);
-    expect(replay.out).toContain("fail    C5/py-kernel-scaled/delta/forward");
+    expect(replay.out).toContain("fail    C5/py-scaled/delta/forward");
 
     // a typo'd rule name and an unknown declaration key: the backend is unavailable, named once, and the run fails
     const typos = sh(["npx", "nlc", "--backend", "py:kernel.py:typo_rule", "--backend", "py:kernel.py:typo_key"], repo);

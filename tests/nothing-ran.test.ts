@@ -29,7 +29,7 @@ function planOf(results: CheckResult[], req: Partial<RunRequest> = {}): RunPlan 
 const outcome = (results: CheckResult[], backends: RunOutcome["backends"] = []): RunOutcome => ({ results, backends, interrupt: null });
 const PY = "py:kernel.py:k";
 const kernel = (rule: string, status: CheckResult["status"], message?: string) =>
-  check(`C5/py-kernel-k/${rule}/forward`, status, { subject: { rule, backend: PY }, ...(message ? { message } : {}) });
+  check(`C5/py-k/${rule}/forward`, status, { subject: { rule, backend: PY }, ...(message ? { message } : {}) });
 
 test("every selected check skipped: the run tested nothing, naming the skips' reasons; --allow-skipped accepts it", () => {
   const results = [check("C9/delta/x", "skip", { message: "python cannot be started" }), check("C9/delta/y", "skip", { message: "python cannot be started" })];
@@ -128,9 +128,13 @@ test("the config file: validated, errors name the file, the field and the neares
   write({ backends: ["lib:build/libk.so"] });
   expect(runSettings(parseCommandLine([]).values, dir).backends).toEqual([`lib:${join(dir, "build", "libk.so")}`]);
   write({ backends: ["py:k.py:k"] });
-  expect(runSettings(parseCommandLine([]).values, dir).filters).toEqual(["C5/py-k-k/"]);
+  expect(runSettings(parseCommandLine([]).values, dir).filters).toEqual(["C5/py-k/"]);
   // --rule narrows them to that rule of the kernel, not the suite's checks of the rule
-  expect(runSettings(parseCommandLine(["--rule", "delta"]).values, dir).filters).toEqual(["C5/py-k-k/"]);
+  expect(runSettings(parseCommandLine(["--rule", "delta"]).values, dir).filters).toEqual(["C5/py-k/"]);
+  // a backend string of the config names its checks with @<name> as --backend does
+  write({ backends: ["py:k.py:k@k.v2"] });
+  expect(runSettings(parseCommandLine([]).values, dir).filters).toEqual(["C5/py-k.v2/"]);
+  write({ backends: ["py:k.py:k"] });
   expect(runSettings(parseCommandLine(["--filter", "C2"]).values, dir).filters).toEqual(["C2"]);
   expect(err(() => parseCommandLine(["--profle", "quick"]))).toContain("did you mean --profile?");
 });

@@ -27,8 +27,8 @@ const FAULTS = ["dies", "hangs", "raises", "chatty", "garbage_stream", "wrong_sh
 
 
 test("--backend py: parsing: usage errors exit 2 and name the form", () => {
-  expect(parsePyBackend("py:a/b/k.py:fn").slug).toBe("py-k-fn");
-  expect(parsePyBackend("py:pkg.mod:Kernel").slug).toBe("py-pkg.mod-Kernel");
+  expect(parsePyBackend("py:a/b/k.py:fn").slug).toBe("py-fn");
+  expect(parsePyBackend("py:pkg.mod:Kernel").slug).toBe("py-Kernel");
   expect(() => parsePyBackend("py:nocallable")).toThrow(/py:<module>:<callable>/);
   const p = cli(["--backend", "py:mod:", "--list"]);
   expect(p.exitCode).toBe(2);

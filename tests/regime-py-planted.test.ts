@@ -36,7 +36,7 @@ function forwardChecks(profile: "default" | "regime"): Map<string, CheckResult> 
 
 test.skipIf(!hasTorch)("py: regime profile: every planted bug fails in the regime that shows it; the chunked kernel passes", () => {
   const by = forwardChecks("regime");
-  const check = (k: string) => by.get(`C5/py-chunked_planted-${k}/delta/forward`)!;
+  const check = (k: string) => by.get(`C5/py-${k}/delta/forward`)!;
   expect(`chunked: ${check("chunked").status}`).toBe("chunked: pass");
   const shapes = (check("chunked").details as { shapes: { T: number[]; d: number[]; H: number[] } }).shapes;
   expect(shapes.T[1]).toBeGreaterThanOrEqual(1000);
@@ -49,7 +49,7 @@ test.skipIf(!hasTorch)("py: regime profile: every planted bug fails in the regim
 
 test.skipIf(!hasTorch)("py: the default boundary case catches the chunk hand-off and partial-chunk bugs; the chunked kernel passes", () => {
   const by = forwardChecks("default");
-  const check = (k: string) => by.get(`C5/py-chunked_planted-${k}/delta/forward`)!;
+  const check = (k: string) => by.get(`C5/py-${k}/delta/forward`)!;
   for (const k of ["chunked", "tile", "stride"]) expect(`${k}: ${check(k).status}`).toBe(`${k}: pass`);
   for (const k of ["handoff", "partial"]) {
     expect(`${k}: ${check(k).status}`).toBe(`${k}: fail`);

@@ -162,7 +162,7 @@ test.skipIf(!probeTorchSync().available)("bun test runs a py: backend named in N
   const report = join(tmp("pybun"), "r.json");
   const t = Bun.spawnSync({
     cmd: [process.execPath, "test", "conformance/conformance.test.ts"], cwd: ROOT, stdout: "pipe", stderr: "pipe",
-    env: { ...runEnv(), NLC_PY_BACKENDS: "py:examples/py-kernels/naive_delta.py:naive_delta", NLC_BACKENDS: "ref", NLC_FILTER: "C5/py-naive_delta-naive_delta/delta/", NLC_REPORT: report },
+    env: { ...runEnv(), NLC_PY_BACKENDS: "py:examples/py-kernels/naive_delta.py:naive_delta", NLC_BACKENDS: "ref", NLC_FILTER: "C5/py-naive_delta/delta/", NLC_REPORT: report },
   });
   expect(t.stdout.toString() + t.stderr.toString()).not.toContain("was not probed");
   expect(t.exitCode).toBe(0);

@@ -96,7 +96,7 @@ test.skipIf(!probeTorchSync().available)("py: kernel checks (their own child pro
     const out = join(dir, "s.json");
     const p = Bun.spawnSync({
       cmd: [process.execPath, "conformance/cli.ts", "sweep", "--seeds", "1..2", "--profile", "quick", "--jobs", "1", "--out", out,
-        "--filter", "C5/py-naive_delta-naive_delta/delta/forward"],
+        "--filter", "C5/py-naive_delta/delta/forward"],
       cwd: ROOT, stdout: "pipe", stderr: "pipe", env: { ...process.env, NLC_PY_BACKENDS: "py:examples/py-kernels/naive_delta.py:naive_delta" },
     });
     expect(p.exitCode).toBe(0);

@@ -24,7 +24,7 @@ test("a native library's and a py: kernel's toolchain are in the report", () => 
   const dir = mkdtempSync(join(tmpdir(), "nlc-toolchain-"));
   try {
     const report = join(dir, "r.json");
-    const filters = [`C5/lib-libhazard_none/delta/forward`, ...(hasTorch ? ["C5/py-naive_delta-naive_delta/delta/forward"] : [])];
+    const filters = [`C5/lib-libhazard_none/delta/forward`, ...(hasTorch ? ["C5/py-naive_delta/delta/forward"] : [])];
     const p = Bun.spawnSync({
       cmd: [process.execPath, "conformance/cli.ts", "--backend", `lib:${LIB}`, ...(hasTorch ? ["--backend", `py:${PY}:naive_delta`] : []),
         "--filter", filters.join(","), "--profile", "quick", "--report", report],

@@ -10,7 +10,7 @@ import { ChildResults, runBatch } from "../../harness/child-process.ts";
 import type { BackendInfo } from "../../harness/report.ts";
 import type { Toolchain } from "../../ffi/toolchain.ts";
 import { kernelTimeoutMs, kernelTimeoutSetting, mayRunTriton } from "./kernel-session.ts";
-import { parsePyBackend, pyBackendNames, pyPlan, type PyBackend, type PyEntry } from "./plan.ts";
+import { parsePyBackend, pyBackendNames, pyIdCollision, pyPlan, type PyBackend, type PyEntry } from "./plan.ts";
 
 const CHILD = `${import.meta.dir}/child.ts`;
 /** The backends whose child ran, with the toolchain it reported. */
@@ -57,6 +57,8 @@ function delegate(b: PyBackend, e: PyEntry, siblings: () => readonly CheckDef[])
 /** Every check of every configured py: backend (none unless --backend py:... is given). */
 export function pyKernelChecks(): CheckDef[] {
   const out: CheckDef[] = [];
+  const collision = pyIdCollision(pyBackendNames(), "NLC_PY_BACKENDS");
+  if (collision !== null) throw new Error(collision);
   for (const name of pyBackendNames()) {
     const b = parsePyBackend(name);
     const mine: CheckDef[] = pyPlan(b).map((e) => ({

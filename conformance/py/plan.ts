@@ -1,10 +1,13 @@
 /**
- * The checks of a `py:<module>:<callable>` kernel backend (docs/spec/py-backend.md): per rule of
- * the registry, a forward and a backward check against the reference, with ids
+ * The checks of a `py:<module>:<callable>[@<name>]` kernel backend (docs/spec/py-backend.md): per
+ * rule of the registry, a forward and a backward check against the reference, with ids
  *
- *   C5/py-<module>-<callable>/<rule>/forward    y and every final state (f32, bf16 or f16 kernel vs f64 reference)
- *   C5/py-<module>-<callable>/<rule>/backward   every input gradient and d(initial state), given dy and d(final state)
- *   C5/py-<module>-<callable>/<rule>.frozen/forward|backward   the frozen read: y; dq and the read state's gradient
+ *   C5/py-<name>/<rule>/forward    y and every final state (f32, bf16 or f16 kernel vs f64 reference)
+ *   C5/py-<name>/<rule>/backward   every input gradient and d(initial state), given dy and d(final state)
+ *   C5/py-<name>/<rule>.frozen/forward|backward   the frozen read: y; dq and the read state's gradient
+ *
+ * where <name> is the declared name, by default the callable's: the ids do not depend on the
+ * module's file, so moving or renaming it keeps them (docs/spec/py-backend.md#ids).
  *
  * Rules the kernel does not declare are skipped by its child ("not implemented by ...").
  */
@@ -22,25 +25,57 @@ type CheckTolerance = Readonly<Record<string, unknown>>;
 
 export const PY_PREFIX = "py:";
 
-/** A parsed `py:<module>:<callable>` backend; `module` is a dotted name or a path to a .py file. */
+/** A parsed `py:<module>:<callable>[@<name>]` backend; `module` is a dotted name or a path to a .py file. */
 export interface PyBackend {
+  /** The backend as given (with its @<name>): what the replay line and the report carry. */
   readonly name: string;
   readonly module: string;
   readonly callable: string;
-  /** The id segment: py-<module basename>-<callable>. */
+  /** The id segment: py-<name>, the name declared after @ or else the callable's. */
   readonly slug: string;
 }
 
-/** Parses `py:<module>:<callable>`; the message of a thrown error names what is wrong. */
+/** What a declared check-id name may hold. */
+const ID_NAME = /^[A-Za-z0-9_.-]+$/;
+
+/** Parses `py:<module>:<callable>[@<name>]`; the message of a thrown error names what is wrong. */
 export function parsePyBackend(name: string): PyBackend {
   const rest = name.slice(PY_PREFIX.length);
   const cut = rest.lastIndexOf(":");
-  const module = cut < 0 ? "" : rest.slice(0, cut), callable = cut < 0 ? "" : rest.slice(cut + 1);
+  const module = cut < 0 ? "" : rest.slice(0, cut), tail = cut < 0 ? "" : rest.slice(cut + 1);
+  const at = tail.indexOf("@");
+  const callable = at < 0 ? tail : tail.slice(0, at), declared = at < 0 ? undefined : tail.slice(at + 1);
   if (!name.startsWith(PY_PREFIX) || module === "" || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(callable)) {
-    throw new Error(`--backend '${name}': expected py:<module>:<callable>, e.g. py:examples/py-kernels/naive_delta.py:naive_delta or py:mypkg.kernels:delta`);
+    throw new Error(`--backend '${name}': expected py:<module>:<callable>[@<name>], e.g. py:examples/py-kernels/naive_delta.py:naive_delta or py:mypkg.kernels:delta@delta_v2`);
   }
-  const base = isFileModule(module) ? module.split("/").pop()!.replace(/\.py$/, "") : module;
-  return { name, module, callable, slug: `py-${base.replace(/[^A-Za-z0-9_.-]/g, "_")}-${callable}` };
+  if (declared !== undefined && !ID_NAME.test(declared)) {
+    throw new Error(`--backend '${name}': the name after @ ('${declared}') names the checks (C5/py-<name>/...): letters, digits, _, - and . only, not empty`);
+  }
+  return { name, module, callable, slug: `py-${declared ?? callable}` };
+}
+
+/**
+ * Two py: backends of one run whose checks would have the same ids (the same callable's name, or
+ * the same @<name>): the message naming both and how to tell them apart, or null. The same backend
+ * given twice is one backend.
+ */
+export function pyIdCollision(names: readonly string[], flag = "--backend"): string | null {
+  const seen = new Map<string, string>();
+  for (const name of new Set(names)) {
+    let slug: string;
+    try {
+      slug = parsePyBackend(name).slug;
+    } catch {
+      continue; // a malformed name is reported as such
+    }
+    const other = seen.get(slug);
+    if (other !== undefined) {
+      return `${flag} '${other}' and ${flag} '${name}' would both have the check ids C5/${slug}/...: ` +
+        `name one with @<name>, e.g. '${name}@${slug.slice(3)}_2' (ids C5/py-${slug.slice(3)}_2/...; docs/spec/py-backend.md#ids)`;
+    }
+    seen.set(slug, name);
+  }
+  return null;
 }
 
 /** parsePyBackend, and a module given as a file must exist (a command-line value: relative to the working directory). */
