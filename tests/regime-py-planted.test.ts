@@ -19,9 +19,8 @@ const FILE = "tests/py-kernels/chunked_planted.py";
 const hasTorch = probeTorchSync().available;
 /**
  * The checks keep the ids (and so the per-check seeds, harness/run.ts) this test was written
- * under: the regime profile's 3 cases draw the wide regime's d from WIDE_D, 3 of whose 7 values
- * are <= 64, so a seed whose 3 cases all miss d > 64 (probability (3/7)^3, about 8%) does not
- * catch the tile bug. With the ids C5/py-<kernel>/... the tile kernel's seed is such a seed.
+ * under. A seed whose 3 regime cases all draw d <= 64 does not catch the tile bug: the wide
+ * regime draws d > 64 four times in five (cases/kernel-batch.ts), so (1/5)^3 = 0.8 % of seeds.
  */
 const NAME = (k: string) => `chunked_planted-${k}`;
 
