@@ -52,6 +52,16 @@ export const boundaryLengths = (C: number): number[] => [C - 1, C, C + 1, 2 * C 
 export const REGIMES = ["boundary", "wide", "heads", "long"] as const;
 export type Regime = (typeof REGIMES)[number];
 
+/** The regimes a rule's kernels are judged in: REGIMES, less `long` where the rule declares why not (RuleDecl.longRegime). */
+export function regimesOf(decl: { readonly longRegime?: string }): Regime[] {
+  return REGIMES.filter((r) => r !== "long" || decl.longRegime === undefined);
+}
+
+/** A regime case's outcome with the regimes the rule's declaration leaves out named (details.regimes_not_judged). */
+export function withRegimesNotJudged<O extends { details?: Readonly<Record<string, unknown>> }>(o: O, decl: { readonly longRegime?: string }): O {
+  return decl.longRegime === undefined ? o : { ...o, details: { ...(o.details ?? {}), regimes_not_judged: { long: decl.longRegime } } };
+}
+
 /** Head sizes where tiles split: powers of two of production kernels, and 48, 60, 100, which fill no power-of-two block (unmasked loads read past an end there; docs/spec/conformance.md#regime). */
 export const WIDE_D: readonly number[] = [64, 96, 128, 256, 48, 60, 100];
 /**

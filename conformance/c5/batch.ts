@@ -12,7 +12,7 @@ import type { Arrays } from "../../ffi/lib.ts";
 import type { Profile } from "../../harness/check.ts";
 import { innerCase } from "../../cases/inner-case.ts";
 import {
-  ODD_KEY_D, REGIMES, REGIME_MAX_SEQS, isStateTensor, mapSeq, packStates, packTokens, regimeShapeArb, seqExtraArb, seqExtrasArb, tokenWidth, type Regime, type SeqExtra,
+  ODD_KEY_D, REGIME_MAX_SEQS, isStateTensor, regimesOf, mapSeq, packStates, packTokens, regimeShapeArb, seqExtraArb, seqExtrasArb, tokenWidth, type Regime, type SeqExtra,
 } from "../../cases/kernel-batch.ts";
 import type { SeqTensors } from "../../oracle/plain-reference.ts";
 import { otherEnumValues, regimeCase, ruleCaseSpecArb, type RuleCaseSpec, type SizeLimits } from "../../cases/rule-case.ts";
@@ -83,7 +83,7 @@ export function regimeBatchArb(decl: RuleDecl, frozen: boolean, regime: Regime, 
 
 /** A case of the regime profile: one batch of every regime, in REGIMES order. */
 export const regimeArb = (decl: RuleDecl, frozen: boolean, chunks: readonly number[]): fc.Arbitrary<KSpec[]> =>
-  fc.tuple(...REGIMES.map((r) => regimeBatchArb(decl, frozen, r, chunks)));
+  fc.tuple(...regimesOf(decl).map((r) => regimeBatchArb(decl, frozen, r, chunks)));
 
 /**
  * The declared boundary case every kernel check of the default and deep profiles runs first

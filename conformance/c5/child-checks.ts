@@ -10,7 +10,7 @@ import { ruleByKey } from "../../src/rules/index.ts";
 import type { RuleDecl } from "../../src/rules/types.ts";
 import { batchArb, boundaryExample, chunkExample, oddKeyExample, regimeArb, sizesFor, withEnumExamples, type KSpec } from "./batch.ts";
 import { coverage } from "../../oracle/kernel-judge.ts";
-import { DEFAULT_CHUNK_SIZES, ShapeTally, type Runs, expectedTensors, regimeOutcome, untilFailure, withShapes } from "../../cases/kernel-batch.ts";
+import { DEFAULT_CHUNK_SIZES, ShapeTally, type Runs, expectedTensors, regimeOutcome, regimesOf, untilFailure, withRegimesNotJudged, withShapes } from "../../cases/kernel-batch.ts";
 import { THREAD_MODE_RULE, plantedFault, raceDetector, syncMisuse, threadMode } from "./emu-selftest.ts";
 import { backwardCase, forwardCase } from "./forward-backward.ts";
 import { E2E_CHECKPOINT, e2eCase, gpuBlocksCase, raceCase } from "./phases.ts";
@@ -101,7 +101,7 @@ function ruleCheck(e: RuleEntry, lib: KernelLib, profile: Profile): ChildCheck {
   const batches = (run: (k: KSpec) => CaseOutcome, regimes = false): PropertyCheck<any> => {
     const one = tallied(run);
     if (regimes && profile === "regime") {
-      return { ...base(e), kind: "property", runs, arb: regimeArb(decl, frozen, chunks), run: (ks: KSpec[]) => regimeOutcome(untilFailure(ks, one), ks.map((k) => ({ B: k.B, T: k.base.seq_len, H: k.H, d: k.base.d, C: k.C }))) };
+      return { ...base(e), kind: "property", runs, arb: regimeArb(decl, frozen, chunks), run: (ks: KSpec[]) => withRegimesNotJudged(regimeOutcome(untilFailure(ks, one), ks.map((k, i) => ({ regime: regimesOf(decl)[i], B: k.B, T: k.base.seq_len, H: k.H, d: k.base.d, C: k.C }))), decl) };
     }
     // the enum examples and the declared guard case (d = 5, docs/spec/hazards.md#odd-key) come on top
     // of the generated cases, so those stay the same cases as before

@@ -19,7 +19,7 @@ import { F32_STORE_F64_ACC } from "../../oracle/kernel-judge.ts";
 import type { SeqTensors } from "../../oracle/plain-reference.ts";
 import { absentInputs, declaredHeadDim, kernelGradient, kernelValue, NO_CONVENTIONS, referenceValue, type Conventions } from "./conventions.ts";
 import {
-  ODD_KEY_D, PACKED_MAX_H, PACKED_MAX_SEQUENCES, REGIMES, REGIME_MAX_SEQS, cuSeqlens, fromInnerGrads, packPackedTokens, packStates, packTokens, packedLabel,
+  ODD_KEY_D, PACKED_MAX_H, PACKED_MAX_SEQUENCES, REGIME_MAX_SEQS, regimesOf, cuSeqlens, fromInnerGrads, packPackedTokens, packStates, packTokens, packedLabel,
   packedShapeArb, regimeShapeArb, seqExtraArb, seqExtrasArb, unpackPackedTokens, unpackState, unpackTokens, type Regime, type SeqExtra,
 } from "../../cases/kernel-batch.ts";
 
@@ -74,13 +74,13 @@ export function pyPackedBatchArb(decl: RuleDecl, chunks: readonly number[]): fc.
  * takes `cu_seqlens` (`packed`), a packed batch before the costly `long` one.
  */
 export function pyRegimeArb(decl: RuleDecl, chunks: readonly number[], packed = false): fc.Arbitrary<PyCaseSpec[]> {
-  return fc.tuple(...pyRegimes(packed).map((r) => (r === "packed" ? pyPackedBatchArb(decl, chunks) : pyRegimeBatchArb(decl, r, chunks))));
+  return fc.tuple(...pyRegimes(packed, decl).map((r) => (r === "packed" ? pyPackedBatchArb(decl, chunks) : pyRegimeBatchArb(decl, r, chunks))));
 }
 
 /** The batches of a py: regime case, in order: REGIMES, with `packed` before `long` for a kernel that takes `cu_seqlens`. */
-export function pyRegimes(packed: boolean): (Regime | "packed")[] {
-  const out: (Regime | "packed")[] = [...REGIMES];
-  if (packed) out.splice(REGIMES.indexOf("long"), 0, "packed");
+export function pyRegimes(packed: boolean, decl: { readonly longRegime?: string } = {}): (Regime | "packed")[] {
+  const out: (Regime | "packed")[] = regimesOf(decl);
+  if (packed) out.splice(out.includes("long") ? out.indexOf("long") : out.length, 0, "packed");
   return out;
 }
 

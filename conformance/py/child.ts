@@ -9,7 +9,7 @@
 import { writeSync } from "node:fs";
 import { CaseDump } from "../../harness/dump.ts";
 import type { CaseOutcome, Profile } from "../../harness/check.ts";
-import { DEFAULT_CHUNK_SIZES, ShapeTally, regimeOutcome, withShapes } from "../../cases/kernel-batch.ts";
+import { DEFAULT_CHUNK_SIZES, ShapeTally, regimeOutcome, withRegimesNotJudged, withShapes } from "../../cases/kernel-batch.ts";
 import { TorchBridgeError } from "../../oracle/torch-bridge.ts";
 import { otherEnumValues } from "../../cases/rule-case.ts";
 import { coverage } from "../../oracle/kernel-judge.ts";
@@ -52,7 +52,7 @@ function definition(e: PyEntry, s: KernelSession, profile: Profile, replayArgs: 
   };
   const base = { kind: "property" as const, id: e.id, class: "C5" as const, subject: e.subject, spec: e.spec, tolerance: e.tolerance, runs: e.runs, replayArgs };
   if (profile === "regime") {
-    const order = pyRegimes(packed);
+    const order = pyRegimes(packed, e.decl);
     const shapeOf = (x: PyCaseSpec, i: number) => {
       const regime = order[i]!;
       return regime === "packed" ? { lengths: x.lengths!, H: x.H, d: x.base.d, C } : { regime, B: x.B, T: x.base.seq_len, H: x.H, d: x.base.d, C };
@@ -68,7 +68,7 @@ function definition(e: PyEntry, s: KernelSession, profile: Profile, replayArgs: 
           outs.push(o);
           if (!o.ok && o.vacuous !== true) break;
         }
-        return regimeOutcome(outs, specs.map(shapeOf));
+        return withRegimesNotJudged(regimeOutcome(outs, specs.map(shapeOf)), e.decl);
       },
     };
   }

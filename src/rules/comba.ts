@@ -31,6 +31,10 @@ export const comba: RuleDecl<"comba"> = {
   randomState: delta.randomState,
   frozen: delta.frozen,
   checkMinimums: delta.checkMinimums,
+  // M ← (1 − α) M − θ (M p − v) kᵀ: along p the transition is (1 − α) − θ kᵀp, above 1 when kᵀp < 0 for
+  // independent unit p and k. Regime sweep, seeds 1–4: the f64 reference's y reached 1.2e38 at t = 564
+  // of T = 1020 (d = 3) and the f32 kernel overflowed to −inf there; no precision judges that.
+  longRegime: "with independent unit keys p and k the transition (1 − α) − θ kᵀp exceeds 1 when kᵀp < 0: over a thousand tokens the reference grows past f32 (y 1.2e38 at t = 564, T = 1020)",
   inner: {
     saved: ["mStates", "e"],
     forward({ k, v, q, p, alpha, theta }, state, { d, seq_len: s }) {

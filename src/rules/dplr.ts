@@ -96,6 +96,10 @@ export const dplr: RuleDecl<"dplr"> = {
   randomState: delta.randomState,
   frozen: delta.frozen,
   checkMinimums: delta.checkMinimums,
+  // M ← M diag(1 − α) + (M a) bᵀ + v kᵀ with independent unit a, b: diag(1 − α) + a bᵀ has spectral radius
+  // up to (1 − α) + |bᵀa| > 1 (IPLR's eigenvalue up to 2, D22). Regime sweep, seeds 1–4: the f64 reference's
+  // y reached 9.9e37 at t = 456 of T = 1000 (d = 2) and the f32 kernel overflowed to −inf there.
+  longRegime: "with independent unit a and b the transition diag(1 − α) + a bᵀ has spectral radius up to (1 − α) + |bᵀa| > 1: over a thousand tokens the reference grows past f32 (y 9.9e37 at t = 456, T = 1000)",
   inner: lowRankPair(true),
   invariants: [
     {

@@ -205,6 +205,13 @@ export interface RuleDecl<K extends string = string> {
   readonly invariants: readonly Invariant[];
   readonly checkMinimums?: CheckMinimums;
   /**
+   * Why the regime profile's `long` regime (T ≈ 1000) is not judged for this rule, with the measured
+   * cause: a recurrence that is not contractive for the generated inputs grows past any precision over
+   * a thousand tokens, so its kernels cannot be judged there (docs/spec/conformance.md#regime).
+   * Absent: judged. The check's outcome names what was left out (details.regimes_not_judged).
+   */
+  readonly longRegime?: string;
+  /**
    * Per-token inputs the inner pair does not read under `cfg` (Lattice's encode variant writes k,
    * not v): their gradient is identically zero by the math, so the checks that differentiate each
    * inner input leave them out, as they leave out the gates a rule does not declare.
