@@ -199,6 +199,10 @@ const ratio = (a: Timing, b: Timing | string) => (typeof b === "string" ? "—" 
 
 const rulesArg = process.argv.indexOf("--rules");
 const RULES = (rulesArg < 0 ? "delta,kda,comba,dplr" : (process.argv[rulesArg + 1] ?? "")).split(",").filter((r) => r !== "");
+if (RULES.length === 0) {
+  console.error("reference-throughput: --rules needs a comma-separated list of rules (delta,kda,comba,dplr)");
+  process.exit(2);
+}
 for (const r of RULES) if (!(r in LOOPS)) {
   console.error(`reference-throughput: --rules: no numpy loop for rule '${r}' (known: ${Object.keys(LOOPS).join(", ")})`);
   process.exit(2);
