@@ -17,7 +17,7 @@ import { summarise } from "../oracle/sequence-judge.ts";
 import { ruleByKey } from "../src/rules/index.ts";
 import { roundTo } from "../src/precision.ts";
 import { Rng } from "../src/rng.ts";
-import type { InnerInputs, RuleConfig } from "../src/rules/types.ts";
+import { AUX_INPUT_NAMES, gateShape, type InnerInputs, type RuleConfig } from "../src/rules/types.ts";
 import { Tensor, cast } from "../src/tensor.ts";
 
 export interface WorkerJob {
@@ -66,14 +66,24 @@ function drawSequence(spec: WorkerJob["specs"][number]): Seq {
     }
     return t;
   };
-  const a = spec.alpha, th = spec.theta;
-  const k = unitRows(), q = unitRows(), v = t32([T, d], () => rng.uniform(-1, 1));
-  const alpha = t32([T], () => a * rng.uniform(0.5, 1.5)), theta = t32([T], () => th * rng.uniform(0.5, 1.5));
+  // every ABI input of the rule, by its declaration: keys (k, q and the auxiliary inputs p, a, b)
+  // on the unit sphere, v in U(−1, 1), each gate per token or per key channel (gateShape)
+  const level: Record<string, number> = { alpha: spec.alpha, theta: spec.theta, eta: 0.6 };
+  const in32: Record<string, Tensor> = {};
+  // k, q, v first (Delta's draws stay those of the Delta-only bench), then the rest in ABI order
+  for (const n of [...new Set(["k", "q", "v", ...pair.abi.inputs])].filter((x) => (pair.abi.inputs as readonly string[]).includes(x))) {
+    if (n === "v") in32[n] = t32([T, d], () => rng.uniform(-1, 1));
+    else if (n === "k" || n === "q" || (AUX_INPUT_NAMES as readonly string[]).includes(n)) in32[n] = unitRows();
+    else if (n === "alpha" || n === "theta" || n === "eta") {
+      const g = level[n]!;
+      in32[n] = t32(gateShape(decl, n) === "channel" ? [T, d] : [T], () => g * rng.uniform(0.5, 1.5));
+    } else throw new Error(`production-worker: rule ${decl.key}: no draw for its ABI input '${n}'`);
+  }
+  in32.x ??= in32.k!;
   const M = decl.randomState(cfgOf(spec), "f32", () => rng.next()).M!;
   for (let i = 0; i < M.size; i++) M.data[i] = roundTo(precision.state, M.data[i]!);
   const dy = t32([T, d], () => rng.uniform(-1, 1)), dM = t32([d, d], () => rng.uniform(-1, 1), precision.state);
-  const in32 = { k, v, q, x: k, alpha, theta } as unknown as InnerInputs;
-  return { cfg: cfgOf(spec), in32, in64: undefined as never, st32: { M }, st64: undefined as never, dy32: dy, dy64: undefined as never, dFinal32: { M: dM }, dFinal64: undefined as never };
+  return { cfg: cfgOf(spec), in32: in32 as unknown as InnerInputs, in64: undefined as never, st32: { M }, st64: undefined as never, dy32: dy, dy64: undefined as never, dFinal32: { M: dM }, dFinal64: undefined as never };
 }
 const cfgOf = (s: WorkerJob["specs"][number]): RuleConfig => ({ d: s.d, seq_len: s.seq_len });
 const seqs: Seq[] = job.specs.map(drawSequence);

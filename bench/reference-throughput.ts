@@ -1,33 +1,38 @@
 /**
  * Throughput of the f64 reference at production head sizes (docs/spec/conformance.md#regime,
- * docs/spec/precision.md#fast-pair): the Delta rule's pair, forward then backward with dy and
- * d(final state), on one sequence at d = 64, 128, 256, in one run:
- *   - ref       the reference pair (src/rules/delta.ts);
- *   - fast      the judge's fast pair (oracle/matrix-fast.ts; bitwise equal to ref), f64;
+ * docs/spec/precision.md#fast-pair): a rule's pair, forward then backward with dy and d(final
+ * state), on one sequence at d = 64, 128, 256, in one run, for Delta and the rules after it
+ * (KDA, Comba, DPLR; `--rules` picks), the inputs drawn by the declaration (every inner input the
+ * pair reads, each gate per token or per key channel):
+ *   - ref       the reference pair (src/rules/<rule>.ts);
+ *   - fast      the judge's fast pair (oracle/matrix-fast.ts; bitwise equal to ref), f64, where the
+ *               rule has one (judgePair: the others are judged with the reference pair itself);
  *   - numpy     a plain numpy per-token loop of the same forward and backward (/usr/bin/python3, or NLC_TORCH_PYTHON);
  *   - torch     the same loop in PyTorch f64 eager (one thread);
  *   - yardstick the plain reference of an f32-summing kernel as the judge runs it for Delta
  *               (fast pair, f32 storage and sums, plainOrders(f32, plainRuns(delta)) runs), and
- *               before: the ten runs (natural, reversed, eight random-rounding) of the reference pair.
+ *               before (Delta only): the ten runs (natural, reversed, eight random-rounding) of the reference pair;
+ *               for a rule without a fast pair the yardstick is those ten runs, timed once.
  * Wall clock and CPU time (process.cpuUsage; the machine is shared: CPU time moves less), best of
  * REPS after one untimed call, the candidates alternating (the old yardstick: one timed call). GFLOP/s use one nominal count, 7d² per token forward and 14d² backward, so ratios are
  * ratios of times. Python's times are its process's CPU time (time.process_time) and wall clock.
- * Usage: npx bun bench/reference-throughput.ts [--quick] [--no-old]
+ * The nominal count is Delta's for every rule (the others do the same matrix-vector work per token
+ * within a d² or two), so across rules too the GFLOP/s are inverse times.
+ * Usage: npx bun bench/reference-throughput.ts [--quick] [--no-old] [--rules delta,kda,comba,dplr]
  */
-import { judgePair } from "../oracle/matrix-fast.ts";
 import { PLAIN_RUNS, plainOrders, plainRuns, RANDOM_RUNS } from "../oracle/plain-reference.ts";
 import { withAccumulate } from "../src/precision.ts";
 import { ruleByKey } from "../src/rules/index.ts";
 import { Rng } from "../src/rng.ts";
 import { Tensor, cast } from "../src/tensor.ts";
-import type { InnerInputs, InnerPair, State } from "../src/rules/types.ts";
+import { gateShape, type GateName, type InnerInputs, type InnerPair, type RuleDecl, type State } from "../src/rules/types.ts";
+import { hasFastPair, judgePair } from "../oracle/matrix-fast.ts";
 
 const quick = process.argv.includes("--quick"), old = !process.argv.includes("--no-old");
 const REPS = quick ? 1 : 3;
 const SIZES: { d: number; T: number }[] = [{ d: 64, T: quick ? 64 : 512 }, { d: 128, T: quick ? 32 : 256 }, { d: 256, T: quick ? 16 : 64 }];
 const PY = process.env.NLC_TORCH_PYTHON ?? "/usr/bin/python3";
 const flops = (d: number, T: number) => 21 * d * d * T;
-const decl = ruleByKey("delta");
 
 interface Timing {
   wall: number;
@@ -40,15 +45,21 @@ function tensor(shape: number[], rng: Rng, lo: number, hi: number): Tensor {
   return t;
 }
 
-function caseOf(d: number, T: number) {
+/** One sequence's inputs: every inner input the rule's pair reads, by its declaration. */
+function caseOf(decl: RuleDecl, d: number, T: number) {
   const rng = new Rng(7);
   const s = 1 / Math.sqrt(d);
-  const inp = { k: tensor([T, d], rng, -s, s), v: tensor([T, d], rng, -s, s), q: tensor([T, d], rng, -s, s),
-    alpha: tensor([T], rng, 0.05, 0.95), theta: tensor([T], rng, 0.05, 0.8) } as unknown as InnerInputs;
-  return { inp, st: { M: tensor([d, d], rng, -s, s) } as State, dy: tensor([T, d], rng, -1, 1), dFinal: { M: tensor([d, d], rng, -1, 1) } as State, cfg: { d, seq_len: T } as never };
+  const gate: Record<GateName, [number, number]> = { alpha: [0.05, 0.95], theta: [0.05, 0.8], eta: [0.3, 0.9] };
+  const inp: Record<string, Tensor> = { k: tensor([T, d], rng, -s, s), v: tensor([T, d], rng, -s, s), q: tensor([T, d], rng, -s, s) };
+  for (const n of decl.auxInputs ?? []) inp[n] = tensor([T, d], rng, -s, s);
+  for (const g of decl.gates) inp[g] = tensor(gateShape(decl, g) === "channel" ? [T, d] : [T], rng, ...gate[g]);
+  inp.x = inp.k!;
+  return { inp: inp as unknown as InnerInputs, st: { M: tensor([d, d], rng, -s, s) } as State, dy: tensor([T, d], rng, -1, 1), dFinal: { M: tensor([d, d], rng, -1, 1) } as State, cfg: { d, seq_len: T } as never };
 }
 
-function f32Case(c: ReturnType<typeof caseOf>): ReturnType<typeof caseOf> {
+type Case = ReturnType<typeof caseOf>;
+
+function f32Case(c: Case): Case {
   const m = (r: Readonly<Record<string, Tensor | undefined>>) => Object.fromEntries(Object.entries(r).map(([k, t]) => [k, cast(t!, "f32")]));
   return { inp: m(c.inp as never) as never, st: m(c.st), dy: cast(c.dy, "f32"), dFinal: m(c.dFinal), cfg: c.cfg };
 }
@@ -69,12 +80,12 @@ function bestOf(reps: number, fns: (() => void)[]): Timing[] {
   return out;
 }
 
-const once = (pair: InnerPair<string>, c: ReturnType<typeof caseOf>) => {
+const once = (pair: InnerPair<string>, c: Case) => {
   const f = pair.forward(c.inp, c.st, c.cfg);
   pair.backward(f.saved, c.inp, c.dy, c.cfg, c.dFinal);
 };
 
-const LOOP = `
+const PRELUDE = `
 import sys, time
 d, T, reps, lib = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 if lib == "torch":
@@ -92,9 +103,20 @@ s = d ** -0.5
 k, v, q = U(-s, s, T, d), U(-s, s, T, d), U(-s, s, T, d)
 a, th = U(0.05, 0.95, T), U(0.05, 0.8, T)
 M0, dy, dF = U(-s, s, d, d), U(-1, 1, T, d), U(-1, 1, d, d)
+# the other rules' inputs: a second key P (Comba), the low-rank vectors A, B (DPLR), a channel gate AC (KDA, DPLR)
+P, A, B, AC = U(-s, s, T, d), U(-s, s, T, d), U(-s, s, T, d), U(0.05, 0.95, T, d)
 best_wall, best_cpu = 1e9, 1e9
 for _ in range(reps):
     t0, c0 = time.perf_counter(), time.process_time()
+`;
+const POSTLUDE = `
+    best_wall, best_cpu = min(best_wall, time.perf_counter() - t0), min(best_cpu, time.process_time() - c0)
+print(best_wall, best_cpu)
+`;
+
+/** Per rule, the per-token loop of its forward and backward (the sheets' recurrences, written out by hand). */
+const LOOPS: Record<string, string> = {
+  delta: `
     Ms, es, ys = [M0], [], []
     M = M0
     for t in range(T):
@@ -110,12 +132,63 @@ for _ in range(reps):
         dth[t] = -dot(e, Dk); da[t] = -fsum(D * Mt)
         dk[t] = -th[t] * (D.T @ e) + Mt.T @ de; dv[t] = -de
         D = (1 - a[t]) * D + outer(de, k[t])
-    best_wall, best_cpu = min(best_wall, time.perf_counter() - t0), min(best_cpu, time.process_time() - c0)
-print(best_wall, best_cpu)
-`;
+`,
+  kda: `
+    Ms, es, ys = [M0], [], []
+    M = M0
+    for t in range(T):
+        Md = M * (1 - AC[t])
+        e = Md @ k[t] - v[t]
+        M = Md - th[t] * outer(e, k[t])
+        ys.append(M @ q[t]); Ms.append(M); es.append(e)
+    D = dF.clone() if lib == "torch" else dF.copy()
+    dk, dv, dq, da, dth = zeros_like(k), zeros_like(v), zeros_like(q), zeros_like(AC), zeros(T)
+    for t in range(T - 1, -1, -1):
+        Mt, Mn, e, w = Ms[t], Ms[t + 1], es[t], 1 - AC[t]
+        D += outer(dy[t], q[t]); dq[t] = Mn.T @ dy[t]
+        Dk = D @ k[t]; de = -th[t] * Dk
+        dth[t] = -dot(e, Dk)
+        dk[t] = -th[t] * (D.T @ e) + (Mt * w).T @ de; dv[t] = -de
+        G = D + outer(de, k[t])
+        da[t] = -fsum(G * Mt, 0); D = G * w
+`,
+  comba: `
+    Ms, es, ys = [M0], [], []
+    M = M0
+    for t in range(T):
+        e = M @ P[t] - v[t]
+        M = (1 - a[t]) * M - th[t] * outer(e, k[t])
+        ys.append(M @ q[t]); Ms.append(M); es.append(e)
+    D = dF.clone() if lib == "torch" else dF.copy()
+    dk, dv, dq, dp, da, dth = zeros_like(k), zeros_like(v), zeros_like(q), zeros_like(P), zeros(T), zeros(T)
+    for t in range(T - 1, -1, -1):
+        Mt, Mn, e = Ms[t], Ms[t + 1], es[t]
+        D += outer(dy[t], q[t]); dq[t] = Mn.T @ dy[t]
+        Dk = D @ k[t]; de = -th[t] * Dk
+        dth[t] = -dot(e, Dk); da[t] = -fsum(D * Mt)
+        dk[t] = -th[t] * (D.T @ e); dp[t] = Mt.T @ de; dv[t] = -de
+        D = (1 - a[t]) * D + outer(de, P[t])
+`,
+  dplr: `
+    Ms, us, ys = [M0], [], []
+    M = M0
+    for t in range(T):
+        u = M @ A[t]
+        M = M * (1 - AC[t]) + outer(u, B[t]) + outer(v[t], k[t])
+        ys.append(M @ q[t]); Ms.append(M); us.append(u)
+    D = dF.clone() if lib == "torch" else dF.copy()
+    dk, dv, dq, dA, dB, da = zeros_like(k), zeros_like(v), zeros_like(q), zeros_like(A), zeros_like(B), zeros_like(AC)
+    for t in range(T - 1, -1, -1):
+        Mt, Mn, u = Ms[t], Ms[t + 1], us[t]
+        D += outer(dy[t], q[t]); dq[t] = Mn.T @ dy[t]
+        du = D @ B[t]; dB[t] = D.T @ u; dv[t] = D @ k[t]; dk[t] = D.T @ v[t]
+        dA[t] = Mt.T @ du; da[t] = -fsum(D * Mt, 0)
+        D = D * (1 - AC[t]) + outer(du, A[t])
+`,
+};
 
-function pySeconds(lib: "numpy" | "torch", d: number, T: number): Timing | string {
-  const p = Bun.spawnSync({ cmd: [PY, "-c", LOOP, String(d), String(T), String(REPS), lib], stdout: "pipe", stderr: "pipe", env: { ...process.env, OMP_NUM_THREADS: "1", OPENBLAS_NUM_THREADS: "1", MKL_NUM_THREADS: "1" } });
+function pySeconds(rule: string, lib: "numpy" | "torch", d: number, T: number): Timing | string {
+  const p = Bun.spawnSync({ cmd: [PY, "-c", PRELUDE + LOOPS[rule]! + POSTLUDE, String(d), String(T), String(REPS), lib], stdout: "pipe", stderr: "pipe", env: { ...process.env, OMP_NUM_THREADS: "1", OPENBLAS_NUM_THREADS: "1", MKL_NUM_THREADS: "1" } });
   if (p.exitCode !== 0) return `${lib} loop unavailable (${PY}): ${p.stderr.toString().trim().split("\n").pop()}`;
   const [wall, cpu] = p.stdout.toString().trim().split(/\s+/).map(Number);
   return { wall: wall!, cpu: cpu! };
@@ -124,27 +197,49 @@ function pySeconds(lib: "numpy" | "torch", d: number, T: number): Timing | strin
 const gf = (d: number, T: number, t: Timing) => `${(flops(d, T) / t.wall / 1e9).toFixed(2)}/${(flops(d, T) / t.cpu / 1e9).toFixed(2)}`;
 const ratio = (a: Timing, b: Timing | string) => (typeof b === "string" ? "—" : `${(a.wall / b.wall).toFixed(2)}/${(a.cpu / b.cpu).toFixed(2)}`);
 
-console.log(`reference throughput, delta forward + backward, one sequence, best of ${REPS}; every figure wall/cpu (nominal 21d² FLOP per token)`);
+const rulesArg = process.argv.indexOf("--rules");
+const RULES = (rulesArg < 0 ? "delta,kda,comba,dplr" : (process.argv[rulesArg + 1] ?? "")).split(",").filter((r) => r !== "");
+if (RULES.length === 0) {
+  console.error("reference-throughput: --rules needs a comma-separated list of rules (delta,kda,comba,dplr)");
+  process.exit(2);
+}
+for (const r of RULES) if (!(r in LOOPS)) {
+  console.error(`reference-throughput: --rules: no numpy loop for rule '${r}' (known: ${Object.keys(LOOPS).join(", ")})`);
+  process.exit(2);
+}
+
+console.log(`reference throughput, forward + backward, one sequence, best of ${REPS}; every figure wall/cpu (nominal 21d² FLOP per token)`);
 console.log("ratios are times: below 1 means ours is faster; BLAS and torch run one thread");
-for (const { d, T } of SIZES) {
-  const c = caseOf(d, T), c32 = f32Case(c);
-  const fast = judgePair(decl);
-  const runs = plainOrders("f32", plainRuns(decl));
-  const [ref, fst, yard] = bestOf(REPS, [() => once(decl.inner, c), () => once(fast, c),
-    () => { for (const o of runs) withAccumulate("f32", () => once(fast, c32), o); }]) as [Timing, Timing, Timing];
-  const np = pySeconds("numpy", d, T), th = pySeconds("torch", d, T);
-  console.log(`d = ${d}, T = ${T}`);
-  console.log(`  ref (src/rules/delta.ts)   ${ref.wall.toFixed(3)}/${ref.cpu.toFixed(3)} s   GFLOP/s ${gf(d, T, ref)}   ref/numpy ${ratio(ref, np)}   ref/torch ${ratio(ref, th)}`);
-  console.log(`  fast (oracle/matrix-fast)  ${fst.wall.toFixed(3)}/${fst.cpu.toFixed(3)} s   GFLOP/s ${gf(d, T, fst)}   fast/numpy ${ratio(fst, np)}   fast/torch ${ratio(fst, th)}   fast/ref ${ratio(fst, ref)}`);
-  for (const [name, t] of [["numpy loop", np], ["torch f64 eager", th]] as const) {
-    console.log(typeof t === "string" ? `  ${name}: ${t}` : `  ${name.padEnd(26)} ${t.wall.toFixed(3)}/${t.cpu.toFixed(3)} s   GFLOP/s ${gf(d, T, t)}`);
+for (const rule of RULES) {
+  const decl = ruleByKey(rule), fastOf = hasFastPair(decl);
+  for (const { d, T } of SIZES) {
+    const c = caseOf(decl, d, T), c32 = f32Case(c);
+    const fast = judgePair(decl);
+    const runs = plainOrders("f32", plainRuns(decl));
+    const yardFn = () => { for (const o of runs) withAccumulate("f32", () => once(fast, c32), o); };
+    // without a fast pair the yardstick is ten runs of the reference pair: timed once, as `before`
+    const [ref, fst, yard0] = bestOf(REPS, fastOf ? [() => once(decl.inner, c), () => once(fast, c), yardFn] : [() => once(decl.inner, c)]) as [Timing, Timing?, Timing?];
+    const yard = yard0 ?? timeOnce(yardFn);
+    const np = pySeconds(rule, "numpy", d, T), th = pySeconds(rule, "torch", d, T);
+    console.log(`${rule}: d = ${d}, T = ${T}`);
+    console.log(`  ref (src/rules/${rule}.ts)   ${ref.wall.toFixed(3)}/${ref.cpu.toFixed(3)} s   GFLOP/s ${gf(d, T, ref)}   ref/numpy ${ratio(ref, np)}   ref/torch ${ratio(ref, th)}`);
+    if (fst !== undefined) console.log(`  fast (oracle/matrix-fast)  ${fst.wall.toFixed(3)}/${fst.cpu.toFixed(3)} s   GFLOP/s ${gf(d, T, fst)}   fast/numpy ${ratio(fst, np)}   fast/torch ${ratio(fst, th)}   fast/ref ${ratio(fst, ref)}`);
+    else console.log("  fast: none (the judge runs the reference pair)");
+    for (const [name, t] of [["numpy loop", np], ["torch f64 eager", th]] as const) {
+      console.log(typeof t === "string" ? `  ${name}: ${t}` : `  ${name.padEnd(26)} ${t.wall.toFixed(3)}/${t.cpu.toFixed(3)} s   GFLOP/s ${gf(d, T, t)}`);
+    }
+    const judged = fst ?? ref;
+    console.log(`  yardstick, f32 sums (${runs.length} run${runs.length === 1 ? "" : "s"} of the ${fastOf ? "fast" : "reference"} pair${fastOf ? "" : ", timed once"})   ${yard.wall.toFixed(3)}/${yard.cpu.toFixed(3)} s   yardstick/${fastOf ? "fast" : "ref"} ${ratio(yard, judged)}`);
+    if (old && rule === "delta") {
+      const before = timeOnce(() => { for (const o of plainOrders("f32", PLAIN_RUNS)) withAccumulate("f32", () => once(decl.inner, c32), o); });
+      console.log(`  yardstick before (${2 + RANDOM_RUNS} runs of the reference pair)   ${before.wall.toFixed(3)}/${before.cpu.toFixed(3)} s   before/ref ${ratio(before, ref)}   before/now ${ratio(before, yard)}`);
+    }
   }
-  console.log(`  yardstick, f32 sums (${runs.length} run${runs.length === 1 ? "" : "s"} of the fast pair)   ${yard.wall.toFixed(3)}/${yard.cpu.toFixed(3)} s   yardstick/fast ${ratio(yard, fst)}`);
-  if (old) {
-    const c0 = process.cpuUsage(), t0 = performance.now();
-    for (const o of plainOrders("f32", PLAIN_RUNS)) withAccumulate("f32", () => once(decl.inner, c32), o);
-    const cc = process.cpuUsage(c0);
-    const before: Timing = { wall: (performance.now() - t0) / 1000, cpu: (cc.user + cc.system) / 1e6 };
-    console.log(`  yardstick before (${2 + RANDOM_RUNS} runs of the reference pair)   ${before.wall.toFixed(3)}/${before.cpu.toFixed(3)} s   before/ref ${ratio(before, ref)}   before/now ${ratio(before, yard)}`);
-  }
+}
+
+function timeOnce(fn: () => void): Timing {
+  const c0 = process.cpuUsage(), t0 = performance.now();
+  fn();
+  const cc = process.cpuUsage(c0);
+  return { wall: (performance.now() - t0) / 1000, cpu: (cc.user + cc.system) / 1e6 };
 }
