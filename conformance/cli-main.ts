@@ -120,10 +120,23 @@ const SUBCOMMANDS: Record<string, (argv: string[]) => number | Promise<number>> 
   ["selftest", runSelftest],
 ]);
 
+/** Each subcommand's part of the help, printed by `<subcommand> --help` (or -h). */
+const SUBCOMMAND_HELP: Record<string, string> = Object.fromEntries([
+  ...REPORT_COMMANDS.map((name) => [name, REPORT_COMMANDS_HELP]),
+  ...SWEEP_COMMANDS.map((name) => [name, SWEEP_HELP]),
+  ["selftest", SELFTEST_HELP],
+]);
+
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);
   const sub = SUBCOMMANDS[argv[0] ?? ""];
-  if (sub !== undefined) process.exit(await sub(argv.slice(1)));
+  if (sub !== undefined) {
+    if (argv.slice(1).some((a) => a === "--help" || a === "-h")) {
+      console.log(SUBCOMMAND_HELP[argv[0]!]);
+      process.exit(0);
+    }
+    process.exit(await sub(argv.slice(1)));
+  }
   if (runsChecks(argv)) {
     catchInterrupts();
     interruptWhenOrphaned();
