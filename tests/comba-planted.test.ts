@@ -6,11 +6,8 @@
  * passes. Skipped without python3 + torch.
  */
 import { describe, expect, test } from "bun:test";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
-import { ROOT } from "../paths.ts";
 import { probeTorchSync } from "../oracle/torch-bridge.ts";
+import { expectC9FailsPlant } from "./c9-plant.ts";
 import { comba, equalsDeltaAtPEqualK } from "../src/rules/comba.ts";
 import { Tensor } from "../src/tensor.ts";
 import type { InnerPair } from "../src/rules/types.ts";
@@ -37,40 +34,6 @@ describe("Comba: the correction read with k instead of p", () => {
   });
 
   test.skipIf(!torch.available)("C9 fails the planted PyTorch forward, and passes the clean one", () => {
-    const dir = copyTree();
-    try {
-      const cross = ["conformance/c9/cross-check.ts", "--rule", "comba,delta", "--cases", "2", "--no-model", "--no-fixtures"];
-      const clean = run(dir, cross);
-      expect({ code: clean.code, out: clean.code === 0 ? "" : clean.out.slice(-2000) }).toEqual({ code: 0, out: "" });
-      const path = join(dir, "python/nlc_torch/rules.py");
-      const src = readFileSync(path, "utf8");
-      const planted = src.replace('u = g["theta"][t] * (v[t] - S.t() @ p[t])', 'u = g["theta"][t] * (v[t] - S.t() @ k[t])');
-      expect(planted).not.toBe(src);
-      writeFileSync(path, planted);
-      const r = run(dir, cross);
-      expect(r.code).toBe(1);
-      expect(r.out).toMatch(/^comba\s.*FAIL: y/m);
-      expect(r.out).not.toMatch(/^delta\s.*(FAIL|ERROR)/m);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    expectC9FailsPlant("comba", 'u = g["theta"][t] * (v[t] - S.t() @ p[t])', 'u = g["theta"][t] * (v[t] - S.t() @ k[t])');
   }, 300_000);
 });
-
-/** A temporary copy of the working tree (tracked and untracked, not ignored files), node_modules linked. */
-function copyTree(): string {
-  const dir = mkdtempSync(join(tmpdir(), "nlc-comba-plant-"));
-  const ls = Bun.spawnSync({ cmd: ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd: ROOT, stdout: "pipe" });
-  for (const f of ls.stdout.toString().split("\0").filter((f) => f !== "")) {
-    if (!existsSync(join(ROOT, f))) continue;
-    mkdirSync(dirname(join(dir, f)), { recursive: true });
-    copyFileSync(join(ROOT, f), join(dir, f));
-  }
-  symlinkSync(join(ROOT, "node_modules"), join(dir, "node_modules"));
-  return dir;
-}
-
-function run(dir: string, args: string[]): { code: number; out: string } {
-  const p = Bun.spawnSync({ cmd: [process.execPath, ...args], cwd: dir, stdout: "pipe", stderr: "pipe", env: { ...process.env, NLC_SERIAL: "1" } });
-  return { code: p.exitCode ?? -1, out: p.stdout.toString() + p.stderr.toString() };
-}

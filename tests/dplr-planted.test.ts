@@ -8,11 +8,8 @@
  * unplanted copy passes. The C9 part is skipped without python3 + torch.
  */
 import { describe, expect, test } from "bun:test";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
-import { ROOT } from "../paths.ts";
 import { probeTorchSync } from "../oracle/torch-bridge.ts";
+import { expectC9FailsPlant } from "./c9-plant.ts";
 import { decayActsOnItsColumn, dplr, iplrInner, iplrIsDplrWithoutDecay, meetsGatedDelta, writeRead } from "../src/rules/dplr.ts";
 import { Tensor } from "../src/tensor.ts";
 import type { InnerPair } from "../src/rules/types.ts";
@@ -45,40 +42,6 @@ describe("DPLR: the low-rank read taken from the decayed state", () => {
   });
 
   test.skipIf(!torch.available)("C9 fails the planted PyTorch forward, and passes the clean one", () => {
-    const dir = copyTree();
-    try {
-      const cross = ["conformance/c9/cross-check.ts", "--rule", "dplr,delta", "--cases", "2", "--no-model", "--no-fixtures"];
-      const clean = run(dir, cross);
-      expect({ code: clean.code, out: clean.code === 0 ? "" : clean.out.slice(-2000) }).toEqual({ code: 0, out: "" });
-      const path = join(dir, "python/nlc_torch/rules.py");
-      const src = readFileSync(path, "utf8");
-      const planted = src.replace("torch.outer(b[t], a[t] @ S)", "torch.outer(b[t], a[t] @ ((1 - g[\"alpha\"][t]).unsqueeze(1) * S))");
-      expect(planted).not.toBe(src);
-      writeFileSync(path, planted);
-      const r = run(dir, cross);
-      expect(r.code).toBe(1);
-      expect(r.out).toMatch(/^dplr\s.*FAIL: y/m);
-      expect(r.out).not.toMatch(/^delta\s.*(FAIL|ERROR)/m);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    expectC9FailsPlant("dplr", "torch.outer(b[t], a[t] @ S)", "torch.outer(b[t], a[t] @ ((1 - g[\"alpha\"][t]).unsqueeze(1) * S))");
   }, 300_000);
 });
-
-/** A temporary copy of the working tree (tracked and untracked, not ignored files), node_modules linked. */
-function copyTree(): string {
-  const dir = mkdtempSync(join(tmpdir(), "nlc-dplr-plant-"));
-  const ls = Bun.spawnSync({ cmd: ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd: ROOT, stdout: "pipe" });
-  for (const f of ls.stdout.toString().split("\0").filter((f) => f !== "")) {
-    if (!existsSync(join(ROOT, f))) continue;
-    mkdirSync(dirname(join(dir, f)), { recursive: true });
-    copyFileSync(join(ROOT, f), join(dir, f));
-  }
-  symlinkSync(join(ROOT, "node_modules"), join(dir, "node_modules"));
-  return dir;
-}
-
-function run(dir: string, args: string[]): { code: number; out: string } {
-  const p = Bun.spawnSync({ cmd: [process.execPath, ...args], cwd: dir, stdout: "pipe", stderr: "pipe", env: { ...process.env, NLC_SERIAL: "1" } });
-  return { code: p.exitCode ?? -1, out: p.stdout.toString() + p.stderr.toString() };
-}
