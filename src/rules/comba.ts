@@ -12,7 +12,7 @@ import { Rng } from "../rng.ts";
 import { Tensor, alloc, type DType } from "../tensor.ts";
 import { delta } from "./delta.ts";
 import { adjointFrom, gradTensor } from "./state-grad.ts";
-import { writeReadIdentity } from "./matrix.ts";
+import { randTensor, unitRows, writeReadIdentity } from "./matrix.ts";
 import type { InnerInputs, InnerPair, RuleDecl } from "./types.ts";
 
 export const comba: RuleDecl<"comba"> = {
@@ -116,21 +116,6 @@ function withPEqualK(inner: InnerPair<string>): InnerPair<string> {
   };
 }
 
-function randTensor(rng: Rng, dtype: DType, shape: number[], lo: number, hi: number): Tensor {
-  const t = new Tensor(dtype, shape);
-  for (let i = 0; i < t.size; i++) t.data[i] = rng.uniform(lo, hi);
-  return t;
-}
-
-function unitRows(t: Tensor): Tensor {
-  const [s, d] = t.shape as [number, number];
-  for (let r = 0; r < s; r++) {
-    let n = 0;
-    for (let i = 0; i < d; i++) n += t.data[r * d + i]! ** 2;
-    for (let i = 0; i < d; i++) t.data[r * d + i]! /= Math.sqrt(n);
-  }
-  return t;
-}
 
 /**
  * With p = k Comba is Delta: on a random case with a random initial state, y, the final state and

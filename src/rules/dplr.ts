@@ -14,6 +14,7 @@ import { Tensor, alloc, type DType } from "../tensor.ts";
 import { delta } from "./delta.ts";
 import { gated_delta } from "./gated_delta.ts";
 import { adjointFrom, gradTensor } from "./state-grad.ts";
+import { randTensor, unitRows } from "./matrix.ts";
 import type { InnerInputs, InnerPair, RuleDecl } from "./types.ts";
 
 /** The inner pair, with the per-channel decay (DPLR) or without (IPLR). */
@@ -133,21 +134,6 @@ export const dplr: RuleDecl<"dplr"> = {
  */
 export const iplrInner: InnerPair<string> = lowRankPair(false);
 
-function randTensor(rng: Rng, dtype: DType, shape: number[], lo: number, hi: number): Tensor {
-  const t = new Tensor(dtype, shape);
-  for (let i = 0; i < t.size; i++) t.data[i] = rng.uniform(lo, hi);
-  return t;
-}
-
-function unitRows(t: Tensor): Tensor {
-  const [s, d] = t.shape as [number, number];
-  for (let r = 0; r < s; r++) {
-    let n = 0;
-    for (let i = 0; i < d; i++) n += t.data[r * d + i]! ** 2;
-    for (let i = 0; i < d; i++) t.data[r * d + i]! /= Math.sqrt(n);
-  }
-  return t;
-}
 
 /** A random case of the pair: unit k, q, a, b; α in (0.05, 0.95) per channel; M_0 random. */
 function randomCase(rng: Rng, dtype: DType, d: number, s: number) {

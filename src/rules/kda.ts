@@ -12,7 +12,7 @@ import { Rng } from "../rng.ts";
 import { Tensor, alloc, type DType } from "../tensor.ts";
 import { gated_delta } from "./gated_delta.ts";
 import { adjointFrom, gradTensor } from "./state-grad.ts";
-import { writeReadIdentity } from "./matrix.ts";
+import { randTensor, unitRows, writeReadIdentity } from "./matrix.ts";
 import type { InnerPair, RuleDecl } from "./types.ts";
 
 export const kda: RuleDecl<"kda"> = {
@@ -113,21 +113,6 @@ export const kda: RuleDecl<"kda"> = {
   ],
 };
 
-function randTensor(rng: Rng, dtype: DType, shape: number[], lo: number, hi: number): Tensor {
-  const t = new Tensor(dtype, shape);
-  for (let i = 0; i < t.size; i++) t.data[i] = rng.uniform(lo, hi);
-  return t;
-}
-
-function unitRows(t: Tensor): Tensor {
-  const [s, d] = t.shape as [number, number];
-  for (let r = 0; r < s; r++) {
-    let n = 0;
-    for (let i = 0; i < d; i++) n += t.data[r * d + i]! ** 2;
-    for (let i = 0; i < d; i++) t.data[r * d + i]! /= Math.sqrt(n);
-  }
-  return t;
-}
 
 /**
  * With α_{t,j} = α_t on every channel KDA is Gated Delta: y, the final state and every gradient

@@ -2,6 +2,7 @@
 import { accBuffer } from "../precision.ts";
 import * as K from "../numeric.ts";
 import { Tensor, alloc, zeros, type DType } from "../tensor.ts";
+import type { Rng } from "../rng.ts";
 import { gradTensor } from "./state-grad.ts";
 import type { FrozenPair, GateName, InnerPair, StateSampler } from "./types.ts";
 
@@ -65,4 +66,22 @@ export function writeReadIdentity(inner: InnerPair<string>, dtype: DType, gates:
   }
   if (r.y.data[1] !== 1) return `read with q = e0 gave y[1] = ${r.y.data[1]}, expected 1`;
   return null;
+}
+
+/** A tensor of uniform draws in [lo, hi) from `rng`, in index order (the invariants' random cases). */
+export function randTensor(rng: Rng, dtype: DType, shape: number[], lo: number, hi: number): Tensor {
+  const t = new Tensor(dtype, shape);
+  for (let i = 0; i < t.size; i++) t.data[i] = rng.uniform(lo, hi);
+  return t;
+}
+
+/** Each row of an [s, d] tensor scaled to unit L2 norm, in place. */
+export function unitRows(t: Tensor): Tensor {
+  const [s, d] = t.shape as [number, number];
+  for (let r = 0; r < s; r++) {
+    let n = 0;
+    for (let i = 0; i < d; i++) n += t.data[r * d + i]! ** 2;
+    for (let i = 0; i < d; i++) t.data[r * d + i]! /= Math.sqrt(n);
+  }
+  return t;
 }
