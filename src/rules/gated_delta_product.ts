@@ -9,8 +9,9 @@
  * slicer by token takes a token's steps with it; q is [s, d] and α is [s]. With n_h = 1 every operation is Gated Delta's, in its order,
  * so the two agree bitwise (sheet, "What is checked").
  *
- * Not in the registry yet (docs/spec/titans-family.md#gated-delta-product-status): the level, the
- * kernel ABI and the fixtures carry one row of k, v and θ per token.
+ * Declared at level scope below (`gated_delta_product`, tokenRows); not in the registry yet
+ * (docs/spec/titans-family.md#gated-delta-product-status): the kernel ABI, the PyTorch metadata, the
+ * fixtures and the C5 packers carry one row of k, v and θ per token.
  */
 import { accBuffer } from "../precision.ts";
 import * as K from "../numeric.ts";
@@ -18,7 +19,7 @@ import { Rng } from "../rng.ts";
 import { Tensor, alloc, type DType } from "../tensor.ts";
 import { gated_delta } from "./gated_delta.ts";
 import { adjointFrom, gradTensor } from "./state-grad.ts";
-import type { InnerInputs, InnerPair, RuleConfig } from "./types.ts";
+import type { InnerInputs, InnerPair, RuleConfig, RuleDecl } from "./types.ts";
 
 /** The number of Householder steps per token, n_h ∈ {1, 2, 3} (a hyperparameter, default 2). */
 export function householderSteps(cfg: RuleConfig): number {
@@ -189,3 +190,40 @@ export function keyMajorForward(inp: InnerInputs, M0: Tensor, cfg: RuleConfig): 
   for (let vv = 0; vv < d; vv++) for (let kk = 0; kk < d; kk++) M.push(S[kk]![vv]!);
   return { y, M };
 }
+
+/**
+ * The rule's declaration (docs/spec/titans-family.md#gated-delta-product-level): Gated Delta's
+ * projections, gates, state and frozen read, with n_h rows per token of k, v and θ (tokenRows):
+ * W_K, W_V [n_h·d, d], each d-row of k normalised, θ_{t,j} from its own row [k_{t,j}; v_{t,j}] with
+ * Gated Delta's w_theta [2d], b_theta [1], α_t from the token's first row. At n_h = 1 every
+ * parameter, input and operation is Gated Delta's. Not in the registry yet (sheet 2f.6): the kernel
+ * ABI, the PyTorch metadata, the C5 packers and the CUDA walk carry one row per token.
+ */
+export const gated_delta_product: RuleDecl<"gated_delta_product"> = {
+  key: "gated_delta_product",
+  sheet: "docs/spec/titans-family.md#gated-delta-product",
+  hyper: {
+    n_h: {
+      kind: "int", default: 2, min: 1, max: 3,
+      doc: "Householder steps per token: rows of k, v and theta per token (n_h = 1 is Gated Delta)",
+    },
+  },
+  projection: gated_delta.projection,
+  gates: gated_delta.gates,
+  normalizeKQ: gated_delta.normalizeKQ,
+  omega: gated_delta.omega,
+  tokenRows: { hyper: "n_h", inputs: ["k", "v", "theta"] },
+  stateShapes: gated_delta.stateShapes,
+  init: gated_delta.init,
+  randomState: gated_delta.randomState,
+  frozen: gated_delta.frozen,
+  checkMinimums: gated_delta.checkMinimums,
+  inner: gatedDeltaProductInner,
+  invariants: [
+    {
+      name: "Gated Delta at n_h = 1",
+      spec: "docs/spec/titans-family.md#gated-delta-product-tests n_h = 1: y, the final state and every gradient, dalpha included, equal Gated Delta's bitwise",
+      check: (dtype, seed) => equalsGatedDeltaAtOneStep(gatedDeltaProductInner, dtype, seed),
+    },
+  ],
+};

@@ -3,7 +3,7 @@
  * uses, input validation and the hyper-parameter defaults (docs/spec/names.md#layout).
  */
 import { Tensor, expectShape, sameShape } from "../tensor.ts";
-import { auxParam, gateShape, type RuleConfig, type RuleDecl, type State } from "./types.ts";
+import { auxParam, gateShape, rowsOf, type RuleConfig, type RuleDecl, type State } from "./types.ts";
 
 /** Canonical per-level parameter names (docs/spec/names.md#layout). */
 export const MEMORY_PARAMS = ["W_K", "W_V", "W_Q", "w_alpha", "b_alpha", "w_theta", "b_theta", "w_eta", "b_eta"] as const;
@@ -18,7 +18,8 @@ export function paramShapes(decl: RuleDecl, cfg: RuleConfig): Record<string, num
   const d = cfg.d;
   if (decl.projection === "attention") return { W_q: [d, d], W_k: [d, d], W_v: [d, d] };
   const s: Record<string, number[]> = {
-    W_K: [d, d], W_V: [d, d], W_Q: [d, d],
+    // k and v with several rows per token (tokenRows): one d-row of W_K, W_V per row
+    W_K: [rowsOf(decl, cfg, "k") * d, d], W_V: [rowsOf(decl, cfg, "v") * d, d], W_Q: [d, d],
     w_alpha: [2 * d], b_alpha: [1], w_theta: [2 * d], b_theta: [1], w_eta: [2 * d], b_eta: [1],
   };
   // a channel gate (gateShape): one weight row and one bias per key channel

@@ -65,6 +65,36 @@ function channelGatePre(k: Tensor, v: Tensor, W: Tensor, b: Tensor): Tensor {
   return new Tensor(k.dtype, [s, d], out);
 }
 
+/** t's data seen as rows of w values ([size / w, w]; the same memory). */
+function byRow(t: Tensor, w: number): Tensor {
+  return new Tensor(t.dtype, [t.size / w, w], t.data);
+}
+
+/**
+ * Rows per token of k and v (tokenRows, docs/spec/titans-family.md#gated-delta-product-level): W_K's
+ * rows over d; 1 for a rule without tokenRows.
+ */
+function kRows(decl: RuleDecl, WK: Tensor, d: number): number {
+  if (decl.tokenRows === undefined) return 1;
+  if (!decl.tokenRows.inputs.includes("k") || !decl.tokenRows.inputs.includes("v") || decl.omega) {
+    throw new Error(`rule '${decl.key}': tokenRows must list k and v, and a rule with omega has one row per token`);
+  }
+  return WK.shape[0]! / d;
+}
+
+/** Whether gate g has a value per row of k (tokenRows lists it) rather than one per token. */
+function isRowGate(decl: RuleDecl, g: string): boolean {
+  return (decl.tokenRows?.inputs as readonly string[] | undefined)?.includes(g) ?? false;
+}
+
+/** The first of every token's n rows of x [s, n·d], as [s, d] (x itself when n = 1). */
+function firstRows(x: Tensor, n: number, d: number): Tensor {
+  if (n === 1) return x;
+  const s = x.size / (n * d), out = alloc(x.dtype, s * d);
+  for (let t = 0; t < s; t++) out.set(x.data.subarray(t * n * d, t * n * d + d), t * d);
+  return new Tensor(x.dtype, [s, d], out);
+}
+
 function mapT(x: Tensor, f: (v: number) => number): Tensor {
   const out = alloc(x.dtype, x.size);
   for (let i = 0; i < out.length; i++) out[i] = f(x.data[i]!);
@@ -109,8 +139,10 @@ export function levelForward(decl: RuleDecl, X: Tensor, params: Params): LevelFo
     Object.assign(saved, { q, k, v });
     return { inputs: { k, v, q, x: X }, saved };
   }
+  const d = X.shape[1]!, n = kRows(decl, params.W_K!, d);
   const kRaw = project(X, params.W_K!), v = project(X, params.W_V!), qRaw = project(X, params.W_Q!);
-  const k = decl.normalizeKQ ? normalizeRows(kRaw) : kRaw;
+  // with n rows per token each d-row of k is normalised on its own
+  const k = decl.normalizeKQ ? new Tensor(kRaw.dtype, kRaw.shape, normalizeRows(byRow(kRaw, d)).data) : kRaw;
   const q = decl.normalizeKQ ? normalizeRows(qRaw) : qRaw;
   Object.assign(saved, { k, v, q });
   if (decl.normalizeKQ) Object.assign(saved, { k_raw: kRaw, q_raw: qRaw });
@@ -122,7 +154,11 @@ export function levelForward(decl: RuleDecl, X: Tensor, params: Params): LevelFo
     if (decl.normalizeKQ) saved[`${n}_raw`] = raw;
   }
   for (const g of decl.gates) {
-    const pre = (gateShape(decl, g) === "channel" ? channelGatePre : gatePre)(k, v, params[`w_${g}`]!, params[`b_${g}`]!);
+    // a row gate from each row's [k; v], [s, n]; any other gate from the token's first row
+    const row = isRowGate(decl, g);
+    const [kg, vg] = row ? [byRow(k, d), byRow(v, d)] : [firstRows(k, n, d), firstRows(v, n, d)];
+    const pre0 = (gateShape(decl, g) === "channel" ? channelGatePre : gatePre)(kg, vg, params[`w_${g}`]!, params[`b_${g}`]!);
+    const pre = row ? new Tensor(pre0.dtype, [pre0.size / n, n], pre0.data) : pre0;
     const val = mapT(pre, GATE_FN[g]);
     saved[g] = val;
     saved[`${g}_pre`] = pre;
@@ -148,8 +184,9 @@ export function levelBackward(decl: RuleDecl, saved: Named<string>, g: InnerGrad
   const out: Record<string, Tensor> = {};
   for (const [n, p] of Object.entries(paramsOf(decl, saved))) out[n] = zerosLike(p);
   const k = saved.k!, v = saved.v!;
-  const dk = g.dk ? new Tensor(dt, [s, d], g.dk.data.slice()) : zeros(dt, [s, d]);
-  const dv = g.dv ? new Tensor(dt, [s, d], g.dv.data.slice()) : zeros(dt, [s, d]);
+  const n = kRows(decl, saved.W_K ?? saved.W_k!, d), nd = n * d;
+  const dk = g.dk ? new Tensor(dt, [s, nd], g.dk.data.slice()) : zeros(dt, [s, nd]);
+  const dv = g.dv ? new Tensor(dt, [s, nd], g.dv.data.slice()) : zeros(dt, [s, nd]);
   let dq = g.dq ?? zeros(dt, [s, d]);
 
   if (decl.projection === "memory") {
@@ -160,9 +197,13 @@ export function levelBackward(decl: RuleDecl, saved: Named<string>, g: InnerGrad
       const val = saved[gate]!, pre = saved[`${gate}_pre`]!;
       const w = saved[`w_${gate}`]!;
       const dw = out[`w_${gate}`]!.data, db = out[`b_${gate}`]!.data;
+      // gate value u reads the row of k and v at ko(u): its own row (a row gate), else its token's first
+      const row = isRowGate(decl, gate), count = row ? s * n : s;
+      const ko = (u: number) => (row ? u * d : u * nd);
       if (gateShape(decl, gate) === "channel") {
         // pre[t, j] = b_j + W_j · [k_t; v_t]: row j of W and entry j of b per key channel
-        for (let t = 0; t < s; t++) {
+        for (let t = 0; t < count; t++) {
+          const o = ko(t);
           for (let c = 0; c < d; c++) {
             const y = val.data[t * d + c]!, p = pre.data[t * d + c]!;
             const dPre = dGate.data[t * d + c]! * (gate === "theta" ? K.sigmoid(p) : y * (1 - y));
@@ -170,26 +211,26 @@ export function levelBackward(decl: RuleDecl, saved: Named<string>, g: InnerGrad
             db[c]! += dPre;
             const r = c * 2 * d;
             for (let j = 0; j < d; j++) {
-              dw[r + j]! += dPre * k.data[t * d + j]!;
-              dw[r + d + j]! += dPre * v.data[t * d + j]!;
-              dk.data[t * d + j]! += dPre * w.data[r + j]!;
-              dv.data[t * d + j]! += dPre * w.data[r + d + j]!;
+              dw[r + j]! += dPre * k.data[o + j]!;
+              dw[r + d + j]! += dPre * v.data[o + j]!;
+              dk.data[o + j]! += dPre * w.data[r + j]!;
+              dv.data[o + j]! += dPre * w.data[r + d + j]!;
             }
           }
         }
         continue;
       }
-      for (let t = 0; t < s; t++) {
-        const y = val.data[t]!;
+      for (let t = 0; t < count; t++) {
+        const y = val.data[t]!, o = ko(t);
         // sigmoid' = y(1-y); softplus' = sigmoid(pre)
         const dPre = dGate.data[t]! * (gate === "theta" ? K.sigmoid(pre.data[t]!) : y * (1 - y));
         if (dPre === 0) continue;
         db[0]! += dPre;
         for (let j = 0; j < d; j++) {
-          dw[j]! += dPre * k.data[t * d + j]!;
-          dw[d + j]! += dPre * v.data[t * d + j]!;
-          dk.data[t * d + j]! += dPre * w.data[j]!;
-          dv.data[t * d + j]! += dPre * w.data[d + j]!;
+          dw[j]! += dPre * k.data[o + j]!;
+          dw[d + j]! += dPre * v.data[o + j]!;
+          dk.data[o + j]! += dPre * w.data[j]!;
+          dv.data[o + j]! += dPre * w.data[d + j]!;
         }
       }
     }
@@ -208,7 +249,8 @@ export function levelBackward(decl: RuleDecl, saved: Named<string>, g: InnerGrad
 
   let dkRaw = dk;
   if (decl.normalizeKQ) {
-    dkRaw = normalizeRowsVjp(saved.k_raw!, k, dk);
+    dkRaw = n === 1 ? normalizeRowsVjp(saved.k_raw!, k, dk)
+      : new Tensor(dt, [s, nd], normalizeRowsVjp(byRow(saved.k_raw!, d), byRow(k, d), byRow(dk, d)).data);
     dq = normalizeRowsVjp(saved.q_raw!, saved.q!, dq);
   }
   const dXaux: ReturnType<typeof alloc>[] = [];
@@ -222,9 +264,9 @@ export function levelBackward(decl: RuleDecl, saved: Named<string>, g: InnerGrad
   const dX = g.dx ? g.dx.data.slice() : alloc(dt, s * d);
   const tmp = alloc(dt, s * d);
   [dkRaw, dv, dq].forEach((dp, i) => {
-    const W = saved[names[i]!]!;
-    K.matmulTA(dp.data, X.data, d, s, d, out[names[i]!]!.data);
-    K.matmul(dp.data, W.data, s, d, d, tmp);
+    const W = saved[names[i]!]!, rows = W.shape[0]!; // n·d for k and v with n rows per token
+    K.matmulTA(dp.data, X.data, rows, s, d, out[names[i]!]!.data);
+    K.matmul(dp.data, W.data, s, rows, d, tmp);
     for (let j = 0; j < dX.length; j++) dX[j]! += tmp[j]!;
   });
   for (const part of dXaux) for (let j = 0; j < dX.length; j++) dX[j]! += part[j]!;

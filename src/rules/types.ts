@@ -237,6 +237,32 @@ export interface RuleDecl<K extends string = string> {
   readonly matrixChunk?: MatrixChunkDecl;
   /** Kernel-ABI facts the fields above do not imply (docs/spec/kernel-abi.md#inputs); absent = none. */
   readonly kernel?: KernelFacts;
+  /**
+   * Inner inputs with several rows per token (Gated DeltaProduct's n_h keys, values and steps,
+   * docs/spec/titans-family.md#gated-delta-product-level): absent = one row of every input per token.
+   */
+  readonly tokenRows?: TokenRows;
+}
+
+/**
+ * Several rows per token of some inner inputs, their number the integer hyperparameter `hyper`
+ * (docs/spec/decisions.md#delta-product-level). Each listed input is token-major: k, v [s, n·d] and
+ * a token gate [s, n], row j of token t at t·n + j; so W_K, W_V are [n·d, d], each d-row of k is
+ * normalised on its own, and a listed gate is computed per row from that row's [k; v]. The gates not
+ * listed (one value per token) read the token's first row. Every other input keeps one row per token.
+ */
+export interface TokenRows {
+  readonly hyper: string;
+  readonly inputs: readonly ("k" | "v" | "theta")[];
+}
+
+/** Rows per token of inner input `name` under `cfg`: the declared count for a listed input, else 1. */
+export function rowsOf(decl: Pick<RuleDecl, "tokenRows">, cfg: RuleConfig, name: string): number {
+  const tr = decl.tokenRows;
+  if (tr === undefined || !(tr.inputs as readonly string[]).includes(name)) return 1;
+  const n = cfg[tr.hyper];
+  if (typeof n !== "number" || !Number.isInteger(n) || n < 1) throw new Error(`rows per token: hyperparameter ${tr.hyper} = ${String(n)}, expected a positive integer`);
+  return n;
 }
 
 /**

@@ -1,0 +1,173 @@
+/**
+ * Gated DeltaProduct at level scope (docs/spec/titans-family.md#gated-delta-product-level): the
+ * declaration's n_h rows per token of k, v and θ (tokenRows) through the shared level machinery.
+ * At n_h = 1 the whole rule (projections, normalisation, gates, the pair, the backward tail) equals
+ * Gated Delta's bitwise: y, the final state, dX, every parameter's gradient and dM_0. For n_h = 2, 3
+ * every gradient of ⟨dy, y⟩ + ⟨dM, M_s⟩ (dX, each used parameter, dM_0) matches central differences
+ * (h = 1e-6, f64, d = 3, s = 4) along a random direction, relative to Σ |g_i u_i|: bound 1e-4 (seeds
+ * 1-300 needed at most 4.5e-6; the scale was at least 2.1e-5, the bound on it 1e-6), and θ_{t,j} is
+ * the gate of its own row [k_{t,j}; v_{t,j}]. Planted, each must fail: the last Householder step
+ * dropped (θ = 0 there, forward and backward alike) is not Gated Delta at n_h = 1 (300 of 300 seeds);
+ * the same step dropped in the backward only misses the central differences by 0.25 or more (seeds 1-300).
+ */
+import { describe, expect, test } from "bun:test";
+import * as K from "../src/numeric.ts";
+import { Rng } from "../src/rng.ts";
+import { Tensor } from "../src/tensor.ts";
+import { gated_delta } from "../src/rules/gated_delta.ts";
+import { gated_delta_product, gatedDeltaProductInner, householderSteps } from "../src/rules/gated_delta_product.ts";
+import { paramShapes, ruleBackwardWithState, ruleForwardSaved, usedParams, withDefaults } from "../src/rules/level.ts";
+import type { InnerPair, RuleConfig, RuleDecl } from "../src/rules/types.ts";
+
+function rand(rng: Rng, shape: number[], lo: number, hi: number, dtype: "f64" | "f32" = "f64"): Tensor {
+  const t = new Tensor(dtype, shape);
+  for (let i = 0; i < t.size; i++) t.data[i] = rng.uniform(lo, hi);
+  return t;
+}
+
+/** A random level case: X, every parameter at its declared shape, a random M_0, dy and dM. */
+function levelCase(decl: RuleDecl, nh: number, seed: number, dtype: "f64" | "f32" = "f64", d = 3, s = 4) {
+  const rng = new Rng(seed);
+  const cfg = withDefaults(decl, { d, seq_len: s, ...(decl.tokenRows ? { n_h: nh } : {}) });
+  const params: Record<string, Tensor> = {};
+  for (const [n, shape] of Object.entries(paramShapes(decl, cfg))) params[n] = rand(rng, shape, -0.6, 0.6, dtype);
+  return {
+    cfg, params, X: rand(rng, [s, d], -1, 1, dtype), M0: rand(rng, [d, d], -0.3, 0.3, dtype),
+    dy: rand(rng, [s, d], -1, 1, dtype), dM: rand(rng, [d, d], -1, 1, dtype),
+  };
+}
+
+function run(decl: RuleDecl, c: ReturnType<typeof levelCase>, inner: InnerPair<string> = decl.inner) {
+  const f = ruleForwardSaved(decl, c.X, c.params, { M: c.M0 }, c.cfg, inner);
+  const b = ruleBackwardWithState(decl, f.saved, c.dy, c.cfg, inner, { M: c.dM });
+  return { f, b };
+}
+
+/** First place the n_h = 1 rule and Gated Delta differ, or null when every output is bitwise equal. */
+function gapToGatedDelta(seed: number, dtype: "f64" | "f32", inner: InnerPair<string> = gatedDeltaProductInner): string | null {
+  const c = levelCase(gated_delta_product, 1, seed, dtype, 4, 6);
+  const a = run(gated_delta_product, c, inner);
+  const g = run(gated_delta, { ...c, cfg: { d: c.cfg.d, seq_len: c.cfg.seq_len } as RuleConfig });
+  const pairs: [string, Tensor | undefined, Tensor | undefined][] = [
+    ["y", a.f.y, g.f.y], ["M_s", a.f.finalState.M, g.f.finalState.M], ["dM_0", a.b.dState0.M, g.b.dState0.M],
+    ...Object.keys(g.b.grads).map((n) => [n, a.b.grads[n], g.b.grads[n]] as [string, Tensor | undefined, Tensor | undefined]),
+  ];
+  for (const [name, x, r] of pairs) {
+    if (x === undefined || r === undefined) return `${name} missing`;
+    if (x.size !== r.size) return `${name}: ${x.size} elements, Gated Delta ${r.size}`;
+    for (let i = 0; i < r.size; i++) if (!Object.is(x.data[i], r.data[i])) return `${name}[${i}] = ${x.data[i]}, Gated Delta gives ${r.data[i]}`;
+  }
+  return null;
+}
+
+/**
+ * For X, each parameter and M_0 along a random direction u: the error of Σ g_i u_i against central
+ * differences of ⟨dy, y⟩ + ⟨dM, M_s⟩, relative to Σ |g_i u_i|; the smallest such scale beside it.
+ */
+function worstFdError(nh: number, seed: number, inner: InnerPair<string> = gatedDeltaProductInner): { err: number; scale: number } {
+  const c = levelCase(gated_delta_product, nh, seed);
+  const { b } = run(gated_delta_product, c, inner);
+  const loss = (X: Tensor, params: Record<string, Tensor>, M0: Tensor) => {
+    const f = ruleForwardSaved(gated_delta_product, X, params, { M: M0 }, c.cfg, gatedDeltaProductInner);
+    return K.dot(f.y.data, c.dy.data, f.y.size, 0, 0) + K.dot(f.finalState.M!.data, c.dM.data, c.dM.size, 0, 0);
+  };
+  const rng = new Rng(seed + 7919);
+  const h = 1e-6;
+  let err = 0, scale = Infinity;
+  const targets: [string, Tensor, Tensor][] = [["X", c.X, b.grads.X!], ["M_0", c.M0, b.dState0.M!]];
+  for (const n of usedParams(gated_delta_product)) targets.push([n, c.params[n]!, b.grads[n]!]);
+  for (const [, x, g] of targets) {
+    const u = rand(rng, x.shape as number[], -1, 1);
+    let dir = 0, mag = 0;
+    for (let i = 0; i < x.size; i++) { dir += g.data[i]! * u.data[i]!; mag += Math.abs(g.data[i]! * u.data[i]!); }
+    const shifted = (sign: number) => {
+      const y = new Tensor(x.dtype, x.shape, x.data.slice());
+      for (let i = 0; i < y.size; i++) y.data[i]! += sign * h * u.data[i]!;
+      return y;
+    };
+    const at = (sign: number) => x === c.X ? loss(shifted(sign), c.params, c.M0)
+      : x === c.M0 ? loss(c.X, c.params, shifted(sign))
+      : loss(c.X, Object.fromEntries(Object.entries(c.params).map(([n, p]) => [n, p === x ? shifted(sign) : p])), c.M0);
+    const fd = (at(1) - at(-1)) / (2 * h);
+    err = Math.max(err, Math.abs(fd - dir) / mag);
+    scale = Math.min(scale, mag);
+  }
+  return { err, scale };
+}
+
+/** θ with the last step of every token set to 0 (that step is the identity: dropped). */
+function lastStepDropped(theta: Tensor, cfg: RuleConfig): Tensor {
+  const nh = householderSteps(cfg), out = new Tensor(theta.dtype, theta.shape, theta.data.slice());
+  for (let t = 0; t < cfg.seq_len; t++) out.data[t * nh + nh - 1] = 0;
+  return out;
+}
+const dropped: InnerPair<string> = {
+  saved: gatedDeltaProductInner.saved,
+  forward: (inp, st, cfg) => gatedDeltaProductInner.forward({ ...inp, theta: lastStepDropped(inp.theta!, cfg) }, st, cfg),
+  backward: (sv, inp, dy, cfg, dF) => gatedDeltaProductInner.backward(sv, { ...inp, theta: lastStepDropped(inp.theta!, cfg) }, dy, cfg, dF),
+};
+const droppedInBackward: InnerPair<string> = {
+  saved: gatedDeltaProductInner.saved,
+  forward: gatedDeltaProductInner.forward,
+  backward: dropped.backward,
+};
+
+const SEEDS = Array.from({ length: 20 }, (_, i) => i + 1);
+
+describe("Gated DeltaProduct at level scope", () => {
+  test("parameters: W_K, W_V [n_h·d, d], the rest Gated Delta's", () => {
+    for (const nh of [1, 2, 3]) {
+      const shapes = paramShapes(gated_delta_product, withDefaults(gated_delta_product, { d: 5, seq_len: 2, n_h: nh }));
+      const gd = paramShapes(gated_delta, { d: 5, seq_len: 2 });
+      expect(shapes.W_K).toEqual([nh * 5, 5]);
+      expect(shapes.W_V).toEqual([nh * 5, 5]);
+      for (const n of Object.keys(gd)) if (n !== "W_K" && n !== "W_V") expect(shapes[n]).toEqual(gd[n]!);
+    }
+  });
+
+  test("n_h = 1 is Gated Delta bitwise: y, M_s, dX, every parameter's gradient, dM_0 (f64 and f32, seeds 1-20)", () => {
+    for (const dtype of ["f64", "f32"] as const) for (const seed of SEEDS) expect(gapToGatedDelta(seed, dtype)).toBeNull();
+  });
+
+  test("theta_{t,j} is the gate of row j's [k; v], alpha_t of the token's first row", () => {
+    const c = levelCase(gated_delta_product, 3, 5);
+    const { f } = run(gated_delta_product, c);
+    const { k, v, theta, alpha } = f.saved;
+    const d = c.cfg.d, nh = 3;
+    const w = c.params.w_theta!.data, b = c.params.b_theta!.data[0]!, wa = c.params.w_alpha!.data, ba = c.params.b_alpha!.data[0]!;
+    expect(theta!.shape).toEqual([c.cfg.seq_len, nh]);
+    for (let r = 0; r < c.cfg.seq_len * nh; r++) {
+      const pre = b + K.dot(w, k!.data, d, 0, r * d) + K.dot(w, v!.data, d, d, r * d);
+      expect(theta!.data[r]).toBe(K.softplus(pre));
+    }
+    for (let t = 0; t < c.cfg.seq_len; t++) {
+      const pre = ba + K.dot(wa, k!.data, d, 0, t * nh * d) + K.dot(wa, v!.data, d, d, t * nh * d);
+      expect(alpha!.data[t]).toBe(K.sigmoid(pre));
+      // each d-row of k is a unit vector
+      for (let j = 0; j < nh; j++) expect(Math.abs(Math.sqrt(K.dot(k!.data, k!.data, d, (t * nh + j) * d, (t * nh + j) * d)) - 1)).toBeLessThan(1e-12);
+    }
+  });
+
+  test("exact gradients: dX, every parameter and dM_0 against central differences, n_h = 2, 3 (f64, seeds 1-20)", () => {
+    let worst = 0, smallest = Infinity;
+    for (const nh of [2, 3]) {
+      for (const seed of SEEDS) {
+        const { err, scale } = worstFdError(nh, seed);
+        worst = Math.max(worst, err);
+        smallest = Math.min(smallest, scale);
+      }
+    }
+    expect(worst).toBeLessThan(1e-4);
+    expect(smallest).toBeGreaterThan(1e-6);
+  });
+
+  test("planted: the last Householder step dropped is not Gated Delta at n_h = 1 (every seed)", () => {
+    for (const seed of SEEDS) expect(gapToGatedDelta(seed, "f64", dropped)).not.toBeNull();
+  });
+
+  test("planted: the last step dropped in the backward only misses the central differences (every seed)", () => {
+    let least = Infinity;
+    for (const seed of SEEDS) least = Math.min(least, worstFdError(2, seed, droppedInBackward).err);
+    expect(least).toBeGreaterThan(1e-3);
+  });
+});
