@@ -9,8 +9,18 @@
  * the gate of its own row [k_{t,j}; v_{t,j}]. Planted, each must fail: the last Householder step
  * dropped (θ = 0 there, forward and backward alike) is not Gated Delta at n_h = 1 (300 of 300 seeds);
  * the same step dropped in the backward only misses the central differences by 0.25 or more (seeds 1-300).
+ * Where PyTorch is installed, python/nlc_torch/rules.py's level_forward, given the declaration's
+ * generated metadata (token_rows, W_K ["n_h*d", "d"]), computes the same y and final state for
+ * n_h = 1, 2, 3 (seeds 1-20: at most 6.7e-16; bound 1e-12); planted, each is far from it: θ read
+ * from the token's first row (PyTorch side, n_h = 2, 3: 1.9e-2 or more) and the dropped step
+ * (TypeScript side: 0.21 or more).
  */
 import { describe, expect, test } from "bun:test";
+import { spawnSync } from "node:child_process";
+import { join } from "node:path";
+import { ruleMetaOf } from "../ffi/generate-registry.ts";
+import { probeTorchSync } from "../oracle/torch-bridge.ts";
+import { ROOT } from "../paths.ts";
 import * as K from "../src/numeric.ts";
 import { Rng } from "../src/rng.ts";
 import { Tensor } from "../src/tensor.ts";
@@ -170,4 +180,80 @@ describe("Gated DeltaProduct at level scope", () => {
     for (const seed of SEEDS) least = Math.min(least, worstFdError(2, seed, droppedInBackward).err);
     expect(least).toBeGreaterThan(1e-3);
   });
+});
+
+/**
+ * y and M_s of the PyTorch level (level_forward with this declaration's generated metadata and
+ * `_gated_delta_product` as its inner forward) for each case; `rowInputs` without theta plants θ
+ * from the token's first row, used for each of its steps.
+ */
+function torchLevel(cases: ReturnType<typeof levelCase>[], rowInputs?: string[]): { y: number[]; M: number[]; shapes: Record<string, number[]> }[] {
+  const meta = ruleMetaOf(gated_delta_product);
+  const payload = {
+    meta: rowInputs ? { ...meta, token_rows: { ...meta.token_rows, inputs: rowInputs } } : meta,
+    cases: cases.map((c) => ({
+      cfg: c.cfg, X: Array.from(c.X.data), M0: Array.from(c.M0.data),
+      params: Object.fromEntries(Object.entries(c.params).map(([n, p]) => [n, { shape: p.shape, data: Array.from(p.data) }])),
+    })),
+  };
+  const script = `
+import json, sys, torch
+from nlc_torch import rules as r
+inp = json.load(sys.stdin)
+m = inp["meta"]; key = m["key"]
+r.META[key] = m; r.GATES[key] = tuple(m["gates"]); r.CHANNEL_GATES[key] = tuple(m["channel_gates"])
+r.TOKEN_ROWS[key] = m["token_rows"]; r.NORMALIZE_KQ.add(key); r.INNER[key] = r._gated_delta_product
+if "theta" not in m["token_rows"]["inputs"]:  # the plant: one theta per token (first row), for every step
+    r.INNER[key] = lambda k, v, q, x, g, om, st, cfg: r._gated_delta_product(k, v, q, x, {**g, "theta": g["theta"].repeat_interleave(cfg["n_h"])}, om, st, cfg)
+out = []
+for c in inp["cases"]:
+    cfg = r.resolve_config(key, c["cfg"])
+    T = lambda x, sh: torch.tensor(x, dtype=torch.float64).reshape(*sh)
+    P = {n: T(p["data"], p["shape"]) for n, p in c["params"].items()}
+    d, s = cfg["d"], cfg["seq_len"]
+    y, st = r.level_forward(key, T(c["X"], [s, d]), P, {"M": T(c["M0"], [d, d])}, cfg)
+    out.append({"y": y.reshape(-1).tolist(), "M": st["M"].reshape(-1).tolist(), "shapes": {n: list(v) for n, v in r.param_shapes(key, cfg).items()}})
+json.dump(out, sys.stdout)`;
+  const p = spawnSync(PYTHON, ["-c", script], { input: JSON.stringify(payload), encoding: "utf8", env: { ...process.env, PYTHONPATH: join(ROOT, "python") } });
+  if (p.status !== 0) throw new Error(`the PyTorch level failed: ${p.stderr}`);
+  return JSON.parse(p.stdout);
+}
+
+/** Worst |y − y_torch| and |M_s − M_torch| of the TypeScript level with `inner` against the PyTorch level's. */
+function gapsToTorch(cases: ReturnType<typeof levelCase>[], ref: ReturnType<typeof torchLevel>, inner: InnerPair<string> = gatedDeltaProductInner): number[] {
+  return cases.map((c, i) => {
+    const f = ruleForwardSaved(gated_delta_product, c.X, c.params, { M: c.M0 }, c.cfg, inner);
+    let gap = 0;
+    ref[i]!.y.forEach((x, j) => (gap = Math.max(gap, Math.abs(x - f.y.data[j]!))));
+    ref[i]!.M.forEach((x, j) => (gap = Math.max(gap, Math.abs(x - f.finalState.M!.data[j]!))));
+    return gap;
+  });
+}
+
+const torch = probeTorchSync();
+const PYTHON = process.env.NLC_TORCH_PYTHON ?? "/usr/bin/python3";
+
+describe.skipIf(!torch.available)("Gated DeltaProduct's level against the PyTorch level", () => {
+  test("the generated metadata: W_K, W_V [n_h*d, d], token_rows k, v, theta by n_h", () => {
+    const m = ruleMetaOf(gated_delta_product);
+    expect(m.params.W_K).toEqual(["n_h*d", "d"]);
+    expect(m.params.W_V).toEqual(["n_h*d", "d"]);
+    expect(m.token_rows).toEqual({ hyper: "n_h", inputs: ["k", "v", "theta"] });
+  });
+
+  for (const nh of [1, 2, 3]) {
+    test(`n_h = ${nh}: y and M_s within 1e-12 (f64, seeds 1-20); theta from the first row and the dropped step are far from it`, () => {
+      const cases = SEEDS.map((seed) => levelCase(gated_delta_product, nh, seed, "f64", 4, 6));
+      const ref = torchLevel(cases);
+      for (const [i, c] of cases.entries()) expect(ref[i]!.shapes).toEqual(paramShapes(gated_delta_product, c.cfg));
+      const clean = gapsToTorch(cases, ref);
+      const planted = gapsToTorch(cases, ref, dropped);
+      // theta from the token's first row: the same at n_h = 1 (one row), wrong from n_h = 2
+      const firstRow = nh > 1 ? gapsToTorch(cases, torchLevel(cases, ["k", "v"])) : null;
+      for (const [i, seed] of SEEDS.entries()) {
+        expect({ seed, clean: clean[i]! < 1e-12, planted: planted[i]! > 1e-3, firstRow: firstRow === null || firstRow[i]! > 1e-3 })
+          .toEqual({ seed, clean: true, planted: true, firstRow: true });
+      }
+    }, 120_000); // a Python start with torch
+  }
 });

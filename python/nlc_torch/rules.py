@@ -97,6 +97,8 @@ CHANNEL_GATES: Dict[str, Tuple[str, ...]] = {k: tuple(m.get("channel_gates", ())
 DERIVED_STATE: Dict[str, Tuple[str, ...]] = {k: tuple(m["derived_state"]) for k, m in META.items()}
 # State that restarts at zero on every model step (D7: Titans/Atlas momentum).
 STEP_LOCAL_STATE: Dict[str, Tuple[str, ...]] = {k: tuple(m["step_local_state"]) for k, m in META.items()}
+# Inner inputs with several rows per token (Gated DeltaProduct's k, v, theta: n_h rows, row t*n_h + j).
+TOKEN_ROWS: Dict[str, dict] = {k: m["token_rows"] for k, m in META.items() if "token_rows" in m}
 
 
 def hyper_defaults(key: str) -> Dict[str, object]:
@@ -104,13 +106,15 @@ def hyper_defaults(key: str) -> Dict[str, object]:
 
 
 def _dims(shape: List[object], cfg: Config) -> Tuple[int, ...]:
-    """A symbolic shape of rules_meta.json: integers, configuration names and `2*<name>`."""
+    """A symbolic shape of rules_meta.json: integers, configuration names, `2*<name>` and `<name>*d`."""
     out = []
     for x in shape:
         if isinstance(x, int):
             out.append(x)
         elif x.startswith("2*"):
             out.append(2 * int(cfg[x[2:]]))
+        elif x.endswith("*d"):
+            out.append(int(cfg[x[:-2]]) * int(cfg["d"]))
         else:
             out.append(int(cfg[x]))
     return tuple(out)
@@ -225,7 +229,8 @@ def _gated_delta_product(k, v, q, x, g, omega, st, cfg):
     # (docs/spec/titans-family.md#gated-delta-product-forward): per token M <- a_t M with
     # a_t = 1 - alpha_t, then for each of its n_h steps M <- M (I - beta k k^T) + beta v k^T with
     # beta = theta; y_t = M q_t. k, v are [s*n_h, d] and theta [s*n_h], row t*n_h + j for step j.
-    # Not in INNER until the rule is registered (docs/spec/titans-family.md#gated-delta-product-status).
+    # Not in INNER until the rule is registered (docs/spec/titans-family.md#gated-delta-product-status);
+    # level_forward already passes it rows of k, v and theta by the metadata's token_rows.
     nh = int(cfg.get("n_h", 2))
     M = st["M"]
     eye = torch.eye(k.shape[1], dtype=k.dtype)
@@ -589,16 +594,24 @@ def level_forward(key: str, X: Tensor, P: Dict[str, Tensor], st: State, cfg: Con
         raise InputError(f"rule: the PyTorch reference has no forward of '{key}' (python/nlc_torch/rules.py INNER)")
     if META[key]["projection"] == "attention":
         return ATTENTION[key](X, P, st, cfg)
-    k = X @ P["W_K"].t()
-    v = X @ P["W_V"].t()
+    # n rows per token of k and v (token_rows: W_K, W_V [n*d, d]), as [s*n, d], row t*n + j
+    rows = TOKEN_ROWS.get(key)
+    n = int(cfg[rows["hyper"]]) if rows else 1
+    s, d = X.shape
+    k = (X @ P["W_K"].t()).reshape(s * n, d)
+    v = (X @ P["W_V"].t()).reshape(s * n, d)
     q = X @ P["W_Q"].t()
     if key in NORMALIZE_KQ:
         k, q = l2_rows(k), l2_rows(q)
-    c = torch.cat([k, v], dim=1)                      # c_t = [k_t; v_t], k first
+    c_rows = torch.cat([k, v], dim=1)                 # c_t = [k_t; v_t], k first; one per row
+    c = c_rows[::n]                                   # the token's first row (every row when n = 1)
     gate_fn = {"alpha": sigmoid, "theta": softplus, "eta": sigmoid}
-    # a channel gate (KDA's alpha): one row of w and one entry of b per key channel, [s, d]
-    gates = {name: gate_fn[name](c @ P[f"w_{name}"].t() + P[f"b_{name}"]) if name in CHANNEL_GATES[key]
-             else gate_fn[name](c @ P[f"w_{name}"] + P[f"b_{name}"][0]) for name in GATES[key]}
+    row_gates = rows["inputs"] if rows else ()
+    # a channel gate (KDA's alpha): one row of w and one entry of b per key channel, [s, d];
+    # a row gate (token_rows' theta): one value per row from that row's [k; v], [s*n]
+    gates = {name: gate_fn[name]((c_rows if name in row_gates else c) @ P[f"w_{name}"].t() + P[f"b_{name}"])
+             if name in CHANNEL_GATES[key]
+             else gate_fn[name]((c_rows if name in row_gates else c) @ P[f"w_{name}"] + P[f"b_{name}"][0]) for name in GATES[key]}
     omega = silu(c) @ P["W_omega"].t() if META[key]["omega"] else None
     # Comba's p, DPLR's a and b: X W_<P|A|B>^T, normalised as k is; passed by name
     aux = {n: X @ P[f"W_{n.upper()}"].t() for n in META[key].get("aux_inputs", [])}
