@@ -32,6 +32,12 @@ export interface RuleAbi {
   readonly frozen: boolean;
   /** The gates that are per key channel, [B,T,H,d] (KDA's alpha); absent = none (docs/spec/kernel-abi.md#inputs). */
   readonly channelGates?: readonly InnerInputName[];
+  /**
+   * Inputs with several rows per token (the declaration's tokenRows: Gated DeltaProduct's k, v and
+   * theta, n_h rows), [B, T, n, H, d] or [B, T, n, H] for a token gate, n the hyperparameter `hyper`;
+   * absent = one row of every input (docs/spec/kernel-abi.md#token-rows).
+   */
+  readonly tokenRows?: { readonly hyper: string; readonly inputs: readonly InnerInputName[] };
 }
 
 export const ABI: readonly RuleAbi[] = RULE_ABIS as unknown as readonly RuleAbi[];
@@ -136,7 +142,30 @@ export interface Shape {
   readonly d: number;
 }
 
-/** Elements of rule a's per-token input or gradient ([B,T,H] for token gates, [B,T,H,d] otherwise). */
-export function tokenElems(a: Pick<RuleAbi, "channelGates">, name: string, s: Shape): number {
-  return s.B * s.T * s.H * (isTokenGate(a, name) ? 1 : s.d);
+/**
+ * Rows per token of rule a's per-token input or gradient `name` (d<name> has its input's): the value
+ * of the hyperparameter that counts them for an input in tokenRows, else 1. `hyper` holds the call's
+ * hyperparameters; without it a rule with tokenRows is an error naming the hyperparameter, so a
+ * caller that does not pass it cannot size such a rule's tensors as one row per token.
+ */
+export function rowsPerToken(a: Pick<RuleAbi, "tokenRows" | "rule">, name: string, hyper?: Readonly<Record<string, number | string>>): number {
+  const tr = a.tokenRows;
+  if (tr === undefined) return 1;
+  const input = name.length > 1 && name.startsWith("d") && (tr.inputs as readonly string[]).includes(name.slice(1)) ? name.slice(1) : name;
+  if (!(tr.inputs as readonly string[]).includes(input)) return 1;
+  const n = hyper?.[tr.hyper];
+  if (typeof n !== "number" || !Number.isInteger(n) || n < 1) {
+    throw new Error(`rule '${a.rule}': ${name} has ${tr.hyper} rows per token; the call's hyperparameter ${tr.hyper} is ${n === undefined ? "not given" : String(n)}`);
+  }
+  return n;
+}
+
+/**
+ * Elements of rule a's per-token input or gradient ([B,T,H] for token gates, [B,T,H,d] otherwise;
+ * times the rows per token of an input in tokenRows, which needs the call's `hyper`).
+ */
+export function tokenElems(a: Pick<RuleAbi, "channelGates"> & Partial<Pick<RuleAbi, "tokenRows" | "rule">>, name: string, s: Shape,
+  hyper?: Readonly<Record<string, number | string>>): number {
+  const rows = a.tokenRows === undefined ? 1 : rowsPerToken({ rule: a.rule ?? "?", tokenRows: a.tokenRows }, name, hyper);
+  return s.B * s.T * s.H * rows * (isTokenGate(a, name) ? 1 : s.d);
 }

@@ -41,6 +41,7 @@ export function ruleAbiOf(decl: RuleDecl): RuleAbi {
     rule: decl.key, recurrent: state.length > 0, hyper, inputs,
     grads: inputs.filter((n) => !noGrad.has(n)).map((n) => `d${n}` as const), state, frozen: decl.frozen !== null,
     ...(decl.channelGates !== undefined && decl.channelGates.length > 0 ? { channelGates: [...decl.channelGates] } : {}),
+    ...(decl.tokenRows !== undefined ? { tokenRows: { hyper: decl.tokenRows.hyper, inputs: [...decl.tokenRows.inputs] } } : {}),
   };
 }
 

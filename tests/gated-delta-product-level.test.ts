@@ -18,6 +18,8 @@
 import { describe, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
+import { abiOf, signature, tokenElems } from "../ffi/abi.ts";
+import { ruleAbiOf } from "../ffi/generate.ts";
 import { ruleMetaOf } from "../ffi/generate-registry.ts";
 import { probeTorchSync } from "../oracle/torch-bridge.ts";
 import { ROOT } from "../paths.ts";
@@ -229,6 +231,30 @@ function gapsToTorch(cases: ReturnType<typeof levelCase>[], ref: ReturnType<type
     return gap;
   });
 }
+
+describe("Gated DeltaProduct's kernel ABI row (generated from the declaration, not in the table yet)", () => {
+  const a = ruleAbiOf(gated_delta_product);
+  const shape = { B: 2, T: 5, H: 3, d: 4 };
+  test("n_h is an i32 argument; k, v, theta and their gradients have n_h rows per token", () => {
+    expect(a.tokenRows).toEqual({ hyper: "n_h", inputs: ["k", "v", "theta"] });
+    expect(a.hyper).toEqual([{ name: "n_h", kind: "i32", min: 1, max: 3 }]);
+    expect(signature(a, "forward").find((p) => p.name === "n_h")?.kind).toBe("i32");
+    for (const nh of [1, 2, 3]) {
+      const sizes = Object.fromEntries(["k", "v", "q", "alpha", "theta", "dk", "dv", "dq", "dalpha", "dtheta", "y"].map((n) => [n, tokenElems(a, n, shape, { n_h: nh })]));
+      const tok = 2 * 5 * 3;
+      expect(sizes).toEqual({
+        k: tok * nh * 4, v: tok * nh * 4, q: tok * 4, alpha: tok, theta: tok * nh,
+        dk: tok * nh * 4, dv: tok * nh * 4, dq: tok * 4, dalpha: tok, dtheta: tok * nh, y: tok * 4,
+      });
+    }
+  });
+  test("sized without the call's n_h: an error naming it; the registered rules need none", () => {
+    expect(() => tokenElems(a, "k", shape)).toThrow(/gated_delta_product.*n_h/);
+    expect(tokenElems(a, "q", shape)).toBe(2 * 5 * 3 * 4);
+    expect(tokenElems(abiOf("gated_delta")!, "k", shape)).toBe(2 * 5 * 3 * 4);
+    expect(tokenElems(abiOf("kda")!, "alpha", shape)).toBe(2 * 5 * 3 * 4);
+  });
+});
 
 const torch = probeTorchSync();
 const PYTHON = process.env.NLC_TORCH_PYTHON ?? "/usr/bin/python3";
