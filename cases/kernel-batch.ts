@@ -8,7 +8,7 @@
  * name their tensors here.
  */
 import * as fc from "fast-check";
-import { abiOf, gradInput, isTokenGate, type GradName, type RuleAbi } from "../ffi/abi.ts";
+import { abiOf, gradInput, isTokenGate, rowsPerToken, type GradName, type RuleAbi } from "../ffi/abi.ts";
 import { Tensor } from "../src/tensor.ts";
 import { Rng } from "../src/rng.ts";
 import { usedParams } from "../src/rules/level.ts";
@@ -333,9 +333,15 @@ export interface NumArray {
  */
 export const isGateTensor = (a: Pick<RuleAbi, "channelGates">, name: string): boolean => isTokenGate(a, name);
 
-/** Values per token of rule a's per-token tensor: 1 for a token gate or its gradient, else d. */
-export function tokenWidth(a: Pick<RuleAbi, "channelGates">, name: string, d: number): number {
-  return isGateTensor(a, name) ? 1 : d;
+/**
+ * Values per token of rule a's per-token tensor: 1 for a token gate or its gradient, else d; times
+ * the rows per token of an input in the ABI row's tokenRows (n_h for Gated DeltaProduct's k, v,
+ * theta), read from the call's `hyper` (docs/spec/kernel-abi.md#token-rows).
+ */
+export function tokenWidth(a: Pick<RuleAbi, "channelGates"> & Partial<Pick<RuleAbi, "tokenRows" | "rule">>, name: string, d: number,
+  hyper?: Readonly<Record<string, number | string>>): number {
+  const rows = a.tokenRows === undefined ? 1 : rowsPerToken({ rule: a.rule ?? "?", tokenRows: a.tokenRows }, name, hyper);
+  return rows * (isGateTensor(a, name) ? 1 : d);
 }
 
 /** Per-sequence [T, w] arrays as one ABI tensor [B, T, H, w] (written into `out`). */

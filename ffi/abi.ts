@@ -34,7 +34,7 @@ export interface RuleAbi {
   readonly channelGates?: readonly InnerInputName[];
   /**
    * Inputs with several rows per token (the declaration's tokenRows: Gated DeltaProduct's k, v and
-   * theta, n_h rows), [B, T, n, H, d] or [B, T, n, H] for a token gate, n the hyperparameter `hyper`;
+   * theta, n_h rows), [B, T, H, n·d] or [B, T, H, n] for a token gate, n the hyperparameter `hyper`;
    * absent = one row of every input (docs/spec/kernel-abi.md#token-rows).
    */
   readonly tokenRows?: { readonly hyper: string; readonly inputs: readonly InnerInputName[] };

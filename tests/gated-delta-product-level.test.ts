@@ -20,6 +20,7 @@ import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { abiOf, signature, tokenElems } from "../ffi/abi.ts";
 import { ruleAbiOf } from "../ffi/generate.ts";
+import { tokenWidth } from "../cases/kernel-batch.ts";
 import { ruleMetaOf } from "../ffi/generate-registry.ts";
 import { probeTorchSync } from "../oracle/torch-bridge.ts";
 import { ROOT } from "../paths.ts";
@@ -247,6 +248,15 @@ describe("Gated DeltaProduct's kernel ABI row (generated from the declaration, n
         dk: tok * nh * 4, dv: tok * nh * 4, dq: tok * 4, dalpha: tok, dtheta: tok * nh, y: tok * 4,
       });
     }
+  });
+  test("a sequence's per-token width (tokenWidth, what the packers and slicers move) is the pair's row", () => {
+    for (const nh of [1, 2, 3]) {
+      const w = Object.fromEntries(["k", "dv", "q", "alpha", "theta", "dtheta", "y"].map((n) => [n, tokenWidth(a, n, 4, { n_h: nh })]));
+      expect(w).toEqual({ k: nh * 4, dv: nh * 4, q: 4, alpha: 1, theta: nh, dtheta: nh, y: 4 });
+    }
+    expect(() => tokenWidth(a, "theta", 4)).toThrow(/gated_delta_product.*n_h/);
+    expect(tokenWidth(abiOf("kda")!, "alpha", 4)).toBe(4);
+    expect(tokenWidth(abiOf("gated_delta")!, "theta", 4)).toBe(1);
   });
   test("sized without the call's n_h: an error naming it; the registered rules need none", () => {
     expect(() => tokenElems(a, "k", shape)).toThrow(/gated_delta_product.*n_h/);
