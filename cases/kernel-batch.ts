@@ -17,7 +17,7 @@ import type { InnerGrads, RuleDecl } from "../src/rules/types.ts";
 import type { Compared } from "../oracle/kernel-judge.ts";
 import type { CaseVerdict } from "../oracle/compare.ts";
 import type { ALPHA_LEVELS, THETA_LEVELS } from "./rule-case.ts";
-import type { SeqTensors } from "../oracle/plain-reference.ts";
+import type { SeqTensors } from "../oracle/kernel-case.ts";
 
 /** Generated cases per check and profile (harness/check.ts ProfileRuns: regime optional). */
 export type Runs = Readonly<Record<"quick" | "default" | "deep", number>> & { readonly regime?: number };

@@ -11,7 +11,8 @@ import type { KernelFixture, KernelTensor } from "../../cases/fixtures/kernel-lo
 import {
   DEFAULT_CHUNK_SIZES, ShapeTally, comparedItems, emptySeq, entries, kernelGradKeys, tensorName, unpackState, unpackTokens, withShapes,
 } from "../../cases/kernel-batch.ts";
-import { plainRuns, plainYardstickSeq, runPlain, runRef64, type PairCase, type SeqTensors } from "../../oracle/plain-reference.ts";
+import { plainRuns, plainYardstickSeq, runPlain, runRef64 } from "../../oracle/plain-reference.ts";
+import type { PairCase, SeqTensors } from "../../oracle/kernel-case.ts";
 import type { InnerInputs, State } from "../../src/rules/types.ts";
 import { Tensor } from "../../src/tensor.ts";
 import { flashCompare, withLedger } from "../../oracle/kernel-judge.ts";

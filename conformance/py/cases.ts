@@ -16,7 +16,7 @@ import { frozenForwardSaved, ruleForwardSaved } from "../../src/rules/level.ts";
 import { INNER_INPUT_NAMES, type InnerInputs, type RuleConfig, type RuleDecl } from "../../src/rules/types.ts";
 import { Tensor } from "../../src/tensor.ts";
 import { F32_STORE_F64_ACC } from "../../oracle/kernel-judge.ts";
-import type { SeqTensors } from "../../oracle/plain-reference.ts";
+import type { SeqTensors } from "../../oracle/kernel-case.ts";
 import { absentInputs, declaredHeadDim, kernelGradient, kernelValue, NO_CONVENTIONS, referenceValue, type Conventions } from "./conventions.ts";
 import {
   ODD_KEY_D, PACKED_MAX_H, PACKED_MAX_SEQUENCES, REGIME_MAX_SEQS, regimesOf, cuSeqlens, fromInnerGrads, packPackedTokens, packStates, packTokens, packedLabel,
