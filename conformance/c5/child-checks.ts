@@ -10,7 +10,7 @@ import { ruleByKey } from "../../src/rules/index.ts";
 import type { RuleDecl } from "../../src/rules/types.ts";
 import { batchArb, boundaryExample, chunkExample, oddKeyExample, regimeArb, sizesFor, withEnumExamples, type KSpec } from "./batch.ts";
 import { coverage } from "../../oracle/kernel-judge.ts";
-import { DEFAULT_CHUNK_SIZES, ShapeTally, type Runs, expectedTensors, regimeOutcome, regimesOf, untilFailure, withRegimesNotJudged, withShapes } from "../../cases/kernel-batch.ts";
+import { DEFAULT_KERNEL_CHUNKS, ShapeTally, type Runs, expectedTensors, regimeOutcome, regimesOf, untilFailure, withRegimesNotJudged, withShapes } from "../../cases/kernel-batch.ts";
 import { THREAD_MODE_RULE, plantedFault, raceDetector, syncMisuse, threadMode } from "./emu-selftest.ts";
 import { backwardCase, forwardCase } from "./forward-backward.ts";
 import { nativeBackend } from "./native-backend.ts";
@@ -72,9 +72,9 @@ function ruleCheck(e: RuleEntry, lib: KernelLib, profile: Profile): ChildCheck {
   const { decl, frozen, runs } = e;
   const exercised = new Set<string>();
   // the chunk size a pair declares (an exact or chunk-start GD chunk form, docs/spec/kernel-abi.md#chunk-sizes),
-  // or null: a sequential pair, or a frozen read, is judged at DEFAULT_CHUNK_SIZES
+  // or null: a sequential pair, or a frozen read, is judged at DEFAULT_KERNEL_CHUNKS
   const declared = declaration.chunkSizes?.[0] ?? null;
-  const chunks = declared === null ? DEFAULT_CHUNK_SIZES : [declared];
+  const chunks = declared === null ? DEFAULT_KERNEL_CHUNKS : [declared];
   // every kernel check reports the shapes it ran (docs/spec/conformance.md#shapes)
   const tally = new ShapeTally();
   const shaped = (after?: (r: CheckResult) => CheckResult) => (r: CheckResult) => withShapes(after === undefined ? r : after(r), tally);

@@ -32,7 +32,7 @@ const SEQUENTIAL: RefForm = { gdC: null };
  * The form a case compares against, or why the declaration cannot be judged. Frozen reads have no
  * chunk form.
  */
-export function refFormOf(decl: RuleDecl, frozen: boolean, f: ChunkForm | string): RefForm | string {
+function refFormOf(decl: RuleDecl, frozen: boolean, f: ChunkForm | string): RefForm | string {
   if (frozen) return SEQUENTIAL;
   if (typeof f === "string") return f;
   if (f.kind !== "chunk-start-gd") return SEQUENTIAL;

@@ -9,14 +9,14 @@
 import { writeSync } from "node:fs";
 import { CaseDump } from "../../harness/dump.ts";
 import type { CaseOutcome, Profile } from "../../harness/check.ts";
-import { DEFAULT_CHUNK_SIZES, ShapeTally, regimeOutcome, withRegimesNotJudged, withShapes } from "../../cases/kernel-batch.ts";
+import { DEFAULT_KERNEL_CHUNKS, ShapeTally, regimeOutcome, withRegimesNotJudged, withShapes } from "../../cases/kernel-batch.ts";
 import { TorchBridgeError } from "../../oracle/torch-bridge.ts";
 import { otherEnumValues } from "../../cases/rule-case.ts";
 import { coverage } from "../../oracle/kernel-judge.ts";
 import { buildPyCase, describeCase, pyBoundaryExample, pyCaseArb, pyOddKeyExample, pyPackedExample, pyRegimeArb, pyRegimes, type PyCaseSpec } from "./cases.ts";
 import { HAZARD_PLAN, ProbeTally } from "../../ffi/hazards.ts";
 import { CaseDigester } from "../../harness/sweep.ts";
-import { backwardCase, backwardNames, forwardCase, forwardNames } from "./kernel-cases.ts";
+import { pyBackwardCase, backwardNames, pyForwardCase, forwardNames } from "./kernel-cases.ts";
 import { KernelSession } from "./kernel-session.ts";
 import { pythonDeclaration } from "./python-backend.ts";
 import { absentInputs, NO_CONVENTIONS } from "./conventions.ts";
@@ -41,7 +41,7 @@ function definition(e: PyEntry, s: KernelSession, profile: Profile, replayArgs: 
   tally: ShapeTally, configs: ConfigTally, probes: ProbeTally, dump?: CaseDump): AsyncPropertyCheck<any> {
   const declaration = pythonDeclaration(s, e.key);
   const p = declaration.precision[e.kind];
-  const chunks = declaration.chunkSizes ?? DEFAULT_CHUNK_SIZES;
+  const chunks = declaration.chunkSizes ?? DEFAULT_KERNEL_CHUNKS;
   const C = Math.min(...chunks);
   const packed = declaration.varlen;
   const one = async (spec: PyCaseSpec): Promise<CaseOutcome> => {
@@ -49,7 +49,7 @@ function definition(e: PyEntry, s: KernelSession, profile: Profile, replayArgs: 
     if (c.packed !== null) tally.addPacked({ lengths: c.packed.lengths, H: c.H, d: c.cfg.d }, C);
     else tally.add({ B: c.B, T: c.T, H: c.H, d: c.cfg.d }, C);
     for (const n of e.kind === "forward" ? forwardNames(c) : backwardNames(c)) names.add(n);
-    return e.kind === "forward" ? forwardCase(s, e.decl, e.key, c, exercised, p, configs, probes, dump) : backwardCase(s, e.decl, e.key, c, exercised, p, configs, probes, dump);
+    return e.kind === "forward" ? pyForwardCase(s, e.decl, e.key, c, exercised, p, configs, probes, dump) : pyBackwardCase(s, e.decl, e.key, c, exercised, p, configs, probes, dump);
   };
   const base = { kind: "property" as const, id: e.id, class: "C5" as const, subject: e.subject, spec: e.spec, tolerance: e.tolerance, runs: e.runs, replayArgs };
   if (profile === "regime") {

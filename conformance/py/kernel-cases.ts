@@ -62,7 +62,7 @@ function dumpCase(dump: CaseDump, c: PyCase, items: readonly Compared[]): void {
  * yardstick, under every configuration of the kernel (configurations.ts; `configs` collects them),
  * each call under the hazard probes (`probes`; docs/spec/hazards.md).
  */
-async function phaseCase(s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision, which: "forward" | "backward",
+async function pyPhaseCase(s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision, which: "forward" | "backward",
   configs: ConfigTally, probes?: ProbeTally, dump?: CaseDump): Promise<CaseOutcome> {
   const keys = which === "forward" ? forwardKeys(c) : backwardKeys(c);
   const backend = pythonBackend(s);
@@ -116,7 +116,7 @@ async function references(s: KernelSession, decl: RuleDecl, key: string, c: PyCa
   return { r64, r32 };
 }
 
-export const forwardCase = (s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision, configs = new ConfigTally(), probes?: ProbeTally, dump?: CaseDump): Promise<CaseOutcome> =>
-  phaseCase(s, decl, key, c, exercised, p, "forward", configs, probes, dump);
-export const backwardCase = (s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision, configs = new ConfigTally(), probes?: ProbeTally, dump?: CaseDump): Promise<CaseOutcome> =>
-  phaseCase(s, decl, key, c, exercised, p, "backward", configs, probes, dump);
+export const pyForwardCase = (s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision, configs = new ConfigTally(), probes?: ProbeTally, dump?: CaseDump): Promise<CaseOutcome> =>
+  pyPhaseCase(s, decl, key, c, exercised, p, "forward", configs, probes, dump);
+export const pyBackwardCase = (s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision, configs = new ConfigTally(), probes?: ProbeTally, dump?: CaseDump): Promise<CaseOutcome> =>
+  pyPhaseCase(s, decl, key, c, exercised, p, "backward", configs, probes, dump);
