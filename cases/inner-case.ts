@@ -7,7 +7,7 @@ import * as fc from "fast-check";
 import { frozenForwardSaved, ruleForwardSaved } from "../src/rules/level.ts";
 import { INNER_INPUT_NAMES, type InnerInputs, type RuleDecl } from "../src/rules/types.ts";
 import type { Tensor } from "../src/tensor.ts";
-import type { PairCase } from "../oracle/plain-reference.ts";
+import type { PairCase } from "../oracle/kernel-case.ts";
 import { buildRuleCase, ruleCaseSpecArb, type RuleCaseSpec, type SizeLimits } from "./rule-case.ts";
 
 

@@ -17,7 +17,7 @@ import type { InnerGrads, RuleDecl } from "../src/rules/types.ts";
 import type { Compared } from "../oracle/kernel-judge.ts";
 import type { CaseVerdict } from "../oracle/compare.ts";
 import type { ALPHA_LEVELS, THETA_LEVELS } from "./rule-case.ts";
-import type { SeqTensors } from "../oracle/plain-reference.ts";
+import type { SeqTensors } from "../oracle/kernel-case.ts";
 
 /** Generated cases per check and profile (harness/check.ts ProfileRuns: regime optional). */
 export type Runs = Readonly<Record<"quick" | "default" | "deep", number>> & { readonly regime?: number };
@@ -39,7 +39,7 @@ export const ODD_KEY_D = 5;
  * The chunk sizes a kernel is judged at when it declares none (docs/spec/kernel-abi.md#chunk-sizes):
  * the sizes the field's chunked kernels use.
  */
-export const DEFAULT_CHUNK_SIZES: readonly number[] = [16, 64];
+export const DEFAULT_KERNEL_CHUNKS: readonly number[] = [16, 64];
 
 /** The sequence lengths that straddle a chunk of C tokens: one short of it, exactly it, one over, two chunks and one (docs/spec/conformance.md#regime). */
 export const boundaryLengths = (C: number): number[] => [C - 1, C, C + 1, 2 * C + 1].filter((T) => T >= 1);

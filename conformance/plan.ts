@@ -17,9 +17,10 @@ import { variantKey } from "../src/rules/level.ts";
 import { probeBackends } from "./c5/spawn.ts";
 import { PY_PREFIX, parsePyBackendArg, pyIdCollision } from "./py/plan.ts";
 import { configLimit } from "./py/configurations.ts";
+import { UsageError } from "../harness/usage-error.ts";
 
-/** A setting that cannot be used (exit status 2); the message names the setting. */
-export class UsageError extends Error {}
+/** A setting that cannot be used (exit status 2); the message names the setting (harness/usage-error.ts). */
+export { UsageError };
 
 /** The settings of one run, from command-line options or from the NLC_* environment. */
 export interface RunRequest {

@@ -12,6 +12,7 @@ import { reportHtml } from "../harness/report-html.ts";
 import { mergeReports, MergeError } from "../harness/report-merge.ts";
 import { CHECK_TIMES, formatTimes, loadTimes, mergeTimes, timesFromReport } from "../harness/shard.ts";
 import { writeReport } from "../harness/report.ts";
+import { UsageError } from "../harness/usage-error.ts";
 import { appendFileSync, mkdirSync, writeFileSync } from "node:fs";
 import { junitXml, markdownSummary } from "../harness/report-ci.ts";
 import { dirname, resolve } from "node:path";
@@ -43,8 +44,6 @@ export const REPORT_COMMANDS_HELP = `Report commands (they run no checks):
   timings REPORT   merge the checks' measured times from REPORT into
                    conformance/data/check-times.json, the table --shard balances with
                    (checks REPORT did not run keep their times; a partial report is refused)`;
-
-class UsageError extends Error {}
 
 function usage(msg: string): never {
   throw new UsageError(msg);

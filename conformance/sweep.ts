@@ -10,7 +10,8 @@
 import { availableParallelism } from "node:os";
 import { parseArgs } from "node:util";
 import { mergeArgs } from "./report-commands.ts";
-import { planRun, UsageError as PlanUsageError } from "./plan.ts";
+import { planRun } from "./plan.ts";
+import { UsageError } from "../harness/usage-error.ts";
 import { absoluteLibrary, CONFIG_FILE, kernelOnlyFilters, readConfig } from "./settings.ts";
 import { c9SkipReason } from "./c9/checks.ts";
 import { PROFILES, type Profile, type Status } from "../harness/check.ts";
@@ -68,8 +69,6 @@ export const SWEEP_OPTIONS = {
   rule: { type: "string" }, backend: { type: "string", multiple: true }, config: { type: "string" },
 } as const;
 
-class UsageError extends Error {}
-
 function usage(msg: string): never {
   throw new UsageError(msg);
 }
@@ -126,7 +125,7 @@ async function sweep(argv: string[]): Promise<number> {
       names: { filter: "--filter", backend: args.backend === undefined && backends !== undefined ? `${args.config ?? CONFIG_FILE} backends` : "--backend", report: "--out", shard: "--shard" },
     }).defs;
   } catch (e) {
-    if (e instanceof PlanUsageError) usage(e.message);
+    if (e instanceof UsageError) usage(e.message);
     throw e;
   }
   if (defs.length === 0) usage(`no check matches ${filters.join(", ")} (try --list)`);

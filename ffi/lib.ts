@@ -374,7 +374,7 @@ function loadFrozen(path: string, a: RuleAbi, ctx0: Omit<Ctx, "symbols">): Froze
 }
 
 /** The name a library goes by in messages: its file name. */
-export function libLabel(path: string): string {
+function libLabel(path: string): string {
   return path.split("/").pop() ?? path;
 }
 

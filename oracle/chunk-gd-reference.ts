@@ -11,7 +11,7 @@ import { chunkStartGdForward, chunkStartGdGrads } from "../src/rules/chunk-gd.ts
 import type { InnerInputs, RuleConfig, RuleDecl, State } from "../src/rules/types.ts";
 import { withTape } from "../src/tape.ts";
 import type { Tensor } from "../src/tensor.ts";
-import type { SeqTensors } from "./plain-reference.ts";
+import type { SeqTensors } from "./kernel-case.ts";
 
 /** y and the final state. */
 export function chunkGdReferenceForward(decl: RuleDecl, inp: InnerInputs, state: State, cfg: RuleConfig, C: number): SeqTensors {

@@ -8,38 +8,15 @@
  * ref64 is run on the SAME rounded inputs (cast to f64), so rounding the inputs is never counted
  * as the kernel's error.
  */
-import { gradInput, type GradName } from "../ffi/abi.ts";
 import { roundTo, withAccumulate, type Precision, type SumRounding } from "../src/precision.ts";
-import { INNER_INPUT_NAMES, type InnerInputs, type RuleConfig, type RuleDecl, type State } from "../src/rules/types.ts";
+import { INNER_INPUT_NAMES, type InnerInputs, type RuleConfig, type RuleDecl } from "../src/rules/types.ts";
 import { Tensor, type DType } from "../src/tensor.ts";
-import { hasFastPair, judgePair } from "./matrix-fast.ts";
-
-/**
- * What one sequence of a kernel case gives (a kernel, ref64 or the plain reference), by what each
- * tensor is rather than by a name in a string: cases/kernel-batch.ts packs, unpacks and names them.
- */
-export interface SeqTensors<A = ArrayLike<number>> {
-  y?: A;
-  /** Final state by state name (active pairs). */
-  state: Record<string, A>;
-  /** Input gradients by input name: dk is grads.k. */
-  grads: Record<string, A>;
-  /** d(initial state) by state name (a frozen read: d(read state)). */
-  dState0: Record<string, A>;
-}
+import type { PairCase, SeqTensors } from "./kernel-case.ts";
+import { referenceRun } from "./kernel-reference.ts";
+import { hasFastPair } from "./matrix-fast.ts";
 
 /** One run of a pair as f64 values: y, the final state (active pairs), every gradient the pair returns. */
 export type PairRun = SeqTensors<Float64Array> & { y: Float64Array };
-
-/** The inputs of one kernel case, in f64 (already rounded to the kernel's storage dtype where they cross the ABI). */
-export interface PairCase {
-  readonly inputs: InnerInputs;
-  readonly state: State;
-  readonly dy: Tensor;
-  /** The final state's upstream gradient (active pairs; absent = zero). */
-  readonly dFinal?: State;
-}
-
 
 function mapTensor(t: Tensor, dtype: DType, round: (x: number) => number): Tensor {
   const out = new Tensor(dtype, [...t.shape]);
@@ -68,31 +45,18 @@ export function roundCase(c: PairCase, p: Precision): PairCase {
   return mapCase(c, "f64", (x) => roundTo(p.storage, x), (x) => roundTo(p.state, x));
 }
 
-function toF64(t: Tensor | undefined, round: (x: number) => number): Float64Array {
-  const out = new Float64Array(t?.data.length ?? 0);
-  if (t !== undefined) for (let i = 0; i < out.length; i++) out[i] = round(t.data[i]!);
+function toF64(a: ArrayLike<number> | undefined, round: (x: number) => number): Float64Array {
+  const out = new Float64Array(a?.length ?? 0);
+  if (a !== undefined) for (let i = 0; i < out.length; i++) out[i] = round(a[i]!);
   return out;
 }
 
+/** The reference run (oracle/kernel-reference.ts, the judge's pair) with its outputs as f64 values, rounded by `storage` and `state`. */
 function run(decl: RuleDecl, frozen: boolean, c: PairCase, cfg: RuleConfig, storage: (x: number) => number, state: (x: number) => number): PairRun {
-  const out: PairRun = { y: new Float64Array(0), state: {}, grads: {}, dState0: {} };
-  if (frozen) {
-    const fr = decl.frozen!;
-    const f = fr.forward(c.inputs.q, c.state, cfg);
-    const b = fr.backward(f.saved, c.inputs.q, c.dy, cfg);
-    out.y = toF64(f.y, storage);
-    out.grads.q = toF64(b.dq, storage);
-    for (const [n, t] of Object.entries(b.dState)) out.dState0[n] = toF64(t, state);
-    return out;
-  }
-  const pair = judgePair(decl);
-  const f = pair.forward(c.inputs, c.state, cfg);
-  const { dState0, ...g } = pair.backward(f.saved, c.inputs, c.dy, cfg, c.dFinal);
-  out.y = toF64(f.y, storage);
-  for (const [n, t] of Object.entries(f.finalState)) out.state[n] = toF64(t, state);
-  for (const [n, t] of Object.entries(g)) if (t instanceof Tensor) out.grads[gradInput(n as GradName)] = toF64(t, storage);
-  for (const [n, t] of Object.entries(dState0 ?? {})) out.dState0[n] = toF64(t, state);
-  return out;
+  const r = referenceRun(decl, frozen, c, cfg, "both");
+  const each = (rec: Record<string, ArrayLike<number>>, round: (x: number) => number) =>
+    Object.fromEntries(Object.entries(rec).map(([n, a]) => [n, toF64(a, round)]));
+  return { y: toF64(r.y, storage), state: each(r.state, state), grads: each(r.grads, storage), dState0: each(r.dState0, state) };
 }
 
 const exact = (x: number) => x;

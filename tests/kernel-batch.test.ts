@@ -10,7 +10,7 @@ import {
 } from "../cases/kernel-batch.ts";
 import { abiOf } from "../ffi/abi.ts";
 import { flashCompare } from "../oracle/kernel-judge.ts";
-import type { SeqTensors } from "../oracle/plain-reference.ts";
+import type { SeqTensors } from "../oracle/kernel-case.ts";
 
 test("pack and unpack: per-token [B, T, H, w] and per-sequence state blocks round-trip, sequence n = b·H + h", () => {
   const dims = { B: 2, T: 3, H: 2 }, w = 4, N = dims.B * dims.H;

@@ -6,7 +6,7 @@
  */
 import { expect, test } from "bun:test";
 import { comparedItems, kernelLabel, type KernelNames } from "../cases/kernel-batch.ts";
-import type { SeqTensors } from "../oracle/plain-reference.ts";
+import type { SeqTensors } from "../oracle/kernel-case.ts";
 import type { PropertyCheck } from "../harness/check.ts";
 import { spawnChild } from "../harness/child-process.ts";
 import { caseText, runCheck } from "../harness/run.ts";

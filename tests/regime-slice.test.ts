@@ -16,11 +16,11 @@ import { buildLib } from "../ffi/build.ts";
 import { openKernelLib } from "../ffi/lib.ts";
 import type { KSpec } from "../conformance/c5/batch.ts";
 import { backwardCase, forwardCase } from "../conformance/c5/forward-backward.ts";
-import { DEFAULT_CHUNK_SIZES } from "../cases/kernel-batch.ts";
+import { DEFAULT_KERNEL_CHUNKS } from "../cases/kernel-batch.ts";
 import { ruleByKey } from "../src/rules/index.ts";
 
 const delta = ruleByKey("delta");
-const C = Math.min(...DEFAULT_CHUNK_SIZES);
+const C = Math.min(...DEFAULT_KERNEL_CHUNKS);
 const ALPHA = ["mid", "low", "high"] as const, THETA = ["small", "large"] as const, STATE = ["init", "random"] as const;
 // 31 more sequences, each with its own seed, gate levels and initial state
 const extra = Array.from({ length: 31 }, (_, j) => ({ seed: 500 + 7 * j, alpha: ALPHA[j % 3]!, theta: THETA[(j >> 1) % 2]!, state: STATE[(j >> 2) % 2]! }));

@@ -14,7 +14,7 @@ import { innerCase } from "../../cases/inner-case.ts";
 import {
   ODD_KEY_D, REGIME_MAX_SEQS, isStateTensor, regimesOf, mapSeq, packStates, packTokens, regimeShapeArb, seqExtraArb, seqExtrasArb, tokenWidth, type Regime, type SeqExtra,
 } from "../../cases/kernel-batch.ts";
-import type { SeqTensors } from "../../oracle/plain-reference.ts";
+import type { SeqTensors } from "../../oracle/kernel-case.ts";
 import { otherEnumValues, regimeCase, ruleCaseSpecArb, type RuleCaseSpec, type SizeLimits } from "../../cases/rule-case.ts";
 import type { InnerInputs, RuleConfig, RuleDecl, State } from "../../src/rules/types.ts";
 import { Tensor, cast } from "../../src/tensor.ts";

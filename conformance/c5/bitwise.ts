@@ -7,7 +7,7 @@ import type { CaseOutcome } from "../../harness/check.ts";
 import type { RuleDecl } from "../../src/rules/types.ts";
 import { entries, tensorName } from "../../cases/kernel-batch.ts";
 import { sequencesOf, type KSpec } from "./batch.ts";
-import { runKernels } from "./forward-backward.ts";
+import { runKernels } from "./native-backend.ts";
 
 /** One output array of a kernel run: the function that wrote it, the tensor, and the sequence (if per sequence). */
 export interface RunOutput {

@@ -20,8 +20,9 @@ import { comparedItems, entries, fromInnerGrads, tensorAt, tensorName, tokenWidt
 import { gradInput, type GradName } from "../../ffi/abi.ts";
 import { firstBitDiff } from "./bitwise.ts";
 import { flashCompare } from "../../oracle/kernel-judge.ts";
-import { byInput, declaredPrecision, perSequence, runKernels, type PerSeq } from "./forward-backward.ts";
-import { plainYardstickSeq, type SeqTensors } from "../../oracle/plain-reference.ts";
+import { byInput, declaredPrecision, perSequence, runKernels, type PerSeq } from "./native-backend.ts";
+import { plainYardstickSeq } from "../../oracle/plain-reference.ts";
+import type { SeqTensors } from "../../oracle/kernel-case.ts";
 import { requirePair } from "./kernel-lib.ts";
 
 function compareBits(a: PerSeq[], b: PerSeq[], what: string): string | null {

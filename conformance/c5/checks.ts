@@ -36,7 +36,7 @@ function probedAs(backend: string) {
  * Why the checks of a backend will be skipped (it is unavailable: no GPU, no compiler), known
  * before they run; null when they run. Probes the backends (once) on first use.
  */
-export function backendSkipReason(backend: string): string | null {
+function backendSkipReason(backend: string): string | null {
   const p = probedAs(backend);
   return p.problem === "unavailable" ? `backend ${backend} unavailable: ${p.info.reason}` : null;
 }
@@ -58,7 +58,7 @@ function childDelegate(backend: string, id: string, siblings: () => readonly Che
   return (opts) => backendVerdict(backend, opts.seed) ?? results.result(backend, id, opts, siblings);
 }
 
-function childCheck(backend: string, e: ChildEntry, siblings: () => readonly CheckDef[]): DelegatedCheck {
+function backendCheck(backend: string, e: ChildEntry, siblings: () => readonly CheckDef[]): DelegatedCheck {
   return {
     kind: "delegated", id: e.id, class: "C5", subject: e.subject, spec: e.spec, tolerance: e.tolerance,
     // a library backend's checks exist only when it is configured: the replay names it
@@ -92,7 +92,7 @@ export function kernelChecks(): CheckDef[] {
     if (e.kind === "header") checks.push({ kind: "single", id: e.id, class: "C5", subject: e.subject, spec: e.spec, tolerance: e.tolerance, run: abiHeaderCheck });
   }
   for (const backend of backends) {
-    const mine: CheckDef[] = c5Plan(backend).map((e) => childCheck(backend, e, () => mine));
+    const mine: CheckDef[] = c5Plan(backend).map((e) => backendCheck(backend, e, () => mine));
     checks.push(...mine);
   }
   for (const e of parentPlan()) {

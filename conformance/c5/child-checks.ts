@@ -10,9 +10,11 @@ import { ruleByKey } from "../../src/rules/index.ts";
 import type { RuleDecl } from "../../src/rules/types.ts";
 import { batchArb, boundaryExample, chunkExample, oddKeyExample, regimeArb, sizesFor, withEnumExamples, type KSpec } from "./batch.ts";
 import { coverage } from "../../oracle/kernel-judge.ts";
-import { DEFAULT_CHUNK_SIZES, ShapeTally, type Runs, expectedTensors, regimeOutcome, regimesOf, untilFailure, withRegimesNotJudged, withShapes } from "../../cases/kernel-batch.ts";
+import { DEFAULT_KERNEL_CHUNKS, ShapeTally, type Runs, expectedTensors, regimeOutcome, regimesOf, untilFailure, withRegimesNotJudged, withShapes } from "../../cases/kernel-batch.ts";
 import { THREAD_MODE_RULE, plantedFault, raceDetector, syncMisuse, threadMode } from "./emu-selftest.ts";
 import { backwardCase, forwardCase } from "./forward-backward.ts";
+import { nativeBackend } from "./native-backend.ts";
+import type { KernelDeclaration } from "../../cases/kernel-backend.ts";
 import { E2E_CHECKPOINT, e2eCase, gpuBlocksCase, raceCase } from "./phases.ts";
 import type { ChildEntry, RuleEntry } from "./plan.ts";
 import { CHUNK_T, checkpointCase, chunkCase, workspaceBound } from "./checkpoint.ts";
@@ -34,25 +36,17 @@ function base(e: ChildEntry) {
 }
 
 /**
- * Why the entry's kernels are not judged, or null: the library does not implement them (a library
- * may implement any subset of the rules), or it declares a precision C5 has no rule for
- * (docs/spec/precision.md#declaration). A pair storing bf16 or f16 is judged by every check except
+ * Why the entry's kernels are not judged (the backend's declaration: not implemented, or a
+ * precision C5 has no rule for), or null. A pair storing bf16 or f16 is judged by every check except
  * tape-e2e, which runs the kernel inside the f32 tape: the tape's values would be rounded on their
  * way through the ABI, and forward and backward already judge the pair at its own precision.
  */
-function skipReason(e: RuleEntry, lib: KernelLib): string | null {
-  const k = e.frozen ? lib.frozen(e.decl.key) : lib.pair(e.decl.key);
-  if (typeof k === "string") return k;
-  const fn = `nlk_${e.decl.key}_${e.frozen ? "frozen_" : ""}forward`;
-  const dt = lib.dtypes(fn);
-  if (typeof dt === "string") return `${fn}: ${dt}`;
-  const known = ["f32", "bf16", "f16"];
-  if (!known.includes(dt.storage) || !known.includes(dt.state)) {
-    return `${fn} stores ${dt.storage} (state ${dt.state}): C5 judges f32, bf16 and f16 storage and state (docs/spec/precision.md#declaration)`;
-  }
-  if (dt.accumulate !== "f32" && dt.accumulate !== "f64") return `${fn} accumulates in ${dt.accumulate}: only f64 and f32 accumulation are defined (docs/spec/precision.md#declaration)`;
-  if (e.kind === "tape-e2e" && (dt.storage !== "f32" || dt.state !== "f32")) {
-    return `${fn} stores ${dt.storage} (state ${dt.state}): tape-e2e runs the kernel inside the f32 tape; the pair is judged at its own precision by forward, backward and chunks (docs/spec/precision.md#declaration)`;
+function skipReason(e: RuleEntry, declared: KernelDeclaration): string | null {
+  if (declared.skip !== null) return declared.skip;
+  const p = declared.precision.forward;
+  if (e.kind === "tape-e2e" && (p.storage !== "f32" || p.state !== "f32")) {
+    const fn = `nlk_${e.decl.key}_forward`;
+    return `${fn} stores ${p.storage} (state ${p.state}): tape-e2e runs the kernel inside the f32 tape; the pair is judged at its own precision by forward, backward and chunks (docs/spec/precision.md#declaration)`;
   }
   return null;
 }
@@ -71,23 +65,16 @@ function chunkFormSkip(e: RuleEntry, lib: KernelLib): string | null {
     `its forward and backward are compared with the chunk-start GD reference (docs/spec/kernel-abi.md#chunk-form)`;
 }
 
-/**
- * The chunk size a pair declares (an exact or chunk-start GD chunk form, docs/spec/kernel-abi.md#chunk-sizes),
- * or null: a sequential pair, or a frozen read, is judged at DEFAULT_CHUNK_SIZES.
- */
-export function declaredChunk(lib: KernelLib, rule: string, frozen: boolean): number | null {
-  if (frozen) return null;
-  const f = lib.chunkForm(rule);
-  return typeof f === "string" || f.kind === "sequential" ? null : f.C;
-}
-
 function ruleCheck(e: RuleEntry, lib: KernelLib, profile: Profile): ChildCheck {
-  const skip = skipReason(e, lib) ?? chunkFormSkip(e, lib);
+  const declaration = nativeBackend(lib).declare(e.decl.key, e.frozen);
+  const skip = skipReason(e, declaration) ?? chunkFormSkip(e, lib);
   if (skip !== null) return { def: { ...base(e), kind: "skipped", reason: skip } };
   const { decl, frozen, runs } = e;
   const exercised = new Set<string>();
-  const declared = declaredChunk(lib, decl.key, frozen);
-  const chunks = declared === null ? DEFAULT_CHUNK_SIZES : [declared];
+  // the chunk size a pair declares (an exact or chunk-start GD chunk form, docs/spec/kernel-abi.md#chunk-sizes),
+  // or null: a sequential pair, or a frozen read, is judged at DEFAULT_KERNEL_CHUNKS
+  const declared = declaration.chunkSizes?.[0] ?? null;
+  const chunks = declared === null ? DEFAULT_KERNEL_CHUNKS : [declared];
   // every kernel check reports the shapes it ran (docs/spec/conformance.md#shapes)
   const tally = new ShapeTally();
   const shaped = (after?: (r: CheckResult) => CheckResult) => (r: CheckResult) => withShapes(after === undefined ? r : after(r), tally);

@@ -15,7 +15,8 @@ import type { KSpec } from "./batch.ts";
 import { compareRuns, runAllKernels } from "./bitwise.ts";
 import { flashCompare, type Compared } from "../../oracle/kernel-judge.ts";
 import { paramGradName } from "../../cases/kernel-batch.ts";
-import { backwardCase, declaredPrecision, forwardCase } from "./forward-backward.ts";
+import { backwardCase, forwardCase } from "./forward-backward.ts";
+import { declaredPrecision } from "./native-backend.ts";
 import { plainYardstick } from "../../oracle/plain-reference.ts";
 import { requireEmu, requirePair } from "./kernel-lib.ts";
 

@@ -78,7 +78,6 @@ export interface HeaderEntry extends EntryBase {
 export type ChildEntry = RuleEntry | EmuProbeEntry | ThreadModeEntry | PlantedEntry;
 /** The entries the suite's own process runs. */
 export type ParentEntry = IsolationEntry | HeaderEntry;
-export type PlanEntry = ChildEntry | ParentEntry;
 
 /** Whether the backend's library has the emulation controls (known by name before it is loaded). */
 function isEmu(backend: string): boolean {

@@ -24,5 +24,3 @@ export const TOL_WORKSPACE: CheckTolerance = {
 export const TOL_ISOLATION: CheckTolerance = { kind: "process isolation" };
 export const TOL_EXACT: CheckTolerance = { kind: "exact" };
 export const TOL_CRASH: CheckTolerance = { kind: "crash" };
-/** What a child-side check reports when the kernel pair it needs is missing. */
-export const TOL_PRESENCE: CheckTolerance = { kind: "presence" };

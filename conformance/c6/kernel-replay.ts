@@ -9,9 +9,10 @@
 import type { CaseOutcome } from "../../harness/check.ts";
 import type { KernelFixture, KernelTensor } from "../../cases/fixtures/kernel-load.ts";
 import {
-  DEFAULT_CHUNK_SIZES, ShapeTally, comparedItems, emptySeq, entries, kernelGradKeys, tensorName, unpackState, unpackTokens, withShapes,
+  DEFAULT_KERNEL_CHUNKS, ShapeTally, comparedItems, emptySeq, entries, kernelGradKeys, tensorName, unpackState, unpackTokens, withShapes,
 } from "../../cases/kernel-batch.ts";
-import { plainRuns, plainYardstickSeq, runPlain, runRef64, type PairCase, type SeqTensors } from "../../oracle/plain-reference.ts";
+import { plainRuns, plainYardstickSeq, runPlain, runRef64 } from "../../oracle/plain-reference.ts";
+import type { PairCase, SeqTensors } from "../../oracle/kernel-case.ts";
 import type { InnerInputs, State } from "../../src/rules/types.ts";
 import { Tensor } from "../../src/tensor.ts";
 import { flashCompare, withLedger } from "../../oracle/kernel-judge.ts";
@@ -26,7 +27,7 @@ function tokenSeq(fx: KernelFixture, t: KernelTensor, n: number): Float64Array {
 const stateSeq = (fx: KernelFixture, t: KernelTensor, n: number): Float64Array => unpackState(t.data, fx.B * fx.H, n);
 
 /** The reference's case for sequence n: inputs [T, d] / [T], the state, dy and d(final state) (absent = zero). */
-export function pairCaseOf(fx: KernelFixture, n: number): PairCase {
+function pairCaseOf(fx: KernelFixture, n: number): PairCase {
   const { d, seq_len: T } = fx.cfg;
   const inputs: Record<string, Tensor> = {};
   for (const [name, t] of Object.entries(fx.inputs)) {
@@ -86,7 +87,7 @@ export function replayKernelFixture(fx: KernelFixture): CaseOutcome {
   const p = fx.precision;
   // the shapes the fixture covers (docs/spec/conformance.md#shapes); a fixture declares no chunk size: the smallest default
   const tally = new ShapeTally();
-  tally.add({ B: fx.B, T: fx.cfg.seq_len, H: fx.H, d: fx.cfg.d }, Math.min(...DEFAULT_CHUNK_SIZES));
+  tally.add({ B: fx.B, T: fx.cfg.seq_len, H: fx.H, d: fx.cfg.d }, Math.min(...DEFAULT_KERNEL_CHUNKS));
   const judged = flashCompare(items, exercised, `the kernel of ${fx.id} (${p.storage}/${p.state}/${p.accumulate})`, p, { layout: { B: fx.B, H: fx.H, T: fx.cfg.seq_len } });
   // one case is the whole check: its power and signatures are the check's
   const { status: _, ...r } = withShapes(withLedger({ ...judged, status: judged.ok ? "pass" : "fail" }, exercised), tally);

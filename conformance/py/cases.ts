@@ -16,7 +16,7 @@ import { frozenForwardSaved, ruleForwardSaved } from "../../src/rules/level.ts";
 import { INNER_INPUT_NAMES, type InnerInputs, type RuleConfig, type RuleDecl } from "../../src/rules/types.ts";
 import { Tensor } from "../../src/tensor.ts";
 import { F32_STORE_F64_ACC } from "../../oracle/kernel-judge.ts";
-import type { SeqTensors } from "../../oracle/plain-reference.ts";
+import type { SeqTensors } from "../../oracle/kernel-case.ts";
 import { absentInputs, declaredHeadDim, kernelGradient, kernelValue, NO_CONVENTIONS, referenceValue, type Conventions } from "./conventions.ts";
 import {
   ODD_KEY_D, PACKED_MAX_H, PACKED_MAX_SEQUENCES, REGIME_MAX_SEQS, regimesOf, cuSeqlens, fromInnerGrads, packPackedTokens, packStates, packTokens, packedLabel,
@@ -43,7 +43,7 @@ export interface PyCaseSpec {
  * d and T set by the regime (never below the rule's check minimums) and B·H sequences with their
  * own seeds, gates and states.
  */
-export function pyRegimeBatchArb(decl: RuleDecl, regime: Regime, chunks: readonly number[]): fc.Arbitrary<PyCaseSpec> {
+function pyRegimeBatchArb(decl: RuleDecl, regime: Regime, chunks: readonly number[]): fc.Arbitrary<PyCaseSpec> {
   return fc.record({
     base: ruleCaseSpecArb(decl, { d: [1, 4], seq_len: [1, 4] }), shape: regimeShapeArb(regime, chunks),
     extra: seqExtrasArb(REGIME_MAX_SEQS - 1, ["random", "init"]), dFinalSeed: fc.integer({ min: 1, max: 0x7fffffff }),
@@ -57,7 +57,7 @@ export function pyRegimeBatchArb(decl: RuleDecl, regime: Regime, chunks: readonl
  * One packed batch of the packed regime (docs/spec/py-backend.md#packed): a length-1 sequence among
  * lengths straddling a chunk boundary, each sequence with its own seed, gates and state.
  */
-export function pyPackedBatchArb(decl: RuleDecl, chunks: readonly number[]): fc.Arbitrary<PyCaseSpec> {
+function pyPackedBatchArb(decl: RuleDecl, chunks: readonly number[]): fc.Arbitrary<PyCaseSpec> {
   const mins = decl.checkMinimums ?? {};
   return fc.record({
     base: ruleCaseSpecArb(decl, { d: [1, 4], seq_len: [1, 4] }), shape: packedShapeArb(chunks),
@@ -130,7 +130,7 @@ export type InnerName = (typeof INNER_INPUT_NAMES)[number];
  * kernel receives (in its own parametrisation, docs/spec/py-backend.md#conventions), `in64` what
  * ref32 and ref64 receive: the same values, mapped exactly in f64 (conformance/py/conventions.ts).
  */
-export interface Seq {
+export interface PySeq {
   /** Its tokens (a packed batch's sequences differ; else the case's T). */
   T: number;
   /** Its head h (sequence n = b·H + h): a softplus gate form's per-head parameters are h's. */
@@ -151,7 +151,7 @@ export interface PyCase {
   T: number;
   H: number;
   /** Sequence n = b·H + h (a packed batch: n = i·H + h, packed sequence i, head h). */
-  seqs: Seq[];
+  seqs: PySeq[];
   /** A packed variable-length batch: its sequences' lengths and `cu_seqlens` (docs/spec/py-backend.md#packed); else null. */
   packed: { lengths: number[]; cu: number[] } | null;
   /** The inputs sent to the reference (those the rule reads). */
@@ -173,10 +173,10 @@ function rounded(dtype: StorageDType, t: Tensor): Tensor {
   return out;
 }
 
-function sequence(decl: RuleDecl, spec: RuleCaseSpec, inputs: readonly InnerName[], frozen: boolean, dFinalRng: Rng, p: Precision, conv: Conventions, h: number): Seq {
+function pySequence(decl: RuleDecl, spec: RuleCaseSpec, inputs: readonly InnerName[], frozen: boolean, dFinalRng: Rng, p: Precision, conv: Conventions, h: number): PySeq {
   const c = buildRuleCase(decl, spec, "f64", frozen);
   const saved = frozen ? frozenForwardSaved(decl, c.X, c.params, c.state, c.cfg).saved : ruleForwardSaved(decl, c.X, c.params, c.state, c.cfg).saved;
-  const s: Seq = { T: c.cfg.seq_len, h, in64: {}, kin64: {}, st64: {}, dy64: rounded(p.storage, c.dy), dFinal64: {} };
+  const s: PySeq = { T: c.cfg.seq_len, h, in64: {}, kin64: {}, st64: {}, dy64: rounded(p.storage, c.dy), dFinal64: {} };
   const rawRng = new Rng(spec.seed ^ 0x2c1b3c6d);
   for (const n of inputs) {
     // an input declared in its own dtype (input_dtypes) is rounded to that one
@@ -230,7 +230,7 @@ export function buildPyCase(decl: RuleDecl, spec: PyCaseSpec, frozen = false, p:
   const specs = [base, ...spec.extra.slice(0, count - 1).map((e) => ({ ...base, ...st(e) }))].map((s, n) => ({ ...s, seq_len: lengthOf(n) }));
   const absent = absentInputs(conv, inputs, "the kernel") as InnerName[];
   // sequence n is head n mod H (n = b·H + h, a packed batch's n = i·H + h): a gate form's per-head parameters
-  const seqs = specs.map((s, n) => sequence(decl, s, inputs, frozen, rng, p, conv, n % spec.H));
+  const seqs = specs.map((s, n) => pySequence(decl, s, inputs, frozen, rng, p, conv, n % spec.H));
   for (const q of seqs) for (const n of Object.keys(q.st64)) if (!states.includes(n)) delete q.st64[n];
   const cfg = buildRuleCase(decl, base, "f64").cfg;
   return {
@@ -241,7 +241,7 @@ export function buildPyCase(decl: RuleDecl, spec: PyCaseSpec, frozen = false, p:
 }
 
 /** Per-sequence tensors [T, ...] -> canonical [B, T, H, ...] (a packed batch: [1, ΣL, H, ...]; f64 values, already rounded). */
-export function tokensTensor(c: PyCase, per: (s: Seq) => Tensor): Tensor {
+export function tokensTensor(c: PyCase, per: (s: PySeq) => Tensor): Tensor {
   const first = per(c.seqs[0]!);
   const inner = first.shape.slice(1);
   const out = new Tensor("f64", [c.B, c.T, c.H, ...inner]);
@@ -279,7 +279,7 @@ export function lengthGroups(c: PyCase): { sub: PyCase; seqs: number[] }[] {
 }
 
 /** Per-sequence tensors -> [N, ...] with n = b·H + h (which is also the canonical [B, H, ...] order). */
-export function statesTensor(c: PyCase, per: (s: Seq) => Tensor, lead: number[] = [c.seqs.length]): Tensor {
+export function statesTensor(c: PyCase, per: (s: PySeq) => Tensor, lead: number[] = [c.seqs.length]): Tensor {
   const first = per(c.seqs[0]!);
   const out = new Tensor("f64", [...lead, ...first.shape]);
   packStates(c.seqs.map((s) => per(s).data), out.data);

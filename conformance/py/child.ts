@@ -9,15 +9,16 @@
 import { writeSync } from "node:fs";
 import { CaseDump } from "../../harness/dump.ts";
 import type { CaseOutcome, Profile } from "../../harness/check.ts";
-import { DEFAULT_CHUNK_SIZES, ShapeTally, regimeOutcome, withRegimesNotJudged, withShapes } from "../../cases/kernel-batch.ts";
+import { DEFAULT_KERNEL_CHUNKS, ShapeTally, regimeOutcome, withRegimesNotJudged, withShapes } from "../../cases/kernel-batch.ts";
 import { TorchBridgeError } from "../../oracle/torch-bridge.ts";
 import { otherEnumValues } from "../../cases/rule-case.ts";
 import { coverage } from "../../oracle/kernel-judge.ts";
 import { buildPyCase, describeCase, pyBoundaryExample, pyCaseArb, pyOddKeyExample, pyPackedExample, pyRegimeArb, pyRegimes, type PyCaseSpec } from "./cases.ts";
 import { HAZARD_PLAN, ProbeTally } from "../../ffi/hazards.ts";
 import { CaseDigester } from "../../harness/sweep.ts";
-import { backwardCase, backwardNames, forwardCase, forwardNames } from "./kernel-cases.ts";
-import { KernelSession, kernelPrecision } from "./kernel-session.ts";
+import { pyBackwardCase, backwardNames, pyForwardCase, forwardNames } from "./kernel-cases.ts";
+import { KernelSession } from "./kernel-session.ts";
+import { pythonDeclaration } from "./python-backend.ts";
 import { absentInputs, NO_CONVENTIONS } from "./conventions.ts";
 import { parsePyBackend, pyPlan, type PyEntry } from "./plan.ts";
 import { RULES } from "../../src/rules/index.ts";
@@ -38,17 +39,17 @@ const emit = (line: string) => writeSync(1, `${line}\n`);
  */
 function definition(e: PyEntry, s: KernelSession, profile: Profile, replayArgs: string[], exercised: Set<string>, names: Set<string>,
   tally: ShapeTally, configs: ConfigTally, probes: ProbeTally, dump?: CaseDump): AsyncPropertyCheck<any> {
-  const p = kernelPrecision(s.info);
-  const declared = s.info.chunk_sizes ?? null;
-  const chunks = declared ?? DEFAULT_CHUNK_SIZES;
+  const declaration = pythonDeclaration(s, e.key);
+  const p = declaration.precision[e.kind];
+  const chunks = declaration.chunkSizes ?? DEFAULT_KERNEL_CHUNKS;
   const C = Math.min(...chunks);
-  const packed = (s.info.varlen ?? null) !== null;
+  const packed = declaration.varlen;
   const one = async (spec: PyCaseSpec): Promise<CaseOutcome> => {
     const c = buildPyCase(e.decl, spec, e.frozen, p, s.info.conventions);
     if (c.packed !== null) tally.addPacked({ lengths: c.packed.lengths, H: c.H, d: c.cfg.d }, C);
     else tally.add({ B: c.B, T: c.T, H: c.H, d: c.cfg.d }, C);
     for (const n of e.kind === "forward" ? forwardNames(c) : backwardNames(c)) names.add(n);
-    return e.kind === "forward" ? forwardCase(s, e.decl, e.key, c, exercised, p, configs, probes, dump) : backwardCase(s, e.decl, e.key, c, exercised, p, configs, probes, dump);
+    return e.kind === "forward" ? pyForwardCase(s, e.decl, e.key, c, exercised, p, configs, probes, dump) : pyBackwardCase(s, e.decl, e.key, c, exercised, p, configs, probes, dump);
   };
   const base = { kind: "property" as const, id: e.id, class: "C5" as const, subject: e.subject, spec: e.spec, tolerance: e.tolerance, runs: e.runs, replayArgs };
   if (profile === "regime") {
@@ -141,15 +142,13 @@ async function run(req: BatchRequest): Promise<void> {
         continue;
       }
       const seed = c.seed ?? 0;
-      if (!session.info.judged) {
-        emit(resultLine({ ...stubResult(c.id, "skip", session.info.skip_reason ?? "not judged", seed), subject: e.subject, spec: e.spec }));
+      // what the kernel declares for this rule variant: not judged, or not implemented; forward-only
+      const declaration = pythonDeclaration(session, e.key);
+      if (declaration.skip !== null) {
+        emit(resultLine({ ...stubResult(c.id, "skip", declaration.skip, seed), subject: e.subject, spec: e.spec }));
         continue;
       }
-      if (!session.info.rules.includes(e.key)) {
-        emit(resultLine({ ...stubResult(c.id, "skip", `${e.key} is not implemented by ${who} (it declares ${session.info.rules.join(", ")})`, seed), subject: e.subject, spec: e.spec }));
-        continue;
-      }
-      if (e.kind === "backward" && session.info.backward === "none") {
+      if (e.kind === "backward" && declaration.forwardOnly) {
         emit(resultLine({ ...stubResult(c.id, "skip", `${who} declares itself forward-only (nlc['forward_only']): no backward to judge (docs/spec/py-backend.md#forward-only)`, seed), subject: e.subject, spec: e.spec }));
         continue;
       }

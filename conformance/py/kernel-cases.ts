@@ -15,42 +15,27 @@ import type { InnerInputs, RuleDecl, State } from "../../src/rules/types.ts";
 import type { Tensor } from "../../src/tensor.ts";
 import { CaseDump } from "../../harness/dump.ts";
 import type { Compared } from "../../oracle/kernel-judge.ts";
-import { comparedItems, fromInnerGrads, kernelLabel, tensorName, type KernelNames, type TensorKey } from "../../cases/kernel-batch.ts";
+import { comparedItems, kernelLabel, tensorName, type KernelNames, type TensorKey } from "../../cases/kernel-batch.ts";
 import { flashCompare } from "../../oracle/kernel-judge.ts";
-import type { SeqTensors } from "../../oracle/plain-reference.ts";
+import type { SeqTensors } from "../../oracle/kernel-case.ts";
+import { referenceRun } from "../../oracle/kernel-reference.ts";
 import { seqCfg, toKernelGrads, type PyCase } from "./cases.ts";
-import { readReply, type KernelSession } from "./kernel-session.ts";
+import type { KernelSession } from "./kernel-session.ts";
+import { backwardKeys, forwardKeys, pythonBackend } from "./python-backend.ts";
+import type { KernelRun } from "../../cases/kernel-backend.ts";
 import { hazardVerdict, type ProbeTally } from "../../ffi/hazards.ts";
 import { acrossConfigurations, ConfigTally, type Judgement } from "./configurations.ts";
 import { withPlausibility } from "./plausible.ts";
 
 const asInputs = (r: Record<string, Tensor>) => r as unknown as InnerInputs;
 
-/** The tensors a forward check compares: y and (active pairs) every final state. */
-function forwardKeys(c: PyCase): TensorKey[] {
-  return [{ part: "y" }, ...(c.frozen ? [] : c.stateNames.map((name): TensorKey => ({ part: "state", name })))];
-}
-
-/** The tensors a backward check compares: every input's gradient and the state's. */
-function backwardKeys(c: PyCase): TensorKey[] {
-  return [...c.kernelInputs.map((name): TensorKey => ({ part: "grad", name })), ...c.stateNames.map((name): TensorKey => ({ part: "dState0", name }))];
-}
-
 export const forwardNames = (c: PyCase): string[] => forwardKeys(c).map((k) => tensorName(k, c.frozen, "py"));
 export const backwardNames = (c: PyCase): string[] => backwardKeys(c).map((k) => tensorName(k, c.frozen, "py"));
 
-/** The reference's f64 forward and backward of sequence n alone, at its own length (active pair, or the frozen read). */
+/** ref64 of sequence n alone, at its own length: the reference's forward and backward (oracle/kernel-reference.ts). */
 function ref64(decl: RuleDecl, c: PyCase, n: number): SeqTensors {
-  const q = c.seqs[n]!, cfg = seqCfg(c, n);
-  if (c.frozen) {
-    const fz = decl.frozen!;
-    const fw = fz.forward(q.in64.q!, q.st64 as State, cfg);
-    const g = fz.backward(fw.saved, q.in64.q!, q.dy64, cfg);
-    return { y: fw.y.data, state: {}, grads: { q: g.dq.data }, dState0: Object.fromEntries(Object.entries(g.dState).map(([n, t]) => [n, t.data])) };
-  }
-  const fw = decl.inner.forward(asInputs(q.in64), q.st64 as State, cfg);
-  const g = decl.inner.backward(fw.saved, asInputs(q.in64), q.dy64, cfg, q.dFinal64 as State);
-  return { y: fw.y.data, state: Object.fromEntries(Object.entries(fw.finalState).map(([n, t]) => [n, t.data])), ...fromInnerGrads(g) };
+  const q = c.seqs[n]!;
+  return referenceRun(decl, c.frozen, { inputs: asInputs(q.in64), state: q.st64 as State, dy: q.dy64, dFinal: q.dFinal64 as State }, seqCfg(c, n), "both");
 }
 
 /** A file name from a tensor's name: `dM (initial state)` -> `dM_initial_state_`. */
@@ -77,9 +62,10 @@ function dumpCase(dump: CaseDump, c: PyCase, items: readonly Compared[]): void {
  * yardstick, under every configuration of the kernel (configurations.ts; `configs` collects them),
  * each call under the hazard probes (`probes`; docs/spec/hazards.md).
  */
-async function phaseCase(s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision, which: "forward" | "backward",
+async function pyPhaseCase(s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision, which: "forward" | "backward",
   configs: ConfigTally, probes?: ProbeTally, dump?: CaseDump): Promise<CaseOutcome> {
   const keys = which === "forward" ? forwardKeys(c) : backwardKeys(c);
+  const backend = pythonBackend(s);
   const conv = s.info.conventions;
   const names: KernelNames = { keywords: conv?.keywords ?? {}, initialState: conv?.initial_state ?? "initial_state", stateDict: conv?.state_dict ?? false, states: c.stateNames };
   let refs: { r64: SeqTensors[]; r32: SeqTensors[] } | undefined;
@@ -92,18 +78,19 @@ async function phaseCase(s: KernelSession, decl: RuleDecl, key: string, c: PyCas
       };
     }
     const t0 = performance.now();
-    let reply;
+    let run: KernelRun;
     try {
-      reply = which === "forward" ? await s.forward(c, key, configuration) : await s.backward(c, key, configuration);
+      const batch = { c, rule: key, configuration };
+      run = which === "forward" ? await backend.forward(batch) : await backend.backward(batch);
     } finally {
       s.onExchange = null;
     }
     const kernelMs = performance.now() - t0;
     // a read past an input's end, a write into an input, two runs that differ: named as such, before any comparison (docs/spec/hazards.md)
-    const hazard = hazardVerdict(reply.hazards, `${s.backend.module}:${s.backend.callable}`);
+    const hazard = hazardVerdict(run.hazards, run.who);
     if (hazard !== null) return { outcome: hazard, kernelMs };
-    probes?.add(reply.rerunMaxRel);
-    const kernel = readReply(c, reply.tensors, keys, "kernel", which);
+    probes?.add(run.rerunMaxRel);
+    const kernel = run.perSeq;
     // the references once per case, after the kernel's first call (a kernel that fails at once never needs them)
     refs ??= await references(s, decl, key, c, p, keys, which);
     const items = comparedItems(kernel, refs.r64, refs.r32, c.frozen, "py", false, (k, ours) => kernelLabel(k, ours, names));
@@ -129,7 +116,7 @@ async function references(s: KernelSession, decl: RuleDecl, key: string, c: PyCa
   return { r64, r32 };
 }
 
-export const forwardCase = (s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision, configs = new ConfigTally(), probes?: ProbeTally, dump?: CaseDump): Promise<CaseOutcome> =>
-  phaseCase(s, decl, key, c, exercised, p, "forward", configs, probes, dump);
-export const backwardCase = (s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision, configs = new ConfigTally(), probes?: ProbeTally, dump?: CaseDump): Promise<CaseOutcome> =>
-  phaseCase(s, decl, key, c, exercised, p, "backward", configs, probes, dump);
+export const pyForwardCase = (s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision, configs = new ConfigTally(), probes?: ProbeTally, dump?: CaseDump): Promise<CaseOutcome> =>
+  pyPhaseCase(s, decl, key, c, exercised, p, "forward", configs, probes, dump);
+export const pyBackwardCase = (s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision, configs = new ConfigTally(), probes?: ProbeTally, dump?: CaseDump): Promise<CaseOutcome> =>
+  pyPhaseCase(s, decl, key, c, exercised, p, "backward", configs, probes, dump);
