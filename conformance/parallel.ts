@@ -22,6 +22,7 @@ import { availableParallelism } from "node:os";
 import type { Resolved } from "../ffi/backends.ts";
 import { probeBackends, probedBackends } from "./c5/spawn.ts";
 import { estimates, loadTimes } from "../harness/shard.ts";
+import { environment, type Environment } from "../environment.ts";
 
 export interface WorkerJob {
   ids: string[];
@@ -32,10 +33,10 @@ export interface WorkerJob {
   /** The kernel backends as the main thread probed them (a lib: backend's preflight), so a worker does not probe again. */
   probed?: Resolved[];
   /**
-   * The backend lists the catalogue is built from (NLC_BACKENDS, NLC_PY_BACKENDS) as the main thread
-   * set them from --backend: a worker does not see the main thread's later changes to process.env.
+   * The main thread's settings from the environment, with the --backend values in them: the
+   * worker adopts them before it builds its catalogue (environment.ts).
    */
-  backendEnv: { NLC_BACKENDS?: string; NLC_PY_BACKENDS?: string };
+  environment: Environment;
 }
 
 export type WorkerMessage =
@@ -77,7 +78,7 @@ export function delegatedBatches(defs: readonly CheckDef[]): Map<string, string[
   return out;
 }
 
-export function parallelEnabled(env: Record<string, string | undefined> = process.env): boolean {
+export function parallelEnabled(env: Environment = environment()): boolean {
   return env.NLC_SERIAL !== "1";
 }
 
@@ -169,7 +170,7 @@ export class InlineWork {
  * worker's start (its module graph and catalogue, about 0.3 s) or one more thread on a busy
  * machine does not pay. NLC_SHARE_MIN_MS overrides (0: share whatever is left).
  */
-export function shareMinMs(env: Record<string, string | undefined> = process.env): number {
+export function shareMinMs(env: Environment = environment()): number {
   const set = Number(env.NLC_SHARE_MIN_MS);
   return env.NLC_SHARE_MIN_MS !== undefined && env.NLC_SHARE_MIN_MS !== "" && Number.isFinite(set) && set >= 0 ? set : 1000;
 }
@@ -261,7 +262,7 @@ export async function runPlan(plan: RunPlan, hooks: RunHooks = {}): Promise<RunO
   const lane = async (): Promise<void> => {
     let w: LaneWorker | undefined;
     const job = (ids: string[]): WorkerJob => ({ ids, seed, profile, fixtureDirs: request.fixtureDirs, selected: [...selected], probed: probedBackends(),
-      backendEnv: { NLC_BACKENDS: process.env.NLC_BACKENDS, NLC_PY_BACKENDS: process.env.NLC_PY_BACKENDS } });
+      environment: environment() });
     const runJob = async (ids: string[]): Promise<boolean> => {
       if (w === undefined) active.add(w = new LaneWorker(record));
       try {

@@ -16,6 +16,7 @@ import { CALL_TIMEOUT } from "./call-watchdog.ts";
 import type { CheckDef, CheckResult, DelegatedResult, DelegateOptions, Profile } from "./check.ts";
 import { interruptedBy, noteSignal } from "./interrupt.ts";
 import { checkSeed, replayCommand } from "./run.ts";
+import { childEnvironment } from "../environment.ts";
 
 /** A batch of checks for one child: normal runs carry the run seed, a replay its one check's seed and path. */
 export interface BatchRequest {
@@ -128,7 +129,7 @@ export function spawnChild(spec: Pick<ChildSpec, "cmd" | "cwd" | "env" | "progre
     stdio: [stdin === undefined ? "ignore" : Buffer.from(stdin), "pipe", "pipe", ...(spec.progressFd ? [2] : [])] as never,
     timeout: timeoutMs,
     killSignal: "SIGKILL",
-    env: { ...(spec.env ?? process.env), ...(spec.progressFd ? { NLC_PROGRESS_FD: "3" } : {}) },
+    env: { ...(spec.env ?? childEnvironment()), ...(spec.progressFd ? { NLC_PROGRESS_FD: "3" } : {}) },
   });
   noteSignal(proc.signalCode); // a child ended by SIGINT/SIGTERM means the run was interrupted
   let death: string | undefined;

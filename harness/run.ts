@@ -6,6 +6,7 @@ import * as fc from "fast-check";
 import { emptyWorst, type Worst } from "../oracle/compare.ts";
 import { fnv1a } from "../src/rng.ts";
 import { runsFor, type CaseOutcome, type CheckDef, type CheckResult, type Profile } from "./check.ts";
+import { environment } from "../environment.ts";
 
 export interface RunOptions {
   /** The run's seed; each check derives its own from it and its id, so filtering changes nothing. */
@@ -35,7 +36,7 @@ function shellWord(w: string): string {
  * its children), else `npm run conformance --` (this repository).
  */
 function commandWords(): string[] {
-  return process.env.NLC_COMMAND === "npx nlc" ? ["npx", "nlc"] : ["npm", "run", "conformance", "--"];
+  return environment().NLC_COMMAND === "npx nlc" ? ["npx", "nlc"] : ["npm", "run", "conformance", "--"];
 }
 
 /**
