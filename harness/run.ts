@@ -81,7 +81,7 @@ type Verdict = Pick<CheckResult, "status" | "runs" | "path" | "worst" | "message
 
 /**
  * What a property check keeps across its cases, and the verdict of its fast-check run — one
- * definition for runCheck and the asynchronous runner of the py: backend. A case whose comparison
+ * definition for runCheck and the asynchronous runner of the Python kernel backends. A case whose comparison
  * is over near-zero values proves nothing: it is discarded (as a fast-check precondition) and
  * counted, and the check is vacuous when such cases are the majority.
  */
