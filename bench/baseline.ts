@@ -6,6 +6,7 @@
  * the machine's load and speed than either alone.
  */
 import { spawnSync } from "node:child_process";
+import { childEnvironment } from "../environment.ts";
 
 const WORKLOAD = `
 let s = 0;
@@ -30,7 +31,7 @@ export const fmtSeconds = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
  */
 export function timed(cmd: string, args: readonly string[], opts: { cwd: string; env?: NodeJS.ProcessEnv }): { wallMs: number; cpuMs: number; status: number | null; stderr: string } {
   const t0 = performance.now();
-  const r = spawnSync("/usr/bin/time", ["-f", "NLC-CPU %U %S", cmd, ...args], { cwd: opts.cwd, env: opts.env ?? process.env, stdio: ["ignore", "ignore", "pipe"], maxBuffer: 256 << 20 });
+  const r = spawnSync("/usr/bin/time", ["-f", "NLC-CPU %U %S", cmd, ...args], { cwd: opts.cwd, env: opts.env ?? childEnvironment(), stdio: ["ignore", "ignore", "pipe"], maxBuffer: 256 << 20 });
   const wallMs = performance.now() - t0;
   const err = r.stderr?.toString() ?? "";
   const m = /NLC-CPU ([\d.]+) ([\d.]+)\s*$/.exec(err);

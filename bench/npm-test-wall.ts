@@ -12,6 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ROOT } from "../paths.ts";
 import { baselineMs, fmtSeconds, timed } from "./baseline.ts";
+import { childEnvironment } from "../environment.ts";
 
 const argv = process.argv.slice(2);
 const opt = (name: string, dflt: number) => {
@@ -30,7 +31,7 @@ const dir = mkdtempSync(join(tmpdir(), "nlc-npmtest-wall-"));
 
 function npmTest(shard?: string): number {
   const r = timed("npm", ["test"], {
-    cwd: ROOT, env: { ...process.env, NLC_REPORT: join(dir, `r${shard ? `-${shard.replace("/", "of")}` : ""}.json`), ...(shard ? { NLC_SHARD: shard } : {}) },
+    cwd: ROOT, env: childEnvironment({ NLC_REPORT: join(dir, `r${shard ? `-${shard.replace("/", "of")}` : ""}.json`), ...(shard ? { NLC_SHARD: shard } : {}) }),
   });
   if (r.status !== 0) console.error(`npm test${shard ? ` (NLC_SHARD=${shard})` : ""} exited ${r.status}`);
   console.log(`  ${shard ? `shard ${shard}` : "npm test"}: wall ${fmtSeconds(r.wallMs)}, CPU ${fmtSeconds(r.cpuMs)}`);

@@ -27,11 +27,12 @@ import { Rng } from "../src/rng.ts";
 import { Tensor, cast } from "../src/tensor.ts";
 import { gateShape, type GateName, type InnerInputs, type InnerPair, type RuleDecl, type State } from "../src/rules/types.ts";
 import { hasFastPair, judgePair } from "../oracle/matrix-fast.ts";
+import { childEnvironment, environment } from "../environment.ts";
 
 const quick = process.argv.includes("--quick"), old = !process.argv.includes("--no-old");
 const REPS = quick ? 1 : 3;
 const SIZES: { d: number; T: number }[] = [{ d: 64, T: quick ? 64 : 512 }, { d: 128, T: quick ? 32 : 256 }, { d: 256, T: quick ? 16 : 64 }];
-const PY = process.env.NLC_TORCH_PYTHON ?? "/usr/bin/python3";
+const PY = environment().NLC_TORCH_PYTHON ?? "/usr/bin/python3";
 const flops = (d: number, T: number) => 21 * d * d * T;
 
 interface Timing {
@@ -188,7 +189,7 @@ const LOOPS: Record<string, string> = {
 };
 
 function pySeconds(rule: string, lib: "numpy" | "torch", d: number, T: number): Timing | string {
-  const p = Bun.spawnSync({ cmd: [PY, "-c", PRELUDE + LOOPS[rule]! + POSTLUDE, String(d), String(T), String(REPS), lib], stdout: "pipe", stderr: "pipe", env: { ...process.env, OMP_NUM_THREADS: "1", OPENBLAS_NUM_THREADS: "1", MKL_NUM_THREADS: "1" } });
+  const p = Bun.spawnSync({ cmd: [PY, "-c", PRELUDE + LOOPS[rule]! + POSTLUDE, String(d), String(T), String(REPS), lib], stdout: "pipe", stderr: "pipe", env: childEnvironment({ OMP_NUM_THREADS: "1", OPENBLAS_NUM_THREADS: "1", MKL_NUM_THREADS: "1" }) });
   if (p.exitCode !== 0) return `${lib} loop unavailable (${PY}): ${p.stderr.toString().trim().split("\n").pop()}`;
   const [wall, cpu] = p.stdout.toString().trim().split(/\s+/).map(Number);
   return { wall: wall!, cpu: cpu! };

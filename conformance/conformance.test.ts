@@ -17,18 +17,18 @@ import { catchInterrupts, interruptWhenOrphaned } from "../harness/interrupt.ts"
 import { printable, Progress } from "../harness/progress.ts";
 import { runPlan } from "./parallel.ts";
 import { byTestName, ENV_NAMES, libraryPreflight, planRun, type RunPlan } from "./plan.ts";
-import { TEST_NAME_PATTERN_ENV } from "./npm-test.ts";
 import { writeRunReport } from "./run-report.ts";
+import { environment } from "../environment.ts";
 
 const opts = envOptions();
 const planned = planRun({
   seed: opts.seed, profile: opts.profile, filters: opts.filters, fixtureDirs: opts.fixtureDirs, shard: opts.shard,
   reportPath: opts.report ?? DEFAULT_REPORT, names: ENV_NAMES,
-  minPower: process.env.NLC_MIN_POWER === undefined ? DEFAULT_MIN_POWER : parseMinPower(process.env.NLC_MIN_POWER, "NLC_MIN_POWER"),
+  minPower: environment().NLC_MIN_POWER === undefined ? DEFAULT_MIN_POWER : parseMinPower(environment().NLC_MIN_POWER!, "NLC_MIN_POWER"),
 });
 // `npm test -- -t PATTERN` (conformance/npm-test.ts hands the pattern over): only the checks whose
 // test would match run, as bun test would run only those tests.
-const namePattern = process.env[TEST_NAME_PATTERN_ENV];
+const namePattern = environment().NLC_TEST_NAME_PATTERN;
 const plan = namePattern === undefined ? planned : byTestName(planned, new RegExp(namePattern));
 libraryPreflight(plan);
 

@@ -12,6 +12,7 @@ import { interruptedBy } from "../harness/interrupt.ts";
 import { runCheck } from "../harness/run.ts";
 import type { CheckDef } from "../harness/check.ts";
 import type { WorkerJob, WorkerMessage } from "./parallel.ts";
+import { adoptEnvironment } from "../environment.ts";
 
 declare const self: Worker;
 
@@ -19,10 +20,7 @@ let catalogue: { cat: Catalogue; byId: Map<string, CheckDef> } | undefined;
 
 function catalogueFor(job: WorkerJob): { cat: Catalogue; byId: Map<string, CheckDef> } {
   if (catalogue !== undefined) return catalogue;
-  for (const [k, v] of Object.entries(job.backendEnv)) {
-    if (v === undefined) delete process.env[k];
-    else process.env[k] = v;
-  }
+  adoptEnvironment(job.environment);
   adoptProbe(job.probed);
   const cat = buildCatalogue({ fixtureDirs: job.fixtureDirs });
   catalogue = { cat, byId: new Map(cat.checks.map((c) => [c.id, c])) };

@@ -24,6 +24,7 @@ import { closingLine, DEFAULT_REPORT, failedPath, isGreen, NO_REPORT_LINE, notRu
 import type { Shard } from "../harness/shard.ts";
 import { INTERRUPT_SIGNALS } from "../oracle/child-signals.ts";
 import { ROOT } from "../paths.ts";
+import { childEnvironment, environment } from "../environment.ts";
 
 export const CONFORMANCE_TEST = "conformance/conformance.test.ts";
 export const TEST_TIMES = join(ROOT, "tests", "data", "test-times.json");
@@ -83,7 +84,7 @@ async function main(): Promise<number> {
   const tests = opts.shard === undefined ? testFiles() : shardFiles(testFiles(), opts.shard);
   const files = named.length > 0 ? [] : [CONFORMANCE_TEST, ...tests];
   const runsConformance = named.length === 0 || named.some((a) => CONFORMANCE_TEST.includes(a.replace(/^\.\//, "")) || a === "conformance" || a === "conformance/");
-  const timing = process.env.NLC_UPDATE_TEST_TIMES === "1" ? [`--timings=${relative(process.cwd(), TEST_TIMES)}`, "--update-timings"] : [];
+  const timing = environment().NLC_UPDATE_TEST_TIMES === "1" ? [`--timings=${relative(process.cwd(), TEST_TIMES)}`, "--update-timings"] : [];
   // bun test's name filter (-t / --test-name-pattern) also selects the conformance checks by id,
   // so `npm test -- -t layering` does not run the whole catalogue for one test of tests/.
   const pattern = testNamePattern(args);
@@ -101,7 +102,7 @@ async function main(): Promise<number> {
   // bunfig.toml's timeout does not reach --parallel workers: the same hang guard, given here.
   const child = spawn(process.execPath, ["test", "--parallel=2", "--timeout=600000", ...timing, ...files, ...args], {
     cwd: ROOT, stdio: "inherit", detached: true,
-    env: pattern === undefined ? process.env : { ...process.env, [TEST_NAME_PATTERN_ENV]: pattern },
+    env: childEnvironment(pattern === undefined ? {} : { NLC_TEST_NAME_PATTERN: pattern }),
   });
   let signalled: NodeJS.Signals | null = null;
   const pass = (sig: NodeJS.Signals) => {

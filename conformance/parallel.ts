@@ -1,11 +1,12 @@
 /**
  * The one runner of a plan (conformance/plan.ts), for `npm run conformance` and `bun test` alike
  * (docs/spec/conformance.md#one-scheduler): the delegated checks run beside the in-process ones.
- * Delegated checks of one class share a batch (one kernel child per backend, one cross-check run;
- * each py: backend a batch of its own), so each batch goes to one lane, in catalogue order, at most
- * LANES at once; a check may name its own batch (the crash-isolation checks do: their children
- * mostly wait, the hang one for its whole timeout, and so overlap the kernel checks instead of
- * following them). A lane keeps one worker thread; when its batches are done and a core is free it
+ * It schedules by what a check declares, never by its class or backend: a delegated check names
+ * the child it needs (`needs.child`), and the checks naming one child share a batch, which goes to
+ * one lane, in catalogue order, at most LANES batches at once (a check folder gives checks that
+ * mostly wait, such as the crash-isolation ones, a child of their own, so they overlap the others
+ * instead of following them); work that several batches need first (`needs.before`) is done once,
+ * here. A lane keeps one worker thread; when its batches are done and a core is free it
  * takes shares of the in-process checks (InlineWork), which the main thread runs from the front.
  * A run with a single lane of work (one batch and nothing else, e.g. one kernel backend's checks)
  * and replays run in the main thread: a worker would only add its start-up. NLC_SERIAL=1 runs
@@ -20,8 +21,9 @@ import { runCheck } from "../harness/run.ts";
 import type { RunPlan } from "./plan.ts";
 import { availableParallelism } from "node:os";
 import type { Resolved } from "../ffi/backends.ts";
-import { probeBackends, probedBackends } from "./c5/spawn.ts";
+import { probedBackends } from "./c5/spawn.ts";
 import { estimates, loadTimes } from "../harness/shard.ts";
+import { environment, type Environment } from "../environment.ts";
 
 export interface WorkerJob {
   ids: string[];
@@ -32,10 +34,10 @@ export interface WorkerJob {
   /** The kernel backends as the main thread probed them (a lib: backend's preflight), so a worker does not probe again. */
   probed?: Resolved[];
   /**
-   * The backend lists the catalogue is built from (NLC_BACKENDS, NLC_PY_BACKENDS) as the main thread
-   * set them from --backend: a worker does not see the main thread's later changes to process.env.
+   * The main thread's settings from the environment, with the --backend values in them: the
+   * worker adopts them before it builds its catalogue (environment.ts).
    */
-  backendEnv: { NLC_BACKENDS?: string; NLC_PY_BACKENDS?: string };
+  environment: Environment;
 }
 
 export type WorkerMessage =
@@ -48,14 +50,22 @@ export interface WorkerOutcome {
   interrupt: InterruptSignal | null;
 }
 
-/**
- * The batch of a delegated check: its own `batch`; else, for a py: backend, its class and backend
- * (one Python host per backend, independent of the others); else its class (the native kernel
- * backends are built and probed together, once, by the first C5 check of the run).
- */
+/** The batch of a delegated check: the child it declares it needs (`needs.child`). */
 export function batchOf(d: CheckDef): string {
-  if (d.kind === "delegated" && d.batch !== undefined) return d.batch;
-  return d.subject.backend?.startsWith("py:") ? `${d.class} ${d.subject.backend}` : d.class;
+  if (d.kind !== "delegated") throw new Error(`${d.id}: only a delegated check has a batch`);
+  return d.needs.child;
+}
+
+/** The distinct `needs.before` of the checks to run that more than one of the batches needs, in catalogue order. */
+export function beforeBatches(defs: readonly CheckDef[], batches: ReadonlyMap<string, readonly string[]>): (() => void)[] {
+  const byBefore = new Map<() => void, Set<string>>();
+  for (const d of defs) {
+    if (d.kind !== "delegated" || d.needs.before === undefined || !batches.has(d.needs.child)) continue;
+    const set = byBefore.get(d.needs.before) ?? new Set<string>();
+    set.add(d.needs.child);
+    byBefore.set(d.needs.before, set);
+  }
+  return [...byBefore].filter(([, children]) => children.size > 1).map(([f]) => f);
 }
 
 /**
@@ -77,7 +87,7 @@ export function delegatedBatches(defs: readonly CheckDef[]): Map<string, string[
   return out;
 }
 
-export function parallelEnabled(env: Record<string, string | undefined> = process.env): boolean {
+export function parallelEnabled(env: Environment = environment()): boolean {
   return env.NLC_SERIAL !== "1";
 }
 
@@ -169,7 +179,7 @@ export class InlineWork {
  * worker's start (its module graph and catalogue, about 0.3 s) or one more thread on a busy
  * machine does not pay. NLC_SHARE_MIN_MS overrides (0: share whatever is left).
  */
-export function shareMinMs(env: Record<string, string | undefined> = process.env): number {
+export function shareMinMs(env: Environment = environment()): number {
   const set = Number(env.NLC_SHARE_MIN_MS);
   return env.NLC_SHARE_MIN_MS !== undefined && env.NLC_SHARE_MIN_MS !== "" && Number.isFinite(set) && set >= 0 ? set : 1000;
 }
@@ -180,11 +190,11 @@ export function sharingLanes(cores = availableParallelism()): number {
 }
 
 /**
- * The report's backends: the main thread's list, where a worker probed a backend (it ran C5) its
- * findings instead of "not probed".
+ * The report's backends: the main thread's list, where a worker probed a backend (it ran that
+ * backend's checks) its findings instead of "not probed".
  */
 export function mergeBackendInfo(main: readonly BackendInfo[], fromWorkers: readonly BackendInfo[][]): BackendInfo[] {
-  // "not probed" (a kernel backend) and "not run" (a py: backend): this thread did not run its checks.
+  // "not probed" or "not run": this thread did not run the backend's checks.
   const unknown = (b: BackendInfo) => !b.available && /^not (probed|run)/.test(b.reason ?? "");
   return main.map((b) => {
     if (!unknown(b)) return b;
@@ -241,11 +251,9 @@ export async function runPlan(plan: RunPlan, hooks: RunHooks = {}): Promise<RunO
   const batches = parallel ? all : new Map<string, string[]>();
   // With workers every delegated check is in a batch; without, everything runs here.
   const work = new InlineWork(parallel ? inProcess : defs, est);
-  // Native kernel checks in more than one batch (the kernel checks, the crash-isolation checks):
-  // build and probe the backends once, here, and hand the result to every worker.
-  const byId = new Map(defs.map((d) => [d.id, d]));
-  const native = (ids: string[]) => ids.some((id) => byId.get(id)!.class === "C5" && !batchOf(byId.get(id)!).includes("py:"));
-  if ([...batches.values()].filter(native).length > 1) probeBackends();
+  // Work that more than one batch needs done first (building and probing the native kernel
+  // backends): done once, here, and its result handed to every worker.
+  for (const before of beforeBatches(defs, batches)) before();
   // LANES lanes (or, with no batch, one per core besides this thread), each with one worker: it
   // takes the next batch, in catalogue order, while there is one, then shares of the in-process
   // checks while enough of them is left.
@@ -261,7 +269,7 @@ export async function runPlan(plan: RunPlan, hooks: RunHooks = {}): Promise<RunO
   const lane = async (): Promise<void> => {
     let w: LaneWorker | undefined;
     const job = (ids: string[]): WorkerJob => ({ ids, seed, profile, fixtureDirs: request.fixtureDirs, selected: [...selected], probed: probedBackends(),
-      backendEnv: { NLC_BACKENDS: process.env.NLC_BACKENDS, NLC_PY_BACKENDS: process.env.NLC_PY_BACKENDS } });
+      environment: environment() });
     const runJob = async (ids: string[]): Promise<boolean> => {
       if (w === undefined) active.add(w = new LaneWorker(record));
       try {

@@ -18,6 +18,7 @@ import { probeBackends } from "./c5/spawn.ts";
 import { PY_PREFIX, parsePyBackendArg, pyIdCollision } from "./py/plan.ts";
 import { configLimit } from "./py/configurations.ts";
 import { UsageError } from "../harness/usage-error.ts";
+import { adoptEnvironment, environment } from "../environment.ts";
 
 /** A setting that cannot be used (exit status 2); the message names the setting (harness/usage-error.ts). */
 export { UsageError };
@@ -69,8 +70,9 @@ export const BACKEND_KINDS = `${NAMED_BACKENDS.join(", ")}, lib:<path to a libra
 const message = (e: unknown) => (e instanceof Error ? e.message : String(e));
 
 /**
- * The kernel backends are read from the environment (NLC_BACKENDS, NLC_PY_BACKENDS), which the C5
- * child processes and the worker threads inherit too: --backend values are written there.
+ * The kernel backends are settings of the environment record (NLC_BACKENDS, NLC_PY_BACKENDS;
+ * environment.ts), which the worker threads adopt and the child processes get as their
+ * environment: --backend values go into the record (process.env is left as it is).
  */
 function applyBackends(values: readonly string[], flag: string): void {
   for (const b of values) {
@@ -88,8 +90,7 @@ function applyBackends(values: readonly string[], flag: string): void {
   const py = values.filter((b) => b.startsWith(PY_PREFIX)), libs = values.filter((b) => !b.startsWith(PY_PREFIX));
   const collision = pyIdCollision(py, flag);
   if (collision !== null) throw new UsageError(collision);
-  process.env.NLC_PY_BACKENDS = py.join(",");
-  process.env.NLC_BACKENDS = libs.length > 0 ? libs.join(",") : "ref";
+  adoptEnvironment({ ...environment(), NLC_PY_BACKENDS: py.join(","), NLC_BACKENDS: libs.length > 0 ? libs.join(",") : "ref" });
 }
 
 /** Why a report cannot be written at `path` (asked before the run, so no result is lost), or null. */

@@ -17,6 +17,7 @@ import { appendFileSync, mkdirSync, writeFileSync } from "node:fs";
 import { junitXml, markdownSummary } from "../harness/report-ci.ts";
 import { dirname, resolve } from "node:path";
 import { parseArgs } from "node:util";
+import { environment } from "../environment.ts";
 
 export const REPORT_COMMANDS = ["diff", "html", "merge", "timings", "junit", "markdown"] as const;
 export type ReportCommand = (typeof REPORT_COMMANDS)[number];
@@ -133,7 +134,7 @@ function ciFormat(name: "junit" | "markdown", argv: string[]): number {
   const src = parsed.positionals[0]!;
   const report = readReportFile(src);
   const text = name === "junit" ? junitXml(report) : markdownSummary(report);
-  const stepSummary = process.env.GITHUB_STEP_SUMMARY;
+  const stepSummary = environment().GITHUB_STEP_SUMMARY;
   const out = parsed.values.out ?? (name === "junit" ? src.replace(/\.json$/, "") + ".junit.xml" : stepSummary);
   if (out === undefined || out === "") {
     process.stdout.write(text);

@@ -19,6 +19,7 @@ import { parseShard, type Shard } from "../harness/shard.ts";
 import { ROOT } from "../paths.ts";
 import { CLI_NAMES, UsageError, type RunRequest } from "./plan.ts";
 import { parsePyBackend, PY_PREFIX } from "./py/plan.ts";
+import { environment } from "../environment.ts";
 
 /** The config file a run reads from the directory it runs in, when present. */
 export const CONFIG_FILE = "nlc.config.json";
@@ -176,7 +177,7 @@ export function absoluteLibrary(b: string, cwd: string): string {
 
 /** py: backends named in NLC_PY_BACKENDS: named as explicitly as by --backend. */
 function envPyBackends(): string[] {
-  return (process.env.NLC_PY_BACKENDS ?? "").split(",").map((b) => b.trim()).filter((b) => b !== "");
+  return (environment().NLC_PY_BACKENDS ?? "").split(",").map((b) => b.trim()).filter((b) => b !== "");
 }
 
 /**

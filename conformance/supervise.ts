@@ -10,8 +10,7 @@ import { spawn } from "node:child_process";
 import { constants } from "node:os";
 import { INTERRUPT_SIGNALS } from "../oracle/child-signals.ts";
 import { interruptWhenOrphaned } from "../harness/interrupt.ts";
-
-const RUNNER_ENV = "NLC_RUNNER";
+import { childEnvironment, environment } from "../environment.ts";
 
 /**
  * Whether this command line runs checks (then it runs in a supervised child): options only, none
@@ -25,7 +24,7 @@ export function runsChecks(argv: readonly string[]): boolean {
 
 /** True in the runner (or where supervision is off: NLC_RUNNER=1 runs the checks in this process). */
 export function isRunner(): boolean {
-  return process.env[RUNNER_ENV] === "1";
+  return environment().NLC_RUNNER === "1";
 }
 
 /** Runs this same command as the runner and returns its exit status (128 + n when a signal ended it). */
@@ -33,7 +32,7 @@ export function superviseSelf(): Promise<number> {
   const child = spawn(process.execPath, process.argv.slice(1), {
     stdio: "inherit",
     detached: true,
-    env: { ...process.env, [RUNNER_ENV]: "1" },
+    env: childEnvironment({ NLC_RUNNER: "1" }),
   });
   const pass = (sig: NodeJS.Signals) => {
     try {

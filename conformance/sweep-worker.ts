@@ -7,6 +7,7 @@ import { buildCatalogue } from "./catalogue.ts";
 import { adoptC9SkipReason } from "./c9/checks.ts";
 import { sweepSeed } from "../harness/sweep.ts";
 import type { SweepWorkerInit, SweepWorkerMessage } from "./sweep.ts";
+import { adoptEnvironment } from "../environment.ts";
 
 declare const self: Worker;
 
@@ -17,10 +18,7 @@ self.onmessage = (ev: MessageEvent<SweepWorkerInit | { kind: "seed"; seed: numbe
   const job = ev.data;
   try {
     if (job.kind === "init") {
-      for (const [k, v] of Object.entries(job.backendEnv)) {
-        if (v === undefined) delete process.env[k];
-        else process.env[k] = v;
-      }
+      adoptEnvironment(job.environment);
       adoptC9SkipReason(job.c9SkipReason);
       const ids = new Set(job.ids);
       const defs = buildCatalogue({ fixtureDirs: [] }).checks.filter((c) => ids.has(c.id));

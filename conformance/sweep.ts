@@ -17,6 +17,7 @@ import { c9SkipReason } from "./c9/checks.ts";
 import { PROFILES, type Profile, type Status } from "../harness/check.ts";
 import { runInfo } from "../harness/report.ts";
 import { parseShard, type Shard } from "../harness/shard.ts";
+import { environment, type Environment } from "../environment.ts";
 import {
   describeSeeds, formatSweep, mergeSweeps, NON_PASS, parseSeeds, readSweepFile, seedShard, sweepClean, SWEEP_FORMAT, SweepFileError, SweepTally, writeSweep,
   type CaseDigest, type Sweep,
@@ -51,8 +52,8 @@ export interface SweepWorkerInit {
   kind: "init";
   /** The selected checks, by id, as the main thread's plan chose them. */
   ids: string[];
-  /** The kernel backends the catalogue is built from (a worker does not see the main thread's environment). */
-  backendEnv: { NLC_BACKENDS?: string; NLC_PY_BACKENDS?: string };
+  /** The main thread's settings from the environment (the --backend values in them), adopted before the catalogue is built. */
+  environment: Environment;
   profile: Profile;
   c9SkipReason: string | null;
 }
@@ -149,7 +150,7 @@ async function sweep(argv: string[]): Promise<number> {
   let done = 0;
   const init: SweepWorkerInit = {
     kind: "init", ids: defs.map((d) => d.id), profile,
-    backendEnv: { NLC_BACKENDS: process.env.NLC_BACKENDS, NLC_PY_BACKENDS: process.env.NLC_PY_BACKENDS },     c9SkipReason: defs.some((d) => d.class === "C9") ? c9SkipReason() : null,
+    environment: environment(),     c9SkipReason: defs.some((d) => d.class === "C9") ? c9SkipReason() : null,
   };
   const workers = Array.from({ length: Math.min(jobs, seeds.length) }, () => new Promise<void>((resolve, reject) => {
     const w = new Worker(new URL("./sweep-worker.ts", import.meta.url).href);

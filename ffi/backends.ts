@@ -12,6 +12,7 @@ import type { RuleConfig } from "../src/rules/types.ts";
 import { BuildError, buildLib, gpuPresent, isCudaKind, type LibKind } from "./build.ts";
 import { libToolchain, type Toolchain } from "./toolchain.ts";
 import { LibraryError, openKernelLib, type KernelLib } from "./lib.ts";
+import { environment, type Environment } from "../environment.ts";
 
 /** A kernel backend as the report lists it. */
 export interface BackendInfo {
@@ -35,7 +36,7 @@ const BUILT_BACKENDS: Readonly<Record<string, LibKind>> = {
 export const NAMED_BACKENDS = ["cpu-emu", "cuda", "cpu-f32", "cuda-f32", "cpu-bf16", "cuda-bf16"] as const;
 
 /** NLC_BACKENDS=cpu-emu,cuda,cpu-bf16,lib:/path/libx.so (comma-separated); `ref` is always there. */
-export function kernelBackendNames(env: Record<string, string | undefined> = process.env): string[] {
+export function kernelBackendNames(env: Environment = environment()): string[] {
   const raw = env.NLC_BACKENDS;
   if (raw === undefined || raw.trim() === "") return [...DEFAULT_KERNEL_BACKENDS];
   const names = raw.split(",").map((s) => s.trim()).filter((s) => s !== "" && s !== "ref");

@@ -27,6 +27,7 @@ import { basename, join } from "node:path";
 
 import { ROOT } from "../paths.ts";
 import { writeGenerated } from "./generate.ts";
+import { environment, type Environment } from "../environment.ts";
 
 const CUDA_DIR = join(ROOT, "cuda");
 const TEST_DIR = join(CUDA_DIR, "test");
@@ -51,7 +52,7 @@ export const CHUNK_GD_BUILD_C = 4;
  * compile gate for them is `bun ffi/build.ts --check-cuda` in ffi/ci.sh. NLC_BUILD_CUDA=1 builds
  * them anyway (e.g. to try a GPU machine's build here).
  */
-export function gpuPresent(env: Record<string, string | undefined> = process.env): boolean {
+export function gpuPresent(env: Environment = environment()): boolean {
   return env.NLC_BUILD_CUDA === "1" || existsSync("/dev/nvidia0") || existsSync("/dev/nvidiactl");
 }
 

@@ -5,16 +5,16 @@
 import type * as fc from "fast-check";
 import type { CaseVerdict, Comparison, Worst } from "../oracle/compare.ts";
 
-export const CHECK_CLASSES = ["C0", "C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9"] as const;
-export type CheckClass = (typeof CHECK_CLASSES)[number];
+/**
+ * A check's class (docs/spec/conformance.md#classes): the catalogue (conformance/catalogue.ts)
+ * declares which there are; the runner, the reports and the harness read fields, never a class.
+ */
+export type CheckClass = `C${number}`;
 export type Status = "pass" | "fail" | "vacuous" | "skip" | "error";
 
 import type { LevelPattern } from "../cases/model-arb.ts";
 
 export type { LevelPattern };
-
-/** The kernel phase a C5 check exercises. */
-export type KernelPhase = "forward" | "backward" | "checkpoint" | "chunks" | "workspace" | "race" | "gpu-blocks" | "tape-e2e";
 
 /** What a check is about. Every field is optional: a check fills the ones that apply to it. */
 export interface Subject {
@@ -28,8 +28,8 @@ export interface Subject {
   /** Model checks: which levels update (never called `frozen`, which names the frozen read). */
   levels?: LevelPattern;
   backend?: string;
-  /** C5: the kernel phase. */
-  phase?: KernelPhase;
+  /** The part of the subject the check exercises, as its class names it. */
+  phase?: string;
   /** The precision of the computation under test; "f64+f32" when one check covers both. */
   dtype?: "f64" | "f32" | "f64+f32";
   fixture?: string;
@@ -101,12 +101,27 @@ export interface SingleCheck extends CheckBase {
  */
 export interface DelegatedCheck extends CheckBase {
   readonly kind: "delegated";
-  /**
-   * Which worker thread runs it under `npm run conformance` (conformance/parallel.ts): delegated
-   * checks of one batch share a worker, in catalogue order. Default: its class.
-   */
-  readonly batch?: string;
+  /** What it needs to run: the runner (conformance/parallel.ts) schedules by this alone. */
+  readonly needs: Needs;
   delegate(opts: DelegateOptions): DelegatedResult;
+}
+
+/**
+ * What a delegated check needs (a check that runs in the runner's own thread needs a core, and
+ * declares nothing). The runner names no class and no backend: it groups and prepares by these.
+ */
+export interface Needs {
+  /**
+   * The child it runs in (a kernel backend's child process, a Python host, a cross-check process):
+   * the delegated checks naming the same child run in one worker thread, one after the other in
+   * catalogue order, and share it; different children run at once.
+   */
+  readonly child: string;
+  /**
+   * Work done once in the main thread before the children start, when more than one child needs
+   * it (building and probing the native kernel backends), instead of once in each worker.
+   */
+  readonly before?: () => void;
 }
 
 /** A check that cannot run here (e.g. a backend that is not available), with the reason. */

@@ -13,9 +13,10 @@
  * so that the parent knows which check, case and kernel were running when the child died.
  */
 import { CALL_TIMEOUT } from "./call-watchdog.ts";
-import type { CheckDef, CheckResult, DelegatedResult, DelegateOptions, Profile } from "./check.ts";
+import type { CheckClass, CheckDef, CheckResult, DelegatedResult, DelegateOptions, Profile } from "./check.ts";
 import { interruptedBy, noteSignal } from "./interrupt.ts";
 import { checkSeed, replayCommand } from "./run.ts";
+import { childEnvironment } from "../environment.ts";
 
 /** A batch of checks for one child: normal runs carry the run seed, a replay its one check's seed and path. */
 export interface BatchRequest {
@@ -71,7 +72,8 @@ export function parseRunOutput(stdout: string): ChildOutput {
 
 /** A result for a check that did not run its cases (unavailable backend, dead child, unknown id). */
 export function stubResult(id: string, status: CheckResult["status"], message: string, seed = 0, path = ""): CheckResult {
-  return { id, class: "C5", subject: {}, status, tolerance: {}, runs: 0, seed, path, replay: "", ms: 0, spec: "", message };
+  // a check id starts with its class (docs/spec/conformance.md#classes)
+  return { id, class: id.split("/")[0] as CheckClass, subject: {}, status, tolerance: {}, runs: 0, seed, path, replay: "", ms: 0, spec: "", message };
 }
 
 export function tail(s: string, n = 1500): string {
@@ -128,7 +130,7 @@ export function spawnChild(spec: Pick<ChildSpec, "cmd" | "cwd" | "env" | "progre
     stdio: [stdin === undefined ? "ignore" : Buffer.from(stdin), "pipe", "pipe", ...(spec.progressFd ? [2] : [])] as never,
     timeout: timeoutMs,
     killSignal: "SIGKILL",
-    env: { ...(spec.env ?? process.env), ...(spec.progressFd ? { NLC_PROGRESS_FD: "3" } : {}) },
+    env: { ...(spec.env ?? childEnvironment()), ...(spec.progressFd ? { NLC_PROGRESS_FD: "3" } : {}) },
   });
   noteSignal(proc.signalCode); // a child ended by SIGINT/SIGTERM means the run was interrupted
   let death: string | undefined;

@@ -1,6 +1,7 @@
 /** The settings of `bun test` (conformance/conformance.test.ts), which takes no flags of ours. */
 import { PROFILES, type Profile } from "./check.ts";
 import { parseShard, type Shard } from "./shard.ts";
+import { environment, type Environment } from "../environment.ts";
 
 export interface EnvOptions {
   seed: number;
@@ -14,7 +15,7 @@ export interface EnvOptions {
 export const DEFAULT_SEED = 1;
 
 /** Options for `bun test`, which takes no flags of ours: NLC_SEED, NLC_PROFILE, NLC_REPORT, NLC_FILTER, NLC_FIXTURES, NLC_SHARD. */
-export function envOptions(env: Record<string, string | undefined> = process.env): EnvOptions {
+export function envOptions(env: Environment = environment()): EnvOptions {
   const profile = (env.NLC_PROFILE ?? "default") as Profile;
   if (!(PROFILES as readonly string[]).includes(profile)) {
     throw new Error(`NLC_PROFILE=${profile}: expected ${PROFILES.join(", ")}`);

@@ -38,6 +38,15 @@ export function parseMinPower(v: string, name: string): number | null {
 /** The default gate: off (docs/spec/precision.md#min-power). */
 export const DEFAULT_MIN_POWER: number | null = null;
 
+/**
+ * Whether a check judges an artefact (a kernel backend, `subject.backend`, or a fixture,
+ * `subject.fixture`) rather than the reference itself: the power gate and summary cover these
+ * (docs/spec/precision.md#min-power), whatever their class.
+ */
+export function judgesArtefact(c: Pick<CheckResult, "subject">): boolean {
+  return c.subject.backend !== undefined || c.subject.fixture !== undefined;
+}
+
 const pct = (x: number) => {
   const v = x * 100;
   return `${v >= 1e-3 ? Number(v.toPrecision(3)) : v.toExponential(2)}%`;
@@ -46,12 +55,12 @@ const pct = (x: number) => {
 /**
  * The gate (docs/spec/precision.md#min-power): a passing check whose weakest gradient tensor could
  * not detect a `minPower` scale error fails, with a message naming the tensor, its power and the
- * test that gives it. Kernel checks (C5, C6) only; checks without gradients, and checks that did not
- * pass, are left alone.
+ * test that gives it. Checks of an artefact only (`judgesArtefact`: a kernel backend's, a fixture's);
+ * checks without gradients, and checks that did not pass, are left alone.
  */
 export function gateMinPower(r: CheckResult, minPower: number | null | undefined): CheckResult {
-  // kernel checks only (C5, C6): the finite-difference checks record their power, but a tape gradient is not a release artefact
-  if (minPower === null || minPower === undefined || r.status !== "pass" || (r.class !== "C5" && r.class !== "C6")) return r;
+  // checks of an artefact only: the finite-difference checks record their power, but a tape gradient is not a release artefact
+  if (minPower === null || minPower === undefined || r.status !== "pass" || !judgesArtefact(r)) return r;
   const g = powerOf(r)?.gradient;
   if (g === undefined || (g.power !== null && g.power <= minPower)) return r;
   const what = g.power === null ? "detects no scale error at all" : `detects a scale error only from ${pct(g.power)} (the ${g.by === "bias" ? "bias test" : "bound"})`;
@@ -91,9 +100,9 @@ function bucket(p: number | null): string {
   return POWER_BUCKETS[i < 0 ? EDGES.length : i]!;
 }
 
-/** The run's power summary over its kernel checks (C5, C6), or undefined when none recorded a power. */
+/** The run's power summary over its checks of an artefact (`judgesArtefact`), or undefined when none recorded a power. */
 export function summarizePower(checks: readonly CheckResult[], minPower?: number | null): PowerSummary | undefined {
-  const kernel = checks.filter((c) => c.class === "C5" || c.class === "C6");
+  const kernel = checks.filter(judgesArtefact);
   const rows = kernel.map((c) => [c, powerOf(c)] as const).filter((x): x is readonly [CheckResult, PowerDetails] => x[1] !== undefined);
   const blind = kernel.filter((c) => c.status === "pass" && blindSpotsOf(c).length > 0).length;
   if (rows.length === 0 && blind === 0) return undefined;

@@ -6,6 +6,7 @@ import * as fc from "fast-check";
 import { emptyWorst, type Worst } from "../oracle/compare.ts";
 import { fnv1a } from "../src/rng.ts";
 import { runsFor, type CaseOutcome, type CheckDef, type CheckResult, type Profile } from "./check.ts";
+import { environment } from "../environment.ts";
 
 export interface RunOptions {
   /** The run's seed; each check derives its own from it and its id, so filtering changes nothing. */
@@ -35,7 +36,7 @@ function shellWord(w: string): string {
  * its children), else `npm run conformance --` (this repository).
  */
 function commandWords(): string[] {
-  return process.env.NLC_COMMAND === "npx nlc" ? ["npx", "nlc"] : ["npm", "run", "conformance", "--"];
+  return environment().NLC_COMMAND === "npx nlc" ? ["npx", "nlc"] : ["npm", "run", "conformance", "--"];
 }
 
 /**
@@ -80,7 +81,7 @@ type Verdict = Pick<CheckResult, "status" | "runs" | "path" | "worst" | "message
 
 /**
  * What a property check keeps across its cases, and the verdict of its fast-check run — one
- * definition for runCheck and the asynchronous runner of the py: backend. A case whose comparison
+ * definition for runCheck and the asynchronous runner of the Python kernel backends. A case whose comparison
  * is over near-zero values proves nothing: it is discarded (as a fast-check precondition) and
  * counted, and the check is vacuous when such cases are the majority.
  */

@@ -3,13 +3,14 @@ import { Tensor } from "../src/tensor.ts";
 import { forwardInterrupts } from "./child-signals.ts";
 import { type BridgeOptions, type TensorRecord, TorchBridgeError } from "./torch-protocol.ts";
 import { Decoder, type Message } from "./torch-wire.ts";
+import { childEnvironment, environment } from "../environment.ts";
 
 const PYTHON_DIR = decodeURIComponent(new URL("../python", import.meta.url).pathname);
 const STDERR_TAIL = 4000;
 
 /** The environment the project's Python modules run in: python/ on the path, no bytecode files, unbuffered. */
 export function pythonEnv(): Record<string, string> {
-  const env: Record<string, string> = { ...(process.env as Record<string, string>) };
+  const env = childEnvironment();
   env.PYTHONPATH = env.PYTHONPATH ? `${PYTHON_DIR}:${env.PYTHONPATH}` : PYTHON_DIR;
   env.PYTHONDONTWRITEBYTECODE = "1";
   env.PYTHONUNBUFFERED = "1";
@@ -25,7 +26,7 @@ export function moduleCommand(python: string, module: string, env: Record<string
 }
 
 export function defaultPython(opts: BridgeOptions): string {
-  return opts.python ?? process.env.NLC_TORCH_PYTHON ?? "/usr/bin/python3";
+  return opts.python ?? environment().NLC_TORCH_PYTHON ?? "/usr/bin/python3";
 }
 
 interface Pending {

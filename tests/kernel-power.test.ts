@@ -61,7 +61,7 @@ test("signatures on a correct bf16-like case: every material mutation detected; 
   const judge = (slack: number) => {
     const ex = new Set<string>();
     for (const seed of [1, 2, 3]) expect(flashCompare(bf16Case(seed), ex, "k", BF16, { layout: LAYOUT, slack }).ok).toBe(true);
-    const r = withLedger({ id: "synthetic", class: "C5", status: "pass" } as unknown as CheckResult, ex);
+    const r = withLedger({ id: "synthetic", class: "C5", subject: { backend: "synthetic" }, status: "pass" } as unknown as CheckResult, ex);
     return { r, sigs: r.details!.signatures as Record<string, SignatureResult>, power: r.details!.power as CheckPower };
   };
   const real = judge(1);

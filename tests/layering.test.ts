@@ -13,12 +13,12 @@ import { ROOT } from "../paths.ts";
 
 /** Layer of each top-level folder (or root file); tools at the top may import anything below. */
 const LAYERS: Readonly<Record<string, number>> = {
-  "paths.ts": 0, src: 0, ffi: 0, oracle: 1, cases: 2, harness: 3, conformance: 4,
+  "paths.ts": 0, "environment.ts": 0, src: 0, ffi: 0, oracle: 1, cases: 2, harness: 3, conformance: 4,
   bench: 5, fixtures: 5, examples: 5, tests: 5,
 };
 /** Packages each layer may use (besides node: and bun: built-ins, which only src/ may not need). */
 const PACKAGES: Readonly<Record<string, readonly string[]>> = {
-  src: [], ffi: [], "paths.ts": [], oracle: [],
+  src: [], ffi: [], "paths.ts": [], "environment.ts": [], oracle: [],
   cases: ["fast-check", "ajv"], harness: ["fast-check", "ajv"], conformance: ["fast-check", "mathjs", "ajv"],
   bench: ["tinybench"], fixtures: [], examples: [], tests: [],
 };

@@ -10,6 +10,7 @@ import { ROOT } from "../paths.ts";
 import { IMPLAUSIBLE, farthest, withPlausibility } from "../conformance/py/plausible.ts";
 import { INTERPRETED_TIMEOUT_S, kernelTimeoutMs, mayRunTriton } from "../conformance/py/kernel-session.ts";
 import type { Compared } from "../oracle/kernel-judge.ts";
+import { adoptEnvironment, environment } from "../environment.ts";
 
 const PY = process.env.NLC_FLA_PYTHON;
 const probe = PY === undefined ? null : Bun.spawnSync({ cmd: [PY, "-c", "import torch, triton"], stdout: "pipe", stderr: "pipe" });
@@ -51,16 +52,15 @@ test("a failure far outside any plausible range says what is likely wrong; an or
 });
 
 test("an interpreted kernel's request limit is INTERPRETED_TIMEOUT_S unless NLC_PY_KERNEL_TIMEOUT says otherwise", () => {
-  const saved = process.env.NLC_PY_KERNEL_TIMEOUT;
+  const saved = environment();
   try {
-    delete process.env.NLC_PY_KERNEL_TIMEOUT;
+    adoptEnvironment({ ...saved, NLC_PY_KERNEL_TIMEOUT: undefined });
     expect(kernelTimeoutMs(false)).toBe(60_000);
     expect(kernelTimeoutMs(true)).toBe(INTERPRETED_TIMEOUT_S * 1000);
-    process.env.NLC_PY_KERNEL_TIMEOUT = "30";
+    adoptEnvironment({ ...saved, NLC_PY_KERNEL_TIMEOUT: "30" });
     expect(kernelTimeoutMs(true)).toBe(30_000);
   } finally {
-    if (saved === undefined) delete process.env.NLC_PY_KERNEL_TIMEOUT;
-    else process.env.NLC_PY_KERNEL_TIMEOUT = saved;
+    adoptEnvironment(saved);
   }
 });
 

@@ -61,6 +61,8 @@ function childDelegate(backend: string, id: string, siblings: () => readonly Che
 function backendCheck(backend: string, e: ChildEntry, siblings: () => readonly CheckDef[]): DelegatedCheck {
   return {
     kind: "delegated", id: e.id, class: "C5", subject: e.subject, spec: e.spec, tolerance: e.tolerance,
+    // the native backends' checks share one child batch; the backends are built and probed first
+    needs: { child: "C5", before: probeBackends },
     // a library backend's checks exist only when it is configured: the replay names it
     ...(backend.startsWith("lib:") ? { replayArgs: ["--backend", backend] } : {}),
     delegate: childDelegate(backend, e.id, siblings),
@@ -73,7 +75,7 @@ function isolationCheck(e: IsolationEntry, emuConfigured: boolean): CheckDef {
   return {
     // Their own worker: each child mostly waits (the hang's for its whole timeout), which overlaps
     // the kernel checks' batch instead of adding to it.
-    ...base, kind: "delegated", batch: "C5 isolation",
+    ...base, kind: "delegated", needs: { child: "C5 isolation", before: probeBackends },
     delegate: ({ seed, profile }) => {
       const verdict = backendVerdict("cpu-emu", seed);
       if (verdict !== null) return verdict;

@@ -16,13 +16,14 @@ import { checkSeed } from "../../harness/run.ts";
 import { CallWatchdog } from "../../harness/call-watchdog.ts";
 import { CaseDigester } from "../../harness/sweep.ts";
 import type { RuleCaseSpec } from "../../cases/rule-case.ts";
+import { environment } from "../../environment.ts";
 
 function emit(line: string): void {
   writeSync(1, `${line}\n`);
 }
 
 // Progress goes to fd 3 (the parent's stderr, live) when the parent gave one; else to stderr.
-const log = (s: string) => writeSync(process.env.NLC_PROGRESS_FD === "3" ? 3 : 2, `${s}\n`);
+const log = (s: string) => writeSync(environment().NLC_PROGRESS_FD === "3" ? 3 : 2, `${s}\n`);
 
 async function probe(names: string[]): Promise<void> {
   const out: Probed[] = [];

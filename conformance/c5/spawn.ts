@@ -11,13 +11,14 @@ import type { CheckResult, Profile } from "../../harness/check.ts";
 import { runBatch, spawnChild, tail, type ChildSpec } from "../../harness/child-process.ts";
 import { ROOT } from "../../paths.ts";
 import { childArgs, parseProbeOutput, type ChildMode, type ChildRequest } from "./protocol.ts";
+import { childEnvironment, environment, type Environment } from "../../environment.ts";
 
 const CHILD = join(import.meta.dir, "child.ts");
 
 /** The children's environment: NLC_KERNEL_PRELOAD becomes their LD_PRELOAD (e.g. the TSan runtime). */
 function childEnv(): Record<string, string | undefined> {
-  const preload = process.env.NLC_KERNEL_PRELOAD;
-  return preload ? { ...process.env, LD_PRELOAD: preload } : { ...process.env };
+  const preload = environment().NLC_KERNEL_PRELOAD;
+  return preload ? childEnvironment({ LD_PRELOAD: preload }) : childEnvironment();
 }
 
 /** The child's command line; its progress (kernel builds) shows on this process's stderr while it runs. */
@@ -35,7 +36,7 @@ function child(mode: ChildMode) {
 const PER_CHECK_MS: Readonly<Record<Profile, number>> = { quick: 3_000, default: 3_000, deep: 10_000, regime: 20_000 };
 
 /** A batch's time limit: NLC_KERNEL_TIMEOUT seconds, else 60 s and the profile's allowance per check. */
-export function batchTimeoutMs(n: number, profile: Profile, env: Record<string, string | undefined> = process.env): number {
+export function batchTimeoutMs(n: number, profile: Profile, env: Environment = environment()): number {
   const set = Number(env.NLC_KERNEL_TIMEOUT);
   if (Number.isFinite(set) && set > 0) return set * 1000;
   return 60_000 + PER_CHECK_MS[profile] * n;
@@ -48,9 +49,9 @@ export function runChild(req: ChildRequest): Map<string, CheckResult> {
     who: `the child process running C5 on ${req.backend}`,
     timeoutMs: (n) => req.timeoutMs ?? batchTimeoutMs(n, req.profile),
     // a caller's own limit (the hang-isolation check's) is no setting of the user's
-    timeoutSetting: req.timeoutMs !== undefined ? undefined : process.env.NLC_KERNEL_TIMEOUT === undefined
+    timeoutSetting: req.timeoutMs !== undefined ? undefined : environment().NLC_KERNEL_TIMEOUT === undefined
       ? `NLC_KERNEL_TIMEOUT (unset: 60 s + ${PER_CHECK_MS[req.profile] / 1000} s a check at --profile ${req.profile})`
-      : `NLC_KERNEL_TIMEOUT=${process.env.NLC_KERNEL_TIMEOUT} s`,
+      : `NLC_KERNEL_TIMEOUT=${environment().NLC_KERNEL_TIMEOUT} s`,
     replayArgs: ["--backend", req.backend],
   };
   return runBatch(spec, req);

@@ -144,7 +144,8 @@ export function c9Checks(): CheckDef[] {
     const cr = report(opts);
     return "status" in cr ? cr : judge(cr, opts.seed);
   };
-  const base = (id: string, subject: CheckDef["subject"], spec: string) => ({ id, class: "C9" as const, subject, spec, tolerance: TOLERANCE });
+  // every C9 check reads the one cross-check process's report: they share its batch
+  const base = (id: string, subject: CheckDef["subject"], spec: string) => ({ id, class: "C9" as const, subject, spec, tolerance: TOLERANCE, needs: { child: "C9" } });
   const checks: CheckDef[] = [];
   for (const v of variants()) {
     const b = base(`C9/${vkey(v)}`, { rule: v.decl.key, frozen: v.frozen, dtype: "f64" }, `docs/spec/conformance.md#c9; docs/spec/decisions.md#d19; ${v.decl.sheet}`);

@@ -28,6 +28,7 @@ import { EDGES, FD_ATOL, FD_RTOL, ruleSpecs, runRuleCase, type RuleCaseResult, t
 import { modelCases, runModelCase, type ModelCaseDef } from "./model-cases.ts";
 import { replayFixture } from "./golden-fixtures.ts";
 import type { Options, Selection } from "./options.ts";
+import { environment } from "../../environment.ts";
 export type { Options } from "./options.ts";
 
 export { modelCases } from "./model-cases.ts";
@@ -121,7 +122,7 @@ async function main(): Promise<number> {
     // One torch thread unless NLC_TORCH_THREADS says otherwise: C9's tensors are tiny (d <= 12), and
     // beside the run's other lanes a thread pool only contends (5.2 s against 6.1 s for the quick
     // cases on two busy cores; docs/spec/conformance.md#speed).
-    br = await TorchBridge.start(process.env.NLC_TORCH_THREADS === undefined ? { threads: 1 } : {});
+    br = await TorchBridge.start(environment().NLC_TORCH_THREADS === undefined ? { threads: 1 } : {});
   } catch (e) {
     if (e instanceof TorchBridgeError && e.kind === "unavailable") {
       console.error(`cross-check: the torch bridge is not available: ${e.message}`);

@@ -64,6 +64,7 @@ export function pyKernelChecks(): CheckDef[] {
     const mine: CheckDef[] = pyPlan(b).map((e) => ({
       kind: "delegated", id: e.id, class: "C5", subject: e.subject, spec: e.spec, tolerance: e.tolerance,
       replayArgs: ["--backend", b.name], delegate: delegate(b, e, () => mine),
+      needs: { child: `C5 ${b.name}` }, // one Python host per backend, beside the others
     }));
     out.push(...mine);
   }

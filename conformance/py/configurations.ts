@@ -8,6 +8,7 @@
  * (NLC_KERNEL_CONFIGS=first) is stated there and in the message, never silent.
  */
 import type { CaseOutcome } from "../../harness/check.ts";
+import { environment, type Environment } from "../../environment.ts";
 
 /** Which configurations a check judges: every one (the default) or the default only. */
 export type ConfigLimit = "all" | "first";
@@ -22,7 +23,7 @@ export const DEFAULT_CONFIGURATION = "default";
  * NLC_FLA_FIRST_CONFIG, which it replaces, is an error saying so where NLC_KERNEL_CONFIGS is unset
  * (ignored, it would judge more than its setter asked for, and without a word).
  */
-export function configLimit(env: Record<string, string | undefined> = process.env): ConfigLimit {
+export function configLimit(env: Environment = environment()): ConfigLimit {
   if (env.NLC_FLA_FIRST_CONFIG !== undefined && env[CONFIG_LIMIT_ENV] === undefined) {
     throw new Error(`NLC_FLA_FIRST_CONFIG is replaced by ${CONFIG_LIMIT_ENV}=first (or =all: every configuration, the default); ` +
       "unset it (docs/spec/py-backend.md#configurations)");

@@ -18,6 +18,7 @@ import type { SeqTensors } from "../../oracle/kernel-case.ts";
 import type { PyBackend } from "./plan.ts";
 import type { Toolchain } from "../../ffi/toolchain.ts";
 import { guardRequest, HAZARD_PLAN, probeAsync, type GuardedRun, type Hazard, type Poisoned } from "../../ffi/hazards.ts";
+import { environment } from "../../environment.ts";
 
 /** What the kernel declares (kernel_load's reply). */
 export interface KernelInfo {
@@ -72,7 +73,7 @@ export class KernelFault extends Error {
  * (docs/spec/py-backend.md#triton-cpu).
  */
 export function kernelTimeoutMs(interpreted = false): number {
-  const s = Number(process.env.NLC_PY_KERNEL_TIMEOUT);
+  const s = Number(environment().NLC_PY_KERNEL_TIMEOUT);
   return Number.isFinite(s) && s > 0 ? s * 1000 : interpreted ? INTERPRETED_TIMEOUT_S * 1000 : 60_000;
 }
 
@@ -95,7 +96,7 @@ export function mayRunTriton(b: Pick<PyBackend, "module">): boolean {
 
 /** Where the kernel timeout comes from, as a message names it: `NLC_PY_KERNEL_TIMEOUT=60 s (default)`. */
 export function kernelTimeoutSetting(interpreted = false): string {
-  return `NLC_PY_KERNEL_TIMEOUT=${kernelTimeoutMs(interpreted) / 1000} s${process.env.NLC_PY_KERNEL_TIMEOUT === undefined ? ` (default${interpreted ? " for a Triton module" : ""})` : ""}`;
+  return `NLC_PY_KERNEL_TIMEOUT=${kernelTimeoutMs(interpreted) / 1000} s${environment().NLC_PY_KERNEL_TIMEOUT === undefined ? ` (default${interpreted ? " for a Triton module" : ""})` : ""}`;
 }
 
 export type Out = Map<string, Tensor>;

@@ -19,6 +19,7 @@ import { variantKey } from "../../src/rules/level.ts";
 import type { RuleDecl } from "../../src/rules/types.ts";
 import { RUNS, type Runs } from "../../cases/kernel-batch.ts";
 import { KERNEL_TOLERANCE } from "../../oracle/kernel-judge.ts";
+import { environment, type Environment } from "../../environment.ts";
 
 /** A check's tolerance as the report states it. */
 type CheckTolerance = Readonly<Record<string, unknown>>;
@@ -88,7 +89,7 @@ export function parsePyBackendArg(name: string): PyBackend {
 const isFileModule = (module: string) => module.endsWith(".py") || module.includes("/");
 
 /** The py: backends among the --backend values (NLC_PY_BACKENDS, comma-separated). */
-export function pyBackendNames(env: Record<string, string | undefined> = process.env): string[] {
+export function pyBackendNames(env: Environment = environment()): string[] {
   const raw = env.NLC_PY_BACKENDS ?? "";
   return [...new Set(raw.split(",").map((s) => s.trim()).filter((s) => s !== ""))];
 }
