@@ -18,6 +18,7 @@
  *   the dtype's floor        large enough to matter.
  */
 import type { StorageDType } from "../src/precision.ts";
+import { BIAS } from "./precision-table.ts";
 
 export interface BiasStat {
   /** Least-squares slope of (kernel − ref64) on ref64. */
@@ -39,7 +40,7 @@ export interface BiasVerdict extends BiasStat {
 }
 
 /** Significance multiple k (docs/spec/precision.md#bias-calibration for the measured distribution). */
-export const BIAS_K = 6;
+export const BIAS_K = BIAS.k.value;
 
 /**
  * Per storage dtype, the smallest slope that counts as a bias (docs/spec/precision.md#bias-calibration).
@@ -48,7 +49,7 @@ export const BIAS_K = 6;
  * f16 overflow, which the plain-reference term covers): the floors sit above those, and a planted
  * 1% scale minus the largest correct slope stays above them.
  */
-export const BIAS_FLOOR: Readonly<Record<StorageDType, number>> = { f32: 1e-3, bf16: 5e-3, f16: 1e-3 };
+export const BIAS_FLOOR: Readonly<Record<StorageDType, number>> = BIAS.floor.value;
 
 function norm(a: ArrayLike<number>, b?: ArrayLike<number>): number {
   let s = 0;
@@ -82,7 +83,7 @@ export function biasVerdict(kernel: ArrayLike<number>, ref64: ArrayLike<number>,
   const st = biasStat(kernel, ref64);
   const floor = BIAS_FLOOR[storage];
   const rn = norm(ref64);
-  const plainTerm = rn > 0 ? 2 * norm(plain, ref64) / rn : Infinity;
+  const plainTerm = rn > 0 ? BIAS.plainFactor.value * norm(plain, ref64) / rn : Infinity;
   const threshold = Math.max(k * st.sigma, plainTerm, floor);
   // NaN anywhere in the kernel's values makes the slope NaN: that is a failure, not a pass
   const ok = !Number.isNaN(st.slope) && Math.abs(st.slope) <= threshold;

@@ -14,23 +14,18 @@ import {
 import { flashRule, type CaseVerdict, type Worst } from "./compare.ts";
 import { concat, maxAbs } from "../src/numeric.ts";
 import type { Precision } from "../src/precision.ts";
+import { KERNEL } from "./precision-table.ts";
 
-/** Relative floor of the flash-attention bound, per tensor and sequence, for a kernel that sums in f64. */
-export const FLOOR_REL = 1e-6;
-/**
- * The same for a kernel that sums in f32 (docs/spec/precision.md#floors). The plain f32 reference
- * rounds its sums in f32 but keeps its scalar intermediates (gates, norms, per-token scalars) in
- * f64, so on cancelling sums a correct f32 kernel can be further from ref64 than twice the plain
- * reference: measured on the pure-f32 build (ffi/build.ts cpu-f32) up to 2e-5 of max|ref64|
- * (Moneta's y at q ≈ 2.65, Trellis' dq through the normalised-SiLU guard).
- */
-export const FLOOR_REL_F32_ACC = 1e-4;
+/** Relative floor of the flash-attention bound, per tensor and sequence, for a kernel that sums in f64 (oracle/precision-table.ts). */
+export const FLOOR_REL = KERNEL.floorRel.value.f64;
+/** The same for a kernel that sums in f32 (docs/spec/precision.md#floors; the reason in oracle/precision-table.ts). */
+export const FLOOR_REL_F32_ACC = KERNEL.floorRel.value.f32;
 
 export function floorRel(accumulate: "f64" | "f32"): number {
   return accumulate === "f32" ? FLOOR_REL_F32_ACC : FLOOR_REL;
 }
 /** A compared tensor whose |ref64| never exceeds this in any case of a check was never exercised. */
-export const EXERCISED = 1e-6;
+export const EXERCISED = KERNEL.exercised.value;
 
 /** The judge as a check's report states its tolerance. */
 export const KERNEL_TOLERANCE: Readonly<Record<string, unknown>> = {
@@ -113,7 +108,7 @@ function firstNonFinite(kernel: ArrayLike<number>, ref: ArrayLike<number>): numb
 }
 
 /** A tensor's floor is at least this fraction of the floor of the largest tensor of its group in the case. */
-export const GROUP_FLOOR = 1e-3;
+export const GROUP_FLOOR = KERNEL.groupFloor.value;
 
 function groupMax(items: Compared[], group: Compared["group"]): number {
   let m = 0;
@@ -220,7 +215,7 @@ export function flashCompare(all: Compared[], exercised: Set<string>, who: strin
  * dα and Trellis' dS_K_0, which the ten-run yardstick judges as it should), and for bf16 well past
  * its storage rounding (docs/spec/precision.md#ill-conditioned).
  */
-export const ILL_CONDITIONED: Readonly<Record<Precision["storage"], number>> = { f32: 1e-2, f16: 1e-2, bf16: 5e-2 };
+export const ILL_CONDITIONED: Readonly<Record<Precision["storage"], number>> = KERNEL.illConditioned.value;
 
 /** Whether a tensor whose plain reference is `plainErr` from ref64 (largest |ref64|: `refMax`) is ill-conditioned at storage `s`. */
 export function isIllConditioned(plainErr: number, refMax: number, s: Precision["storage"]): boolean {

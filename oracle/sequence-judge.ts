@@ -16,6 +16,7 @@ import { flashRule } from "./compare.ts";
 import { EXERCISED, GROUP_FLOOR, floorRel, isIllConditioned, type Compared } from "./kernel-judge.ts";
 import { maxAbs } from "../src/numeric.ts";
 import type { Precision } from "../src/precision.ts";
+import { BIAS, KERNEL } from "./precision-table.ts";
 
 /** One tensor of one sequence, reduced to what the verdict needs. */
 export interface SeqSummary {
@@ -86,7 +87,7 @@ export function streamVerdict(summaries: readonly SeqSummary[], p: Precision): S
     }
     if (s.refMax > EXERCISED) anyLive = true;
     const floor = floorRel(p.accumulate) * Math.max(s.refMax, GROUP_FLOOR * groupMax[s.group]);
-    const bound = 2 * s.errRef + floor;
+    const bound = KERNEL.boundFactor.value * s.errRef + floor;
     const ratio = bound > 0 ? s.err / bound : s.err === 0 ? 0 : Infinity;
     const t = (tensors[s.name] ??= { err: 0, plain: 0, bound: 0, ratio: -1, slope: 0, sigma: 0, threshold: 0, bias: false });
     if (ratio > t.ratio) Object.assign(t, { err: s.err, plain: s.errRef, bound, ratio });
@@ -100,7 +101,7 @@ export function streamVerdict(summaries: readonly SeqSummary[], p: Precision): S
     const rr = sum(mine, "rr"), re = sum(mine, "re"), ee = sum(mine, "ee"), pp = sum(mine, "pp"), n = sum(mine, "n");
     const slope = rr > 0 && n >= 2 ? re / rr : 0;
     const sigma = rr > 0 && n >= 2 ? Math.sqrt(Math.max(0, ee - slope * re) / (n - 1) / rr) : Infinity;
-    const plainTerm = rr > 0 ? (2 * Math.sqrt(pp)) / Math.sqrt(rr) : Infinity;
+    const plainTerm = rr > 0 ? (BIAS.plainFactor.value * Math.sqrt(pp)) / Math.sqrt(rr) : Infinity;
     const threshold = Math.max(BIAS_K * sigma, plainTerm, BIAS_FLOOR[p.storage]);
     const live = Math.max(...mine.map((s) => s.refMax)) > EXERCISED;
     Object.assign(t, { slope, sigma, threshold, bias: !(Math.abs(slope) <= threshold) });
