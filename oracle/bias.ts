@@ -17,7 +17,7 @@
  *                            slope; this term is what keeps those from being called a bias;
  *   the dtype's floor        large enough to matter.
  */
-import type { StorageDType } from "../src/precision.ts";
+import type { Precision, StorageDType } from "../src/precision.ts";
 import { BIAS } from "./precision-table.ts";
 
 export interface BiasStat {
@@ -79,9 +79,19 @@ export function biasStat(kernel: ArrayLike<number>, ref64: ArrayLike<number>): B
 }
 
 /** The verdict for one tensor (plain: the plain-precision reference's values for it). */
-export function biasVerdict(kernel: ArrayLike<number>, ref64: ArrayLike<number>, plain: ArrayLike<number>, storage: StorageDType, k = BIAS_K): BiasVerdict {
+/**
+ * The bias floor of a precision: per storage dtype, and for a kernel whose products are TF32 its own
+ * (docs/spec/precision.md#tf32).
+ */
+export function biasFloor(p: StorageDType | Pick<Precision, "storage" | "accumulate">): number {
+  if (typeof p === "string") return BIAS_FLOOR[p];
+  return p.accumulate === "tf32" ? BIAS.floorTF32.value : BIAS_FLOOR[p.storage];
+}
+
+/** The verdict for one tensor (plain: the plain-precision reference's values for it; p: the storage dtype, or the whole precision). */
+export function biasVerdict(kernel: ArrayLike<number>, ref64: ArrayLike<number>, plain: ArrayLike<number>, p: StorageDType | Pick<Precision, "storage" | "accumulate">, k = BIAS_K): BiasVerdict {
   const st = biasStat(kernel, ref64);
-  const floor = BIAS_FLOOR[storage];
+  const floor = biasFloor(p);
   const rn = norm(ref64);
   const plainTerm = rn > 0 ? BIAS.plainFactor.value * norm(plain, ref64) / rn : Infinity;
   const threshold = Math.max(k * st.sigma, plainTerm, floor);

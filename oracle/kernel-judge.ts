@@ -21,8 +21,8 @@ export const FLOOR_REL = KERNEL.floorRel.value.f64;
 /** The same for a kernel that sums in f32 (docs/spec/precision.md#floors; the reason in oracle/precision-table.ts). */
 export const FLOOR_REL_F32_ACC = KERNEL.floorRel.value.f32;
 
-export function floorRel(accumulate: "f64" | "f32"): number {
-  return accumulate === "f32" ? FLOOR_REL_F32_ACC : FLOOR_REL;
+export function floorRel(accumulate: Precision["accumulate"]): number {
+  return KERNEL.floorRel.value[accumulate];
 }
 /** A compared tensor whose |ref64| never exceeds this in any case of a check was never exercised. */
 export const EXERCISED = KERNEL.exercised.value;
@@ -160,7 +160,7 @@ function biasAndDetails(items: Compared[], p: Precision, slack: number, ledger: 
       }
     }
     const ref64 = concat(mine.map((i) => i.ref64));
-    const v = biasVerdict(concat(mine.map((i) => i.kernel!)), ref64, concat(mine.map((i) => i.ref32)), p.storage);
+    const v = biasVerdict(concat(mine.map((i) => i.kernel!)), ref64, concat(mine.map((i) => i.ref32)), p);
     const threshold = v.threshold * slack;
     const biased = !(Math.abs(v.slope) <= threshold);
     // a bias on values that never left the vacuity floor is no evidence: such a tensor detects nothing
@@ -174,7 +174,7 @@ function biasAndDetails(items: Compared[], p: Precision, slack: number, ledger: 
     if (biased && failure === undefined && live) {
       failedTensor = name;
       failure = `${mine[0]!.label ?? name}: systematic bias, slope of (kernel - ref64) on ref64 = ${v.slope.toExponential(3)} (${(Math.abs(v.slope) / v.sigma).toFixed(1)} standard errors) ` +
-        `exceeds max(${v.k}σ = ${(v.k * v.sigma).toExponential(2)}, 2‖plain − ref64‖/‖ref64‖ = ${v.plainTerm.toExponential(2)}, ${p.storage} floor ${v.floor}) ` +
+        `exceeds max(${v.k}σ = ${(v.k * v.sigma).toExponential(2)}, 2‖plain − ref64‖/‖ref64‖ = ${v.plainTerm.toExponential(2)}, ${p.accumulate === "tf32" ? "tf32" : p.storage} floor ${v.floor}) ` +
         `(docs/spec/precision.md#bias)`;
     }
   }
@@ -303,7 +303,7 @@ function detects(mine: Compared[], values: readonly ArrayLike<number>[], floors:
     const it = mine[s]!, k = flashRule(values[s]!, it.ref64, it.ref32, floors[s]!);
     if (!(Number.isFinite(k.errRef) && k.err <= k.bound * slack)) return true;
   }
-  const v = biasVerdict(concat(values), concat(mine.map((i) => i.ref64)), concat(mine.map((i) => i.ref32)), p.storage);
+  const v = biasVerdict(concat(values), concat(mine.map((i) => i.ref64)), concat(mine.map((i) => i.ref32)), p);
   return !(Math.abs(v.slope) <= v.threshold * slack);
 }
 

@@ -11,7 +11,7 @@
  * algebraically the same statistic; it loses digits only when the fit explains nearly all of the
  * error, that is when the slope is many standard errors from zero anyway.
  */
-import { BIAS_FLOOR, BIAS_K } from "./bias.ts";
+import { BIAS_K, biasFloor } from "./bias.ts";
 import { flashRule } from "./compare.ts";
 import { EXERCISED, GROUP_FLOOR, floorRel, isIllConditioned, type Compared } from "./kernel-judge.ts";
 import { maxAbs } from "../src/numeric.ts";
@@ -102,7 +102,7 @@ export function streamVerdict(summaries: readonly SeqSummary[], p: Precision): S
     const slope = rr > 0 && n >= 2 ? re / rr : 0;
     const sigma = rr > 0 && n >= 2 ? Math.sqrt(Math.max(0, ee - slope * re) / (n - 1) / rr) : Infinity;
     const plainTerm = rr > 0 ? (BIAS.plainFactor.value * Math.sqrt(pp)) / Math.sqrt(rr) : Infinity;
-    const threshold = Math.max(BIAS_K * sigma, plainTerm, BIAS_FLOOR[p.storage]);
+    const threshold = Math.max(BIAS_K * sigma, plainTerm, biasFloor(p));
     const live = Math.max(...mine.map((s) => s.refMax)) > EXERCISED;
     Object.assign(t, { slope, sigma, threshold, bias: !(Math.abs(slope) <= threshold) });
     if (t.bias && live) biasFailure ??= `${name}: systematic bias, slope ${slope.toExponential(3)} > ${threshold.toExponential(3)} (docs/spec/precision.md#bias)`;
