@@ -34,7 +34,7 @@ type PerAccumulate = Readonly<Record<AccumulateDType, number>>;
 const TF32_FLOOR = 1e-3;
 const TF32_FLOOR_REASON =
   "tf32 (f32 sums of TF32-rounded products): a correct chunked Gated DeltaNet with TF32 products (tests/py-kernels/tf32_chunked.py) reaches 7.5e-4 of max|ref64| on dα, where the TF32 yardstick reaches 1.1e-4; measured over seeds (docs/spec/precision.md#tf32)";
-const TF32_BIAS_FLOOR = 4e-4;
+const TF32_BIAS_FLOOR = 8e-4;
 const TF32_BIAS_REASON =
   "at the tf32 floor the bound alone misses a 0.1 % scale error; correct TF32 kernels' |slope| stays far below this while a 0.1 % scale shows slopes of about 1e-3 (docs/spec/precision.md#tf32)";
 

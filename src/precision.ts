@@ -62,18 +62,16 @@ export function roundedCopy(dtype: StorageDType, a: ArrayLike<number>): Float64A
  * significand bits (10 explicit), to nearest with ties to even; NaN and ±Infinity kept.
  */
 export function roundTF32(x: number): number {
-  const r = Math.fround(x);
-  if (r === 0 || !Number.isFinite(r)) return r;
-  const a = Math.abs(r);
-  let e = Math.floor(Math.log2(a));
-  if (2 ** e > a) e--;
-  else if (2 ** (e + 1) <= a) e++;
-  const ulp = 2 ** (Math.max(e, -126) - 10);
-  const q = a / ulp, f = Math.floor(q), frac = q - f;
-  const n = frac > 0.5 || (frac === 0.5 && f % 2 === 1) ? f + 1 : f;
-  const y = Math.fround(n * ulp); // past f32's largest finite value: infinity, as the f32 bit pattern rounds
-  return r > 0 ? y : -y;
+  tf32Value[0] = x; // to f32 first: a TF32 operand is an f32 value
+  if (!Number.isFinite(tf32Value[0]!)) return tf32Value[0]!;
+  // on the f32 bit pattern: add half the dropped 13 bits' weight (less one, plus the kept lowest
+  // bit: ties to even) and clear them; a carry moves into the exponent, past the largest finite
+  // value into infinity, as rounding does
+  const b = tf32Bits[0]!;
+  tf32Bits[0] = ((b + 0xfff + ((b >>> 13) & 1)) & ~0x1fff) >>> 0;
+  return tf32Value[0]!;
 }
+const tf32Value = new Float32Array(1), tf32Bits = new Uint32Array(tf32Value.buffer);
 
 /** Unit roundoff of the dtype: half its machine epsilon. */
 export function unitRoundoff(dtype: StorageDType | AccumulateDType): number {
