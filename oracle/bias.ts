@@ -88,10 +88,15 @@ export function biasFloor(p: StorageDType | Pick<Precision, "storage" | "accumul
   return p.accumulate === "tf32" ? BIAS.floorTF32.value : BIAS_FLOOR[p.storage];
 }
 
-/** The verdict for one tensor (plain: the plain-precision reference's values for it; p: the storage dtype, or the whole precision). */
+/**
+ * The verdict for one tensor (plain: the plain-precision reference's values for it; p: the storage
+ * dtype, or the whole precision). For TF32 products a tensor of fewer than BIAS.minElementsTF32
+ * elements is not judged (threshold infinite): a few TF32 roundings are a systematic scale over so
+ * few elements (docs/spec/precision.md#tf32).
+ */
 export function biasVerdict(kernel: ArrayLike<number>, ref64: ArrayLike<number>, plain: ArrayLike<number>, p: StorageDType | Pick<Precision, "storage" | "accumulate">, k = BIAS_K): BiasVerdict {
   const st = biasStat(kernel, ref64);
-  const floor = biasFloor(p);
+  const floor = typeof p !== "string" && p.accumulate === "tf32" && st.n < BIAS.minElementsTF32.value ? Infinity : biasFloor(p);
   const rn = norm(ref64);
   const plainTerm = rn > 0 ? BIAS.plainFactor.value * norm(plain, ref64) / rn : Infinity;
   const threshold = Math.max(k * st.sigma, plainTerm, floor);

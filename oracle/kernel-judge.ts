@@ -109,6 +109,10 @@ function firstNonFinite(kernel: ArrayLike<number>, ref: ArrayLike<number>): numb
 
 /** A tensor's floor is at least this fraction of the floor of the largest tensor of its group in the case. */
 export const GROUP_FLOOR = KERNEL.groupFloor.value;
+/** The group fraction of an accumulate dtype: GROUP_FLOOR, and for TF32 products the whole group (docs/spec/precision.md#tf32). */
+export function groupFloor(accumulate: Precision["accumulate"]): number {
+  return accumulate === "tf32" ? KERNEL.groupFloorTF32.value : GROUP_FLOOR;
+}
 
 function groupMax(items: Compared[], group: Compared["group"]): number {
   let m = 0;
@@ -122,7 +126,7 @@ function floorOf(it: Compared, items: Compared[], p: Precision): number {
   // floor relative to it would be ~1e-22 while a kernel's f32 sums leave ~1e-9: its floor is
   // taken relative to the case's largest tensor of the same kind (outputs, or gradients) instead,
   // scaled down by GROUP_FLOOR, as C9 does (docs/spec/precision.md#floors).
-  return floorRel(p.accumulate) * Math.max(maxAbs(it.ref64), GROUP_FLOOR * groupMax(items, it.group));
+  return floorRel(p.accumulate) * Math.max(maxAbs(it.ref64), groupFloor(p.accumulate) * groupMax(items, it.group));
 }
 
 /** Our kernels' precision, and what a kernel is judged as when it declares nothing else. */

@@ -27,16 +27,17 @@ type PerStorage = Readonly<Record<StorageDType, number>>;
 type PerAccumulate = Readonly<Record<AccumulateDType, number>>;
 
 /**
- * TF32 (docs/spec/precision.md#tf32). A chunked kernel builds dα through several TF32 products the
- * recurrent reference does not have, so the TF32 yardstick (the reference with its products' operands
- * rounded to TF32) undershoots the kernel's dα by up to 20 times, and the floor carries the bound.
+ * TF32 (docs/spec/precision.md#tf32). A chunked kernel builds y and dα through several TF32 products
+ * the recurrent reference does not have, so the TF32 yardstick (the reference with its products'
+ * operands rounded to TF32) undershoots the kernel by 30 to 100 times, and the floors carry the
+ * bound; a TF32 product's error follows its operands, so the floors follow the tensor's group.
  */
 const TF32_FLOOR = 1e-3;
 const TF32_FLOOR_REASON =
-  "tf32 (f32 sums of TF32-rounded products): a correct chunked Gated DeltaNet with TF32 products (tests/py-kernels/tf32_chunked.py) reaches 7.5e-4 of max|ref64| on dα, where the TF32 yardstick reaches 1.1e-4; measured over seeds (docs/spec/precision.md#tf32)";
+  "tf32 (f32 sums of TF32-rounded products; relative to the group, see the tf32 group floor): a correct chunked Gated DeltaNet with TF32 products (tests/py-kernels/tf32_chunked.py) was up to 7.5e-4 of max|ref64| off on dα at d = 32, 64, where the TF32 yardstick was up to 1.1e-4 off";
 const TF32_BIAS_FLOOR = 8e-4;
 const TF32_BIAS_REASON =
-  "at the tf32 floor the bound alone misses a 0.1 % scale error; correct TF32 kernels' |slope| stays far below this while a 0.1 % scale shows slopes of about 1e-3 (docs/spec/precision.md#tf32)";
+  "a 0.1 % scale shows slopes of 1.05e-3 to 1.18e-3; correct TF32 kernels stayed below it on tensors of 32 elements or more (smaller ones: the next row); 4e-4 and 8e-4 raised false alarms on cases of 2 to 9 elements";
 
 /** Unit roundoff (half the machine epsilon) of every dtype a kernel may declare; src/precision.ts rounds to them. */
 export const UNIT_ROUNDOFF = entry<Readonly<Record<StorageDType | AccumulateDType, number>>>(
@@ -59,6 +60,9 @@ export const KERNEL = {
   groupFloor: entry(1e-3, "oracle/kernel-judge.ts, oracle/sequence-judge.ts",
     "a tensor's floor is at least this fraction of the floor of the largest tensor of its group (outputs, gradients) in the case",
     "a tensor zero by the math (a gradient that cancels) would otherwise compare its rounding residue to a floor of ~1e-22"),
+  groupFloorTF32: entry(1, "oracle/kernel-judge.ts, oracle/sequence-judge.ts",
+    "the same fraction for a kernel declaring tf32: its floor is relative to the largest tensor of the group",
+    "a TF32 product's error scales with its operands, not its result: where a chunked kernel's y or dα cancels to a small value, its error follows the state and the other gradients (docs/spec/precision.md#tf32)"),
   exercised: entry(1e-6, "oracle/kernel-judge.ts",
     "a compared tensor whose |ref64| never exceeds this in any case of a check was never exercised (vacuous)",
     "below it every value is rounding residue of an exact zero; a check on it could not fail"),
@@ -83,6 +87,9 @@ export const BIAS = {
   floorTF32: entry(TF32_BIAS_FLOOR, "oracle/bias.ts, oracle/sequence-judge.ts",
     "the bias floor of a kernel declaring tf32 (f32 storage, TF32 products), in place of the storage dtype's",
     TF32_BIAS_REASON),
+  minElementsTF32: entry(32, "oracle/bias.ts",
+    "for a kernel declaring tf32, a tensor of fewer elements in a case is not bias-tested",
+    "a few TF32 roundings (2^-11 of an operand each) are a systematic scale over few elements: correct slopes of 5.3e-3 (dα, 2 elements), 8.5e-4 (dv, 4), 6.6e-4 (y, 9); the first fixed case has 34 elements of dα"),
 } as const;
 
 /** Detection power (docs/spec/conformance.md#signatures, precision.md#power). */
@@ -147,12 +154,14 @@ export const PRECISION_TABLE: readonly (readonly [string, TableEntry<unknown>])[
   ["kernel: bound factor", KERNEL.boundFactor],
   ["kernel: floor", KERNEL.floorRel],
   ["kernel: group floor", KERNEL.groupFloor],
+  ["kernel: tf32 group floor", KERNEL.groupFloorTF32],
   ["kernel: exercised", KERNEL.exercised],
   ["kernel: ill-conditioned", KERNEL.illConditioned],
   ["bias: k", BIAS.k],
   ["bias: plain factor", BIAS.plainFactor],
   ["bias: floor", BIAS.floor],
   ["bias: tf32 floor", BIAS.floorTF32],
+  ["bias: tf32 fewest elements", BIAS.minElementsTF32],
   ["power: scale errors", POWER.scaleEps],
   ["power: material", POWER.material],
   ["tape: hand-written", TAPE.handWritten],

@@ -13,7 +13,7 @@
  */
 import { BIAS_K, biasFloor } from "./bias.ts";
 import { flashRule } from "./compare.ts";
-import { EXERCISED, GROUP_FLOOR, floorRel, isIllConditioned, type Compared } from "./kernel-judge.ts";
+import { EXERCISED, floorRel, groupFloor, isIllConditioned, type Compared } from "./kernel-judge.ts";
 import { maxAbs } from "../src/numeric.ts";
 import type { Precision } from "../src/precision.ts";
 import { BIAS, KERNEL } from "./precision-table.ts";
@@ -86,7 +86,7 @@ export function streamVerdict(summaries: readonly SeqSummary[], p: Precision): S
       continue;
     }
     if (s.refMax > EXERCISED) anyLive = true;
-    const floor = floorRel(p.accumulate) * Math.max(s.refMax, GROUP_FLOOR * groupMax[s.group]);
+    const floor = floorRel(p.accumulate) * Math.max(s.refMax, groupFloor(p.accumulate) * groupMax[s.group]);
     const bound = KERNEL.boundFactor.value * s.errRef + floor;
     const ratio = bound > 0 ? s.err / bound : s.err === 0 ? 0 : Infinity;
     const t = (tensors[s.name] ??= { err: 0, plain: 0, bound: 0, ratio: -1, slope: 0, sigma: 0, threshold: 0, bias: false });

@@ -14,6 +14,9 @@ import { roundTF32, unitRoundoff, withAccumulate } from "../src/precision.ts";
 import { Rng } from "../src/rng.ts";
 import { expectStatus, pyRun } from "./py-run.ts";
 import { probeTorchSync } from "../oracle/torch-bridge.ts";
+import { biasVerdict } from "../oracle/bias.ts";
+import { GROUP_FLOOR, floorRel, groupFloor } from "../oracle/kernel-judge.ts";
+import { BIAS } from "../oracle/precision-table.ts";
 
 /** TF32 rounding by arithmetic (an independent statement of it): 11 significand bits, f32's exponent range, ties to even. */
 function byArithmetic(x: number): number {
@@ -73,6 +76,27 @@ test("withAccumulate(\"tf32\"): products of TF32 operands summed in f32; f32 and
   }
   // the inputs are not rounded in place
   expect(a.some((x) => roundTF32(x) !== x)).toBe(true);
+});
+
+test("the TF32 judge: floors of the group, a bias test from 32 elements at its own floor", () => {
+  const tf32 = { storage: "f32", state: "f32", accumulate: "tf32" } as const, f32 = { ...tf32, accumulate: "f32" } as const;
+  expect(groupFloor("tf32")).toBe(1);
+  expect(groupFloor("f32")).toBe(GROUP_FLOOR);
+  expect(floorRel("tf32")).toBe(1e-3);
+  const rng = new Rng(11);
+  const scaled = (n: number, s: number) => {
+    const r = Float64Array.from({ length: n }, () => rng.next() - 0.5);
+    return { r, k: r.map((x) => x * (1 + s)) };
+  };
+  // few elements: a scale of 5e-3 (a correct TF32 dα over two elements showed it) is not judged in tf32, is in f32
+  const few = scaled(2, 5e-3);
+  expect(biasVerdict(few.k, few.r, few.r, tf32).ok).toBe(true);
+  expect(biasVerdict(few.k, few.r, few.r, f32).ok).toBe(false);
+  // from 32 elements a 0.1 % scale fails at the TF32 bias floor, and 0.05 % passes it
+  const many = scaled(32, 1e-3), half = scaled(32, 5e-4);
+  expect(biasVerdict(many.k, many.r, many.r, tf32).ok).toBe(false);
+  expect(biasVerdict(half.k, half.r, half.r, tf32).ok).toBe(true);
+  expect(biasVerdict(many.k, many.r, many.r, tf32).floor).toBe(BIAS.floorTF32.value);
 });
 
 const k = (name: string) => `py:tests/py-kernels/tf32_chunked.py:${name}`;
