@@ -17,7 +17,8 @@
  *                            slope; this term is what keeps those from being called a bias;
  *   the dtype's floor        large enough to matter.
  */
-import type { StorageDType } from "../src/precision.ts";
+import type { Precision, StorageDType } from "../src/precision.ts";
+import { BIAS } from "./precision-table.ts";
 
 export interface BiasStat {
   /** Least-squares slope of (kernel − ref64) on ref64. */
@@ -39,7 +40,7 @@ export interface BiasVerdict extends BiasStat {
 }
 
 /** Significance multiple k (docs/spec/precision.md#bias-calibration for the measured distribution). */
-export const BIAS_K = 6;
+export const BIAS_K = BIAS.k.value;
 
 /**
  * Per storage dtype, the smallest slope that counts as a bias (docs/spec/precision.md#bias-calibration).
@@ -48,7 +49,7 @@ export const BIAS_K = 6;
  * f16 overflow, which the plain-reference term covers): the floors sit above those, and a planted
  * 1% scale minus the largest correct slope stays above them.
  */
-export const BIAS_FLOOR: Readonly<Record<StorageDType, number>> = { f32: 1e-3, bf16: 5e-3, f16: 1e-3 };
+export const BIAS_FLOOR: Readonly<Record<StorageDType, number>> = BIAS.floor.value;
 
 function norm(a: ArrayLike<number>, b?: ArrayLike<number>): number {
   let s = 0;
@@ -78,11 +79,26 @@ export function biasStat(kernel: ArrayLike<number>, ref64: ArrayLike<number>): B
 }
 
 /** The verdict for one tensor (plain: the plain-precision reference's values for it). */
-export function biasVerdict(kernel: ArrayLike<number>, ref64: ArrayLike<number>, plain: ArrayLike<number>, storage: StorageDType, k = BIAS_K): BiasVerdict {
+/**
+ * The bias floor of a precision: per storage dtype, and for a kernel whose products are TF32 its own
+ * (docs/spec/precision.md#tf32).
+ */
+export function biasFloor(p: StorageDType | Pick<Precision, "storage" | "accumulate">): number {
+  if (typeof p === "string") return BIAS_FLOOR[p];
+  return p.accumulate === "tf32" ? BIAS.floorTF32.value : BIAS_FLOOR[p.storage];
+}
+
+/**
+ * The verdict for one tensor (plain: the plain-precision reference's values for it; p: the storage
+ * dtype, or the whole precision). For TF32 products a tensor of fewer than BIAS.minElementsTF32
+ * elements is not judged (threshold infinite): a few TF32 roundings are a systematic scale over so
+ * few elements (docs/spec/precision.md#tf32).
+ */
+export function biasVerdict(kernel: ArrayLike<number>, ref64: ArrayLike<number>, plain: ArrayLike<number>, p: StorageDType | Pick<Precision, "storage" | "accumulate">, k = BIAS_K): BiasVerdict {
   const st = biasStat(kernel, ref64);
-  const floor = BIAS_FLOOR[storage];
+  const floor = typeof p !== "string" && p.accumulate === "tf32" && st.n < BIAS.minElementsTF32.value ? Infinity : biasFloor(p);
   const rn = norm(ref64);
-  const plainTerm = rn > 0 ? 2 * norm(plain, ref64) / rn : Infinity;
+  const plainTerm = rn > 0 ? BIAS.plainFactor.value * norm(plain, ref64) / rn : Infinity;
   const threshold = Math.max(k * st.sigma, plainTerm, floor);
   // NaN anywhere in the kernel's values makes the slope NaN: that is a failure, not a pass
   const ok = !Number.isNaN(st.slope) && Math.abs(st.slope) <= threshold;

@@ -4,6 +4,7 @@
  * vacuous (docs/spec/tolerances.md#vacuous).
  */
 import type { Data } from "../src/tensor.ts";
+import { KERNEL, TAPE } from "./precision-table.ts";
 
 export interface Tolerance {
   readonly rtol: number;
@@ -43,11 +44,11 @@ export interface Comparison {
 }
 
 /** Policy defaults (docs/spec/README.md): tape vs hand-written, tape vs finite differences. */
-export const TOL_ULP: Tolerance = { rtol: 1e-12, atol: 1e-12, form: "max" };
-export const TOL_FD: Tolerance = { rtol: 1e-5, atol: 1e-8 };
+export const TOL_ULP: Tolerance = { rtol: TAPE.handWritten.value.rtol, atol: TAPE.handWritten.value.atol, form: "max" };
+export const TOL_FD: Tolerance = { rtol: TAPE.finiteDifferences.value.rtol, atol: TAPE.finiteDifferences.value.atol };
 
 /** A tensor is non-vacuous when its largest reference magnitude is at least this multiple of atol. */
-export const VACUITY_FACTOR = 100;
+export const VACUITY_FACTOR = TAPE.vacuityFactor.value;
 
 export function emptyWorst(): Worst {
   return { abs: 0, rel: 0, tensor: "", index: -1 };
@@ -139,7 +140,7 @@ export function flashRule(candidate: ArrayLike<number>, ref64: ArrayLike<number>
     const r = Math.abs(ref32[i]! - ref64[i]!);
     errRef = Number.isNaN(r) ? Infinity : Math.max(errRef, r);
   }
-  const bound = 2 * errRef + floor;
+  const bound = KERNEL.boundFactor.value * errRef + floor;
   // A non-finite f32 reference makes the bound meaningless: that is a failure, not a free pass.
   return { err, at, errRef, bound, ok: Number.isFinite(errRef) && err <= bound };
 }

@@ -14,23 +14,18 @@ import {
 import { flashRule, type CaseVerdict, type Worst } from "./compare.ts";
 import { concat, maxAbs } from "../src/numeric.ts";
 import type { Precision } from "../src/precision.ts";
+import { KERNEL } from "./precision-table.ts";
 
-/** Relative floor of the flash-attention bound, per tensor and sequence, for a kernel that sums in f64. */
-export const FLOOR_REL = 1e-6;
-/**
- * The same for a kernel that sums in f32 (docs/spec/precision.md#floors). The plain f32 reference
- * rounds its sums in f32 but keeps its scalar intermediates (gates, norms, per-token scalars) in
- * f64, so on cancelling sums a correct f32 kernel can be further from ref64 than twice the plain
- * reference: measured on the pure-f32 build (ffi/build.ts cpu-f32) up to 2e-5 of max|ref64|
- * (Moneta's y at q ≈ 2.65, Trellis' dq through the normalised-SiLU guard).
- */
-export const FLOOR_REL_F32_ACC = 1e-4;
+/** Relative floor of the flash-attention bound, per tensor and sequence, for a kernel that sums in f64 (oracle/precision-table.ts). */
+export const FLOOR_REL = KERNEL.floorRel.value.f64;
+/** The same for a kernel that sums in f32 (docs/spec/precision.md#floors; the reason in oracle/precision-table.ts). */
+export const FLOOR_REL_F32_ACC = KERNEL.floorRel.value.f32;
 
-export function floorRel(accumulate: "f64" | "f32"): number {
-  return accumulate === "f32" ? FLOOR_REL_F32_ACC : FLOOR_REL;
+export function floorRel(accumulate: Precision["accumulate"]): number {
+  return KERNEL.floorRel.value[accumulate];
 }
 /** A compared tensor whose |ref64| never exceeds this in any case of a check was never exercised. */
-export const EXERCISED = 1e-6;
+export const EXERCISED = KERNEL.exercised.value;
 
 /** The judge as a check's report states its tolerance. */
 export const KERNEL_TOLERANCE: Readonly<Record<string, unknown>> = {
@@ -113,7 +108,11 @@ function firstNonFinite(kernel: ArrayLike<number>, ref: ArrayLike<number>): numb
 }
 
 /** A tensor's floor is at least this fraction of the floor of the largest tensor of its group in the case. */
-export const GROUP_FLOOR = 1e-3;
+export const GROUP_FLOOR = KERNEL.groupFloor.value;
+/** The group fraction of an accumulate dtype: GROUP_FLOOR, and for TF32 products the whole group (docs/spec/precision.md#tf32). */
+export function groupFloor(accumulate: Precision["accumulate"]): number {
+  return accumulate === "tf32" ? KERNEL.groupFloorTF32.value : GROUP_FLOOR;
+}
 
 function groupMax(items: Compared[], group: Compared["group"]): number {
   let m = 0;
@@ -127,7 +126,7 @@ function floorOf(it: Compared, items: Compared[], p: Precision): number {
   // floor relative to it would be ~1e-22 while a kernel's f32 sums leave ~1e-9: its floor is
   // taken relative to the case's largest tensor of the same kind (outputs, or gradients) instead,
   // scaled down by GROUP_FLOOR, as C9 does (docs/spec/precision.md#floors).
-  return floorRel(p.accumulate) * Math.max(maxAbs(it.ref64), GROUP_FLOOR * groupMax(items, it.group));
+  return floorRel(p.accumulate) * Math.max(maxAbs(it.ref64), groupFloor(p.accumulate) * groupMax(items, it.group));
 }
 
 /** Our kernels' precision, and what a kernel is judged as when it declares nothing else. */
@@ -165,7 +164,7 @@ function biasAndDetails(items: Compared[], p: Precision, slack: number, ledger: 
       }
     }
     const ref64 = concat(mine.map((i) => i.ref64));
-    const v = biasVerdict(concat(mine.map((i) => i.kernel!)), ref64, concat(mine.map((i) => i.ref32)), p.storage);
+    const v = biasVerdict(concat(mine.map((i) => i.kernel!)), ref64, concat(mine.map((i) => i.ref32)), p);
     const threshold = v.threshold * slack;
     const biased = !(Math.abs(v.slope) <= threshold);
     // a bias on values that never left the vacuity floor is no evidence: such a tensor detects nothing
@@ -179,7 +178,7 @@ function biasAndDetails(items: Compared[], p: Precision, slack: number, ledger: 
     if (biased && failure === undefined && live) {
       failedTensor = name;
       failure = `${mine[0]!.label ?? name}: systematic bias, slope of (kernel - ref64) on ref64 = ${v.slope.toExponential(3)} (${(Math.abs(v.slope) / v.sigma).toFixed(1)} standard errors) ` +
-        `exceeds max(${v.k}σ = ${(v.k * v.sigma).toExponential(2)}, 2‖plain − ref64‖/‖ref64‖ = ${v.plainTerm.toExponential(2)}, ${p.storage} floor ${v.floor}) ` +
+        `exceeds max(${v.k}σ = ${(v.k * v.sigma).toExponential(2)}, 2‖plain − ref64‖/‖ref64‖ = ${v.plainTerm.toExponential(2)}, ${p.accumulate === "tf32" ? "tf32" : p.storage} floor ${v.floor}) ` +
         `(docs/spec/precision.md#bias)`;
     }
   }
@@ -220,7 +219,7 @@ export function flashCompare(all: Compared[], exercised: Set<string>, who: strin
  * dα and Trellis' dS_K_0, which the ten-run yardstick judges as it should), and for bf16 well past
  * its storage rounding (docs/spec/precision.md#ill-conditioned).
  */
-export const ILL_CONDITIONED: Readonly<Record<Precision["storage"], number>> = { f32: 1e-2, f16: 1e-2, bf16: 5e-2 };
+export const ILL_CONDITIONED: Readonly<Record<Precision["storage"], number>> = KERNEL.illConditioned.value;
 
 /** Whether a tensor whose plain reference is `plainErr` from ref64 (largest |ref64|: `refMax`) is ill-conditioned at storage `s`. */
 export function isIllConditioned(plainErr: number, refMax: number, s: Precision["storage"]): boolean {
@@ -308,7 +307,7 @@ function detects(mine: Compared[], values: readonly ArrayLike<number>[], floors:
     const it = mine[s]!, k = flashRule(values[s]!, it.ref64, it.ref32, floors[s]!);
     if (!(Number.isFinite(k.errRef) && k.err <= k.bound * slack)) return true;
   }
-  const v = biasVerdict(concat(values), concat(mine.map((i) => i.ref64)), concat(mine.map((i) => i.ref32)), p.storage);
+  const v = biasVerdict(concat(values), concat(mine.map((i) => i.ref64)), concat(mine.map((i) => i.ref32)), p);
   return !(Math.abs(v.slope) <= v.threshold * slack);
 }
 

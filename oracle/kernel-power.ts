@@ -16,6 +16,7 @@
  * What a check keeps across its cases (the per-tensor power, which signatures any case detected)
  * is a ledger tied to the `exercised` set every kernel check already threads through its cases.
  */
+import { POWER } from "./precision-table.ts";
 /** Which test of the judge gives a tensor its power. */
 export type PowerTest = "bound" | "bias";
 
@@ -100,14 +101,14 @@ export const SIGNATURES = [
 export type Signature = (typeof SIGNATURES)[number];
 
 /** The scale errors tried, smallest first. */
-export const SCALE_EPS = [1e-3, 1e-2, 1e-1] as const;
+export const SCALE_EPS = POWER.scaleEps.value;
 
 /**
  * A mutation is material when it moves its tensor by more than this fraction of the tensor's
  * largest reference value (docs/spec/conformance.md#signatures): a change below 1% of a tensor's
  * scale is within a bf16 kernel's own rounding, and 1% is the scale error --min-power is built around.
  */
-export const MATERIAL = 1e-2;
+export const MATERIAL = POWER.material.value;
 
 /** The layout of a case's sequences: n = b·H + h, per-token tensors [T, w], and the chunk size the kernel ran at. */
 export interface CaseLayout {

@@ -6,7 +6,8 @@
  * an array of the same dtype, every skipped zero term skipped — in f64 and, under
  * withAccumulate("f32"), with f32 sums in the natural or reversed order (tests/matrix-fast.test.ts
  * compares them bitwise on random cases). Under random rounding the draws would have to come in the
- * reference's order, which the fused loops do not keep, so they hand the call to the reference.
+ * reference's order, which the fused loops do not keep, so they hand the call to the reference; so
+ * do TF32 products (withAccumulate("tf32"), rounded in src/numeric.ts).
  *
  * What makes them fast: per token one pass over the rows of the state in the forward (e, the
  * write and y of a row together, two rows side by side so two sum chains run at once) and one in
@@ -15,7 +16,7 @@
  * and the state history kept as checkpoints every CHECKPOINT_EVERY tokens, replayed stretch by
  * stretch in the backward, so the states the backward reads stay in cache.
  */
-import { accumulatesInF32, roundsRandomly, sumsReversed } from "../src/precision.ts";
+import { accumulatesInF32, productsInTF32, roundsRandomly, sumsReversed } from "../src/precision.ts";
 import { delta } from "../src/rules/delta.ts";
 import { gated_delta } from "../src/rules/gated_delta.ts";
 import type { InnerInputs, InnerPair, RuleDecl, State } from "../src/rules/types.ts";
@@ -273,7 +274,7 @@ function fastPair(decl: RuleDecl, form: Form): InnerPair<string> {
     // not the reference's saved tensors: handing them to the reference pair fails loudly
     saved: ["checkpoints", "e"],
     forward(inp: InnerInputs, state: State, cfg) {
-      if (roundsRandomly()) return decl.inner.forward(inp, state, cfg);
+      if (roundsRandomly() || productsInTF32()) return decl.inner.forward(inp, state, cfg);
       const { k, v, q, alpha, theta } = inp;
       const { d, seq_len: s } = cfg;
       const dt = k.dtype, dd = d * d, C = CHECKPOINT_EVERY;
@@ -296,7 +297,7 @@ function fastPair(decl: RuleDecl, form: Form): InnerPair<string> {
       };
     },
     backward(saved, inp, dy, cfg, dFinal) {
-      if (roundsRandomly()) return decl.inner.backward(saved, inp, dy, cfg, dFinal);
+      if (roundsRandomly() || productsInTF32()) return decl.inner.backward(saved, inp, dy, cfg, dFinal);
       const { k, q, alpha, theta } = inp;
       const { d, seq_len: s } = cfg;
       const dt = k.dtype, dd = d * d, C = CHECKPOINT_EVERY;

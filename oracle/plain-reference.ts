@@ -94,7 +94,7 @@ export interface PlainRuns {
  * rounding (seeds 1, 2, ...: the same runs every time).
  */
 export function plainOrders(acc: Precision["accumulate"], runs: PlainRuns = PLAIN_RUNS): SumRounding[] {
-  if (acc !== "f32") return ["natural"];
+  if (acc === "f64") return ["natural"];
   return ["natural", ...(runs.reversed ? ["reversed" as const] : []), ...Array.from({ length: runs.random }, (_, i) => ({ random: i + 1 }))];
 }
 

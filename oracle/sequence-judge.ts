@@ -11,11 +11,12 @@
  * algebraically the same statistic; it loses digits only when the fit explains nearly all of the
  * error, that is when the slope is many standard errors from zero anyway.
  */
-import { BIAS_FLOOR, BIAS_K } from "./bias.ts";
+import { BIAS_K, biasFloor } from "./bias.ts";
 import { flashRule } from "./compare.ts";
-import { EXERCISED, GROUP_FLOOR, floorRel, isIllConditioned, type Compared } from "./kernel-judge.ts";
+import { EXERCISED, floorRel, groupFloor, isIllConditioned, type Compared } from "./kernel-judge.ts";
 import { maxAbs } from "../src/numeric.ts";
 import type { Precision } from "../src/precision.ts";
+import { BIAS, KERNEL } from "./precision-table.ts";
 
 /** One tensor of one sequence, reduced to what the verdict needs. */
 export interface SeqSummary {
@@ -85,8 +86,8 @@ export function streamVerdict(summaries: readonly SeqSummary[], p: Precision): S
       continue;
     }
     if (s.refMax > EXERCISED) anyLive = true;
-    const floor = floorRel(p.accumulate) * Math.max(s.refMax, GROUP_FLOOR * groupMax[s.group]);
-    const bound = 2 * s.errRef + floor;
+    const floor = floorRel(p.accumulate) * Math.max(s.refMax, groupFloor(p.accumulate) * groupMax[s.group]);
+    const bound = KERNEL.boundFactor.value * s.errRef + floor;
     const ratio = bound > 0 ? s.err / bound : s.err === 0 ? 0 : Infinity;
     const t = (tensors[s.name] ??= { err: 0, plain: 0, bound: 0, ratio: -1, slope: 0, sigma: 0, threshold: 0, bias: false });
     if (ratio > t.ratio) Object.assign(t, { err: s.err, plain: s.errRef, bound, ratio });
@@ -100,8 +101,8 @@ export function streamVerdict(summaries: readonly SeqSummary[], p: Precision): S
     const rr = sum(mine, "rr"), re = sum(mine, "re"), ee = sum(mine, "ee"), pp = sum(mine, "pp"), n = sum(mine, "n");
     const slope = rr > 0 && n >= 2 ? re / rr : 0;
     const sigma = rr > 0 && n >= 2 ? Math.sqrt(Math.max(0, ee - slope * re) / (n - 1) / rr) : Infinity;
-    const plainTerm = rr > 0 ? (2 * Math.sqrt(pp)) / Math.sqrt(rr) : Infinity;
-    const threshold = Math.max(BIAS_K * sigma, plainTerm, BIAS_FLOOR[p.storage]);
+    const plainTerm = rr > 0 ? (BIAS.plainFactor.value * Math.sqrt(pp)) / Math.sqrt(rr) : Infinity;
+    const threshold = Math.max(BIAS_K * sigma, plainTerm, biasFloor(p));
     const live = Math.max(...mine.map((s) => s.refMax)) > EXERCISED;
     Object.assign(t, { slope, sigma, threshold, bias: !(Math.abs(slope) <= threshold) });
     if (t.bias && live) biasFailure ??= `${name}: systematic bias, slope ${slope.toExponential(3)} > ${threshold.toExponential(3)} (docs/spec/precision.md#bias)`;

@@ -5,9 +5,11 @@
  *
  * Under withAccumulate("f32") (src/precision.ts; the plain-precision reference only) every sum
  * instead rounds to f32 after each multiply-add, in the same order: acc = fl32(acc + a·b), which is
- * a fused multiply-add because the product of two f32 values is exact in f64.
+ * a fused multiply-add because the product of two f32 values is exact in f64. Under
+ * withAccumulate("tf32") the products' operands are TF32-rounded copies (`tf32`, below), taken
+ * before the f32 kernels run: a tensor core's f32 matrix product.
  */
-import { accumulatesInF32, round32, sumsReversed } from "./precision.ts";
+import { accumulatesInF32, productsInTF32, round32, roundTF32, sumsReversed } from "./precision.ts";
 import type { Data } from "./tensor.ts";
 
 /**
@@ -180,18 +182,31 @@ function kernelsFor(x: Data, y: Data, z: Data): ArrayKernels {
   return copies[key] ?? (copies[key] = specialisedCopy(key));
 }
 
+/**
+ * Under withAccumulate("tf32"): n elements of a from offset o rounded to TF32, in a fresh array of
+ * a's class (offset 0), as a product operand. Otherwise never called.
+ */
+function tf32(a: Data, o: number, n: number): Data {
+  const out = a instanceof Float32Array ? new Float32Array(n) : new Float64Array(n);
+  for (let i = 0; i < n; i++) out[i] = roundTF32(a[o + i]!);
+  return out;
+}
+
 /** out[m,n] = A[m,k] · B[k,n] */
 export function matmul(a: Data, b: Data, m: number, k: number, n: number, out: Data): Data {
+  if (productsInTF32()) [a, b] = [tf32(a, 0, m * k), tf32(b, 0, k * n)];
   return kernelsFor(a, b, out).matmul(a, b, m, k, n, out);
 }
 
 /** out[m,n] = A[m,k] · B[n,k]^T */
 export function matmulTB(a: Data, b: Data, m: number, k: number, n: number, out: Data): Data {
+  if (productsInTF32()) [a, b] = [tf32(a, 0, m * k), tf32(b, 0, n * k)];
   return kernelsFor(a, b, out).matmulTB(a, b, m, k, n, out);
 }
 
 /** out[m,n] = A[k,m]^T · B[k,n] */
 export function matmulTA(a: Data, b: Data, m: number, k: number, n: number, out: Data): Data {
+  if (productsInTF32()) [a, b] = [tf32(a, 0, k * m), tf32(b, 0, k * n)];
   return kernelsFor(a, b, out).matmulTA(a, b, m, k, n, out);
 }
 
@@ -201,6 +216,7 @@ export function transpose(a: Data, rows: number, cols: number, out: Data): Data 
 }
 
 export function dot(a: Data, b: Data, n = a.length, ao = 0, bo = 0): number {
+  if (productsInTF32()) [a, b, ao, bo] = [tf32(a, ao, n), tf32(b, bo, n), 0, 0];
   return kernelsFor(a, b, b).dot(a, b, n, ao, bo);
 }
 
@@ -242,11 +258,13 @@ export function softmaxRowsVjp(p: Data, dp: Data, rows: number, cols: number, ou
 
 /** out[oo..oo+rows) = A[ao: rows x cols] · x[xo..xo+cols) */
 export function matvec(A: Data, ao: number, rows: number, cols: number, x: Data, xo: number, out: Data, oo = 0): void {
+  if (productsInTF32()) [A, ao, x, xo] = [tf32(A, ao, rows * cols), 0, tf32(x, xo, cols), 0];
   kernelsFor(A, x, out).matvec(A, ao, rows, cols, x, xo, out, oo);
 }
 
 /** out[oo..oo+cols) = A[ao: rows x cols]^T · x[xo..xo+rows) */
 export function matTvec(A: Data, ao: number, rows: number, cols: number, x: Data, xo: number, out: Data, oo = 0): void {
+  if (productsInTF32()) [A, ao, x, xo] = [tf32(A, ao, rows * cols), 0, tf32(x, xo, rows), 0];
   kernelsFor(A, x, out).matTvec(A, ao, rows, cols, x, xo, out, oo);
 }
 

@@ -1,7 +1,8 @@
 /**
  * Low precision, emulated (docs/spec/precision.md#emulation): rounding to the storage dtypes a
  * kernel may declare (f32, bf16, f16; round to nearest, ties to even) and the accumulate dtype the
- * numeric kernels sum in (f64, or f32 for a plain-f32 reference).
+ * numeric kernels sum in (f64, or f32 for a plain-f32 reference, or tf32: f32 sums of products whose
+ * operands are rounded to TF32, as tensor cores multiply f32 matrices; docs/spec/precision.md#tf32).
  *
  * This exists only for the plain-precision reference that measures how much rounding a kernel of a
  * declared precision may show (D5, D15); ref64, the truth, never runs with it.
@@ -10,7 +11,7 @@
 import { Rng } from "./rng.ts";
 
 export type StorageDType = "f32" | "bf16" | "f16";
-export type AccumulateDType = "f64" | "f32";
+export type AccumulateDType = "f64" | "f32" | "tf32";
 
 /** What a kernel declares for the tensors crossing its ABI, its state, and its sums. */
 export interface Precision {
@@ -56,17 +57,36 @@ export function roundedCopy(dtype: StorageDType, a: ArrayLike<number>): Float64A
   return out;
 }
 
+/**
+ * x rounded to TF32, the operand format of a tensor core's f32 products: f32's exponent range and 11
+ * significand bits (10 explicit), to nearest with ties to even; NaN and ±Infinity kept.
+ */
+export function roundTF32(x: number): number {
+  tf32Value[0] = x; // to f32 first: a TF32 operand is an f32 value
+  if (!Number.isFinite(tf32Value[0]!)) return tf32Value[0]!;
+  // on the f32 bit pattern: add half the dropped 13 bits' weight (less one, plus the kept lowest
+  // bit: ties to even) and clear them; a carry moves into the exponent, past the largest finite
+  // value into infinity, as rounding does
+  const b = tf32Bits[0]!;
+  tf32Bits[0] = ((b + 0xfff + ((b >>> 13) & 1)) & ~0x1fff) >>> 0;
+  return tf32Value[0]!;
+}
+const tf32Value = new Float32Array(1), tf32Bits = new Uint32Array(tf32Value.buffer);
+
 /** Unit roundoff of the dtype: half its machine epsilon. */
 export function unitRoundoff(dtype: StorageDType | AccumulateDType): number {
   switch (dtype) {
     case "f64": return 2 ** -53;
     case "f32": return 2 ** -24;
+    case "tf32": return 2 ** -11;
     case "bf16": return 2 ** -8;
     case "f16": return 2 ** -11;
   }
 }
 
 let accumulateF32 = false;
+/** True under withAccumulate("tf32"): the numeric kernels' products take TF32-rounded operands. */
+let productsTF32 = false;
 let reversed = false;
 /** The random stream of random rounding (withAccumulate's { random: seed }), or null: round to nearest. */
 let randomBits: Rng | null = null;
@@ -74,6 +94,11 @@ let randomBits: Rng | null = null;
 /** True while the numeric kernels sum in f32 (see withAccumulate). */
 export function accumulatesInF32(): boolean {
   return accumulateF32;
+}
+
+/** True while the numeric kernels' products round their operands to TF32 (withAccumulate("tf32")). */
+export function productsInTF32(): boolean {
+  return productsTF32;
 }
 
 /** True while the f32 sums round randomly (withAccumulate's { random: seed }). */
@@ -113,10 +138,14 @@ export type SumRounding = "natural" | "reversed" | { readonly random: number };
  * Runs fn with the numeric kernels' sums (dot products, matrix products, reductions) rounded to
  * f32 after every addition — a plain f32 kernel's accumulation in the reference's own order — and
  * the rules' adjoint scratch buffers (accBuffer) in f32. Restores the previous mode afterwards.
+ * "tf32" is the same with every operand of the numeric kernels' products (dot products, matrix
+ * products, matrix–vector products) rounded to TF32 first (roundTF32); inline sums and elementwise
+ * products are f32 as under "f32".
  */
 export function withAccumulate<T>(acc: AccumulateDType, fn: () => T, rounding: SumRounding = "natural"): T {
-  const before = accumulateF32, orderBefore = reversed, randomBefore = randomBits;
-  accumulateF32 = acc === "f32";
+  const before = accumulateF32, orderBefore = reversed, randomBefore = randomBits, tf32Before = productsTF32;
+  accumulateF32 = acc === "f32" || acc === "tf32";
+  productsTF32 = acc === "tf32";
   // "reversed" sums every reduction from its last term to its first: a second, equally correct
   // rounding order, which stands in for a kernel when the bias test is calibrated.
   reversed = rounding === "reversed";
@@ -125,6 +154,7 @@ export function withAccumulate<T>(acc: AccumulateDType, fn: () => T, rounding: S
     return fn();
   } finally {
     accumulateF32 = before;
+    productsTF32 = tf32Before;
     reversed = orderBefore;
     randomBits = randomBefore;
   }

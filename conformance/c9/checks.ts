@@ -22,6 +22,7 @@ import { modelCases, parseArgs } from "./cross-check.ts";
 import { allowance, ORDER_FACTOR, SPREAD_CAP, worst as worstOf } from "./compare.ts";
 import type { Selection } from "./options.ts";
 import { levelPatternOf } from "../../cases/model-arb.ts";
+import { C9 } from "../../oracle/precision-table.ts";
 
 /** Rule cases per variant (random specs; pinned hyperparameters and edge cases come on top). */
 const CASES: ProfileRuns = { quick: 2, default: 6, deep: 40 };
@@ -30,7 +31,7 @@ const CASES: ProfileRuns = { quick: 2, default: 6, deep: 40 };
  * correct implementations: at most ~1.2e-14 over all rules and model cases (the two sum in
  * different orders); 1e-10 leaves four orders of margin and is still far below any modelling error.
  */
-const TOL = 1e-10;
+const TOL = C9.tolerance.value;
 const TOLERANCE = {
   kind: "cross-implementation", rel: TOL, floor: "1e-3 of the largest tensor of the same group",
   reason: "two f64 implementations summing in different orders agree to ~1e-14; 1e-10 leaves margin",

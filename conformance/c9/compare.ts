@@ -1,6 +1,7 @@
 /** How the cross-check compares a torch tensor with the TypeScript one: relative difference over a floored scale. */
 import { maxAbs } from "../../src/numeric.ts";
 import { Tensor } from "../../src/tensor.ts";
+import { C9 } from "../../oracle/precision-table.ts";
 
 export interface Diff {
   readonly name: string;
@@ -23,7 +24,7 @@ export interface Diff {
  * few spreads (measured: docs/spec/conformance.md#c9-conditioning). Never more than SPREAD_CAP:
  * above it no conditioning excuses a difference.
  */
-export const ORDER_FACTOR = 100, SPREAD_CAP = 1e-6;
+export const ORDER_FACTOR = C9.orderFactor.value, SPREAD_CAP = C9.spreadCap.value;
 
 /** The tolerance a tensor is judged at: the base tolerance, raised for an ill-conditioned tensor (capped). */
 export function allowance(d: Pick<Diff, "spread">, tol: number): number {
@@ -80,7 +81,7 @@ export function diff(name: string, torch: Tensor | undefined, ts: Tensor | numbe
  * zero in the reference (e.g. Trellis' nsilu with dk = 1 is piecewise constant), FLOOR times the
  * largest max|ts| of the case (the case builders put y at unit scale).
  */
-const FLOOR = 1e-3;
+const FLOOR = C9.groupFloor.value;
 
 function groupOf(name: string): string {
   if (name.startsWith("grads.") || name.startsWith("error_buffers.")) return "grads";

@@ -12,6 +12,7 @@ import { TorchBridge, type RuleRequest } from "../../oracle/torch-bridge.ts";
 import { diff, withConditioning, withFloor, type Diff } from "./compare.ts";
 import { withAccumulate } from "../../src/precision.ts";
 import type { Options } from "./options.ts";
+import { TAPE } from "../../oracle/precision-table.ts";
 
 export interface RuleCaseResult {
   readonly key: string;
@@ -51,7 +52,7 @@ function fdSkipReason(key: string, state: Readonly<Record<string, Tensor>>): str
 }
 
 /** The suite's finite-difference tolerance (README: rtol 1e-5, atol 1e-8). */
-export const FD_RTOL = 1e-5, FD_ATOL = 1e-8;
+export const FD_RTOL = TAPE.finiteDifferences.value.rtol, FD_ATOL = TAPE.finiteDifferences.value.atol;
 
 /** Hyperparameter points every run includes (fast paths, variants, clipping regimes). */
 const PINNED_HYPER: Readonly<Record<string, readonly Record<string, number | string>[]>> = {

@@ -27,7 +27,7 @@ export interface Conventions {
   /** The kernel L2-normalises q and k itself: it receives them raw. */
   readonly qk_l2norm: boolean;
   /** Declared accumulate dtype (null: as the storage dtype implies, docs/spec/py-backend.md#precision). */
-  readonly accumulate: "f32" | "f64" | null;
+  readonly accumulate: "f32" | "f64" | "tf32" | null;
   /**
    * "storage": the kernel keeps its intermediates in its storage dtype, and its plain reference
    * does too (docs/spec/precision.md#intermediates); null: f32 intermediates. Absent from older hosts.

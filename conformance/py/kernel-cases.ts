@@ -26,6 +26,7 @@ import type { KernelRun } from "../../cases/kernel-backend.ts";
 import { hazardVerdict, type ProbeTally } from "../../ffi/hazards.ts";
 import { acrossConfigurations, ConfigTally, type Judgement } from "./configurations.ts";
 import { withPlausibility } from "./plausible.ts";
+import { tf32Yardstick } from "./tf32-yardstick.ts";
 
 const asInputs = (r: Record<string, Tensor>) => r as unknown as InnerInputs;
 
@@ -107,7 +108,7 @@ async function pyPhaseCase(s: KernelSession, decl: RuleDecl, key: string, c: PyC
 async function references(s: KernelSession, decl: RuleDecl, key: string, c: PyCase, p: Precision, keys: TensorKey[], which: "forward" | "backward") {
   // a packed batch's sequence is judged against the reference run on that sequence alone (docs/spec/py-backend.md#packed)
   const r64 = c.seqs.map((_, n) => toKernelGrads(c, n, ref64(decl, c, n)));
-  const r32 = await s.plainReference(c, key, p, keys, r64);
+  const r32 = p.accumulate === "tf32" ? tf32Yardstick(decl, c, p, r64) : await s.plainReference(c, key, p, keys, r64);
   if (which === "backward") {
     for (const k of keys) {
       if (k.part === "dState0" && r64[0]!.dState0[k.name] === undefined) throw new Error(`the reference backward of ${key} returns no gradient of the state ${k.name}`);

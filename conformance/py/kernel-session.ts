@@ -115,11 +115,14 @@ export const STORAGE_RANDOM_RUNS = 16;
  * dtype, state = its state_dtype, sums in f32. PyTorch and Triton sum f32 tensors in f32 (matmul,
  * sum, a chunked form's products), so an f32 kernel too is judged as summing in f32 unless it
  * declares `"accumulate": "f64"` (docs/spec/precision.md#default-accumulate): a correct chunked
- * f32 kernel was 1.8x over the f64-sum floor on dα at seeds 1-3.
+ * f32 kernel was 1.8x over the f64-sum floor on dα at seeds 1-3. An f32 kernel whose products run
+ * in TF32 (a GPU's tensor cores) declares `"accumulate": "tf32"` (docs/spec/precision.md#tf32).
  */
 export function kernelPrecision(info: Pick<KernelInfo, "dtype" | "state_dtype"> & { conventions?: Conventions }): Precision {
   const storage = info.dtype as StorageDType, state = info.state_dtype ?? "f32";
-  if (storage === "f32" && state === "f32" && (info.conventions ?? NO_CONVENTIONS).accumulate === "f64") return F32_STORE_F64_ACC;
+  const declared = (info.conventions ?? NO_CONVENTIONS).accumulate;
+  if (storage === "f32" && state === "f32" && declared === "f64") return F32_STORE_F64_ACC;
+  if (storage === "f32" && declared === "tf32") return { storage, state, accumulate: "tf32" };
   return { storage, state, accumulate: "f32" };
 }
 

@@ -6,9 +6,10 @@
  */
 import type { CaseOutcome } from "../../harness/check.ts";
 import type { Compared } from "../../oracle/kernel-judge.ts";
+import { PY } from "../../oracle/precision-table.ts";
 
 /** An error this many times the tensor's largest |ref64| (at least 1) is beyond any plausible range. */
-export const IMPLAUSIBLE = 1e3;
+export const IMPLAUSIBLE = PY.implausible.value;
 
 /** The largest max|kernel − ref64| / max(max|ref64|, 1) over the items (finite values only), and the tensor. */
 export function farthest(items: readonly Compared[]): { ratio: number; name: string } | null {

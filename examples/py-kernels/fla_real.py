@@ -46,6 +46,8 @@ fused_recurrent_delta_rule_bf16_stored = declared(_fused_recurrent_delta_rule, *
 # f32 bound, which is the verdict (docs/spec/py-backend.md#fla).
 FLA_CHUNK = 64
 chunk_gated_delta_rule = declared(_chunk_gated_delta_rule, **GATED_DELTANET, chunk_size=FLA_CHUNK)
+# the same kernel declared as it runs on such a GPU: f32 tensors, TF32 products (docs/spec/precision.md#tf32)
+chunk_gated_delta_rule_tf32 = declared(_chunk_gated_delta_rule, **{**GATED_DELTANET, "accumulate": "tf32"}, chunk_size=FLA_CHUNK)
 chunk_delta_rule_bf16 = declared(_chunk_delta_rule, **DELTANET, dtype="bf16", chunk_size=FLA_CHUNK)
 chunk_gated_delta_rule_bf16 = declared(_chunk_gated_delta_rule, **GATED_DELTANET, dtype="bf16", chunk_size=FLA_CHUNK)
 chunk_delta_rule_bf16_stored = declared(_chunk_delta_rule, **DELTANET, dtype="bf16", chunk_size=FLA_CHUNK, intermediates="storage")

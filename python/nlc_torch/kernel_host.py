@@ -197,8 +197,10 @@ class Kernel:
             raise KernelError(f"{spec}.nlc['qk_l2norm']: expected a keyword name (set to True) or a bool, got {l2!r}")
         self.qk_l2norm = l2
         acc = decl.get("accumulate")
-        if acc is not None and acc not in ("f32", "f64"):
-            raise KernelError(f"{spec}.nlc['accumulate']: expected 'f32' or 'f64', got {acc!r}")
+        if acc is not None and acc not in ("f32", "f64", "tf32"):
+            raise KernelError(f"{spec}.nlc['accumulate']: expected 'f32', 'f64' or 'tf32', got {acc!r}")
+        if acc == "tf32" and self.dtype_name != "f32":
+            raise KernelError(f"{spec}.nlc['accumulate']: 'tf32' (TF32 products of f32 tensors) needs dtype 'f32', got {self.dtype_name!r}")
         self.accumulate = acc
         inter = decl.get("intermediates")
         if inter is not None and inter != "storage":

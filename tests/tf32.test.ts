@@ -1,0 +1,131 @@
+/**
+ * TF32 as a declarable precision (docs/spec/precision.md#tf32).
+ * - The emulation: roundTF32 keeps 11 significand bits, to nearest with ties to even, and agrees
+ *   with the bit trick tests/py-kernels/tf32_chunked.py rounds with; under withAccumulate("tf32")
+ *   the numeric kernels' products take TF32 operands and sum in f32, and nothing else changes.
+ * - The judge, through a `py:` kernel (tests/py-kernels/tf32_chunked.py, a chunked Gated DeltaNet
+ *   whose every matrix product has TF32 operands, forward and backward): declared tf32 it passes;
+ *   the same kernel declared f32 fails; planted 0.1 % scale errors of y and dg (our dα), declared
+ *   tf32, fail. Skipped without PyTorch.
+ */
+import { expect, test } from "bun:test";
+import { dot, matmul, matvec } from "../src/numeric.ts";
+import { roundTF32, unitRoundoff, withAccumulate } from "../src/precision.ts";
+import { Rng } from "../src/rng.ts";
+import { expectStatus, pyRun } from "./py-run.ts";
+import { probeTorchSync } from "../oracle/torch-bridge.ts";
+import { biasVerdict } from "../oracle/bias.ts";
+import { GROUP_FLOOR, floorRel, groupFloor } from "../oracle/kernel-judge.ts";
+import { BIAS } from "../oracle/precision-table.ts";
+
+/** TF32 rounding by arithmetic (an independent statement of it): 11 significand bits, f32's exponent range, ties to even. */
+function byArithmetic(x: number): number {
+  const r = Math.fround(x);
+  if (r === 0 || !Number.isFinite(r)) return r;
+  const a = Math.abs(r);
+  let e = Math.floor(Math.log2(a));
+  if (2 ** e > a) e--;
+  else if (2 ** (e + 1) <= a) e++;
+  const ulp = 2 ** (Math.max(e, -126) - 10);
+  const q = a / ulp, f = Math.floor(q), frac = q - f;
+  const y = Math.fround((frac > 0.5 || (frac === 0.5 && f % 2 === 1) ? f + 1 : f) * ulp);
+  return r > 0 ? y : -y;
+}
+
+test("roundTF32: 11 significand bits, ties to even, as arithmetic rounding gives on 200 000 values", () => {
+  expect(roundTF32(1 + 2 ** -11)).toBe(1); // a tie: to the even neighbour
+  expect(roundTF32(1 + 3 * 2 ** -11)).toBe(1 + 2 ** -9); // a tie: up to the even one
+  expect(roundTF32(1 + 2 ** -11 + 2 ** -20)).toBe(1 + 2 ** -10);
+  expect(roundTF32(-(1 + 2 ** -10))).toBe(-(1 + 2 ** -10));
+  expect(roundTF32(0)).toBe(0);
+  expect(Number.isNaN(roundTF32(NaN))).toBe(true);
+  expect(unitRoundoff("tf32")).toBe(2 ** -11);
+  const rng = new Rng(7);
+  expect(roundTF32(3.4028234663852886e38)).toBe(Infinity); // past the largest finite TF32 value
+  expect(roundTF32(2 ** -140 * 1.5)).toBe(byArithmetic(2 ** -140 * 1.5)); // subnormal
+  for (let i = 0; i < 200_000; i++) {
+    const x = Math.fround((rng.next() - 0.5) * 2 ** Math.floor(rng.next() * 300 - 150));
+    const r = roundTF32(x);
+    if (!Object.is(r, byArithmetic(x))) throw new Error(`roundTF32(${x}) = ${r}, arithmetic rounding gives ${byArithmetic(x)}`);
+  }
+}, 60_000);
+
+test("withAccumulate(\"tf32\"): products of TF32 operands summed in f32; f32 and f64 unchanged", () => {
+  const rng = new Rng(3), n = 64;
+  const a = Float64Array.from({ length: n }, () => Math.fround(rng.next() - 0.5));
+  const b = Float64Array.from({ length: n }, () => Math.fround(rng.next() - 0.5));
+  let want = 0;
+  for (let i = 0; i < n; i++) want = Math.fround(want + roundTF32(a[i]!) * roundTF32(b[i]!));
+  expect(withAccumulate("tf32", () => dot(a, b))).toBe(want);
+  const f32 = withAccumulate("f32", () => dot(a, b));
+  expect(f32).not.toBe(want); // the operands' rounding shows: 8192 times f32's
+  expect(Math.abs(f32 - want)).toBeLessThan(n * 2 ** -11);
+  // outside the mode, and after it, f64 and f32 sums are as before
+  let exact = 0;
+  for (let i = 0; i < n; i++) exact += a[i]! * b[i]!;
+  expect(dot(a, b)).toBe(exact);
+  // matvec and matmul take the operands' rounded copies too (rows of A, the vector; both matrices)
+  const A = Float64Array.from({ length: 4 * n }, () => Math.fround(rng.next() - 0.5)), y = new Float64Array(4), Y = new Float64Array(4);
+  withAccumulate("tf32", () => matvec(A, 0, 4, n, b, 0, y));
+  withAccumulate("tf32", () => matmul(A, b, 4, n, 1, Y));
+  for (let r = 0; r < 4; r++) {
+    let s = 0;
+    for (let i = 0; i < n; i++) s = Math.fround(s + roundTF32(A[r * n + i]!) * roundTF32(b[i]!));
+    expect(y[r]).toBe(s);
+    expect(Y[r]).toBe(s);
+  }
+  // the inputs are not rounded in place
+  expect(a.some((x) => roundTF32(x) !== x)).toBe(true);
+});
+
+test("the TF32 judge: floors of the group, a bias test from 32 elements at its own floor", () => {
+  const tf32 = { storage: "f32", state: "f32", accumulate: "tf32" } as const, f32 = { ...tf32, accumulate: "f32" } as const;
+  expect(groupFloor("tf32")).toBe(1);
+  expect(groupFloor("f32")).toBe(GROUP_FLOOR);
+  expect(floorRel("tf32")).toBe(1e-3);
+  const rng = new Rng(11);
+  const scaled = (n: number, s: number) => {
+    const r = Float64Array.from({ length: n }, () => rng.next() - 0.5);
+    return { r, k: r.map((x) => x * (1 + s)) };
+  };
+  // few elements: a scale of 5e-3 (a correct TF32 dα over two elements showed it) is not judged in tf32, is in f32
+  const few = scaled(2, 5e-3);
+  expect(biasVerdict(few.k, few.r, few.r, tf32).ok).toBe(true);
+  expect(biasVerdict(few.k, few.r, few.r, f32).ok).toBe(false);
+  // from 32 elements a 0.1 % scale fails at the TF32 bias floor, and 0.05 % passes it
+  const many = scaled(32, 1e-3), half = scaled(32, 5e-4);
+  expect(biasVerdict(many.k, many.r, many.r, tf32).ok).toBe(false);
+  expect(biasVerdict(half.k, half.r, half.r, tf32).ok).toBe(true);
+  expect(biasVerdict(many.k, many.r, many.r, tf32).floor).toBe(BIAS.floorTF32.value);
+});
+
+const k = (name: string) => `py:tests/py-kernels/tf32_chunked.py:${name}`;
+const hasTorch = probeTorchSync().available;
+const run = pyRun(() => ["chunk_gated_tf32", "chunk_gated_tf32_as_f32", "chunk_gated_tf32_dg_scaled", "chunk_gated_tf32_y_scaled"].map(k));
+const precisionOf = (r: { details?: unknown }) => (r.details as { precision?: unknown }).precision;
+
+test.skipIf(!hasTorch)("py: a chunked Gated DeltaNet with TF32 products passes declared tf32", () => {
+  for (const kind of ["forward", "backward"]) {
+    const r = run.get(k("chunk_gated_tf32"), "gated_delta", kind);
+    expectStatus(r, "pass");
+    expect(precisionOf(r)).toEqual({ storage: "f32", state: "f32", accumulate: "tf32" });
+  }
+}, 300_000);
+
+test.skipIf(!hasTorch)("py: the same kernel declared f32 fails, forward and backward", () => {
+  for (const kind of ["forward", "backward"]) {
+    const r = run.get(k("chunk_gated_tf32_as_f32"), "gated_delta", kind);
+    expectStatus(r, "fail");
+    expect(r.message).toContain("f32/f32-accumulate reference");
+  }
+}, 300_000);
+
+test.skipIf(!hasTorch)("py: planted 0.1 % scale errors of y and dg fail declared tf32", () => {
+  expectStatus(run.get(k("chunk_gated_tf32_y_scaled"), "gated_delta", "forward"), "fail");
+  expectStatus(run.get(k("chunk_gated_tf32_y_scaled"), "gated_delta", "backward"), "fail");
+  const dg = run.get(k("chunk_gated_tf32_dg_scaled"), "gated_delta", "backward");
+  expectStatus(dg, "fail");
+  expect(dg.message).toContain("dg [dalpha]");
+  // the control: the planted dg leaves the forward alone
+  expectStatus(run.get(k("chunk_gated_tf32_dg_scaled"), "gated_delta", "forward"), "pass");
+}, 300_000);
