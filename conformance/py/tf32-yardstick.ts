@@ -6,7 +6,8 @@
  */
 import type { Precision } from "../../src/precision.ts";
 import type { InnerInputs, RuleDecl, State } from "../../src/rules/types.ts";
-import { plainRuns, plainYardstickSeq, runPlain, type SeqTensors } from "../../oracle/plain-reference.ts";
+import { plainRuns, plainYardstickSeq, runPlain } from "../../oracle/plain-reference.ts";
+import type { SeqTensors } from "../../oracle/kernel-case.ts";
 import { seqCfg, toKernelGrads, type PyCase } from "./cases.ts";
 
 /** Per sequence, the TF32 plain reference in the kernel's terms (as toKernelGrads gives ref64). */
