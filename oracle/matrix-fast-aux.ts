@@ -44,17 +44,30 @@ function kdaLoops() {
       for (let j = 0; j < d; j++) W[j] = 1 - AL[o + j]!;
       for (let i = 0; i < d; i++) {
         const r = i * d;
-        for (let j = 0; j < d; j++) M[mn + r + j] = W[j]! * M[mt + r + j]!;
+        // M̃_t's row (stored in place of M_{t+1}'s) and e_i = (M̃_t k)_i − v_i
         let s = 0;
-        if (REV) for (let j = d - 1; j >= 0; j--) s = ACC32 ? fr(s + M[mn + r + j]! * K[o + j]!) : s + M[mn + r + j]! * K[o + j]!;
-        else for (let j = 0; j < d; j++) s = ACC32 ? fr(s + M[mn + r + j]! * K[o + j]!) : s + M[mn + r + j]! * K[o + j]!;
+        for (let jj = 0; jj < d; jj++) {
+          const j = REV ? d - 1 - jj : jj;
+          M[mn + r + j] = W[j]! * M[mt + r + j]!;
+          s = ACC32 ? fr(s + M[mn + r + j]! * K[o + j]!) : s + M[mn + r + j]! * K[o + j]!;
+        }
         E[o + i] = s;
         E[o + i]! -= V[o + i]!;
+        // the write − θ e_i kᵀ (a zero term adds nothing) and y_i = (M_{t+1} q)_i
         const u = c * E[o + i]!;
-        if (u !== 0) for (let j = 0; j < d; j++) M[mn + r + j]! += u * K[o + j]!;
         s = 0;
-        if (REV) for (let j = d - 1; j >= 0; j--) s = ACC32 ? fr(s + M[mn + r + j]! * Q[o + j]!) : s + M[mn + r + j]! * Q[o + j]!;
-        else for (let j = 0; j < d; j++) s = ACC32 ? fr(s + M[mn + r + j]! * Q[o + j]!) : s + M[mn + r + j]! * Q[o + j]!;
+        if (u !== 0) {
+          for (let jj = 0; jj < d; jj++) {
+            const j = REV ? d - 1 - jj : jj;
+            M[mn + r + j]! += u * K[o + j]!;
+            s = ACC32 ? fr(s + M[mn + r + j]! * Q[o + j]!) : s + M[mn + r + j]! * Q[o + j]!;
+          }
+        } else {
+          for (let jj = 0; jj < d; jj++) {
+            const j = REV ? d - 1 - jj : jj;
+            s = ACC32 ? fr(s + M[mn + r + j]! * Q[o + j]!) : s + M[mn + r + j]! * Q[o + j]!;
+          }
+        }
         Y[o + i] = s;
       }
     }
@@ -96,30 +109,42 @@ function kdaLoops() {
       for (let ii = 0; ii < d; ii++) {
         const i = REV ? d - 1 - ii : ii, r = i * d;
         const dyi = DY[o + i]!, ei = E[o + i]!;
-        // D += dy qᵀ ; dq = M_{t+1}ᵀ dy
-        if (dyi !== 0) {
-          for (let j = 0; j < d; j++) {
+        // one loop over the row: D += dy qᵀ ; dq = M_{t+1}ᵀ dy ; de_i = (D k)_i ; Dᵀe
+        let sk = 0;
+        if (dyi !== 0 && ei !== 0) {
+          // the usual case, without the zero tests (the same operations as the loop below)
+          for (let jj = 0; jj < d; jj++) {
+            const j = REV ? d - 1 - jj : jj;
             D[r + j]! += dyi * Q[o + j]!;
             accQ[j] = ACC32 ? fr(accQ[j]! + M[mn + r + j]! * dyi) : accQ[j]! + M[mn + r + j]! * dyi;
+            const Dj = D[r + j]!;
+            sk = ACC32 ? fr(sk + Dj * K[o + j]!) : sk + Dj * K[o + j]!;
+            accT[j] = ACC32 ? fr(accT[j]! + Dj * ei) : accT[j]! + Dj * ei;
+          }
+        } else {
+          for (let jj = 0; jj < d; jj++) {
+            const j = REV ? d - 1 - jj : jj;
+            if (dyi !== 0) {
+              D[r + j]! += dyi * Q[o + j]!;
+              accQ[j] = ACC32 ? fr(accQ[j]! + M[mn + r + j]! * dyi) : accQ[j]! + M[mn + r + j]! * dyi;
+            }
+            const Dj = D[r + j]!;
+            sk = ACC32 ? fr(sk + Dj * K[o + j]!) : sk + Dj * K[o + j]!;
+            if (ei !== 0) accT[j] = ACC32 ? fr(accT[j]! + Dj * ei) : accT[j]! + Dj * ei;
           }
         }
-        // de_i = (D k)_i ; dθ = −eᵀ D k
-        let sk = 0;
-        if (REV) for (let j = d - 1; j >= 0; j--) sk = ACC32 ? fr(sk + D[r + j]! * K[o + j]!) : sk + D[r + j]! * K[o + j]!;
-        else for (let j = 0; j < d; j++) sk = ACC32 ? fr(sk + D[r + j]! * K[o + j]!) : sk + D[r + j]! * K[o + j]!;
+        // dθ = −eᵀ D k
         de[i] = sk;
         sth = ACC32 ? fr(sth + ei * de[i]!) : sth + ei * de[i]!;
         de[i]! *= nth;
         const dei = de[i]!;
-        // Dᵀe ; M_tᵀ de ; D += de kᵀ
-        if (ei !== 0) for (let j = 0; j < d; j++) accT[j] = ACC32 ? fr(accT[j]! + D[r + j]! * ei) : accT[j]! + D[r + j]! * ei;
-        if (dei !== 0) {
-          for (let j = 0; j < d; j++) accK[j] = ACC32 ? fr(accK[j]! + M[mt + r + j]! * dei) : accK[j]! + M[mt + r + j]! * dei;
-          for (let j = 0; j < d; j++) D[r + j]! += dei * K[o + j]!;
-        }
-        // the decay: dα_j = −Σ_i D_ij (M_t)_ij (rows in the natural order), D ← D diag(w)
-        if (!REV) {
-          for (let j = 0; j < d; j++) {
+        // M_tᵀ de ; D += de kᵀ ; the decay: dα_j = −Σ_i D_ij (M_t)_ij (rows in the natural order), D ← D diag(w)
+        for (let j = 0; j < d; j++) {
+          if (dei !== 0) {
+            accK[j] = ACC32 ? fr(accK[j]! + M[mt + r + j]! * dei) : accK[j]! + M[mt + r + j]! * dei;
+            D[r + j]! += dei * K[o + j]!;
+          }
+          if (!REV) {
             col[j] = ACC32 ? fr(col[j]! + D[r + j]! * M[mt + r + j]!) : col[j]! + D[r + j]! * M[mt + r + j]!;
             D[r + j]! *= W[j]!;
           }
@@ -162,17 +187,30 @@ function combaLoops() {
       const mt = (t - t0) * dd, mn = mt + dd, o = t * d, c = -TH[t]!, decay = 1 - AL[t]!;
       for (let i = 0; i < d; i++) {
         const r = i * d;
+        // e_i = (M_t p)_i − v_i, and M_t's row decayed into M_{t+1}'s
         let s = 0;
-        if (REV) for (let j = d - 1; j >= 0; j--) s = ACC32 ? fr(s + M[mt + r + j]! * P[o + j]!) : s + M[mt + r + j]! * P[o + j]!;
-        else for (let j = 0; j < d; j++) s = ACC32 ? fr(s + M[mt + r + j]! * P[o + j]!) : s + M[mt + r + j]! * P[o + j]!;
+        for (let jj = 0; jj < d; jj++) {
+          const j = REV ? d - 1 - jj : jj;
+          s = ACC32 ? fr(s + M[mt + r + j]! * P[o + j]!) : s + M[mt + r + j]! * P[o + j]!;
+          M[mn + r + j] = decay * M[mt + r + j]!;
+        }
         E[o + i] = s;
         E[o + i]! -= V[o + i]!;
-        for (let j = 0; j < d; j++) M[mn + r + j] = decay * M[mt + r + j]!;
+        // the write − θ e_i kᵀ (a zero term adds nothing) and y_i = (M_{t+1} q)_i
         const u = c * E[o + i]!;
-        if (u !== 0) for (let j = 0; j < d; j++) M[mn + r + j]! += u * K[o + j]!;
         s = 0;
-        if (REV) for (let j = d - 1; j >= 0; j--) s = ACC32 ? fr(s + M[mn + r + j]! * Q[o + j]!) : s + M[mn + r + j]! * Q[o + j]!;
-        else for (let j = 0; j < d; j++) s = ACC32 ? fr(s + M[mn + r + j]! * Q[o + j]!) : s + M[mn + r + j]! * Q[o + j]!;
+        if (u !== 0) {
+          for (let jj = 0; jj < d; jj++) {
+            const j = REV ? d - 1 - jj : jj;
+            M[mn + r + j]! += u * K[o + j]!;
+            s = ACC32 ? fr(s + M[mn + r + j]! * Q[o + j]!) : s + M[mn + r + j]! * Q[o + j]!;
+          }
+        } else {
+          for (let jj = 0; jj < d; jj++) {
+            const j = REV ? d - 1 - jj : jj;
+            s = ACC32 ? fr(s + M[mn + r + j]! * Q[o + j]!) : s + M[mn + r + j]! * Q[o + j]!;
+          }
+        }
         Y[o + i] = s;
       }
     }
@@ -207,35 +245,46 @@ function combaLoops() {
       for (let ii = 0; ii < d; ii++) {
         const i = REV ? d - 1 - ii : ii, r = i * d;
         const dyi = DY[o + i]!, ei = E[o + i]!;
-        // D += dy qᵀ ; dq = M_{t+1}ᵀ dy
-        if (dyi !== 0) {
-          for (let j = 0; j < d; j++) {
+        // one loop over the row: D += dy qᵀ ; dq = M_{t+1}ᵀ dy ; dα = −⟨D, M_t⟩ (one sum over the
+        // entries in order) ; de_i = (D k)_i ; Dᵀe
+        let sk = 0;
+        if (dyi !== 0 && ei !== 0) {
+          // the usual case, without the zero tests (the same operations as the loop below)
+          for (let jj = 0; jj < d; jj++) {
+            const j = REV ? d - 1 - jj : jj;
             D[r + j]! += dyi * Q[o + j]!;
             accQ[j] = ACC32 ? fr(accQ[j]! + M[mn + r + j]! * dyi) : accQ[j]! + M[mn + r + j]! * dyi;
-          }
-        }
-        // dα = −⟨D, M_t⟩ (one sum over the entries in order) ; de_i = (D k)_i
-        let sk = 0;
-        if (REV) {
-          for (let j = d - 1; j >= 0; j--) {
-            fro = ACC32 ? fr(fro + D[r + j]! * M[mt + r + j]!) : fro + D[r + j]! * M[mt + r + j]!;
-            sk = ACC32 ? fr(sk + D[r + j]! * K[o + j]!) : sk + D[r + j]! * K[o + j]!;
+            const Dj = D[r + j]!;
+            fro = ACC32 ? fr(fro + Dj * M[mt + r + j]!) : fro + Dj * M[mt + r + j]!;
+            sk = ACC32 ? fr(sk + Dj * K[o + j]!) : sk + Dj * K[o + j]!;
+            accT[j] = ACC32 ? fr(accT[j]! + Dj * ei) : accT[j]! + Dj * ei;
           }
         } else {
-          for (let j = 0; j < d; j++) {
-            fro = ACC32 ? fr(fro + D[r + j]! * M[mt + r + j]!) : fro + D[r + j]! * M[mt + r + j]!;
-            sk = ACC32 ? fr(sk + D[r + j]! * K[o + j]!) : sk + D[r + j]! * K[o + j]!;
+          for (let jj = 0; jj < d; jj++) {
+            const j = REV ? d - 1 - jj : jj;
+            if (dyi !== 0) {
+              D[r + j]! += dyi * Q[o + j]!;
+              accQ[j] = ACC32 ? fr(accQ[j]! + M[mn + r + j]! * dyi) : accQ[j]! + M[mn + r + j]! * dyi;
+            }
+            const Dj = D[r + j]!;
+            fro = ACC32 ? fr(fro + Dj * M[mt + r + j]!) : fro + Dj * M[mt + r + j]!;
+            sk = ACC32 ? fr(sk + Dj * K[o + j]!) : sk + Dj * K[o + j]!;
+            if (ei !== 0) accT[j] = ACC32 ? fr(accT[j]! + Dj * ei) : accT[j]! + Dj * ei;
           }
         }
+        // dθ = −eᵀ D k
         de[i] = sk;
         sth = ACC32 ? fr(sth + ei * de[i]!) : sth + ei * de[i]!;
         de[i]! *= nth;
         const dei = de[i]!;
-        // Dᵀe ; dp = M_tᵀ de ; D ← (1 − α) D + de pᵀ
-        if (ei !== 0) for (let j = 0; j < d; j++) accT[j] = ACC32 ? fr(accT[j]! + D[r + j]! * ei) : accT[j]! + D[r + j]! * ei;
-        if (dei !== 0) for (let j = 0; j < d; j++) accP[j] = ACC32 ? fr(accP[j]! + M[mt + r + j]! * dei) : accP[j]! + M[mt + r + j]! * dei;
-        for (let j = 0; j < d; j++) D[r + j]! *= decay;
-        if (dei !== 0) for (let j = 0; j < d; j++) D[r + j]! += dei * P[o + j]!;
+        // dp = M_tᵀ de ; D ← (1 − α) D + de pᵀ
+        if (dei !== 0) {
+          for (let j = 0; j < d; j++) {
+            accP[j] = ACC32 ? fr(accP[j]! + M[mt + r + j]! * dei) : accP[j]! + M[mt + r + j]! * dei;
+            D[r + j]! *= decay;
+            D[r + j]! += dei * P[o + j]!;
+          }
+        } else for (let j = 0; j < d; j++) D[r + j]! *= decay;
       }
       for (let j = 0; j < d; j++) dq[o + j] = accQ[j]!;
       dalpha[t] = -fro;
@@ -266,17 +315,32 @@ function dplrLoops() {
       for (let j = 0; j < d; j++) W[j] = 1 - AL[o + j]!;
       for (let i = 0; i < d; i++) {
         const r = i * d;
+        // u_i = (M_t a)_i, and M_t's row decayed into M_{t+1}'s
         let s = 0;
-        if (REV) for (let j = d - 1; j >= 0; j--) s = ACC32 ? fr(s + M[mt + r + j]! * A[o + j]!) : s + M[mt + r + j]! * A[o + j]!;
-        else for (let j = 0; j < d; j++) s = ACC32 ? fr(s + M[mt + r + j]! * A[o + j]!) : s + M[mt + r + j]! * A[o + j]!;
+        for (let jj = 0; jj < d; jj++) {
+          const j = REV ? d - 1 - jj : jj;
+          s = ACC32 ? fr(s + M[mt + r + j]! * A[o + j]!) : s + M[mt + r + j]! * A[o + j]!;
+          M[mn + r + j] = W[j]! * M[mt + r + j]!;
+        }
         U[o + i] = s;
-        for (let j = 0; j < d; j++) M[mn + r + j] = W[j]! * M[mt + r + j]!;
+        // the writes u_i bᵀ and v_i kᵀ (each in turn; a zero term adds nothing) and y_i = (M_{t+1} q)_i
         const ui = U[o + i]!, vi = V[o + i]!;
-        if (ui !== 0) for (let j = 0; j < d; j++) M[mn + r + j]! += ui * B[o + j]!;
-        if (vi !== 0) for (let j = 0; j < d; j++) M[mn + r + j]! += vi * K[o + j]!;
         s = 0;
-        if (REV) for (let j = d - 1; j >= 0; j--) s = ACC32 ? fr(s + M[mn + r + j]! * Q[o + j]!) : s + M[mn + r + j]! * Q[o + j]!;
-        else for (let j = 0; j < d; j++) s = ACC32 ? fr(s + M[mn + r + j]! * Q[o + j]!) : s + M[mn + r + j]! * Q[o + j]!;
+        if (ui !== 0 && vi !== 0) {
+          for (let jj = 0; jj < d; jj++) {
+            const j = REV ? d - 1 - jj : jj;
+            M[mn + r + j]! += ui * B[o + j]!;
+            M[mn + r + j]! += vi * K[o + j]!;
+            s = ACC32 ? fr(s + M[mn + r + j]! * Q[o + j]!) : s + M[mn + r + j]! * Q[o + j]!;
+          }
+        } else {
+          for (let jj = 0; jj < d; jj++) {
+            const j = REV ? d - 1 - jj : jj;
+            if (ui !== 0) M[mn + r + j]! += ui * B[o + j]!;
+            if (vi !== 0) M[mn + r + j]! += vi * K[o + j]!;
+            s = ACC32 ? fr(s + M[mn + r + j]! * Q[o + j]!) : s + M[mn + r + j]! * Q[o + j]!;
+          }
+        }
         Y[o + i] = s;
       }
     }
@@ -315,40 +379,56 @@ function dplrLoops() {
       for (let ii = 0; ii < d; ii++) {
         const i = REV ? d - 1 - ii : ii, r = i * d;
         const dyi = DY[o + i]!, vi = V[o + i]!, ui = U[o + i]!;
-        // D += dy qᵀ ; dq = M_{t+1}ᵀ dy
-        if (dyi !== 0) {
-          for (let j = 0; j < d; j++) {
+        // one loop over the row: D += dy qᵀ ; dq = M_{t+1}ᵀ dy ; the writes v kᵀ and u bᵀ:
+        // dv_i = (D k)_i, du_i = (D b)_i, dk = Dᵀ v, db = Dᵀ u
+        let sk = 0, sb = 0;
+        if (dyi !== 0 && vi !== 0 && ui !== 0) {
+          // the usual case, without the zero tests (the same operations as the loop below)
+          for (let jj = 0; jj < d; jj++) {
+            const j = REV ? d - 1 - jj : jj;
             D[r + j]! += dyi * Q[o + j]!;
             accQ[j] = ACC32 ? fr(accQ[j]! + M[mn + r + j]! * dyi) : accQ[j]! + M[mn + r + j]! * dyi;
-          }
-        }
-        // the writes v kᵀ and u bᵀ: dv_i = (D k)_i, du_i = (D b)_i ; dk = Dᵀ v, db = Dᵀ u
-        let sk = 0, sb = 0;
-        if (REV) {
-          for (let j = d - 1; j >= 0; j--) {
-            sk = ACC32 ? fr(sk + D[r + j]! * K[o + j]!) : sk + D[r + j]! * K[o + j]!;
-            sb = ACC32 ? fr(sb + D[r + j]! * B[o + j]!) : sb + D[r + j]! * B[o + j]!;
+            const Dj = D[r + j]!;
+            sk = ACC32 ? fr(sk + Dj * K[o + j]!) : sk + Dj * K[o + j]!;
+            sb = ACC32 ? fr(sb + Dj * B[o + j]!) : sb + Dj * B[o + j]!;
+            accK[j] = ACC32 ? fr(accK[j]! + Dj * vi) : accK[j]! + Dj * vi;
+            accB[j] = ACC32 ? fr(accB[j]! + Dj * ui) : accB[j]! + Dj * ui;
           }
         } else {
-          for (let j = 0; j < d; j++) {
-            sk = ACC32 ? fr(sk + D[r + j]! * K[o + j]!) : sk + D[r + j]! * K[o + j]!;
-            sb = ACC32 ? fr(sb + D[r + j]! * B[o + j]!) : sb + D[r + j]! * B[o + j]!;
+          for (let jj = 0; jj < d; jj++) {
+            const j = REV ? d - 1 - jj : jj;
+            if (dyi !== 0) {
+              D[r + j]! += dyi * Q[o + j]!;
+              accQ[j] = ACC32 ? fr(accQ[j]! + M[mn + r + j]! * dyi) : accQ[j]! + M[mn + r + j]! * dyi;
+            }
+            const Dj = D[r + j]!;
+            sk = ACC32 ? fr(sk + Dj * K[o + j]!) : sk + Dj * K[o + j]!;
+            sb = ACC32 ? fr(sb + Dj * B[o + j]!) : sb + Dj * B[o + j]!;
+            if (vi !== 0) accK[j] = ACC32 ? fr(accK[j]! + Dj * vi) : accK[j]! + Dj * vi;
+            if (ui !== 0) accB[j] = ACC32 ? fr(accB[j]! + Dj * ui) : accB[j]! + Dj * ui;
           }
         }
         dv[o + i] = sk;
         du[i] = sb;
-        if (vi !== 0) for (let j = 0; j < d; j++) accK[j] = ACC32 ? fr(accK[j]! + D[r + j]! * vi) : accK[j]! + D[r + j]! * vi;
-        if (ui !== 0) for (let j = 0; j < d; j++) accB[j] = ACC32 ? fr(accB[j]! + D[r + j]! * ui) : accB[j]! + D[r + j]! * ui;
-        // the read u = M_t a: da = M_tᵀ du
+        // the read u = M_t a: da = M_tᵀ du ; the decay (dα_j = −Σ_i D_ij (M_t)_ij, rows in the natural
+        // order; D ← D diag(w)), then D += du aᵀ
         const dui = du[i]!;
-        if (dui !== 0) for (let j = 0; j < d; j++) accA[j] = ACC32 ? fr(accA[j]! + M[mt + r + j]! * dui) : accA[j]! + M[mt + r + j]! * dui;
-        // the decay (dα_j = −Σ_i D_ij (M_t)_ij, rows in the natural order; D ← D diag(w)), then D += du aᵀ
         if (!REV) {
-          for (let j = 0; j < d; j++) {
-            col[j] = ACC32 ? fr(col[j]! + D[r + j]! * M[mt + r + j]!) : col[j]! + D[r + j]! * M[mt + r + j]!;
-            D[r + j]! *= W[j]!;
+          if (dui !== 0) {
+            for (let j = 0; j < d; j++) {
+              accA[j] = ACC32 ? fr(accA[j]! + M[mt + r + j]! * dui) : accA[j]! + M[mt + r + j]! * dui;
+              col[j] = ACC32 ? fr(col[j]! + D[r + j]! * M[mt + r + j]!) : col[j]! + D[r + j]! * M[mt + r + j]!;
+              D[r + j]! *= W[j]!;
+              D[r + j]! += dui * A[o + j]!;
+            }
+          } else {
+            for (let j = 0; j < d; j++) {
+              col[j] = ACC32 ? fr(col[j]! + D[r + j]! * M[mt + r + j]!) : col[j]! + D[r + j]! * M[mt + r + j]!;
+              D[r + j]! *= W[j]!;
+            }
           }
-          if (dui !== 0) for (let j = 0; j < d; j++) D[r + j]! += dui * A[o + j]!;
+        } else if (dui !== 0) {
+          for (let j = 0; j < d; j++) accA[j] = ACC32 ? fr(accA[j]! + M[mt + r + j]! * dui) : accA[j]! + M[mt + r + j]! * dui;
         }
       }
       if (REV) {
