@@ -19,6 +19,7 @@
 import { accumulatesInF32, productsInTF32, roundsRandomly, sumsReversed } from "../src/precision.ts";
 import { delta } from "../src/rules/delta.ts";
 import { gated_delta } from "../src/rules/gated_delta.ts";
+import { AUX_FAST } from "./matrix-fast-aux.ts";
 import type { InnerInputs, InnerPair, RuleDecl, State } from "../src/rules/types.ts";
 import { Tensor, alloc, type Data } from "../src/tensor.ts";
 
@@ -329,10 +330,11 @@ function fastPair(decl: RuleDecl, form: Form): InnerPair<string> {
   };
 }
 
-/** The fast pairs, by the declaration they reproduce. */
+/** The fast pairs, by the declaration they reproduce (KDA, Comba, DPLR: oracle/matrix-fast-aux.ts). */
 const FAST: ReadonlyMap<RuleDecl, InnerPair<string>> = new Map<RuleDecl, InnerPair<string>>([
   [delta, fastPair(delta, "delta")],
   [gated_delta, fastPair(gated_delta, "gated")],
+  ...AUX_FAST,
 ]);
 
 /** The pair the kernel judge runs for a rule: its fast pair where it has one, else the reference pair itself. */

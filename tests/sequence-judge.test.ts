@@ -57,9 +57,10 @@ test("streamVerdict agrees with flashCompare: correct cases pass, a planted scal
   }
 });
 
-test("the plain reference's runs: one for Delta and Gated Delta, ten for every other rule with f32 sums, one with f64 sums", () => {
+test("the plain reference's runs: one for the rules with a fast pair (Delta, Gated Delta, KDA, Comba, DPLR), ten for every other rule with f32 sums, one with f64 sums", () => {
+  const withFastPair = ["delta", "gated_delta", "kda", "comba", "dplr"];
   for (const decl of RULES) {
-    const fast = decl.key === "delta" || decl.key === "gated_delta";
+    const fast = withFastPair.includes(decl.key);
     expect(plainRuns(decl).random).toBe(fast ? 0 : RANDOM_RUNS);
     expect(plainOrders("f32", plainRuns(decl)).length).toBe(fast ? 1 : 2 + RANDOM_RUNS);
     expect(plainOrders("f64", plainRuns(decl))).toEqual(["natural"]);

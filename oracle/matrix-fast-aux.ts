@@ -1,0 +1,572 @@
+/**
+ * The judge's fast KDA, Comba and DPLR pairs (docs/spec/precision.md#fast-pair-new-rules): the
+ * reference pairs of src/rules/kda.ts, comba.ts and dplr.ts rewritten as fused row loops over flat
+ * typed arrays, as oracle/matrix-fast.ts does for Delta and Gated Delta, with the same contract: not
+ * a second reference, but the reference pair bit for bit — every sum in the reference's order
+ * (natural or reversed), every store into an array of the reference's dtype (the storage dtype, or
+ * the accumulator's: f32 under f32 sums), every zero term the reference skips skipped. Under random
+ * rounding they hand the call to the reference pair. tests/matrix-fast-aux.test.ts compares them
+ * bitwise on random cases and plants one wrong term in each.
+ *
+ * Per token one pass over the state's rows in the forward (the read, the decay, the write and y of
+ * a row together) and one in the backward: every backward quantity of row i needs row i of the
+ * adjoint D, of M_t and of M_{t+1} and the token's vectors, except the per-channel decay's column
+ * sums (KDA's and DPLR's dα), which the reference sums over the rows in the natural order whatever
+ * the summation order: in the reversed order they take a second pass. The state history is kept as
+ * checkpoints every CHECKPOINT_EVERY tokens and replayed stretch by stretch from the saved errors
+ * (KDA, Comba: e_t) or reads (DPLR: u_t = M_t a_t), which need no sum, so the replay is exact.
+ */
+import { accumulatesInF32, roundsRandomly, sumsReversed } from "../src/precision.ts";
+import { comba } from "../src/rules/comba.ts";
+import { dplr } from "../src/rules/dplr.ts";
+import { kda } from "../src/rules/kda.ts";
+import type { InnerGrads, InnerInputs, InnerPair, RuleDecl, State } from "../src/rules/types.ts";
+import { Tensor, alloc, type Data } from "../src/tensor.ts";
+
+// Placeholders that only the compiled copies define (see oracle/matrix-fast.ts).
+declare const MODE_ACC32: boolean, MODE_REV: boolean;
+
+/**
+ * KDA: M̃_t = M_t diag(w_t), w_t = 1 − α_t per key channel; e_t = M̃_t k_t − v_t;
+ * M_{t+1} = M̃_t − θ_t e_t k_tᵀ; y_t = M_{t+1} q_t. X = [k, v, q, α, θ]; S = e.
+ */
+function kdaLoops() {
+  const ACC32 = MODE_ACC32, REV = MODE_REV;
+  const fr = Math.fround;
+  const accBuffer = (n: number) => (ACC32 ? new Float32Array(n) : new Float64Array(n));
+
+  /** Tokens t0 ≤ t < t1: M holds M_{t0} at 0 and receives M_{t+1} at (t − t0 + 1)·d². */
+  function forward(X: Data[], M: Data, E: Data, Y: Data, d: number, t0: number, t1: number): void {
+    const K = X[0]!, V = X[1]!, Q = X[2]!, AL = X[3]!, TH = X[4]!;
+    const dd = d * d, W = new Float64Array(d);
+    for (let t = t0; t < t1; t++) {
+      const mt = (t - t0) * dd, mn = mt + dd, o = t * d, c = -TH[t]!;
+      for (let j = 0; j < d; j++) W[j] = 1 - AL[o + j]!;
+      for (let i = 0; i < d; i++) {
+        const r = i * d;
+        // M̃_t's row (stored in place of M_{t+1}'s) and e_i = (M̃_t k)_i − v_i
+        let s = 0;
+        for (let jj = 0; jj < d; jj++) {
+          const j = REV ? d - 1 - jj : jj;
+          M[mn + r + j] = W[j]! * M[mt + r + j]!;
+          s = ACC32 ? fr(s + M[mn + r + j]! * K[o + j]!) : s + M[mn + r + j]! * K[o + j]!;
+        }
+        E[o + i] = s;
+        E[o + i]! -= V[o + i]!;
+        // the write − θ e_i kᵀ (a zero term adds nothing) and y_i = (M_{t+1} q)_i
+        const u = c * E[o + i]!;
+        s = 0;
+        if (u !== 0) {
+          for (let jj = 0; jj < d; jj++) {
+            const j = REV ? d - 1 - jj : jj;
+            M[mn + r + j]! += u * K[o + j]!;
+            s = ACC32 ? fr(s + M[mn + r + j]! * Q[o + j]!) : s + M[mn + r + j]! * Q[o + j]!;
+          }
+        } else {
+          for (let jj = 0; jj < d; jj++) {
+            const j = REV ? d - 1 - jj : jj;
+            s = ACC32 ? fr(s + M[mn + r + j]! * Q[o + j]!) : s + M[mn + r + j]! * Q[o + j]!;
+          }
+        }
+        Y[o + i] = s;
+      }
+    }
+  }
+
+  /** M_{t0+1..t1} again from M_{t0} (at 0 in M) and the saved e: the forward's write, operation for operation. */
+  function replay(X: Data[], E: Data, M: Data, d: number, t0: number, t1: number): void {
+    const K = X[0]!, AL = X[3]!, TH = X[4]!;
+    const dd = d * d, W = new Float64Array(d);
+    for (let t = t0; t < t1; t++) {
+      const mt = (t - t0) * dd, mn = mt + dd, o = t * d, c = -TH[t]!;
+      for (let j = 0; j < d; j++) W[j] = 1 - AL[o + j]!;
+      for (let i = 0; i < d; i++) {
+        const r = i * d;
+        for (let j = 0; j < d; j++) M[mn + r + j] = W[j]! * M[mt + r + j]!;
+        const u = c * E[o + i]!;
+        if (u !== 0) for (let j = 0; j < d; j++) M[mn + r + j]! += u * K[o + j]!;
+      }
+    }
+  }
+
+  /**
+   * Tokens t1 − 1 down to t0 (M holds M_{t0..t1} from 0); D holds ∂L/∂M_{t1} and ends as ∂L/∂M_{t0}.
+   * G = [dk, dv, dq, dα, dθ] in the storage dtype.
+   */
+  function backward(X: Data[], E: Data, M: Data, DY: Data, D: Data, d: number, t0: number, t1: number, G: Data[]): void {
+    const K = X[0]!, Q = X[2]!, AL = X[3]!, TH = X[4]!;
+    const dk = G[0]!, dv = G[1]!, dq = G[2]!, dalpha = G[3]!, dtheta = G[4]!;
+    const dd = d * d, W = new Float64Array(d);
+    const de = accBuffer(d), accQ = accBuffer(d), accT = accBuffer(d), accK = accBuffer(d), col = accBuffer(d);
+    for (let t = t1 - 1; t >= t0; t--) {
+      const mt = (t - t0) * dd, mn = mt + dd, o = t * d, nth = -TH[t]!;
+      for (let j = 0; j < d; j++) W[j] = 1 - AL[o + j]!;
+      accQ.fill(0);
+      accT.fill(0);
+      accK.fill(0);
+      col.fill(0);
+      let sth = 0;
+      for (let ii = 0; ii < d; ii++) {
+        const i = REV ? d - 1 - ii : ii, r = i * d;
+        const dyi = DY[o + i]!, ei = E[o + i]!;
+        // one loop over the row: D += dy qᵀ ; dq = M_{t+1}ᵀ dy ; de_i = (D k)_i ; Dᵀe
+        let sk = 0;
+        if (dyi !== 0 && ei !== 0) {
+          // the usual case, without the zero tests (the same operations as the loop below)
+          for (let jj = 0; jj < d; jj++) {
+            const j = REV ? d - 1 - jj : jj;
+            D[r + j]! += dyi * Q[o + j]!;
+            accQ[j] = ACC32 ? fr(accQ[j]! + M[mn + r + j]! * dyi) : accQ[j]! + M[mn + r + j]! * dyi;
+            const Dj = D[r + j]!;
+            sk = ACC32 ? fr(sk + Dj * K[o + j]!) : sk + Dj * K[o + j]!;
+            accT[j] = ACC32 ? fr(accT[j]! + Dj * ei) : accT[j]! + Dj * ei;
+          }
+        } else {
+          for (let jj = 0; jj < d; jj++) {
+            const j = REV ? d - 1 - jj : jj;
+            if (dyi !== 0) {
+              D[r + j]! += dyi * Q[o + j]!;
+              accQ[j] = ACC32 ? fr(accQ[j]! + M[mn + r + j]! * dyi) : accQ[j]! + M[mn + r + j]! * dyi;
+            }
+            const Dj = D[r + j]!;
+            sk = ACC32 ? fr(sk + Dj * K[o + j]!) : sk + Dj * K[o + j]!;
+            if (ei !== 0) accT[j] = ACC32 ? fr(accT[j]! + Dj * ei) : accT[j]! + Dj * ei;
+          }
+        }
+        // dθ = −eᵀ D k
+        de[i] = sk;
+        sth = ACC32 ? fr(sth + ei * de[i]!) : sth + ei * de[i]!;
+        de[i]! *= nth;
+        const dei = de[i]!;
+        // M_tᵀ de ; D += de kᵀ ; the decay: dα_j = −Σ_i D_ij (M_t)_ij (rows in the natural order), D ← D diag(w)
+        for (let j = 0; j < d; j++) {
+          if (dei !== 0) {
+            accK[j] = ACC32 ? fr(accK[j]! + M[mt + r + j]! * dei) : accK[j]! + M[mt + r + j]! * dei;
+            D[r + j]! += dei * K[o + j]!;
+          }
+          if (!REV) {
+            col[j] = ACC32 ? fr(col[j]! + D[r + j]! * M[mt + r + j]!) : col[j]! + D[r + j]! * M[mt + r + j]!;
+            D[r + j]! *= W[j]!;
+          }
+        }
+      }
+      if (REV) {
+        for (let i = 0; i < d; i++) {
+          const r = i * d;
+          for (let j = 0; j < d; j++) {
+            col[j] = ACC32 ? fr(col[j]! + D[r + j]! * M[mt + r + j]!) : col[j]! + D[r + j]! * M[mt + r + j]!;
+            D[r + j]! *= W[j]!;
+          }
+        }
+      }
+      for (let j = 0; j < d; j++) dq[o + j] = accQ[j]!;
+      dtheta[t] = -sth;
+      for (let j = 0; j < d; j++) dk[o + j] = nth * accT[j]!;
+      for (let j = 0; j < d; j++) dk[o + j]! += W[j]! * accK[j]!;
+      for (let i = 0; i < d; i++) dv[o + i] = -de[i]!;
+      for (let j = 0; j < d; j++) dalpha[o + j] = -col[j]!;
+    }
+  }
+
+  return { forward, replay, backward, accBuffer };
+}
+
+/**
+ * Comba: e_t = M_t p_t − v_t (the undecayed memory, read with p); M_{t+1} = (1 − α_t) M_t − θ_t e_t k_tᵀ;
+ * y_t = M_{t+1} q_t. X = [k, v, q, p, α, θ]; S = e.
+ */
+function combaLoops() {
+  const ACC32 = MODE_ACC32, REV = MODE_REV;
+  const fr = Math.fround;
+  const accBuffer = (n: number) => (ACC32 ? new Float32Array(n) : new Float64Array(n));
+
+  function forward(X: Data[], M: Data, E: Data, Y: Data, d: number, t0: number, t1: number): void {
+    const K = X[0]!, V = X[1]!, Q = X[2]!, P = X[3]!, AL = X[4]!, TH = X[5]!;
+    const dd = d * d;
+    for (let t = t0; t < t1; t++) {
+      const mt = (t - t0) * dd, mn = mt + dd, o = t * d, c = -TH[t]!, decay = 1 - AL[t]!;
+      for (let i = 0; i < d; i++) {
+        const r = i * d;
+        // e_i = (M_t p)_i − v_i, and M_t's row decayed into M_{t+1}'s
+        let s = 0;
+        for (let jj = 0; jj < d; jj++) {
+          const j = REV ? d - 1 - jj : jj;
+          s = ACC32 ? fr(s + M[mt + r + j]! * P[o + j]!) : s + M[mt + r + j]! * P[o + j]!;
+          M[mn + r + j] = decay * M[mt + r + j]!;
+        }
+        E[o + i] = s;
+        E[o + i]! -= V[o + i]!;
+        // the write − θ e_i kᵀ (a zero term adds nothing) and y_i = (M_{t+1} q)_i
+        const u = c * E[o + i]!;
+        s = 0;
+        if (u !== 0) {
+          for (let jj = 0; jj < d; jj++) {
+            const j = REV ? d - 1 - jj : jj;
+            M[mn + r + j]! += u * K[o + j]!;
+            s = ACC32 ? fr(s + M[mn + r + j]! * Q[o + j]!) : s + M[mn + r + j]! * Q[o + j]!;
+          }
+        } else {
+          for (let jj = 0; jj < d; jj++) {
+            const j = REV ? d - 1 - jj : jj;
+            s = ACC32 ? fr(s + M[mn + r + j]! * Q[o + j]!) : s + M[mn + r + j]! * Q[o + j]!;
+          }
+        }
+        Y[o + i] = s;
+      }
+    }
+  }
+
+  function replay(X: Data[], E: Data, M: Data, d: number, t0: number, t1: number): void {
+    const K = X[0]!, AL = X[4]!, TH = X[5]!;
+    const dd = d * d;
+    for (let t = t0; t < t1; t++) {
+      const mt = (t - t0) * dd, mn = mt + dd, o = t * d, c = -TH[t]!, decay = 1 - AL[t]!;
+      for (let i = 0; i < d; i++) {
+        const r = i * d;
+        for (let j = 0; j < d; j++) M[mn + r + j] = decay * M[mt + r + j]!;
+        const u = c * E[o + i]!;
+        if (u !== 0) for (let j = 0; j < d; j++) M[mn + r + j]! += u * K[o + j]!;
+      }
+    }
+  }
+
+  /** G = [dk, dv, dq, dp, dα, dθ]. */
+  function backward(X: Data[], E: Data, M: Data, DY: Data, D: Data, d: number, t0: number, t1: number, G: Data[]): void {
+    const K = X[0]!, Q = X[2]!, P = X[3]!, AL = X[4]!, TH = X[5]!;
+    const dk = G[0]!, dv = G[1]!, dq = G[2]!, dp = G[3]!, dalpha = G[4]!, dtheta = G[5]!;
+    const dd = d * d;
+    const de = accBuffer(d), accQ = accBuffer(d), accT = accBuffer(d), accP = accBuffer(d);
+    for (let t = t1 - 1; t >= t0; t--) {
+      const mt = (t - t0) * dd, mn = mt + dd, o = t * d, nth = -TH[t]!, decay = 1 - AL[t]!;
+      accQ.fill(0);
+      accT.fill(0);
+      accP.fill(0);
+      let fro = 0, sth = 0;
+      for (let ii = 0; ii < d; ii++) {
+        const i = REV ? d - 1 - ii : ii, r = i * d;
+        const dyi = DY[o + i]!, ei = E[o + i]!;
+        // one loop over the row: D += dy qᵀ ; dq = M_{t+1}ᵀ dy ; dα = −⟨D, M_t⟩ (one sum over the
+        // entries in order) ; de_i = (D k)_i ; Dᵀe
+        let sk = 0;
+        if (dyi !== 0 && ei !== 0) {
+          // the usual case, without the zero tests (the same operations as the loop below)
+          for (let jj = 0; jj < d; jj++) {
+            const j = REV ? d - 1 - jj : jj;
+            D[r + j]! += dyi * Q[o + j]!;
+            accQ[j] = ACC32 ? fr(accQ[j]! + M[mn + r + j]! * dyi) : accQ[j]! + M[mn + r + j]! * dyi;
+            const Dj = D[r + j]!;
+            fro = ACC32 ? fr(fro + Dj * M[mt + r + j]!) : fro + Dj * M[mt + r + j]!;
+            sk = ACC32 ? fr(sk + Dj * K[o + j]!) : sk + Dj * K[o + j]!;
+            accT[j] = ACC32 ? fr(accT[j]! + Dj * ei) : accT[j]! + Dj * ei;
+          }
+        } else {
+          for (let jj = 0; jj < d; jj++) {
+            const j = REV ? d - 1 - jj : jj;
+            if (dyi !== 0) {
+              D[r + j]! += dyi * Q[o + j]!;
+              accQ[j] = ACC32 ? fr(accQ[j]! + M[mn + r + j]! * dyi) : accQ[j]! + M[mn + r + j]! * dyi;
+            }
+            const Dj = D[r + j]!;
+            fro = ACC32 ? fr(fro + Dj * M[mt + r + j]!) : fro + Dj * M[mt + r + j]!;
+            sk = ACC32 ? fr(sk + Dj * K[o + j]!) : sk + Dj * K[o + j]!;
+            if (ei !== 0) accT[j] = ACC32 ? fr(accT[j]! + Dj * ei) : accT[j]! + Dj * ei;
+          }
+        }
+        // dθ = −eᵀ D k
+        de[i] = sk;
+        sth = ACC32 ? fr(sth + ei * de[i]!) : sth + ei * de[i]!;
+        de[i]! *= nth;
+        const dei = de[i]!;
+        // dp = M_tᵀ de ; D ← (1 − α) D + de pᵀ
+        if (dei !== 0) {
+          for (let j = 0; j < d; j++) {
+            accP[j] = ACC32 ? fr(accP[j]! + M[mt + r + j]! * dei) : accP[j]! + M[mt + r + j]! * dei;
+            D[r + j]! *= decay;
+            D[r + j]! += dei * P[o + j]!;
+          }
+        } else for (let j = 0; j < d; j++) D[r + j]! *= decay;
+      }
+      for (let j = 0; j < d; j++) dq[o + j] = accQ[j]!;
+      dalpha[t] = -fro;
+      dtheta[t] = -sth;
+      for (let j = 0; j < d; j++) dk[o + j] = nth * accT[j]!;
+      for (let i = 0; i < d; i++) dv[o + i] = -de[i]!;
+      for (let j = 0; j < d; j++) dp[o + j] = accP[j]!;
+    }
+  }
+
+  return { forward, replay, backward, accBuffer };
+}
+
+/**
+ * DPLR: u_t = M_t a_t (the undecayed memory); M_{t+1} = M_t diag(w_t) + u_t b_tᵀ + v_t k_tᵀ,
+ * w_t = 1 − α_t per key channel; y_t = M_{t+1} q_t. X = [k, v, q, a, b, α]; S = u.
+ */
+function dplrLoops() {
+  const ACC32 = MODE_ACC32, REV = MODE_REV;
+  const fr = Math.fround;
+  const accBuffer = (n: number) => (ACC32 ? new Float32Array(n) : new Float64Array(n));
+
+  function forward(X: Data[], M: Data, U: Data, Y: Data, d: number, t0: number, t1: number): void {
+    const K = X[0]!, V = X[1]!, Q = X[2]!, A = X[3]!, B = X[4]!, AL = X[5]!;
+    const dd = d * d, W = new Float64Array(d);
+    for (let t = t0; t < t1; t++) {
+      const mt = (t - t0) * dd, mn = mt + dd, o = t * d;
+      for (let j = 0; j < d; j++) W[j] = 1 - AL[o + j]!;
+      for (let i = 0; i < d; i++) {
+        const r = i * d;
+        // u_i = (M_t a)_i, and M_t's row decayed into M_{t+1}'s
+        let s = 0;
+        for (let jj = 0; jj < d; jj++) {
+          const j = REV ? d - 1 - jj : jj;
+          s = ACC32 ? fr(s + M[mt + r + j]! * A[o + j]!) : s + M[mt + r + j]! * A[o + j]!;
+          M[mn + r + j] = W[j]! * M[mt + r + j]!;
+        }
+        U[o + i] = s;
+        // the writes u_i bᵀ and v_i kᵀ (each in turn; a zero term adds nothing) and y_i = (M_{t+1} q)_i
+        const ui = U[o + i]!, vi = V[o + i]!;
+        s = 0;
+        if (ui !== 0 && vi !== 0) {
+          for (let jj = 0; jj < d; jj++) {
+            const j = REV ? d - 1 - jj : jj;
+            M[mn + r + j]! += ui * B[o + j]!;
+            M[mn + r + j]! += vi * K[o + j]!;
+            s = ACC32 ? fr(s + M[mn + r + j]! * Q[o + j]!) : s + M[mn + r + j]! * Q[o + j]!;
+          }
+        } else {
+          for (let jj = 0; jj < d; jj++) {
+            const j = REV ? d - 1 - jj : jj;
+            if (ui !== 0) M[mn + r + j]! += ui * B[o + j]!;
+            if (vi !== 0) M[mn + r + j]! += vi * K[o + j]!;
+            s = ACC32 ? fr(s + M[mn + r + j]! * Q[o + j]!) : s + M[mn + r + j]! * Q[o + j]!;
+          }
+        }
+        Y[o + i] = s;
+      }
+    }
+  }
+
+  function replay(X: Data[], U: Data, M: Data, d: number, t0: number, t1: number): void {
+    const K = X[0]!, V = X[1]!, B = X[4]!, AL = X[5]!;
+    const dd = d * d, W = new Float64Array(d);
+    for (let t = t0; t < t1; t++) {
+      const mt = (t - t0) * dd, mn = mt + dd, o = t * d;
+      for (let j = 0; j < d; j++) W[j] = 1 - AL[o + j]!;
+      for (let i = 0; i < d; i++) {
+        const r = i * d;
+        for (let j = 0; j < d; j++) M[mn + r + j] = W[j]! * M[mt + r + j]!;
+        const ui = U[o + i]!, vi = V[o + i]!;
+        if (ui !== 0) for (let j = 0; j < d; j++) M[mn + r + j]! += ui * B[o + j]!;
+        if (vi !== 0) for (let j = 0; j < d; j++) M[mn + r + j]! += vi * K[o + j]!;
+      }
+    }
+  }
+
+  /** G = [dk, dv, dq, da, db, dα]. */
+  function backward(X: Data[], U: Data, M: Data, DY: Data, D: Data, d: number, t0: number, t1: number, G: Data[]): void {
+    const K = X[0]!, V = X[1]!, Q = X[2]!, A = X[3]!, B = X[4]!, AL = X[5]!;
+    const dk = G[0]!, dv = G[1]!, dq = G[2]!, da = G[3]!, db = G[4]!, dalpha = G[5]!;
+    const dd = d * d, W = new Float64Array(d);
+    const du = accBuffer(d), accQ = accBuffer(d), accK = accBuffer(d), accB = accBuffer(d), accA = accBuffer(d), col = accBuffer(d);
+    for (let t = t1 - 1; t >= t0; t--) {
+      const mt = (t - t0) * dd, mn = mt + dd, o = t * d;
+      for (let j = 0; j < d; j++) W[j] = 1 - AL[o + j]!;
+      accQ.fill(0);
+      accK.fill(0);
+      accB.fill(0);
+      accA.fill(0);
+      col.fill(0);
+      for (let ii = 0; ii < d; ii++) {
+        const i = REV ? d - 1 - ii : ii, r = i * d;
+        const dyi = DY[o + i]!, vi = V[o + i]!, ui = U[o + i]!;
+        // one loop over the row: D += dy qᵀ ; dq = M_{t+1}ᵀ dy ; the writes v kᵀ and u bᵀ:
+        // dv_i = (D k)_i, du_i = (D b)_i, dk = Dᵀ v, db = Dᵀ u
+        let sk = 0, sb = 0;
+        if (dyi !== 0 && vi !== 0 && ui !== 0) {
+          // the usual case, without the zero tests (the same operations as the loop below)
+          for (let jj = 0; jj < d; jj++) {
+            const j = REV ? d - 1 - jj : jj;
+            D[r + j]! += dyi * Q[o + j]!;
+            accQ[j] = ACC32 ? fr(accQ[j]! + M[mn + r + j]! * dyi) : accQ[j]! + M[mn + r + j]! * dyi;
+            const Dj = D[r + j]!;
+            sk = ACC32 ? fr(sk + Dj * K[o + j]!) : sk + Dj * K[o + j]!;
+            sb = ACC32 ? fr(sb + Dj * B[o + j]!) : sb + Dj * B[o + j]!;
+            accK[j] = ACC32 ? fr(accK[j]! + Dj * vi) : accK[j]! + Dj * vi;
+            accB[j] = ACC32 ? fr(accB[j]! + Dj * ui) : accB[j]! + Dj * ui;
+          }
+        } else {
+          for (let jj = 0; jj < d; jj++) {
+            const j = REV ? d - 1 - jj : jj;
+            if (dyi !== 0) {
+              D[r + j]! += dyi * Q[o + j]!;
+              accQ[j] = ACC32 ? fr(accQ[j]! + M[mn + r + j]! * dyi) : accQ[j]! + M[mn + r + j]! * dyi;
+            }
+            const Dj = D[r + j]!;
+            sk = ACC32 ? fr(sk + Dj * K[o + j]!) : sk + Dj * K[o + j]!;
+            sb = ACC32 ? fr(sb + Dj * B[o + j]!) : sb + Dj * B[o + j]!;
+            if (vi !== 0) accK[j] = ACC32 ? fr(accK[j]! + Dj * vi) : accK[j]! + Dj * vi;
+            if (ui !== 0) accB[j] = ACC32 ? fr(accB[j]! + Dj * ui) : accB[j]! + Dj * ui;
+          }
+        }
+        dv[o + i] = sk;
+        du[i] = sb;
+        // the read u = M_t a: da = M_tᵀ du ; the decay (dα_j = −Σ_i D_ij (M_t)_ij, rows in the natural
+        // order; D ← D diag(w)), then D += du aᵀ
+        const dui = du[i]!;
+        if (!REV) {
+          if (dui !== 0) {
+            for (let j = 0; j < d; j++) {
+              accA[j] = ACC32 ? fr(accA[j]! + M[mt + r + j]! * dui) : accA[j]! + M[mt + r + j]! * dui;
+              col[j] = ACC32 ? fr(col[j]! + D[r + j]! * M[mt + r + j]!) : col[j]! + D[r + j]! * M[mt + r + j]!;
+              D[r + j]! *= W[j]!;
+              D[r + j]! += dui * A[o + j]!;
+            }
+          } else {
+            for (let j = 0; j < d; j++) {
+              col[j] = ACC32 ? fr(col[j]! + D[r + j]! * M[mt + r + j]!) : col[j]! + D[r + j]! * M[mt + r + j]!;
+              D[r + j]! *= W[j]!;
+            }
+          }
+        } else if (dui !== 0) {
+          for (let j = 0; j < d; j++) accA[j] = ACC32 ? fr(accA[j]! + M[mt + r + j]! * dui) : accA[j]! + M[mt + r + j]! * dui;
+        }
+      }
+      if (REV) {
+        for (let i = 0; i < d; i++) {
+          const r = i * d, dui = du[i]!;
+          for (let j = 0; j < d; j++) {
+            col[j] = ACC32 ? fr(col[j]! + D[r + j]! * M[mt + r + j]!) : col[j]! + D[r + j]! * M[mt + r + j]!;
+            D[r + j]! *= W[j]!;
+          }
+          if (dui !== 0) for (let j = 0; j < d; j++) D[r + j]! += dui * A[o + j]!;
+        }
+      }
+      for (let j = 0; j < d; j++) dq[o + j] = accQ[j]!;
+      for (let j = 0; j < d; j++) dk[o + j] = accK[j]!;
+      for (let j = 0; j < d; j++) db[o + j] = accB[j]!;
+      for (let j = 0; j < d; j++) da[o + j] = accA[j]!;
+      for (let j = 0; j < d; j++) dalpha[o + j] = -col[j]!;
+    }
+  }
+
+  return { forward, replay, backward, accBuffer };
+}
+
+type Loops = ReturnType<typeof kdaLoops>;
+
+/**
+ * What a fast pair is made of: the loops' source, the inputs in the order the loops take them, the
+ * vector the forward saves for the replay, and the gradients in the order the loops write them,
+ * each with its length in tokens (1: [s]) or token rows (d: [s, d]).
+ */
+export interface FastForm {
+  readonly name: string;
+  readonly loops: () => Loops;
+  readonly inputs: readonly (keyof InnerInputs)[];
+  readonly saved: "e" | "u";
+  readonly grads: readonly (readonly [keyof InnerGrads, "token" | "row"])[];
+}
+
+export const KDA_FORM: FastForm = {
+  name: "kda", loops: kdaLoops, inputs: ["k", "v", "q", "alpha", "theta"], saved: "e",
+  grads: [["dk", "row"], ["dv", "row"], ["dq", "row"], ["dalpha", "row"], ["dtheta", "token"]],
+};
+export const COMBA_FORM: FastForm = {
+  name: "comba", loops: combaLoops, inputs: ["k", "v", "q", "p", "alpha", "theta"], saved: "e",
+  grads: [["dk", "row"], ["dv", "row"], ["dq", "row"], ["dp", "row"], ["dalpha", "token"], ["dtheta", "token"]],
+};
+export const DPLR_FORM: FastForm = {
+  name: "dplr", loops: dplrLoops, inputs: ["k", "v", "q", "a", "b", "alpha"], saved: "u",
+  grads: [["dk", "row"], ["dv", "row"], ["dq", "row"], ["da", "row"], ["db", "row"], ["dalpha", "row"]],
+};
+
+/**
+ * Tokens between two kept states: the value of oracle/matrix-fast.ts's CHECKPOINT_EVERY (memory
+ * (T/C + C)·d² instead of (T + 1)·d²; tests/matrix-fast-aux.test.ts checks the two agree).
+ */
+export const CHECKPOINT_EVERY_AUX = 32;
+
+/**
+ * The fast pair of `decl` in the form `form`. `edit` rewrites the loops' source text before they
+ * are compiled: the tests plant a wrong term that way (absent: the loops as written).
+ */
+export function auxFastPair(decl: RuleDecl, form: FastForm, edit: (source: string) => string = (s) => s): InnerPair<string> {
+  const copies = new Map<string, Loops>();
+  const loopsFor = (dtype: "f64" | "f32"): Loops => {
+    const acc32 = accumulatesInF32(), rev = sumsReversed();
+    const key = `${form.name} ${dtype}${acc32 ? " acc-f32" : ""}${rev ? " reversed" : ""}`;
+    let c = copies.get(key);
+    if (c === undefined) {
+      const literal: Record<string, boolean> = { MODE_ACC32: acc32, MODE_REV: rev };
+      const body = edit(form.loops.toString()).replace(/\bMODE_(ACC32|REV)\b/g, (name) => String(literal[name]));
+      c = new Function(`"use strict"; // ${key} loops\nreturn (${body})();`)() as Loops;
+      copies.set(key, c);
+    }
+    return c;
+  };
+  const data = (inp: InnerInputs) => form.inputs.map((n) => {
+    const t = inp[n] as Tensor | undefined;
+    if (t === undefined) throw new Error(`${decl.key} fast pair: input ${String(n)} missing`);
+    return t.data;
+  });
+  return {
+    // not the reference's saved tensors: handing them to the reference pair fails loudly
+    saved: ["checkpoints", form.saved],
+    forward(inp: InnerInputs, state: State, cfg) {
+      if (roundsRandomly()) return decl.inner.forward(inp, state, cfg);
+      const { d, seq_len: s } = cfg;
+      const dt = inp.k.dtype, dd = d * d, C = CHECKPOINT_EVERY_AUX;
+      const loops = loopsFor(dt), X = data(inp);
+      const segments = Math.max(1, Math.ceil(s / C));
+      const checkpoints = alloc(dt, segments * dd);
+      const work = alloc(dt, (Math.min(C, s) + 1) * dd);
+      work.set(state.M!.data);
+      const sv = alloc(dt, s * d), y = alloc(dt, s * d);
+      for (let g = 0; g < segments; g++) {
+        const t0 = g * C, t1 = Math.min(s, t0 + C);
+        checkpoints.set(work.subarray(0, dd), g * dd);
+        loops.forward(X, work, sv, y, d, t0, t1);
+        work.copyWithin(0, (t1 - t0) * dd, (t1 - t0 + 1) * dd);
+      }
+      return {
+        y: new Tensor(dt, [s, d], y),
+        finalState: { M: new Tensor(dt, [d, d], work.slice(0, dd)) },
+        saved: { checkpoints: new Tensor(dt, [segments, d, d], checkpoints), [form.saved]: new Tensor(dt, [s, d], sv) },
+      };
+    },
+    backward(saved, inp, dy, cfg, dFinal) {
+      if (roundsRandomly()) return decl.inner.backward(saved, inp, dy, cfg, dFinal);
+      const { d, seq_len: s } = cfg;
+      const dt = inp.k.dtype, dd = d * d, C = CHECKPOINT_EVERY_AUX;
+      const loops = loopsFor(dt), X = data(inp);
+      const D = loops.accBuffer(dd);
+      const g0 = dFinal?.M;
+      if (g0 !== undefined) {
+        if (g0.size !== dd) throw new Error(`dFinal.M: ${g0.size} elements, the state has ${dd}`);
+        D.set(g0.data);
+      }
+      const cp = saved.checkpoints!.data, sv = saved[form.saved]!.data;
+      const segments = cp.length / dd;
+      const work = alloc(dt, (Math.min(C, s) + 1) * dd);
+      const G = form.grads.map(([, per]) => alloc(dt, per === "row" ? s * d : s));
+      for (let g = segments - 1; g >= 0; g--) {
+        const t0 = g * C, t1 = Math.min(s, t0 + C);
+        work.set(cp.subarray(g * dd, (g + 1) * dd));
+        loops.replay(X, sv, work, d, t0, t1);
+        loops.backward(X, sv, work, dy.data, D, d, t0, t1, G);
+      }
+      const dM0 = alloc(dt, dd);
+      for (let i = 0; i < dd; i++) dM0[i] = D[i]!;
+      const out: Record<string, unknown> = { dState0: { M: new Tensor(dt, [d, d], dM0) } };
+      form.grads.forEach(([name, per], n) => { out[name] = new Tensor(dt, per === "row" ? [s, d] : [s], G[n]!); });
+      return out as InnerGrads;
+    },
+  };
+}
+
+/** The fast pairs of KDA, Comba and DPLR, by the declaration each reproduces. */
+export const AUX_FAST: readonly (readonly [RuleDecl, InnerPair<string>])[] = [
+  [kda, auxFastPair(kda, KDA_FORM)],
+  [comba, auxFastPair(comba, COMBA_FORM)],
+  [dplr, auxFastPair(dplr, DPLR_FORM)],
+];

@@ -1,0 +1,144 @@
+/**
+ * The judge's fast KDA, Comba and DPLR pairs (oracle/matrix-fast-aux.ts,
+ * docs/spec/precision.md#fast-pair-new-rules) against the reference pairs they replace, bit for
+ * bit: y, the final state, every input gradient and d(initial state), on random cases of several
+ * shapes (d not a power of two, odd d, T = 1, T across the checkpoint interval), f64 and f32
+ * storage, f64 and f32 sums in the natural and the reversed order, with zero entries (the reference
+ * skips zero terms) and with and without d(final state); under random rounding the fast pair hands
+ * over to the reference, which is checked too. Seeds: the SEEDS list below.
+ * Planted: a copy of each fast pair with one term wrong fails the same comparison.
+ */
+import { expect, test } from "bun:test";
+import { CHECKPOINT_EVERY, hasFastPair, judgePair } from "../oracle/matrix-fast.ts";
+import { CHECKPOINT_EVERY_AUX, COMBA_FORM, DPLR_FORM, KDA_FORM, auxFastPair, type FastForm } from "../oracle/matrix-fast-aux.ts";
+import { withAccumulate, type AccumulateDType, type SumRounding } from "../src/precision.ts";
+import { comba } from "../src/rules/comba.ts";
+import { dplr } from "../src/rules/dplr.ts";
+import { kda } from "../src/rules/kda.ts";
+import { Rng } from "../src/rng.ts";
+import { gateShape, type InnerInputs, type InnerPair, type RuleDecl, type State } from "../src/rules/types.ts";
+import { Tensor, type DType } from "../src/tensor.ts";
+
+interface Case {
+  inp: InnerInputs;
+  state: State;
+  dy: Tensor;
+  dFinal?: State;
+  cfg: { d: number; seq_len: number };
+}
+
+/** A random case of the rule's pair: its gates (per token or per key channel) and auxiliary inputs as declared. */
+function randomCase(decl: RuleDecl, rng: Rng, d: number, s: number, dtype: DType, zeros: boolean, withDFinal: boolean): Case {
+  const t = (shape: number[], lo: number, hi: number) => {
+    const x = new Tensor(dtype, shape);
+    for (let i = 0; i < x.size; i++) x.data[i] = zeros && rng.next() < 0.15 ? 0 : rng.uniform(lo, hi);
+    return x;
+  };
+  const sc = 1 / Math.sqrt(d);
+  const inp: Record<string, Tensor> = { k: t([s, d], -sc, sc), v: t([s, d], -1, 1), q: t([s, d], -sc, sc) };
+  for (const n of decl.auxInputs ?? []) inp[n] = t([s, d], -sc, sc);
+  for (const g of decl.gates) {
+    const shape = gateShape(decl, g) === "channel" ? [s, d] : [s];
+    inp[g] = g === "alpha" ? t(shape, 0, 0.9) : t(shape, 0.05, 0.9);
+  }
+  const dy = t([s, d], -1, 1);
+  if (zeros && s > 1) for (let i = 0; i < d; i++) dy.data[i] = 0; // a token with no upstream gradient
+  return {
+    inp: { ...inp, x: inp.k } as unknown as InnerInputs, state: { M: t([d, d], -sc, sc) }, dy,
+    ...(withDFinal ? { dFinal: { M: t([d, d], -1, 1) } } : {}), cfg: { d, seq_len: s },
+  };
+}
+
+function runPair(pair: InnerPair<string>, c: Case): Record<string, ArrayLike<number>> {
+  const f = pair.forward(c.inp, c.state, c.cfg);
+  const g = pair.backward(f.saved, c.inp, c.dy, c.cfg, c.dFinal);
+  const out: Record<string, ArrayLike<number>> = { y: f.y.data, M: f.finalState.M!.data, dM0: g.dState0!.M!.data };
+  for (const [n, x] of Object.entries(g)) if (x instanceof Tensor) out[n] = x.data;
+  return out;
+}
+
+function firstDifference(a: Record<string, ArrayLike<number>>, b: Record<string, ArrayLike<number>>): string | null {
+  const names = Object.keys(b);
+  if (Object.keys(a).length !== names.length) return `outputs ${Object.keys(a).sort().join(",")}, reference ${names.sort().join(",")}`;
+  for (const name of names) {
+    const x = a[name], y = b[name]!;
+    if (x === undefined) return `${name} missing`;
+    if (x.length !== y.length) return `${name}: ${x.length} values, reference ${y.length}`;
+    if (x.constructor !== y.constructor) return `${name}: ${x.constructor.name}, reference ${y.constructor.name}`;
+    for (let i = 0; i < y.length; i++) if (!Object.is(x[i], y[i])) return `${name}[${i}] = ${x[i]}, reference ${y[i]}`;
+  }
+  return null;
+}
+
+const MODES: { acc: AccumulateDType; rounding: SumRounding }[] = [
+  { acc: "f64", rounding: "natural" }, { acc: "f64", rounding: "reversed" },
+  { acc: "f32", rounding: "natural" }, { acc: "f32", rounding: "reversed" }, { acc: "f32", rounding: { random: 3 } },
+];
+const SHAPES: [number, number][] = [[1, 1], [2, 3], [3, 1], [5, 7], [7, 4], [16, 9], [33, 5], [12, 20], [3, 70], [4, 64], [6, 33]];
+const RULES: [RuleDecl, FastForm][] = [[kda, KDA_FORM], [comba, COMBA_FORM], [dplr, DPLR_FORM]];
+
+/** Every shape, storage dtype, summation mode and zero pattern on one seed; the first difference, or null. */
+function sweep(decl: RuleDecl, fast: InnerPair<string>, seed: number): { diff: string | null; compared: number } {
+  const rng = new Rng(seed);
+  let compared = 0;
+  for (const [d, s] of SHAPES) {
+    for (const dtype of ["f64", "f32"] as DType[]) {
+      for (const { acc, rounding } of MODES) {
+        for (const zeros of [false, true]) {
+          const c = randomCase(decl, rng, d, s, dtype, zeros, rng.next() < 0.7);
+          const ref = withAccumulate(acc, () => runPair(decl.inner, c), rounding);
+          const got = withAccumulate(acc, () => runPair(fast, c), rounding);
+          const diff = firstDifference(got, ref);
+          if (diff !== null) return { diff: `${decl.key} seed ${seed} d=${d} T=${s} ${dtype} ${acc}-sums ${JSON.stringify(rounding)}${zeros ? " with zeros" : ""}: ${diff}`, compared };
+          compared++;
+        }
+      }
+    }
+  }
+  return { diff: null, compared };
+}
+
+/** Seeds of the bitwise sweep (each: 11 shapes x 2 dtypes x 5 modes x 2 zero patterns). */
+const SEEDS = [1, 2, 3];
+
+for (const [decl] of RULES) {
+  test(`${decl.key}: the fast pair equals the reference pair bitwise (forward, backward, state gradients), seeds ${SEEDS.join(", ")}`, () => {
+    const fast = judgePair(decl);
+    expect(hasFastPair(decl)).toBe(true);
+    expect(fast).not.toBe(decl.inner);
+    for (const seed of SEEDS) {
+      const { diff, compared } = sweep(decl, fast, seed);
+      if (diff !== null) throw new Error(diff);
+      expect(compared).toBe(SHAPES.length * 2 * MODES.length * 2);
+    }
+  }, 120_000);
+}
+
+/**
+ * One wrong term per rule, planted in the loops' source: each must make the comparison fail.
+ * KDA: dk's second term without the channel decay w; Comba: dp read from M_{t+1} instead of M_t;
+ * DPLR: the decay's column sum dα with the wrong sign.
+ */
+const PLANTS: [RuleDecl, FastForm, string, string][] = [
+  [kda, KDA_FORM, "dk[o + j]! += W[j]! * accK[j]!", "dk[o + j]! += accK[j]!"],
+  [comba, COMBA_FORM, "accP[j]! + M[mt + r + j]! * dei", "accP[j]! + M[mn + r + j]! * dei"],
+  [dplr, DPLR_FORM, "dalpha[o + j] = -col[j]!", "dalpha[o + j] = col[j]!"],
+];
+for (const [decl, form, from, to] of PLANTS) {
+  test(`${decl.key}: a fast pair with one term wrong fails the comparison (${to})`, () => {
+    let edited = 0;
+    const planted = auxFastPair(decl, form, (src) => {
+      // the source text as the engine prints it: match without the non-null assertions TypeScript drops
+      const f = from.replaceAll("!", ""), t = to.replaceAll("!", "");
+      edited = src.split(f).length - 1;
+      return src.replaceAll(f, t);
+    });
+    const { diff } = sweep(decl, planted, 1);
+    expect(edited).toBeGreaterThan(0);
+    expect(diff).not.toBeNull();
+  }, 60_000);
+}
+
+test("the two modules keep state at the same interval", () => {
+  expect(CHECKPOINT_EVERY_AUX).toBe(CHECKPOINT_EVERY);
+});
