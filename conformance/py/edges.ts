@@ -17,11 +17,14 @@
 import * as fc from "fast-check";
 import { clampHyper, ruleCaseSpecArb, type RuleCaseSpec } from "../../cases/rule-case.ts";
 import { seqExtrasArb, type SeqExtra } from "../../cases/kernel-batch.ts";
+import { SATURATED_GATES, SATURATED_LABEL, SATURATED_LOG_GATE, SATURATED_TAIL, SATURATED_THETA, saturatedCorner, saturatedThetaTop } from "../../cases/edge-gates.ts";
 import { roundedCopy, type StorageDType } from "../../src/precision.ts";
 import { Rng } from "../../src/rng.ts";
 import { Tensor } from "../../src/tensor.ts";
 import type { RuleDecl, RuleConfig } from "../../src/rules/types.ts";
 import { referenceValue, type Conventions } from "./conventions.ts";
+
+export { SATURATED_LOG_GATE, SATURATED_TAIL, SATURATED_THETA, saturatedCorner };
 
 /** A declared edge of a py: case (PyCaseSpec.edge). */
 export type PyEdge =
@@ -29,23 +32,6 @@ export type PyEdge =
   | { readonly kind: "saturated" }
   /** The query scale passed to the kernel: a number, or d^-1/2 of the case's d. */
   | { readonly kind: "scale"; readonly scale: number | "rsqrt_dk" };
-
-/** The tokens past the last full chunk in the saturated case: 3, so that three gates of −30 or below sum past f32's exp range (e^88.7). */
-export const SATURATED_TAIL = 3;
-/** A gate in log space at α → 1: drawn uniformly from this range per token and channel. */
-export const SATURATED_LOG_GATE: readonly [number, number] = [-80, -30];
-/**
- * θ at its corners: 2^-14 (θ → 0) and 1 − 2^-8 (θ → 1), exact in f32, bf16 and f16 and strictly
- * inside (0, 1) as a bounded step size must be; a rule that scales its step size down (thetaScale)
- * gets θ → 1 divided by that scale, the top of its own range.
- */
-export const SATURATED_THETA = { low: 2 ** -14, high: 1 - 2 ** -8 } as const;
-
-/** The gates the saturated case sets: the retention gate and the step size (others stay as generated). */
-export const SATURATED_GATES = ["alpha", "theta"] as const;
-
-/** Whether sequence n of the saturated case has α → 1 and θ → 1. */
-export const saturatedCorner = (n: number): { alphaHigh: boolean; thetaHigh: boolean } => ({ alphaHigh: n % 2 === 0, thetaHigh: n % 4 < 2 });
 
 /**
  * The gates a saturated case can set for a kernel: α and θ among its inputs, less those it computes
@@ -69,7 +55,7 @@ export interface EdgeSeq {
 export function saturateGates(seqs: readonly EdgeSeq[], decl: RuleDecl, cfg: RuleConfig, conv: Conventions, inputs: readonly string[],
   storage: StorageDType, seed: number): void {
   const rng = new Rng(seed ^ 0x5a7e);
-  const thetaTop = SATURATED_THETA.high / Math.max(1, decl.thetaScale?.(cfg) ?? 1);
+  const thetaTop = saturatedThetaTop(decl, cfg);
   seqs.forEach((s, n) => {
     const { alphaHigh, thetaHigh } = saturatedCorner(n);
     for (const g of saturableGates(conv, inputs)) {
@@ -114,7 +100,7 @@ export function edgeScaleValue(edge: PyEdge | undefined, d: number): number | un
 /** How a message names an edge case. */
 export function edgeLabel(edge: PyEdge): string {
   return edge.kind === "saturated"
-    ? `saturated gates (sequence n: alpha -> ${"1 for even n, 0 for odd n"}; theta -> 1 for n mod 4 < 2, else -> 0)`
+    ? SATURATED_LABEL
     : `query scale ${edge.scale === "rsqrt_dk" ? "d^-1/2" : edge.scale}`;
 }
 
