@@ -12,7 +12,8 @@ import { buildPyCase, toKernelGrads } from "../conformance/py/cases.ts";
 import { fromInnerGrads } from "../cases/kernel-batch.ts";
 import { EXERCISED } from "../oracle/kernel-judge.ts";
 import { NO_CONVENTIONS, type Conventions } from "../conformance/py/conventions.ts";
-import { edgeScaleValue, otherScale, pyEdgeExamples, pySaturatedExample, saturatedCorner, SATURATED_LOG_GATE, SATURATED_THETA, SATURATED_TAIL } from "../conformance/py/edges.ts";
+import { edgeScaleValue, otherScale, pyEdgeExamples, pySaturatedExample } from "../conformance/py/edges.ts";
+import { saturatedCorner, SATURATED_LOG_GATE, SATURATED_THETA, SATURATED_TAIL } from "../cases/edge-gates.ts";
 import { F32_STORE_F64_ACC } from "../oracle/kernel-judge.ts";
 import { roundTo } from "../src/precision.ts";
 

@@ -24,8 +24,6 @@ import { Tensor } from "../../src/tensor.ts";
 import type { RuleDecl, RuleConfig } from "../../src/rules/types.ts";
 import { referenceValue, type Conventions } from "./conventions.ts";
 
-export { SATURATED_LOG_GATE, SATURATED_TAIL, SATURATED_THETA, saturatedCorner };
-
 /** A declared edge of a py: case (PyCaseSpec.edge). */
 export type PyEdge =
   /** Every sequence's α and θ at a corner of their range (sequence n: α → 1 for even n, θ → 1 for n mod 4 < 2). */
