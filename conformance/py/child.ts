@@ -158,9 +158,10 @@ async function run(req: BatchRequest): Promise<void> {
       }
       if (e.kind === "contract") {
         const p = kernelPrecision(session.info), C = Math.min(...(session.info.chunk_sizes ?? DEFAULT_CHUNK_SIZES));
+        const t0 = performance.now();
         const v = await batchedCuSeqlens(session, e.decl, e.key, e.frozen, p, session.info.conventions, C, who)
           .catch((err: unknown) => ({ status: "error" as const, message: err instanceof Error ? err.message : String(err), details: {} }));
-        emit(resultLine({ ...stubResult(c.id, v.status, v.message, seed), subject: e.subject, spec: e.spec, runs: v.status === "skip" ? 0 : 1, details: v.details }));
+        emit(resultLine({ ...stubResult(c.id, v.status, v.message, seed), subject: e.subject, spec: e.spec, runs: v.status === "skip" ? 0 : 1, ms: performance.now() - t0, details: v.details }));
         continue;
       }
       const exercised = new Set<string>(), names = new Set<string>(), tally = new ShapeTally(), configs = new ConfigTally(limit);
