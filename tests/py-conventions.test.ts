@@ -85,7 +85,7 @@ test("--rule with --filter selects the checks matching both", () => {
   const p = cli(["--backend", FLA("chunk_delta_rule"), "--filter", "C5/py-", "--rule", "delta", "--list"]);
   expect(p.exitCode).toBe(0);
   const ids = p.stdout.toString().split("\n").filter((l) => l.startsWith("C"));
-  expect(ids).toEqual(["delta/forward", "delta/backward", "delta.frozen/forward", "delta.frozen/backward"].map((k) => `C5/py-chunk_delta_rule/${k}`));
+  expect(ids).toEqual(["delta/forward", "delta/backward", "delta/contract", "delta.frozen/forward", "delta.frozen/backward"].map((k) => `C5/py-chunk_delta_rule/${k}`));
   const none = cli(["--filter", "C2", "--rule", "no_such_rule", "--list"]);
   expect(none.exitCode).toBe(2);
   expect(none.stderr.toString()).toContain("--rule 'no_such_rule'");

@@ -47,7 +47,7 @@ test("renaming or moving the kernel's file keeps its check ids; @<name> renames 
   const { kernel } = moved();
   const here = list(["--backend", GOOD]);
   expect(here.code).toBe(0);
-  expect(here.ids).toEqual(["delta/forward", "delta/backward", "delta.frozen/forward", "delta.frozen/backward"].map((k) => `C5/py-naive_delta/${k}`));
+  expect(here.ids).toEqual(["delta/forward", "delta/backward", "delta/contract", "delta.frozen/forward", "delta.frozen/backward"].map((k) => `C5/py-naive_delta/${k}`));
   const there = list(["--backend", `py:${kernel}:naive_delta`]);
   expect(there.code).toBe(0);
   expect(there.ids).toEqual(here.ids);

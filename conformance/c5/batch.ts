@@ -7,7 +7,8 @@
  * [B, T, H, d] tensors (docs/spec/kernel-abi.md#shapes).
  */
 import * as fc from "fast-check";
-import type { RuleAbi, Shape } from "../../ffi/abi.ts";
+import { abiOf, type RuleAbi, type Shape } from "../../ffi/abi.ts";
+import { SATURATED_GATES, SATURATED_TAIL, SATURATED_THETA, saturatedCorner, saturatedThetaTop } from "../../cases/edge-gates.ts";
 import type { Arrays } from "../../ffi/lib.ts";
 import type { Profile } from "../../harness/check.ts";
 import { innerCase } from "../../cases/inner-case.ts";
@@ -32,6 +33,8 @@ export interface KSpec {
   extra: SeqExtra[];
   dyNull: boolean;
   dFinalNull: boolean;
+  /** The declared saturated case (cases/edge-gates.ts): every sequence's alpha and theta at a corner; absent: as generated. */
+  saturated?: boolean;
 }
 
 export function sizesFor(profile: Profile): SizeLimits {
@@ -101,6 +104,34 @@ export function oddKeyExample(decl: RuleDecl, frozen: boolean, C: number): KSpec
   const T = Math.max(3, decl.checkMinimums?.seq_len ?? 1);
   const [k] = fc.sample(batchArb(decl, frozen, "default", { d: [ODD_KEY_D, ODD_KEY_D], seq_len: [T, T] }), { seed: 3, numRuns: 1 });
   return { ...k!, B: 1, H: 2, C, dyNull: false, dFinalNull: false };
+}
+
+/**
+ * The declared saturated case (docs/spec/conformance.md#regime, cases/edge-gates.ts) of an active pair
+ * that reads alpha or theta: T = C + SATURATED_TAIL, d = 4, B = 2, H = 2 at checkpoint interval C, each
+ * sequence's alpha and theta at a corner (null for a frozen read or a rule with neither gate).
+ */
+export function saturatedExample(decl: RuleDecl, frozen: boolean, C: number): KSpec | null {
+  const reads = abiOf(decl.key)?.inputs ?? [];
+  if (frozen || !SATURATED_GATES.some((g) => reads.includes(g))) return null;
+  const T = Math.max(C + SATURATED_TAIL, decl.checkMinimums?.seq_len ?? 1);
+  const [k] = fc.sample(batchArb(decl, false, "default", { d: [4, 4], seq_len: [T, T] }), { seed: 4, numRuns: 1 });
+  return { ...k!, B: 2, H: 2, C, dyNull: false, dFinalNull: false, saturated: true };
+}
+
+/** Every sequence's alpha and theta at its corner (in place): alpha 1 or 0, theta 1 − 2^-8 (over the rule's step scale) or 2^-14, rounded to `storage`. */
+function saturateSeqs(decl: RuleDecl, seqs: Seq[], cfg: RuleConfig, storage: StorageDType): void {
+  const top = roundTo(storage, saturatedThetaTop(decl, cfg));
+  seqs.forEach((s, n) => {
+    const { alphaHigh, thetaHigh } = saturatedCorner(n);
+    for (const g of SATURATED_GATES) {
+      const t32 = (s.in32 as unknown as Record<string, Tensor | undefined>)[g];
+      if (t32 === undefined) continue;
+      const v = g === "alpha" ? (alphaHigh ? 1 : 0) : (thetaHigh ? top : SATURATED_THETA.low);
+      t32.data.fill(v);
+      (s.in64 as unknown as Record<string, Tensor>)[g]!.data.fill(v);
+    }
+  });
 }
 
 /**
@@ -175,6 +206,7 @@ export function sequencesOf(decl: RuleDecl, k: KSpec, frozen: boolean, p?: Pick<
   const specs = [k.base, ...k.extra.slice(0, n - 1).map((e) => ({ ...k.base, ...e }))];
   const seqs = specs.map((s) => sequence(decl, s, frozen, p));
   const cfg = seqs[0]!.cfg;
+  if (k.saturated === true) saturateSeqs(decl, seqs, cfg, p?.storage ?? "f32");
   return { seqs, cfg, shape: { B: k.B, T: cfg.seq_len, H: k.H, d: cfg.d } };
 }
 

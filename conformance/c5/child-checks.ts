@@ -8,7 +8,8 @@ import type { CaseOutcome, CheckDef, CheckResult, Profile, PropertyCheck } from 
 import { otherEnumValues, ruleCaseSpecArb, type RuleCaseSpec } from "../../cases/rule-case.ts";
 import { ruleByKey } from "../../src/rules/index.ts";
 import type { RuleDecl } from "../../src/rules/types.ts";
-import { batchArb, boundaryExample, chunkExample, oddKeyExample, regimeArb, sizesFor, withEnumExamples, type KSpec } from "./batch.ts";
+import { SATURATED_LABEL } from "../../cases/edge-gates.ts";
+import { batchArb, boundaryExample, chunkExample, oddKeyExample, saturatedExample, regimeArb, sizesFor, withEnumExamples, type KSpec } from "./batch.ts";
 import { coverage } from "../../oracle/kernel-judge.ts";
 import { DEFAULT_KERNEL_CHUNKS, ShapeTally, type Runs, expectedTensors, regimeOutcome, regimesOf, untilFailure, withRegimesNotJudged, withShapes } from "../../cases/kernel-batch.ts";
 import { THREAD_MODE_RULE, plantedFault, raceDetector, syncMisuse, threadMode } from "./emu-selftest.ts";
@@ -92,9 +93,17 @@ function ruleCheck(e: RuleEntry, lib: KernelLib, profile: Profile): ChildCheck {
     }
     // the enum examples and the declared guard case (d = 5, docs/spec/hazards.md#odd-key) come on top
     // of the generated cases, so those stay the same cases as before
-    const examples = [...withEnumExamples(decl, frozen, boundaryExample(decl, frozen, Math.min(...chunks))), oddKeyExample(decl, frozen, Math.min(...chunks))];
+    // and the saturated case (docs/spec/conformance.md#regime) after them
+    const saturated = saturatedExample(decl, frozen, Math.min(...chunks));
+    // a failure of the saturated case names it
+    const named = (k: KSpec): CaseOutcome => {
+      const o = one(k);
+      return k.saturated === true && !o.ok ? { ...o, message: `case ${SATURATED_LABEL}: ${o.message ?? "failed"}` } : o;
+    };
+    const examples = [...withEnumExamples(decl, frozen, boundaryExample(decl, frozen, Math.min(...chunks))), oddKeyExample(decl, frozen, Math.min(...chunks)),
+      ...(saturated === null ? [] : [saturated])];
     return {
-      ...base(e), kind: "property", runs: plus({ ...runs, regime: runs.default }, examples.length - 1), arb: batchArb(decl, frozen, profile), run: one, examples,
+      ...base(e), kind: "property", runs: plus({ ...runs, regime: runs.default }, examples.length - 1), arb: batchArb(decl, frozen, profile), run: named, examples,
     };
   };
   switch (e.kind) {

@@ -22,6 +22,7 @@ import {
   ODD_KEY_D, PACKED_MAX_H, PACKED_MAX_SEQUENCES, REGIME_MAX_SEQS, regimesOf, cuSeqlens, fromInnerGrads, packPackedTokens, packStates, packTokens, packedLabel,
   packedShapeArb, regimeShapeArb, seqExtraArb, seqExtrasArb, unpackPackedTokens, unpackState, unpackTokens, type Regime, type SeqExtra,
 } from "../../cases/kernel-batch.ts";
+import { edgeConventions, edgeLabel, saturateGates, type PyEdge } from "./edges.ts";
 
 export interface PyCaseSpec {
   base: RuleCaseSpec;
@@ -36,6 +37,8 @@ export interface PyCaseSpec {
    * concatenated along T with B = 1 (base.seq_len is the first's); absent: B sequences of one length.
    */
   lengths?: number[];
+  /** A declared edge case (edges.ts, docs/spec/py-backend.md#edges): saturated gates, or the other query scale; absent: none. */
+  edge?: PyEdge;
 }
 
 /**
@@ -213,7 +216,9 @@ function readInputs(decl: RuleDecl, spec: RuleCaseSpec, frozen: boolean): { inpu
  * `p`: the kernel's precision (its storage and state dtypes are what the case is rounded to);
  * `conv`: its declared conventions (an absent input without a neutral value throws, naming it).
  */
-export function buildPyCase(decl: RuleDecl, spec: PyCaseSpec, frozen = false, p: Precision = F32_STORE_F64_ACC, conv: Conventions = NO_CONVENTIONS): PyCase {
+export function buildPyCase(decl: RuleDecl, spec: PyCaseSpec, frozen = false, p: Precision = F32_STORE_F64_ACC, declared: Conventions = NO_CONVENTIONS): PyCase {
+  // a scale edge calls the kernel at another query scale: the reference reads q at that one (edges.ts)
+  const conv = edgeConventions(declared, spec.edge);
   // a frozen read of a zero state reads zero: frozen cases read random states
   const st = <X extends { state: "init" | "random" }>(x: X): X => (frozen ? { ...x, state: "random" } : x);
   const base = st({ ...spec.base, d: declaredHeadDim(conv, spec.base.d) });
@@ -233,6 +238,7 @@ export function buildPyCase(decl: RuleDecl, spec: PyCaseSpec, frozen = false, p:
   const seqs = specs.map((s, n) => pySequence(decl, s, inputs, frozen, rng, p, conv, n % spec.H));
   for (const q of seqs) for (const n of Object.keys(q.st64)) if (!states.includes(n)) delete q.st64[n];
   const cfg = buildRuleCase(decl, base, "f64").cfg;
+  if (spec.edge?.kind === "saturated") saturateGates(seqs, decl, cfg, conv, inputs.filter((n) => !absent.includes(n)), p.storage, base.seed);
   return {
     spec, cfg, B: spec.B, T: lengths === null ? cfg.seq_len : lengths.reduce((a, b) => a + b, 0), H: spec.H, seqs, inputs,
     packed: lengths === null ? null : { lengths: [...lengths], cu: cuSeqlens(lengths) }, kernelInputs: inputs.filter((n) => !absent.includes(n)), absent, conv,
@@ -293,6 +299,7 @@ export function seqState(c: PyCase, t: Tensor, n: number): Float64Array {
 
 /** A line naming the case for messages. */
 export function describeCase(c: PyCase): string {
+  if (c.spec.edge !== undefined) return `${edgeLabel(c.spec.edge)}: ${describeCase({ ...c, spec: { ...c.spec, edge: undefined } })}`;
   if (c.packed !== null) return `${packedLabel(c.packed.lengths)} (sequence n = i·H + h) B=1 H=${c.H} T=${c.T} d=${c.cfg.d} seed=${c.spec.base.seed}`;
   return `B=${c.B} H=${c.H} T=${c.T} d=${c.cfg.d} seed=${c.spec.base.seed}`;
 }

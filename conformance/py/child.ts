@@ -20,6 +20,8 @@ import { pyBackwardCase, backwardNames, pyForwardCase, forwardNames } from "./ke
 import { KernelSession } from "./kernel-session.ts";
 import { pythonDeclaration } from "./python-backend.ts";
 import { absentInputs, NO_CONVENTIONS } from "./conventions.ts";
+import { pyEdgeExamples } from "./edges.ts";
+import { batchedCuSeqlens } from "./contracts.ts";
 import { parsePyBackend, pyPlan, type PyEntry } from "./plan.ts";
 import { RULES } from "../../src/rules/index.ts";
 import { variantKey } from "../../src/rules/level.ts";
@@ -40,7 +42,7 @@ const emit = (line: string) => writeSync(1, `${line}\n`);
 function definition(e: PyEntry, s: KernelSession, profile: Profile, replayArgs: string[], exercised: Set<string>, names: Set<string>,
   tally: ShapeTally, configs: ConfigTally, probes: ProbeTally, dump?: CaseDump): AsyncPropertyCheck<any> {
   const declaration = pythonDeclaration(s, e.key);
-  const p = declaration.precision[e.kind];
+  const p = declaration.precision[e.kind === "backward" ? "backward" : "forward"];
   const chunks = declaration.chunkSizes ?? DEFAULT_KERNEL_CHUNKS;
   const C = Math.min(...chunks);
   const packed = declaration.varlen;
@@ -77,11 +79,12 @@ function definition(e: PyEntry, s: KernelSession, profile: Profile, replayArgs: 
   // cases (docs/spec/conformance.md#enum-examples); a frozen read writes nothing, so not there
   const boundary = pyBoundaryExample(e.decl, C);
   const enums = e.frozen ? [] : otherEnumValues(e.decl, boundary.base).map((b) => ({ ...boundary, base: b }));
-  // the declared guard case (d = 5) comes last and on top, so the generated cases stay the same cases as before
-  const more = enums.length + 1;
+  // the declared guard case (d = 5) and the edge cases come last and on top, so the generated cases stay the same cases as before
+  const edges = pyEdgeExamples(e.decl, C, s.info.conventions ?? NO_CONVENTIONS, e.frozen, e.decl.gates);
+  const more = enums.length + 1 + edges.length;
   return {
     ...base, runs: { quick: e.runs.quick + more, default: e.runs.default + more, deep: e.runs.deep + more, regime: e.runs.default + more }, arb: pyCaseArb(e.decl, profile),
-    examples: [boundary, ...enums, ...(packed ? [pyPackedExample(e.decl, C)] : []), pyOddKeyExample(e.decl)],
+    examples: [boundary, ...enums, ...(packed ? [pyPackedExample(e.decl, C)] : []), pyOddKeyExample(e.decl), ...edges],
     describe: (spec: PyCaseSpec) => describeCase(buildPyCase(e.decl, spec, e.frozen, p, s.info.conventions)),
     run: one,
   };
@@ -150,6 +153,14 @@ async function run(req: BatchRequest): Promise<void> {
       }
       if (e.kind === "backward" && declaration.forwardOnly) {
         emit(resultLine({ ...stubResult(c.id, "skip", `${who} declares itself forward-only (nlc['forward_only']): no backward to judge (docs/spec/py-backend.md#forward-only)`, seed), subject: e.subject, spec: e.spec }));
+        continue;
+      }
+      if (e.kind === "contract") {
+        const p = declaration.precision.forward, C = Math.min(...(declaration.chunkSizes ?? DEFAULT_KERNEL_CHUNKS));
+        const t0 = performance.now();
+        const v = await batchedCuSeqlens(session, e.decl, e.key, e.frozen, p, session.info.conventions, C, who)
+          .catch((err: unknown) => ({ status: "error" as const, message: err instanceof Error ? err.message : String(err), details: {} }));
+        emit(resultLine({ ...stubResult(c.id, v.status, v.message, seed), subject: e.subject, spec: e.spec, runs: v.status === "skip" ? 0 : 1, ms: performance.now() - t0, details: v.details }));
         continue;
       }
       const exercised = new Set<string>(), names = new Set<string>(), tally = new ShapeTally(), configs = new ConfigTally(limit);

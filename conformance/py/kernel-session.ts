@@ -5,6 +5,7 @@
  * docs/spec/py-backend.md#reference, #precision). Both speak python/PROTOCOL.md through
  * oracle/torch-bridge.ts.
  */
+import { edgeScaleValue } from "./edges.ts";
 import { readFileSync } from "node:fs";
 import { TorchBridge, TorchBridgeError } from "../../oracle/torch-bridge.ts";
 import { roundedCopy, type Precision, type StorageDType } from "../../src/precision.ts";
@@ -190,6 +191,9 @@ export class KernelSession {
     tensors.push(...extra);
     // a packed batch: the offsets travel in the header, the host hands them to the kernel as an int64 tensor
     const packed = c.packed === null ? {} : { cu_seqlens: c.packed.cu };
+    // a scale edge: the query scale the kernel is called with (docs/spec/py-backend.md#edges)
+    const scale = edgeScaleValue(c.spec.edge, c.cfg.d);
+    if (scale !== undefined) Object.assign(packed, { scale });
     try {
       const hazards = guardRequest(HAZARD_PLAN, poisoned);
       const r = await this.host.call({ op, ...KernelSession.target(this.backend), rule, config: c.cfg, configuration, ...packed, hazards }, tensors, `${op} ${rule}`);
@@ -201,6 +205,23 @@ export class KernelSession {
       };
     } catch (e) {
       throw fault(e, `${op.replace("kernel_", "")} of ${rule}${configuration === null ? "" : ` (configuration ${configuration})`}`);
+    }
+  }
+
+  /**
+   * A contract probe (docs/spec/py-backend.md#contracts): the forward called, unguarded, with a case
+   * the kernel must refuse (`contract` names it to the host). What the kernel raised (`refused`), or
+   * null and what it returned instead.
+   */
+  async contract(c: PyCase, rule: string, contract: string): Promise<{ refused: string | null; returned?: string }> {
+    const tensors: [string, Tensor][] = c.kernelInputs.map((n) => [wire.input(n), tokensTensor(c, (s) => s.kin64[n]!)]);
+    for (const n of c.stateNames) tensors.push([wire.state(n), statesTensor(c, (s) => s.st64[n]!, stateLead(c))]);
+    const packed = c.packed === null ? {} : { cu_seqlens: c.packed.cu };
+    try {
+      const r = await this.host.call({ op: "kernel_forward", ...KernelSession.target(this.backend), rule, config: c.cfg, configuration: null, ...packed, contract }, tensors, `contract ${contract} of ${rule}`);
+      return r.header as unknown as { refused: string | null; returned?: string };
+    } catch (e) {
+      throw fault(e, `contract ${contract} of ${rule}`);
     }
   }
 

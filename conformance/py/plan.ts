@@ -5,6 +5,7 @@
  *   C5/py-<name>/<rule>/forward    y and every final state (f32, bf16 or f16 kernel vs f64 reference)
  *   C5/py-<name>/<rule>/backward   every input gradient and d(initial state), given dy and d(final state)
  *   C5/py-<name>/<rule>.frozen/forward|backward   the frozen read: y; dq and the read state's gradient
+ *   C5/py-<name>/<rule>/contract   the kernel refuses what it cannot do (contracts.ts)
  *
  * where <name> is the declared name, by default the callable's: the ids do not depend on the
  * module's file, so moving or renaming it keeps them (docs/spec/py-backend.md#ids).
@@ -94,7 +95,7 @@ export function pyBackendNames(env: Environment = environment()): string[] {
   return [...new Set(raw.split(",").map((s) => s.trim()).filter((s) => s !== ""))];
 }
 
-export type PyKind = "forward" | "backward";
+export type PyKind = "forward" | "backward" | "contract";
 
 export interface PyEntry {
   readonly id: string;
@@ -139,6 +140,14 @@ export function pyPlan(b: PyBackend): PyEntry[] {
           spec: `docs/spec/py-backend.md#${kind === "forward" ? "forward-check" : "backward-check"}; docs/spec/conformance.md#c5; ` +
             `${decl.sheet}${frozen ? " (frozen read, docs/spec/state-gradients.md#frozen)" : ""}; docs/spec/precision.md#flash; docs/spec/py-backend.md#precision`,
           tolerance: PY_TOLERANCE,
+        });
+      }
+      // a kernel refuses what it cannot do (docs/spec/py-backend.md#contracts): once per rule, on its active pair
+      if (!frozen) {
+        out.push({
+          id: `C5/${b.slug}/${key}/contract`, kind: "contract", decl, frozen, key, runs: RUNS,
+          subject: { rule: decl.key, frozen, backend: b.name },
+          spec: "docs/spec/py-backend.md#contracts; docs/spec/py-backend.md#packed", tolerance: {},
         });
       }
     }

@@ -99,6 +99,8 @@ class Kernel:
             raise KernelError(f"{spec}.nlc['configurations'] declares configurations, but its forward takes no keyword "
                               "'configuration' (docs/spec/py-backend.md#configurations)")
         self.configuration: Optional[str] = None
+        # the query scale one request calls the kernel with (a scale edge: docs/spec/py-backend.md#edges); None: the declared one
+        self.scale_value: Optional[float] = None
         rules = decl.get("rules")
         if not isinstance(rules, (list, tuple)) or not all(isinstance(r, str) for r in rules) or not rules:
             raise KernelError(f"{spec}.nlc['rules']: expected a non-empty list of rule keys, got {rules!r}")
@@ -378,9 +380,11 @@ def _query_scale(k: Kernel, d_k: int) -> Tuple[Optional[str], Optional[float], f
     if isinstance(s, dict):
         if s["keyword"] is None:
             return None, None, 1.0
+        if k.scale_value is not None:
+            return s["keyword"], k.scale_value, 1.0
         return s["keyword"], (d_k ** -0.5 if s["value"] == "rsqrt_dk" else float(s["value"])), 1.0
     if isinstance(s, str):
-        return s, 1.0, 1.0
+        return s, (1.0 if k.scale_value is None else k.scale_value), 1.0
     if s is None:
         return None, None, 1.0
     return None, None, float(s)
@@ -575,16 +579,37 @@ class KernelHost:
         for n in (("q",) if rule.endswith(".frozen") else ("k", "q")):  # Atlas reads no v; a frozen read only q
             if n not in inputs:
                 raise KernelError(f"in.{n}: missing")
-        return rule, cfg, inputs, state, extra, _cu_seqlens(k, header.get("cu_seqlens"), inputs["q"], state)
+        batched = header.get("contract") == CONTRACT_BATCHED_CU_SEQLENS
+        return rule, cfg, inputs, state, extra, _cu_seqlens(k, header.get("cu_seqlens"), inputs["q"], state, batched)
 
     def forward(self, header, tensors):
         k = self.get(header)
+        if header.get("contract") is not None:
+            return self._contract(k, header, tensors)
         rule, cfg, inputs, state, _, cu = self._prepare(k, header, tensors)
         self._probe(k, rule, cfg, inputs, state, cu)
         guards = Guards(Plan(header.get("hazards")))
         with _configured(k, header) as reply, torch.no_grad():
             y, final = _call_forward(k, rule, cfg, inputs, state, cu, guards)
         return {"ok": True, **reply, **_observed(guards)}, [("y", y)] + [(f"state.{n}", t) for n, t in (final or {}).items()]
+
+    def _contract(self, k: Kernel, header, tensors):
+        """A contract probe (docs/spec/py-backend.md#contracts): the forward called with what the kernel
+        must refuse. The reply's `refused` is the first line of what the kernel raised, or None where it
+        returned; `returned`: what it returned instead (a result, or the host's complaint about it)."""
+        contract = header.get("contract")
+        if contract != CONTRACT_BATCHED_CU_SEQLENS:
+            raise KernelError(f"contract: expected {CONTRACT_BATCHED_CU_SEQLENS!r}, got {contract!r}")
+        rule, cfg, inputs, state, _, cu = self._prepare(k, header, tensors)
+        with _configured(k, header) as reply, torch.no_grad():
+            try:
+                y, _ = _call_forward(k, rule, cfg, inputs, state, cu)
+            except KernelError as e:
+                first = str(e).split("\n")[0]
+                if first.startswith(f"{k.spec} raised "):
+                    return {"ok": True, **reply, "refused": first[len(k.spec) + 1:]}, []
+                return {"ok": True, **reply, "refused": None, "returned": first}, []
+        return {"ok": True, **reply, "refused": None, "returned": f"y of shape {list(y.shape)}"}, []
 
     def backward(self, header, tensors):
         k = self.get(header)
@@ -634,6 +659,12 @@ class _configured:
             raise KernelError(f"configuration: {k.spec} declares no configuration {name!r} (it declares {', '.join(k.configurations)})")
         if name is not None and k.configurations is None and configs.parse(name) is None:
             raise KernelError(f"configuration: {name!r} is not a Triton configuration '<kernel>#<index>'")
+        scale = header.get("scale")
+        if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0):
+            raise KernelError(f"scale: expected a positive number or absent, got {scale!r}")
+        if scale is not None and not (isinstance(k.scale, str) or (isinstance(k.scale, dict) and k.scale["keyword"] is not None)):
+            raise KernelError(f"scale: {k.spec} takes no query scale by keyword, so the request cannot choose one")
+        self.scale = None if scale is None else float(scale)
         self.k, self.name = k, name
         self.request = configs.Request(None if k.configurations is not None else name)
         self.reply: dict = {}
@@ -643,11 +674,13 @@ class _configured:
         configs.install()
         triton_cpu.install()
         self.k.configuration = self.name
+        self.k.scale_value = self.scale
         self.request.__enter__()
         return self.reply
 
     def __exit__(self, *exc):
         self.k.configuration = None
+        self.k.scale_value = None
         if self.k.configurations is not None:
             self.reply["configuration"] = self.name or self.k.configurations[0]
             self.reply["configurations"] = self.k.configurations[1:]
@@ -703,16 +736,21 @@ def _observed(guards: Guards) -> dict:
     return {"hazards": guards.check(), "guarded": guards.labels, "keywords": guards.keywords}
 
 
-def _cu_seqlens(k: Kernel, cu, q: torch.Tensor, state: Dict[str, torch.Tensor]) -> Optional[torch.Tensor]:
+# The contract probe that sends a packed batch with B = 2 (docs/spec/py-backend.md#contracts).
+CONTRACT_BATCHED_CU_SEQLENS = "batch_with_cu_seqlens"
+
+
+def _cu_seqlens(k: Kernel, cu, q: torch.Tensor, state: Dict[str, torch.Tensor], batched: bool = False) -> Optional[torch.Tensor]:
     """A packed batch's offsets from the request header (docs/spec/py-backend.md#packed) as the int64
-    tensor flash-linear-attention's kernels take, on the kernel's device; None for an unpacked batch."""
+    tensor flash-linear-attention's kernels take, on the kernel's device; None for an unpacked batch.
+    `batched`: the contract probe, whose B > 1 is the point."""
     if cu is None:
         return None
     if k.varlen is None:
         raise KernelError(f"cu_seqlens: {k.spec} declares no nlc['varlen'], but the request is a packed batch")
     B, T = q.shape[0], q.shape[1]
     if (not isinstance(cu, list) or len(cu) < 2 or not all(isinstance(c, int) and not isinstance(c, bool) for c in cu)
-            or cu[0] != 0 or cu[-1] != T or any(b <= a for a, b in zip(cu, cu[1:])) or B != 1):
+            or cu[0] != 0 or cu[-1] != T or any(b <= a for a, b in zip(cu, cu[1:])) or (B != 1 and not batched)):
         raise KernelError(f"cu_seqlens: expected offsets rising strictly from 0 to T = {T} with B = 1, got {cu!r} (B = {B})")
     for n, t in state.items():
         if t.shape[0] != len(cu) - 1:

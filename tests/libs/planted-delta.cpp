@@ -8,8 +8,12 @@
 //   -DPLANT_MOD8      with H > 8 heads, the gate index takes the head modulo 8 (head 8 reads head 0's gates)
 //   -DPLANT_PARTIAL   the last partial chunk dropped (T > 16 not a multiple of 16: its tokens neither
 //                     update the state nor produce y)
+//   -DPLANT_SATURATED in the last partial chunk, the decay 1 − alpha_t taken from cumulative logs as
+//                     exp(L_t) · exp(−L_{t−1}): right for alpha < 1, 0 · inf = NaN after two tokens of
+//                     alpha = 1 (saturated gates: tests/edges-lib-planted.test.ts)
 // The backward is the example's: the bugs are in the forward, which the forward check judges.
 // Build: g++ -std=c++17 -O2 -shared -fPIC -I../../ffi -DPLANT_HANDOFF -o libplanted_handoff.so planted-delta.cpp
+#include <cmath>
 #define nlk_delta_forward nlk_delta_forward_example
 #include "../../examples/delta-cpu/delta.cpp"
 #undef nlk_delta_forward
@@ -43,6 +47,8 @@ NLK_API int nlk_delta_forward(int B, int T, int H, int d, int C, const float* k,
       char* w = static_cast<char*>(ws) + (size_t(b) * H + h) * per;
       float* ck = reinterpret_cast<float*>(w);
       std::vector<float> cur(M_0 + (size_t(b) * H + h) * dd, M_0 + (size_t(b) * H + h + 1) * dd), next(dd), e(d);
+      double logs = 0;  // PLANT_SATURATED: the partial chunk's cumulative log decay
+      (void)logs;
       for (int t = 0; t < T; t++) {
         const size_t o = vec(s, b, t, h);
         size_t g = gate(s, b, t, h);
@@ -56,7 +62,15 @@ NLK_API int nlk_delta_forward(int B, int T, int H, int d, int C, const float* k,
           for (int i = 0; i < d; i++) y[o + i] = 0.0f;
           continue;
         }
-        step(cur.data(), next.data(), k + o, v + o, alpha[g], theta[g], d, e.data());
+        float a = alpha[g];
+#ifdef PLANT_SATURATED
+        if (T % CHUNK != 0 && t >= (T / CHUNK) * CHUNK) {
+          const double before = logs;
+          logs += std::log(1.0 - double(alpha[g]));
+          a = float(1.0 - std::exp(logs) * std::exp(-before));
+        }
+#endif
+        step(cur.data(), next.data(), k + o, v + o, a, theta[g], d, e.data());
         int cols = d;
 #ifdef PLANT_TILE
         if (d > TILE) cols = TILE;
