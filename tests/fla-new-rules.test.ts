@@ -46,3 +46,36 @@ test.skipIf(reason !== null)("planted: KDA's decays on reversed channels and DPL
   expectStatus(comba, "error");
   expect(comba.message).toContain("accepts the input p (keyword 'p') but ignores it");
 }, 3_600_000);
+
+/** fla's chunked kernels (and the recurrent IPLR and RWKV-7) -> [rule, has a backward]. */
+const CHUNKED = {
+  chunk_kda: ["kda", true], chunk_kda_gate_in_kernel: ["kda", true], chunk_comba: ["comba", true], chunk_dplr_delta_rule: ["dplr", true],
+  chunk_kda_bf16_stored: ["kda", true], chunk_comba_bf16_stored: ["comba", true], chunk_dplr_delta_rule_bf16_stored: ["dplr", true],
+  chunk_rwkv7: ["dplr", true], chunk_iplr_delta_rule: ["dplr", false],
+  fused_recurrent_iplr_delta_rule: ["dplr", true], fused_recurrent_rwkv7: ["dplr", false],
+} as const;
+const CHUNKED_PLANTS = { chunk_kda_reversed_channels: "kda", chunk_comba_reads_k: "comba", chunk_dplr_decayed_read: "dplr" } as const;
+
+// the chunked kernels in Triton's interpreter, with the project's bf16 and loop-variable support
+// (docs/spec/py-backend.md#triton-cpu), each kernel's first configuration: tens of minutes on 2 shared cores
+const chunked = pyRun(() => [...Object.keys(CHUNKED).map(FLA), ...Object.keys(CHUNKED_PLANTS).map(PLANTED)],
+  { NLC_TORCH_PYTHON: PY ?? "", NLC_PY_KERNEL_TIMEOUT: process.env.NLC_PY_KERNEL_TIMEOUT ?? "900", NLC_KERNEL_CONFIGS: "first" }, 1);
+
+test.skipIf(reason !== null)("fla's chunked KDA, Comba and DPLR (f32, and bf16 storing intermediates), IPLR and RWKV-7 pass by declaration alone, forward and backward where fla has one", () => {
+  for (const [k, [rule, backward]] of Object.entries(CHUNKED)) {
+    expectStatus(chunked.get(FLA(k), rule, "forward"), "pass");
+    const bw = chunked.get(FLA(k), rule, "backward");
+    expectStatus(bw, backward ? "pass" : "skip");
+    if (!backward) expect(bw.message).toContain("forward-only");
+  }
+}, 7_200_000);
+
+test.skipIf(reason !== null)("planted in the chunked kernels: KDA's reversed channels and DPLR's decayed read fail forward and backward; Comba's correction read with k is an error naming p", () => {
+  for (const kind of ["forward", "backward"]) {
+    expectStatus(chunked.get(PLANTED("chunk_kda_reversed_channels"), "kda", kind), "fail");
+    expectStatus(chunked.get(PLANTED("chunk_dplr_decayed_read"), "dplr", kind), "fail");
+  }
+  const comba = chunked.get(PLANTED("chunk_comba_reads_k"), "comba", "forward");
+  expectStatus(comba, "error");
+  expect(comba.message).toContain("accepts the input p (keyword 'p') but ignores it");
+}, 7_200_000);
