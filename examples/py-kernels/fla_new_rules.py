@@ -89,9 +89,12 @@ chunk_dplr_delta_rule_bf16_stored = declared(_chunk_dplr, **DPLR, dtype="bf16", 
                                              constants={"chunk_size": FLA_CHUNK}, intermediates="storage")
 
 # IPLR is DPLR without the decay (`absent`: alpha = 0, not sent). fla's recurrent IPLR has a backward
-# of its own; its chunked one raises NotImplementedError in backward (forward-only), chunks of 64
+# of its own; its chunked one raises NotImplementedError in backward (forward-only), chunks of 64.
+# fla's recurrent IPLR allocates its final state for B sequences where cu_seqlens gives N > B and
+# writes N states into it (past its end): declared without packed batches (`_varlen` declares them)
 IPLR = {**COMMON, "rules": ["dplr"], "absent": ["alpha"]}
-fused_recurrent_iplr_delta_rule = declared(_fused_recurrent_iplr, **IPLR)
+fused_recurrent_iplr_delta_rule = declared(_fused_recurrent_iplr, **{k: v for k, v in IPLR.items() if k != "varlen"})
+fused_recurrent_iplr_delta_rule_varlen = declared(_fused_recurrent_iplr, **IPLR)
 chunk_iplr_delta_rule = declared(_chunk_iplr, **IPLR, chunk_size=FLA_CHUNK, forward_only=True)
 # RWKV-7 is DPLR: fla's rwkv7 functions call the DPLR kernels with q = r and gk = w. The chunked one
 # as it ships, in chunks of 16 (fla's default for DPLR)
