@@ -1,9 +1,11 @@
 /**
  * flash-linear-attention's kernels for KDA, Comba and DPLR (examples/py-kernels/fla_new_rules.py),
- * judged as they ship, by declaration only (docs/spec/py-backend.md#fla-new-rules), and the three
- * plants of fla_new_rules_planted.py, each of which must fail. Runs when NLC_FLA_PYTHON names a
- * Python with `fla-core`, torch and triton (a CPU build runs the Triton kernels in Triton's
- * interpreter: slow, a few minutes), skipped with the reason otherwise. CI does not install fla.
+ * judged as they ship, by declaration only (docs/spec/py-backend.md#fla-new-rules), and the
+ * plants of fla_new_rules_planted.py, each of which must fail: recurrent (a few minutes in Triton's
+ * interpreter) and chunked, f32 and bf16 storing intermediates, with IPLR and RWKV-7 as DPLR (about
+ * an hour there, on 2 shared cores). Runs when NLC_FLA_PYTHON names a Python with `fla-core`, torch
+ * and triton (a CPU build runs the Triton kernels in Triton's interpreter), skipped with the reason
+ * otherwise. CI does not install fla.
  */
 import { expect, test } from "bun:test";
 import { expectStatus, pyRun } from "./py-run.ts";
