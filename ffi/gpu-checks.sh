@@ -74,16 +74,20 @@ if has fla; then
       --profile quick --seed "$s" --report "$out/fla-tf32-seed$s.json" --backend "py:$ours/fla_real.py:chunk_gated_delta_rule_tf32"
   done
   # KDA, Comba, DPLR (docs/spec/py-backend.md#fla-new-rules): recurrent and chunked, the in-kernel gate
-  # forms, the value-first state, bf16 with f32 gates; the three plants must fail (the step then
+  # forms, the value-first state, bf16 with f32 gates (plain and storing intermediates), IPLR and RWKV-7
+  # as DPLR; the six plants (recurrent and chunked) must fail (the step then
   # reads as not passed: judge it by fla-new-rules-gpu.json, where only the planted kernels fail)
   n="py:$ours/fla_new_rules.py" p="py:$ours/fla_new_rules_planted.py"
-  # one configuration each (NLC_KERNEL_CONFIGS=first): fourteen kernels under every configuration would not fit a lease
+  # one configuration each (NLC_KERNEL_CONFIGS=first): twenty-four kernels under every configuration would not fit a lease
   NLC_KERNEL_CONFIGS=first run fla-new-rules bun conformance/cli.ts --filter C5/py- --report "$out/fla-new-rules-gpu.json" \
     --backend "$n:fused_recurrent_kda" --backend "$n:fused_recurrent_comba" --backend "$n:fused_recurrent_dplr_delta_rule" \
     --backend "$n:fused_recurrent_kda_gate_in_kernel" --backend "$n:fused_recurrent_kda_neg_eigval" --backend "$n:fused_recurrent_kda_v_first" \
     --backend "$n:chunk_kda" --backend "$n:chunk_kda_bf16" --backend "$n:chunk_kda_gate_in_kernel" \
     --backend "$n:chunk_comba" --backend "$n:chunk_dplr_delta_rule" \
-    --backend "$p:kda_reversed_channels" --backend "$p:comba_reads_k" --backend "$p:dplr_decayed_read"
+    --backend "$n:chunk_kda_bf16_stored" --backend "$n:chunk_comba_bf16_stored" --backend "$n:chunk_dplr_delta_rule_bf16_stored" \
+    --backend "$n:fused_recurrent_iplr_delta_rule" --backend "$n:chunk_iplr_delta_rule" --backend "$n:fused_recurrent_rwkv7" --backend "$n:chunk_rwkv7" \
+    --backend "$p:kda_reversed_channels" --backend "$p:comba_reads_k" --backend "$p:dplr_decayed_read" \
+    --backend "$p:chunk_kda_reversed_channels" --backend "$p:chunk_comba_reads_k" --backend "$p:chunk_dplr_decayed_read"
 fi
 has default && run default bun conformance/cli.ts --report "$out/default.json"
 printf '\n== [%4d s] done: %d step(s) did not pass\n' $((SECONDS - t0)) "$bad"

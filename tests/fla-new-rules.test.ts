@@ -1,9 +1,11 @@
 /**
  * flash-linear-attention's kernels for KDA, Comba and DPLR (examples/py-kernels/fla_new_rules.py),
- * judged as they ship, by declaration only (docs/spec/py-backend.md#fla-new-rules), and the three
- * plants of fla_new_rules_planted.py, each of which must fail. Runs when NLC_FLA_PYTHON names a
- * Python with `fla-core`, torch and triton (a CPU build runs the Triton kernels in Triton's
- * interpreter: slow, a few minutes), skipped with the reason otherwise. CI does not install fla.
+ * judged as they ship, by declaration only (docs/spec/py-backend.md#fla-new-rules), and the
+ * plants of fla_new_rules_planted.py, each of which must fail: recurrent (a few minutes in Triton's
+ * interpreter) and chunked, with IPLR and RWKV-7 as DPLR (about
+ * an hour there, on 2 shared cores). Runs when NLC_FLA_PYTHON names a Python with `fla-core`, torch
+ * and triton (a CPU build runs the Triton kernels in Triton's interpreter), skipped with the reason
+ * otherwise. CI does not install fla.
  */
 import { expect, test } from "bun:test";
 import { expectStatus, pyRun } from "./py-run.ts";
@@ -46,3 +48,39 @@ test.skipIf(reason !== null)("planted: KDA's decays on reversed channels and DPL
   expectStatus(comba, "error");
   expect(comba.message).toContain("accepts the input p (keyword 'p') but ignores it");
 }, 3_600_000);
+
+/**
+ * fla's chunked kernels (and the recurrent IPLR and RWKV-7) -> [rule, has a backward]: those judged
+ * on a CPU (docs/spec/py-backend.md#fla-new-rules has the numbers). The chunked ones declared but not
+ * yet judged there for time (chunk_kda_gate_in_kernel, chunk_comba_bf16_stored,
+ * chunk_dplr_delta_rule_bf16_stored, chunk_rwkv7, chunk_kda_bf16) run in ffi/gpu-checks.sh's fla step.
+ */
+const CHUNKED = {
+  chunk_kda: ["kda", true], chunk_comba: ["comba", true], chunk_dplr_delta_rule: ["dplr", true], chunk_kda_bf16_stored: ["kda", true],
+  chunk_iplr_delta_rule: ["dplr", false], fused_recurrent_iplr_delta_rule: ["dplr", true], fused_recurrent_rwkv7: ["dplr", false],
+} as const;
+const CHUNKED_PLANTS = { chunk_kda_reversed_channels: "kda", chunk_comba_reads_k: "comba", chunk_dplr_decayed_read: "dplr" } as const;
+
+// the chunked kernels in Triton's interpreter, with the project's bf16 and loop-variable support
+// (docs/spec/py-backend.md#triton-cpu), each kernel's first configuration: about an hour on 2 shared cores
+const chunked = pyRun(() => [...Object.keys(CHUNKED).map(FLA), ...Object.keys(CHUNKED_PLANTS).map(PLANTED)],
+  { NLC_TORCH_PYTHON: PY ?? "", NLC_PY_KERNEL_TIMEOUT: process.env.NLC_PY_KERNEL_TIMEOUT ?? "900", NLC_KERNEL_CONFIGS: "first" }, 1);
+
+test.skipIf(reason !== null)("fla's chunked KDA, Comba and DPLR, IPLR and RWKV-7 pass by declaration alone, forward and backward where fla has one", () => {
+  for (const [k, [rule, backward]] of Object.entries(CHUNKED)) {
+    expectStatus(chunked.get(FLA(k), rule, "forward"), "pass");
+    const bw = chunked.get(FLA(k), rule, "backward");
+    expectStatus(bw, backward ? "pass" : "skip");
+    if (!backward) expect(bw.message).toContain("forward-only");
+  }
+}, 7_200_000);
+
+test.skipIf(reason !== null)("planted in the chunked kernels: KDA's reversed channels and DPLR's decayed read fail forward and backward; Comba's correction read with k is an error naming p", () => {
+  for (const kind of ["forward", "backward"]) {
+    expectStatus(chunked.get(PLANTED("chunk_kda_reversed_channels"), "kda", kind), "fail");
+    expectStatus(chunked.get(PLANTED("chunk_dplr_decayed_read"), "dplr", kind), "fail");
+  }
+  const comba = chunked.get(PLANTED("chunk_comba_reads_k"), "comba", "forward");
+  expectStatus(comba, "error");
+  expect(comba.message).toContain("accepts the input p (keyword 'p') but ignores it");
+}, 7_200_000);

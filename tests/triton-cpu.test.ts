@@ -18,17 +18,20 @@ const noTriton = PY === undefined ? "NLC_FLA_PYTHON is not set (a Python with to
   : probe!.exitCode !== 0 ? `${PY} cannot import torch and triton` : null;
 if (noTriton !== null) console.error(`tests/triton-cpu.test.ts: the interpreter probe is skipped: ${noTriton}`);
 
-test.skipIf(noTriton !== null)("bf16 Triton arithmetic in the interpreter: garbage without the support, torch's values bit for bit with it; loop variables are tensors; atomic bf16 refused", () => {
+test.skipIf(noTriton !== null)("bf16 Triton arithmetic in the interpreter: garbage without the support, torch's values bit for bit with it; loop variables are tensors; a builtin under another name runs; atomic bf16 refused", () => {
   const p = Bun.spawnSync({ cmd: [PY!, "tests/py-kernels/triton_bf16_probe.py"], cwd: ROOT, stdout: "pipe", stderr: "pipe" });
   expect(p.exitCode === 0 ? "" : p.stderr.toString().slice(-2000)).toBe("");
   const { before, after } = JSON.parse(p.stdout.toString().trim().split("\n").at(-1)!) as
-    Record<"before" | "after", { rel: Record<string, number | null>; loop: boolean | string; atomic_refused: string | null }>;
+    Record<"before" | "after", { rel: Record<string, number | null>; loop: boolean | string; gather: boolean | string; atomic_refused: string | null }>;
   const ops = ["add", "mul", "sub", "dot", "where_gt", "cast", "cumsum", "sum_max"];
   // Triton 3.8's interpreter: integer arithmetic on the bit patterns (NaN or far off), a truncating cast
   for (const op of ops) expect(before.rel[op] === null || before.rel[op]! > 1e-3).toBe(true);
   expect(String(before.loop)).toContain("'int' object has no attribute 'to'");
   for (const op of ops) expect([op, after.rel[op]]).toEqual([op, 0]);
   expect(after.loop).toBe(true);
+  // a builtin the kernel's module binds under its own name (fla's `gather = tl.gather`)
+  expect(String(before.gather)).toContain("Did you forget to add @triton.jit");
+  expect(after.gather).toBe(true);
   // what the support does not cover is refused with the reason, not run on bit patterns
   expect(before.atomic_refused).toContain("Unsupported data type"); // Triton's own words, no reason
   expect(after.atomic_refused).toContain("atomic bf16 read-modify-writes on raw bit patterns");

@@ -21,8 +21,11 @@ two (the output is NaN where the memory after g holds a NaN or a value above ~88
 of two (`head_dims`). Undeclared (`fused_recurrent_kda_all_dims`) its verdict depends on what lies
 after g in memory: it failed (NaN in y) at seed 1 in one run and passed in another.
 
-On a machine without a GPU the Triton kernels run in Triton's interpreter (fla_real.py sets it up).
-The chunked kernels (`chunk_*`) are judged on a GPU (ffi/gpu-checks.sh).
+On a machine without a GPU the Triton kernels run in Triton's interpreter (fla_real.py sets it up),
+the chunked kernels (`chunk_*`) included, through the kernel host's interpreter support
+(python/nlc_torch/triton_cpu.py); on a GPU, ffi/gpu-checks.sh's fla step. fla's chunked kernels have
+a backward (judged), except chunked IPLR's. IPLR (DPLR without decay) and RWKV-7 (DPLR with fla's
+names r and w) are declared as `dplr`.
 """
 import fla_real  # noqa: F401  (Triton's interpreter without a GPU, the first autotune configuration)
 
@@ -31,8 +34,12 @@ from fla.ops.comba import fused_recurrent_comba as _fused_recurrent_comba
 from fla.ops.gated_delta_rule import fused_recurrent_gated_delta_rule as _fused_recurrent_gated_delta_rule
 from fla.ops.generalized_delta_rule.dplr import chunk_dplr_delta_rule as _chunk_dplr
 from fla.ops.generalized_delta_rule.dplr import fused_recurrent_dplr_delta_rule as _fused_recurrent_dplr
+from fla.ops.generalized_delta_rule.iplr import chunk_iplr_delta_rule as _chunk_iplr
+from fla.ops.generalized_delta_rule.iplr import fused_recurrent_iplr_delta_rule as _fused_recurrent_iplr
 from fla.ops.kda import chunk_kda as _chunk_kda
 from fla.ops.kda import fused_recurrent_kda as _fused_recurrent_kda
+from fla.ops.rwkv7 import chunk_rwkv7 as _chunk_rwkv7
+from fla.ops.rwkv7 import fused_recurrent_rwkv7 as _fused_recurrent_rwkv7
 
 from fla_deltanet import declared
 
@@ -63,7 +70,7 @@ fused_recurrent_kda_neg_eigval = declared(_fused_recurrent_kda, **KDA_NEG_EIGVAL
 fused_recurrent_kda_v_first = declared(_fused_recurrent_kda, **{**KDA, "state_layout": "ours"}, constants={"state_v_first": True},
                                        forward_only=True, head_dims="pow2")
 
-# fla's chunked kernels (chunks of 64 tokens; GPU: the interpreter fails inside them): f32 and, with
+# fla's chunked kernels (chunks of 64 tokens), forward and backward: f32 and, with
 # g kept in f32 beside bf16 q, k, v, as fla is used in training (`input_dtypes`)
 FLA_CHUNK = 64
 chunk_kda = declared(_chunk_kda, **KDA, chunk_size=FLA_CHUNK)
@@ -72,6 +79,28 @@ chunk_kda_gate_in_kernel = declared(_chunk_kda, **KDA_IN_KERNEL, chunk_size=FLA_
 chunk_comba = declared(_chunk_comba, **COMBA, chunk_size=FLA_CHUNK)
 # fla's chunked DPLR takes its chunk size as a keyword: passed through (`constants`), and declared where the boundaries are
 chunk_dplr_delta_rule = declared(_chunk_dplr, **DPLR, chunk_size=FLA_CHUNK, constants={"chunk_size": FLA_CHUNK})
+# bf16 q, k, v (and p, a, b), the gates in f32, declared as keeping intermediates in bf16 (their WY
+# factors, corrected values and chunk states are stored in bf16): docs/spec/precision.md#intermediates
+chunk_kda_bf16_stored = declared(_chunk_kda, **KDA, dtype="bf16", input_dtypes={"alpha": "f32", "theta": "f32"},
+                                 chunk_size=FLA_CHUNK, intermediates="storage")
+chunk_comba_bf16_stored = declared(_chunk_comba, **COMBA, dtype="bf16", input_dtypes={"alpha": "f32", "theta": "f32"},
+                                   chunk_size=FLA_CHUNK, intermediates="storage")
+chunk_dplr_delta_rule_bf16_stored = declared(_chunk_dplr, **DPLR, dtype="bf16", input_dtypes={"alpha": "f32"}, chunk_size=FLA_CHUNK,
+                                             constants={"chunk_size": FLA_CHUNK}, intermediates="storage")
+
+# IPLR is DPLR without the decay (`absent`: alpha = 0, not sent). fla's recurrent IPLR has a backward
+# of its own; its chunked one raises NotImplementedError in backward (forward-only), chunks of 64.
+# fla's recurrent IPLR allocates its final state for B sequences where cu_seqlens gives N > B and
+# writes N states into it (past its end): declared without packed batches (`_varlen` declares them)
+IPLR = {**COMMON, "rules": ["dplr"], "absent": ["alpha"]}
+fused_recurrent_iplr_delta_rule = declared(_fused_recurrent_iplr, **{k: v for k, v in IPLR.items() if k != "varlen"})
+fused_recurrent_iplr_delta_rule_varlen = declared(_fused_recurrent_iplr, **IPLR)
+chunk_iplr_delta_rule = declared(_chunk_iplr, **IPLR, chunk_size=FLA_CHUNK, forward_only=True)
+# RWKV-7 is DPLR: fla's rwkv7 functions call the DPLR kernels with q = r and gk = w. The chunked one
+# as it ships, in chunks of 16 (fla's default for DPLR)
+RWKV7 = {**COMMON, "rules": ["dplr"], "names": {"q": "r"}, "log_gates": {"alpha": "w"}}
+fused_recurrent_rwkv7 = declared(_fused_recurrent_rwkv7, **RWKV7, forward_only=True)
+chunk_rwkv7 = declared(_chunk_rwkv7, **RWKV7, chunk_size=16)
 
 # the same kernel at every head dimension: NaN where K is not a power of two and the memory after g is large (see above)
 fused_recurrent_kda_all_dims = declared(_fused_recurrent_kda, **KDA, forward_only=True)

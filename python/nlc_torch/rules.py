@@ -278,6 +278,8 @@ def _comba(k, v, q, x, g, omega, st, cfg, p=None):
     # u_t = beta_t (v_t - S^T p_t);  S <- a_t S + k_t u_t^T;  o_t = S^T q_t;  a_t = 1 - alpha_t, beta_t = theta_t.
     if p is None:
         raise InputError("in.p: rule 'comba' reads a second key p")
+    if store is not _plain_store:
+        return _comba_stored(k, v, q, p, g, st)
     S = st["M"].t()
     ys = []
     for t in range(k.shape[0]):
@@ -293,12 +295,41 @@ def _dplr(k, v, q, x, g, omega, st, cfg, a=None, b=None):
     # before it decays;  o_t = S^T q_t;  w_t = 1 - alpha_t per key channel.
     if a is None or b is None:
         raise InputError("in.a, in.b: rule 'dplr' reads the low-rank vectors a and b")
+    if store is not _plain_store:
+        return _dplr_stored(k, v, q, a, b, g, st)
     S = st["M"].t()
     ys = []
     for t in range(k.shape[0]):
         S = (1 - g["alpha"][t]).unsqueeze(1) * S + torch.outer(b[t], a[t] @ S) + torch.outer(k[t], v[t])
         ys.append(S.t() @ q[t])
     return torch.stack(ys), {"M": S.t()}
+
+
+def _comba_stored(k, v, q, p, g, st):
+    # As _gated_delta_stored, in M = S^T: the correction reads the undecayed state with p, e = M p - v
+    # (u = -beta e), then M <- a M - beta e k^T. Marked: q, k, p, the state where p reads it, the
+    # prediction, e, the update (k marked again), the state where y reads it, and y.
+    M = st["M"]
+    k, q, p = store(k), store(q), store(p)
+    ys = []
+    for t in range(k.shape[0]):
+        e = store(store(store(M) @ p[t]) - v[t])
+        M = (1 - g["alpha"][t]) * M - g["theta"][t] * store(torch.outer(e, store(k[t])))
+        ys.append(store(store(M) @ q[t]))
+    return torch.stack(ys), {"M": M}
+
+
+def _dplr_stored(k, v, q, a, b, g, st):
+    # As _gated_delta_stored, in M = S^T: M <- M diag(w) + (M a) b^T + v k^T, M a read before the
+    # decay. Marked: q, k, a, b, the state where a and q read it, M a, and the two rank-one updates, y.
+    M = st["M"]
+    k, q, a, b = store(k), store(q), store(a), store(b)
+    ys = []
+    for t in range(k.shape[0]):
+        r = store(store(M) @ a[t])
+        M = M * (1 - g["alpha"][t]).unsqueeze(0) + store(torch.outer(r, b[t])) + store(torch.outer(v[t], k[t]))
+        ys.append(store(store(M) @ q[t]))
+    return torch.stack(ys), {"M": M}
 
 
 def _titans(k, v, q, x, g, omega, st, cfg):

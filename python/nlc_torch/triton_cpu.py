@@ -13,6 +13,10 @@ GPU, or is refused with the reason. Measured on Triton 3.8:
   variable is an int32 scalar tensor: `i_t.to(tl.int64)` (fla's chunked kernels) fails with
   "'int' object has no attribute 'to'". Here the loop variables of a kernel's dynamic loops are
   int32 scalar tensors (`tl.static_range` keeps Python ints, as compiled).
+- The interpreter runs Triton's builtins by patching them as attributes of `triton.language`; a
+  builtin the kernel's module binds under its own name (fla's `gather = tl.gather`, which its chunked
+  DPLR kernels call) is called unpatched and fails with "Did you forget to add @triton.jit ?". Here
+  such globals of the kernel's module are called as the interpreter calls the ones it patches.
 - Atomic read-modify-writes on bf16 and every fp8 arithmetic stay unsupported: a kernel that
   reaches one is refused (TritonCpuRefused), never run on raw bit patterns.
 
@@ -21,6 +25,7 @@ imported Triton and the interpreter is on.
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
 
@@ -196,6 +201,11 @@ def install() -> bool:
         for i in range(int(start), int(end), 1 if step is None else int(step)):
             yield tl.tensor(I.TensorHandle(np.array([i], dtype=np.int32), tl.int32), tl.int32)
 
+    def interpreted_builtin(member, *args, **kwargs):
+        """A builtin called as the interpreter calls the ones it patches: with its semantic."""
+        kwargs.pop("_semantic", None)
+        return member(*args, **kwargs, _semantic=I.interpreter_semantic)
+
     static_range = I._patch_lang_core
 
     def patch_lang_core(lang, scope):
@@ -211,16 +221,23 @@ def install() -> bool:
         scope = patch_lang(fn)
         g = fn.__globals__
         missing = object()
-        old = g.get("range", missing)
+        # the loop variables; and Triton builtins the kernel's module binds under a name of its own
+        # (fla: `gather = tl.gather`), which the interpreter patches only as attributes of tl
+        saved = {"range": g.get("range", missing)}
         g["range"] = tensor_range
+        for name, member in list(g.items()):
+            if name != "range" and not isinstance(member, type) and tl.core.is_builtin(member):
+                saved[name] = member
+                g[name] = functools.partial(interpreted_builtin, member)
         restore = scope.restore
 
         def undo():
             restore()
-            if old is missing:
-                g.pop("range", None)
-            else:
-                g["range"] = old
+            for name, old in saved.items():
+                if old is missing:
+                    g.pop(name, None)
+                else:
+                    g[name] = old
         scope.restore = undo
         return scope
 

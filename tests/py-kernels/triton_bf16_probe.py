@@ -2,6 +2,7 @@
 the kernel host's support (python/nlc_torch/triton_cpu.py; tests/triton-cpu.test.ts). Prints one
 JSON line: per operation, the largest |interpreted - torch| relative to max |torch|, before and
 after the support is installed, whether a dynamic loop's variable has `.to` (fla's chunked kernels),
+whether a builtin bound under the module's own name runs (fla's chunked DPLR: `gather = tl.gather`),
 and the error an atomic bf16 add raises (null: none).
 
     TRITON_INTERPRET=1 python tests/py-kernels/triton_bf16_probe.py
@@ -43,6 +44,15 @@ def loop(out_ptr, T: tl.constexpr):
     tl.store(out_ptr + tl.arange(0, 1), acc)
 
 
+take = tl.gather  # a builtin bound under the module's own name, as fla binds `gather`
+
+
+@triton.jit
+def gathered(x_ptr, out_ptr, N: tl.constexpr):
+    i = tl.arange(0, N)
+    tl.store(out_ptr + i, take(tl.load(x_ptr + i), N - 1 - i, axis=0))
+
+
 @triton.jit
 def atomic(x_ptr, v_ptr):
     i = tl.arange(0, 4)
@@ -72,11 +82,17 @@ def run():
     except Exception as e:  # noqa: BLE001 — the interpreter's error is the measurement
         ok = f"{type(e).__name__}: {e}"
     try:
+        x, g = torch.arange(8, dtype=torch.float32), torch.zeros(8)
+        gathered[(1,)](x, g, 8)
+        gather = bool(torch.equal(g, x.flip(0)))
+    except Exception as e:  # noqa: BLE001
+        gather = f"{type(e).__name__}: {e}"
+    try:
         atomic[(1,)](torch.zeros(4, dtype=torch.bfloat16), torch.ones(4, dtype=torch.bfloat16))
         refused = None
     except Exception as e:  # noqa: BLE001
         refused = str(e)
-    return {"rel": rel, "loop": ok, "atomic_refused": refused}
+    return {"rel": rel, "loop": ok, "gather": gather, "atomic_refused": refused}
 
 
 before = run()
