@@ -26,8 +26,8 @@ import type { Toolchain } from "../ffi/toolchain.ts";
 import type { SeqTensors } from "../oracle/kernel-case.ts";
 import type { Precision } from "../src/precision.ts";
 
-/** How a backend's kernels are reached. */
-export type BackendKind = "native" | "python";
+/** How a backend's kernels are reached: a native library, a Python process, or TypeScript in the checking process. */
+export type BackendKind = "native" | "python" | "in-process";
 
 /** Whether a backend can run kernels: its device (and toolchain), or why not. */
 export type Probe =

@@ -10,7 +10,6 @@ import type { BackendInfo } from "../harness/report.ts";
 import { c0OpChecks } from "./c0/ops.ts";
 import { c0TapeChecks } from "./c0/tape.ts";
 import { fixtureChecks } from "./c6/fixtures.ts";
-import { kernelBackends, kernelChecks } from "./c5/checks.ts";
 import { c2ModelChecks } from "./c2/model.ts";
 import { c3Checks } from "./c3/hand-written.ts";
 import { c4Checks } from "./c4/traced.ts";
@@ -20,7 +19,7 @@ import { c2RuleChecks } from "./c2/rule.ts";
 import { c8Checks } from "./c8/invariants.ts";
 import { c9Checks } from "./c9/checks.ts";
 import { chunkFormChecks } from "./chunk/checks.ts";
-import { pyBackends, pyKernelChecks } from "./py/checks.ts";
+import { KINDS } from "./backend-kinds.ts";
 
 export interface CatalogueOptions {
   /** Extra fixture directories (C6), besides fixtures/. */
@@ -40,14 +39,14 @@ export function buildCatalogue(opts: CatalogueOptions): Catalogue {
   const checks: CheckDef<any>[] = [
     ...c0OpChecks(), ...c0TapeChecks(), ...c1Checks(), ...c2RuleChecks(), ...c8Checks(),
     ...c2ModelChecks(), ...c3Checks(), ...c4Checks(), ...c7Checks(), ...fixtureChecks([join(ROOT, "fixtures"), ...opts.fixtureDirs]),
-    ...kernelChecks(), ...pyKernelChecks(), ...c9Checks(), ...chunkFormChecks(),
+    ...KINDS.flatMap((k) => k.checks()), ...c9Checks(), ...chunkFormChecks(),
   ];
   const ids = new Set<string>();
   for (const c of checks) {
     if (ids.has(c.id)) throw new Error(`duplicate check id ${c.id}`);
     ids.add(c.id);
   }
-  return { checks, backends: () => [{ name: "ref", available: true }, ...kernelBackends(), ...pyBackends()] };
+  return { checks, backends: () => [{ name: "ref", available: true }, ...KINDS.flatMap((k) => k.backends())] };
 }
 
 /**

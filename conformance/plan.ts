@@ -7,7 +7,7 @@
  */
 import { existsSync, mkdirSync, statSync, unlinkSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
-import { kernelBackendNames, NAMED_BACKENDS } from "../ffi/backends.ts";
+import { kernelBackendNames } from "../ffi/backends.ts";
 import type { CheckDef, Profile } from "../harness/check.ts";
 import { DEFAULT_REPORT } from "../harness/report.ts";
 import { selectShard, type Shard } from "../harness/shard.ts";
@@ -15,10 +15,10 @@ import { nearest } from "../harness/nearest.ts";
 import { buildCatalogue, matchesFilter, type Catalogue } from "./catalogue.ts";
 import { variantKey } from "../src/rules/level.ts";
 import { probeBackends } from "./c5/spawn.ts";
-import { PY_PREFIX, parsePyBackendArg, pyIdCollision } from "./py/plan.ts";
+import { kindOf, KINDS, type BackendKindEntry } from "./backend-kinds.ts";
 import { configLimit } from "./py/configurations.ts";
 import { UsageError } from "../harness/usage-error.ts";
-import { adoptEnvironment, environment } from "../environment.ts";
+import { adoptEnvironment, environment, type EnvironmentVariable } from "../environment.ts";
 
 /** A setting that cannot be used (exit status 2); the message names the setting (harness/usage-error.ts). */
 export { UsageError };
@@ -64,33 +64,30 @@ export interface RunPlan {
 export const CLI_NAMES: RunRequest["names"] = { filter: "--filter", backend: "--backend", report: "--report", shard: "--shard" };
 export const ENV_NAMES: RunRequest["names"] = { filter: "NLC_FILTER", backend: "NLC_BACKENDS", report: "NLC_REPORT", shard: "NLC_SHARD" };
 
-/** Every backend kind --backend accepts, for messages. */
-export const BACKEND_KINDS = `${NAMED_BACKENDS.join(", ")}, lib:<path to a library implementing ffi/nlk.h>, or py:<module>:<callable>[@<name>]`;
-
 const message = (e: unknown) => (e instanceof Error ? e.message : String(e));
 
 /**
- * The kernel backends are settings of the environment record (NLC_BACKENDS, NLC_PY_BACKENDS;
- * environment.ts), which the worker threads adopt and the child processes get as their
- * environment: --backend values go into the record (process.env is left as it is).
+ * The kernel backends are settings of the environment record (each kind's variable,
+ * backend-kinds.ts; environment.ts), which the worker threads adopt and the child processes get as
+ * their environment: --backend values go into the record (process.env is left as it is).
  */
 function applyBackends(values: readonly string[], flag: string): void {
   for (const b of values) {
-    if (b === "lib:" || b.trim() === "") throw new UsageError(`${flag} '${b}': a library backend needs a path, e.g. lib:/path/to/libnlk.so`);
-    if (b.startsWith(PY_PREFIX)) {
-      try {
-        parsePyBackendArg(b);
-      } catch (e) {
-        throw new UsageError(message(e));
-      }
-    } else if (!(NAMED_BACKENDS as readonly string[]).includes(b) && !b.startsWith("lib:") && b !== "ref") {
-      throw new UsageError(`${flag} '${b}': unknown backend (expected ${BACKEND_KINDS})`);
-    }
+    const problem = kindOf(b).problem(b, flag);
+    if (problem !== null) throw new UsageError(problem);
   }
-  const py = values.filter((b) => b.startsWith(PY_PREFIX)), libs = values.filter((b) => !b.startsWith(PY_PREFIX));
-  const collision = pyIdCollision(py, flag);
-  if (collision !== null) throw new UsageError(collision);
-  adoptEnvironment({ ...environment(), NLC_PY_BACKENDS: py.join(","), NLC_BACKENDS: libs.length > 0 ? libs.join(",") : "ref" });
+  const byVariable = new Map<EnvironmentVariable, { kind: BackendKindEntry; names: string[] }>();
+  for (const kind of KINDS) {
+    const names = values.filter((b) => kindOf(b) === kind);
+    const problem = kind.together(names, flag);
+    if (problem !== null) throw new UsageError(problem);
+    const v = byVariable.get(kind.variable);
+    if (v === undefined) byVariable.set(kind.variable, { kind, names });
+    else v.names.push(...names);
+  }
+  const update: Partial<Record<EnvironmentVariable, string>> = {};
+  for (const [variable, { kind, names }] of byVariable) update[variable] = kind.encode(names);
+  adoptEnvironment({ ...environment(), ...update });
 }
 
 /** Why a report cannot be written at `path` (asked before the run, so no result is lost), or null. */

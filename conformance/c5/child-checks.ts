@@ -13,9 +13,9 @@ import { batchArb, boundaryExample, chunkExample, oddKeyExample, saturatedExampl
 import { coverage } from "../../oracle/kernel-judge.ts";
 import { DEFAULT_KERNEL_CHUNKS, ShapeTally, type Runs, expectedTensors, regimeOutcome, regimesOf, untilFailure, withRegimesNotJudged, withShapes } from "../../cases/kernel-batch.ts";
 import { THREAD_MODE_RULE, plantedFault, raceDetector, syncMisuse, threadMode } from "./emu-selftest.ts";
-import { backwardCase, forwardCase } from "./forward-backward.ts";
-import { nativeBackend } from "./native-backend.ts";
-import type { KernelDeclaration } from "../../cases/kernel-backend.ts";
+import { phaseCase } from "./forward-backward.ts";
+import { nativeBackend, type NativeBatch } from "./native-backend.ts";
+import type { KernelBackend, KernelDeclaration } from "../../cases/kernel-backend.ts";
 import { E2E_CHECKPOINT, e2eCase, gpuBlocksCase, raceCase } from "./phases.ts";
 import type { ChildEntry, RuleEntry } from "./plan.ts";
 import { CHUNK_T, checkpointCase, chunkCase, workspaceBound } from "./checkpoint.ts";
@@ -58,17 +58,26 @@ function skipReason(e: RuleEntry, declared: KernelDeclaration): string | null {
  * a different rule, judged by forward and backward against the chunk-start GD reference
  * (docs/spec/kernel-abi.md#chunk-form).
  */
-function chunkFormSkip(e: RuleEntry, lib: KernelLib): string | null {
+function chunkFormSkip(e: RuleEntry, declared: KernelDeclaration): string | null {
   if (e.frozen || (e.kind !== "chunks" && e.kind !== "tape-e2e")) return null;
-  const f = lib.chunkForm(e.decl.key);
+  const f = declared.chunkForm;
   if (typeof f === "string" || f.kind !== "chunk-start-gd") return null;
   return `the pair declares chunk-start GD (C = ${f.C}): it computes that form, not the sequential rule this check runs; ` +
     `its forward and backward are compared with the chunk-start GD reference (docs/spec/kernel-abi.md#chunk-form)`;
 }
 
-function ruleCheck(e: RuleEntry, lib: KernelLib, profile: Profile): ChildCheck {
-  const declaration = nativeBackend(lib).declare(e.decl.key, e.frozen);
-  const skip = skipReason(e, declaration) ?? chunkFormSkip(e, lib);
+/**
+ * The check of a rule entry on a backend that answers at once (cases/kernel-backend.ts): forward
+ * and backward go through the contract; the other entries call a native library's own entry
+ * points (`lib`; null for a backend that is not one, which has no such entries).
+ */
+function ruleCheck(e: RuleEntry, backend: KernelBackend<NativeBatch, true>, lib: KernelLib | null, profile: Profile): ChildCheck {
+  const native = (): KernelLib => {
+    if (lib === null) throw new Error(`${e.id}: ${backend.name} is not a native library, and ${e.kind} calls a library's entry points`);
+    return lib;
+  };
+  const declaration = backend.declare(e.decl.key, e.frozen);
+  const skip = skipReason(e, declaration) ?? chunkFormSkip(e, declaration);
   if (skip !== null) return { def: { ...base(e), kind: "skipped", reason: skip } };
   const { decl, frozen, runs } = e;
   const exercised = new Set<string>();
@@ -108,30 +117,30 @@ function ruleCheck(e: RuleEntry, lib: KernelLib, profile: Profile): ChildCheck {
   };
   switch (e.kind) {
     case "forward":
-      return { def: batches((k) => forwardCase(decl, frozen, lib, k, exercised), true), after: covered(expectedTensors("forward", decl, frozen)) };
+      return { def: batches((k) => phaseCase("forward", decl, frozen, backend, k, exercised), true), after: covered(expectedTensors("forward", decl, frozen)) };
     case "backward":
-      return { def: batches((k) => backwardCase(decl, frozen, lib, k, exercised), true), after: covered(expectedTensors("backward", decl, frozen)) };
+      return { def: batches((k) => phaseCase("backward", decl, frozen, backend, k, exercised), true), after: covered(expectedTensors("backward", decl, frozen)) };
     case "gpu-blocks":
       return {
-        def: batches((k) => gpuBlocksCase(decl, frozen, lib, k, exercised)),
+        def: batches((k) => gpuBlocksCase(decl, frozen, native(), k, exercised)),
         after: covered([...expectedTensors("forward", decl, frozen), ...expectedTensors("backward", decl, frozen)]),
       };
     case "race":
-      return { def: batches((k) => raceCase(decl, frozen, lib, k)), after: shaped() };
+      return { def: batches((k) => raceCase(decl, frozen, native(), k)), after: shaped() };
     case "checkpoint":
       // our kernels replay the forward's own step, so the gradients are bitwise equal for every C
-      return { def: batches((k) => checkpointCase(decl, lib, k, lib.emu !== null)), after: shaped() };
+      return { def: batches((k) => checkpointCase(decl, native(), k, native().emu !== null)), after: shaped() };
     case "chunks": {
       const examples = otherEnumValues(decl, chunkExample(decl, CHUNK_T).base).length === 0 ? [] : withEnumExamples(decl, false, chunkExample(decl, CHUNK_T));
       const def: PropertyCheck<KSpec> = {
         ...base(e), kind: "property", runs: plus(runs, examples.length), arb: batchArb(decl, false, profile, { d: [1, 8], seq_len: [CHUNK_T, CHUNK_T] }),
         ...(examples.length === 0 ? {} : { examples }),
-        run: tallied((k) => chunkCase(decl, lib, k, exercised)),
+        run: tallied((k) => chunkCase(decl, native(), k, exercised)),
       };
       return { def, after: covered(expectedTensors("backward", decl, false)) };
     }
     case "workspace":
-      return { def: { ...base(e), kind: "single", run: () => workspaceBound(decl, lib) } };
+      return { def: { ...base(e), kind: "single", run: () => workspaceBound(decl, native()) } };
     case "tape-e2e": {
       // one sequence through the whole rule: the rule's own case generator, and a fixed first case
       // from a random state (tapeE2eExamples)
@@ -140,7 +149,7 @@ function ruleCheck(e: RuleEntry, lib: KernelLib, profile: Profile): ChildCheck {
         ...base(e), kind: "property", runs: plus(runs, examples.length), arb: ruleCaseSpecArb(decl, sizesFor(profile)), examples,
         run: (spec) => {
           tally.add({ B: 1, T: spec.seq_len, H: 1, d: spec.d }, declared ?? E2E_CHECKPOINT);
-          return e2eCase(decl, lib, spec, exercised);
+          return e2eCase(decl, native(), spec, exercised);
         },
       };
       return { def, after: covered(expectedTensors("tape-e2e", decl, frozen)) };
@@ -174,7 +183,7 @@ export function childCheck(e: ChildEntry, lib: KernelLib, profile: Profile, test
     case "gpu-blocks":
     case "race":
     case "tape-e2e":
-      return ruleCheck(e, lib, profile);
+      return ruleCheck(e, nativeBackend(lib), lib, profile);
     case "emu-race-detector":
       return { def: { ...base(e), kind: "single", run: () => raceDetector(testLib()) } };
     case "emu-sync":
@@ -189,4 +198,13 @@ export function childCheck(e: ChildEntry, lib: KernelLib, profile: Profile, test
 /** Whether the entry runs kernels of the cpu-test library (planted race, sync misuse, faults). */
 export function needsTestLib(e: ChildEntry): boolean {
   return e.kind === "planted" || e.kind === "emu-race-detector" || e.kind === "emu-sync";
+}
+
+/**
+ * The forward or backward check of a rule entry on a backend that answers at once, run where it is
+ * called (an in-process kernel, conformance/c5/in-process.ts): its definition, and the coverage
+ * rule applied to its result.
+ */
+export function backendPhaseCheck(e: RuleEntry & { kind: "forward" | "backward" }, backend: KernelBackend<NativeBatch, true>, profile: Profile): ChildCheck {
+  return ruleCheck(e, backend, null, profile);
 }

@@ -11,7 +11,8 @@ import type { CaseOutcome } from "../../harness/check.ts";
 import type { RuleConfig, RuleDecl } from "../../src/rules/types.ts";
 import { asStored, sequencesOf, type KSpec, type Seq } from "./batch.ts";
 import { comparedItems } from "../../cases/kernel-batch.ts";
-import { nativeBackend } from "./native-backend.ts";
+import { nativeBackend, type NativeBatch } from "./native-backend.ts";
+import type { KernelBackend } from "../../cases/kernel-backend.ts";
 import type { Precision } from "../../src/precision.ts";
 import { plainRuns, plainYardstickSeq } from "../../oracle/plain-reference.ts";
 import type { PairCase, SeqTensors } from "../../oracle/kernel-case.ts";
@@ -61,12 +62,12 @@ function compareAll(decl: RuleDecl, frozen: boolean, k: KSpec, seqs: Seq[], cfg:
 }
 
 /**
- * One phase of a case: the forward kernel's y (and, unfrozen, every final state tensor), or every
+ * One phase of a case on a backend that answers at once (a native library, an in-process kernel;
+ * cases/kernel-backend.ts): the forward kernel's y (and, unfrozen, every final state tensor), or every
  * gradient of the backward kernel, d(initial state) included (frozen: dq and d(state)), judged at
  * the precision the phase's function declares.
  */
-function phaseCase(which: "forward" | "backward", decl: RuleDecl, frozen: boolean, lib: KernelLib, k: KSpec, exercised: Set<string>): CaseOutcome {
-  const backend = nativeBackend(lib);
+export function phaseCase(which: "forward" | "backward", decl: RuleDecl, frozen: boolean, backend: KernelBackend<NativeBatch, true>, k: KSpec, exercised: Set<string>): CaseOutcome {
   const declared = backend.declare(decl.key, frozen);
   const form = refFormOf(decl, frozen, declared.chunkForm);
   if (typeof form === "string") return { ok: false, message: form };
@@ -80,9 +81,9 @@ function phaseCase(which: "forward" | "backward", decl: RuleDecl, frozen: boolea
 }
 
 export const forwardCase = (decl: RuleDecl, frozen: boolean, lib: KernelLib, k: KSpec, exercised: Set<string>): CaseOutcome =>
-  phaseCase("forward", decl, frozen, lib, k, exercised);
+  phaseCase("forward", decl, frozen, nativeBackend(lib), k, exercised);
 export const backwardCase = (decl: RuleDecl, frozen: boolean, lib: KernelLib, k: KSpec, exercised: Set<string>): CaseOutcome =>
-  phaseCase("backward", decl, frozen, lib, k, exercised);
+  phaseCase("backward", decl, frozen, nativeBackend(lib), k, exercised);
 
 /** Names the reference in the outcome when it is not the sequential rule. */
 function withForm(o: CaseOutcome, form: RefForm): CaseOutcome {

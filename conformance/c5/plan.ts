@@ -84,8 +84,7 @@ function isEmu(backend: string): boolean {
   return backend === "cpu-emu";
 }
 
-function ruleEntries(backend: string, decl: RuleDecl, frozen: boolean): RuleEntry[] {
-  const slug = backendSlug(backend);
+function ruleEntries(backend: string, decl: RuleDecl, frozen: boolean, slug: string): RuleEntry[] {
   const key = variantKey(decl.key, frozen);
   const subject = { rule: decl.key, frozen, backend };
   const sheet = `docs/spec/conformance.md#c5; ${decl.sheet}${frozen ? " (frozen read, D3)" : ""}; docs/spec/kernel-abi.md#contract`;
@@ -118,14 +117,14 @@ function ruleHasState(decl: RuleDecl): boolean {
   return Object.keys(decl.stateShapes(withDefaults(decl, { d: 8, seq_len: 1 }))).length > 0;
 }
 
-/** Every check a backend's child runs in a normal run, in catalogue order. */
-export function c5Plan(backend: string): ChildEntry[] {
+/** Every check a backend's child runs in a normal run, in catalogue order; `slug` is the backend's id segment. */
+export function c5Plan(backend: string, slug: string = backendSlug(backend)): ChildEntry[] {
   const out: ChildEntry[] = [];
   for (const decl of RULES) {
-    for (const frozen of decl.frozen === null ? [false] : [false, true]) out.push(...ruleEntries(backend, decl, frozen));
+    for (const frozen of decl.frozen === null ? [false] : [false, true]) out.push(...ruleEntries(backend, decl, frozen, slug));
   }
   if (isEmu(backend)) {
-    const slug = backendSlug(backend), subject = { backend };
+    const subject = { backend };
     out.push({
       id: `C5/${slug}/emu/race-detector`, kind: "emu-race-detector", subject, tolerance: TOL_BITWISE,
       spec: "docs/spec/conformance.md#c5; cuda/README.md (race check): a planted missing __syncthreads() is caught",

@@ -1,0 +1,105 @@
+/**
+ * The kinds of kernel backend (docs/spec/kernel-abi.md#backend-kinds): one entry per kind, saying
+ * which --backend values are its, what is wrong with a value, where its values travel to worker
+ * threads and children, the checks it generates for them and how the report lists them. The plan
+ * (plan.ts) and the catalogue (catalogue.ts) go through this table and name no kind; a new kind of
+ * backend is one entry here and the module that implements the contract (cases/kernel-backend.ts),
+ * as README "Adding a backend kind" walks.
+ */
+import { NAMED_BACKENDS } from "../ffi/backends.ts";
+import type { CheckDef } from "../harness/check.ts";
+import type { BackendInfo } from "../harness/report.ts";
+import { kernelBackends, kernelChecks } from "./c5/checks.ts";
+import { inProcessKernelChecks, type InProcessFactory } from "./c5/in-process.ts";
+import { pyBackends, pyKernelChecks } from "./py/checks.ts";
+import { PY_PREFIX, parsePyBackendArg, pyIdCollision } from "./py/plan.ts";
+import { environment, type EnvironmentVariable } from "../environment.ts";
+
+export interface BackendKindEntry {
+  /** Whether a --backend value is of this kind (the native kind takes every value no other kind takes). */
+  owns(name: string): boolean;
+  /** How --backend spells the kind, for messages. */
+  readonly spelled: string;
+  /** Why a value of this kind cannot be used (the message names `flag` and the value), or null. */
+  problem(name: string, flag: string): string | null;
+  /** Why this kind's values cannot be used together, or null. */
+  together(names: readonly string[], flag: string): string | null;
+  /** The environment variable its values travel in to worker threads and child processes, and the value for them. */
+  readonly variable: EnvironmentVariable;
+  encode(names: readonly string[]): string;
+  /** The checks of its configured backends. */
+  checks(): CheckDef[];
+  /** Its configured backends for the report, asked for after the checks ran. */
+  backends(): BackendInfo[];
+}
+
+const message = (e: unknown) => (e instanceof Error ? e.message : String(e));
+
+/** Native libraries through ffi/nlk.h: our builds by name (cpu-emu, cuda, ...) and lib:<path>; C5's own checks (c5/checks.ts). */
+const NATIVE: BackendKindEntry = {
+  owns: () => true,
+  spelled: `${NAMED_BACKENDS.join(", ")}, lib:<path to a library implementing ffi/nlk.h>`,
+  problem: (b, flag) => {
+    if (b === "lib:" || b.trim() === "") return `${flag} '${b}': a library backend needs a path, e.g. lib:/path/to/libnlk.so`;
+    if (!(NAMED_BACKENDS as readonly string[]).includes(b) && !b.startsWith("lib:") && b !== "ref") return `${flag} '${b}': unknown backend (expected ${backendKindsSpelled()})`;
+    return null;
+  },
+  together: () => null,
+  // none named: the reference alone (an empty NLC_BACKENDS is the default builds)
+  variable: "NLC_BACKENDS", encode: (names) => (names.length > 0 ? names.join(",") : "ref"),
+  checks: kernelChecks, backends: kernelBackends,
+};
+
+/** py:<module>:<callable>[@<name>]: a PyTorch/Triton pair behind the kernel host (conformance/py/). */
+const PYTHON: BackendKindEntry = {
+  owns: (b) => b.startsWith(PY_PREFIX),
+  spelled: "py:<module>:<callable>[@<name>]",
+  problem: (b) => {
+    try {
+      parsePyBackendArg(b);
+      return null;
+    } catch (e) {
+      return message(e);
+    }
+  },
+  together: (names, flag) => pyIdCollision([...names], flag),
+  variable: "NLC_PY_BACKENDS", encode: (names) => names.join(","),
+  checks: pyKernelChecks, backends: pyBackends,
+};
+
+/** Where the values of every in-process kind travel (one variable for all of them: each reads its own prefix). */
+const IN_PROCESS_VARIABLE: EnvironmentVariable = "NLC_IN_PROCESS_BACKENDS";
+
+/**
+ * A kind of in-process backend, `<prefix><name>`: kernels that run in the checking process and
+ * answer at once (c5/in-process.ts), by name. Its checks are C5's forward and backward, with ids
+ * C5/<prefix without the colon>-<name>/...
+ */
+export function inProcessKind(prefix: string, byName: Readonly<Record<string, InProcessFactory>>): BackendKindEntry {
+  const spelled = `${prefix}<${Object.keys(byName).join("|")}>`;
+  const configured = () => (environment()[IN_PROCESS_VARIABLE] ?? "").split(",").map((b) => b.trim()).filter((b) => b.startsWith(prefix));
+  const slug = (b: string) => `${prefix.replace(/:$/, "")}-${b.slice(prefix.length)}`;
+  return {
+    owns: (b) => b.startsWith(prefix),
+    spelled,
+    problem: (b, flag) => (Object.hasOwn(byName, b.slice(prefix.length)) ? null : `${flag} '${b}': no in-process backend '${b.slice(prefix.length)}' (expected ${spelled})`),
+    together: () => null,
+    variable: IN_PROCESS_VARIABLE, encode: (names) => names.join(","),
+    checks: () => [...new Set(configured())].flatMap((b) => inProcessKernelChecks(b, slug(b), byName[b.slice(prefix.length)]!)),
+    backends: () => [...new Set(configured())].map((b) => ({ name: b, available: true, device: "in process (TypeScript)" })),
+  };
+}
+
+/** Every kind, in catalogue order; the native kind first (it takes what no other takes). */
+export const KINDS: readonly BackendKindEntry[] = [NATIVE, PYTHON];
+
+/** The kind of a --backend value. */
+export function kindOf(name: string): BackendKindEntry {
+  return KINDS.find((k) => k !== NATIVE && k.owns(name)) ?? NATIVE;
+}
+
+/** Every backend kind --backend accepts, for messages. */
+export function backendKindsSpelled(): string {
+  const all = KINDS.map((k) => k.spelled);
+  return all.length === 1 ? all[0]! : `${all.slice(0, -1).join(", ")}, or ${all.at(-1)}`;
+}

@@ -1,0 +1,42 @@
+/**
+ * The table of backend kinds (conformance/backend-kinds.ts, docs/spec/kernel-abi.md#backend-kinds):
+ * each --backend value goes to one kind, the native and py: kinds keep their messages and
+ * variables, and an in-process kind's entry takes its own values, says what is wrong with another
+ * and generates C5 forward and backward for every rule variant from the variable it reads.
+ */
+import { afterEach, expect, test } from "bun:test";
+import { inProcessKind, kindOf, KINDS, backendKindsSpelled } from "../conformance/backend-kinds.ts";
+import { RULES } from "../src/rules/index.ts";
+import { adoptEnvironment, environment } from "../environment.ts";
+
+const saved = environment();
+afterEach(() => adoptEnvironment(saved));
+
+test("each value goes to one kind, in the variable the children read", () => {
+  expect(KINDS.length).toBe(2);
+  expect(kindOf("py:examples/py-kernels/naive_delta.py:naive_delta").variable).toBe("NLC_PY_BACKENDS");
+  for (const b of ["cpu-emu", "cuda", "lib:/x/libnlk.so", "ref", "nonsense"]) expect(kindOf(b).variable).toBe("NLC_BACKENDS");
+  expect(kindOf("cpu-emu").encode([])).toBe("ref");
+  expect(kindOf("nonsense").problem("nonsense", "--backend")).toBe(`--backend 'nonsense': unknown backend (expected ${backendKindsSpelled()})`);
+  expect(backendKindsSpelled()).toBe("cpu-emu, cuda, cpu-f32, cuda-f32, cpu-bf16, cuda-bf16, lib:<path to a library implementing ffi/nlk.h>, or py:<module>:<callable>[@<name>]");
+  expect(kindOf("lib:").problem("lib:", "--backend")).toContain("a library backend needs a path");
+  expect(kindOf("py:nocallable").problem("py:nocallable", "--backend")).toContain("expected py:<module>:<callable>");
+});
+
+test("an in-process kind takes its prefix, names what it lacks, and generates forward and backward per rule variant", () => {
+  const never = () => {
+    throw new Error("not made: listing the checks makes no backend");
+  };
+  const kind = inProcessKind("t:", { a: never });
+  expect(kind.owns("t:a") && kind.owns("t:b") && !kind.owns("py:a:b")).toBe(true);
+  expect(kind.problem("t:a", "--backend")).toBeNull();
+  expect(kind.problem("t:b", "--backend")).toBe("--backend 't:b': no in-process backend 'b' (expected t:<a>)");
+  adoptEnvironment({ ...environment(), NLC_IN_PROCESS_BACKENDS: "" });
+  expect(kind.checks()).toEqual([]);
+  adoptEnvironment({ ...environment(), NLC_IN_PROCESS_BACKENDS: "other:x,t:a" });
+  const ids = kind.checks().map((c) => c.id).sort();
+  const variants = RULES.flatMap((r) => (r.frozen === null ? [r.key] : [r.key, `${r.key}.frozen`]));
+  expect(ids).toEqual(variants.flatMap((v) => [`C5/t-a/${v}/backward`, `C5/t-a/${v}/forward`]).sort());
+  expect(kind.checks().every((c) => c.kind === "delegated" && c.needs.child === "C5 t:a" && c.replayArgs?.join(" ") === "--backend t:a" && c.subject.backend === "t:a")).toBe(true);
+  expect(kind.backends()).toEqual([{ name: "t:a", available: true, device: "in process (TypeScript)" }]);
+});
