@@ -146,3 +146,13 @@ test("acrossVariants: own choice first, each variant pinned in order up to the f
   expect(acrossVariants(null, new ConfigTally("all", "variants"), () => (called++, { ok: true })).ok).toBe(true);
   expect(called).toBe(1);
 });
+
+test("an NLC_KERNEL_CONFIGS the suite does not know is a usage error (exit 2) with lib: backends alone too", () => {
+  buildLibs();
+  const p = Bun.spawnSync({
+    cmd: [process.execPath, "conformance/cli.ts", "--backend", `lib:${libOf("variants")}`, "--filter", idOf("variants", "forward"), "--profile", "quick"],
+    cwd: ROOT, stdout: "pipe", stderr: "pipe", env: { ...process.env, NLC_KERNEL_CONFIGS: "every" },
+  });
+  expect(p.exitCode).toBe(2);
+  expect(p.stderr.toString()).toContain('NLC_KERNEL_CONFIGS="every": expected "all"');
+}, 120_000);
