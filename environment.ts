@@ -16,7 +16,7 @@ export const ENVIRONMENT_VARIABLES = {
   NLC_KERNEL_TIMEOUT: "seconds a batch of native kernel checks may take",
   NLC_KERNEL_PRELOAD: "LD_PRELOAD of the native kernel children (e.g. a sanitizer runtime)",
   NLC_PY_KERNEL_TIMEOUT: "seconds one request to a py: kernel host may take",
-  NLC_KERNEL_CONFIGS: "all | first: which configurations of a py: kernel are judged",
+  NLC_KERNEL_CONFIGS: "all | first: which configurations of a py: kernel (variants of a native pair) are judged",
   NLC_FLA_FIRST_CONFIG: "replaced by NLC_KERNEL_CONFIGS=first (an error saying so)",
   NLC_BUILD_CUDA: "1: build the CUDA backends without a GPU",
   NLC_TORCH_PYTHON: "the Python with torch the bridges run",

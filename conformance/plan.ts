@@ -119,7 +119,7 @@ export function planRun(req: RunRequest): RunPlan {
     }
   }
   try {
-    configLimit(); // NLC_KERNEL_CONFIGS, read by the py: checks' children (docs/spec/py-backend.md#configurations)
+    configLimit(); // NLC_KERNEL_CONFIGS, read by the py: checks' children and C5's (docs/spec/py-backend.md#configurations, kernel-abi.md#variants)
   } catch (e) {
     throw new UsageError(message(e));
   }

@@ -126,6 +126,15 @@ export function chunkFormSymbol(rule: string): string {
   return `nlk_${rule}_chunk_form`;
 }
 
+/**
+ * The optional variant functions of a pair (docs/spec/kernel-abi.md#variants):
+ * `int nlk_<rule>_variants(int index, char* name, int cap)` (the count; the name of variant index)
+ * and `int nlk_<rule>_set_variant(int index)` (pins a variant; -1: the library's own choice).
+ */
+export function variantSymbols(rule: string): { readonly list: string; readonly set: string } {
+  return { list: `nlk_${rule}_variants`, set: `nlk_${rule}_set_variant` };
+}
+
 /** The chunk-form codes of nlk.h (NLK_CHUNK_*). */
 export const CHUNK_FORM_CODES: Readonly<Record<number, "sequential" | "exact-chunked" | "chunk-start-gd">> = {
   0: "sequential", 1: "exact-chunked", 2: "chunk-start-gd",

@@ -88,6 +88,14 @@ export interface FrozenKernel {
   backward(shape: Shape, cfg: RuleConfig, q: Float32Array, state: Arrays, ws: Workspace, dy: Float32Array | null): { dq: Float32Array; dState: Arrays };
 }
 
+/** The variants a pair can run in, and the pin (docs/spec/kernel-abi.md#variants). */
+export interface PairVariants {
+  /** Variant i's name, as nlk_<rule>_variants names it (the index where it names none). */
+  readonly names: readonly string[];
+  /** Pins variant `index` for later calls; -1: the library's own choice. Throws naming the symbol when the library refuses. */
+  pin(index: number): void;
+}
+
 export interface KernelLib {
   readonly path: string;
   readonly backend: string;
@@ -105,6 +113,12 @@ export interface KernelLib {
    * something undefined.
    */
   chunkForm(rule: string): ChunkForm | string;
+  /**
+   * The variants of the rule's pair (docs/spec/kernel-abi.md#variants): null when the library
+   * exports neither nlk_<rule>_variants nor nlk_<rule>_set_variant (judged under its own dispatch
+   * only); a string when it exports one without the other, or its list cannot be read.
+   */
+  variants(rule: string): PairVariants | null | string;
   /** Library memory (nlk_alloc and the copies). */
   readonly memory: LibMemory;
   /** Called with the symbol before every kernel call (the C5 child reports it, so a crash names its kernel). */

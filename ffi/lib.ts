@@ -10,18 +10,18 @@ import { dlopen, FFIType } from "bun:ffi";
 import { roundTo, type StorageDType } from "../src/precision.ts";
 import type { RuleConfig } from "../src/rules/types.ts";
 import {
-  ABI_VERSION, CHUNK_FORM_CODES, DTYPE_CODES, chunkFormSymbol, FROZEN_FNS, PAIR_FNS, abiOf, gradInput, signature, symbolName, tokenElems,
+  ABI_VERSION, CHUNK_FORM_CODES, DTYPE_CODES, chunkFormSymbol, variantSymbols, FROZEN_FNS, PAIR_FNS, abiOf, gradInput, signature, symbolName, tokenElems,
   type KernelFn, type RuleAbi, type Shape,
 } from "./abi.ts";
 import { HAZARD_PLAN, probeSync, type GuardedRun, type Hazard, type HazardPlan, type Poisoned } from "./hazards.ts";
 import {
-  HazardError, KernelError, LibraryError, type Arrays, type EmuControls, type Fn, type FrozenKernel, type KernelLib, type LibMemory, type Pointers, type RulePair,
+  HazardError, KernelError, LibraryError, type Arrays, type EmuControls, type Fn, type FrozenKernel, type KernelLib, type LibMemory, type PairVariants, type Pointers, type RulePair,
   type Workspace,
 } from "./lib-types.ts";
 
 export {
   HazardError, KernelError, LibraryError, type Arrays, type ChunkForm, type Device, type DTypes, type EmuControls, type FrozenKernel, type KernelLib,
-  type LibMemory, type Pointers, type RulePair, type Workspace,
+  type LibMemory, type PairVariants, type Pointers, type RulePair, type Workspace,
 } from "./lib-types.ts";
 
 const FFI_OF: Record<string, FFIType> = { i32: FFIType.i32, f64: FFIType.f64, in: FFIType.ptr, "in?": FFIType.ptr, out: FFIType.ptr, ws: FFIType.ptr, size: FFIType.ptr };
@@ -378,6 +378,53 @@ function libLabel(path: string): string {
   return path.split("/").pop() ?? path;
 }
 
+/** The longest variant name read (bytes, the terminating NUL included). */
+const VARIANT_NAME_CAP = 256;
+
+/**
+ * The optional variant functions of a rule's pair (docs/spec/kernel-abi.md#variants): null when the
+ * library exports neither (or lists none), a string saying what is wrong when it exports one of the
+ * two, or its list cannot be read (a negative count, a count that changes, two variants of one name).
+ */
+function loadVariants(path: string, rule: string, statusString: (s: number) => string): PairVariants | null | string {
+  const sym = variantSymbols(rule);
+  const bind = (name: string, args: FFIType[]): Fn | null => {
+    try {
+      return dlopen(path, { [name]: { args, returns: FFIType.i32 } }).symbols[name] as unknown as Fn;
+    } catch {
+      return null;
+    }
+  };
+  const list = bind(sym.list, [FFIType.i32, FFIType.ptr, FFIType.i32]), set = bind(sym.set, [FFIType.i32]);
+  if (list === null && set === null) return null;
+  if (list === null || set === null) {
+    return `${libLabel(path)} exports ${list === null ? sym.set : sym.list} without ${list === null ? sym.list : sym.set}: ` +
+      "a pair's variants need both (docs/spec/kernel-abi.md#variants)";
+  }
+  const buf = new Uint8Array(VARIANT_NAME_CAP);
+  const count = list(0, buf, buf.length) as number;
+  if (!Number.isInteger(count) || count < 0) return `${sym.list}(0, name, ${buf.length}) returned ${count} (${statusString(count)}): expected the number of variants`;
+  if (count === 0) return null;
+  const names: string[] = [];
+  for (let i = 0; i < count; i++) {
+    buf.fill(0);
+    const n = list(i, buf, buf.length) as number;
+    if (n !== count) return `${sym.list}(${i}, name, ${buf.length}) returned ${n}, ${sym.list}(0, ...) ${count}: the count must not change`;
+    const end = buf.indexOf(0);
+    const name = new TextDecoder().decode(buf.subarray(0, end < 0 ? buf.length : end)).trim() || String(i);
+    if (name === "default") return `${sym.list} names variant ${i} 'default', the name the library's own choice goes by in reports: name it otherwise`;
+    if (names.includes(name)) return `${sym.list} names two variants '${name}' (${names.indexOf(name)} and ${i}): a failure must name the variant it is under`;
+    names.push(name);
+  }
+  return {
+    names,
+    pin(index) {
+      const st = set(index) as number;
+      if (st !== 0) throw new KernelError(`${sym.set}(${index})`, st, statusString(st));
+    },
+  };
+}
+
 /**
  * Opens a kernel library. `stateShapes` maps (rule, cfg) to the rule's per-sequence state shapes
  * (the registry's stateShapes), passed in so this module does not depend on the rule registry.
@@ -505,6 +552,10 @@ export function openKernelLib(path: string, stateShapes: (rule: string, cfg: Rul
       if (name !== "sequential" && !(C[0]! >= 1)) return `${sym} declared ${name} with chunk size C = ${C[0]} (expected >= 1)`;
       return { kind: name, C: C[0]! };
     },
+    variants(rule) {
+      if (!variantSets.has(rule)) variantSets.set(rule, loadVariants(path, rule, statusString));
+      return variantSets.get(rule)!;
+    },
     memory: mem,
     onCall: null,
     hazards: HAZARD_PLAN,
@@ -521,6 +572,7 @@ export function openKernelLib(path: string, stateShapes: (rule: string, cfg: Rul
   };
   const pairs = new Map<string, RulePair | string>();
   const frozens = new Map<string, FrozenKernel | string>();
+  const variantSets = new Map<string, PairVariants | null | string>();
   const wires = new Map<string, { storage: StorageDType; state: StorageDType }>();
   const wire = (symbol: string) => {
     if (!wires.has(symbol)) {

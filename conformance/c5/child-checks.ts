@@ -19,6 +19,8 @@ import type { KernelBackend, KernelDeclaration } from "../../cases/kernel-backen
 import { E2E_CHECKPOINT, e2eCase, gpuBlocksCase, raceCase } from "./phases.ts";
 import type { ChildEntry, RuleEntry } from "./plan.ts";
 import { CHUNK_T, checkpointCase, chunkCase, workspaceBound } from "./checkpoint.ts";
+import { ConfigTally, configLimit } from "../../harness/configurations.ts";
+import { acrossVariants, withVariants } from "./variants.ts";
 
 export interface ChildCheck {
   def: CheckDef;
@@ -115,11 +117,24 @@ function ruleCheck(e: RuleEntry, backend: KernelBackend<NativeBatch, true>, lib:
       ...base(e), kind: "property", runs: plus({ ...runs, regime: runs.default }, examples.length - 1), arb: batchArb(decl, frozen, profile), run: named, examples,
     };
   };
+  // forward and backward run under each variant the pair exports (docs/spec/kernel-abi.md#variants)
+  const variants = () => (frozen || lib === null ? null : lib.variants(decl.key));
+  const inVariants = (after: (r: CheckResult) => CheckResult, tally: ConfigTally) => (r: CheckResult) => withVariants(after(r), tally);
   switch (e.kind) {
-    case "forward":
-      return { def: batches((k) => phaseCase("forward", decl, frozen, backend, k, exercised), true), after: covered(expectedTensors("forward", decl, frozen)) };
-    case "backward":
-      return { def: batches((k) => phaseCase("backward", decl, frozen, backend, k, exercised), true), after: covered(expectedTensors("backward", decl, frozen)) };
+    case "forward": {
+      const v = variants(), vt = new ConfigTally(configLimit(), "variants");
+      return {
+        def: batches((k) => acrossVariants(v, vt, (t) => phaseCase("forward", decl, frozen, backend, k, exercised, t)), true),
+        after: inVariants(covered(expectedTensors("forward", decl, frozen)), vt),
+      };
+    }
+    case "backward": {
+      const v = variants(), vt = new ConfigTally(configLimit(), "variants");
+      return {
+        def: batches((k) => acrossVariants(v, vt, (t) => phaseCase("backward", decl, frozen, backend, k, exercised, t)), true),
+        after: inVariants(covered(expectedTensors("backward", decl, frozen)), vt),
+      };
+    }
     case "gpu-blocks":
       return {
         def: batches((k) => gpuBlocksCase(decl, frozen, native(), k, exercised)),

@@ -20,6 +20,7 @@ import { referenceRun } from "../../oracle/kernel-reference.ts";
 import { flashCompare } from "../../oracle/kernel-judge.ts";
 import { chunkFormSymbol } from "../../ffi/abi.ts";
 import { hasChunkStartGd } from "../../src/rules/chunk-gd.ts";
+import type { KernelTiming } from "./variants.ts";
 
 /**
  * The reference a pair is compared with (docs/spec/kernel-abi.md#chunk-form): the sequential rule,
@@ -67,23 +68,26 @@ function compareAll(decl: RuleDecl, frozen: boolean, k: KSpec, seqs: Seq[], cfg:
  * gradient of the backward kernel, d(initial state) included (frozen: dq and d(state)), judged at
  * the precision the phase's function declares.
  */
-export function phaseCase(which: "forward" | "backward", decl: RuleDecl, frozen: boolean, backend: KernelBackend<NativeBatch, true>, k: KSpec, exercised: Set<string>): CaseOutcome {
+export function phaseCase(which: "forward" | "backward", decl: RuleDecl, frozen: boolean, backend: KernelBackend<NativeBatch, true>, k: KSpec, exercised: Set<string>, timing?: KernelTiming): CaseOutcome {
   const declared = backend.declare(decl.key, frozen);
   const form = refFormOf(decl, frozen, declared.chunkForm);
   if (typeof form === "string") return { ok: false, message: form };
   const precision = declared.precision[which];
   const { seqs, cfg, shape } = sequencesOf(decl, k, frozen, precision);
+  const t0 = performance.now();
   const run = backend[which]({ decl, frozen, k, seqs, cfg, shape });
+  if (timing !== undefined) timing.kernelMs += performance.now() - t0;
   // a read past an input's end, a write into an input, two runs that differ: named as such (docs/spec/hazards.md)
   const hazard = hazardVerdict(run.hazards, run.who);
   if (hazard !== null) return hazard;
   return withForm(compareAll(decl, frozen, k, seqs, cfg, run.perSeq, which, exercised, run.who, precision, form, shape), form);
 }
 
-export const forwardCase = (decl: RuleDecl, frozen: boolean, lib: KernelLib, k: KSpec, exercised: Set<string>): CaseOutcome =>
-  phaseCase("forward", decl, frozen, nativeBackend(lib), k, exercised);
-export const backwardCase = (decl: RuleDecl, frozen: boolean, lib: KernelLib, k: KSpec, exercised: Set<string>): CaseOutcome =>
-  phaseCase("backward", decl, frozen, nativeBackend(lib), k, exercised);
+// `timing`: the kernel calls' time is added to it (the variants' details, variants.ts)
+export const forwardCase = (decl: RuleDecl, frozen: boolean, lib: KernelLib, k: KSpec, exercised: Set<string>, timing?: KernelTiming): CaseOutcome =>
+  phaseCase("forward", decl, frozen, nativeBackend(lib), k, exercised, timing);
+export const backwardCase = (decl: RuleDecl, frozen: boolean, lib: KernelLib, k: KSpec, exercised: Set<string>, timing?: KernelTiming): CaseOutcome =>
+  phaseCase("backward", decl, frozen, nativeBackend(lib), k, exercised, timing);
 
 /** Names the reference in the outcome when it is not the sequential rule. */
 function withForm(o: CaseOutcome, form: RefForm): CaseOutcome {

@@ -12,11 +12,25 @@
 //                     exp(L_t) · exp(−L_{t−1}): right for alpha < 1, 0 · inf = NaN after two tokens of
 //                     alpha = 1 (saturated gates: tests/edges-lib-planted.test.ts)
 // The backward is the example's: the bugs are in the forward, which the forward check judges.
+// Two more builds export the pair's variants (docs/spec/kernel-abi.md#variants: nlk_delta_variants,
+// nlk_delta_set_variant), "scalar" (variant 0, the library's own choice) and "tiled" (variant 1),
+// which compute the same values unless planted (tests/variants-lib-planted.test.ts):
+//   -DPLANT_VARIANTS      both variants right (the control)
+//   -DPLANT_VARIANT_GRAD  under "tiled" pinned, the backward's dk scaled by 1 + 1/128
+//   -DPLANT_VARIANTS_HALF the variants listed, but nlk_delta_set_variant not exported (a declaration C5 cannot judge)
 // Build: g++ -std=c++17 -O2 -shared -fPIC -I../../ffi -DPLANT_HANDOFF -o libplanted_handoff.so planted-delta.cpp
 #include <cmath>
+#include <cstdio>
+#if (defined(PLANT_VARIANT_GRAD) || defined(PLANT_VARIANTS_HALF)) && !defined(PLANT_VARIANTS)
+#define PLANT_VARIANTS
+#endif
 #define nlk_delta_forward nlk_delta_forward_example
+#ifdef PLANT_VARIANTS
+#define nlk_delta_backward nlk_delta_backward_example
+#endif
 #include "../../examples/delta-cpu/delta.cpp"
 #undef nlk_delta_forward
+#undef nlk_delta_backward
 
 namespace {
 constexpr int CHUNK = 16;
@@ -93,3 +107,37 @@ NLK_API int nlk_delta_forward(int B, int T, int H, int d, int C, const float* k,
   return NLK_OK;
 }
 }  // extern "C"
+
+#ifdef PLANT_VARIANTS
+namespace {
+const char* const VARIANTS[] = {"scalar", "tiled"};
+constexpr int N_VARIANTS = 2;
+int pinned = -1;  // -1: the library's own choice (variant 0 at every shape)
+}  // namespace
+
+extern "C" {
+NLK_API int nlk_delta_variants(int index, char* name, int cap) {
+  if (name != nullptr && cap > 0 && index >= 0 && index < N_VARIANTS) std::snprintf(name, size_t(cap), "%s", VARIANTS[index]);
+  return N_VARIANTS;
+}
+
+#ifndef PLANT_VARIANTS_HALF
+NLK_API int nlk_delta_set_variant(int index) {
+  if (index < -1 || index >= N_VARIANTS) return NLK_ERR_UNSUPPORTED;
+  pinned = index;
+  return NLK_OK;
+}
+#endif
+
+NLK_API int nlk_delta_backward(int B, int T, int H, int d, int C, const float* k, const float* v, const float* q,
+                               const float* alpha, const float* theta, const float* M_0, const float* dy, const float* dM,
+                               void* ws, float* dk, float* dv, float* dq, float* dalpha, float* dtheta, float* dM_0) {
+  const int st = nlk_delta_backward_example(B, T, H, d, C, k, v, q, alpha, theta, M_0, dy, dM, ws, dk, dv, dq, dalpha, dtheta, dM_0);
+#ifdef PLANT_VARIANT_GRAD
+  if (st == NLK_OK && pinned == 1)
+    for (size_t i = 0, n = size_t(B) * T * H * d; i < n; i++) dk[i] = float(dk[i] * (1.0 + 1.0 / 128));
+#endif
+  return st;
+}
+}  // extern "C"
+#endif
