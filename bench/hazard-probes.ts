@@ -33,7 +33,7 @@ for (const rule of arg("--rules", "delta,titans").split(",")) {
   for (const shape of SHAPES) {
     const cfg = withDefaults(ruleByKey(rule), { d: shape.d, seq_len: shape.T });
     const fill = (n: number, lo: number, hi: number) => Float32Array.from({ length: n }, () => rng.uniform(lo, hi));
-    const inputs = Object.fromEntries(pair.abi.inputs.map((n) => [n, ["alpha", "theta", "eta"].includes(n) ? fill(tokenElems(pair.abi, n, shape), 0.1, 0.5) : fill(tokenElems(pair.abi, n, shape), -1, 1)]));
+    const inputs = Object.fromEntries(pair.abi.inputs.map((n) => [n, ["alpha", "theta", "eta"].includes(n) ? fill(tokenElems(pair.abi, n, shape, cfg), 0.1, 0.5) : fill(tokenElems(pair.abi, n, shape, cfg), -1, 1)]));
     const st = stateShapesOf(rule, cfg);
     const state = Object.fromEntries(pair.abi.state.map((n) => [n, fill(shape.B * shape.H * st[n]!.reduce((a, b) => a * b, 1), -0.5, 0.5)]));
     const dy = fill(tokenElems(pair.abi, "y", shape), -1, 1);

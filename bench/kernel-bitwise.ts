@@ -43,6 +43,7 @@ const EXTRA: Readonly<Record<string, readonly Record<string, number | string>[]>
   lattice: [{ variant: "encode" }, { variant: "similarity", m_slots: 3 }],
   trellis: [{ d_compress: 1, lambda_k: 0.2 }],
   swa: [{ window: 2 }],
+  gated_delta_product: [{ n_h: 1 }, { n_h: 3 }],
 };
 
 interface Record_ { key: string; outputs: Record<string, string> }
@@ -66,7 +67,7 @@ function size(a: RuleAbi, cfg: RuleConfig, s: Shape): (name: string) => number {
   const shapes = stateShapesOf(a.rule, cfg);
   return (name) => {
     if (a.state.includes(name)) return s.B * s.H * shapes[name]!.reduce((x, y) => x * y, 1);
-    return tokenElems(a, name, s);
+    return tokenElems(a, name, s, cfg);
   };
 }
 

@@ -108,10 +108,10 @@ async function ruleRows(lib: KernelLib, decl: RuleDecl, peak: number, rows: Row[
     else {
       const a = pair.abi;
       const sizes: Record<string, number> = {};
-      for (const n of a.inputs) sizes[n] = tokenElems(a, n, shape);
+      for (const n of a.inputs) sizes[n] = tokenElems(a, n, shape, cfg);
       for (const n of a.state) sizes[`${n}_0`] = sizes[n] = sizes[`d${n}`] = sizes[`d${n}_0`] = stElems(n);
       sizes.y = sizes.dy = tokenElems(a, "y", shape);
-      for (const g of a.grads) sizes[g] = tokenElems(a, g.slice(1), shape);
+      for (const g of a.grads) sizes[g] = tokenElems(a, g.slice(1), shape, cfg);
       const mem = place(lib, sizes, rng, d);
       const sum = (names: string[]) => names.reduce((s, n) => s + (mem.bytes[n] ?? 0), 0);
       try {

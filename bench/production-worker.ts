@@ -92,7 +92,7 @@ const cfg = seqs[0]!.cfg;
 const shape = { B: 1, T: job.T, H: job.H, d: job.d };
 
 const t0 = performance.now();
-const inputs = batchInputs(pair.abi, seqs, shape), st0 = batchState(pair.abi.state, seqs.map((s) => s.st32));
+const inputs = batchInputs(pair.abi, seqs, shape, cfg), st0 = batchState(pair.abi.state, seqs.map((s) => s.st32));
 const f = pair.forward(shape, job.C, cfg, inputs, st0);
 const g = pair.backward(shape, job.C, cfg, inputs, st0, f.ws, batchDy(seqs, shape), batchState(pair.abi.state, seqs.map((s) => s.dFinal32)));
 f.ws.free();
@@ -109,7 +109,7 @@ for (let h = 0; h < job.H; h++) {
   const kern: SeqTensors = {
     y: unpackTokens(f.y, shape, job.d, h, new Float32Array(job.T * job.d)),
     state: Object.fromEntries(Object.entries(f.state).map(([k, a]) => [k, unpackState(a, job.H, h)])),
-    grads: Object.fromEntries(Object.entries(grads).map(([k, a]) => [k, unpackTokens(a, shape, tokenWidth(pair.abi, k, job.d), h, new Float32Array(job.T * tokenWidth(pair.abi, k, job.d)))])),
+    grads: Object.fromEntries(Object.entries(grads).map(([k, a]) => [k, unpackTokens(a, shape, tokenWidth(pair.abi, k, job.d, cfg), h, new Float32Array(job.T * tokenWidth(pair.abi, k, job.d, cfg)))])),
     dState0: Object.fromEntries(Object.entries(g.dState0).map(([k, a]) => [k, unpackState(a, job.H, h)])),
   };
   const r64 = runRef64(decl, false, c, cfg);

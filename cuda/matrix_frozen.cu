@@ -82,6 +82,7 @@ NLK_MATRIX_FROZEN(gated_delta, nullptr)
 NLK_MATRIX_FROZEN(kda, nullptr)
 NLK_MATRIX_FROZEN(comba, nullptr)
 NLK_MATRIX_FROZEN(dplr, nullptr)
+NLK_MATRIX_FROZEN(gated_delta_product, nullptr)
 
 #include "gen/delta_frozen.inc"
 #include "gen/hebbian_frozen.inc"
@@ -91,3 +92,4 @@ NLK_MATRIX_FROZEN(dplr, nullptr)
 #include "gen/kda_frozen.inc"
 #include "gen/comba_frozen.inc"
 #include "gen/dplr_frozen.inc"
+#include "gen/gated_delta_product_frozen.inc"

@@ -187,7 +187,10 @@ function hyperChecks(a: RuleAbi): string[] {
 function bf16Staging(a: RuleAbi, params: Param[]): string[] {
   const stateNames = new Set(a.state.flatMap((s) => [s, `${s}_0`, `d${s}`, `d${s}_0`]));
   const storage = params.filter((p) => (p.kind === "in" || p.kind === "in?" || p.kind === "out") && !stateNames.has(p.name));
-  const elems = (name: string) => (isTokenGate(a, name) ? "io.gate" : "io.vec");
+  // an input in tokenRows and its gradient hold n rows per token, n the hyperparameter (kernel-abi.md#token-rows)
+  const rowInputs: readonly string[] = a.tokenRows?.inputs ?? [];
+  const rows = (name: string) => rowInputs.includes(name) || (name.startsWith("d") && rowInputs.includes(name.slice(1)));
+  const elems = (name: string) => `${rows(name) ? `static_cast<size_t>(hyper.${a.tokenRows!.hyper}) * ` : ""}${isTokenGate(a, name) ? "io.gate" : "io.vec"}`;
   return [
     `#if NLK_STORAGE_BF16`,
     `  nlk::Bf16Staging io(shape);`,

@@ -8,7 +8,7 @@
  */
 import type { InnerGrads, InnerInputs, InnerPair, Named, RuleConfig, RuleDecl, State } from "../src/rules/types.ts";
 import { Tensor } from "../src/tensor.ts";
-import { gradInput, isTokenGate, type Shape } from "./abi.ts";
+import { gradInput, isTokenGate, rowsPerToken, type Shape } from "./abi.ts";
 import type { Arrays, RulePair, Workspace } from "./lib.ts";
 
 function f32(t: Tensor, what: string): Float32Array {
@@ -76,7 +76,10 @@ export function kernelInnerPair(decl: RuleDecl, pair: RulePair, C: number): Inne
         const out: Record<string, unknown> = {};
         for (const name of a.grads) {
           const n = gradInput(name);
-          out[name] = new Tensor("f32", isTokenGate(a, n) ? [cfg.seq_len] : [cfg.seq_len, cfg.d], g.grads[name]!);
+          // a tokenRows input's gradient has its input's n rows per token: [s, n·d], or [s, n] for a gate
+          const rows = a.tokenRows === undefined ? 0 : rowsPerToken(a, name, cfg);
+          const shape = rows > 0 ? [cfg.seq_len, isTokenGate(a, n) ? rows : rows * cfg.d] : isTokenGate(a, n) ? [cfg.seq_len] : [cfg.seq_len, cfg.d];
+          out[name] = new Tensor("f32", shape, g.grads[name]!);
         }
         out.dState0 = Object.fromEntries(a.state.map((n) => [n, new Tensor("f32", shapes[n]!, g.dState0[n]!)]));
         return out as InnerGrads;

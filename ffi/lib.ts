@@ -168,8 +168,8 @@ function elems(a: RuleAbi, ctx: Ctx, shape: Shape, cfg: RuleConfig): (name: stri
   return (name) => {
     const stName = stateOfParam(a, name);
     if (stName !== null) return shape.B * shape.H * product(st[stName]!);
-    if (name.startsWith("d") && name.length > 1 && (a.grads as readonly string[]).includes(name)) return tokenElems(a, gradInput(name as never), shape);
-    return tokenElems(a, name === "dy" || name === "dq" ? "y" : name, shape);
+    if (name.startsWith("d") && name.length > 1 && (a.grads as readonly string[]).includes(name)) return tokenElems(a, gradInput(name as never), shape, cfg);
+    return tokenElems(a, name === "dy" || name === "dq" ? "y" : name, shape, cfg);
   };
 }
 

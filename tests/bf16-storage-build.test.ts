@@ -53,7 +53,7 @@ function sizer(a: RuleAbi, cfg: RuleConfig): (name: string) => { n: number; stat
     const st = a.state.includes(bare) ? bare : bare.startsWith("d") && a.state.includes(bare.slice(1)) ? bare.slice(1) : null;
     if (st !== null) return { n: SHAPE.B * SHAPE.H * shapes[st]!.reduce((x, y) => x * y, 1), state: true };
     const token = name === "y" || name === "dy" || name === "dq" ? "q" : name.startsWith("d") && name !== "d" ? name.slice(1) : name;
-    return { n: tokenElems(a, token, SHAPE), state: false };
+    return { n: tokenElems(a, token, SHAPE, cfg), state: false };
   };
 }
 

@@ -210,9 +210,10 @@ export function sequencesOf(decl: RuleDecl, k: KSpec, frozen: boolean, p?: Pick<
   return { seqs, cfg, shape: { B: k.B, T: cfg.seq_len, H: k.H, d: cfg.d } };
 }
 
-export function batchInputs(a: RuleAbi, seqs: Seq[], shape: Shape): Arrays {
+/** The batch's inputs [B, T, H, w]; `cfg` gives the rows per token of a tokenRows input (kernel-abi.md#token-rows). */
+export function batchInputs(a: RuleAbi, seqs: Seq[], shape: Shape, cfg?: RuleConfig): Arrays {
   const out: Arrays = {};
-  for (const n of a.inputs) out[n] = tokens(seqs.map((s) => s.in32[n]!.data), shape, tokenWidth(a, n, shape.d));
+  for (const n of a.inputs) out[n] = tokens(seqs.map((s) => s.in32[n]!.data), shape, tokenWidth(a, n, shape.d, cfg));
   return out;
 }
 

@@ -51,14 +51,14 @@ export function checkpointCase(decl: RuleDecl, lib: KernelLib, k: KSpec, bitwise
     }
   }
   // a second backward on the same workspace
-  const inputs = batchInputs(pair.abi, seqs, shape), st0 = batchState(pair.abi.state, seqs.map((s) => s.st32));
+  const inputs = batchInputs(pair.abi, seqs, shape, cfg), st0 = batchState(pair.abi.state, seqs.map((s) => s.st32));
   const dy = k.dyNull ? null : batchDy(seqs, shape);
   const dFinal = k.dFinalNull ? null : batchState(pair.abi.state, seqs.map((s) => s.dFinal32));
   const f = pair.forward(shape, k.C, cfg, inputs, st0);
   try {
     const g1 = pair.backward(shape, k.C, cfg, inputs, st0, f.ws, dy, dFinal);
     const g2 = pair.backward(shape, k.C, cfg, inputs, st0, f.ws, dy, dFinal);
-    const d = compareBits(perSequence(pair.abi, shape, { grads: byInput(g1.grads), dState0: g1.dState0 }), perSequence(pair.abi, shape, { grads: byInput(g2.grads), dState0: g2.dState0 }),
+    const d = compareBits(perSequence(pair.abi, shape, { grads: byInput(g1.grads), dState0: g1.dState0 }, cfg), perSequence(pair.abi, shape, { grads: byInput(g2.grads), dState0: g2.dState0 }, cfg),
       `between two backward calls on one workspace (C = ${k.C}): the backward changed what the forward saved`);
     if (d !== null) return { ok: false, message: `nlk_${decl.key}_backward: ${d}` };
   } finally {
@@ -89,8 +89,8 @@ function tokenJoin(parts: Float32Array[], s: Shape, w: number): Float32Array {
 export const CHUNK_T = 24;
 const CHUNK = 8;
 
-function sliceAll(abi: Pick<RuleAbi, "channelGates">, rec: Arrays, s: Shape, t0: number, t1: number): Arrays {
-  return Object.fromEntries(Object.entries(rec).map(([n, a]) => [n, tokenSlice(a, s, tokenWidth(abi, n, s.d), t0, t1)]));
+function sliceAll(abi: Pick<RuleAbi, "channelGates">, rec: Arrays, s: Shape, t0: number, t1: number, cfg: RuleConfig): Arrays {
+  return Object.fromEntries(Object.entries(rec).map(([n, a]) => [n, tokenSlice(a, s, tokenWidth(abi, n, s.d, cfg), t0, t1)]));
 }
 
 /** Tokens t0 .. t1−1 of a per-token reference tensor ([s, d] or a gate [s]). */
@@ -155,13 +155,13 @@ export function chunkCase(decl: RuleDecl, lib: KernelLib, k: KSpec, exercised: S
   const { seqs, cfg, shape } = sequencesOf(decl, k, false, precision);
   if (shape.T !== CHUNK_T) throw new Error(`chunk case with T = ${shape.T}, expected ${CHUNK_T}`);
   const splitNeutral = decl.derivedState === undefined;
-  const inputs = batchInputs(pair.abi, seqs, shape), st0 = batchState(pair.abi.state, seqs.map((s) => s.st32));
+  const inputs = batchInputs(pair.abi, seqs, shape, cfg), st0 = batchState(pair.abi.state, seqs.map((s) => s.st32));
   const dy = batchDy(seqs, shape), dFinal = batchState(pair.abi.state, seqs.map((s) => s.dFinal32));
   const whole = runKernels(decl, false, lib, { ...k, dyNull: false, dFinalNull: false }, seqs, cfg, shape, true);
   // forward chunk by chunk
   const cShape: Shape = { ...shape, T: CHUNK }, cCfg = withDefaults(decl, { ...cfg, seq_len: CHUNK });
   const ys: Float32Array[] = [], states: Arrays[] = [st0], wss = [];
-  const chunkInputs = [0, 1, 2].map((i) => sliceAll(pair.abi, inputs, shape, i * CHUNK, (i + 1) * CHUNK));
+  const chunkInputs = [0, 1, 2].map((i) => sliceAll(pair.abi, inputs, shape, i * CHUNK, (i + 1) * CHUNK, cfg));
   try {
     for (let i = 0; i < 3; i++) {
       const f = pair.forward(cShape, k.C, cCfg, chunkInputs[i]!, states[i]!);
@@ -169,7 +169,7 @@ export function chunkCase(decl: RuleDecl, lib: KernelLib, k: KSpec, exercised: S
       ys.push(f.y);
       states.push(f.state);
     }
-    const fwd = perSequence(pair.abi, shape, { y: tokenJoin(ys, shape, shape.d), state: states[3]! });
+    const fwd = perSequence(pair.abi, shape, { y: tokenJoin(ys, shape, shape.d), state: states[3]! }, cfg);
     if (splitNeutral) {
       for (let n = 0; n < fwd.length; n++) {
         for (const [key, a] of entries(fwd[n]!)) {
@@ -188,8 +188,8 @@ export function chunkCase(decl: RuleDecl, lib: KernelLib, k: KSpec, exercised: S
       dF = g.dState0;
     }
     const joined: Arrays = {};
-    for (const gname of pair.abi.grads) joined[gname] = tokenJoin(grads.map((g) => g[gname]!), shape, tokenWidth(pair.abi, gname, shape.d));
-    const chunked = perSequence(pair.abi, shape, { grads: byInput(joined), dState0: dF });
+    for (const gname of pair.abi.grads) joined[gname] = tokenJoin(grads.map((g) => g[gname]!), shape, tokenWidth(pair.abi, gname, shape.d, cfg));
+    const chunked = perSequence(pair.abi, shape, { grads: byInput(joined), dState0: dF }, cfg);
     const kernels: SeqTensors[] = [], refs64: SeqTensors[] = [], refs32: SeqTensors[] = [];
     seqs.forEach((s, n) => {
       const flat = (r: InnerGrads): SeqTensors => ({ state: {}, ...fromInnerGrads(r) });

@@ -40,11 +40,15 @@ export function declaredPrecision(lib: KernelLib, symbol: string): Precision {
   return { storage: wireDType(dt.storage), state: wireDType(dt.state), accumulate: dt.accumulate === "f32" ? "f32" : "f64" };
 }
 
-/** Splits batched kernel outputs [B, T, H, w] and [B, H, ...] into per-sequence records. */
-export function perSequence(a: Pick<RuleAbi, "channelGates">, shape: Shape, out: { y?: Float32Array; state?: Arrays; grads?: Arrays; dState0?: Arrays }): PerSeq[] {
+/**
+ * Splits batched kernel outputs [B, T, H, w] and [B, H, ...] into per-sequence records; `cfg` gives
+ * the rows per token of a tokenRows gradient (kernel-abi.md#token-rows).
+ */
+export function perSequence(a: Pick<RuleAbi, "channelGates">, shape: Shape, out: { y?: Float32Array; state?: Arrays; grads?: Arrays; dState0?: Arrays },
+  cfg?: RuleConfig): PerSeq[] {
   const N = shape.B * shape.H;
   const tok = (arr: Float32Array, name: string, n: number) => {
-    const w = tokenWidth(a, name, shape.d);
+    const w = tokenWidth(a, name, shape.d, cfg);
     return unpackTokens(arr, shape, w, n, new Float32Array(shape.T * w));
   };
   const each = (rec: Arrays | undefined, f: (a: Float32Array, name: string) => Float32Array) =>
@@ -78,14 +82,14 @@ export function runKernels(decl: RuleDecl, frozen: boolean, lib: KernelLib, k: K
     }
   }
   const pair = requirePair(lib, decl.key);
-  const inputs = batchInputs(pair.abi, seqs, shape), st0 = batchState(pair.abi.state, seqs.map((s) => s.st32));
+  const inputs = batchInputs(pair.abi, seqs, shape, cfg), st0 = batchState(pair.abi.state, seqs.map((s) => s.st32));
   const f = pair.forward(shape, k.C, cfg, inputs, st0);
   try {
-    const forward = perSequence(pair.abi, shape, { y: f.y, state: f.state });
+    const forward = perSequence(pair.abi, shape, { y: f.y, state: f.state }, cfg);
     if (!withBackward) return { forward, backward: [] };
     const dFinal = k.dFinalNull ? null : batchState(pair.abi.state, seqs.map((s) => s.dFinal32));
     const g = pair.backward(shape, k.C, cfg, inputs, st0, f.ws, dy, dFinal);
-    return { forward, backward: perSequence(pair.abi, shape, { grads: byInput(g.grads), dState0: g.dState0 }) };
+    return { forward, backward: perSequence(pair.abi, shape, { grads: byInput(g.grads), dState0: g.dState0 }, cfg) };
   } finally {
     f.ws.free();
   }

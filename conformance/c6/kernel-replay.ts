@@ -17,9 +17,9 @@ import type { InnerInputs, State } from "../../src/rules/types.ts";
 import { Tensor } from "../../src/tensor.ts";
 import { flashCompare, withLedger } from "../../oracle/kernel-judge.ts";
 
-/** Sequence n = b·H + h of an ABI per-token tensor [B, T, H, w] as [T, w] (gates: [T]). */
+/** Sequence n = b·H + h of an ABI per-token tensor [B, T, H, w] as [T, w] (gates: [T]; w is n·d for a tokenRows input). */
 function tokenSeq(fx: KernelFixture, t: KernelTensor, n: number): Float64Array {
-  const w = t.shape.length === 3 ? 1 : fx.cfg.d;
+  const w = t.shape.length === 3 ? 1 : t.shape[3]!;
   return unpackTokens(t.data, { B: fx.B, T: fx.cfg.seq_len, H: fx.H }, w, n, new Float64Array(fx.cfg.seq_len * w));
 }
 
@@ -31,7 +31,7 @@ function pairCaseOf(fx: KernelFixture, n: number): PairCase {
   const { d, seq_len: T } = fx.cfg;
   const inputs: Record<string, Tensor> = {};
   for (const [name, t] of Object.entries(fx.inputs)) {
-    inputs[name] = new Tensor("f64", t.shape.length === 3 ? [T] : [T, d], tokenSeq(fx, t, n));
+    inputs[name] = new Tensor("f64", t.shape.length === 3 ? [T] : [T, t.shape[3]!], tokenSeq(fx, t, n));
   }
   // The reference pair's inputs always carry x; only Trellis reads it, and it is in Trellis' ABI.
   if (!fx.frozen && inputs.x === undefined) inputs.x = new Tensor("f64", [T, d]);

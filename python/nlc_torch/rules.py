@@ -228,10 +228,11 @@ def _gated_delta_product(k, v, q, x, g, omega, st, cfg):
     # Gated DeltaProduct as a product of generalized Householder transitions
     # (docs/spec/titans-family.md#gated-delta-product-forward): per token M <- a_t M with
     # a_t = 1 - alpha_t, then for each of its n_h steps M <- M (I - beta k k^T) + beta v k^T with
-    # beta = theta; y_t = M q_t. k, v are [s*n_h, d] and theta [s*n_h], row t*n_h + j for step j.
-    # Not in INNER until the rule is registered (docs/spec/titans-family.md#gated-delta-product-status);
-    # level_forward already passes it rows of k, v and theta by the metadata's token_rows.
+    # beta = theta; y_t = M q_t. k, v are [s*n_h, d] and theta [s*n_h], row t*n_h + j for step j
+    # (level_forward passes these rows by the metadata's token_rows).
     nh = int(cfg.get("n_h", 2))
+    if store is not _plain_store:
+        return _gated_delta_product_stored(k, v, q, g, st, nh)
     M = st["M"]
     eye = torch.eye(k.shape[1], dtype=k.dtype)
     ys = []
@@ -241,6 +242,22 @@ def _gated_delta_product(k, v, q, x, g, omega, st, cfg):
             r, beta = t * nh + j, g["theta"][t * nh + j]
             M = M @ (eye - beta * torch.outer(k[r], k[r])) + beta * torch.outer(v[r], k[r])
         ys.append(M @ q[t])
+    return torch.stack(ys), {"M": M}
+
+
+def _gated_delta_product_stored(k, v, q, g, st, nh):
+    # As _gated_delta_stored, one decay per token and then each of its n_h corrections marked as
+    # Gated Delta's one (docs/spec/precision.md#intermediates).
+    M = st["M"]
+    k, q = store(k), store(q)
+    ys = []
+    for t in range(q.shape[0]):
+        M = (1 - g["alpha"][t]) * M
+        for j in range(nh):
+            r = t * nh + j
+            e = store(store(store(M) @ k[r]) - v[r])
+            M = M - g["theta"][r] * store(torch.outer(e, store(k[r])))
+        ys.append(store(store(M) @ q[t]))
     return torch.stack(ys), {"M": M}
 
 
@@ -510,7 +527,7 @@ def _trellis(k, v, q, x, g, omega, st, cfg):
 INNER = {
     "delta": _delta, "titans": _titans, "hebbian": _hebbian, "atlas": _atlas, "moneta": _moneta,
     "yaad": _yaad, "memora": _memora, "lattice": _lattice, "trellis": _trellis, "gated_delta": _gated_delta,
-    "kda": _kda, "comba": _comba, "dplr": _dplr,
+    "kda": _kda, "comba": _comba, "dplr": _dplr, "gated_delta_product": _gated_delta_product,
 }
 
 
@@ -537,7 +554,7 @@ FROZEN = {
     "delta": _matrix_read, "titans": _matrix_read, "hebbian": _matrix_read, "atlas": _matrix_read,
     "gated_delta": _matrix_read, "moneta": _mlp_frozen_read, "yaad": _mlp_frozen_read, "memora": _mlp_frozen_read,
     "lattice": _lattice_frozen_read, "trellis": _trellis_frozen_read,
-    "kda": _matrix_read, "comba": _matrix_read, "dplr": _matrix_read,
+    "kda": _matrix_read, "comba": _matrix_read, "dplr": _matrix_read, "gated_delta_product": _matrix_read,
 }
 
 

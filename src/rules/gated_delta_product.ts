@@ -9,9 +9,8 @@
  * slicer by token takes a token's steps with it; q is [s, d] and α is [s]. With n_h = 1 every operation is Gated Delta's, in its order,
  * so the two agree bitwise (sheet, "What is checked").
  *
- * Declared at level scope below (`gated_delta_product`, tokenRows); not in the registry yet
- * (docs/spec/titans-family.md#gated-delta-product-status): the kernel ABI, the PyTorch metadata, the
- * fixtures and the C5 packers carry one row of k, v and θ per token.
+ * Declared below (`gated_delta_product`, tokenRows) and registered
+ * (docs/spec/titans-family.md#gated-delta-product-status).
  */
 import { accBuffer } from "../precision.ts";
 import * as K from "../numeric.ts";
@@ -196,8 +195,8 @@ export function keyMajorForward(inp: InnerInputs, M0: Tensor, cfg: RuleConfig): 
  * projections, gates, state and frozen read, with n_h rows per token of k, v and θ (tokenRows):
  * W_K, W_V [n_h·d, d], each d-row of k normalised, θ_{t,j} from its own row [k_{t,j}; v_{t,j}] with
  * Gated Delta's w_theta [2d], b_theta [1], α_t from the token's first row. At n_h = 1 every
- * parameter, input and operation is Gated Delta's. Not in the registry yet (sheet 2f.6): the kernel
- * ABI, the PyTorch metadata, the C5 packers and the CUDA walk carry one row per token.
+ * parameter, input and operation is Gated Delta's. Registered (sheet 2f.6): its kernel pair is
+ * cuda/gated_delta_product.cu.
  */
 export const gated_delta_product: RuleDecl<"gated_delta_product"> = {
   key: "gated_delta_product",
