@@ -33,7 +33,7 @@ test.skipIf(!hasTorch)("py: the bf16 and f16 DeltaNet kernels with storage inter
       expect((r.details as { precision: { storage: string } }).precision.storage).toBe(b.includes("bf16") ? "bf16" : "f16");
     }
   }
-}, 300_000);
+}, 600_000);
 
 test.skipIf(!hasTorch)("py: a planted dβ × (1 + 1/128) and a dropped term of dk fail the backward, on the tensor planted", () => {
   const got: Record<string, string> = {}, want: Record<string, string> = {};
@@ -45,7 +45,7 @@ test.skipIf(!hasTorch)("py: a planted dβ × (1 + 1/128) and a dropped term of d
     want[b] = `forward pass, backward fail on ${b.includes("dbeta") ? "dbeta" : "dk"}`;
   }
   expect(got).toEqual(want);
-}, 300_000);
+}, 600_000);
 
 test.skipIf(!hasTorch)("py: a wrong intermediates declaration makes the backend unavailable, naming the field; a rule the reference marks no stored values in too", () => {
   const bad = pyRun(() => ["f32_storage", "named_dtype"].map((k) => `py:tests/py-kernels/lowprec_declarations.py:${k}`));
