@@ -33,8 +33,12 @@ export function pullToward(src: ArrayLike<number>, tgt: ArrayLike<number>, sign:
     wn += w[i]! ** 2;
   }
   wn = Math.sqrt(wn);
+  if (wn <= 1e-12) {
+    for (let i = 0; i < d; i++) out[o + i] = sign * tgt[o + i]!;
+    return;
+  }
   const phi = 2 * Math.asin(Math.min(1, rho / 2));
-  const c = Math.cos(phi), s = wn > 1e-12 ? Math.sin(phi) / wn : 0;
+  const c = Math.cos(phi), s = Math.sin(phi) / wn;
   for (let i = 0; i < d; i++) out[o + i] = c * sign * tgt[o + i]! + s * w[i]!;
 }
 
