@@ -9,6 +9,7 @@ import { INNER_INPUT_NAMES, type InnerInputs, type RuleDecl } from "../src/rules
 import type { Tensor } from "../src/tensor.ts";
 import type { PairCase } from "../oracle/kernel-case.ts";
 import { buildRuleCase, ruleCaseSpecArb, type RuleCaseSpec, type SizeLimits } from "./rule-case.ts";
+import { longShaped } from "./long-inputs.ts";
 
 
 export interface InnerCase extends PairCase {
@@ -27,7 +28,8 @@ export function innerCase(decl: RuleDecl, spec: RuleCaseSpec, frozen: boolean): 
       if (t !== undefined) raw[n] = t;
     }
   }
-  return { cfg: c.cfg, inputs: raw as unknown as InnerInputs, state: c.state, dy: c.dy, ...(frozen || c.dFinal === undefined ? {} : { dFinal: c.dFinal }) };
+  const inputs = frozen ? raw : longShaped(decl, spec, raw, c.cfg);
+  return { cfg: c.cfg, inputs: inputs as unknown as InnerInputs, state: c.state, dy: c.dy, ...(frozen || c.dFinal === undefined ? {} : { dFinal: c.dFinal }) };
 }
 
 /** n values of any arbitrary, deterministic in the seed (for measurements and tests outside a property run). */

@@ -22,6 +22,11 @@ export interface RuleCaseSpec {
   readonly theta: keyof typeof THETA_LEVELS;
   readonly state: "init" | "random";
   readonly seed: number;
+  /**
+   * A case of the regime profile's `long` batch for a rule that declares how that regime draws its
+   * inputs (RuleDecl.longInputs): its inner inputs are shaped by the declaration (cases/long-inputs.ts).
+   */
+  readonly longInputs?: true;
 }
 
 export interface RuleCase {
@@ -95,12 +100,15 @@ export function clampHyper(decl: RuleDecl, s: RuleCaseSpec): RuleCaseSpec {
 /**
  * A regime batch's case (docs/spec/conformance.md#regime): `base` at the regime's d and T (never
  * below the rule's check minimums), its bounded integer hyperparameters clamped, and in the `long`
- * regime its real hyperparameters kept to their `longSample` ranges.
+ * regime its real hyperparameters kept to their `longSample` ranges and, for a rule that declares
+ * `longInputs`, the case marked for its input shaper.
  */
 export function regimeCase(decl: RuleDecl, base: RuleCaseSpec, shape: { readonly regime: string; readonly d: number; readonly T: number }): RuleCaseSpec {
   const mins = decl.checkMinimums ?? {};
   const sized = clampHyper(decl, { ...base, d: Math.max(shape.d, mins.d ?? 1), seq_len: Math.max(shape.T, mins.seq_len ?? 1) });
-  return shape.regime === "long" ? longHyper(decl, sized) : sized;
+  if (shape.regime !== "long") return sized;
+  const long = longHyper(decl, sized);
+  return decl.longInputs === undefined ? long : { ...long, longInputs: true };
 }
 
 /**

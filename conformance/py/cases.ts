@@ -9,6 +9,7 @@
  */
 import * as fc from "fast-check";
 import { buildRuleCase, clampHyper, regimeCase, ruleCaseSpecArb, type RuleCaseSpec } from "../../cases/rule-case.ts";
+import { longShaped } from "../../cases/long-inputs.ts";
 import type { Profile } from "../../harness/check.ts";
 import { roundedCopy, type Precision, type StorageDType } from "../../src/precision.ts";
 import { Rng, uniformTensor } from "../../src/rng.ts";
@@ -178,7 +179,8 @@ function rounded(dtype: StorageDType, t: Tensor): Tensor {
 
 function pySequence(decl: RuleDecl, spec: RuleCaseSpec, inputs: readonly InnerName[], frozen: boolean, dFinalRng: Rng, p: Precision, conv: Conventions, h: number): PySeq {
   const c = buildRuleCase(decl, spec, "f64", frozen);
-  const saved = frozen ? frozenForwardSaved(decl, c.X, c.params, c.state, c.cfg).saved : ruleForwardSaved(decl, c.X, c.params, c.state, c.cfg).saved;
+  const fw = frozen ? frozenForwardSaved(decl, c.X, c.params, c.state, c.cfg).saved : ruleForwardSaved(decl, c.X, c.params, c.state, c.cfg).saved;
+  const saved = frozen ? fw : longShaped(decl, spec, fw, c.cfg);
   const s: PySeq = { T: c.cfg.seq_len, h, in64: {}, kin64: {}, st64: {}, dy64: rounded(p.storage, c.dy), dFinal64: {} };
   const rawRng = new Rng(spec.seed ^ 0x2c1b3c6d);
   for (const n of inputs) {

@@ -14,6 +14,7 @@ import { Tensor, alloc, type DType } from "../tensor.ts";
 import { delta } from "./delta.ts";
 import { gated_delta } from "./gated_delta.ts";
 import { adjointFrom, gradTensor } from "./state-grad.ts";
+import { dplrLongInputs } from "./long-inputs.ts";
 import { randTensor, unitRows } from "./matrix.ts";
 import type { InnerInputs, InnerPair, RuleDecl } from "./types.ts";
 
@@ -98,9 +99,9 @@ export const dplr: RuleDecl<"dplr"> = {
   frozen: delta.frozen,
   checkMinimums: delta.checkMinimums,
   // M ← M diag(1 − α) + (M a) bᵀ + v kᵀ with independent unit a, b: diag(1 − α) + a bᵀ has spectral radius
-  // up to (1 − α) + |bᵀa| > 1 (IPLR's eigenvalue up to 2, D22). Regime sweep, seeds 1–4: the f64 reference's
-  // y reached 9.9e37 at t = 456 of T = 1000 (d = 2) and the f32 kernel overflowed to −inf there.
-  longRegime: "with independent unit a and b the transition diag(1 − α) + a bᵀ has spectral radius up to (1 − α) + |bᵀa| > 1: over a thousand tokens the reference grows past f32 (y 9.9e37 at t = 456, T = 1000)",
+  // up to (1 − α) + |bᵀa| > 1 (the f64 reference's y reached 9.9e37 at t = 456 of T = 1000). The long
+  // regime draws b near −a instead (docs/spec/titans-family.md#dplr-long).
+  longInputs: dplrLongInputs,
   inner: lowRankPair(true),
   invariants: [
     {

@@ -91,6 +91,17 @@ export interface InnerInputs {
   readonly omega?: Tensor;
 }
 
+/**
+ * A rule's long-regime input shaper (RuleDecl.longInputs): maps the inner inputs the generator drew
+ * for one sequence to inputs whose per-token transition has operator norm at most 1 − m_t/2, with m_t
+ * the margin the gates leave (the rule's math sheet derives the bound).
+ */
+export interface LongInputs {
+  /** What the shaped inputs keep, in words (the rule's sheet has the derivation). */
+  readonly contract: string;
+  shape(inputs: InnerInputs, cfg: RuleConfig): InnerInputs;
+}
+
 /** Gradients of the inner recurrence w.r.t. its per-token inputs. Absent = zero. */
 export interface InnerGrads {
   dk?: Tensor;
@@ -211,6 +222,13 @@ export interface RuleDecl<K extends string = string> {
    * Absent: judged. The check's outcome names what was left out (details.regimes_not_judged).
    */
   readonly longRegime?: string;
+  /**
+   * How the regime profile's `long` regime (T ≈ 1000) draws this rule's inner inputs, for a recurrence
+   * that is not contractive for independently drawn ones (Comba, DPLR): a shaper of the generated inputs
+   * whose transition it keeps below norm 1 at every token (docs/spec/conformance.md#long-inputs).
+   * Absent: the long regime draws inputs as every other regime does.
+   */
+  readonly longInputs?: LongInputs;
   /**
    * Per-token inputs the inner pair does not read under `cfg` (Lattice's encode variant writes k,
    * not v): their gradient is identically zero by the math, so the checks that differentiate each
