@@ -5,7 +5,7 @@
  * sequence with tokens: one that drops the empty sequences (the next sequence starts from the wrong
  * initial state) and one that writes the previous sequence's state as an empty sequence's final
  * state fail it by name, forward and backward; the same driver without a plant and the example
- * kernels that take cu_seqlens pass. The kernel host accepts equal offsets and still refuses
+ * kernels that take cu_seqlens (active and a frozen read) pass. The kernel host accepts equal offsets and still refuses
  * decreasing ones, naming cu_seqlens; the torch reference runs at T = 0 (the final state is the
  * initial state, d(initial state) = d(final state)). Skipped without PyTorch.
  */
@@ -23,8 +23,10 @@ import { cuSeqlens } from "../cases/kernel-batch.ts";
 const FILE = "tests/py-kernels/empty_planted.py";
 const hasTorch = probeTorchSync().available;
 const k = (name: string) => `py:${FILE}:${name}`;
-const EXAMPLES = ["py:examples/py-kernels/fla_deltanet.py:chunk_delta_rule", "py:tests/py-kernels/varlen_leak_planted.py:packed"];
-const run = pyRun(() => [...["skips_empty", "empty_final_from_previous", "hand_off"].map(k), ...EXAMPLES]);
+// the correct kernels that take cu_seqlens, by rule: the chunked DeltaNet of fla_style_ops.py, the packed naive kernel and its frozen read
+const EXAMPLES: [string, string][] = [["py:examples/py-kernels/fla_deltanet.py:chunk_delta_rule", "delta"],
+  ["py:tests/py-kernels/varlen_leak_planted.py:packed", "delta"], ["py:tests/py-kernels/varlen_leak_planted.py:packed_read", "delta.frozen"]];
+const run = pyRun(() => [...["skips_empty", "empty_final_from_previous", "hand_off"].map(k), ...EXAMPLES.map(([b]) => b)]);
 
 test("the declared empty-sequence case: equal offsets at cu_seqlens' start, middle and end, a length-1 sequence, every state random", () => {
   expect(cuSeqlens(emptyLengths(16))).toEqual([0, 0, 17, 17, 18, 18]);
@@ -51,13 +53,17 @@ test.skipIf(!hasTorch)("the kernel host accepts equal offsets and refuses decrea
     "z = lambda *s: torch.zeros(2, 0, *s, dtype=torch.float64)",
     "r = run_inner('delta', {'d': 4, 'seq_len': 0}, 'f64', {'k': z(4), 'v': z(4), 'q': z(4), 'alpha': z(), 'theta': z()}, {'M': M0}, z(4), {'M': dM})",
     "print(list(r['y'].shape), bool(torch.equal(r['state.M'], M0)), bool(torch.equal(r['grads.state.M'], dM)), list(r['grads.k'].shape))",
+    "f = run_inner('delta.frozen', {'d': 4, 'seq_len': 0}, 'f64', {'q': z(4)}, {'M': M0}, z(4), {})",
+    "print(list(f['y'].shape), bool(torch.equal(f['state.M'], M0)), bool(torch.equal(f['grads.state.M'], torch.zeros_like(M0))))",
   ].join("\n");
   const p = Bun.spawnSync({ cmd: [defaultPython({}), "-c", script], env: { ...process.env, PYTHONPATH: join(ROOT, "python") }, stdout: "pipe", stderr: "pipe" });
   expect(p.stderr.toString()).toBe("");
-  const [ok, refused, ref] = p.stdout.toString().trim().split("\n");
+  const [ok, refused, ref, frozen] = p.stdout.toString().trim().split("\n");
   expect(ok).toBe("[0, 0, 2, 2, 3, 3]");
   expect(refused).toBe("cu_seqlens: expected offsets non-decreasing from 0 to T = 3 with B = 1, got [0, 2, 1, 3, 3, 3] (B = 1)");
   expect(ref).toBe("[2, 0, 4] True True [2, 0, 4]");
+  // a frozen read at T = 0 reads nothing: the state unchanged, its gradient zero
+  expect(frozen).toBe("[2, 0, 4] True True");
 }, 120_000);
 
 test.skipIf(!hasTorch)("py: a kernel that mishandles an empty sequence fails the declared empty-sequence case by name; the correct ones pass", () => {
@@ -69,9 +75,9 @@ test.skipIf(!hasTorch)("py: a kernel that mishandles an empty sequence fails the
       expect(r.message).toContain(kind === "forward" ? "final state" : "dM (initial state)");
     }
   }
-  for (const b of [k("hand_off"), ...EXAMPLES]) {
+  for (const [b, rule] of [[k("hand_off"), "delta"], ...EXAMPLES]) {
     for (const kind of ["forward", "backward"]) {
-      const r = run.get(b, "delta", kind);
+      const r = run.get(b!, rule!, kind);
       expectStatus(r, "pass");
       expect((r.details as { shapes: { packed?: { lengths: number[] } } }).shapes.packed?.lengths).toContain(0);
     }

@@ -68,7 +68,9 @@ def run_inner(key: str, cfg_in: dict, dtype: str, inputs: Dict[str, torch.Tensor
         with torch.enable_grad(), low:
             if empty:  # no step: no outputs, the state as it was
                 q0 = leaves["q"]
-                y, final = q0.new_zeros(0, *(dy.shape[2:] if dy is not None else q0.shape[1:])), dict(st0)
+                # tied to the state (by zero) so that the loss is a function of it even with nothing to read
+                tie = sum(t.sum() for t in st0.values()) * 0 if st0 else q0.sum() * 0
+                y, final = q0.new_zeros(0, *(dy.shape[2:] if dy is not None else q0.shape[1:])) + tie, dict(st0)
             elif frozen:  # the read leaves the state unchanged
                 y, final = _frozen_read(key, leaves["q"], st0, cfg), dict(st0)
             else:
