@@ -272,8 +272,8 @@ export class ShapeTally {
 
 /** A [min, max] range widened to v. */
 const span = (r: [number, number] | undefined, v: number): [number, number] => (r === undefined ? [v, v] : [Math.min(r[0], v), Math.max(r[1], v)]);
-/** The chunk boundaries a sequence of T tokens crosses in chunks of C. */
-const crossings = (T: number, C: number): number => Math.floor((T - 1) / Math.max(1, C));
+/** The chunk boundaries a sequence of T tokens crosses in chunks of C (an empty one none). */
+const crossings = (T: number, C: number): number => (T < 1 ? 0 : Math.floor((T - 1) / Math.max(1, C)));
 
 /** A finished check's result with the shapes its cases ran in `details.shapes`. */
 export function withShapes<R extends { details?: Readonly<Record<string, unknown>> }>(r: R, tally: ShapeTally): R {

@@ -35,7 +35,8 @@ export interface PyCaseSpec {
   dFinalSeed: number;
   /**
    * A packed variable-length batch (docs/spec/py-backend.md#packed): the lengths of its sequences,
-   * concatenated along T with B = 1 (base.seq_len is the first's); absent: B sequences of one length.
+   * concatenated along T with B = 1 (base.seq_len is the first's, or the first non-empty one's; a
+   * length may be 0: an empty sequence, docs/spec/py-backend.md#edges); absent: B sequences of one length.
    */
   lengths?: number[];
   /** A declared edge case (edges.ts, docs/spec/py-backend.md#edges): saturated gates, or the other query scale; absent: none. */
@@ -227,8 +228,8 @@ export function buildPyCase(decl: RuleDecl, spec: PyCaseSpec, frozen = false, p:
   const { inputs, states } = readInputs(decl, base, frozen);
   const rng = new Rng(spec.dFinalSeed);
   const lengths = spec.lengths ?? null;
-  if (lengths !== null && (spec.B !== 1 || lengths.length === 0 || lengths.some((L) => !Number.isInteger(L) || L < 1))) {
-    throw new Error(`a packed case has B = 1 and positive integer lengths, got B = ${spec.B}, lengths [${lengths.join(", ")}]`);
+  if (lengths !== null && (spec.B !== 1 || lengths.length === 0 || lengths.some((L) => !Number.isInteger(L) || L < 0) || !lengths.some((L) => L > 0))) {
+    throw new Error(`a packed case has B = 1 and non-negative integer lengths, one at least positive, got B = ${spec.B}, lengths [${lengths.join(", ")}]`);
   }
   // packed sequence i, head h: its own length; the others are the first's rule case with their own seed, gates and state
   const count = lengths === null ? spec.B * spec.H : lengths.length * spec.H;

@@ -20,7 +20,7 @@ import { pyBackwardCase, backwardNames, pyForwardCase, forwardNames } from "./ke
 import { KernelSession } from "./kernel-session.ts";
 import { pythonDeclaration } from "./python-backend.ts";
 import { absentInputs, NO_CONVENTIONS } from "./conventions.ts";
-import { pyEdgeExamples } from "./edges.ts";
+import { pyEdgeExamples, pyEmptyExample } from "./edges.ts";
 import { batchedCuSeqlens } from "./contracts.ts";
 import { parsePyBackend, pyPlan, type PyEntry } from "./plan.ts";
 import { RULES } from "../../src/rules/index.ts";
@@ -80,7 +80,7 @@ function definition(e: PyEntry, s: KernelSession, profile: Profile, replayArgs: 
   const boundary = pyBoundaryExample(e.decl, C);
   const enums = e.frozen ? [] : otherEnumValues(e.decl, boundary.base).map((b) => ({ ...boundary, base: b }));
   // the declared guard case (d = 5) and the edge cases come last and on top, so the generated cases stay the same cases as before
-  const edges = pyEdgeExamples(e.decl, C, s.info.conventions ?? NO_CONVENTIONS, e.frozen, e.decl.gates);
+  const edges = [...pyEdgeExamples(e.decl, C, s.info.conventions ?? NO_CONVENTIONS, e.frozen, e.decl.gates), ...(packed ? [pyEmptyExample(e.decl, C)] : [])];
   const more = enums.length + 1 + edges.length;
   return {
     ...base, runs: { quick: e.runs.quick + more, default: e.runs.default + more, deep: e.runs.deep + more, regime: e.runs.default + more }, arb: pyCaseArb(e.decl, profile),

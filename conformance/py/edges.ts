@@ -11,6 +11,12 @@
  *   is not usually called with: 1 where the declared value is d^-1/2 (or another number), d^-1/2
  *   where it is 1.
  *
+ * - Empty and length-1 sequences in a packed batch (a kernel that declares `varlen`): lengths
+ *   [0, C + 1, 0, 1, 0] at the smallest chunk size C, so cu_seqlens holds equal offsets at its
+ *   start, in its middle and at its end. An empty sequence's final state is its initial state and
+ *   d(initial state) is d(final state); every state is random (a zero one would hide a kernel that
+ *   writes zeros, or a neighbour's state, as an empty sequence's final state).
+ *
  * The values are set in the kernel's own parametrisation and mapped to the reference's exactly
  * (conventions.ts referenceValue), so the reference sees what the kernel was given.
  */
@@ -29,7 +35,9 @@ export type PyEdge =
   /** Every sequence's α and θ at a corner of their range (sequence n: α → 1 for even n, θ → 1 for n mod 4 < 2). */
   | { readonly kind: "saturated" }
   /** The query scale passed to the kernel: a number, or d^-1/2 of the case's d. */
-  | { readonly kind: "scale"; readonly scale: number | "rsqrt_dk" };
+  | { readonly kind: "scale"; readonly scale: number | "rsqrt_dk" }
+  /** A packed batch with empty sequences (equal offsets at the start, middle and end of cu_seqlens) and a length-1 one. */
+  | { readonly kind: "empty" };
 
 /**
  * The gates a saturated case can set for a kernel: α and θ among its inputs, less those it computes
@@ -97,6 +105,7 @@ export function edgeScaleValue(edge: PyEdge | undefined, d: number): number | un
 
 /** How a message names an edge case. */
 export function edgeLabel(edge: PyEdge): string {
+  if (edge.kind === "empty") return EMPTY_LABEL;
   return edge.kind === "saturated"
     ? SATURATED_LABEL
     : `query scale ${edge.scale === "rsqrt_dk" ? "d^-1/2" : edge.scale}`;
@@ -129,6 +138,26 @@ export function pyEdgeExamples(decl: RuleDecl, C: number, conv: Conventions, fro
   return out;
 }
 
+/** How a message names the empty-sequence case. */
+export const EMPTY_LABEL = "empty sequences and a length-1 sequence";
+
+/** The packed lengths of the declared empty-sequence case at the smallest chunk size C: equal offsets at cu_seqlens' start, middle and end. */
+export const emptyLengths = (C: number): number[] => [0, C + 1, 0, 1, 0];
+
+/**
+ * The declared empty-sequence case (a kernel that declares `varlen`): lengths emptyLengths(C), d = 4,
+ * H = 2, every sequence's initial state random. base.seq_len is the first non-empty length (the
+ * rule case its inputs are read from); each sequence runs at its own length.
+ */
+export function pyEmptyExample(decl: RuleDecl, C: number): PyCaseSpecLike {
+  const mins = decl.checkMinimums ?? {};
+  const lengths = emptyLengths(C);
+  const first = lengths.find((L) => L > 0)!;
+  const [base] = fc.sample(ruleCaseSpecArb(decl, { d: [4, 4], seq_len: [first, first] }), { seed: 6, numRuns: 1 });
+  const [extra] = fc.sample(seqExtrasArb(lengths.length * 2 - 1, ["random"]), { seed: 6, numRuns: 1 });
+  return { base: clampHyper(decl, { ...base!, d: Math.max(4, mins.d ?? 1), state: "random" }), B: 1, H: 2, extra: extra!, dFinalSeed: 6, lengths, edge: { kind: "empty" } };
+}
+
 /** A py: case's spec (conformance/py/cases.ts PyCaseSpec), as this module builds it. */
 export interface PyCaseSpecLike {
   base: RuleCaseSpec;
@@ -136,5 +165,6 @@ export interface PyCaseSpecLike {
   H: number;
   extra: SeqExtra[];
   dFinalSeed: number;
+  lengths?: number[];
   edge?: PyEdge;
 }

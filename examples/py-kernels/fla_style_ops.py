@@ -8,8 +8,9 @@ Conventions (those of fla's `fused_recurrent_*` and `chunk_*` ops):
 * the state S [N, H, K, V] (keys first: the transpose of the reference's M [d_v, d_k]), o_t = S_tᵀ (scale q_t),
   scale defaulting to K^-1/2;
 * `use_qk_l2norm_in_kernel`: q and k arrive raw and are L2-normalised here;
-* `cu_seqlens`: with B = 1, sequences packed along T, boundaries cu_seqlens[0] = 0 < ... < cu_seqlens[N] = T,
-  one initial and one final state per sequence;
+* `cu_seqlens`: with B = 1, sequences packed along T, boundaries cu_seqlens[0] = 0 <= ... <= cu_seqlens[N] = T,
+  one initial and one final state per sequence (two equal offsets: an empty sequence, whose final state
+  is its initial state);
 * inputs in any float dtype; the arithmetic runs in f32, o is returned in the inputs' dtype and the
   final state in f32.
 
@@ -30,8 +31,8 @@ def _segments(T, cu_seqlens):
     if cu_seqlens is None:
         return None
     cu = [int(c) for c in cu_seqlens.tolist()]
-    if cu[0] != 0 or cu[-1] != T or any(b <= a for a, b in zip(cu, cu[1:])):
-        raise ValueError(f"cu_seqlens must rise strictly from 0 to T = {T}, got {cu}")
+    if cu[0] != 0 or cu[-1] != T or any(b < a for a, b in zip(cu, cu[1:])):
+        raise ValueError(f"cu_seqlens must not decrease from 0 to T = {T}, got {cu}")
     return list(zip(cu, cu[1:]))
 
 
@@ -58,6 +59,10 @@ def _run(step, q, k, v, g, beta, scale, initial_state, output_final_state, cu_se
         outs, finals = [], []
         for n, (a, b) in enumerate(segs):
             S0 = q.new_zeros(1, H, K, V, dtype=torch.float32) if initial_state is None else initial_state[n:n + 1].float()
+            if a == b:  # an empty sequence: no outputs, its state handed through
+                outs.append(q.new_zeros(1, 0, H, V))
+                finals.append(S0)
+                continue
             o_n, S_n = step(q[:, a:b], k[:, a:b], v[:, a:b], g[:, a:b], beta[:, a:b], S0)
             outs.append(o_n)
             finals.append(S_n)

@@ -29,7 +29,7 @@ def naive_delta(q, k, v, forget, beta, scale=None, initial_state=None, output_fi
         err = torch.einsum("bhk,bhkv->bhv", kt, S) - vt           # k^T S - v^T
         S = (1 - a) * S - b * torch.einsum("bhk,bhv->bhkv", kt, err)
         outs.append(torch.einsum("bhk,bhkv->bhv", qt, S))
-    o = torch.stack(outs, dim=1)                                  # [B, T, H, d_v]
+    o = torch.stack(outs, dim=1) if outs else q.new_zeros(B, 0, H, dv)  # [B, T, H, d_v]; T = 0: the state unchanged
     return o, (S if output_final_state else None)
 
 

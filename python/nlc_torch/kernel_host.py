@@ -749,9 +749,10 @@ def _cu_seqlens(k: Kernel, cu, q: torch.Tensor, state: Dict[str, torch.Tensor], 
     if k.varlen is None:
         raise KernelError(f"cu_seqlens: {k.spec} declares no nlc['varlen'], but the request is a packed batch")
     B, T = q.shape[0], q.shape[1]
+    # equal offsets are an empty sequence (docs/spec/py-backend.md#edges); decreasing ones are refused
     if (not isinstance(cu, list) or len(cu) < 2 or not all(isinstance(c, int) and not isinstance(c, bool) for c in cu)
-            or cu[0] != 0 or cu[-1] != T or any(b <= a for a, b in zip(cu, cu[1:])) or (B != 1 and not batched)):
-        raise KernelError(f"cu_seqlens: expected offsets rising strictly from 0 to T = {T} with B = 1, got {cu!r} (B = {B})")
+            or cu[0] != 0 or cu[-1] != T or any(b < a for a, b in zip(cu, cu[1:])) or (B != 1 and not batched)):
+        raise KernelError(f"cu_seqlens: expected offsets non-decreasing from 0 to T = {T} with B = 1, got {cu!r} (B = {B})")
     for n, t in state.items():
         if t.shape[0] != len(cu) - 1:
             raise KernelError(f"state.{n}: a packed batch of {len(cu) - 1} sequences has one state each, got {list(t.shape)}")

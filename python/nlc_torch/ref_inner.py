@@ -39,7 +39,12 @@ def run_inner(key: str, cfg_in: dict, dtype: str, inputs: Dict[str, torch.Tensor
     if intermediates is not None and (frozen or key not in STORING_RULES):
         raise InputError(f"intermediates: the torch reference marks no stored values in {key}{'.frozen' if frozen else ''} "
                          f"(it does in: {', '.join(STORING_RULES)}); docs/spec/precision.md#intermediates")
-    cfg = resolve_config(key, cfg_in)
+    # an empty sequence (a packed batch's equal offsets, docs/spec/py-backend.md#edges): seq_len = 0 runs
+    # no step; its final state is the initial state, so d(initial state) = d(final state)
+    empty = isinstance(cfg_in, dict) and cfg_in.get("seq_len") == 0 and not isinstance(cfg_in.get("seq_len"), bool)
+    cfg = resolve_config(key, {**cfg_in, "seq_len": 1} if empty else cfg_in)
+    if empty:
+        cfg = {**cfg, "seq_len": 0}
     for n in (("q",) if frozen else ("k", "q")):  # Atlas reads no v; a frozen read only q
         if n not in inputs:
             raise InputError(f"in.{n}: missing")
@@ -61,7 +66,12 @@ def run_inner(key: str, cfg_in: dict, dtype: str, inputs: Dict[str, torch.Tensor
         gates = {} if frozen else {g: leaves[g] for g in GATES[key]}
         low = contextlib.nullcontext() if intermediates is None else storing(intermediates.get("dtype"), intermediates.get("rounding", "nearest"))
         with torch.enable_grad(), low:
-            if frozen:  # the read leaves the state unchanged
+            if empty:  # no step: no outputs, the state as it was
+                q0 = leaves["q"]
+                # tied to the state (by zero) so that the loss is a function of it even with nothing to read
+                tie = sum(t.sum() for t in st0.values()) * 0 if st0 else q0.sum() * 0
+                y, final = q0.new_zeros(0, *(dy.shape[2:] if dy is not None else q0.shape[1:])) + tie, dict(st0)
+            elif frozen:  # the read leaves the state unchanged
                 y, final = _frozen_read(key, leaves["q"], st0, cfg), dict(st0)
             else:
                 extra = {n: leaves[n] for n in ("p", "a", "b") if n in leaves}  # Comba's p, DPLR's a and b
