@@ -63,16 +63,7 @@ chunk_gated_dbeta_scaled_bf16.nlc = {**GATED_DELTANET, "dtype": "bf16", "chunk_s
 
 def _chunk_step_without_w_decay(q, k, v, g, beta, S, C=ops.CHUNK):
     B, T, H, K = k.shape
-    pad = (-T) % C
-    if pad:
-        z = lambda x: torch.cat([x, x.new_zeros(B, pad, *x.shape[2:])], 1)
-        q, k, v, g, beta = z(q), z(k), z(v), z(g), z(beta)
-    n = (T + pad) // C
-    to_chunks = lambda x: x.reshape(B, n, C, H, *x.shape[3:]).transpose(2, 3)
-    q, k, v, g, beta = map(to_chunks, (q, k, v, g, beta))
-    lower = torch.tril(torch.ones(C, C, dtype=torch.bool, device=k.device))
-    strict = torch.tril(torch.ones(C, C, dtype=torch.bool, device=k.device), -1)
-    eye = torch.eye(C, dtype=k.dtype, device=k.device)
+    (q, k, v, g, beta), n, lower, strict, eye = ops.chunked(q, k, v, g, beta, C)
     outs = []
     for i in range(n):
         qc, kc, vc, bc = q[:, i], k[:, i], v[:, i], beta[:, i]

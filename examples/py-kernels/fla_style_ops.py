@@ -81,22 +81,30 @@ def _recurrent_step(q, k, v, g, beta, S):
     return torch.stack(outs, 1), S
 
 
+def chunked(q, k, v, g, beta, C):
+    """The inputs padded to whole chunks of C and split into [B, n, H, C, ...], with the chunk count n and the
+    masks of a chunk step (lower, strict lower, identity). Padded steps have k = v = 0, beta = 0, g = 0: they leave
+    the state as it is."""
+    B, T, H, K = k.shape
+    pad = (-T) % C
+    if pad:
+        z = lambda x: torch.cat([x, x.new_zeros(B, pad, *x.shape[2:])], 1)
+        q, k, v, g, beta = z(q), z(k), z(v), z(g), z(beta)
+    n = (T + pad) // C
+    to_chunks = lambda x: x.reshape(B, n, C, H, *x.shape[3:]).transpose(2, 3)  # [B, n, H, C, ...]
+    lower = torch.tril(torch.ones(C, C, dtype=torch.bool, device=k.device))
+    strict = torch.tril(torch.ones(C, C, dtype=torch.bool, device=k.device), -1)
+    eye = torch.eye(C, dtype=k.dtype, device=k.device)
+    return tuple(map(to_chunks, (q, k, v, g, beta))), n, lower, strict, eye
+
+
 def _chunk_step(q, k, v, g, beta, S, C=CHUNK):
     """The WY form per chunk: with b_i the within-chunk cumulative log decay and R_ij = exp(b_i − b_j) (j ≤ i),
     (I + L) U = β ⊙ V and (I + L) W = β ⊙ exp(b) ⊙ K, L_ij = β_i R_ij k_i·k_j (j < i), so that the
     corrected values are v_new = U − W S, the outputs o = exp(b) ⊙ (Q S) + (R ⊙ Q Kᵀ)_{j≤i} v_new and the
     state S ← exp(b_C) S + (exp(b_C − b) ⊙ K)ᵀ v_new."""
     B, T, H, K = k.shape
-    pad = (-T) % C
-    if pad:  # padded steps have k = v = 0, beta = 0, g = 0: they leave the state as it is
-        z = lambda x: torch.cat([x, x.new_zeros(B, pad, *x.shape[2:])], 1)
-        q, k, v, g, beta = z(q), z(k), z(v), z(g), z(beta)
-    n = (T + pad) // C
-    to_chunks = lambda x: x.reshape(B, n, C, H, *x.shape[3:]).transpose(2, 3)  # [B, n, H, C, ...]
-    q, k, v, g, beta = map(to_chunks, (q, k, v, g, beta))
-    lower = torch.tril(torch.ones(C, C, dtype=torch.bool, device=k.device))
-    strict = torch.tril(torch.ones(C, C, dtype=torch.bool, device=k.device), -1)
-    eye = torch.eye(C, dtype=k.dtype, device=k.device)
+    (q, k, v, g, beta), n, lower, strict, eye = chunked(q, k, v, g, beta, C)
     outs = []
     for i in range(n):
         qc, kc, vc, bc = q[:, i], k[:, i], v[:, i], beta[:, i]
