@@ -6,13 +6,15 @@
  * backend is one entry here and the module that implements the contract (cases/kernel-backend.ts),
  * as README "Adding a backend kind" walks.
  */
-import { NAMED_BACKENDS } from "../ffi/backends.ts";
-import type { CheckDef } from "../harness/check.ts";
+import { resolve } from "node:path";
+import { kernelBackendNames, NAMED_BACKENDS } from "../ffi/backends.ts";
+import type { CheckDef, Handover } from "../harness/check.ts";
 import type { BackendInfo } from "../harness/report.ts";
 import { kernelBackends, kernelChecks } from "./c5/checks.ts";
+import { adoptProbe, probeBackends, probedBackends } from "./c5/spawn.ts";
 import { inProcessKernelChecks, type InProcessFactory } from "./c5/in-process.ts";
 import { pyBackends, pyKernelChecks } from "./py/checks.ts";
-import { PY_PREFIX, parsePyBackendArg, pyIdCollision } from "./py/plan.ts";
+import { PY_PREFIX, parsePyBackend, parsePyBackendArg, pyIdCollision } from "./py/plan.ts";
 import { environment, type EnvironmentVariable } from "../environment.ts";
 
 export interface BackendKindEntry {
@@ -31,6 +33,24 @@ export interface BackendKindEntry {
   checks(): CheckDef[];
   /** Its configured backends for the report, asked for after the checks ran. */
   backends(): BackendInfo[];
+  /** A value as the run's settings keep it: paths in it made absolute against `cwd` (its child runs elsewhere; the replay line then runs anywhere). */
+  absolute?(name: string, cwd: string): string;
+  /**
+   * The filter that selects this backend's own checks: a run (or sweep) that names only backends
+   * whose kinds have one, and no filter, runs those backends' checks, not the suite's own.
+   */
+  ownFilter?(name: string): string | null;
+  /** Its backends the environment names as explicitly as --backend does (each must run a check). */
+  namedByEnvironment?(): string[];
+  /** What is wrong with its values as the environment sets them (no --backend given), or null. */
+  environmentProblem?(): string | null;
+  /**
+   * Before the first check of `defs` runs: why one of its configured backends cannot be used at
+   * all (one usage error naming it and `flag`, not an error per check), or null.
+   */
+  preflight?(defs: readonly CheckDef[], flag: string): string | null;
+  /** What the main thread learnt about its backends (a probe) that a worker thread adopts. */
+  readonly handover?: Handover;
 }
 
 const message = (e: unknown) => (e instanceof Error ? e.message : String(e));
@@ -48,6 +68,29 @@ const NATIVE: BackendKindEntry = {
   // none named: the reference alone (an empty NLC_BACKENDS is the default builds)
   variable: "NLC_BACKENDS", encode: (names) => (names.length > 0 ? names.join(",") : "ref"),
   checks: kernelChecks, backends: kernelBackends,
+  absolute: (b, cwd) => (b.startsWith("lib:") && b.length > 4 ? `lib:${resolve(cwd, b.slice(4))}` : b),
+  environmentProblem: () => {
+    try {
+      kernelBackendNames();
+      return null;
+    } catch (e) {
+      return `${message(e)}; or py:<module>:<callable> in NLC_PY_BACKENDS`;
+    }
+  },
+  // A library backend (lib:<path>) that cannot be loaded or speaks another ABI version
+  // (docs/spec/kernel-abi.md#external), when a check of it is to run. Probed in a child process,
+  // like every native load; the probe is kept, so its checks do not load the backends again.
+  preflight: (defs, flag) => {
+    const libs = kernelBackendNames().filter((b) => b.startsWith("lib:") && defs.some((d) => d.subject.backend === b));
+    if (libs.length === 0) return null;
+    const probed = probeBackends();
+    for (const name of libs) {
+      const p = probed.find((x) => x.info.name === name);
+      if (p !== undefined && p.problem === "broken") return `${flag} ${name}: ${p.info.reason}`;
+    }
+    return null;
+  },
+  handover: { take: () => probedBackends(), adopt: (v) => adoptProbe(v as ReturnType<typeof probedBackends>) },
 };
 
 /** py:<module>:<callable>[@<name>]: a PyTorch/Triton pair behind the kernel host (conformance/py/). */
@@ -65,6 +108,14 @@ const PYTHON: BackendKindEntry = {
   together: (names, flag) => pyIdCollision([...names], flag),
   variable: "NLC_PY_BACKENDS", encode: (names) => names.join(","),
   checks: pyKernelChecks, backends: pyBackends,
+  ownFilter: (b) => {
+    try {
+      return `C5/${parsePyBackend(b).slug}/`;
+    } catch {
+      return null; // a malformed name: the plan reports it
+    }
+  },
+  namedByEnvironment: () => (environment().NLC_PY_BACKENDS ?? "").split(",").map((b) => b.trim()).filter((b) => b !== ""),
 };
 
 /** Where the values of every in-process kind travel (one variable for all of them: each reads its own prefix). */

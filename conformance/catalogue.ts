@@ -4,7 +4,7 @@
  */
 import { variantKey } from "../src/rules/level.ts";
 import { join } from "node:path";
-import type { CheckDef } from "../harness/check.ts";
+import type { CheckDef, Handover } from "../harness/check.ts";
 import { ROOT } from "../paths.ts";
 import type { BackendInfo } from "../harness/report.ts";
 import { c0OpChecks } from "./c0/ops.ts";
@@ -17,7 +17,7 @@ import { c7Checks } from "./c7/checks.ts";
 import { c1Checks } from "./c1/opaque.ts";
 import { c2RuleChecks } from "./c2/rule.ts";
 import { c8Checks } from "./c8/invariants.ts";
-import { c9Checks } from "./c9/checks.ts";
+import { c9Checks, c9Handover } from "./c9/checks.ts";
 import { chunkFormChecks } from "./chunk/checks.ts";
 import { KINDS } from "./backend-kinds.ts";
 
@@ -49,9 +49,28 @@ export function buildCatalogue(opts: CatalogueOptions): Catalogue {
   return { checks, backends: () => [{ name: "ref", available: true }, ...KINDS.flatMap((k) => k.backends())] };
 }
 
+/** What the main thread learnt that worker threads adopt (harness/check.ts Handover): each backend kind's, and the check folders'. */
+const HANDOVERS: readonly Handover[] = [...KINDS.flatMap((k) => (k.handover !== undefined ? [k.handover] : [])), c9Handover];
+
+/** What this thread learnt, for a worker (`defs`: learn now what every worker running them needs). */
+export function takeHandovers(defs?: readonly CheckDef[]): unknown[] {
+  if (defs !== undefined) for (const h of HANDOVERS) h.prepare?.(defs);
+  return HANDOVERS.map((h) => h.take());
+}
+
+/** A worker thread adopts what the thread that started it learnt, before it builds its catalogue. */
+export function adoptHandovers(values: readonly unknown[]): void {
+  HANDOVERS.forEach((h, i) => {
+    if (values[i] !== undefined) h.adopt(values[i]);
+  });
+}
+
+/** A filter that is a class name (C1, C10): it selects that class exactly, never a longer one. */
+const CLASS_NAME = /^C\d+$/;
+
 /**
- * `--filter`: a class (C2), a rule key (moneta, moneta.frozen), or any substring of a check id.
- * Several filters are alternatives.
+ * `--filter`: a class (C2: that class alone, not C20), a rule key (moneta, moneta.frozen), or any
+ * substring of a check id (C1/ selects C1's ids). Several filters are alternatives.
  */
 export function matchesFilter(c: Pick<CheckDef<any>, "id" | "class" | "subject">, filters: readonly string[]): boolean {
   if (filters.length === 0) return true;
@@ -59,5 +78,5 @@ export function matchesFilter(c: Pick<CheckDef<any>, "id" | "class" | "subject">
     c.class === f ||
     c.subject.rule === f ||
     (c.subject.rule !== undefined && variantKey(c.subject.rule, c.subject.frozen === true) === f) ||
-    c.id.includes(f));
+    (!CLASS_NAME.test(f) && c.id.includes(f)));
 }

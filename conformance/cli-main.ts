@@ -20,7 +20,7 @@ import { REPORT_COMMANDS, REPORT_COMMANDS_HELP, runReportCommand, type ReportCom
 import { SWEEP_COMMANDS, SWEEP_HELP, runSweepCommand, type SweepCommand } from "./sweep.ts";
 import { ruleFixture } from "../cases/fixtures/rule-fixture.ts";
 import { ruleByKey } from "../src/rules/index.ts";
-import { libraryPreflight, planRun, UsageError, type RunPlan, type RunRequest } from "./plan.ts";
+import { preflightBackends, planRun, UsageError, type RunPlan, type RunRequest } from "./plan.ts";
 import { nothingRan, writeRunReport } from "./run-report.ts";
 import { CONFIG_FILE, DEFAULT_REPORT_REL, defaultReport, parseCommandLine, runSettings, type Args } from "./settings.ts";
 
@@ -37,8 +37,8 @@ directory the command runs in; with no options a run reads ${CONFIG_FILE} there,
                    profile, seed, filter, rule, min-power, report, fixtures, require,
                    allow-skipped (schema conformance/data/nlc-config.schema.json); an
                    option given on the command line overrides the file's
-  --filter F       run checks matching F: a class (C2), a rule (moneta, moneta.frozen),
-                   or any substring of a check id; repeatable, or comma-separated
+  --filter F       run checks matching F: a class (C2, exactly: not C20), a rule (moneta,
+                   moneta.frozen), or any substring of a check id; repeatable, or comma-separated
   --rule KEY       only the checks of rule KEY (delta, or a variant: delta.frozen); with
                    --filter, the checks matching both (with --case: the rule of the case)
   --seed N         run seed (default ${DEFAULT_SEED}); the same seed gives the same report
@@ -180,7 +180,7 @@ async function main(): Promise<void> {
   try {
     request = runSettings(args);
     plan = planRun(args.list ? { ...request, reportPath: null } : request);
-    if (!args.list) libraryPreflight(plan);
+    if (!args.list) preflightBackends(plan);
   } catch (e) {
     if (e instanceof UsageError) usage(e.message);
     throw e;

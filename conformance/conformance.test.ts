@@ -16,7 +16,7 @@ import { blindSpotsOf, DEFAULT_MIN_POWER, parseMinPower } from "../harness/repor
 import { catchInterrupts, interruptWhenOrphaned } from "../harness/interrupt.ts";
 import { printable, Progress } from "../harness/progress.ts";
 import { runPlan } from "./parallel.ts";
-import { byTestName, ENV_NAMES, libraryPreflight, planRun, type RunPlan } from "./plan.ts";
+import { byTestName, ENV_NAMES, preflightBackends, planRun, type RunPlan } from "./plan.ts";
 import { writeRunReport } from "./run-report.ts";
 import { environment } from "../environment.ts";
 
@@ -30,7 +30,7 @@ const planned = planRun({
 // test would match run, as bun test would run only those tests.
 const namePattern = environment().NLC_TEST_NAME_PATTERN;
 const plan = namePattern === undefined ? planned : byTestName(planned, new RegExp(namePattern));
-libraryPreflight(plan);
+preflightBackends(plan);
 
 if (plan.defs.length === 0) {
   // -t matched no check: no run, no report (npm test says so), and no test of this file.

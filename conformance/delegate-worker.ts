@@ -6,8 +6,7 @@
  * catalogue is built once, for the first job.
  * Each check's seed comes from the run seed and its id, so the results are those of a serial run.
  */
-import { buildCatalogue, type Catalogue } from "./catalogue.ts";
-import { adoptProbe } from "./c5/spawn.ts";
+import { adoptHandovers, buildCatalogue, type Catalogue } from "./catalogue.ts";
 import { interruptedBy } from "../harness/interrupt.ts";
 import { runCheck } from "../harness/run.ts";
 import type { CheckDef } from "../harness/check.ts";
@@ -21,7 +20,7 @@ let catalogue: { cat: Catalogue; byId: Map<string, CheckDef> } | undefined;
 function catalogueFor(job: WorkerJob): { cat: Catalogue; byId: Map<string, CheckDef> } {
   if (catalogue !== undefined) return catalogue;
   adoptEnvironment(job.environment);
-  adoptProbe(job.probed);
+  adoptHandovers(job.handovers);
   const cat = buildCatalogue({ fixtureDirs: job.fixtureDirs });
   catalogue = { cat, byId: new Map(cat.checks.map((c) => [c.id, c])) };
   return catalogue;

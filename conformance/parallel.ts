@@ -20,8 +20,7 @@ import { interruptedBy } from "../harness/interrupt.ts";
 import { runCheck } from "../harness/run.ts";
 import type { RunPlan } from "./plan.ts";
 import { availableParallelism } from "node:os";
-import type { Resolved } from "../ffi/backends.ts";
-import { probedBackends } from "./c5/spawn.ts";
+import { takeHandovers } from "./catalogue.ts";
 import { estimates, loadTimes } from "../harness/shard.ts";
 import { environment, type Environment } from "../environment.ts";
 
@@ -31,8 +30,8 @@ export interface WorkerJob {
   profile: Profile;
   fixtureDirs: string[];
   selected: string[];
-  /** The kernel backends as the main thread probed them (a lib: backend's preflight), so a worker does not probe again. */
-  probed?: Resolved[];
+  /** What the main thread learnt (the kernel backends' probe, catalogue.ts takeHandovers), so a worker does not learn it again. */
+  handovers: unknown[];
   /**
    * The main thread's settings from the environment, with the --backend values in them: the
    * worker adopts them before it builds its catalogue (environment.ts).
@@ -268,7 +267,7 @@ export async function runPlan(plan: RunPlan, hooks: RunHooks = {}): Promise<RunO
   const going = () => !stopped && interruptedBy() === null && workerInterrupt === null;
   const lane = async (): Promise<void> => {
     let w: LaneWorker | undefined;
-    const job = (ids: string[]): WorkerJob => ({ ids, seed, profile, fixtureDirs: request.fixtureDirs, selected: [...selected], probed: probedBackends(),
+    const job = (ids: string[]): WorkerJob => ({ ids, seed, profile, fixtureDirs: request.fixtureDirs, selected: [...selected], handovers: takeHandovers(),
       environment: environment() });
     const runJob = async (ids: string[]): Promise<boolean> => {
       if (w === undefined) active.add(w = new LaneWorker(record));

@@ -7,16 +7,14 @@
  */
 import { existsSync, mkdirSync, statSync, unlinkSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
-import { kernelBackendNames } from "../ffi/backends.ts";
 import type { CheckDef, Profile } from "../harness/check.ts";
 import { DEFAULT_REPORT } from "../harness/report.ts";
 import { selectShard, type Shard } from "../harness/shard.ts";
 import { nearest } from "../harness/nearest.ts";
 import { buildCatalogue, matchesFilter, type Catalogue } from "./catalogue.ts";
 import { variantKey } from "../src/rules/level.ts";
-import { probeBackends } from "./c5/spawn.ts";
 import { kindOf, KINDS, type BackendKindEntry } from "./backend-kinds.ts";
-import { configLimit } from "./py/configurations.ts";
+import { configLimit } from "../harness/configurations.ts";
 import { UsageError } from "../harness/usage-error.ts";
 import { adoptEnvironment, environment, type EnvironmentVariable } from "../environment.ts";
 
@@ -112,14 +110,13 @@ export function planRun(req: RunRequest): RunPlan {
   const n = req.names;
   if (req.backends !== undefined) applyBackends(req.backends, n.backend);
   else {
-    try {
-      kernelBackendNames();
-    } catch (e) {
-      throw new UsageError(`${message(e)}; or py:<module>:<callable> in NLC_PY_BACKENDS`);
+    for (const kind of KINDS) {
+      const problem = kind.environmentProblem?.() ?? null;
+      if (problem !== null) throw new UsageError(problem);
     }
   }
   try {
-    configLimit(); // NLC_KERNEL_CONFIGS, read by the py: checks' children and C5's (docs/spec/py-backend.md#configurations, kernel-abi.md#variants)
+    configLimit(); // NLC_KERNEL_CONFIGS, read by the kernel checks' children (docs/spec/py-backend.md#configurations, kernel-abi.md#variants)
   } catch (e) {
     throw new UsageError(message(e));
   }
@@ -170,17 +167,14 @@ export function byTestName(plan: RunPlan, pattern: RegExp): RunPlan {
 }
 
 /**
- * A library backend (lib:<path>) that cannot be loaded or speaks another ABI version is one usage
- * error, not an error per check (docs/spec/kernel-abi.md#external). Probed in a child process, like
- * every native load; the probe is kept, so the C5 checks do not load the backends again.
+ * Before the first check: a configured backend that cannot be used at all is one usage error
+ * naming it, not an error per check (each kind's `preflight`, backend-kinds.ts; a library backend
+ * that cannot be loaded, docs/spec/kernel-abi.md#external).
  */
-export function libraryPreflight(plan: RunPlan): void {
-  const libs = kernelBackendNames().filter((b) => b.startsWith("lib:"));
-  if (libs.length === 0 || !plan.defs.some((d) => d.class === "C5")) return;
-  const probed = probeBackends();
-  for (const name of libs) {
-    const p = probed.find((x) => x.info.name === name);
-    if (p !== undefined && p.problem === "broken") throw new UsageError(`${plan.request.names.backend} ${name}: ${p.info.reason}`);
+export function preflightBackends(plan: RunPlan): void {
+  for (const kind of KINDS) {
+    const problem = kind.preflight?.(plan.defs, plan.request.names.backend) ?? null;
+    if (problem !== null) throw new UsageError(problem);
   }
 }
 

@@ -13,7 +13,7 @@ import { blindSpotsOf, powerOf, POWER_BUCKETS, summarizePower } from "../harness
 import { SIGNATURES, type SignatureResult } from "../oracle/kernel-power.ts";
 import { matchesFilter } from "./catalogue.ts";
 import { runPlan } from "./parallel.ts";
-import { CLI_NAMES, libraryPreflight, planRun, UsageError, type RunPlan } from "./plan.ts";
+import { CLI_NAMES, preflightBackends, planRun, UsageError, type RunPlan } from "./plan.ts";
 import { writeRunReport } from "./run-report.ts";
 
 export const SELFTEST_HELP = `Self-test of the kernel judge on one backend (docs/spec/conformance.md#signatures):
@@ -78,7 +78,7 @@ export async function runSelftest(argv: string[]): Promise<number> {
     const defs = base.defs.filter((d) => matchesFilter(d, filters));
     if (defs.length === 0) throw new UsageError(`--filter ${filters.join(",")}: matches no kernel check of ${a.backend}`);
     plan = { ...base, defs, selected: new Set(defs.map((d) => d.id)) };
-    libraryPreflight(plan);
+    preflightBackends(plan);
   } catch (e) {
     console.error(`conformance selftest: ${e instanceof Error ? e.message : String(e)}\n(see --help)`);
     return 2;

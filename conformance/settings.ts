@@ -18,8 +18,7 @@ import { DEFAULT_MIN_POWER, parseMinPower } from "../harness/report-power.ts";
 import { parseShard, type Shard } from "../harness/shard.ts";
 import { ROOT } from "../paths.ts";
 import { CLI_NAMES, UsageError, type RunRequest } from "./plan.ts";
-import { parsePyBackend, PY_PREFIX } from "./py/plan.ts";
-import { environment } from "../environment.ts";
+import { kindOf, KINDS } from "./backend-kinds.ts";
 
 /** The config file a run reads from the directory it runs in, when present. */
 export const CONFIG_FILE = "nlc.config.json";
@@ -116,8 +115,8 @@ export function readConfig(path: string | null, cwd = process.cwd()): { path: st
 }
 
 /**
- * The settings of a run: the options over the config file over the environment (NLC_BACKENDS and
- * NLC_PY_BACKENDS, read where the backends are resolved). Throws UsageError naming the setting.
+ * The settings of a run: the options over the config file over the environment (each backend
+ * kind's variable, read where the backends are resolved). Throws UsageError naming the setting.
  */
 export function runSettings(args: Args["values"], cwd = process.cwd()): RunRequest {
   const loaded = readConfig(args.config ?? null, cwd);
@@ -158,42 +157,30 @@ export function runSettings(args: Args["values"], cwd = process.cwd()): RunReque
     }
   }
   const backends = args.backend ?? c.backends;
-  if (replay === undefined) filters.push(...kernelOnlyFilters(filters, args.rule ?? c.rule, backends));
+  if (replay === undefined) filters.push(...kernelOnlyFilters(filters, backends));
   const names = args.backend === undefined && c.backends !== undefined ? { ...CLI_NAMES, backend: cfg("backends") } : CLI_NAMES;
   return {
     seed, profile, filters, rule: args.rule ?? c.rule, replay, fixtureDirs: args.fixtures ?? c.fixtures ?? [],
-    backends: backends?.map((b) => absoluteLibrary(b, cwd)), shard, reportPath, names, minPower,
-    explicitBackends: backends?.map((b) => absoluteLibrary(b, cwd)) ?? envPyBackends(),
+    backends: backends?.map((b) => absoluteBackend(b, cwd)), shard, reportPath, names, minPower,
+    explicitBackends: backends?.map((b) => absoluteBackend(b, cwd)) ?? KINDS.flatMap((k) => k.namedByEnvironment?.() ?? []),
     require: replay === undefined ? c.require ?? [] : [],
     allowSkipped: args["allow-skipped"] ?? c["allow-skipped"] ?? false,
     ...(loaded !== null ? { configPath: loaded.path } : {}),
   };
 }
 
-/** A lib: backend's path made absolute (its child process runs elsewhere; the replay line then runs anywhere). */
-export function absoluteLibrary(b: string, cwd: string): string {
-  return b.startsWith("lib:") && b.length > 4 ? `lib:${resolve(cwd, b.slice(4))}` : b;
-}
-
-/** py: backends named in NLC_PY_BACKENDS: named as explicitly as by --backend. */
-function envPyBackends(): string[] {
-  return (environment().NLC_PY_BACKENDS ?? "").split(",").map((b) => b.trim()).filter((b) => b !== "");
+/** A --backend value with its paths made absolute (its kind's `absolute`, backend-kinds.ts). */
+export function absoluteBackend(b: string, cwd: string): string {
+  return kindOf(b).absolute?.(b, cwd) ?? b;
 }
 
 /**
- * A run (or sweep) that names only py: kernels and no --filter runs those kernels' checks, not the
- * suite's own: the filters that select them (none when a filter selects). --rule then narrows them
- * to that rule of those kernels.
+ * A run (or sweep) that names only backends whose kinds select their own checks (a py: kernel's,
+ * backend-kinds.ts `ownFilter`) and no --filter runs those backends' checks, not the suite's own:
+ * the filters that select them (none when a filter selects). --rule then narrows them to that rule
+ * of those backends.
  */
-export function kernelOnlyFilters(filters: readonly string[], _rule: string | undefined, backends: readonly string[] | undefined): string[] {
-  if (filters.length > 0 || backends === undefined || backends.length === 0 || !backends.every((b) => b.startsWith(PY_PREFIX))) return [];
-  const out: string[] = [];
-  for (const b of backends) {
-    try {
-      out.push(`C5/${parsePyBackend(b).slug}/`);
-    } catch {
-      // a malformed name: the plan reports it
-    }
-  }
-  return out;
+export function kernelOnlyFilters(filters: readonly string[], backends: readonly string[] | undefined): string[] {
+  if (filters.length > 0 || backends === undefined || backends.length === 0 || !backends.every((b) => kindOf(b).ownFilter !== undefined)) return [];
+  return backends.flatMap((b) => kindOf(b).ownFilter?.(b) ?? []);
 }

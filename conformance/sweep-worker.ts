@@ -3,8 +3,7 @@
  * selected checks at each seed the main thread hands it, so a seed costs its checks only, not a
  * process start. Results go back one seed at a time.
  */
-import { buildCatalogue } from "./catalogue.ts";
-import { adoptC9SkipReason } from "./c9/checks.ts";
+import { adoptHandovers, buildCatalogue } from "./catalogue.ts";
 import { sweepSeed } from "../harness/sweep.ts";
 import type { SweepWorkerInit, SweepWorkerMessage } from "./sweep.ts";
 import { adoptEnvironment } from "../environment.ts";
@@ -19,7 +18,7 @@ self.onmessage = (ev: MessageEvent<SweepWorkerInit | { kind: "seed"; seed: numbe
   try {
     if (job.kind === "init") {
       adoptEnvironment(job.environment);
-      adoptC9SkipReason(job.c9SkipReason);
+      adoptHandovers(job.handovers);
       const ids = new Set(job.ids);
       const defs = buildCatalogue({ fixtureDirs: [] }).checks.filter((c) => ids.has(c.id));
       const selected = new Set(defs.map((d) => d.id));

@@ -12,8 +12,8 @@ import { parseArgs } from "node:util";
 import { mergeArgs } from "./report-commands.ts";
 import { planRun } from "./plan.ts";
 import { UsageError } from "../harness/usage-error.ts";
-import { absoluteLibrary, CONFIG_FILE, kernelOnlyFilters, readConfig } from "./settings.ts";
-import { c9SkipReason } from "./c9/checks.ts";
+import { absoluteBackend, CONFIG_FILE, kernelOnlyFilters, readConfig } from "./settings.ts";
+import { takeHandovers } from "./catalogue.ts";
 import { PROFILES, type Profile, type Status } from "../harness/check.ts";
 import { runInfo } from "../harness/report.ts";
 import { parseShard, type Shard } from "../harness/shard.ts";
@@ -55,7 +55,8 @@ export interface SweepWorkerInit {
   /** The main thread's settings from the environment (the --backend values in them), adopted before the catalogue is built. */
   environment: Environment;
   profile: Profile;
-  c9SkipReason: string | null;
+  /** What the main thread learnt for these checks (catalogue.ts takeHandovers: whether C9 can run here), adopted before the catalogue is built. */
+  handovers: unknown[];
 }
 
 export type SweepWorkerMessage =
@@ -116,8 +117,8 @@ async function sweep(argv: string[]): Promise<number> {
   if (!Number.isInteger(jobs) || jobs < 1) usage(`--jobs ${args.jobs}: expected a positive integer`);
   const filters = (args.filter ?? config.filter ?? []).flatMap((f) => f.split(",")).map((f) => f.trim()).filter(Boolean);
   const rule = args.rule ?? config.rule;
-  const backends = (args.backend ?? config.backends)?.map((b) => absoluteLibrary(b, process.cwd()));
-  filters.push(...kernelOnlyFilters(filters, rule, backends));
+  const backends = (args.backend ?? config.backends)?.map((b) => absoluteBackend(b, process.cwd()));
+  filters.push(...kernelOnlyFilters(filters, backends));
   // the selection as a run makes it (conformance/plan.ts), and handed to the workers as ids
   let defs;
   try {
@@ -150,7 +151,7 @@ async function sweep(argv: string[]): Promise<number> {
   let done = 0;
   const init: SweepWorkerInit = {
     kind: "init", ids: defs.map((d) => d.id), profile,
-    environment: environment(),     c9SkipReason: defs.some((d) => d.class === "C9") ? c9SkipReason() : null,
+    environment: environment(), handovers: takeHandovers(defs),
   };
   const workers = Array.from({ length: Math.min(jobs, seeds.length) }, () => new Promise<void>((resolve, reject) => {
     const w = new Worker(new URL("./sweep-worker.ts", import.meta.url).href);

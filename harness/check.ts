@@ -124,6 +124,18 @@ export interface Needs {
   readonly before?: () => void;
 }
 
+/**
+ * What the main thread learnt once (a probe of the kernel backends, whether a Python with torch is
+ * here) that a worker thread adopts instead of learning it again: `take` gives it as data
+ * (undefined: nothing learnt), `adopt` takes it in the worker before its catalogue is built, and
+ * `prepare` learns it now for checks that every worker will run (a sweep's).
+ */
+export interface Handover {
+  take(): unknown;
+  adopt(value: unknown): void;
+  prepare?(defs: readonly CheckDef[]): void;
+}
+
 /** A check that cannot run here (e.g. a backend that is not available), with the reason. */
 export interface SkippedCheck extends CheckBase {
   readonly kind: "skipped";

@@ -2,11 +2,18 @@
  * The table of backend kinds (conformance/backend-kinds.ts, docs/spec/kernel-abi.md#backend-kinds):
  * each --backend value goes to one kind, the native and py: kinds keep their messages and
  * variables, and an in-process kind's entry takes its own values, says what is wrong with another
- * and generates C5 forward and backward for every rule variant from the variable it reads.
+ * and generates C5 forward and backward for every rule variant from the variable it reads. What
+ * the settings and the plan need of a kind (paths made absolute, a kind's own filter, the names the
+ * environment gives, a library's preflight) is asked of its entry, not dispatched by prefix.
  */
 import { afterEach, expect, test } from "bun:test";
 import { inProcessKind, kindOf, KINDS, backendKindsSpelled } from "../conformance/backend-kinds.ts";
 import { RULES } from "../src/rules/index.ts";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { absoluteBackend, kernelOnlyFilters } from "../conformance/settings.ts";
+import { CLI_NAMES, planRun, preflightBackends, UsageError } from "../conformance/plan.ts";
 import { adoptEnvironment, environment } from "../environment.ts";
 
 const saved = environment();
@@ -39,4 +46,38 @@ test("an in-process kind takes its prefix, names what it lacks, and generates fo
   expect(ids).toEqual(variants.flatMap((v) => [`C5/t-a/${v}/backward`, `C5/t-a/${v}/forward`]).sort());
   expect(kind.checks().every((c) => c.kind === "delegated" && c.needs.child === "C5 t:a" && c.replayArgs?.join(" ") === "--backend t:a" && c.subject.backend === "t:a")).toBe(true);
   expect(kind.backends()).toEqual([{ name: "t:a", available: true, device: "in process (TypeScript)" }]);
+});
+
+test("what the settings and the plan ask of a kind is on its entry: paths, its own filter, the environment's names, the preflight", () => {
+  const py = "py:examples/py-kernels/naive_delta.py:naive_delta";
+  expect(kindOf("lib:rel/libx.so").absolute?.("lib:rel/libx.so", "/w")).toBe("lib:/w/rel/libx.so");
+  expect(absoluteBackend("lib:rel/libx.so", "/w")).toBe("lib:/w/rel/libx.so");
+  expect(absoluteBackend("cpu-emu", "/w")).toBe("cpu-emu");
+  expect(absoluteBackend(py, "/w")).toBe(py);
+  // a run naming only py: kernels and no filter runs their checks alone; anything else adds no filter
+  expect(kernelOnlyFilters([], [py, `${py}@other`])).toEqual(["C5/py-naive_delta/", "C5/py-other/"]);
+  expect(kernelOnlyFilters([], [py, "cpu-emu"])).toEqual([]);
+  expect(kernelOnlyFilters(["C1"], [py])).toEqual([]);
+  expect(kernelOnlyFilters([], undefined)).toEqual([]);
+  adoptEnvironment({ ...environment(), NLC_PY_BACKENDS: ` ${py} ,`, NLC_BACKENDS: "cpu-emu" });
+  expect(KINDS.flatMap((k) => k.namedByEnvironment?.() ?? [])).toEqual([py]);
+  adoptEnvironment({ ...environment(), NLC_BACKENDS: "nonsense" });
+  expect(KINDS.map((k) => k.environmentProblem?.() ?? null).find((p) => p !== null)).toContain("; or py:<module>:<callable> in NLC_PY_BACKENDS");
+});
+
+test("a library backend that cannot be loaded is one usage error when a check of it is selected, and is not probed otherwise", () => {
+  const dir = mkdtempSync(join(tmpdir(), "nlc-kinds-"));
+  try {
+    const lib = join(dir, "libnot.so");
+    writeFileSync(lib, "not a shared library\n");
+    const plan = (filter: string) => planRun({ seed: 1, profile: "quick", filters: [filter], fixtureDirs: [], reportPath: null, names: CLI_NAMES, backends: [`lib:${lib}`] });
+    const selected = plan("C5/lib-libnot/delta/forward");
+    expect(selected.defs.length).toBe(1);
+    expect(() => preflightBackends(selected)).toThrow(UsageError);
+    expect(() => preflightBackends(selected)).toThrow(`--backend lib:${lib}: `);
+    // checks of no library backend: nothing to load, no probe
+    expect(() => preflightBackends(plan("C1/"))).not.toThrow();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

@@ -13,7 +13,7 @@ import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { runsFor, type CheckDef, type DelegatedResult, type DelegateOptions, type Profile, type ProfileRuns } from "../../harness/check.ts";
+import { runsFor, type CheckDef, type DelegatedResult, type DelegateOptions, type Handover, type Profile, type ProfileRuns } from "../../harness/check.ts";
 import { probeTorchSync } from "../../oracle/torch-bridge.ts";
 import { noteSignal } from "../../harness/interrupt.ts";
 import { ROOT } from "../../paths.ts";
@@ -66,6 +66,18 @@ export function c9SkipReason(): string | null {
 export function adoptC9SkipReason(reason: string | null): void {
   skipReason = reason;
 }
+
+/**
+ * Whether C9 can run here, as a worker thread adopts it from the thread that started it
+ * (conformance/catalogue.ts): learnt once, before the workers start, when every worker runs C9 (a sweep).
+ */
+export const c9Handover: Handover = {
+  take: () => skipReason,
+  adopt: (v) => adoptC9SkipReason(v as string | null),
+  prepare: (defs) => {
+    if (defs.some((d) => d.class === "C9")) c9SkipReason();
+  },
+};
 
 /** A run's cross-check: its report, why it could not run, or that C9 cannot run here at all (a skip, with the reason). */
 type CrossOutcome = CrossReport | Error | { skip: string };
