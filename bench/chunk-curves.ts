@@ -5,7 +5,7 @@
  * chunked form for C = 1, 2, 4, 8, 16, 64. Accuracy only, no timing. Usage: npx bun bench/chunk-curves.ts
  */
 import { buildChunkCase, type ChunkCaseSpec } from "../cases/chunk-case.ts";
-import { gdCurve } from "../conformance/chunk/forms.ts";
+import { gdCurve } from "../conformance/chunk-api.ts";
 import { maxAbs } from "../src/numeric.ts";
 import { exactChunked } from "../src/rules/chunk-matrix.ts";
 import { hasChunkStartGd } from "../src/rules/chunk-gd.ts";

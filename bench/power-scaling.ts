@@ -11,8 +11,7 @@
 import { stateShapesOf } from "../ffi/backends.ts";
 import { buildLib } from "../ffi/build.ts";
 import { openKernelLib } from "../ffi/lib.ts";
-import type { KSpec } from "../conformance/c5/batch.ts";
-import { backwardCase, forwardCase } from "../conformance/c5/forward-backward.ts";
+import { backwardCase, forwardCase, type KSpec } from "../conformance/kernel-api.ts";
 import { ruleByKey } from "../src/rules/index.ts";
 
 const argv = process.argv.slice(2);

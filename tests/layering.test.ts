@@ -4,7 +4,9 @@
  * and a module may import only from its own layer or the layers before it. src/ is the reference
  * alone: it imports nothing but itself (no oracle, cases, checks, ffi or packages). A check folder
  * (conformance/<folder>/) imports no other check folder: what two of them need belongs one layer
- * down. No modules import each other, directly or through others (no import cycles).
+ * down. bench/ and fixtures/ use the checks' public modules (conformance/kernel-api.ts,
+ * conformance/chunk-api.ts), never a check folder's own modules (conformance/c5/, conformance/py/,
+ * ...). No modules import each other, directly or through others (no import cycles).
  */
 import { expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
@@ -46,6 +48,9 @@ function checkFolderOf(rel: string): string | null {
   return parts[0] === "conformance" && parts.length > 2 ? parts[1]! : null;
 }
 
+/** Folders outside the suite's checks that use them through their public modules only. */
+const OUTSIDE_USERS: readonly string[] = ["bench", "fixtures"];
+
 export function layeringViolations(files: readonly { rel: string; text: string }[]): string[] {
   const bad: string[] = [];
   for (const { rel, text } of files) {
@@ -61,6 +66,8 @@ export function layeringViolations(files: readonly { rel: string; text: string }
           bad.push(`${rel} (${from}) imports ${target} (${to}): against the direction reference ← oracle ← cases ← harness ← checks`);
         } else if (checkFrom !== null && checkTo !== null && checkFrom !== checkTo) {
           bad.push(`${rel} imports ${target}: the check folder conformance/${checkFrom} imports another check folder, conformance/${checkTo}`);
+        } else if (OUTSIDE_USERS.includes(from) && checkTo !== null) {
+          bad.push(`${rel} imports ${target}: ${from}/ uses the checks' public modules (conformance/kernel-api.ts, conformance/chunk-api.ts), not the check folder conformance/${checkTo}`);
         }
       } else if (!spec.startsWith("node:") && !spec.startsWith("bun:") && !(spec === "bun" && from !== "src")) {
         const pkg = spec.startsWith("@") ? spec.split("/").slice(0, 2).join("/") : spec.split("/")[0]!;
@@ -146,6 +153,15 @@ test("layering: the test catches a check folder importing another, and an import
   ];
   expect(layeringViolations(planted)).toEqual([
     "conformance/c6/x.ts imports conformance/c5/compare.ts: the check folder conformance/c6 imports another check folder, conformance/c5",
+  ]);
+  const outside = [
+    { rel: "bench/x.ts", text: 'import type { KSpec } from "../conformance/c5/batch.ts";\nimport { forwardCase } from "../conformance/kernel-api.ts";\n' },
+    { rel: "fixtures/y.ts", text: 'import { pyPlan } from "../conformance/py/plan.ts";\n' },
+    { rel: "tests/z.test.ts", text: 'import { pyPlan } from "../conformance/py/plan.ts";\n' },
+  ];
+  expect(layeringViolations(outside)).toEqual([
+    "bench/x.ts imports conformance/c5/batch.ts: bench/ uses the checks' public modules (conformance/kernel-api.ts, conformance/chunk-api.ts), not the check folder conformance/c5",
+    "fixtures/y.ts imports conformance/py/plan.ts: fixtures/ uses the checks' public modules (conformance/kernel-api.ts, conformance/chunk-api.ts), not the check folder conformance/py",
   ]);
   const cyclic = [
     { rel: "oracle/a.ts", text: 'import type { B } from "./b.ts";\n' },

@@ -1,0 +1,11 @@
+/**
+ * The kernel checks' public API, for code outside the suite's checks (bench/, fixtures/): the
+ * batch of sequences a native kernel case is made of, running a native pair on it, its declared
+ * precision, and C5's forward and backward cases. bench/ and fixtures/ import these from here and
+ * never a check folder's modules (tests/layering.test.ts), so the check folders may be reorganised
+ * behind this module without touching them.
+ */
+export { batchDy, batchInputs, batchState, sequencesOf, type KSpec, type Seq } from "./c5/batch.ts";
+export { byInput, declaredPrecision, runKernels } from "./c5/native-backend.ts";
+export { requirePair } from "./c5/kernel-lib.ts";
+export { backwardCase, forwardCase } from "./c5/forward-backward.ts";
