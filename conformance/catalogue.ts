@@ -21,7 +21,7 @@ import { c9Checks, c9Handover } from "./c9/checks.ts";
 import { chunkFormChecks } from "./chunk/checks.ts";
 import { KINDS } from "./backend-kinds.ts";
 
-export interface CatalogueOptions {
+interface CatalogueOptions {
   /** Extra fixture directories (C6), besides fixtures/. */
   readonly fixtureDirs: readonly string[];
 }

@@ -44,7 +44,7 @@ export type WorkerMessage =
   | { kind: "done"; backends: BackendInfo[]; interrupt: InterruptSignal | null }
   | { kind: "failed"; message: string };
 
-export interface WorkerOutcome {
+interface WorkerOutcome {
   backends: BackendInfo[];
   interrupt: InterruptSignal | null;
 }
@@ -56,7 +56,7 @@ export function batchOf(d: CheckDef): string {
 }
 
 /** The distinct `needs.before` of the checks to run that more than one of the batches needs, in catalogue order. */
-export function beforeBatches(defs: readonly CheckDef[], batches: ReadonlyMap<string, readonly string[]>): (() => void)[] {
+function beforeBatches(defs: readonly CheckDef[], batches: ReadonlyMap<string, readonly string[]>): (() => void)[] {
   const byBefore = new Map<() => void, Set<string>>();
   for (const d of defs) {
     if (d.kind !== "delegated" || d.needs.before === undefined || !batches.has(d.needs.child)) continue;
@@ -71,7 +71,7 @@ export function beforeBatches(defs: readonly CheckDef[], batches: ReadonlyMap<st
  * How many batches run at once, each in its own worker thread: one per core and one more, since
  * batches mostly wait on their child processes (kernel children, Python hosts, the hang check).
  */
-export const LANES = Math.max(3, availableParallelism() + 1);
+const LANES = Math.max(3, availableParallelism() + 1);
 
 /** The batches whose delegated checks go to a worker, with their ids in catalogue order. */
 export function delegatedBatches(defs: readonly CheckDef[]): Map<string, string[]> {
@@ -86,7 +86,7 @@ export function delegatedBatches(defs: readonly CheckDef[]): Map<string, string[
   return out;
 }
 
-export function parallelEnabled(env: Environment = environment()): boolean {
+function parallelEnabled(env: Environment = environment()): boolean {
   return env.NLC_SERIAL !== "1";
 }
 
@@ -94,7 +94,7 @@ export function parallelEnabled(env: Environment = environment()): boolean {
  * A lane's worker thread: it runs job after job (a batch, then shares of the in-process checks),
  * building its catalogue once; `onResult` sees each result as it arrives.
  */
-export class LaneWorker {
+class LaneWorker {
   private readonly worker = new Worker(new URL("./delegate-worker.ts", import.meta.url).href);
   private pending: { resolve(o: WorkerOutcome): void; reject(e: Error): void } | null = null;
   private dead: Error | null = null;
@@ -178,13 +178,13 @@ export class InlineWork {
  * worker's start (its module graph and catalogue, about 0.3 s) or one more thread on a busy
  * machine does not pay. NLC_SHARE_MIN_MS overrides (0: share whatever is left).
  */
-export function shareMinMs(env: Environment = environment()): number {
+function shareMinMs(env: Environment = environment()): number {
   const set = Number(env.NLC_SHARE_MIN_MS);
   return env.NLC_SHARE_MIN_MS !== undefined && env.NLC_SHARE_MIN_MS !== "" && Number.isFinite(set) && set >= 0 ? set : 1000;
 }
 
 /** Lanes that only share in-process checks (no batch to run): one per core besides the main thread's. */
-export function sharingLanes(cores = availableParallelism()): number {
+function sharingLanes(cores = availableParallelism()): number {
   return Math.max(0, cores - 1);
 }
 
@@ -214,7 +214,7 @@ export function workersPay(defs: readonly CheckDef[], batches: ReadonlyMap<strin
   return (inline ? 1 : 0) + batches.size > 1 || (inline && cores > 1 && inlineMs >= 2 * shareMinMs());
 }
 
-export interface RunHooks {
+interface RunHooks {
   /** Each result as it is recorded (in the order the checks finish). */
   onResult?(r: CheckResult, finished: number, total: number): void;
   /** Before a delegated check runs in this thread (its child may print). */

@@ -8,7 +8,6 @@
 import { existsSync, mkdirSync, statSync, unlinkSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import type { CheckDef, Profile } from "../harness/check.ts";
-import { DEFAULT_REPORT } from "../harness/report.ts";
 import { selectShard, type Shard } from "../harness/shard.ts";
 import { nearest } from "../harness/nearest.ts";
 import { buildCatalogue, matchesFilter, type Catalogue } from "./catalogue.ts";
@@ -89,7 +88,7 @@ function applyBackends(values: readonly string[], flag: string): void {
 }
 
 /** Why a report cannot be written at `path` (asked before the run, so no result is lost), or null. */
-export function unwritable(path: string): string | null {
+function unwritable(path: string): string | null {
   const full = resolve(path);
   if (existsSync(full) && statSync(full).isDirectory()) return "is a directory (name a file, e.g. reports/conformance.json)";
   const dir = dirname(full);
@@ -178,4 +177,3 @@ export function preflightBackends(plan: RunPlan): void {
   }
 }
 
-export { DEFAULT_REPORT };

@@ -29,7 +29,7 @@ export const DEFAULT_REPORT_REL = join("reports", "conformance.json");
 export const defaultReport = (cwd = process.cwd()): string => resolve(cwd, DEFAULT_REPORT_REL);
 
 /** The config file's settings (the schema's keys). */
-export interface ConfigFile {
+interface ConfigFile {
   backends?: string[];
   profile?: Profile;
   seed?: number;

@@ -3,7 +3,7 @@ import { PROFILES, type Profile } from "./check.ts";
 import { parseShard, type Shard } from "./shard.ts";
 import { environment, type Environment } from "../environment.ts";
 
-export interface EnvOptions {
+interface EnvOptions {
   seed: number;
   profile: Profile;
   report: string | undefined;

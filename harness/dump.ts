@@ -23,7 +23,7 @@ export function npyBytes(shape: readonly number[], data: ArrayLike<number>): Uin
   return out;
 }
 
-export interface DumpEntry {
+interface DumpEntry {
   readonly file: string;
   readonly shape: readonly number[];
   readonly what: string;

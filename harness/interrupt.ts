@@ -80,14 +80,14 @@ export function descendantPids(root: number = process.pid): number[] {
 }
 
 /** How long a descendant gets to end on SIGTERM before SIGKILL. */
-export const HARD_STOP_GRACE_MS = 2_000;
+const HARD_STOP_GRACE_MS = 2_000;
 
 /**
  * Ends every descendant process: SIGTERM now (a child that dies of it reads as interrupted, not
  * crashed), SIGKILL to what is still alive after HARD_STOP_GRACE_MS. The Python kernel hosts are
  * descendants through the zygote's launcher, whose death ends its child (python/nlc_zygote.py).
  */
-export function endDescendants(): void {
+function endDescendants(): void {
   const pids = descendantPids();
   const send = (pid: number, sig: NodeJS.Signals) => {
     try {

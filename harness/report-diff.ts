@@ -7,11 +7,11 @@ import type { CheckResult, Status } from "./check.ts";
 import type { Report } from "./report.ts";
 
 /** A passing check whose error-to-bound ratio grew by more than this factor is flagged. */
-export const DRIFT_FACTOR = 10;
+const DRIFT_FACTOR = 10;
 
 const BAD: ReadonlySet<Status> = new Set(["fail", "vacuous", "error"]);
 
-export interface Drift {
+interface Drift {
   id: string;
   /** What the ratio measures: the error over the check's bound, or (no numeric bound) the bare error. */
   measure: "error/bound" | "error";
@@ -20,7 +20,7 @@ export interface Drift {
   growth: number;
 }
 
-export interface ReportDiff {
+interface ReportDiff {
   /** Bad in NEW, and pass/skip in OLD or absent from it. */
   newFailures: { id: string; was: Status | null; now: Status; message?: string }[];
   /** Bad in OLD, pass in NEW. */

@@ -16,7 +16,7 @@ import { closingLine, type Report } from "./report.ts";
 import { blindSpotsOf, powerOf } from "./report-power.ts";
 
 /** The matrix coordinates of a check, as the page groups it. */
-export interface Cell {
+interface Cell {
   rule: string;
   variant: string;
   k: string;

@@ -9,7 +9,7 @@ import { summarize, type Report } from "./report.ts";
 /** A set of parts that cannot be merged; the message names the files. */
 export class MergeError extends Error {}
 
-export interface Part {
+interface Part {
   path: string;
   report: Report;
 }

@@ -43,7 +43,7 @@ export const DEFAULT_MIN_POWER: number | null = null;
  * `subject.fixture`) rather than the reference itself: the power gate and summary cover these
  * (docs/spec/precision.md#min-power), whatever their class.
  */
-export function judgesArtefact(c: Pick<CheckResult, "subject">): boolean {
+function judgesArtefact(c: Pick<CheckResult, "subject">): boolean {
   return c.subject.backend !== undefined || c.subject.fixture !== undefined;
 }
 

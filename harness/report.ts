@@ -20,7 +20,7 @@ export const DEFAULT_REPORT = join(ROOT, "reports", "conformance.json");
 const SCHEMA = join(ROOT, "reports", "schema", "nlc-report.schema.json");
 
 
-export interface RunInfo {
+interface RunInfo {
   started: string;
   ended: string;
   version: string;
@@ -39,7 +39,7 @@ export interface RunInfo {
 }
 
 /** The count per status and, when kernel checks recorded a detection power, the run's power summary. */
-export type Summary = Record<Status, number> & { power?: PowerSummary };
+type Summary = Record<Status, number> & { power?: PowerSummary };
 
 export interface Report {
   format: "nlc-report/1";

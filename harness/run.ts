@@ -63,19 +63,19 @@ export function replayArgsOf(def: CheckDef<any>, profile: Profile): string[] {
 }
 
 /** Discarded (near-zero) cases fast-check accepts per requested case before it gives up on a run. */
-export const MAX_SKIPS_PER_RUN = 2;
+const MAX_SKIPS_PER_RUN = 2;
 
 /**
  * Cases a property run asks for: the profile's count, or one under a replay of a case's path. A
  * replay with an empty path (the replay line of a pass or a vacuous verdict) re-runs the whole
  * property at the check's seed, so it reproduces that verdict.
  */
-export function runsOf(profileRuns: number, replay: RunOptions["replay"]): number {
+function runsOf(profileRuns: number, replay: RunOptions["replay"]): number {
   return replay !== undefined && replay.path !== "" ? 1 : profileRuns;
 }
 
 /** A case's comparison failed (as opposed to a check that threw). */
-export class CaseFailed extends Error {}
+class CaseFailed extends Error {}
 
 type Verdict = Pick<CheckResult, "status" | "runs" | "path" | "worst" | "message" | "details">;
 

@@ -30,7 +30,7 @@ export function parseShard(text: string): Shard {
   return { index, count };
 }
 
-export interface TimingTable {
+interface TimingTable {
   format: "nlc-check-times/1";
   profile: string;
   /** Milliseconds per check id. */

@@ -18,16 +18,16 @@ export const SWEEP_FORMAT = "nlc-sweep/1";
 export const NON_PASS: readonly Status[] = ["fail", "vacuous", "error"];
 
 /** At most this many non-pass verdicts are kept per check (the counts are always complete). */
-export const KEPT_PER_CHECK = 20;
+const KEPT_PER_CHECK = 20;
 
-export interface SweepVerdict {
+interface SweepVerdict {
   seed: number;
   status: Status;
   message: string;
   replay: string;
 }
 
-export interface SweepCheck {
+interface SweepCheck {
   id: string;
   class: CheckClass;
   /** How many seeds ran this check. */
@@ -39,7 +39,7 @@ export interface SweepCheck {
   ms: number;
 }
 
-export interface SweepRun {
+interface SweepRun {
   version: string;
   revision: string | null;
   profile: string;
@@ -70,7 +70,7 @@ export interface Sweep {
   checks: SweepCheck[];
 }
 
-export function emptyCounts(): Record<Status, number> {
+function emptyCounts(): Record<Status, number> {
   return { pass: 0, fail: 0, vacuous: 0, error: 0, skip: 0 };
 }
 
@@ -178,7 +178,7 @@ export class SweepTally {
   }
 }
 
-export function nonPassCount(c: SweepCheck): number {
+function nonPassCount(c: SweepCheck): number {
   return NON_PASS.reduce((s, st) => s + c.counts[st], 0);
 }
 
