@@ -1,6 +1,6 @@
 /**
  * The scheduler, the harness and the report name no check class and no backend kind
- * (docs/spec/decisions.md#one-settings-record): they read what a check declares (`needs`, its
+ * (docs/spec/decisions.md#names-no-class): they read what a check declares (`needs`, its
  * subject, `class` as a field) and what a kind's entry says (conformance/backend-kinds.ts). A class
  * name (C5), a backend kind's spelling (py:, lib:, cpu-emu, cuda) or an import of a check folder in
  * their code fails this test; comments may cite them. Each exception is listed with its reason.
