@@ -17,9 +17,10 @@ import { c7Checks } from "./c7/checks.ts";
 import { c1Checks } from "./c1/opaque.ts";
 import { c2RuleChecks } from "./c2/rule.ts";
 import { c8Checks } from "./c8/invariants.ts";
-import { c9Checks, c9Handover } from "./c9/checks.ts";
+import { c9Checks } from "./c9/checks.ts";
 import { chunkFormChecks } from "./chunk/checks.ts";
 import { KINDS } from "./backend-kinds.ts";
+import { c9Handover } from "./c9/checks.ts";
 
 interface CatalogueOptions {
   /** Extra fixture directories (C6), besides fixtures/. */
