@@ -65,14 +65,18 @@ if has fla; then
         if (c.status !== "pass") console.log("   ", String(c.message).slice(0, 400));
       }' "$out/fla-$k.json" | tee -a "$out/fla-configurations.txt"
   done
-  # TF32 calibration (docs/spec/precision.md#tf32-gpu): fla's f32 chunked Gated DeltaNet, its dots in
-  # TF32 on compute capability 8 and up, must pass declared tf32 (chunk_gated_delta_rule_tf32) and
-  # fail declared f32 (chunk_gated_delta_rule, judged in the step above); seeds 1-3, first configuration
-  # (its configurations are judged above). Read fla-tf32.json per seed: forward and backward must pass.
+  # TF32 (docs/spec/precision.md#tf32-gpu): fla's f32 chunked kernels, their dots in TF32 on compute
+  # capability 8 and up, must pass declared tf32 (examples/py-kernels/fla_tf32.py) and fail declared f32
+  # (judged in the steps above and below); Gated DeltaNet at seeds 1-3, KDA, Comba, DPLR and RWKV-7 at
+  # seed 1, first configuration. Read fla-tf32-*.json: forward and backward must pass.
   for s in 1 2 3; do
     NLC_KERNEL_CONFIGS=first STEP_S=${FLA_STEP_S:-300} run "fla-tf32-seed$s" bun conformance/cli.ts --filter C5/py- \
-      --profile quick --seed "$s" --report "$out/fla-tf32-seed$s.json" --backend "py:$ours/fla_real.py:chunk_gated_delta_rule_tf32"
+      --profile quick --seed "$s" --report "$out/fla-tf32-seed$s.json" --backend "py:$ours/fla_tf32.py:chunk_gated_delta_rule_tf32"
   done
+  t="py:$ours/fla_tf32.py"
+  NLC_KERNEL_CONFIGS=first STEP_S=${FLA_STEP_S:-300} run fla-tf32-new-rules bun conformance/cli.ts --filter C5/py- --profile quick \
+    --report "$out/fla-tf32-new-rules.json" --backend "$t:chunk_kda_tf32" --backend "$t:chunk_comba_tf32" \
+    --backend "$t:chunk_dplr_delta_rule_tf32" --backend "$t:chunk_rwkv7_tf32"
   # KDA, Comba, DPLR (docs/spec/py-backend.md#fla-new-rules): recurrent and chunked, the in-kernel gate
   # forms, the value-first state, bf16 with f32 gates (plain and storing intermediates), IPLR and RWKV-7
   # as DPLR; the six plants (recurrent and chunked) must fail (the step then

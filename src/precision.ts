@@ -58,17 +58,16 @@ export function roundedCopy(dtype: StorageDType, a: ArrayLike<number>): Float64A
 }
 
 /**
- * x rounded to TF32, the operand format of a tensor core's f32 products: f32's exponent range and 11
- * significand bits (10 explicit), to nearest with ties to even; NaN and ±Infinity kept.
+ * x as a tensor core takes an f32 operand in TF32: f32's exponent range and 11 significand bits (10
+ * explicit), the 13 dropped bits cut off (rounded toward zero), as the hardware does when the kernel
+ * hands it f32 values (Triton's tl.dot in "tf32", f32 matrix multiplies allowed TF32); NaN and
+ * ±Infinity kept. A kernel that rounds its operands to nearest first is within the same yardstick
+ * (docs/spec/precision.md#tf32).
  */
 export function roundTF32(x: number): number {
   tf32Value[0] = x; // to f32 first: a TF32 operand is an f32 value
   if (!Number.isFinite(tf32Value[0]!)) return tf32Value[0]!;
-  // on the f32 bit pattern: add half the dropped 13 bits' weight (less one, plus the kept lowest
-  // bit: ties to even) and clear them; a carry moves into the exponent, past the largest finite
-  // value into infinity, as rounding does
-  const b = tf32Bits[0]!;
-  tf32Bits[0] = ((b + 0xfff + ((b >>> 13) & 1)) & ~0x1fff) >>> 0;
+  tf32Bits[0] = (tf32Bits[0]! & ~0x1fff) >>> 0; // the low 13 mantissa bits cleared: toward zero
   return tf32Value[0]!;
 }
 const tf32Value = new Float32Array(1), tf32Bits = new Uint32Array(tf32Value.buffer);
@@ -78,7 +77,7 @@ export function unitRoundoff(dtype: StorageDType | AccumulateDType): number {
   switch (dtype) {
     case "f64": return 2 ** -53;
     case "f32": return 2 ** -24;
-    case "tf32": return 2 ** -11;
+    case "tf32": return 2 ** -10; // cut toward zero: up to one unit in the last of 11 places
     case "bf16": return 2 ** -8;
     case "f16": return 2 ** -11;
   }

@@ -1,12 +1,12 @@
 /**
  * TF32 as a declarable precision (docs/spec/precision.md#tf32).
- * - The emulation: roundTF32 keeps 11 significand bits, to nearest with ties to even, and agrees
- *   with the bit trick tests/py-kernels/tf32_chunked.py rounds with; under withAccumulate("tf32")
+ * - The emulation: roundTF32 keeps 11 significand bits, the dropped ones cut off (toward zero, as a
+ *   tensor core takes f32 operands), and agrees with the bit trick tests/py-kernels/tf32_chunked.py uses; under withAccumulate("tf32")
  *   the numeric kernels' products take TF32 operands and sum in f32, and nothing else changes.
  * - The judge, through a `py:` kernel (tests/py-kernels/tf32_chunked.py, a chunked Gated DeltaNet
  *   whose every matrix product has TF32 operands, forward and backward): declared tf32 it passes;
- *   the same kernel declared f32 fails; planted 0.1 % scale errors of y and dg (our dα), declared
- *   tf32, fail. Skipped without PyTorch.
+ *   so does its twin that rounds its operands to nearest; the same kernel declared f32 fails; planted
+ *   1 % scale errors of y and dg (our dα), declared tf32, fail. Skipped without PyTorch.
  */
 import { expect, test } from "bun:test";
 import { dot, matmul, matvec } from "../src/numeric.ts";
@@ -18,7 +18,7 @@ import { biasVerdict } from "../oracle/bias.ts";
 import { GROUP_FLOOR, floorRel, groupFloor } from "../oracle/kernel-judge.ts";
 import { BIAS } from "../oracle/precision-table.ts";
 
-/** TF32 rounding by arithmetic (an independent statement of it): 11 significand bits, f32's exponent range, ties to even. */
+/** TF32 by arithmetic (an independent statement of it): 11 significand bits, f32's exponent range, the rest cut off. */
 function byArithmetic(x: number): number {
   const r = Math.fround(x);
   if (r === 0 || !Number.isFinite(r)) return r;
@@ -27,26 +27,26 @@ function byArithmetic(x: number): number {
   if (2 ** e > a) e--;
   else if (2 ** (e + 1) <= a) e++;
   const ulp = 2 ** (Math.max(e, -126) - 10);
-  const q = a / ulp, f = Math.floor(q), frac = q - f;
-  const y = Math.fround((frac > 0.5 || (frac === 0.5 && f % 2 === 1) ? f + 1 : f) * ulp);
+  const y = Math.fround(Math.floor(a / ulp) * ulp);
   return r > 0 ? y : -y;
 }
 
-test("roundTF32: 11 significand bits, ties to even, as arithmetic rounding gives on 200 000 values", () => {
-  expect(roundTF32(1 + 2 ** -11)).toBe(1); // a tie: to the even neighbour
-  expect(roundTF32(1 + 3 * 2 ** -11)).toBe(1 + 2 ** -9); // a tie: up to the even one
-  expect(roundTF32(1 + 2 ** -11 + 2 ** -20)).toBe(1 + 2 ** -10);
-  expect(roundTF32(-(1 + 2 ** -10))).toBe(-(1 + 2 ** -10));
+test("roundTF32: 11 significand bits cut toward zero, as arithmetic gives on 200 000 values", () => {
+  expect(roundTF32(1 + 2 ** -11)).toBe(1); // below one TF32 step: cut
+  expect(roundTF32(1 + 3 * 2 ** -11)).toBe(1 + 2 ** -10); // toward zero, not to the nearer 1 + 2^-9
+  expect(roundTF32(1 + 2 ** -10 - 2 ** -20)).toBe(1);
+  expect(roundTF32(-(1 + 2 ** -10 + 2 ** -12))).toBe(-(1 + 2 ** -10)); // negative values toward zero too
   expect(roundTF32(0)).toBe(0);
   expect(Number.isNaN(roundTF32(NaN))).toBe(true);
-  expect(unitRoundoff("tf32")).toBe(2 ** -11);
+  expect(unitRoundoff("tf32")).toBe(2 ** -10);
   const rng = new Rng(7);
-  expect(roundTF32(3.4028234663852886e38)).toBe(Infinity); // past the largest finite TF32 value
+  expect(roundTF32(3.4028234663852886e38)).toBe(byArithmetic(3.4028234663852886e38)); // the largest f32 stays finite
+  expect(Number.isFinite(roundTF32(3.4028234663852886e38))).toBe(true);
   expect(roundTF32(2 ** -140 * 1.5)).toBe(byArithmetic(2 ** -140 * 1.5)); // subnormal
   for (let i = 0; i < 200_000; i++) {
     const x = Math.fround((rng.next() - 0.5) * 2 ** Math.floor(rng.next() * 300 - 150));
     const r = roundTF32(x);
-    if (!Object.is(r, byArithmetic(x))) throw new Error(`roundTF32(${x}) = ${r}, arithmetic rounding gives ${byArithmetic(x)}`);
+    if (!Object.is(r, byArithmetic(x))) throw new Error(`roundTF32(${x}) = ${r}, arithmetic gives ${byArithmetic(x)}`);
   }
 }, 60_000);
 
@@ -82,7 +82,7 @@ test("the TF32 judge: floors of the group, a bias test from 32 elements at its o
   const tf32 = { storage: "f32", state: "f32", accumulate: "tf32" } as const, f32 = { ...tf32, accumulate: "f32" } as const;
   expect(groupFloor("tf32")).toBe(1);
   expect(groupFloor("f32")).toBe(GROUP_FLOOR);
-  expect(floorRel("tf32")).toBe(1e-3);
+  expect(floorRel("tf32")).toBe(2e-3);
   const rng = new Rng(11);
   const scaled = (n: number, s: number) => {
     const r = Float64Array.from({ length: n }, () => rng.next() - 0.5);
@@ -92,8 +92,8 @@ test("the TF32 judge: floors of the group, a bias test from 32 elements at its o
   const few = scaled(2, 5e-3);
   expect(biasVerdict(few.k, few.r, few.r, tf32).ok).toBe(true);
   expect(biasVerdict(few.k, few.r, few.r, f32).ok).toBe(false);
-  // from 32 elements a 0.1 % scale fails at the TF32 bias floor, and 0.05 % passes it
-  const many = scaled(32, 1e-3), half = scaled(32, 5e-4);
+  // from 32 elements a 0.4 % scale fails at the TF32 bias floor, and 0.2 % (what truncation itself shows) passes it
+  const many = scaled(32, 4e-3), half = scaled(32, 2e-3);
   expect(biasVerdict(many.k, many.r, many.r, tf32).ok).toBe(false);
   expect(biasVerdict(half.k, half.r, half.r, tf32).ok).toBe(true);
   expect(biasVerdict(many.k, many.r, many.r, tf32).floor).toBe(BIAS.floorTF32.value);
@@ -101,12 +101,12 @@ test("the TF32 judge: floors of the group, a bias test from 32 elements at its o
 
 const k = (name: string) => `py:tests/py-kernels/tf32_chunked.py:${name}`;
 const hasTorch = probeTorchSync().available;
-const run = pyRun(() => ["chunk_gated_tf32", "chunk_gated_tf32_as_f32", "chunk_gated_tf32_dg_scaled", "chunk_gated_tf32_y_scaled"].map(k));
+const run = pyRun(() => ["chunk_gated_tf32", "chunk_gated_tf32_nearest", "chunk_gated_tf32_as_f32", "chunk_gated_tf32_dg_scaled", "chunk_gated_tf32_y_scaled"].map(k));
 const precisionOf = (r: { details?: unknown }) => (r.details as { precision?: unknown }).precision;
 
-test.skipIf(!hasTorch)("py: a chunked Gated DeltaNet with TF32 products passes declared tf32", () => {
-  for (const kind of ["forward", "backward"]) {
-    const r = run.get(k("chunk_gated_tf32"), "gated_delta", kind);
+test.skipIf(!hasTorch)("py: a chunked Gated DeltaNet with TF32 products passes declared tf32, its operands cut or rounded to nearest", () => {
+  for (const name of ["chunk_gated_tf32", "chunk_gated_tf32_nearest"]) for (const kind of ["forward", "backward"]) {
+    const r = run.get(k(name), "gated_delta", kind);
     expectStatus(r, "pass");
     expect(precisionOf(r)).toEqual({ storage: "f32", state: "f32", accumulate: "tf32" });
   }
@@ -120,7 +120,7 @@ test.skipIf(!hasTorch)("py: the same kernel declared f32 fails, forward and back
   }
 }, 300_000);
 
-test.skipIf(!hasTorch)("py: planted 0.1 % scale errors of y and dg fail declared tf32", () => {
+test.skipIf(!hasTorch)("py: planted 1 % scale errors of y and dg fail declared tf32", () => {
   expectStatus(run.get(k("chunk_gated_tf32_y_scaled"), "gated_delta", "forward"), "fail");
   expectStatus(run.get(k("chunk_gated_tf32_y_scaled"), "gated_delta", "backward"), "fail");
   const dg = run.get(k("chunk_gated_tf32_dg_scaled"), "gated_delta", "backward");

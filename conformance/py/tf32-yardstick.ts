@@ -1,7 +1,7 @@
 /**
  * The yardstick of a `py:` kernel that declares `"accumulate": "tf32"` (docs/spec/precision.md#tf32):
  * the TypeScript reference pair run plain (f32 storage, f32 sums) with every operand of its products
- * rounded to TF32 (src/precision.ts withAccumulate("tf32")), per sequence, on the same rounded
+ * cut to TF32 (src/precision.ts withAccumulate("tf32"), toward zero as tensor cores do), per sequence, on the same rounded
  * inputs as ref64. The PyTorch reference that serves the other precisions has no TF32 mode.
  */
 import type { Precision } from "../../src/precision.ts";

@@ -19,36 +19,46 @@ import fla_style_ops as ops  # noqa: E402
 from fla_deltanet import GATED_DELTANET  # noqa: E402
 from nlc_torch import declared  # noqa: E402
 
-PLANT = 1.001
+PLANT = 1.01
 F32 = {k: v for k, v in GATED_DELTANET.items() if k != "accumulate"}
 
 
 def tf32(x):
-    """x (f32) rounded to TF32: the low 13 of f32's 23 mantissa bits cleared, to nearest, ties to even."""
+    """x (f32) as a tensor core takes it in TF32: the low 13 of f32's 23 mantissa bits cut off (toward zero)."""
+    b = x.contiguous().view(torch.int32)
+    return (b & ~0x1FFF).view(torch.float32)
+
+
+def tf32_nearest(x):
+    """x (f32) rounded to TF32 to nearest, ties to even (what a kernel that converts its operands first does)."""
     b = x.contiguous().view(torch.int32)
     b = (b + 0xFFF + ((b >> 13) & 1)) & ~0x1FFF
     return b.view(torch.float32)
 
 
-class _MatmulTF32(torch.autograd.Function):
-    """a @ b with both operands rounded to TF32, and the backward's two products likewise."""
+def _matmul(rnd):
+    """a @ b with both operands through rnd (TF32), and the backward's two products likewise."""
 
-    @staticmethod
-    def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
-        return tf32(a) @ tf32(b)
+    class _MatmulTF32(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            ctx.save_for_backward(a, b)
+            return rnd(a) @ rnd(b)
 
-    @staticmethod
-    def backward(ctx, g):
-        a, b = ctx.saved_tensors
-        g = tf32(g)
-        return g @ tf32(b).transpose(-1, -2), tf32(a).transpose(-1, -2) @ g
+        @staticmethod
+        def backward(ctx, g):
+            a, b = ctx.saved_tensors
+            g = rnd(g)
+            return g @ rnd(b).transpose(-1, -2), rnd(a).transpose(-1, -2) @ g
+
+    return _MatmulTF32.apply
 
 
-mm = _MatmulTF32.apply
+mm = _matmul(tf32)
+mm_nearest = _matmul(tf32_nearest)
 
 
-def _chunk_step_tf32(q, k, v, g, beta, S, C=ops.CHUNK):
+def _chunk_step_tf32(q, k, v, g, beta, S, C=ops.CHUNK, mm=mm):
     """fla_style_ops._chunk_step with every matrix product through mm (TF32 operands, f32 sums)."""
     B, T, H, K = k.shape
     (q, k, v, g, beta), n, lower, strict, eye = ops.chunked(q, k, v, g, beta, C)
@@ -87,6 +97,15 @@ def chunk_gated_delta_rule_tf32(q, k, v, g, beta, scale=None, initial_state=None
                     use_qk_l2norm_in_kernel)
 
 
+def chunk_gated_delta_rule_tf32_nearest(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
+                                        cu_seqlens=None, use_qk_l2norm_in_kernel=False):
+    def step(q, k, v, g, beta, S, C=ops.CHUNK):
+        return _chunk_step_tf32(q, k, v, g, beta, S, C, mm=mm_nearest)
+    return ops._run(step, q, k, v, g, beta, scale, initial_state, output_final_state, cu_seqlens,
+                    use_qk_l2norm_in_kernel)
+
+
+chunk_gated_tf32_nearest = declared(chunk_gated_delta_rule_tf32_nearest, **F32, chunk_size=ops.CHUNK, accumulate="tf32")
 chunk_gated_tf32 = declared(chunk_gated_delta_rule_tf32, **F32, chunk_size=ops.CHUNK, accumulate="tf32")
 chunk_gated_tf32_as_f32 = declared(chunk_gated_delta_rule_tf32, **F32, chunk_size=ops.CHUNK, accumulate="f32")
 
