@@ -8,7 +8,7 @@ import { buildRuleCase } from "../cases/rule-case.ts";
 import { sampleOf, sampleRuleCaseSpecs } from "../cases/inner-case.ts";
 import { batchArb, regimeBatchArb, sizesFor } from "../conformance/c5/batch.ts";
 import { tapeE2eExamples } from "../conformance/c5/child-checks.ts";
-import { REGIMES } from "../cases/kernel-batch.ts";
+import { REGIMES } from "../cases/kernel-regimes.ts";
 import { EXERCISED } from "../oracle/kernel-judge.ts";
 import { maxAbs } from "../src/numeric.ts";
 import { RULES } from "../src/rules/index.ts";

@@ -9,7 +9,7 @@ import { expect, test } from "bun:test";
 import { RULES } from "../src/rules/index.ts";
 import type { InnerInputs, State } from "../src/rules/types.ts";
 import { buildPyCase, toKernelGrads } from "../conformance/py/cases.ts";
-import { fromInnerGrads } from "../cases/kernel-batch.ts";
+import { fromInnerGrads } from "../cases/kernel-tensors.ts";
 import { EXERCISED } from "../oracle/kernel-judge.ts";
 import { NO_CONVENTIONS, type Conventions } from "../conformance/py/conventions.ts";
 import { edgeScaleValue, otherScale, pyEdgeExamples, pySaturatedExample } from "../conformance/py/edges.ts";

@@ -12,9 +12,10 @@ import { SATURATED_GATES, SATURATED_TAIL, SATURATED_THETA, saturatedCorner, satu
 import type { Arrays } from "../../ffi/lib.ts";
 import type { Profile } from "../../harness/check.ts";
 import { innerCase } from "../../cases/inner-case.ts";
-import {
-  ODD_KEY_D, REGIME_MAX_SEQS, isStateTensor, regimesOf, mapSeq, packStates, packTokens, regimeShapeArb, seqExtraArb, seqExtrasArb, tokenWidth, type Regime, type SeqExtra,
-} from "../../cases/kernel-batch.ts";
+import { ODD_KEY_D, seqExtraArb, seqExtrasArb, type SeqExtra } from "../../cases/kernel-batch.ts";
+import { REGIME_MAX_SEQS, regimesOf, regimeShapeArb, type Regime } from "../../cases/kernel-regimes.ts";
+import { packStates, packTokens, tokenWidth } from "../../cases/kernel-layout.ts";
+import { isStateTensor, mapSeq } from "../../cases/kernel-tensors.ts";
 import type { SeqTensors } from "../../oracle/kernel-case.ts";
 import { otherEnumValues, regimeCase, ruleCaseSpecArb, type RuleCaseSpec, type SizeLimits } from "../../cases/rule-case.ts";
 import type { InnerInputs, RuleConfig, RuleDecl, State } from "../../src/rules/types.ts";

@@ -5,7 +5,7 @@
 import type { KernelLib } from "../../ffi/lib.ts";
 import type { CaseOutcome } from "../../harness/check.ts";
 import type { RuleDecl } from "../../src/rules/types.ts";
-import { entries, tensorName } from "../../cases/kernel-batch.ts";
+import { entries, tensorName } from "../../cases/kernel-tensors.ts";
 import { sequencesOf, type KSpec } from "./batch.ts";
 import { runKernels } from "./native-backend.ts";
 

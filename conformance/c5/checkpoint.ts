@@ -16,7 +16,8 @@ import type { InnerGrads, InnerInputs, RuleConfig, RuleDecl, State } from "../..
 import { concat } from "../../src/numeric.ts";
 import { Tensor } from "../../src/tensor.ts";
 import { CHECKPOINTS, asStored, batchDy, batchInputs, batchState, sequencesOf, type KSpec } from "./batch.ts";
-import { comparedItems, entries, fromInnerGrads, tensorAt, tensorName, tokenWidth } from "../../cases/kernel-batch.ts";
+import { tokenWidth } from "../../cases/kernel-layout.ts";
+import { comparedItems, entries, fromInnerGrads, tensorAt, tensorName } from "../../cases/kernel-tensors.ts";
 import { gradInput, type GradName } from "../../ffi/abi.ts";
 import { firstBitDiff } from "./bitwise.ts";
 import { flashCompare } from "../../oracle/kernel-judge.ts";

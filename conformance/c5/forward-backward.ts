@@ -10,7 +10,7 @@ import { hazardVerdict } from "../../ffi/hazards.ts";
 import type { CaseOutcome } from "../../harness/check.ts";
 import type { RuleConfig, RuleDecl } from "../../src/rules/types.ts";
 import { asStored, sequencesOf, type KSpec, type Seq } from "./batch.ts";
-import { comparedItems } from "../../cases/kernel-batch.ts";
+import { comparedItems } from "../../cases/kernel-tensors.ts";
 import { nativeBackend, type NativeBatch } from "./native-backend.ts";
 import type { KernelBackend } from "../../cases/kernel-backend.ts";
 import type { Precision } from "../../src/precision.ts";

@@ -9,7 +9,7 @@ import { gradInput, symbolName, type GradName, type RuleAbi, type Shape } from "
 import type { Resolved } from "../../ffi/backends.ts";
 import { HazardError, wireDType, type Arrays, type KernelLib } from "../../ffi/lib.ts";
 import type { KernelBackend, KernelDeclaration, KernelRun, Probe } from "../../cases/kernel-backend.ts";
-import { tokenWidth, unpackState, unpackTokens } from "../../cases/kernel-batch.ts";
+import { tokenWidth, unpackState, unpackTokens } from "../../cases/kernel-layout.ts";
 import type { SeqTensors } from "../../oracle/kernel-case.ts";
 import { F32_STORE_F64_ACC } from "../../oracle/kernel-judge.ts";
 import type { Precision } from "../../src/precision.ts";

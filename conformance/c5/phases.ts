@@ -14,7 +14,7 @@ import { Tensor, cast } from "../../src/tensor.ts";
 import type { KSpec } from "./batch.ts";
 import { compareRuns, runAllKernels } from "./bitwise.ts";
 import { flashCompare, type Compared } from "../../oracle/kernel-judge.ts";
-import { paramGradName } from "../../cases/kernel-batch.ts";
+import { paramGradName } from "../../cases/kernel-tensors.ts";
 import { backwardCase, forwardCase } from "./forward-backward.ts";
 import { declaredPrecision } from "./native-backend.ts";
 import { plainYardstick } from "../../oracle/plain-reference.ts";

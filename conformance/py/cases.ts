@@ -19,10 +19,10 @@ import { Tensor } from "../../src/tensor.ts";
 import { F32_STORE_F64_ACC } from "../../oracle/kernel-judge.ts";
 import type { SeqTensors } from "../../oracle/kernel-case.ts";
 import { absentInputs, declaredHeadDim, kernelGradient, kernelValue, NO_CONVENTIONS, referenceValue, type Conventions } from "./conventions.ts";
-import {
-  ODD_KEY_D, PACKED_MAX_H, PACKED_MAX_SEQUENCES, REGIME_MAX_SEQS, regimesOf, cuSeqlens, fromInnerGrads, packPackedTokens, packStates, packTokens, packedLabel,
-  packedShapeArb, regimeShapeArb, seqExtraArb, seqExtrasArb, unpackPackedTokens, unpackState, unpackTokens, type Regime, type SeqExtra,
-} from "../../cases/kernel-batch.ts";
+import { ODD_KEY_D, seqExtraArb, seqExtrasArb, type SeqExtra } from "../../cases/kernel-batch.ts";
+import { PACKED_MAX_H, PACKED_MAX_SEQUENCES, REGIME_MAX_SEQS, regimesOf, packedLabel, packedShapeArb, regimeShapeArb, type Regime } from "../../cases/kernel-regimes.ts";
+import { cuSeqlens, packPackedTokens, packStates, packTokens, unpackPackedTokens, unpackState, unpackTokens } from "../../cases/kernel-layout.ts";
+import { fromInnerGrads } from "../../cases/kernel-tensors.ts";
 import { edgeConventions, edgeLabel, saturateGates, type PyEdge } from "./edges.ts";
 
 export interface PyCaseSpec {

@@ -9,7 +9,9 @@
 import { writeSync } from "node:fs";
 import { CaseDump } from "../../harness/dump.ts";
 import type { CaseOutcome, Profile } from "../../harness/check.ts";
-import { DEFAULT_KERNEL_CHUNKS, ShapeTally, regimeOutcome, withRegimesNotJudged, withShapes } from "../../cases/kernel-batch.ts";
+import { DEFAULT_KERNEL_CHUNKS } from "../../cases/kernel-batch.ts";
+import { regimeOutcome, withRegimesNotJudged } from "../../cases/kernel-regimes.ts";
+import { ShapeTally, withShapes } from "../../cases/kernel-shapes.ts";
 import { TorchBridgeError } from "../../oracle/torch-bridge.ts";
 import { otherEnumValues } from "../../cases/rule-case.ts";
 import { coverage } from "../../oracle/kernel-judge.ts";
