@@ -89,7 +89,7 @@ function unsupportedAsSkip(r: CheckResult): CheckResult {
   return { ...r, status: "skip", message: `unsupported by the library (NLK_ERR_UNSUPPORTED): ${r.message}` };
 }
 
-/** The shape of a generated case, for the crash report (a batch KSpec, or a rule case spec). */
+/** The shape of a generated case, for the crash report (a batch AbiCaseSpec, or a rule case spec). */
 function describe(v: unknown): Record<string, unknown> {
   const k = v as { base?: RuleCaseSpec; B?: number; H?: number; C?: number } & Partial<RuleCaseSpec>;
   const spec = k.base ?? (k as RuleCaseSpec);
