@@ -25,7 +25,7 @@ import { pythonDeclaration } from "./python-backend.ts";
 import { absentInputs, NO_CONVENTIONS } from "./conventions.ts";
 import { pyEdgeExamples, pyEmptyExample } from "./edges.ts";
 import { batchedCuSeqlens } from "./contracts.ts";
-import { parsePyBackend, pyPlan, type PyEntry } from "./plan.ts";
+import { parsePyBackend, pyEntryOf, type PyEntry, type PyPart } from "./plan.ts";
 import { RULES } from "../../src/rules/index.ts";
 import { variantKey } from "../../src/rules/level.ts";
 import { suggestion } from "../../harness/nearest.ts";
@@ -102,9 +102,8 @@ function declaredRules(rules: readonly string[], who: string): void {
   }
 }
 
-async function run(req: BatchRequest): Promise<void> {
+async function run(req: BatchRequest<PyPart>): Promise<void> {
   const backend = parsePyBackend(req.backend);
-  const plan = new Map(pyPlan(backend).map((e) => [e.id, e]));
   // A backend that cannot be loaded (no python or torch, a module that does not import, a
   // declaration that is wrong) is one reason, given once: the backend is unavailable with it
   // (details.unavailable, read by checks.ts into the report's run.backends) and its checks are
@@ -141,11 +140,12 @@ async function run(req: BatchRequest): Promise<void> {
   try {
     for (const c of req.checks) {
       emit(startLine(c.id));
-      const e = plan.get(c.id);
-      if (e === undefined) {
-        emit(resultLine(stubResult(c.id, "error", `no check '${c.id}' on backend ${backend.name}`, c.seed ?? 0)));
+      // the check's part of the plan, as the parent sent it
+      if (c.part === undefined) {
+        emit(resultLine(stubResult(c.id, "error", `the request for check '${c.id}' on backend ${backend.name} carries no part of the plan`, c.seed ?? 0)));
         continue;
       }
+      const e = pyEntryOf(c.part);
       const seed = c.seed ?? 0;
       // what the kernel declares for this rule variant: not judged, or not implemented; forward-only
       const declaration = pythonDeclaration(session, e.key);
@@ -198,5 +198,5 @@ async function run(req: BatchRequest): Promise<void> {
   }
 }
 
-await run(JSON.parse(await Bun.stdin.text()) as BatchRequest);
+await run(JSON.parse(await Bun.stdin.text()) as BatchRequest<PyPart>);
 process.exit(0);
