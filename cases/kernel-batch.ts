@@ -211,7 +211,7 @@ export function regimeBatchArb<F extends CaseForm>(decl: RuleDecl, frozen: boole
  * that takes `cu_seqlens`): a length-1 sequence among lengths straddling a chunk boundary, each
  * sequence with its own seed, gates and state.
  */
-export function packedBatchArb(decl: RuleDecl, chunks: readonly number[]): fc.Arbitrary<CanonicalCaseSpec> {
+function packedBatchArb(decl: RuleDecl, chunks: readonly number[]): fc.Arbitrary<CanonicalCaseSpec> {
   const mins = decl.checkMinimums ?? {};
   return fc.record({
     base: ruleCaseSpecArb(decl, { d: [1, 4], seq_len: [1, 4] }), shape: packedShapeArb(chunks),

@@ -50,7 +50,7 @@ export interface RuleEntry extends EntryBase {
 }
 
 /** What each rule check needs of a backend: forward and backward only the contract. */
-export const RULE_CHECK_NEEDS: Readonly<Record<RuleEntry["kind"], Capability>> = {
+const RULE_CHECK_NEEDS: Readonly<Record<RuleEntry["kind"], Capability>> = {
   forward: "contract", backward: "contract", checkpoint: "library", chunks: "library", workspace: "library", "tape-e2e": "library",
   race: "emulation", "gpu-blocks": "emulation",
 };
@@ -96,7 +96,7 @@ export type ParentEntry = IsolationEntry | HeaderEntry;
  * What a native library offers (known by name before it is loaded): the contract and its own entry
  * points; the emulation's controls as well for cpu-emu.
  */
-export function nativeCapabilities(backend: string): readonly Capability[] {
+function nativeCapabilities(backend: string): readonly Capability[] {
   return backend === "cpu-emu" ? ["contract", "library", "emulation"] : ["contract", "library"];
 }
 
