@@ -29,6 +29,16 @@ import type { Precision } from "../src/precision.ts";
 /** How a backend's kernels are reached: a native library, a Python process, or TypeScript in the checking process. */
 export type BackendKind = "native" | "python" | "in-process";
 
+/**
+ * What a kernel check needs of a backend beyond the contract's forward and backward, and what a
+ * backend offers (docs/spec/kernel-abi.md#kernel-backends): `contract` — forward and backward
+ * (every backend); `library` — a native library's own entry points (its workspace size query, the
+ * pair called chunk by chunk, the pair inside the tape); `emulation` — the CPU emulation's controls
+ * (thread order, GPU-sized blocks; cpu-emu). A check is generated for a backend only where the
+ * backend offers what it needs.
+ */
+export type Capability = "contract" | "library" | "emulation";
+
 /** Whether a backend can run kernels: its device (and toolchain), or why not. */
 export type Probe =
   | { readonly available: true; readonly device: string; readonly toolchain?: Toolchain }

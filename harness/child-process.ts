@@ -18,14 +18,27 @@ import { interruptedBy, noteSignal } from "./interrupt.ts";
 import { checkSeed, replayCommand } from "./run.ts";
 import { childEnvironment } from "../environment.ts";
 
+/**
+ * One check a child runs: its id, its part of the plan (serialisable data: the check's kind, rule
+ * key, runs, tolerance, ...; each check folder's own type), which the child runs without building
+ * the plan again, and for a replay its own seed and fast-check path.
+ */
+export interface ChildCheckRequest<Part = unknown> {
+  id: string;
+  part: Part;
+  seed?: number;
+  path?: string;
+  dump?: string;
+}
+
 /** A batch of checks for one child: normal runs carry the run seed, a replay its one check's seed and path. */
-export interface BatchRequest {
+export interface BatchRequest<Part = unknown> {
   backend: string;
   profile: Profile;
   /** Normal runs: the run seed (each check derives its own, exactly as runCheck does). */
   runSeed?: number;
   /** The checks to run, in order; a replay (no run seed) names its one check's own seed and fast-check path. */
-  checks: { id: string; seed?: number; path?: string; dump?: string }[];
+  checks: ChildCheckRequest<Part>[];
 }
 
 /** The case a check was running: enough to name it and to replay it. */
@@ -203,10 +216,11 @@ export function runBatch(spec: ChildSpec, req: BatchRequest): Map<string, CheckR
  * Results by check id, seed and profile: the first check of a backend that runs asks for every
  * selected sibling in one batch; the others find their result here.
  */
-export class ChildResults {
+export class ChildResults<Part = unknown> {
   private readonly cache = new Map<string, CheckResult>();
 
-  constructor(private readonly run: (req: BatchRequest) => Map<string, CheckResult>) {}
+  /** `partOf`: a check's part of the plan, sent with it (the parent built the plan; the child does not). */
+  constructor(private readonly run: (req: BatchRequest<Part>) => Map<string, CheckResult>, private readonly partOf: (backend: string, id: string) => Part) {}
 
   private static key(id: string, seed: number, profile: Profile): string {
     return `${id}|${seed}|${profile}`;
@@ -218,9 +232,9 @@ export class ChildResults {
     const key = ChildResults.key(id, seed, profile);
     let r = this.cache.get(key);
     if (r === undefined) {
-      const req: BatchRequest = replayPath !== undefined
-        ? { backend, profile, checks: [{ id, seed, path: replayPath, ...(replayDump !== undefined ? { dump: replayDump } : {}) }] }
-        : { backend, profile, runSeed, checks: siblings().filter((c) => c.id === id || selected.has(c.id)).map((c) => ({ id: c.id })) };
+      const req: BatchRequest<Part> = replayPath !== undefined
+        ? { backend, profile, checks: [{ id, part: this.partOf(backend, id), seed, path: replayPath, ...(replayDump !== undefined ? { dump: replayDump } : {}) }] }
+        : { backend, profile, runSeed, checks: siblings().filter((c) => c.id === id || selected.has(c.id)).map((c) => ({ id: c.id, part: this.partOf(backend, c.id) })) };
       for (const [cid, res] of this.run(req)) {
         this.cache.set(ChildResults.key(cid, req.runSeed !== undefined ? checkSeed(req.runSeed, cid) : seed, profile), res);
       }

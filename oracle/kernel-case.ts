@@ -3,7 +3,7 @@
  * inputs, the initial state, dy and d(final state) of one sequence) and what comes out
  * (SeqTensors: y, the final state, every input gradient and d(initial state)), by what each
  * tensor is rather than by a name in a string. A kernel, ref64 and the plain reference all give a
- * SeqTensors; cases/kernel-batch.ts packs, unpacks and names them.
+ * SeqTensors; cases/kernel-layout.ts packs and unpacks them, cases/kernel-tensors.ts names them.
  */
 import type { InnerInputs, State } from "../src/rules/types.ts";
 import type { Tensor } from "../src/tensor.ts";

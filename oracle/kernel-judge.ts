@@ -46,7 +46,7 @@ export const KERNEL_TOLERANCE: Readonly<Record<string, unknown>> = {
 
 /** One tensor of one sequence: the kernel's values (undefined when it does not return them) and both references. */
 export interface Compared {
-  /** The report's name of the tensor (cases/kernel-batch.ts tensorName). */
+  /** The report's name of the tensor (cases/kernel-tensors.ts tensorName). */
   name: string;
   /** Outputs and gradients: a tensor zero by the math takes its floor from its group. */
   group: "out" | "grad";
@@ -58,7 +58,7 @@ export interface Compared {
   part?: "token" | "state";
   /**
    * How a failure message names the tensor, when not by `name`: a py: kernel's own keyword first,
-   * ours in brackets (`dg [dalpha]`, `dinitial_state [dM (initial state)]`; cases/kernel-batch.ts).
+   * ours in brackets (`dg [dalpha]`, `dinitial_state [dM (initial state)]`; cases/kernel-tensors.ts).
    */
   label?: string;
 }

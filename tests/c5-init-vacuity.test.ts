@@ -6,9 +6,9 @@
 import { expect, test } from "bun:test";
 import { buildRuleCase } from "../cases/rule-case.ts";
 import { sampleOf, sampleRuleCaseSpecs } from "../cases/inner-case.ts";
-import { batchArb, regimeBatchArb, sizesFor } from "../conformance/c5/batch.ts";
+import { caseArb, regimeBatchArb, sizesFor } from "../cases/kernel-batch.ts";
 import { tapeE2eExamples } from "../conformance/c5/child-checks.ts";
-import { REGIMES } from "../cases/kernel-batch.ts";
+import { REGIMES } from "../cases/kernel-regimes.ts";
 import { EXERCISED } from "../oracle/kernel-judge.ts";
 import { maxAbs } from "../src/numeric.ts";
 import { RULES } from "../src/rules/index.ts";
@@ -40,12 +40,12 @@ test("every rule's tape-e2e starts with a fixed case from a random state whose r
 
 test("a frozen read's batches always give dy (its backward has no d(final state) to be non-zero from)", () => {
   for (const decl of RULES.filter((r) => r.frozen !== null)) {
-    const ks = sampleOf(batchArb(decl, true, "quick"), 12, 60);
+    const ks = sampleOf(caseArb(decl, true, "quick", "abi"), 12, 60);
     expect(ks.every((k) => !k.dyNull)).toBe(true);
-    const rk = sampleOf(regimeBatchArb(decl, true, REGIMES[0]!, [16]), 12, 10);
+    const rk = sampleOf(regimeBatchArb(decl, true, REGIMES[0]!, [16], "abi"), 12, 10);
     expect(rk.every((k) => !k.dyNull)).toBe(true);
   }
   // the active variants keep NULL dy (their d(final state) keeps the backward live): one case in five
-  const active = sampleOf(batchArb(RULES.find((r) => r.key === "atlas")!, false, "quick"), 12, 200);
+  const active = sampleOf(caseArb(RULES.find((r) => r.key === "atlas")!, false, "quick", "abi"), 12, 200);
   expect(active.some((k) => k.dyNull)).toBe(true);
 });

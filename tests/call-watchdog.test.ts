@@ -14,9 +14,9 @@ import { runChild } from "../conformance/c5/spawn.ts";
 test("a planted hang is killed 300 ms after its call starts, whatever the child's start-up took", () => {
   const build = Bun.spawnSync({ cmd: [process.execPath, join(ROOT, "ffi", "build.ts"), "cpu", "cpu-test"], cwd: ROOT, stdout: "pipe", stderr: "pipe" });
   if (build.exitCode !== 0) return; // no C++ compiler: cpu-emu is not built here
-  const id = plantedEntry("cpu-emu", "hang").id;
+  const part = plantedEntry("cpu-emu", "hang"), id = part.id;
   const t0 = performance.now();
-  const out = runChild({ backend: "cpu-emu", profile: "quick", runSeed: 1, plant: "hang", checks: [{ id }], callTimeoutMs: 300 });
+  const out = runChild({ backend: "cpu-emu", profile: "quick", runSeed: 1, checks: [{ id, part }], callTimeoutMs: 300 });
   const r = out.get(id)!;
   expect(r.status).toBe("error");
   expect(r.message).toContain("timed out after 300 ms from the start of the call (killed) during this check");
@@ -24,7 +24,7 @@ test("a planted hang is killed 300 ms after its call starts, whatever the child'
   expect(performance.now() - t0).toBeGreaterThan(300);
   // a limit on the whole child, start-up included (as the hang check had it), shorter than the
   // start-up never reaches the call (1 ms: a quiet machine starts the child in under 300 ms)
-  const whole = runChild({ backend: "cpu-emu", profile: "quick", runSeed: 1, plant: "hang", checks: [{ id }], timeoutMs: 1 }).get(id)!;
+  const whole = runChild({ backend: "cpu-emu", profile: "quick", runSeed: 1, checks: [{ id, part }], timeoutMs: 1 }).get(id)!;
   expect(whole.status).toBe("error");
   expect(whole.message).toMatch(/^not run: .*timed out after 0 s \(killed\)/);
 }, 120_000);

@@ -9,7 +9,7 @@ import { describe, expect, test } from "bun:test";
 import { stateShapesOf } from "../ffi/backends.ts";
 import { CHUNK_GD_BUILD_C, buildLib } from "../ffi/build.ts";
 import { openKernelLib, type KernelLib } from "../ffi/lib.ts";
-import type { KSpec } from "../conformance/c5/batch.ts";
+import type { AbiCaseSpec } from "../cases/kernel-batch.ts";
 import { backwardCase, forwardCase } from "../conformance/c5/forward-backward.ts";
 import { ruleByKey } from "../src/rules/index.ts";
 
@@ -17,7 +17,7 @@ const delta = ruleByKey("delta");
 const ALPHA = ["low", "mid", "high"] as const, THETA = ["small", "large"] as const, STATE = ["init", "random"] as const;
 // T >= 5: every case has a token whose error reads a chunk start other than its own state; every
 // checkpoint interval of C5 (1, 4, 16), both heads counts, NULL upstream gradients now and then
-const cases: KSpec[] = Array.from({ length: 12 }, (_, i) => ({
+const cases: AbiCaseSpec[] = Array.from({ length: 12 }, (_, i) => ({
   base: { d: 2 + (i % 7), seq_len: 5 + ((i * 5) % 16), hyper: {}, alpha: ALPHA[i % 3]!, theta: THETA[i % 2]!, state: STATE[(i >> 1) % 2]!, seed: 100 + i },
   B: 1 + (i % 2), H: 1 + ((i >> 2) % 2), C: [1, 4, 16][i % 3]!,
   extra: Array.from({ length: 5 }, (_, j) => ({ seed: 1000 + 10 * i + j, alpha: ALPHA[j % 3]!, theta: THETA[(i + j) % 2]!, state: STATE[j % 2]! })),

@@ -18,7 +18,7 @@ import { ROOT } from "../paths.ts";
 import { RULES } from "../src/rules/index.ts";
 import { buildPyCase } from "../conformance/py/cases.ts";
 import { EMPTY_LABEL, emptyLengths, pyEmptyExample } from "../conformance/py/edges.ts";
-import { cuSeqlens } from "../cases/kernel-batch.ts";
+import { cuSeqlens } from "../cases/kernel-layout.ts";
 
 const FILE = "tests/py-kernels/empty_planted.py";
 const hasTorch = probeTorchSync().available;

@@ -20,7 +20,7 @@ import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { abiOf, signature, tokenElems } from "../ffi/abi.ts";
 import { ruleAbiOf } from "../ffi/generate.ts";
-import { tokenWidth } from "../cases/kernel-batch.ts";
+import { tokenWidth } from "../cases/kernel-layout.ts";
 import { ruleMetaOf } from "../ffi/generate-registry.ts";
 import { probeTorchSync } from "../oracle/torch-bridge.ts";
 import { ROOT } from "../paths.ts";

@@ -6,7 +6,7 @@
  */
 import { expect, test } from "bun:test";
 import { innerCase, sampleRuleCaseSpecs } from "../cases/inner-case.ts";
-import { comparedItems } from "../cases/kernel-batch.ts";
+import { comparedItems } from "../cases/kernel-tensors.ts";
 import type { SeqTensors } from "../oracle/kernel-case.ts";
 import { referenceRun } from "../oracle/kernel-reference.ts";
 import { F32_STORE_F64_ACC, flashCompare } from "../oracle/kernel-judge.ts";

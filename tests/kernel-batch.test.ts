@@ -4,10 +4,10 @@
  * a tensor the kernel does not return, or returns scaled by 1%, fails the case.
  */
 import { expect, test } from "bun:test";
-import {
-  ShapeTally, comparedItems, cuSeqlens, entries, kernelGradKeys, packPackedTokens, packStates, packTokens, packedLengths, tensorName,
-  tokenWidth, unpackPackedTokens, unpackState, unpackTokens, type TensorKey,
-} from "../cases/kernel-batch.ts";
+import { packedLengths } from "../cases/kernel-regimes.ts";
+import { cuSeqlens, packPackedTokens, packStates, packTokens, tokenWidth, unpackPackedTokens, unpackState, unpackTokens } from "../cases/kernel-layout.ts";
+import { ShapeTally } from "../cases/kernel-shapes.ts";
+import { comparedItems, entries, kernelGradKeys, tensorName, type TensorKey } from "../cases/kernel-tensors.ts";
 import { abiOf } from "../ffi/abi.ts";
 import { flashCompare } from "../oracle/kernel-judge.ts";
 import type { SeqTensors } from "../oracle/kernel-case.ts";

@@ -5,7 +5,7 @@
  * timeout's setting named, and the case as valid JSON.
  */
 import { expect, test } from "bun:test";
-import { comparedItems, kernelLabel, type KernelNames } from "../cases/kernel-batch.ts";
+import { comparedItems, kernelLabel, type KernelNames } from "../cases/kernel-tensors.ts";
 import type { SeqTensors } from "../oracle/kernel-case.ts";
 import type { PropertyCheck } from "../harness/check.ts";
 import { spawnChild } from "../harness/child-process.ts";

@@ -6,7 +6,8 @@
  * the shaper the same cases grow past f32: the bound is what keeps them judgeable.
  */
 import { describe, expect, test } from "bun:test";
-import { regimeBatchArb, sequencesOf } from "../conformance/c5/batch.ts";
+import { sequencesOf } from "../conformance/c5/batch.ts";
+import { regimeBatchArb } from "../cases/kernel-batch.ts";
 import { sampleOf } from "../cases/inner-case.ts";
 import { combaMargin, dplrMargin, pullToward } from "../src/rules/long-inputs.ts";
 import { RULES } from "../src/rules/index.ts";
@@ -47,7 +48,7 @@ function sweep(decl: RuleDecl, seeds: number, shaped: boolean) {
   let excess = -Infinity, maxY = 0, tokens = 0;
   const ratios: number[] = [];
   for (let seed = 1; seed <= seeds; seed++) {
-    for (const k of sampleOf(regimeBatchArb(decl, false, "long", [16, 64]), seed, 3)) {
+    for (const k of sampleOf(regimeBatchArb(decl, false, "long", [16, 64], "abi"), seed, 3)) {
       const { seqs, cfg } = sequencesOf(decl, { ...k, base: shaped ? k.base : { ...k.base, longInputs: undefined } }, false);
       const { d, seq_len: s } = cfg;
       for (const q of seqs) {

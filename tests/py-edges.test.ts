@@ -9,10 +9,11 @@ import { expect, test } from "bun:test";
 import { RULES } from "../src/rules/index.ts";
 import type { InnerInputs, State } from "../src/rules/types.ts";
 import { buildPyCase, toKernelGrads } from "../conformance/py/cases.ts";
-import { fromInnerGrads } from "../cases/kernel-batch.ts";
+import { fromInnerGrads } from "../cases/kernel-tensors.ts";
 import { EXERCISED } from "../oracle/kernel-judge.ts";
 import { NO_CONVENTIONS, type Conventions } from "../conformance/py/conventions.ts";
-import { edgeScaleValue, otherScale, pyEdgeExamples, pySaturatedExample } from "../conformance/py/edges.ts";
+import { edgeScaleValue, otherScale, pyEdgeExamples } from "../conformance/py/edges.ts";
+import { saturatedExample } from "../cases/kernel-batch.ts";
 import { saturatedCorner, SATURATED_LOG_GATE, SATURATED_THETA, SATURATED_TAIL } from "../cases/edge-gates.ts";
 import { F32_STORE_F64_ACC } from "../oracle/kernel-judge.ts";
 import { roundTo } from "../src/precision.ts";
@@ -26,7 +27,7 @@ const PLAIN: Conventions = { ...NO_CONVENTIONS, scale: { value: 1, keyword: "sca
 function gradMax(key: string, conv: Conventions, name: string, storage: "f32" | "bf16" = "f32"): number[] {
   const decl = rule(key);
   const p = { ...F32_STORE_F64_ACC, storage };
-  const c = buildPyCase(decl, pySaturatedExample(decl, 16), false, p, conv);
+  const c = buildPyCase(decl, saturatedExample(decl, false, 16, "canonical")!, false, p, conv);
   return c.seqs.map((q, n) => {
     const fw = decl.inner.forward(q.in64 as unknown as InnerInputs, q.st64 as State, c.cfg);
     const g = decl.inner.backward(fw.saved, q.in64 as unknown as InnerInputs, q.dy64, c.cfg, q.dFinal64 as State);
@@ -37,7 +38,7 @@ function gradMax(key: string, conv: Conventions, name: string, storage: "f32" | 
 
 test("the saturated case: log gates in [-80, -30] at alpha -> 1, exactly 0 at alpha -> 0; theta at its corners; T = C + 3", () => {
   const decl = rule("gated_delta");
-  const c = buildPyCase(decl, pySaturatedExample(decl, 16), false, F32_STORE_F64_ACC, FLA_GATED);
+  const c = buildPyCase(decl, saturatedExample(decl, false, 16, "canonical")!, false, F32_STORE_F64_ACC, FLA_GATED);
   expect(c.T).toBe(16 + SATURATED_TAIL);
   expect(c.seqs.length).toBe(4);
   c.seqs.forEach((s, n) => {

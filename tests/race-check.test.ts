@@ -8,11 +8,11 @@ import { expect, test } from "bun:test";
 import { stateShapesOf } from "../ffi/backends.ts";
 import { buildLib } from "../ffi/build.ts";
 import { openKernelLib } from "../ffi/lib.ts";
-import type { KSpec } from "../conformance/c5/batch.ts";
+import type { AbiCaseSpec } from "../cases/kernel-batch.ts";
 import { compareRuns, runAllKernels } from "../conformance/c5/bitwise.ts";
 import { ruleByKey } from "../src/rules/index.ts";
 
-const k: KSpec = {
+const k: AbiCaseSpec = {
   base: { d: 3, seq_len: 5, hyper: {}, alpha: "mid", theta: "small", state: "random", seed: 7 }, B: 2, H: 1, C: 4,
   extra: Array.from({ length: 5 }, (_, j) => ({ seed: 70 + j, alpha: "low" as const, theta: "large" as const, state: "random" as const })),
   dyNull: false, dFinalNull: false,

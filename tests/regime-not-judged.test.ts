@@ -6,7 +6,7 @@
  * docs/spec/conformance.md#long-inputs): Comba and DPLR, judged there.
  */
 import { expect, test } from "bun:test";
-import { REGIMES, regimesOf, withRegimesNotJudged } from "../cases/kernel-batch.ts";
+import { REGIMES, regimesOf, withRegimesNotJudged } from "../cases/kernel-regimes.ts";
 import { RULES } from "../src/rules/index.ts";
 import { regimeCase, type RuleCaseSpec } from "../cases/rule-case.ts";
 

@@ -62,7 +62,7 @@ test("regime profile: every planted bug fails in the regime that shows it; the u
   expect(status("none")).toBe("none: pass");
   const control = shapesOf(by.get(idOf("none"))!);
   expect(control.T[1]).toBeGreaterThanOrEqual(1000);
-  // a wide key size (48, 60, 64, 96, 100, 128 or 256: cases/kernel-batch.ts WIDE_D)
+  // a wide key size (48, 60, 64, 96, 100, 128 or 256: cases/kernel-regimes.ts WIDE_D)
   expect(control.d[1]).toBeGreaterThanOrEqual(48);
   expect(control.H[1]).toBeGreaterThan(8);
   expect(control.chunk_boundaries_crossed).toBeGreaterThan(0);

@@ -20,7 +20,7 @@ const hasTorch = probeTorchSync().available;
 /**
  * The checks keep the ids (and so the per-check seeds, harness/run.ts) this test was written
  * under. A seed whose 3 regime cases all draw d <= 64 does not catch the tile bug: the wide
- * regime draws d > 64 four times in five (cases/kernel-batch.ts), so (1/5)^3 = 0.8 % of seeds.
+ * regime draws d > 64 four times in five (cases/kernel-regimes.ts), so (1/5)^3 = 0.8 % of seeds.
  */
 const NAME = (k: string) => `chunked_planted-${k}`;
 

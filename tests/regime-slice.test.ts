@@ -14,7 +14,7 @@ import { ROOT } from "../paths.ts";
 import { stateShapesOf } from "../ffi/backends.ts";
 import { buildLib } from "../ffi/build.ts";
 import { openKernelLib } from "../ffi/lib.ts";
-import type { KSpec } from "../conformance/c5/batch.ts";
+import type { AbiCaseSpec } from "../cases/kernel-batch.ts";
 import { backwardCase, forwardCase } from "../conformance/c5/forward-backward.ts";
 import { DEFAULT_KERNEL_CHUNKS } from "../cases/kernel-batch.ts";
 import { ruleByKey } from "../src/rules/index.ts";
@@ -24,7 +24,7 @@ const C = Math.min(...DEFAULT_KERNEL_CHUNKS);
 const ALPHA = ["mid", "low", "high"] as const, THETA = ["small", "large"] as const, STATE = ["init", "random"] as const;
 // 31 more sequences, each with its own seed, gate levels and initial state
 const extra = Array.from({ length: 31 }, (_, j) => ({ seed: 500 + 7 * j, alpha: ALPHA[j % 3]!, theta: THETA[(j >> 1) % 2]!, state: STATE[(j >> 2) % 2]! }));
-const slice: KSpec = {
+const slice: AbiCaseSpec = {
   base: { d: 64, seq_len: C + 1, hyper: {}, alpha: "mid", theta: "large", state: "random", seed: 21 },
   B: 8, H: 4, C, extra, dyNull: false, dFinalNull: false,
 };
@@ -46,7 +46,7 @@ describe("regime slice: delta, T = C + 1, d = 64, H = 4 (cpu-emu)", async () => 
 
 // 35 more sequences for the many-heads case
 const extra9 = Array.from({ length: 35 }, (_, j) => ({ seed: 900 + 11 * j, alpha: ALPHA[j % 3]!, theta: THETA[(j >> 1) % 2]!, state: STATE[(j >> 2) % 2]! }));
-const heads: KSpec = {
+const heads: AbiCaseSpec = {
   base: { d: 8, seq_len: C + 1, hyper: {}, alpha: "mid", theta: "large", state: "random", seed: 23 },
   B: 4, H: 9, C, extra: extra9, dyNull: false, dFinalNull: false,
 };

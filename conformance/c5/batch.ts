@@ -1,123 +1,26 @@
 /**
- * The child's cases: a batch of B·H independent sequences of one rule variant (B ∈ 1..3 batches,
- * H ∈ {1, 2} heads; the base case of the rule registry's generator plus sequences with their own
- * seed, gates and state), a checkpoint interval C ∈ {1, 4, 16}, and whether dy and d(final state)
- * are given or NULL (= zero). Each sequence is f32 for the kernel and the f32 reference, and the same
- * values in f64 for the f64 reference. Sequence n = b·H + h sits at [b, :, h] of the ABI's
+ * The sequences of an abi case (cases/kernel-batch.ts AbiCaseSpec: the native ABI's batch of B·H
+ * independent sequences of one rule variant, a checkpoint interval C, dy and d(final state) given or
+ * NULL): each sequence f32 for the kernel and the f32 reference, and the same values in f64 for the
+ * f64 reference, packed into the ABI's tensors. Sequence n = b·H + h sits at [b, :, h] of the ABI's
  * [B, T, H, d] tensors (docs/spec/kernel-abi.md#shapes).
  */
 import * as fc from "fast-check";
-import { abiOf, type RuleAbi, type Shape } from "../../ffi/abi.ts";
-import { SATURATED_GATES, SATURATED_TAIL, SATURATED_THETA, saturatedCorner, saturatedThetaTop } from "../../cases/edge-gates.ts";
+import type { RuleAbi, Shape } from "../../ffi/abi.ts";
+import { SATURATED_GATES, SATURATED_THETA, saturatedCorner, saturatedThetaTop } from "../../cases/edge-gates.ts";
 import type { Arrays } from "../../ffi/lib.ts";
-import type { Profile } from "../../harness/check.ts";
 import { innerCase } from "../../cases/inner-case.ts";
-import {
-  ODD_KEY_D, REGIME_MAX_SEQS, isStateTensor, regimesOf, mapSeq, packStates, packTokens, regimeShapeArb, seqExtraArb, seqExtrasArb, tokenWidth, type Regime, type SeqExtra,
-} from "../../cases/kernel-batch.ts";
+import { caseArb, type AbiCaseSpec } from "../../cases/kernel-batch.ts";
+import { packStates, packTokens, tokenWidth } from "../../cases/kernel-layout.ts";
+import { isStateTensor, mapSeq } from "../../cases/kernel-tensors.ts";
 import type { SeqTensors } from "../../oracle/kernel-case.ts";
-import { otherEnumValues, regimeCase, ruleCaseSpecArb, type RuleCaseSpec, type SizeLimits } from "../../cases/rule-case.ts";
+import type { RuleCaseSpec } from "../../cases/rule-case.ts";
 import type { InnerInputs, RuleConfig, RuleDecl, State } from "../../src/rules/types.ts";
 import { Tensor, cast } from "../../src/tensor.ts";
 import { roundTo, roundedCopy, type Precision, type StorageDType } from "../../src/precision.ts";
 
-/** The checkpoint intervals C5 runs (docs/spec/kernel-abi.md#checkpointing). */
-export const CHECKPOINTS = [1, 4, 16] as const;
-
-/** A batch: the base case plus up to five more sequences, the heads, C, and which upstream gradients are NULL. */
-export interface KSpec {
-  base: RuleCaseSpec;
-  B: number;
-  H: number;
-  C: number;
-  extra: SeqExtra[];
-  dyNull: boolean;
-  dFinalNull: boolean;
-  /** The declared saturated case (cases/edge-gates.ts): every sequence's alpha and theta at a corner; absent: as generated. */
-  saturated?: boolean;
-}
-
-export function sizesFor(profile: Profile): SizeLimits {
-  // T up to 20: longer than one chunk at C = 4 and C = 16
-  return profile === "deep" ? { d: [1, 12], seq_len: [1, 24] } : { d: [1, 12], seq_len: [1, 20] };
-}
-
-export function batchArb(decl: RuleDecl, frozen: boolean, profile: Profile, sizes?: SizeLimits): fc.Arbitrary<KSpec> {
-  let base = ruleCaseSpecArb(decl, sizes ?? sizesFor(profile));
-  // deep adds sizes that are odd and not a multiple of 32, above one warp (a fixed T stays fixed)
-  const wide: SizeLimits = { d: [33, 40], seq_len: sizes?.seq_len ?? [1, 6] };
-  if (profile === "deep") base = fc.oneof({ weight: 4, arbitrary: base }, { weight: 1, arbitrary: ruleCaseSpecArb(decl, wide) });
-  const extra = seqExtraArb(["init", "random"]);
-  // mostly given: a NULL upstream gradient is one case in five
-  const nullable = fc.integer({ min: 0, max: 4 }).map((i) => i === 0);
-  return fc.record({
-    base, B: fc.integer({ min: 1, max: 3 }), H: fc.constantFrom(1, 2), C: fc.constantFrom(...CHECKPOINTS),
-    extra: fc.array(extra, { minLength: 5, maxLength: 5 }), dyNull: nullable, dFinalNull: nullable,
-  }).map((k) => (frozen ? frozenReads(k) : k));
-}
-
-/**
- * A frozen read of a zero state reads zero: frozen variants read random states. A frozen read has
- * no d(final state), so with dy NULL its whole backward is zero and the case compares nothing
- * (atlas.frozen's gpu-blocks at 2 runs gave up on such cases at 1 seed in 40): dy is always given.
- */
-function frozenReads(k: KSpec): KSpec {
-  return { ...k, base: { ...k.base, state: "random" as const }, extra: k.extra.map((e) => ({ ...e, state: "random" as const })), dyNull: false };
-}
-
-/**
- * One batch of a shape regime (docs/spec/conformance.md#regime) at the kernel's chunk sizes: the
- * rule's generated case with d and T set by the regime (never below the rule's check minimums),
- * B·H sequences with their own seeds, gates and states, and the checkpoint interval C the chunk
- * size the regime's T straddles.
- */
-export function regimeBatchArb(decl: RuleDecl, frozen: boolean, regime: Regime, chunks: readonly number[]): fc.Arbitrary<KSpec> {
-  const nullable = fc.integer({ min: 0, max: 4 }).map((i) => i === 0);
-  return fc.record({
-    base: ruleCaseSpecArb(decl, { d: [1, 4], seq_len: [1, 4] }), shape: regimeShapeArb(regime, chunks),
-    extra: seqExtrasArb(REGIME_MAX_SEQS - 1, ["init", "random"]),
-    dyNull: nullable, dFinalNull: nullable,
-  }).map(({ base, shape, extra, dyNull, dFinalNull }) => {
-    const sized = regimeCase(decl, base, shape);
-    const k: KSpec = { base: sized, B: shape.B, H: shape.H, C: shape.C, extra, dyNull, dFinalNull };
-    return frozen ? frozenReads(k) : k;
-  });
-}
-
-/** A case of the regime profile: one batch of every regime, in REGIMES order. */
-export const regimeArb = (decl: RuleDecl, frozen: boolean, chunks: readonly number[]): fc.Arbitrary<KSpec[]> =>
-  fc.tuple(...regimesOf(decl).map((r) => regimeBatchArb(decl, frozen, r, chunks)));
-
-/**
- * The declared boundary case every kernel check of the default and deep profiles runs first
- * (docs/spec/conformance.md#regime): T = C + 1 at the kernel's chunk size C, checkpoint interval C,
- * d = 4, one batch of two heads, dy and d(final state) given. Fixed values, drawn once from the
- * generator with seed 1.
- */
-export function boundaryExample(decl: RuleDecl, frozen: boolean, C: number): KSpec {
-  const [k] = fc.sample(batchArb(decl, frozen, "default", { d: [4, 4], seq_len: [C + 1, C + 1] }), { seed: 1, numRuns: 1 });
-  return { ...k!, B: 1, H: 2, C, dyNull: false, dFinalNull: false };
-}
-
-/** The declared guard case (docs/spec/hazards.md#odd-key): d = ODD_KEY_D, T = 3 (or the rule's minimum), B = 1, H = 2, at checkpoint interval C. */
-export function oddKeyExample(decl: RuleDecl, frozen: boolean, C: number): KSpec {
-  const T = Math.max(3, decl.checkMinimums?.seq_len ?? 1);
-  const [k] = fc.sample(batchArb(decl, frozen, "default", { d: [ODD_KEY_D, ODD_KEY_D], seq_len: [T, T] }), { seed: 3, numRuns: 1 });
-  return { ...k!, B: 1, H: 2, C, dyNull: false, dFinalNull: false };
-}
-
-/**
- * The declared saturated case (docs/spec/conformance.md#regime, cases/edge-gates.ts) of an active pair
- * that reads alpha or theta: T = C + SATURATED_TAIL, d = 4, B = 2, H = 2 at checkpoint interval C, each
- * sequence's alpha and theta at a corner (null for a frozen read or a rule with neither gate).
- */
-export function saturatedExample(decl: RuleDecl, frozen: boolean, C: number): KSpec | null {
-  const reads = abiOf(decl.key)?.inputs ?? [];
-  if (frozen || !SATURATED_GATES.some((g) => reads.includes(g))) return null;
-  const T = Math.max(C + SATURATED_TAIL, decl.checkMinimums?.seq_len ?? 1);
-  const [k] = fc.sample(batchArb(decl, false, "default", { d: [4, 4], seq_len: [T, T] }), { seed: 4, numRuns: 1 });
-  return { ...k!, B: 2, H: 2, C, dyNull: false, dFinalNull: false, saturated: true };
-}
+/** bench/ and fixtures/ name the abi case record so (cases/kernel-batch.ts AbiCaseSpec). */
+export type KSpec = AbiCaseSpec;
 
 /** Every sequence's alpha and theta at its corner (in place): alpha 1 or 0, theta 1 − 2^-8 (over the rule's step scale) or 2^-14, rounded to `storage`. */
 function saturateSeqs(decl: RuleDecl, seqs: Seq[], cfg: RuleConfig, storage: StorageDType): void {
@@ -134,18 +37,9 @@ function saturateSeqs(decl: RuleDecl, seqs: Seq[], cfg: RuleConfig, storage: Sto
   });
 }
 
-/**
- * A check's fixed examples: `first`, then the same batch at every other value of each enumerated
- * hyperparameter (cases/rule-case.ts otherEnumValues). A frozen read writes nothing, so its
- * enumerated write variants are not repeated.
- */
-export function withEnumExamples(decl: RuleDecl, frozen: boolean, first: KSpec): KSpec[] {
-  return frozen ? [first] : [first, ...otherEnumValues(decl, first.base).map((base) => ({ ...first, base }))];
-}
-
 /** The chunk check's fixed case (T = CHUNK_T tokens, d = 4, two heads, C = 4), drawn once with seed 1. */
-export function chunkExample(decl: RuleDecl, T: number): KSpec {
-  const [k] = fc.sample(batchArb(decl, false, "default", { d: [4, 4], seq_len: [T, T] }), { seed: 1, numRuns: 1 });
+export function chunkExample(decl: RuleDecl, T: number): AbiCaseSpec {
+  const [k] = fc.sample(caseArb(decl, false, "default", "abi", { d: [4, 4], seq_len: [T, T] }), { seed: 1, numRuns: 1 });
   return { ...k!, B: 1, H: 2, C: 4, dyNull: false, dFinalNull: false };
 }
 
@@ -201,7 +95,7 @@ export function asStored(rec: SeqTensors, p: Pick<Precision, "storage" | "state"
 }
 
 /** The batch's B·H sequences (one config: the extras change seeds, gates and state only). */
-export function sequencesOf(decl: RuleDecl, k: KSpec, frozen: boolean, p?: Pick<Precision, "storage" | "state">): { seqs: Seq[]; cfg: RuleConfig; shape: Shape } {
+export function sequencesOf(decl: RuleDecl, k: AbiCaseSpec, frozen: boolean, p?: Pick<Precision, "storage" | "state">): { seqs: Seq[]; cfg: RuleConfig; shape: Shape } {
   const n = k.B * k.H;
   const specs = [k.base, ...k.extra.slice(0, n - 1).map((e) => ({ ...k.base, ...e }))];
   const seqs = specs.map((s) => sequence(decl, s, frozen, p));

@@ -5,8 +5,9 @@
 import type { KernelLib } from "../../ffi/lib.ts";
 import type { CaseOutcome } from "../../harness/check.ts";
 import type { RuleDecl } from "../../src/rules/types.ts";
-import { entries, tensorName } from "../../cases/kernel-batch.ts";
-import { sequencesOf, type KSpec } from "./batch.ts";
+import { entries, tensorName } from "../../cases/kernel-tensors.ts";
+import { sequencesOf } from "./batch.ts";
+import type { AbiCaseSpec } from "../../cases/kernel-batch.ts";
 import { runKernels } from "./native-backend.ts";
 
 /** One output array of a kernel run: the function that wrote it, the tensor, and the sequence (if per sequence). */
@@ -18,7 +19,7 @@ export interface RunOutput {
 }
 
 /** Every output of every kernel of the variant, per sequence, in a fixed order. */
-export function runAllKernels(decl: RuleDecl, frozen: boolean, lib: KernelLib, k: KSpec): RunOutput[] {
+export function runAllKernels(decl: RuleDecl, frozen: boolean, lib: KernelLib, k: AbiCaseSpec): RunOutput[] {
   const { seqs, cfg, shape } = sequencesOf(decl, k, frozen);
   const r = runKernels(decl, frozen, lib, k, seqs, cfg, shape, true);
   const out: RunOutput[] = [];

@@ -15,8 +15,10 @@ import { withDefaults } from "../../src/rules/level.ts";
 import type { InnerGrads, InnerInputs, RuleConfig, RuleDecl, State } from "../../src/rules/types.ts";
 import { concat } from "../../src/numeric.ts";
 import { Tensor } from "../../src/tensor.ts";
-import { CHECKPOINTS, asStored, batchDy, batchInputs, batchState, sequencesOf, type KSpec } from "./batch.ts";
-import { comparedItems, entries, fromInnerGrads, tensorAt, tensorName, tokenWidth } from "../../cases/kernel-batch.ts";
+import { asStored, batchDy, batchInputs, batchState, sequencesOf } from "./batch.ts";
+import { CHECKPOINTS, type AbiCaseSpec } from "../../cases/kernel-batch.ts";
+import { tokenWidth } from "../../cases/kernel-layout.ts";
+import { comparedItems, entries, fromInnerGrads, tensorAt, tensorName } from "../../cases/kernel-tensors.ts";
 import { gradInput, type GradName } from "../../ffi/abi.ts";
 import { firstBitDiff } from "./bitwise.ts";
 import { flashCompare } from "../../oracle/kernel-judge.ts";
@@ -38,7 +40,7 @@ function compareBits(a: PerSeq[], b: PerSeq[], what: string): string | null {
 }
 
 /** Forward bitwise across C; gradients bitwise across C when `bitwiseGrads`; backward twice bitwise. */
-export function checkpointCase(decl: RuleDecl, lib: KernelLib, k: KSpec, bitwiseGrads: boolean): CaseOutcome {
+export function checkpointCase(decl: RuleDecl, lib: KernelLib, k: AbiCaseSpec, bitwiseGrads: boolean): CaseOutcome {
   const pair = requirePair(lib, decl.key);
   const { seqs, cfg, shape } = sequencesOf(decl, k, false);
   const runs = CHECKPOINTS.map((C) => runKernels(decl, false, lib, { ...k, C }, seqs, cfg, shape, true));
@@ -149,7 +151,7 @@ function chunkedReference(decl: RuleDecl, cfg: RuleConfig, inp: InnerInputs, st:
  * (docs/spec/miras-compression.md#initial-state). There the three kernel calls are compared, y,
  * final state and gradients alike, with the reference run as the same three calls.
  */
-export function chunkCase(decl: RuleDecl, lib: KernelLib, k: KSpec, exercised: Set<string>): CaseOutcome {
+export function chunkCase(decl: RuleDecl, lib: KernelLib, k: AbiCaseSpec, exercised: Set<string>): CaseOutcome {
   const pair: RulePair = requirePair(lib, decl.key);
   const precision = declaredPrecision(lib, `nlk_${decl.key}_backward`);
   const { seqs, cfg, shape } = sequencesOf(decl, k, false, precision);

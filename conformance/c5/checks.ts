@@ -12,7 +12,7 @@ import { ChildResults } from "../../harness/child-process.ts";
 import type { BackendInfo } from "../../harness/report.ts";
 import { abiHeaderCheck } from "./header.ts";
 import { crashIsolation } from "./isolation.ts";
-import { c5Plan, parentPlan, type ChildEntry, type IsolationEntry } from "./plan.ts";
+import { c5Plan, parentPlan, partOf, type ChildEntry, type ChildPart, type IsolationEntry } from "./plan.ts";
 import { probeBackends, probedBackends, runChild } from "./spawn.ts";
 
 /**
@@ -50,8 +50,16 @@ function backendVerdict(backend: string, seed: number): DelegatedResult | null {
   return null;
 }
 
+/** Each catalogued check's part of the plan, by backend and id: what its child receives. */
+const parts = new Map<string, ChildPart>();
+const partKey = (backend: string, id: string) => `${backend}\n${id}`;
+
 /** The children's results: one batch answers every selected check of its backend. */
-const results = new ChildResults(runChild);
+const results = new ChildResults<ChildPart>(runChild, (backend, id) => {
+  const p = parts.get(partKey(backend, id));
+  if (p === undefined) throw new Error(`no C5 check '${id}' on backend ${backend} in the plan`);
+  return p;
+});
 
 /** Runs a check in its backend's child: a replay alone, a normal run with every selected sibling. */
 function childDelegate(backend: string, id: string, siblings: () => readonly CheckDef[]): (opts: DelegateOptions) => DelegatedResult {
@@ -59,6 +67,7 @@ function childDelegate(backend: string, id: string, siblings: () => readonly Che
 }
 
 function backendCheck(backend: string, e: ChildEntry, siblings: () => readonly CheckDef[]): DelegatedCheck {
+  parts.set(partKey(backend, e.id), partOf(e));
   return {
     kind: "delegated", id: e.id, class: "C5", subject: e.subject, spec: e.spec, tolerance: e.tolerance,
     // the native backends' checks share one child batch; the backends are built and probed first

@@ -9,9 +9,14 @@ import { otherEnumValues, ruleCaseSpecArb, type RuleCaseSpec } from "../../cases
 import { ruleByKey } from "../../src/rules/index.ts";
 import type { RuleDecl } from "../../src/rules/types.ts";
 import { SATURATED_LABEL } from "../../cases/edge-gates.ts";
-import { batchArb, boundaryExample, chunkExample, oddKeyExample, saturatedExample, regimeArb, sizesFor, withEnumExamples, type KSpec } from "./batch.ts";
+import { chunkExample } from "./batch.ts";
 import { coverage } from "../../oracle/kernel-judge.ts";
-import { DEFAULT_KERNEL_CHUNKS, ShapeTally, type Runs, expectedTensors, regimeOutcome, regimesOf, untilFailure, withRegimesNotJudged, withShapes } from "../../cases/kernel-batch.ts";
+import {
+  DEFAULT_KERNEL_CHUNKS, boundaryExample, caseArb, oddKeyExample, regimeArb, saturatedExample, sizesFor, withEnumExamples, type AbiCaseSpec, type Runs,
+} from "../../cases/kernel-batch.ts";
+import { regimeOutcome, regimesOf, untilFailure, withRegimesNotJudged } from "../../cases/kernel-regimes.ts";
+import { ShapeTally, withShapes } from "../../cases/kernel-shapes.ts";
+import { expectedTensors } from "../../cases/kernel-tensors.ts";
 import { THREAD_MODE_RULE, plantedFault, raceDetector, syncMisuse, threadMode } from "./emu-selftest.ts";
 import { phaseCase } from "./forward-backward.ts";
 import { nativeBackend, type NativeBatch } from "./native-backend.ts";
@@ -91,30 +96,30 @@ function ruleCheck(e: RuleEntry, backend: KernelBackend<NativeBatch, true>, lib:
   const tally = new ShapeTally();
   const shaped = (after?: (r: CheckResult) => CheckResult) => (r: CheckResult) => withShapes(after === undefined ? r : after(r), tally);
   const covered = (expected: string[]) => shaped((r: CheckResult) => coverage(r, expected, exercised));
-  const tallied = <T>(run: (k: KSpec) => T) => (k: KSpec): T => {
+  const tallied = <T>(run: (k: AbiCaseSpec) => T) => (k: AbiCaseSpec): T => {
     tally.add({ B: k.B, T: k.base.seq_len, H: k.H, d: k.base.d }, declared ?? k.C);
     return run(k);
   };
   // forward and backward run the regimes under the regime profile; every batch check runs the
   // boundary case first (docs/spec/conformance.md#regime)
-  const batches = (run: (k: KSpec) => CaseOutcome, regimes = false): PropertyCheck<any> => {
+  const batches = (run: (k: AbiCaseSpec) => CaseOutcome, regimes = false): PropertyCheck<any> => {
     const one = tallied(run);
     if (regimes && profile === "regime") {
-      return { ...base(e), kind: "property", runs, arb: regimeArb(decl, frozen, chunks), run: (ks: KSpec[]) => withRegimesNotJudged(regimeOutcome(untilFailure(ks, one), ks.map((k, i) => ({ regime: regimesOf(decl)[i], B: k.B, T: k.base.seq_len, H: k.H, d: k.base.d, C: k.C }))), decl) };
+      return { ...base(e), kind: "property", runs, arb: regimeArb(decl, frozen, chunks, "abi"), run: (ks: AbiCaseSpec[]) => withRegimesNotJudged(regimeOutcome(untilFailure(ks, one), ks.map((k, i) => ({ regime: regimesOf(decl)[i], B: k.B, T: k.base.seq_len, H: k.H, d: k.base.d, C: k.C }))), decl) };
     }
     // the enum examples and the declared guard case (d = 5, docs/spec/hazards.md#odd-key) come on top
     // of the generated cases, so those stay the same cases as before
     // and the saturated case (docs/spec/conformance.md#regime) after them
-    const saturated = saturatedExample(decl, frozen, Math.min(...chunks));
+    const saturated = saturatedExample(decl, frozen, Math.min(...chunks), "abi");
     // a failure of the saturated case names it
-    const named = (k: KSpec): CaseOutcome => {
+    const named = (k: AbiCaseSpec): CaseOutcome => {
       const o = one(k);
       return k.saturated === true && !o.ok ? { ...o, message: `case ${SATURATED_LABEL}: ${o.message ?? "failed"}` } : o;
     };
-    const examples = [...withEnumExamples(decl, frozen, boundaryExample(decl, frozen, Math.min(...chunks))), oddKeyExample(decl, frozen, Math.min(...chunks)),
+    const examples = [...withEnumExamples(decl, frozen, boundaryExample(decl, frozen, Math.min(...chunks), "abi")), oddKeyExample(decl, frozen, Math.min(...chunks), "abi"),
       ...(saturated === null ? [] : [saturated])];
     return {
-      ...base(e), kind: "property", runs: plus({ ...runs, regime: runs.default }, examples.length - 1), arb: batchArb(decl, frozen, profile), run: named, examples,
+      ...base(e), kind: "property", runs: plus({ ...runs, regime: runs.default }, examples.length - 1), arb: caseArb(decl, frozen, profile, "abi"), run: named, examples,
     };
   };
   // forward and backward run under each variant the pair exports (docs/spec/kernel-abi.md#variants)
@@ -147,8 +152,8 @@ function ruleCheck(e: RuleEntry, backend: KernelBackend<NativeBatch, true>, lib:
       return { def: batches((k) => checkpointCase(decl, native(), k, native().emu !== null)), after: shaped() };
     case "chunks": {
       const examples = otherEnumValues(decl, chunkExample(decl, CHUNK_T).base).length === 0 ? [] : withEnumExamples(decl, false, chunkExample(decl, CHUNK_T));
-      const def: PropertyCheck<KSpec> = {
-        ...base(e), kind: "property", runs: plus(runs, examples.length), arb: batchArb(decl, false, profile, { d: [1, 8], seq_len: [CHUNK_T, CHUNK_T] }),
+      const def: PropertyCheck<AbiCaseSpec> = {
+        ...base(e), kind: "property", runs: plus(runs, examples.length), arb: caseArb(decl, false, profile, "abi", { d: [1, 8], seq_len: [CHUNK_T, CHUNK_T] }),
         ...(examples.length === 0 ? {} : { examples }),
         run: tallied((k) => chunkCase(decl, native(), k, exercised)),
       };
@@ -204,7 +209,7 @@ export function childCheck(e: ChildEntry, lib: KernelLib, profile: Profile, test
     case "emu-sync":
       return { def: { ...base(e), kind: "single", run: () => syncMisuse(testLib()) } };
     case "emu-thread-mode":
-      return { def: { ...base(e), kind: "property", runs: e.runs, arb: batchArb(ruleByKey(THREAD_MODE_RULE), false, profile), run: (k) => threadMode(lib, k) } };
+      return { def: { ...base(e), kind: "property", runs: e.runs, arb: caseArb(ruleByKey(THREAD_MODE_RULE), false, profile, "abi"), run: (k) => threadMode(lib, k) } };
     case "planted":
       return { def: { ...base(e), kind: "single", run: () => plantedFault(testLib(), e.fault) } };
   }

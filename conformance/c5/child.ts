@@ -8,7 +8,7 @@ import type { KernelLib } from "../../ffi/lib.ts";
 import type { Profile } from "../../harness/check.ts";
 import { runCheck } from "../../harness/run.ts";
 import { childCheck, needsTestLib } from "./child-checks.ts";
-import { childPlan } from "./plan.ts";
+import { entryOf } from "./plan.ts";
 import { parseChildArgs, probeLine, type ChildRequest, type Probed } from "./protocol.ts";
 import { callLine, caseLine, resultLine, startLine, stubResult } from "../../harness/child-process.ts";
 import type { CheckDef, CheckResult } from "../../harness/check.ts";
@@ -42,9 +42,10 @@ async function run(backend: string, profile: Profile, req: ChildRequest): Promis
     return;
   }
   const lib = resolved.lib;
-  const plan = childPlan(backend, req.plant);
+  // each check's part of the plan, as the parent sent it
+  const entries = req.checks.map((c) => (c.part === undefined ? undefined : entryOf(c.part)));
   let testLib: KernelLib | undefined;
-  if (req.checks.some((c) => { const e = plan.get(c.id); return e !== undefined && needsTestLib(e); })) {
+  if (entries.some((e) => e !== undefined && needsTestLib(e))) {
     const t = await resolveBackend("cpu-test", log);
     if (t.lib === undefined) throw new Error(`the cpu-test library is not usable: ${t.info.reason}`);
     testLib = t.lib;
@@ -54,11 +55,11 @@ async function run(backend: string, profile: Profile, req: ChildRequest): Promis
     if (testLib === undefined) throw new Error("the cpu-test library was not loaded");
     return testLib;
   };
-  for (const c of req.checks) {
-    const entry = plan.get(c.id);
+  for (const [i, c] of req.checks.entries()) {
+    const entry = entries[i];
     emit(startLine(c.id));
     if (entry === undefined) {
-      emit(resultLine(stubResult(c.id, "error", `no C5 check '${c.id}' on backend ${backend}`)));
+      emit(resultLine(stubResult(c.id, "error", `the request for C5 check '${c.id}' on backend ${backend} carries no part of the plan`)));
       continue;
     }
     const { def: plain, after } = childCheck(entry, lib, profile, getTestLib);
@@ -89,7 +90,7 @@ function unsupportedAsSkip(r: CheckResult): CheckResult {
   return { ...r, status: "skip", message: `unsupported by the library (NLK_ERR_UNSUPPORTED): ${r.message}` };
 }
 
-/** The shape of a generated case, for the crash report (a batch KSpec, or a rule case spec). */
+/** The shape of a generated case, for the crash report (a batch AbiCaseSpec, or a rule case spec). */
 function describe(v: unknown): Record<string, unknown> {
   const k = v as { base?: RuleCaseSpec; B?: number; H?: number; C?: number } & Partial<RuleCaseSpec>;
   const spec = k.base ?? (k as RuleCaseSpec);

@@ -7,7 +7,7 @@
 import type { KernelLib } from "../../ffi/lib.ts";
 import type { CaseOutcome } from "../../harness/check.ts";
 import { ruleByKey } from "../../src/rules/index.ts";
-import type { KSpec } from "./batch.ts";
+import type { AbiCaseSpec } from "../../cases/kernel-batch.ts";
 import { compareRuns, runAllKernels } from "./bitwise.ts";
 import { requireEmu, requirePair, requireTestSymbol } from "./kernel-lib.ts";
 import { FAULTS, type Fault } from "./plan.ts";
@@ -52,7 +52,7 @@ export function syncMisuse(t: KernelLib): CaseOutcome {
   return { ok: true };
 }
 
-export function threadMode(lib: KernelLib, k: KSpec): CaseOutcome {
+export function threadMode(lib: KernelLib, k: AbiCaseSpec): CaseOutcome {
   const decl = ruleByKey(THREAD_MODE_RULE);
   requirePair(lib, decl.key);
   const emu = requireEmu(lib);

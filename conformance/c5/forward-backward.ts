@@ -9,8 +9,9 @@ import type { ChunkForm, KernelLib } from "../../ffi/lib.ts";
 import { hazardVerdict } from "../../ffi/hazards.ts";
 import type { CaseOutcome } from "../../harness/check.ts";
 import type { RuleConfig, RuleDecl } from "../../src/rules/types.ts";
-import { asStored, sequencesOf, type KSpec, type Seq } from "./batch.ts";
-import { comparedItems } from "../../cases/kernel-batch.ts";
+import { asStored, sequencesOf, type Seq } from "./batch.ts";
+import type { AbiCaseSpec } from "../../cases/kernel-batch.ts";
+import { comparedItems } from "../../cases/kernel-tensors.ts";
 import { nativeBackend, type NativeBatch } from "./native-backend.ts";
 import type { KernelBackend } from "../../cases/kernel-backend.ts";
 import type { Precision } from "../../src/precision.ts";
@@ -43,7 +44,7 @@ function refFormOf(decl: RuleDecl, frozen: boolean, f: ChunkForm | string): RefF
 }
 
 /** The reference (oracle/kernel-reference.ts) on one sequence in one precision: the phase's tensors (absent = zero, filled in by the comparison). */
-function reference(decl: RuleDecl, frozen: boolean, s: Seq, p: 32 | 64, cfg: RuleConfig, k: KSpec, form: RefForm, which: "forward" | "backward"): SeqTensors {
+function reference(decl: RuleDecl, frozen: boolean, s: Seq, p: 32 | 64, cfg: RuleConfig, k: AbiCaseSpec, form: RefForm, which: "forward" | "backward"): SeqTensors {
   const c: PairCase = p === 64
     ? { inputs: s.in64, state: s.st64, dy: s.dy64, dFinal: s.dFinal64 }
     : { inputs: s.in32, state: s.st32, dy: s.dy32, dFinal: s.dFinal32 };
@@ -54,7 +55,7 @@ function reference(decl: RuleDecl, frozen: boolean, s: Seq, p: 32 | 64, cfg: Rul
  * Kernel outputs against ref64 and the plain reference (the reference in f32, summed in the
  * kernel's declared accumulate dtype), per sequence; a tensor the reference lacks is zero.
  */
-function compareAll(decl: RuleDecl, frozen: boolean, k: KSpec, seqs: Seq[], cfg: RuleConfig, kernel: readonly SeqTensors[], which: "forward" | "backward",
+function compareAll(decl: RuleDecl, frozen: boolean, k: AbiCaseSpec, seqs: Seq[], cfg: RuleConfig, kernel: readonly SeqTensors[], which: "forward" | "backward",
   exercised: Set<string>, who: string, precision: Precision, form: RefForm, shape: Shape): CaseOutcome {
   const ref = (s: Seq, p: 32 | 64) => reference(decl, frozen, s, p, cfg, k, form, which);
   const r64 = seqs.map((s) => ref(s, 64));
@@ -68,7 +69,7 @@ function compareAll(decl: RuleDecl, frozen: boolean, k: KSpec, seqs: Seq[], cfg:
  * gradient of the backward kernel, d(initial state) included (frozen: dq and d(state)), judged at
  * the precision the phase's function declares.
  */
-export function phaseCase(which: "forward" | "backward", decl: RuleDecl, frozen: boolean, backend: KernelBackend<NativeBatch, true>, k: KSpec, exercised: Set<string>, timing?: KernelTiming): CaseOutcome {
+export function phaseCase(which: "forward" | "backward", decl: RuleDecl, frozen: boolean, backend: KernelBackend<NativeBatch, true>, k: AbiCaseSpec, exercised: Set<string>, timing?: KernelTiming): CaseOutcome {
   const declared = backend.declare(decl.key, frozen);
   const form = refFormOf(decl, frozen, declared.chunkForm);
   if (typeof form === "string") return { ok: false, message: form };
@@ -84,9 +85,9 @@ export function phaseCase(which: "forward" | "backward", decl: RuleDecl, frozen:
 }
 
 // `timing`: the kernel calls' time is added to it (the variants' details, variants.ts)
-export const forwardCase = (decl: RuleDecl, frozen: boolean, lib: KernelLib, k: KSpec, exercised: Set<string>, timing?: KernelTiming): CaseOutcome =>
+export const forwardCase = (decl: RuleDecl, frozen: boolean, lib: KernelLib, k: AbiCaseSpec, exercised: Set<string>, timing?: KernelTiming): CaseOutcome =>
   phaseCase("forward", decl, frozen, nativeBackend(lib), k, exercised, timing);
-export const backwardCase = (decl: RuleDecl, frozen: boolean, lib: KernelLib, k: KSpec, exercised: Set<string>, timing?: KernelTiming): CaseOutcome =>
+export const backwardCase = (decl: RuleDecl, frozen: boolean, lib: KernelLib, k: AbiCaseSpec, exercised: Set<string>, timing?: KernelTiming): CaseOutcome =>
   phaseCase("backward", decl, frozen, nativeBackend(lib), k, exercised, timing);
 
 /** Names the reference in the outcome when it is not the sequential rule. */

@@ -18,6 +18,9 @@ export type InProcessFactory = () => KernelBackend<NativeBatch, true>;
 
 type PhaseEntry = RuleEntry & { kind: "forward" | "backward" };
 
+/** What an in-process backend offers: the contract alone (no library entry points, no emulation). */
+const OFFERS = ["contract"] as const;
+
 /** One check run here: the definition's cases, then the coverage rule on its result. */
 function delegate(e: PhaseEntry, backend: () => KernelBackend<NativeBatch, true>): (opts: DelegateOptions) => DelegatedResult {
   return (opts) => {
@@ -42,7 +45,8 @@ function delegate(e: PhaseEntry, backend: () => KernelBackend<NativeBatch, true>
 export function inProcessKernelChecks(name: string, slug: string, make: InProcessFactory): CheckDef[] {
   let made: KernelBackend<NativeBatch, true> | undefined;
   const backend = () => (made ??= make());
-  return c5Plan(name, slug)
+  return c5Plan(name, slug, OFFERS)
+    // what the contract offers is forward and backward: the filter only narrows the type
     .filter((e): e is PhaseEntry => e.kind === "forward" || e.kind === "backward")
     .map((e): DelegatedCheck => ({
       kind: "delegated", id: e.id, class: "C5", subject: e.subject, spec: e.spec, tolerance: e.tolerance,

@@ -8,7 +8,7 @@ import { join } from "node:path";
 import type { CaseOutcome, Profile } from "../../harness/check.ts";
 import { ROOT } from "../../paths.ts";
 import { variantKey } from "../../src/rules/level.ts";
-import { plantedEntry, type Fault } from "./plan.ts";
+import { c5Plan, partOf, plantedEntry, type Fault } from "./plan.ts";
 import { tail } from "../../harness/child-process.ts";
 import { runChild } from "./spawn.ts";
 
@@ -24,13 +24,16 @@ const HANG_TIMEOUT_MS = 4000;
 const EXPECTED: Record<Fault, RegExp> = { segv: /SIGSEGV/, abort: /SIGABRT/, hang: /timed out/ };
 
 export function crashIsolation(fault: Fault, profile: Profile): CaseOutcome {
-  const planted = plantedEntry("cpu-emu", fault).id;
+  const plantedPart = plantedEntry("cpu-emu", fault), planted = plantedPart.id;
+  // the checks around the planted one, as the plan gives them
+  const plan = new Map(c5Plan("cpu-emu").map((e) => [e.id, e]));
+  const checkOf = (id: string) => ({ id, part: partOf(plan.get(id)!) });
   const hang = fault === "hang";
   const build = Bun.spawnSync({ cmd: [process.execPath, join(ROOT, "ffi", "build.ts"), "cpu", "cpu-test"], cwd: ROOT, stdout: "pipe", stderr: "pipe" });
   if (build.exitCode !== 0) return { ok: false, message: `building the cpu-emu test library failed: ${tail(build.stderr.toString())}` };
   const out = runChild({
-    backend: "cpu-emu", profile: profile === "deep" ? "default" : "quick", runSeed: 1, plant: fault,
-    checks: hang ? [{ id: planted }] : [{ id: BEFORE }, { id: planted }, { id: AFTER }],
+    backend: "cpu-emu", profile: profile === "deep" ? "default" : "quick", runSeed: 1,
+    checks: hang ? [{ id: planted, part: plantedPart }] : [checkOf(BEFORE), { id: planted, part: plantedPart }, checkOf(AFTER)],
     callTimeoutMs: hang ? HANG_TIMEOUT_MS : undefined,
   });
   const p = out.get(planted);

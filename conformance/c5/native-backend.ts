@@ -9,12 +9,13 @@ import { gradInput, symbolName, type GradName, type RuleAbi, type Shape } from "
 import type { Resolved } from "../../ffi/backends.ts";
 import { HazardError, wireDType, type Arrays, type KernelLib } from "../../ffi/lib.ts";
 import type { KernelBackend, KernelDeclaration, KernelRun, Probe } from "../../cases/kernel-backend.ts";
-import { tokenWidth, unpackState, unpackTokens } from "../../cases/kernel-batch.ts";
+import { tokenWidth, unpackState, unpackTokens } from "../../cases/kernel-layout.ts";
 import type { SeqTensors } from "../../oracle/kernel-case.ts";
 import { F32_STORE_F64_ACC } from "../../oracle/kernel-judge.ts";
 import type { Precision } from "../../src/precision.ts";
 import type { RuleConfig, RuleDecl } from "../../src/rules/types.ts";
-import { batchDy, batchInputs, batchQ, batchState, type KSpec, type Seq } from "./batch.ts";
+import { batchDy, batchInputs, batchQ, batchState, type Seq } from "./batch.ts";
+import type { AbiCaseSpec } from "../../cases/kernel-batch.ts";
 import { requireFrozen, requirePair } from "./kernel-lib.ts";
 
 /** What a kernel run produced for one sequence. */
@@ -24,7 +25,7 @@ export type PerSeq = SeqTensors<Float32Array>;
 export interface NativeBatch {
   readonly decl: RuleDecl;
   readonly frozen: boolean;
-  readonly k: KSpec;
+  readonly k: AbiCaseSpec;
   readonly seqs: Seq[];
   readonly cfg: RuleConfig;
   readonly shape: Shape;
@@ -65,7 +66,7 @@ export function perSequence(a: Pick<RuleAbi, "channelGates">, shape: Shape, out:
 export const byInput = (grads: Arrays): Arrays => Object.fromEntries(Object.entries(grads).map(([g, a]) => [gradInput(g as GradName), a]));
 
 /** Runs the kernels of one case: the forward's outputs and (backward) the gradients, per sequence. */
-export function runKernels(decl: RuleDecl, frozen: boolean, lib: KernelLib, k: KSpec, seqs: Seq[], cfg: RuleConfig, shape: Shape,
+export function runKernels(decl: RuleDecl, frozen: boolean, lib: KernelLib, k: AbiCaseSpec, seqs: Seq[], cfg: RuleConfig, shape: Shape,
   withBackward: boolean): { forward: PerSeq[]; backward: PerSeq[] } {
   const dy = k.dyNull ? null : batchDy(seqs, shape);
   if (frozen) {

@@ -11,17 +11,17 @@ import { paramNames, ruleForward, usedParams } from "../../src/rules/level.ts";
 import type { RuleDecl } from "../../src/rules/types.ts";
 import { withTape } from "../../src/tape.ts";
 import { Tensor, cast } from "../../src/tensor.ts";
-import type { KSpec } from "./batch.ts";
+import type { AbiCaseSpec } from "../../cases/kernel-batch.ts";
 import { compareRuns, runAllKernels } from "./bitwise.ts";
 import { flashCompare, type Compared } from "../../oracle/kernel-judge.ts";
-import { paramGradName } from "../../cases/kernel-batch.ts";
+import { paramGradName } from "../../cases/kernel-tensors.ts";
 import { backwardCase, forwardCase } from "./forward-backward.ts";
 import { declaredPrecision } from "./native-backend.ts";
 import { plainYardstick } from "../../oracle/plain-reference.ts";
 import { requireEmu, requirePair } from "./kernel-lib.ts";
 
 /** Every kernel of the variant in thread order 0..n-1 and n-1..0: the bits must agree. */
-export function raceCase(decl: RuleDecl, frozen: boolean, lib: KernelLib, k: KSpec): CaseOutcome {
+export function raceCase(decl: RuleDecl, frozen: boolean, lib: KernelLib, k: AbiCaseSpec): CaseOutcome {
   const emu = requireEmu(lib);
   try {
     emu.setOrder(false);
@@ -35,7 +35,7 @@ export function raceCase(decl: RuleDecl, frozen: boolean, lib: KernelLib, k: KSp
 }
 
 /** The forward case, then (if it passed) the backward case, with GPU-sized blocks (idle threads). */
-export function gpuBlocksCase(decl: RuleDecl, frozen: boolean, lib: KernelLib, k: KSpec, exercised: Set<string>): CaseOutcome {
+export function gpuBlocksCase(decl: RuleDecl, frozen: boolean, lib: KernelLib, k: AbiCaseSpec, exercised: Set<string>): CaseOutcome {
   const emu = requireEmu(lib);
   emu.setGpuBlocks(true);
   try {

@@ -1,7 +1,8 @@
 /**
  * The C5 plan (docs/spec/conformance.md#c5): every C5 check's id, subject, spec anchor, tolerance
- * and run count, generated from the rule registry. Shared by the parent (which turns entries into
- * catalogue checks) and the child (which resolves a requested id to the entry it runs).
+ * and run count, generated from the rule registry. Built by the parent, which turns entries into
+ * catalogue checks and sends each check's part of the plan (ChildPart, serialisable) to the child
+ * that runs it; the child turns a part back into its entry (entryOf) without building the plan.
  *
  * Per backend, per rule of the registry, its frozen variant and SWA:
  *   C5/<backend>/<rule>[.frozen]/forward      y and the final state vs the f64 reference (H ∈ {1,2}, C ∈ {1,4,16})
@@ -13,14 +14,18 @@
  *   C5/cpu-emu/<rule>[.frozen]/race           thread order reversed: outputs must be bitwise equal
  *   C5/cpu-emu/<rule>[.frozen]/gpu-blocks     forward and backward with blocks sized as on a GPU
  * plus self-tests of the emulation (cpu-emu only), and the checks the parent runs itself: crash,
- * abort and hang isolation, and the ABI header against the table in ffi/abi.ts.
+ * abort and hang isolation, and the ABI header against the table in ffi/abi.ts. Each rule check
+ * declares what it needs of the backend (RULE_CHECK_NEEDS: forward and backward the contract,
+ * checkpoint, chunks, workspace and tape-e2e a library's entry points, race and gpu-blocks the
+ * emulation's controls), and a backend gets the checks whose needs it offers (cases/kernel-backend.ts Capability).
  */
 import { backendSlug } from "../../ffi/backends.ts";
 import type { Subject } from "../../harness/check.ts";
-import { RULES } from "../../src/rules/index.ts";
+import { RULES, ruleByKey } from "../../src/rules/index.ts";
 import { variantKey, withDefaults } from "../../src/rules/level.ts";
 import type { RuleDecl } from "../../src/rules/types.ts";
 import { RUNS, type Runs } from "../../cases/kernel-batch.ts";
+import type { Capability } from "../../cases/kernel-backend.ts";
 import {
   RUNS_CHECKPOINT, RUNS_CHUNKS, RUNS_E2E, RUNS_GPU_BLOCKS, RUNS_ONE, RUNS_THREAD_MODE, TOLERANCE, TOL_BITWISE, TOL_CRASH, TOL_EXACT,
   TOL_ISOLATION, TOL_WORKSPACE,
@@ -40,7 +45,15 @@ export interface RuleEntry extends EntryBase {
   readonly decl: RuleDecl;
   readonly frozen: boolean;
   readonly runs: Runs;
+  /** What the check needs of the backend (cases/kernel-backend.ts Capability). */
+  readonly needs: Capability;
 }
+
+/** What each rule check needs of a backend: forward and backward only the contract. */
+const RULE_CHECK_NEEDS: Readonly<Record<RuleEntry["kind"], Capability>> = {
+  forward: "contract", backward: "contract", checkpoint: "library", chunks: "library", workspace: "library", "tape-e2e": "library",
+  race: "emulation", "gpu-blocks": "emulation",
+};
 
 /** A self-test of the emulation on the cpu-test library's planted kernels: one deterministic case. */
 export interface EmuProbeEntry extends EntryBase {
@@ -79,17 +92,20 @@ export type ChildEntry = RuleEntry | EmuProbeEntry | ThreadModeEntry | PlantedEn
 /** The entries the suite's own process runs. */
 export type ParentEntry = IsolationEntry | HeaderEntry;
 
-/** Whether the backend's library has the emulation controls (known by name before it is loaded). */
-function isEmu(backend: string): boolean {
-  return backend === "cpu-emu";
+/**
+ * What a native library offers (known by name before it is loaded): the contract and its own entry
+ * points; the emulation's controls as well for cpu-emu.
+ */
+function nativeCapabilities(backend: string): readonly Capability[] {
+  return backend === "cpu-emu" ? ["contract", "library", "emulation"] : ["contract", "library"];
 }
 
-function ruleEntries(backend: string, decl: RuleDecl, frozen: boolean, slug: string): RuleEntry[] {
+function ruleEntries(backend: string, decl: RuleDecl, frozen: boolean, slug: string, offers: readonly Capability[]): RuleEntry[] {
   const key = variantKey(decl.key, frozen);
   const subject = { rule: decl.key, frozen, backend };
   const sheet = `docs/spec/conformance.md#c5; ${decl.sheet}${frozen ? " (frozen read, D3)" : ""}; docs/spec/kernel-abi.md#contract`;
   const entry = (kind: RuleEntry["kind"], spec: string, tolerance: CheckTolerance, runs: Runs): RuleEntry =>
-    ({ id: `C5/${slug}/${key}/${kind}`, kind, subject: { ...subject, phase: kind, dtype: "f32" }, spec, tolerance, runs, decl, frozen });
+    ({ id: `C5/${slug}/${key}/${kind}`, kind, subject: { ...subject, phase: kind, dtype: "f32" }, spec, tolerance, runs, decl, frozen, needs: RULE_CHECK_NEEDS[kind] });
   const out = [
     entry("forward", `${sheet}; docs/spec/precision.md#flash`, TOLERANCE, RUNS),
     entry("backward", `${sheet}; docs/spec/decisions.md#d2; docs/spec/precision.md#flash`, TOLERANCE, RUNS),
@@ -99,31 +115,33 @@ function ruleEntries(backend: string, decl: RuleDecl, frozen: boolean, slug: str
     out.push(entry("chunks", `${sheet}; docs/spec/kernel-abi.md#chunks`, TOLERANCE, RUNS_CHUNKS));
     out.push(entry("workspace", `${sheet}; docs/spec/kernel-abi.md#workspace-bound`, TOL_WORKSPACE, RUNS_ONE));
   }
-  if (isEmu(backend)) {
-    out.push(entry("race", `${sheet}; cuda/README.md (race check)`, TOL_BITWISE, RUNS));
-    out.push(entry("gpu-blocks",
-      `${sheet}; cuda/README.md (emulation model): forward and backward with blocks sized as in the cuda build (idle threads)`,
-      TOLERANCE, RUNS_GPU_BLOCKS));
-  }
+  out.push(entry("race", `${sheet}; cuda/README.md (race check)`, TOL_BITWISE, RUNS));
+  out.push(entry("gpu-blocks",
+    `${sheet}; cuda/README.md (emulation model): forward and backward with blocks sized as in the cuda build (idle threads)`,
+    TOLERANCE, RUNS_GPU_BLOCKS));
   if (!frozen) {
     out.push(entry("tape-e2e",
       `docs/spec/conformance.md#c5; docs/spec/tape.md#opaque blocks; src/rules/level.ts ruleForward(…, inner); ${decl.sheet}`,
       TOLERANCE, RUNS_E2E));
   }
-  return out;
+  // a check is generated where the backend offers what it needs
+  return out.filter((e) => offers.includes(e.needs));
 }
 
 function ruleHasState(decl: RuleDecl): boolean {
   return Object.keys(decl.stateShapes(withDefaults(decl, { d: 8, seq_len: 1 }))).length > 0;
 }
 
-/** Every check a backend's child runs in a normal run, in catalogue order; `slug` is the backend's id segment. */
-export function c5Plan(backend: string, slug: string = backendSlug(backend)): ChildEntry[] {
+/**
+ * Every check a backend's child runs in a normal run, in catalogue order; `slug` is the backend's id
+ * segment, `offers` what the backend offers (a native library's by its name).
+ */
+export function c5Plan(backend: string, slug: string = backendSlug(backend), offers: readonly Capability[] = nativeCapabilities(backend)): ChildEntry[] {
   const out: ChildEntry[] = [];
   for (const decl of RULES) {
-    for (const frozen of decl.frozen === null ? [false] : [false, true]) out.push(...ruleEntries(backend, decl, frozen, slug));
+    for (const frozen of decl.frozen === null ? [false] : [false, true]) out.push(...ruleEntries(backend, decl, frozen, slug, offers));
   }
-  if (isEmu(backend)) {
+  if (offers.includes("emulation")) {
     const subject = { backend };
     out.push({
       id: `C5/${slug}/emu/race-detector`, kind: "emu-race-detector", subject, tolerance: TOL_BITWISE,
@@ -149,14 +167,21 @@ export function plantedEntry(backend: string, fault: Fault): PlantedEntry {
   };
 }
 
-/** The entry the child resolves a requested id to (the planted fault only when asked for). */
-export function childPlan(backend: string, plant: Fault | undefined): Map<string, ChildEntry> {
-  const m = new Map<string, ChildEntry>(c5Plan(backend).map((e) => [e.id, e]));
-  if (plant !== undefined) {
-    const p = plantedEntry(backend, plant);
-    m.set(p.id, p);
-  }
-  return m;
+/** A child entry as data: a rule entry's rule by its registry key, every other field as it is. */
+export type ChildPart = (Omit<RuleEntry, "decl"> & { readonly rule: string }) | EmuProbeEntry | ThreadModeEntry | PlantedEntry;
+
+/** The part of the plan a child receives for an entry (what JSON carries). */
+export function partOf(e: ChildEntry): ChildPart {
+  if (!("decl" in e)) return e;
+  const { decl, ...rest } = e;
+  return { ...rest, rule: decl.key };
+}
+
+/** The entry a child runs for a part it received: a rule entry's rule from the registry. */
+export function entryOf(p: ChildPart): ChildEntry {
+  if (!("rule" in p)) return p;
+  const { rule, ...rest } = p;
+  return { ...rest, decl: ruleByKey(rule) };
 }
 
 const ISOLATION_SPEC: Record<Fault, string> = {

@@ -8,9 +8,10 @@
  */
 import type { CaseOutcome } from "../../harness/check.ts";
 import type { KernelFixture, KernelTensor } from "../../cases/fixtures/kernel-load.ts";
-import {
-  DEFAULT_KERNEL_CHUNKS, ShapeTally, comparedItems, emptySeq, entries, kernelGradKeys, tensorName, unpackState, unpackTokens, withShapes,
-} from "../../cases/kernel-batch.ts";
+import { DEFAULT_KERNEL_CHUNKS } from "../../cases/kernel-batch.ts";
+import { unpackState, unpackTokens } from "../../cases/kernel-layout.ts";
+import { ShapeTally, withShapes } from "../../cases/kernel-shapes.ts";
+import { comparedItems, emptySeq, entries, kernelGradKeys, tensorName } from "../../cases/kernel-tensors.ts";
 import { plainRuns, plainYardstickSeq, runPlain, runRef64 } from "../../oracle/plain-reference.ts";
 import type { PairCase, SeqTensors } from "../../oracle/kernel-case.ts";
 import type { InnerInputs, State } from "../../src/rules/types.ts";

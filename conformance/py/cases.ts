@@ -8,9 +8,8 @@
  * (docs/spec/py-backend.md#precision).
  */
 import * as fc from "fast-check";
-import { buildRuleCase, clampHyper, regimeCase, ruleCaseSpecArb, type RuleCaseSpec } from "../../cases/rule-case.ts";
+import { buildRuleCase, clampHyper, ruleCaseSpecArb, type RuleCaseSpec } from "../../cases/rule-case.ts";
 import { longShaped } from "../../cases/long-inputs.ts";
-import type { Profile } from "../../harness/check.ts";
 import { roundedCopy, type Precision, type StorageDType } from "../../src/precision.ts";
 import { Rng, uniformTensor } from "../../src/rng.ts";
 import { frozenForwardSaved, ruleForwardSaved } from "../../src/rules/level.ts";
@@ -19,112 +18,23 @@ import { Tensor } from "../../src/tensor.ts";
 import { F32_STORE_F64_ACC } from "../../oracle/kernel-judge.ts";
 import type { SeqTensors } from "../../oracle/kernel-case.ts";
 import { absentInputs, declaredHeadDim, kernelGradient, kernelValue, NO_CONVENTIONS, referenceValue, type Conventions } from "./conventions.ts";
-import {
-  ODD_KEY_D, PACKED_MAX_H, PACKED_MAX_SEQUENCES, REGIME_MAX_SEQS, regimesOf, cuSeqlens, fromInnerGrads, packPackedTokens, packStates, packTokens, packedLabel,
-  packedShapeArb, regimeShapeArb, seqExtraArb, seqExtrasArb, unpackPackedTokens, unpackState, unpackTokens, type Regime, type SeqExtra,
-} from "../../cases/kernel-batch.ts";
-import { edgeConventions, edgeLabel, saturateGates, type PyEdge } from "./edges.ts";
-
-export interface PyCaseSpec {
-  base: RuleCaseSpec;
-  B: number;
-  H: number;
-  /** The other B·H − 1 sequences. */
-  extra: SeqExtra[];
-  /** Seed of the random, non-zero d(final state). */
-  dFinalSeed: number;
-  /**
-   * A packed variable-length batch (docs/spec/py-backend.md#packed): the lengths of its sequences,
-   * concatenated along T with B = 1 (base.seq_len is the first's, or the first non-empty one's; a
-   * length may be 0: an empty sequence, docs/spec/py-backend.md#edges); absent: B sequences of one length.
-   */
-  lengths?: number[];
-  /** A declared edge case (edges.ts, docs/spec/py-backend.md#edges): saturated gates, or the other query scale; absent: none. */
-  edge?: PyEdge;
-}
-
-/**
- * One py: batch of a shape regime (docs/spec/conformance.md#regime): the rule's generated case with
- * d and T set by the regime (never below the rule's check minimums) and B·H sequences with their
- * own seeds, gates and states.
- */
-function pyRegimeBatchArb(decl: RuleDecl, regime: Regime, chunks: readonly number[]): fc.Arbitrary<PyCaseSpec> {
-  return fc.record({
-    base: ruleCaseSpecArb(decl, { d: [1, 4], seq_len: [1, 4] }), shape: regimeShapeArb(regime, chunks),
-    extra: seqExtrasArb(REGIME_MAX_SEQS - 1, ["random", "init"]), dFinalSeed: fc.integer({ min: 1, max: 0x7fffffff }),
-  }).map(({ base, shape, extra, dFinalSeed }) => ({
-    base: regimeCase(decl, base, shape),
-    B: shape.B, H: shape.H, extra, dFinalSeed,
-  }));
-}
-
-/**
- * One packed batch of the packed regime (docs/spec/py-backend.md#packed): a length-1 sequence among
- * lengths straddling a chunk boundary, each sequence with its own seed, gates and state.
- */
-function pyPackedBatchArb(decl: RuleDecl, chunks: readonly number[]): fc.Arbitrary<PyCaseSpec> {
-  const mins = decl.checkMinimums ?? {};
-  return fc.record({
-    base: ruleCaseSpecArb(decl, { d: [1, 4], seq_len: [1, 4] }), shape: packedShapeArb(chunks),
-    extra: seqExtrasArb(PACKED_MAX_SEQUENCES * PACKED_MAX_H - 1, ["random", "init"]), dFinalSeed: fc.integer({ min: 1, max: 0x7fffffff }),
-  }).map(({ base, shape, extra, dFinalSeed }) => {
-    // no per-sequence T minimum: the length-1 sequence is the point, and the others carry the values a rule's minimum is for
-    const lengths = [...shape.lengths];
-    return { base: clampHyper(decl, { ...base, d: Math.max(shape.d, mins.d ?? 1), seq_len: lengths[0]! }), B: 1, H: shape.H, extra, dFinalSeed, lengths };
-  });
-}
-
-/**
- * A case of the regime profile: one batch of every regime, in REGIMES order; for a kernel that
- * takes `cu_seqlens` (`packed`), a packed batch before the costly `long` one.
- */
-export function pyRegimeArb(decl: RuleDecl, chunks: readonly number[], packed = false): fc.Arbitrary<PyCaseSpec[]> {
-  return fc.tuple(...pyRegimes(packed, decl).map((r) => (r === "packed" ? pyPackedBatchArb(decl, chunks) : pyRegimeBatchArb(decl, r, chunks))));
-}
-
-/** The batches of a py: regime case, in order: REGIMES, with `packed` before `long` for a kernel that takes `cu_seqlens`. */
-export function pyRegimes(packed: boolean, decl: { readonly longRegime?: string } = {}): (Regime | "packed")[] {
-  const out: (Regime | "packed")[] = regimesOf(decl);
-  if (packed) out.splice(out.includes("long") ? out.indexOf("long") : out.length, 0, "packed");
-  return out;
-}
+import { seqExtrasArb, type CanonicalCaseSpec } from "../../cases/kernel-batch.ts";
+import { packedLabel } from "../../cases/kernel-regimes.ts";
+import { cuSeqlens, packPackedTokens, packStates, packTokens, unpackPackedTokens, unpackState, unpackTokens } from "../../cases/kernel-layout.ts";
+import { fromInnerGrads } from "../../cases/kernel-tensors.ts";
+import { edgeConventions, edgeLabel, saturateGates } from "./edges.ts";
 
 /**
  * The declared packed case every py: check of a kernel that takes `cu_seqlens` runs
  * (docs/spec/py-backend.md#packed): lengths [C − 1, 1, C + 1] at the smallest chunk size C, d = 4,
  * H = 2; the second sequence ends at T = C, a chunk boundary of the packed stream.
  */
-export function pyPackedExample(decl: RuleDecl, C: number): PyCaseSpec {
+export function pyPackedExample(decl: RuleDecl, C: number): CanonicalCaseSpec {
   const mins = decl.checkMinimums ?? {};
   const lengths = [C - 1, 1, C + 1].filter((L) => L >= 1);
   const [base] = fc.sample(ruleCaseSpecArb(decl, { d: [4, 4], seq_len: [lengths[0]!, lengths[0]!] }), { seed: 2, numRuns: 1 });
   const [extra] = fc.sample(seqExtrasArb(lengths.length * 2 - 1, ["random", "init"]), { seed: 2, numRuns: 1 });
   return { base: clampHyper(decl, { ...base!, d: Math.max(4, mins.d ?? 1) }), B: 1, H: 2, extra: extra!, dFinalSeed: 2, lengths };
-}
-
-/** The declared boundary case every py: check runs first: T = C + 1 at the kernel's smallest chunk size, d = 4, B = 1, H = 2. */
-export function pyBoundaryExample(decl: RuleDecl, C: number): PyCaseSpec {
-  const [base] = fc.sample(ruleCaseSpecArb(decl, { d: [4, 4], seq_len: [C + 1, C + 1] }), { seed: 1, numRuns: 1 });
-  const [extra] = fc.sample(seqExtrasArb(3, ["random", "init"]), { seed: 1, numRuns: 1 });
-  return { base: base!, B: 1, H: 2, extra: extra!, dFinalSeed: 1 };
-}
-
-/** The declared guard case every py: check runs after the other declared cases: d = ODD_KEY_D, T = 3, B = 1, H = 2 (docs/spec/hazards.md#odd-key). */
-export function pyOddKeyExample(decl: RuleDecl): PyCaseSpec {
-  const mins = decl.checkMinimums ?? {};
-  const T = Math.max(3, mins.seq_len ?? 1);
-  const [base] = fc.sample(ruleCaseSpecArb(decl, { d: [ODD_KEY_D, ODD_KEY_D], seq_len: [T, T] }), { seed: 3, numRuns: 1 });
-  const [extra] = fc.sample(seqExtrasArb(3, ["random", "init"]), { seed: 3, numRuns: 1 });
-  return { base: base!, B: 1, H: 2, extra: extra!, dFinalSeed: 3 };
-}
-
-export function pyCaseArb(decl: RuleDecl, profile: Profile): fc.Arbitrary<PyCaseSpec> {
-  const base = ruleCaseSpecArb(decl, profile === "deep" ? { d: [1, 12], seq_len: [1, 8] } : { d: [1, 12], seq_len: [1, 6] });
-  const extra = seqExtraArb(["random", "init"]);
-  return fc.record({
-    base, B: fc.integer({ min: 1, max: 2 }), H: fc.integer({ min: 1, max: 2 }),
-    extra: fc.array(extra, { minLength: 3, maxLength: 3 }), dFinalSeed: fc.integer({ min: 1, max: 0x7fffffff }),
-  });
 }
 
 /** The inner inputs a rule reads: the ones its reference backward differentiates (absent = not read). */
@@ -148,7 +58,7 @@ export interface PySeq {
 }
 
 export interface PyCase {
-  spec: PyCaseSpec;
+  spec: CanonicalCaseSpec;
   cfg: RuleConfig;
   /** The kernel's batch dimension (1 for a packed batch). */
   B: number;
@@ -219,7 +129,7 @@ function readInputs(decl: RuleDecl, spec: RuleCaseSpec, frozen: boolean): { inpu
  * `p`: the kernel's precision (its storage and state dtypes are what the case is rounded to);
  * `conv`: its declared conventions (an absent input without a neutral value throws, naming it).
  */
-export function buildPyCase(decl: RuleDecl, spec: PyCaseSpec, frozen = false, p: Precision = F32_STORE_F64_ACC, declared: Conventions = NO_CONVENTIONS): PyCase {
+export function buildPyCase(decl: RuleDecl, spec: CanonicalCaseSpec, frozen = false, p: Precision = F32_STORE_F64_ACC, declared: Conventions = NO_CONVENTIONS): PyCase {
   // a scale edge calls the kernel at another query scale: the reference reads q at that one (edges.ts)
   const conv = edgeConventions(declared, spec.edge);
   // a frozen read of a zero state reads zero: frozen cases read random states

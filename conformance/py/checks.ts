@@ -10,7 +10,7 @@ import { ChildResults, runBatch } from "../../harness/child-process.ts";
 import type { BackendInfo } from "../../harness/report.ts";
 import type { Toolchain } from "../../ffi/toolchain.ts";
 import { kernelTimeoutMs, kernelTimeoutSetting, mayRunTriton } from "./kernel-session.ts";
-import { parsePyBackend, pyBackendNames, pyIdCollision, pyPlan, type PyBackend, type PyEntry } from "./plan.ts";
+import { parsePyBackend, pyBackendNames, pyIdCollision, pyPartOf, pyPlan, type PyBackend, type PyEntry, type PyPart } from "./plan.ts";
 
 const CHILD = `${import.meta.dir}/child.ts`;
 /** The backends whose child ran, with the toolchain it reported. */
@@ -29,7 +29,16 @@ function childTimeoutMs(n: number, triton: boolean): number {
 /** Backends whose child could not load the kernel: the reason, given once (child.ts). */
 const unavailable = new Map<string, string>();
 
-const results = new ChildResults((req) => {
+/** Each catalogued check's part of the plan, by backend and id: what its child receives. */
+const parts = new Map<string, PyPart>();
+const partKey = (backend: string, id: string) => `${backend}\n${id}`;
+function partFor(backend: string, id: string): PyPart {
+  const p = parts.get(partKey(backend, id));
+  if (p === undefined) throw new Error(`no check '${id}' on backend ${backend} in the plan`);
+  return p;
+}
+
+const results = new ChildResults<PyPart>((req) => {
   const triton = mayRunTriton(parsePyBackend(req.backend));
   const r = runBatch({
     cmd: [process.execPath, CHILD], who: `the child process running ${req.backend}`, timeoutMs: (n) => childTimeoutMs(n, triton),
@@ -48,7 +57,7 @@ const results = new ChildResults((req) => {
   }
   ran.set(req.backend, toolchain);
   return r;
-});
+}, partFor);
 
 function delegate(b: PyBackend, e: PyEntry, siblings: () => readonly CheckDef[]) {
   return (opts: DelegateOptions): DelegatedResult => results.result(b.name, e.id, opts, siblings);
@@ -61,7 +70,9 @@ export function pyKernelChecks(): CheckDef[] {
   if (collision !== null) throw new Error(collision);
   for (const name of pyBackendNames()) {
     const b = parsePyBackend(name);
-    const mine: CheckDef[] = pyPlan(b).map((e) => ({
+    const plan = pyPlan(b);
+    for (const e of plan) parts.set(partKey(b.name, e.id), pyPartOf(e));
+    const mine: CheckDef[] = plan.map((e) => ({
       kind: "delegated", id: e.id, class: "C5", subject: e.subject, spec: e.spec, tolerance: e.tolerance,
       replayArgs: ["--backend", b.name], delegate: delegate(b, e, () => mine),
       needs: { child: `C5 ${b.name}` }, // one Python host per backend, beside the others

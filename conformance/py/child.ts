@@ -9,11 +9,14 @@
 import { writeSync } from "node:fs";
 import { CaseDump } from "../../harness/dump.ts";
 import type { CaseOutcome, Profile } from "../../harness/check.ts";
-import { DEFAULT_KERNEL_CHUNKS, ShapeTally, regimeOutcome, withRegimesNotJudged, withShapes } from "../../cases/kernel-batch.ts";
+import {
+  DEFAULT_KERNEL_CHUNKS, boundaryExample, caseArb, caseRegimes, oddKeyExample, regimeArb, withEnumExamples, type CanonicalCaseSpec,
+} from "../../cases/kernel-batch.ts";
+import { regimeOutcome, withRegimesNotJudged } from "../../cases/kernel-regimes.ts";
+import { ShapeTally, withShapes } from "../../cases/kernel-shapes.ts";
 import { TorchBridgeError } from "../../oracle/torch-bridge.ts";
-import { otherEnumValues } from "../../cases/rule-case.ts";
 import { coverage } from "../../oracle/kernel-judge.ts";
-import { buildPyCase, describeCase, pyBoundaryExample, pyCaseArb, pyOddKeyExample, pyPackedExample, pyRegimeArb, pyRegimes, type PyCaseSpec } from "./cases.ts";
+import { buildPyCase, describeCase, pyPackedExample } from "./cases.ts";
 import { HAZARD_PLAN, ProbeTally } from "../../ffi/hazards.ts";
 import { CaseDigester } from "../../harness/sweep.ts";
 import { pyBackwardCase, backwardNames, pyForwardCase, forwardNames } from "./kernel-cases.ts";
@@ -22,7 +25,7 @@ import { pythonDeclaration } from "./python-backend.ts";
 import { absentInputs, NO_CONVENTIONS } from "./conventions.ts";
 import { pyEdgeExamples, pyEmptyExample } from "./edges.ts";
 import { batchedCuSeqlens } from "./contracts.ts";
-import { parsePyBackend, pyPlan, type PyEntry } from "./plan.ts";
+import { parsePyBackend, pyEntryOf, type PyEntry, type PyPart } from "./plan.ts";
 import { RULES } from "../../src/rules/index.ts";
 import { variantKey } from "../../src/rules/level.ts";
 import { suggestion } from "../../harness/nearest.ts";
@@ -46,7 +49,7 @@ function definition(e: PyEntry, s: KernelSession, profile: Profile, replayArgs: 
   const chunks = declaration.chunkSizes ?? DEFAULT_KERNEL_CHUNKS;
   const C = Math.min(...chunks);
   const packed = declaration.varlen;
-  const one = async (spec: PyCaseSpec): Promise<CaseOutcome> => {
+  const one = async (spec: CanonicalCaseSpec): Promise<CaseOutcome> => {
     const c = buildPyCase(e.decl, spec, e.frozen, p, s.info.conventions);
     if (c.packed !== null) tally.addPacked({ lengths: c.packed.lengths, H: c.H, d: c.cfg.d }, C);
     else tally.add({ B: c.B, T: c.T, H: c.H, d: c.cfg.d }, C);
@@ -55,15 +58,15 @@ function definition(e: PyEntry, s: KernelSession, profile: Profile, replayArgs: 
   };
   const base = { kind: "property" as const, id: e.id, class: "C5" as const, subject: e.subject, spec: e.spec, tolerance: e.tolerance, runs: e.runs, replayArgs };
   if (profile === "regime") {
-    const order = pyRegimes(packed, e.decl);
-    const shapeOf = (x: PyCaseSpec, i: number) => {
+    const order = caseRegimes(packed, e.decl);
+    const shapeOf = (x: CanonicalCaseSpec, i: number) => {
       const regime = order[i]!;
       return regime === "packed" ? { lengths: x.lengths!, H: x.H, d: x.base.d, C } : { regime, B: x.B, T: x.base.seq_len, H: x.H, d: x.base.d, C };
     };
     return {
-      ...base, arb: pyRegimeArb(e.decl, chunks, packed),
-      describe: (specs: PyCaseSpec[]) => specs.map((x) => describeCase(buildPyCase(e.decl, x, e.frozen, p, s.info.conventions))).join("; "),
-      run: async (specs: PyCaseSpec[]) => {
+      ...base, arb: regimeArb(e.decl, e.frozen, chunks, "canonical", packed),
+      describe: (specs: CanonicalCaseSpec[]) => specs.map((x) => describeCase(buildPyCase(e.decl, x, e.frozen, p, s.info.conventions))).join("; "),
+      run: async (specs: CanonicalCaseSpec[]) => {
         const outs: CaseOutcome[] = [];
         // the regimes in order, up to the first that fails (shrinking then pays for the regimes before it only)
         for (const x of specs) {
@@ -77,15 +80,14 @@ function definition(e: PyEntry, s: KernelSession, profile: Profile, replayArgs: 
   }
   // every value of an enumerated hyperparameter as an example of its own, on top of the generated
   // cases (docs/spec/conformance.md#enum-examples); a frozen read writes nothing, so not there
-  const boundary = pyBoundaryExample(e.decl, C);
-  const enums = e.frozen ? [] : otherEnumValues(e.decl, boundary.base).map((b) => ({ ...boundary, base: b }));
+  const [boundary, ...enums] = withEnumExamples(e.decl, e.frozen, boundaryExample(e.decl, e.frozen, C, "canonical"));
   // the declared guard case (d = 5) and the edge cases come last and on top, so the generated cases stay the same cases as before
   const edges = [...pyEdgeExamples(e.decl, C, s.info.conventions ?? NO_CONVENTIONS, e.frozen, e.decl.gates), ...(packed ? [pyEmptyExample(e.decl, C)] : [])];
   const more = enums.length + 1 + edges.length;
   return {
-    ...base, runs: { quick: e.runs.quick + more, default: e.runs.default + more, deep: e.runs.deep + more, regime: e.runs.default + more }, arb: pyCaseArb(e.decl, profile),
-    examples: [boundary, ...enums, ...(packed ? [pyPackedExample(e.decl, C)] : []), pyOddKeyExample(e.decl), ...edges],
-    describe: (spec: PyCaseSpec) => describeCase(buildPyCase(e.decl, spec, e.frozen, p, s.info.conventions)),
+    ...base, runs: { quick: e.runs.quick + more, default: e.runs.default + more, deep: e.runs.deep + more, regime: e.runs.default + more }, arb: caseArb(e.decl, e.frozen, profile, "canonical"),
+    examples: [boundary, ...enums, ...(packed ? [pyPackedExample(e.decl, C)] : []), oddKeyExample(e.decl, e.frozen, C, "canonical"), ...edges],
+    describe: (spec: CanonicalCaseSpec) => describeCase(buildPyCase(e.decl, spec, e.frozen, p, s.info.conventions)),
     run: one,
   };
 }
@@ -100,9 +102,8 @@ function declaredRules(rules: readonly string[], who: string): void {
   }
 }
 
-async function run(req: BatchRequest): Promise<void> {
+async function run(req: BatchRequest<PyPart>): Promise<void> {
   const backend = parsePyBackend(req.backend);
-  const plan = new Map(pyPlan(backend).map((e) => [e.id, e]));
   // A backend that cannot be loaded (no python or torch, a module that does not import, a
   // declaration that is wrong) is one reason, given once: the backend is unavailable with it
   // (details.unavailable, read by checks.ts into the report's run.backends) and its checks are
@@ -139,11 +140,12 @@ async function run(req: BatchRequest): Promise<void> {
   try {
     for (const c of req.checks) {
       emit(startLine(c.id));
-      const e = plan.get(c.id);
-      if (e === undefined) {
-        emit(resultLine(stubResult(c.id, "error", `no check '${c.id}' on backend ${backend.name}`, c.seed ?? 0)));
+      // the check's part of the plan, as the parent sent it
+      if (c.part === undefined) {
+        emit(resultLine(stubResult(c.id, "error", `the request for check '${c.id}' on backend ${backend.name} carries no part of the plan`, c.seed ?? 0)));
         continue;
       }
+      const e = pyEntryOf(c.part);
       const seed = c.seed ?? 0;
       // what the kernel declares for this rule variant: not judged, or not implemented; forward-only
       const declaration = pythonDeclaration(session, e.key);
@@ -196,5 +198,5 @@ async function run(req: BatchRequest): Promise<void> {
   }
 }
 
-await run(JSON.parse(await Bun.stdin.text()) as BatchRequest);
+await run(JSON.parse(await Bun.stdin.text()) as BatchRequest<PyPart>);
 process.exit(0);

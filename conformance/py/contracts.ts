@@ -10,7 +10,7 @@
  */
 import type { Precision } from "../../src/precision.ts";
 import type { RuleDecl } from "../../src/rules/types.ts";
-import { packedLabel } from "../../cases/kernel-batch.ts";
+import { packedLabel } from "../../cases/kernel-regimes.ts";
 import { buildPyCase, pyPackedExample } from "./cases.ts";
 import type { Conventions } from "./conventions.ts";
 import type { KernelSession } from "./kernel-session.ts";

@@ -21,23 +21,14 @@
  * (conventions.ts referenceValue), so the reference sees what the kernel was given.
  */
 import * as fc from "fast-check";
-import { clampHyper, ruleCaseSpecArb, type RuleCaseSpec } from "../../cases/rule-case.ts";
-import { seqExtrasArb, type SeqExtra } from "../../cases/kernel-batch.ts";
-import { SATURATED_GATES, SATURATED_LABEL, SATURATED_LOG_GATE, SATURATED_TAIL, SATURATED_THETA, saturatedCorner, saturatedThetaTop } from "../../cases/edge-gates.ts";
+import { clampHyper, ruleCaseSpecArb } from "../../cases/rule-case.ts";
+import { saturatedExample, seqExtrasArb, type CanonicalCaseSpec, type KernelEdge } from "../../cases/kernel-batch.ts";
+import { SATURATED_GATES, SATURATED_LABEL, SATURATED_LOG_GATE, SATURATED_THETA, saturatedCorner, saturatedThetaTop } from "../../cases/edge-gates.ts";
 import { roundedCopy, type StorageDType } from "../../src/precision.ts";
 import { Rng } from "../../src/rng.ts";
 import { Tensor } from "../../src/tensor.ts";
 import type { RuleDecl, RuleConfig } from "../../src/rules/types.ts";
 import { referenceValue, type Conventions } from "./conventions.ts";
-
-/** A declared edge of a py: case (PyCaseSpec.edge). */
-export type PyEdge =
-  /** Every sequence's α and θ at a corner of their range (sequence n: α → 1 for even n, θ → 1 for n mod 4 < 2). */
-  | { readonly kind: "saturated" }
-  /** The query scale passed to the kernel: a number, or d^-1/2 of the case's d. */
-  | { readonly kind: "scale"; readonly scale: number | "rsqrt_dk" }
-  /** A packed batch with empty sequences (equal offsets at the start, middle and end of cu_seqlens) and a length-1 one. */
-  | { readonly kind: "empty" };
 
 /**
  * The gates a saturated case can set for a kernel: α and θ among its inputs, less those it computes
@@ -86,42 +77,33 @@ export function saturateGates(seqs: readonly EdgeSeq[], decl: RuleDecl, cfg: Rul
 export const takesScale = (conv: Conventions): boolean => conv.scale !== null && conv.scale.keyword !== null && conv.scale.divided === undefined;
 
 /** The scale edge of a kernel that takes one: 1 where it is usually called with another value, else d^-1/2; null when it takes none. */
-export function otherScale(conv: Conventions): PyEdge | null {
+export function otherScale(conv: Conventions): KernelEdge | null {
   if (!takesScale(conv)) return null;
   return { kind: "scale", scale: conv.scale!.value === 1 ? "rsqrt_dk" : 1 };
 }
 
 /** A case's conventions under its edge: the scale edge's value as the declared one (the reference then reads q at that scale). */
-export function edgeConventions(conv: Conventions, edge: PyEdge | undefined): Conventions {
+export function edgeConventions(conv: Conventions, edge: KernelEdge | undefined): Conventions {
   if (edge?.kind !== "scale" || conv.scale === null) return conv;
   return { ...conv, scale: { ...conv.scale, value: edge.scale } };
 }
 
 /** The scale value the kernel is called with under a scale edge (the request header's `scale`), else undefined (the host's own). */
-export function edgeScaleValue(edge: PyEdge | undefined, d: number): number | undefined {
+export function edgeScaleValue(edge: KernelEdge | undefined, d: number): number | undefined {
   if (edge?.kind !== "scale") return undefined;
   return edge.scale === "rsqrt_dk" ? 1 / Math.sqrt(d) : edge.scale;
 }
 
 /** How a message names an edge case. */
-export function edgeLabel(edge: PyEdge): string {
+export function edgeLabel(edge: KernelEdge): string {
   if (edge.kind === "empty") return EMPTY_LABEL;
   return edge.kind === "saturated"
     ? SATURATED_LABEL
     : `query scale ${edge.scale === "rsqrt_dk" ? "d^-1/2" : edge.scale}`;
 }
 
-/** The declared saturated case (every active pair's checks whose kernel takes α or θ): T = C + SATURATED_TAIL at the smallest chunk size C, d = 4, B = 2, H = 2. */
-export function pySaturatedExample(decl: RuleDecl, C: number): PyCaseSpecLike {
-  const mins = decl.checkMinimums ?? {};
-  const T = Math.max(C + SATURATED_TAIL, mins.seq_len ?? 1);
-  const [base] = fc.sample(ruleCaseSpecArb(decl, { d: [4, 4], seq_len: [T, T] }), { seed: 4, numRuns: 1 });
-  const [extra] = fc.sample(seqExtrasArb(3, ["random", "init"]), { seed: 4, numRuns: 1 });
-  return { base: clampHyper(decl, { ...base!, d: Math.max(4, mins.d ?? 1) }), B: 2, H: 2, extra: extra!, dFinalSeed: 4, edge: { kind: "saturated" } };
-}
-
 /** The declared scale case (a kernel that takes its scale by keyword): the boundary case's shape, T = C + 1, d = 4, B = 1, H = 2, at the other scale. */
-export function pyScaleExample(decl: RuleDecl, C: number, edge: PyEdge): PyCaseSpecLike {
+export function pyScaleExample(decl: RuleDecl, C: number, edge: KernelEdge): CanonicalCaseSpec {
   const mins = decl.checkMinimums ?? {};
   const T = Math.max(C + 1, mins.seq_len ?? 1);
   const [base] = fc.sample(ruleCaseSpecArb(decl, { d: [4, 4], seq_len: [T, T] }), { seed: 5, numRuns: 1 });
@@ -130,9 +112,10 @@ export function pyScaleExample(decl: RuleDecl, C: number, edge: PyEdge): PyCaseS
 }
 
 /** The edge cases a check runs (docs/spec/py-backend.md#edges): saturated gates for an active pair whose kernel takes α or θ, the other scale for a kernel that takes one. */
-export function pyEdgeExamples(decl: RuleDecl, C: number, conv: Conventions, frozen: boolean, inputs: readonly string[]): PyCaseSpecLike[] {
-  const out: PyCaseSpecLike[] = [];
-  if (!frozen && saturableGates(conv, inputs.filter((n) => !conv.absent.includes(n))).length > 0) out.push(pySaturatedExample(decl, C));
+export function pyEdgeExamples(decl: RuleDecl, C: number, conv: Conventions, frozen: boolean, inputs: readonly string[]): CanonicalCaseSpec[] {
+  const out: CanonicalCaseSpec[] = [];
+  const saturated = saturatedExample(decl, frozen, C, "canonical");
+  if (saturated !== null && saturableGates(conv, inputs.filter((n) => !conv.absent.includes(n))).length > 0) out.push(saturated);
   const scale = otherScale(conv);
   if (scale !== null) out.push(pyScaleExample(decl, C, scale));
   return out;
@@ -149,22 +132,11 @@ export const emptyLengths = (C: number): number[] => [0, C + 1, 0, 1, 0];
  * H = 2, every sequence's initial state random. base.seq_len is the first non-empty length (the
  * rule case its inputs are read from); each sequence runs at its own length.
  */
-export function pyEmptyExample(decl: RuleDecl, C: number): PyCaseSpecLike {
+export function pyEmptyExample(decl: RuleDecl, C: number): CanonicalCaseSpec {
   const mins = decl.checkMinimums ?? {};
   const lengths = emptyLengths(C);
   const first = lengths.find((L) => L > 0)!;
   const [base] = fc.sample(ruleCaseSpecArb(decl, { d: [4, 4], seq_len: [first, first] }), { seed: 6, numRuns: 1 });
   const [extra] = fc.sample(seqExtrasArb(lengths.length * 2 - 1, ["random"]), { seed: 6, numRuns: 1 });
   return { base: clampHyper(decl, { ...base!, d: Math.max(4, mins.d ?? 1), state: "random" }), B: 1, H: 2, extra: extra!, dFinalSeed: 6, lengths, edge: { kind: "empty" } };
-}
-
-/** A py: case's spec (conformance/py/cases.ts PyCaseSpec), as this module builds it. */
-export interface PyCaseSpecLike {
-  base: RuleCaseSpec;
-  B: number;
-  H: number;
-  extra: SeqExtra[];
-  dFinalSeed: number;
-  lengths?: number[];
-  edge?: PyEdge;
 }

@@ -15,7 +15,7 @@ import type { InnerInputs, RuleDecl, State } from "../../src/rules/types.ts";
 import type { Tensor } from "../../src/tensor.ts";
 import { CaseDump } from "../../harness/dump.ts";
 import type { Compared } from "../../oracle/kernel-judge.ts";
-import { comparedItems, kernelLabel, tensorName, type KernelNames, type TensorKey } from "../../cases/kernel-batch.ts";
+import { comparedItems, kernelLabel, tensorName, type KernelNames, type TensorKey } from "../../cases/kernel-tensors.ts";
 import { flashCompare } from "../../oracle/kernel-judge.ts";
 import type { SeqTensors } from "../../oracle/kernel-case.ts";
 import { referenceRun } from "../../oracle/kernel-reference.ts";

@@ -13,7 +13,7 @@ import { Tensor } from "../../src/tensor.ts";
 import { F32_STORE_F64_ACC } from "../../oracle/kernel-judge.ts";
 import { lengthGroups, seqState, seqTokens, stateLead, statesTensor, toKernelGrads, tokensTensor, type PyCase } from "./cases.ts";
 import { NO_CONVENTIONS, type Conventions } from "./conventions.ts";
-import { emptySeq, isStateTensor, mapSeq, nameOf, setAt, type TensorKey, type TensorNaming } from "../../cases/kernel-batch.ts";
+import { emptySeq, isStateTensor, mapSeq, nameOf, setAt, type TensorKey, type TensorNaming } from "../../cases/kernel-tensors.ts";
 import { farthestSeq } from "../../oracle/plain-reference.ts";
 import type { SeqTensors } from "../../oracle/kernel-case.ts";
 import type { PyBackend } from "./plan.ts";

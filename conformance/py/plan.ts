@@ -15,7 +15,7 @@
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import type { Subject } from "../../harness/check.ts";
-import { RULES } from "../../src/rules/index.ts";
+import { RULES, ruleByKey } from "../../src/rules/index.ts";
 import { variantKey } from "../../src/rules/level.ts";
 import type { RuleDecl } from "../../src/rules/types.ts";
 import { RUNS, type Runs } from "../../cases/kernel-batch.ts";
@@ -109,6 +109,20 @@ export interface PyEntry {
   readonly frozen: boolean;
   /** The variant key the kernel declares: `delta` or `delta.frozen`. */
   readonly key: string;
+}
+
+/** An entry as data, the part of the plan its child receives: the rule by its registry key. */
+export type PyPart = Omit<PyEntry, "decl"> & { readonly rule: string };
+
+export function pyPartOf(e: PyEntry): PyPart {
+  const { decl, ...rest } = e;
+  return { ...rest, rule: decl.key };
+}
+
+/** The entry a child runs for a part it received: the rule from the registry. */
+export function pyEntryOf(p: PyPart): PyEntry {
+  const { rule, ...rest } = p;
+  return { ...rest, decl: ruleByKey(rule) };
 }
 
 

@@ -7,7 +7,7 @@
  * death or a timeout; kernel-session.ts) inside the backend's child process (child.ts).
  */
 import type { KernelBackend, KernelDeclaration, KernelRun } from "../../cases/kernel-backend.ts";
-import type { TensorKey } from "../../cases/kernel-batch.ts";
+import type { TensorKey } from "../../cases/kernel-tensors.ts";
 import type { PyCase } from "./cases.ts";
 import { kernelPrecision, readReply, type KernelReply, type KernelSession } from "./kernel-session.ts";
 

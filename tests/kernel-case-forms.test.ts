@@ -1,0 +1,52 @@
+/**
+ * The one kernel case record's generators (cases/kernel-batch.ts) draw, for each case form, the
+ * records the two kinds' own generators drew before they were one (a case's digest,
+ * details.case_digest, is the fast-check text of its record; reports stay identical only if every
+ * record is): for every rule variant of the registry, the generated cases (default and deep), one
+ * batch of every regime (and the packed regime, canonical), and the declared boundary, odd-key and
+ * saturated cases, digested per form (harness/sweep.ts CaseDigester). The pinned digests were computed with the former generators
+ * (conformance/c5/batch.ts batchArb, regimeBatchArb, boundaryExample, oddKeyExample,
+ * saturatedExample; conformance/py/cases.ts pyCaseArb, pyRegimeArb, pyBoundaryExample,
+ * pyOddKeyExample; conformance/py/edges.ts pySaturatedExample) at the same seeds.
+ */
+import { expect, test } from "bun:test";
+import { sampleOf } from "../cases/inner-case.ts";
+import { CaseDigester } from "../harness/sweep.ts";
+import { RULES } from "../src/rules/index.ts";
+import { boundaryExample, caseArb, oddKeyExample, regimeArb, regimeBatchArb, saturatedExample, type CaseForm } from "../cases/kernel-batch.ts";
+import { REGIMES } from "../cases/kernel-regimes.ts";
+
+/** The digest (harness/sweep.ts CaseDigester, as details.case_digest digests) of every rule variant's cases of a form. */
+function formDigest(form: CaseForm): string {
+  const dg = new CaseDigester();
+  for (const d of RULES) {
+    for (const frozen of d.frozen === null ? [false] : [false, true]) {
+      const k = `${d.key}${frozen ? ".frozen" : ""}`;
+      dg.add(`${k} gen`, [sampleOf(caseArb(d, frozen, "default", form), 7, 4), sampleOf(caseArb(d, frozen, "deep", form), 7, 4)]);
+      dg.add(`${k} regime`, form === "abi"
+        ? REGIMES.map((r) => sampleOf(regimeBatchArb(d, frozen, r, [16, 64], "abi"), 7, 2))
+        : [sampleOf(regimeArb(d, frozen, [16, 64], "canonical"), 7, 2), sampleOf(regimeArb(d, frozen, [16], "canonical", true), 7, 2)]);
+      dg.add(`${k} declared`, [boundaryExample(d, frozen, 16, form), oddKeyExample(d, frozen, 16, form), saturatedExample(d, frozen, 16, form)]);
+    }
+  }
+  return dg.result().digest;
+}
+
+test("abi cases: the records the native generators drew", () => {
+  expect(formDigest("abi")).toBe("72d80634ff428b97");
+});
+
+test("canonical cases: the records the py: generators drew", () => {
+  expect(formDigest("canonical")).toBe("6db88b12832484a7");
+});
+
+test("the forms' fields: an abi case has C and NULL flags and no d(final state) seed; a canonical case the reverse", () => {
+  const d = RULES.find((r) => r.key === "delta")!;
+  const [abi] = sampleOf(caseArb(d, false, "default", "abi"), 1, 1);
+  const [canonical] = sampleOf(caseArb(d, false, "default", "canonical"), 1, 1);
+  expect(Object.keys(abi!)).toEqual(["base", "B", "H", "C", "extra", "dyNull", "dFinalNull"]);
+  expect(Object.keys(canonical!)).toEqual(["base", "B", "H", "extra", "dFinalSeed"]);
+  expect(saturatedExample(d, false, 16, "abi")!.saturated).toBe(true);
+  expect(saturatedExample(d, false, 16, "canonical")!.edge).toEqual({ kind: "saturated" });
+  expect(saturatedExample(d, true, 16, "canonical")).toBeNull();
+});
