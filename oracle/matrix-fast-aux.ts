@@ -16,11 +16,12 @@
  * checkpoints every CHECKPOINT_EVERY tokens and replayed stretch by stretch from the saved errors
  * (KDA, Comba: e_t) or reads (DPLR: u_t = M_t a_t), which need no sum, so the replay is exact.
  */
-import { accumulatesInF32, roundsRandomly, sumsReversed } from "../src/precision.ts";
+import { accumulatesInF32, productsInTF32, roundsRandomly, sumsReversed } from "../src/precision.ts";
 import { comba } from "../src/rules/comba.ts";
 import { dplr } from "../src/rules/dplr.ts";
 import { kda } from "../src/rules/kda.ts";
-import type { InnerGrads, InnerInputs, InnerPair, RuleDecl, State } from "../src/rules/types.ts";
+import { gated_delta_product, householderSteps } from "../src/rules/gated_delta_product.ts";
+import type { InnerGrads, InnerInputs, InnerPair, RuleConfig, RuleDecl, State } from "../src/rules/types.ts";
 import { Tensor, alloc, type Data } from "../src/tensor.ts";
 
 // Placeholders that only the compiled copies define (see oracle/matrix-fast.ts).
@@ -452,20 +453,183 @@ function dplrLoops() {
   return { forward, replay, backward, accBuffer };
 }
 
-type Loops = ReturnType<typeof kdaLoops>;
+/**
+ * Gated DeltaProduct (src/rules/gated_delta_product.ts): P_0 = (1 − α_t) M_t; per step h < n_h
+ * e_{t,h} = P_h k_{t,h} − v_{t,h}, P_{h+1} = P_h − θ_{t,h} e_{t,h} k_{t,h}ᵀ; M_{t+1} = P_{n_h};
+ * y_t = M_{t+1} q_t. X = [k, v, q, α, θ], step h of token t at row t·n_h + h of k, v, θ; S = e
+ * ([s, n_h·d]). Every step of a row needs only that row, so a token is one pass over the rows; the
+ * backward rebuilds row i of P_1 … P_{n_h−1} from M_t and the saved errors as the forward wrote it.
+ */
+function gdpLoops() {
+  const ACC32 = MODE_ACC32, REV = MODE_REV;
+  const fr = Math.fround;
+  const accBuffer = (n: number) => (ACC32 ? new Float32Array(n) : new Float64Array(n));
+
+  /** Tokens t0 ≤ t < t1: M holds M_{t0} at 0 and receives M_{t+1} at (t − t0 + 1)·d². */
+  function forward(X: Data[], M: Data, E: Data, Y: Data, d: number, t0: number, t1: number, nh: number): void {
+    const K = X[0]!, V = X[1]!, Q = X[2]!, AL = X[3]!, TH = X[4]!;
+    const dd = d * d;
+    for (let t = t0; t < t1; t++) {
+      const mt = (t - t0) * dd, mn = mt + dd, oq = t * d, decay = 1 - AL[t]!;
+      for (let i = 0; i < d; i++) {
+        const r = i * d;
+        // P_0's row, stored in place of M_{t+1}'s; each step's read e_i = (P_h k)_i − v_i and write
+        for (let j = 0; j < d; j++) M[mn + r + j] = decay * M[mt + r + j]!;
+        for (let h = 0; h < nh; h++) {
+          const row = t * nh + h, o = row * d;
+          let s = 0;
+          for (let jj = 0; jj < d; jj++) {
+            const j = REV ? d - 1 - jj : jj;
+            s = ACC32 ? fr(s + M[mn + r + j]! * K[o + j]!) : s + M[mn + r + j]! * K[o + j]!;
+          }
+          E[o + i] = s;
+          E[o + i]! -= V[o + i]!;
+          const u = -TH[row]! * E[o + i]!;
+          if (u !== 0) for (let j = 0; j < d; j++) M[mn + r + j]! += u * K[o + j]!;
+        }
+        // y_i = (M_{t+1} q)_i
+        let s = 0;
+        for (let jj = 0; jj < d; jj++) {
+          const j = REV ? d - 1 - jj : jj;
+          s = ACC32 ? fr(s + M[mn + r + j]! * Q[oq + j]!) : s + M[mn + r + j]! * Q[oq + j]!;
+        }
+        Y[oq + i] = s;
+      }
+    }
+  }
+
+  /** The states M_{t0+1..t1} again from M_{t0} and the saved errors: the forward's writes. */
+  function replay(X: Data[], E: Data, M: Data, d: number, t0: number, t1: number, nh: number): void {
+    const K = X[0]!, AL = X[3]!, TH = X[4]!;
+    const dd = d * d;
+    for (let t = t0; t < t1; t++) {
+      const mt = (t - t0) * dd, mn = mt + dd, decay = 1 - AL[t]!;
+      for (let i = 0; i < dd; i++) M[mn + i] = decay * M[mt + i]!;
+      for (let h = 0; h < nh; h++) {
+        const row = t * nh + h, o = row * d;
+        for (let i = 0; i < d; i++) {
+          const u = -TH[row]! * E[o + i]!, r = mn + i * d;
+          if (u !== 0) for (let j = 0; j < d; j++) M[r + j]! += u * K[o + j]!;
+        }
+      }
+    }
+  }
+
+  /**
+   * The backward of tokens t1 − 1 down to t0 (M holds M_{t0..t1} from 0); D is ∂L/∂M_{t+1} (an
+   * accBuffer) and ends as ∂L/∂M_{t0}. G = [dk, dv, dq, dα, dθ]. Per row (reversed sums: last row
+   * first): D += dy qᵀ and dq; then the steps last first, each de_i = (D k_h)_i, dθ_h, (Dᵀ e_h) and
+   * (P_hᵀ de) summed over the rows, D += de kᵀ; then dα = −⟨D, M_t⟩ and D ← (1 − α) D.
+   */
+  function backward(X: Data[], E: Data, M: Data, DY: Data, D: Data, d: number, t0: number, t1: number, G: Data[], nh: number): void {
+    const K = X[0]!, Q = X[2]!, AL = X[3]!, TH = X[4]!;
+    const dk = G[0]!, dv = G[1]!, dq = G[2]!, dalpha = G[3]!, dtheta = G[4]!;
+    const dd = d * d;
+    // de and the column sums in the buffers the reference uses (f32 under f32 sums); P_h's row in the storage dtype
+    const de = accBuffer(nh * d), accQ = accBuffer(d), accT = accBuffer(nh * d), accK = accBuffer(nh * d), sth = accBuffer(nh);
+    const P = M instanceof Float32Array ? new Float32Array(nh * d) : new Float64Array(nh * d);
+    for (let t = t1 - 1; t >= t0; t--) {
+      const mt = (t - t0) * dd, mn = mt + dd, oq = t * d, decay = 1 - AL[t]!;
+      accQ.fill(0);
+      accT.fill(0);
+      accK.fill(0);
+      sth.fill(0);
+      let fro = 0;
+      for (let ii = 0; ii < d; ii++) {
+        const i = REV ? d - 1 - ii : ii, r = i * d;
+        // row i of P_1 … P_{n_h−1}, as the forward wrote it (P_h at h·d; P_0 is rebuilt from M_t at 0)
+        if (nh > 1) {
+          for (let j = 0; j < d; j++) P[j] = decay * M[mt + r + j]!;
+          for (let h = 1; h < nh; h++) {
+            const row = t * nh + h - 1, o = row * d, p = h * d;
+            for (let j = 0; j < d; j++) P[p + j] = P[p - d + j]!;
+            const u = -TH[row]! * E[o + i]!;
+            if (u !== 0) for (let j = 0; j < d; j++) P[p + j]! += u * K[o + j]!;
+          }
+        }
+        // D += dy qᵀ ; dq = M_{t+1}ᵀ dy (a zero dy_i adds nothing)
+        const dyi = DY[oq + i]!;
+        if (dyi !== 0) {
+          for (let jj = 0; jj < d; jj++) {
+            const j = REV ? d - 1 - jj : jj;
+            D[r + j]! += dyi * Q[oq + j]!;
+            accQ[j] = ACC32 ? fr(accQ[j]! + M[mn + r + j]! * dyi) : accQ[j]! + M[mn + r + j]! * dyi;
+          }
+        }
+        for (let h = nh - 1; h >= 0; h--) {
+          const row = t * nh + h, o = row * d, p = h * d, ei = E[o + i]!;
+          // de_i = (D k)_i ; Dᵀe (before this step's D += de kᵀ)
+          let sk = 0;
+          for (let jj = 0; jj < d; jj++) {
+            const j = REV ? d - 1 - jj : jj, Dj = D[r + j]!;
+            sk = ACC32 ? fr(sk + Dj * K[o + j]!) : sk + Dj * K[o + j]!;
+            if (ei !== 0) accT[p + j] = ACC32 ? fr(accT[p + j]! + Dj * ei) : accT[p + j]! + Dj * ei;
+          }
+          de[p + i] = sk;
+          // dθ = −eᵀ D k, summed over the rows in this pass's order
+          sth[h] = ACC32 ? fr(sth[h]! + ei * de[p + i]!) : sth[h]! + ei * de[p + i]!;
+          de[p + i]! *= -TH[row]!;
+          const dei = de[p + i]!;
+          if (dei !== 0) {
+            // P_hᵀ de (P_0 = (1 − α) M_t: the reference sums M_tᵀ de and scales after); D += de kᵀ
+            if (h === 0) {
+              for (let jj = 0; jj < d; jj++) {
+                const j = REV ? d - 1 - jj : jj;
+                accK[j] = ACC32 ? fr(accK[j]! + M[mt + r + j]! * dei) : accK[j]! + M[mt + r + j]! * dei;
+                D[r + j]! += dei * K[o + j]!;
+              }
+            } else {
+              for (let jj = 0; jj < d; jj++) {
+                const j = REV ? d - 1 - jj : jj;
+                accK[p + j] = ACC32 ? fr(accK[p + j]! + P[p + j]! * dei) : accK[p + j]! + P[p + j]! * dei;
+                D[r + j]! += dei * K[o + j]!;
+              }
+            }
+          }
+        }
+        // the decay: dα = −⟨D, M_t⟩ ; D ← (1 − α) D
+        for (let jj = 0; jj < d; jj++) {
+          const j = REV ? d - 1 - jj : jj;
+          fro = ACC32 ? fr(fro + D[r + j]! * M[mt + r + j]!) : fro + D[r + j]! * M[mt + r + j]!;
+          D[r + j]! *= decay;
+        }
+      }
+      for (let j = 0; j < d; j++) dq[oq + j] = accQ[j]!;
+      dalpha[t] = -fro;
+      for (let h = 0; h < nh; h++) {
+        const row = t * nh + h, o = row * d, p = h * d, th = TH[row]!;
+        dtheta[row] = -sth[h]!;
+        for (let j = 0; j < d; j++) dk[o + j] = -th * accT[p + j]!;
+        for (let i = 0; i < d; i++) dv[o + i] = -de[p + i]!;
+        if (h === 0) for (let j = 0; j < d; j++) dk[o + j]! += decay * accK[j]!;
+        else for (let j = 0; j < d; j++) dk[o + j]! += accK[p + j]!;
+      }
+    }
+  }
+
+  return { forward, replay, backward, accBuffer };
+}
+
+/** The loops of every form; the forms without steps ignore the last argument (n_h). */
+type Loops = ReturnType<typeof gdpLoops>;
 
 /**
  * What a fast pair is made of: the loops' source, the inputs in the order the loops take them, the
  * vector the forward saves for the replay, and the gradients in the order the loops write them,
- * each with its length in tokens (1: [s]) or token rows (d: [s, d]).
+ * each with its length in tokens (token: [s]), token rows (row: [s, d]) or, for a rule with n_h
+ * steps per token (`steps`), step values (step: [s, n_h]) and step rows (stepRow: [s, n_h·d]).
  */
 export interface FastForm {
   readonly name: string;
   readonly loops: () => Loops;
   readonly inputs: readonly (keyof InnerInputs)[];
   readonly saved: "e" | "u";
-  readonly grads: readonly (readonly [keyof InnerGrads, "token" | "row"])[];
+  readonly grads: readonly (readonly [keyof InnerGrads, GradWidth])[];
+  /** The steps per token, from the rule's config (Gated DeltaProduct's n_h); absent: one. */
+  readonly steps?: (cfg: RuleConfig) => number;
 }
+type GradWidth = "token" | "row" | "step" | "stepRow";
+
 
 export const KDA_FORM: FastForm = {
   name: "kda", loops: kdaLoops, inputs: ["k", "v", "q", "alpha", "theta"], saved: "e",
@@ -474,6 +638,11 @@ export const KDA_FORM: FastForm = {
 export const COMBA_FORM: FastForm = {
   name: "comba", loops: combaLoops, inputs: ["k", "v", "q", "p", "alpha", "theta"], saved: "e",
   grads: [["dk", "row"], ["dv", "row"], ["dq", "row"], ["dp", "row"], ["dalpha", "token"], ["dtheta", "token"]],
+};
+export const GDP_FORM: FastForm = {
+  name: "gated_delta_product", loops: gdpLoops, inputs: ["k", "v", "q", "alpha", "theta"], saved: "e",
+  grads: [["dk", "stepRow"], ["dv", "stepRow"], ["dq", "row"], ["dalpha", "token"], ["dtheta", "step"]],
+  steps: householderSteps,
 };
 export const DPLR_FORM: FastForm = {
   name: "dplr", loops: dplrLoops, inputs: ["k", "v", "q", "a", "b", "alpha"], saved: "u",
@@ -513,31 +682,33 @@ export function auxFastPair(decl: RuleDecl, form: FastForm, edit: (source: strin
     // not the reference's saved tensors: handing them to the reference pair fails loudly
     saved: ["checkpoints", form.saved],
     forward(inp: InnerInputs, state: State, cfg) {
-      if (roundsRandomly()) return decl.inner.forward(inp, state, cfg);
+      if (roundsRandomly() || (form.steps !== undefined && productsInTF32())) return decl.inner.forward(inp, state, cfg);
       const { d, seq_len: s } = cfg;
-      const dt = inp.k.dtype, dd = d * d, C = CHECKPOINT_EVERY_AUX;
+      const dt = inp.k.dtype, dd = d * d, C = CHECKPOINT_EVERY_AUX, nh = form.steps?.(cfg) ?? 1;
       const loops = loopsFor(dt), X = data(inp);
       const segments = Math.max(1, Math.ceil(s / C));
       const checkpoints = alloc(dt, segments * dd);
       const work = alloc(dt, (Math.min(C, s) + 1) * dd);
       work.set(state.M!.data);
-      const sv = alloc(dt, s * d), y = alloc(dt, s * d);
+      const sv = alloc(dt, s * nh * d), y = alloc(dt, s * d);
       for (let g = 0; g < segments; g++) {
         const t0 = g * C, t1 = Math.min(s, t0 + C);
         checkpoints.set(work.subarray(0, dd), g * dd);
-        loops.forward(X, work, sv, y, d, t0, t1);
+        loops.forward(X, work, sv, y, d, t0, t1, nh);
         work.copyWithin(0, (t1 - t0) * dd, (t1 - t0 + 1) * dd);
       }
       return {
         y: new Tensor(dt, [s, d], y),
         finalState: { M: new Tensor(dt, [d, d], work.slice(0, dd)) },
-        saved: { checkpoints: new Tensor(dt, [segments, d, d], checkpoints), [form.saved]: new Tensor(dt, [s, d], sv) },
+        saved: { checkpoints: new Tensor(dt, [segments, d, d], checkpoints), [form.saved]: new Tensor(dt, [s, nh * d], sv) },
       };
     },
     backward(saved, inp, dy, cfg, dFinal) {
-      if (roundsRandomly()) return decl.inner.backward(saved, inp, dy, cfg, dFinal);
+      if (roundsRandomly() || (form.steps !== undefined && productsInTF32())) return decl.inner.backward(saved, inp, dy, cfg, dFinal);
       const { d, seq_len: s } = cfg;
-      const dt = inp.k.dtype, dd = d * d, C = CHECKPOINT_EVERY_AUX;
+      const dt = inp.k.dtype, dd = d * d, C = CHECKPOINT_EVERY_AUX, nh = form.steps?.(cfg) ?? 1;
+      const shapeOf = (w: GradWidth): number[] => (w === "token" ? [s] : w === "row" ? [s, d] : w === "step" ? [s, nh] : [s, nh * d]);
+      const sizeOf = (w: GradWidth) => shapeOf(w).reduce((a, b) => a * b, 1);
       const loops = loopsFor(dt), X = data(inp);
       const D = loops.accBuffer(dd);
       const g0 = dFinal?.M;
@@ -548,25 +719,26 @@ export function auxFastPair(decl: RuleDecl, form: FastForm, edit: (source: strin
       const cp = saved.checkpoints!.data, sv = saved[form.saved]!.data;
       const segments = cp.length / dd;
       const work = alloc(dt, (Math.min(C, s) + 1) * dd);
-      const G = form.grads.map(([, per]) => alloc(dt, per === "row" ? s * d : s));
+      const G = form.grads.map(([, per]) => alloc(dt, sizeOf(per)));
       for (let g = segments - 1; g >= 0; g--) {
         const t0 = g * C, t1 = Math.min(s, t0 + C);
         work.set(cp.subarray(g * dd, (g + 1) * dd));
-        loops.replay(X, sv, work, d, t0, t1);
-        loops.backward(X, sv, work, dy.data, D, d, t0, t1, G);
+        loops.replay(X, sv, work, d, t0, t1, nh);
+        loops.backward(X, sv, work, dy.data, D, d, t0, t1, G, nh);
       }
       const dM0 = alloc(dt, dd);
       for (let i = 0; i < dd; i++) dM0[i] = D[i]!;
       const out: Record<string, unknown> = { dState0: { M: new Tensor(dt, [d, d], dM0) } };
-      form.grads.forEach(([name, per], n) => { out[name] = new Tensor(dt, per === "row" ? [s, d] : [s], G[n]!); });
+      form.grads.forEach(([name, per], n) => { out[name] = new Tensor(dt, shapeOf(per), G[n]!); });
       return out as InnerGrads;
     },
   };
 }
 
-/** The fast pairs of KDA, Comba and DPLR, by the declaration each reproduces. */
+/** The fast pairs of KDA, Comba, DPLR and Gated DeltaProduct, by the declaration each reproduces. */
 export const AUX_FAST: readonly (readonly [RuleDecl, InnerPair<string>])[] = [
   [kda, auxFastPair(kda, KDA_FORM)],
   [comba, auxFastPair(comba, COMBA_FORM)],
   [dplr, auxFastPair(dplr, DPLR_FORM)],
+  [gated_delta_product, auxFastPair(gated_delta_product, GDP_FORM)],
 ];
