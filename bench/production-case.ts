@@ -11,7 +11,7 @@
  * Prints both phases' wall and CPU time, the peak RSS of the process (both workers included) and
  * the verdict, with a fixed baseline workload timed after it (the machine is shared: wall /
  * baseline moves less with its load); exit status 1 when the verdict is not a pass.
- * Usage: npx bun bench/production-case.ts [--backend cpu-f32|cpu-emu|cpu-bf16] [--rule delta|gated_delta|kda|comba|dplr|…]
+ * Usage: npx bun bench/production-case.ts [--backend cpu-f32|cpu-emu|cpu-bf16] [--rule delta|gated_delta|kda|comba|dplr|gated_delta_product|…]
  *          [--T 4096] [--H 16] [--d 128] [--seed 1]
  */
 import { Worker } from "node:worker_threads";
@@ -31,7 +31,7 @@ function arg(name: string, dflt: string): string {
   return v;
 }
 function usage(msg: string): never {
-  console.error(`production-case: ${msg}\nusage: bun bench/production-case.ts [--backend cpu-f32|cpu-emu|cpu-bf16] [--rule delta|gated_delta|kda|comba|dplr|…] [--T N] [--H N] [--d N] [--seed N]`);
+  console.error(`production-case: ${msg}\nusage: bun bench/production-case.ts [--backend cpu-f32|cpu-emu|cpu-bf16] [--rule delta|gated_delta|kda|comba|dplr|gated_delta_product|…] [--T N] [--H N] [--d N] [--seed N]`);
   process.exit(2);
 }
 const KINDS: Record<string, LibKind> = { "cpu-f32": "cpu-f32", "cpu-emu": "cpu", "cpu-bf16": "cpu-bf16" };
