@@ -4,7 +4,8 @@
  * kernel's forward and backward, ref64, the plain reference's yardstick, the flash-attention bound
  * per tensor and sequence and the bias test per tensor — on two worker threads, one per batch
  * element, in two phases: each runs the kernel on its H sequences (one ABI call of B = 1: the
- * sequences of a batch are independent in the ABI); once both have, each judges its sequences one
+ * sequences of a batch are independent in the ABI), the second once the first has (their calls'
+ * copies would add up in memory); once both have, each judges its sequences one
  * by one, posting a summary per sequence (oracle/sequence-judge.ts); the main thread combines the
  * summaries into the verdict. The phases are timed apart: the kernel phase is the code under test
  * (here emulated on the CPU; on a GPU it is milliseconds), the judging phase is the judge's cost.
@@ -69,9 +70,12 @@ await Promise.all([0, 1].map((b) => new Promise<void>((resolve, reject) => {
   const job: WorkerJob = { lib, rule, b, T, H, d, C, specs: Array.from({ length: H }, (_, h) => spec(b * H + h)) };
   const w = new Worker(new URL("./production-worker.ts", import.meta.url), { workerData: job });
   workers.push(w);
+  if (b === 0) w.postMessage("kernel");
   w.on("message", (m: WorkerMessage) => {
     if (m.kind === "kernel") {
       kernelSeconds.push(m.seconds);
+      // the batch elements' kernel calls one after the other (their copies would add up in memory)
+      if (m.b === 0) workers[1]!.postMessage("kernel");
       if (++kernelsDone === 2) {
         judgeStart = performance.now();
         judgeCpu0 = process.cpuUsage();

@@ -104,6 +104,10 @@ const seqs: Seq[] = job.specs.map(drawSequence);
 const cfg = seqs[0]!.cfg;
 const shape = { B: 1, T: job.T, H: job.H, d: job.d };
 
+// the kernel calls once the parent says this batch element's turn has come: one batch element's
+// calls at a time (the library runs one launch at a time anyway), so only one worker holds the
+// calls' guarded copies of its [T, H, d] tensors at once
+await new Promise<void>((resolve) => parentPort!.once("message", () => resolve()));
 const t0 = performance.now();
 let inputs = batchInputs(pair.abi, seqs, shape, cfg);
 const st0 = batchState(pair.abi.state, seqs.map((s) => s.st32));
