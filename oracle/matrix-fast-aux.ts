@@ -465,35 +465,58 @@ function gdpLoops() {
   const fr = Math.fround;
   const accBuffer = (n: number) => (ACC32 ? new Float32Array(n) : new Float64Array(n));
 
-  /** Tokens t0 ≤ t < t1: M holds M_{t0} at 0 and receives M_{t+1} at (t − t0 + 1)·d². */
+  /**
+   * Tokens t0 ≤ t < t1: M holds M_{t0} at 0 and receives M_{t+1} at (t − t0 + 1)·d². Rows in pairs
+   * (two sum chains side by side; `two` false for the last row of an odd d), one loop per step: the
+   * decay with step 0's read, then each step's write with the next step's read (the last one's with y's).
+   */
   function forward(X: Data[], M: Data, E: Data, Y: Data, d: number, t0: number, t1: number, nh: number): void {
     const K = X[0]!, V = X[1]!, Q = X[2]!, AL = X[3]!, TH = X[4]!;
     const dd = d * d;
     for (let t = t0; t < t1; t++) {
       const mt = (t - t0) * dd, mn = mt + dd, oq = t * d, decay = 1 - AL[t]!;
-      for (let i = 0; i < d; i++) {
-        const r = i * d;
-        // P_0's row, stored in place of M_{t+1}'s; each step's read e_i = (P_h k)_i − v_i and write
-        for (let j = 0; j < d; j++) M[mn + r + j] = decay * M[mt + r + j]!;
-        for (let h = 0; h < nh; h++) {
-          const row = t * nh + h, o = row * d;
-          let s = 0;
-          for (let jj = 0; jj < d; jj++) {
-            const j = REV ? d - 1 - jj : jj;
-            s = ACC32 ? fr(s + M[mn + r + j]! * K[o + j]!) : s + M[mn + r + j]! * K[o + j]!;
+      for (let i = 0; i < d; i += 2) {
+        const two = i + 1 < d, r0 = i * d, r1 = r0 + d;
+        // P_0's rows (stored in place of M_{t+1}'s) and (P_0 k_0)_i
+        let o = t * nh * d, s0 = 0, s1 = 0;
+        for (let jj = 0; jj < d; jj++) {
+          const j = REV ? d - 1 - jj : jj, kj = K[o + j]!;
+          M[mn + r0 + j] = decay * M[mt + r0 + j]!;
+          s0 = ACC32 ? fr(s0 + M[mn + r0 + j]! * kj) : s0 + M[mn + r0 + j]! * kj;
+          if (two) {
+            M[mn + r1 + j] = decay * M[mt + r1 + j]!;
+            s1 = ACC32 ? fr(s1 + M[mn + r1 + j]! * kj) : s1 + M[mn + r1 + j]! * kj;
           }
-          E[o + i] = s;
+        }
+        for (let h = 0; h < nh; h++) {
+          // e_i = (P_h k_h)_i − v_i; the write − θ e_i k_hᵀ (a zero term adds nothing) and the next read
+          const row = t * nh + h;
+          E[o + i] = s0;
           E[o + i]! -= V[o + i]!;
-          const u = -TH[row]! * E[o + i]!;
-          if (u !== 0) for (let j = 0; j < d; j++) M[mn + r + j]! += u * K[o + j]!;
+          const u0 = -TH[row]! * E[o + i]!;
+          let u1 = 0;
+          if (two) {
+            E[o + i + 1] = s1;
+            E[o + i + 1]! -= V[o + i + 1]!;
+            u1 = -TH[row]! * E[o + i + 1]!;
+          }
+          const last = h === nh - 1, X2 = last ? Q : K, o2 = last ? oq : o + d;
+          s0 = 0;
+          s1 = 0;
+          for (let jj = 0; jj < d; jj++) {
+            const j = REV ? d - 1 - jj : jj, kj = K[o + j]!, xj = X2[o2 + j]!;
+            if (u0 !== 0) M[mn + r0 + j]! += u0 * kj;
+            s0 = ACC32 ? fr(s0 + M[mn + r0 + j]! * xj) : s0 + M[mn + r0 + j]! * xj;
+            if (two) {
+              if (u1 !== 0) M[mn + r1 + j]! += u1 * kj;
+              s1 = ACC32 ? fr(s1 + M[mn + r1 + j]! * xj) : s1 + M[mn + r1 + j]! * xj;
+            }
+          }
+          o += d;
         }
         // y_i = (M_{t+1} q)_i
-        let s = 0;
-        for (let jj = 0; jj < d; jj++) {
-          const j = REV ? d - 1 - jj : jj;
-          s = ACC32 ? fr(s + M[mn + r + j]! * Q[oq + j]!) : s + M[mn + r + j]! * Q[oq + j]!;
-        }
-        Y[oq + i] = s;
+        Y[oq + i] = s0;
+        if (two) Y[oq + i + 1] = s1;
       }
     }
   }
@@ -515,19 +538,34 @@ function gdpLoops() {
     }
   }
 
+  /** Row i's P_1 … P_{n_h−1} into P (P_h at h·d; P_0 at 0), as the forward wrote them. */
+  function rebuild(P: Data, M: Data, E: Data, K: Data, TH: Data, d: number, mt: number, i: number, t: number, nh: number, decay: number): void {
+    const r = i * d;
+    for (let j = 0; j < d; j++) P[j] = decay * M[mt + r + j]!;
+    for (let h = 1; h < nh; h++) {
+      const row = t * nh + h - 1, o = row * d, p = h * d;
+      for (let j = 0; j < d; j++) P[p + j] = P[p - d + j]!;
+      const u = -TH[row]! * E[o + i]!;
+      if (u !== 0) for (let j = 0; j < d; j++) P[p + j]! += u * K[o + j]!;
+    }
+  }
+
   /**
    * The backward of tokens t1 − 1 down to t0 (M holds M_{t0..t1} from 0); D is ∂L/∂M_{t+1} (an
-   * accBuffer) and ends as ∂L/∂M_{t0}. G = [dk, dv, dq, dα, dθ]. Per row (reversed sums: last row
-   * first): D += dy qᵀ and dq; then the steps last first, each de_i = (D k_h)_i, dθ_h, (Dᵀ e_h) and
-   * (P_hᵀ de) summed over the rows, D += de kᵀ; then dα = −⟨D, M_t⟩ and D ← (1 − α) D.
+   * accBuffer) and ends as ∂L/∂M_{t0}. G = [dk, dv, dq, dα, dθ]. Rows in pairs in the pass's order
+   * (reversed sums: last row first; every column sum takes the first row's term, then the
+   * second's): one loop for D += dy qᵀ, dq and the last step's reads de_i = (D k)_i and Dᵀe, then one
+   * per step h, last first: its P_hᵀ de and D += de k_hᵀ with the reads of step h − 1; after step 0,
+   * dα = −⟨D, M_t⟩ (the first row's terms, then the second's) and D ← (1 − α) D.
    */
   function backward(X: Data[], E: Data, M: Data, DY: Data, D: Data, d: number, t0: number, t1: number, G: Data[], nh: number): void {
     const K = X[0]!, Q = X[2]!, AL = X[3]!, TH = X[4]!;
     const dk = G[0]!, dv = G[1]!, dq = G[2]!, dalpha = G[3]!, dtheta = G[4]!;
     const dd = d * d;
-    // de and the column sums in the buffers the reference uses (f32 under f32 sums); P_h's row in the storage dtype
+    // de and the column sums in the buffers the reference uses (f32 under f32 sums); P_h's rows in the storage dtype
     const de = accBuffer(nh * d), accQ = accBuffer(d), accT = accBuffer(nh * d), accK = accBuffer(nh * d), sth = accBuffer(nh);
-    const P = M instanceof Float32Array ? new Float32Array(nh * d) : new Float64Array(nh * d);
+    const P0 = M instanceof Float32Array ? new Float32Array(nh * d) : new Float64Array(nh * d);
+    const P1 = M instanceof Float32Array ? new Float32Array(nh * d) : new Float64Array(nh * d);
     for (let t = t1 - 1; t >= t0; t--) {
       const mt = (t - t0) * dd, mn = mt + dd, oq = t * d, decay = 1 - AL[t]!;
       accQ.fill(0);
@@ -535,63 +573,101 @@ function gdpLoops() {
       accK.fill(0);
       sth.fill(0);
       let fro = 0;
-      for (let ii = 0; ii < d; ii++) {
-        const i = REV ? d - 1 - ii : ii, r = i * d;
-        // row i of P_1 … P_{n_h−1}, as the forward wrote it (P_h at h·d; P_0 is rebuilt from M_t at 0)
+      for (let ii = 0; ii < d; ii += 2) {
+        const two = ii + 1 < d;
+        const i0 = REV ? d - 1 - ii : ii, i1 = REV ? i0 - 1 : i0 + 1, r0 = i0 * d, r1 = i1 * d;
         if (nh > 1) {
-          for (let j = 0; j < d; j++) P[j] = decay * M[mt + r + j]!;
-          for (let h = 1; h < nh; h++) {
-            const row = t * nh + h - 1, o = row * d, p = h * d;
-            for (let j = 0; j < d; j++) P[p + j] = P[p - d + j]!;
-            const u = -TH[row]! * E[o + i]!;
-            if (u !== 0) for (let j = 0; j < d; j++) P[p + j]! += u * K[o + j]!;
-          }
+          rebuild(P0, M, E, K, TH, d, mt, i0, t, nh, decay);
+          if (two) rebuild(P1, M, E, K, TH, d, mt, i1, t, nh, decay);
         }
-        // D += dy qᵀ ; dq = M_{t+1}ᵀ dy (a zero dy_i adds nothing)
-        const dyi = DY[oq + i]!;
-        if (dyi !== 0) {
-          for (let jj = 0; jj < d; jj++) {
-            const j = REV ? d - 1 - jj : jj;
-            D[r + j]! += dyi * Q[oq + j]!;
-            accQ[j] = ACC32 ? fr(accQ[j]! + M[mn + r + j]! * dyi) : accQ[j]! + M[mn + r + j]! * dyi;
+        // D += dy qᵀ and dq = M_{t+1}ᵀ dy (a zero dy_i adds nothing), with the last step's reads
+        const dy0 = DY[oq + i0]!, dy1 = two ? DY[oq + i1]! : 0;
+        let o = (t * nh + nh - 1) * d, p = (nh - 1) * d, e0 = E[o + i0]!, e1 = two ? E[o + i1]! : 0, sk0 = 0, sk1 = 0;
+        for (let jj = 0; jj < d; jj++) {
+          const j = REV ? d - 1 - jj : jj, kj = K[o + j]!;
+          if (dy0 !== 0) {
+            D[r0 + j]! += dy0 * Q[oq + j]!;
+            accQ[j] = ACC32 ? fr(accQ[j]! + M[mn + r0 + j]! * dy0) : accQ[j]! + M[mn + r0 + j]! * dy0;
+          }
+          const D0 = D[r0 + j]!;
+          sk0 = ACC32 ? fr(sk0 + D0 * kj) : sk0 + D0 * kj;
+          if (e0 !== 0) accT[p + j] = ACC32 ? fr(accT[p + j]! + D0 * e0) : accT[p + j]! + D0 * e0;
+          if (two) {
+            if (dy1 !== 0) {
+              D[r1 + j]! += dy1 * Q[oq + j]!;
+              accQ[j] = ACC32 ? fr(accQ[j]! + M[mn + r1 + j]! * dy1) : accQ[j]! + M[mn + r1 + j]! * dy1;
+            }
+            const D1 = D[r1 + j]!;
+            sk1 = ACC32 ? fr(sk1 + D1 * kj) : sk1 + D1 * kj;
+            if (e1 !== 0) accT[p + j] = ACC32 ? fr(accT[p + j]! + D1 * e1) : accT[p + j]! + D1 * e1;
           }
         }
         for (let h = nh - 1; h >= 0; h--) {
-          const row = t * nh + h, o = row * d, p = h * d, ei = E[o + i]!;
-          // de_i = (D k)_i ; Dᵀe (before this step's D += de kᵀ)
-          let sk = 0;
-          for (let jj = 0; jj < d; jj++) {
-            const j = REV ? d - 1 - jj : jj, Dj = D[r + j]!;
-            sk = ACC32 ? fr(sk + Dj * K[o + j]!) : sk + Dj * K[o + j]!;
-            if (ei !== 0) accT[p + j] = ACC32 ? fr(accT[p + j]! + Dj * ei) : accT[p + j]! + Dj * ei;
+          const row = t * nh + h, th = TH[row]!;
+          // de_i; dθ = −eᵀ D k, summed over the rows in this pass's order
+          de[p + i0] = sk0;
+          sth[h] = ACC32 ? fr(sth[h]! + e0 * de[p + i0]!) : sth[h]! + e0 * de[p + i0]!;
+          de[p + i0]! *= -th;
+          const de0 = de[p + i0]!;
+          let de1 = 0;
+          if (two) {
+            de[p + i1] = sk1;
+            sth[h] = ACC32 ? fr(sth[h]! + e1 * de[p + i1]!) : sth[h]! + e1 * de[p + i1]!;
+            de[p + i1]! *= -th;
+            de1 = de[p + i1]!;
           }
-          de[p + i] = sk;
-          // dθ = −eᵀ D k, summed over the rows in this pass's order
-          sth[h] = ACC32 ? fr(sth[h]! + ei * de[p + i]!) : sth[h]! + ei * de[p + i]!;
-          de[p + i]! *= -TH[row]!;
-          const dei = de[p + i]!;
-          if (dei !== 0) {
-            // P_hᵀ de (P_0 = (1 − α) M_t: the reference sums M_tᵀ de and scales after); D += de kᵀ
-            if (h === 0) {
-              for (let jj = 0; jj < d; jj++) {
-                const j = REV ? d - 1 - jj : jj;
-                accK[j] = ACC32 ? fr(accK[j]! + M[mt + r + j]! * dei) : accK[j]! + M[mt + r + j]! * dei;
-                D[r + j]! += dei * K[o + j]!;
+          if (h > 0) {
+            // P_hᵀ de ; D += de k_hᵀ ; then step h − 1's reads
+            const o2 = o - d, p2 = p - d, f0 = E[o2 + i0]!, f1 = two ? E[o2 + i1]! : 0;
+            sk0 = 0;
+            sk1 = 0;
+            for (let jj = 0; jj < d; jj++) {
+              const j = REV ? d - 1 - jj : jj, kj = K[o + j]!, kj2 = K[o2 + j]!;
+              if (de0 !== 0) {
+                accK[p + j] = ACC32 ? fr(accK[p + j]! + P0[p + j]! * de0) : accK[p + j]! + P0[p + j]! * de0;
+                D[r0 + j]! += de0 * kj;
               }
-            } else {
+              if (two && de1 !== 0) {
+                accK[p + j] = ACC32 ? fr(accK[p + j]! + P1[p + j]! * de1) : accK[p + j]! + P1[p + j]! * de1;
+                D[r1 + j]! += de1 * kj;
+              }
+              const D0 = D[r0 + j]!;
+              sk0 = ACC32 ? fr(sk0 + D0 * kj2) : sk0 + D0 * kj2;
+              if (f0 !== 0) accT[p2 + j] = ACC32 ? fr(accT[p2 + j]! + D0 * f0) : accT[p2 + j]! + D0 * f0;
+              if (two) {
+                const D1 = D[r1 + j]!;
+                sk1 = ACC32 ? fr(sk1 + D1 * kj2) : sk1 + D1 * kj2;
+                if (f1 !== 0) accT[p2 + j] = ACC32 ? fr(accT[p2 + j]! + D1 * f1) : accT[p2 + j]! + D1 * f1;
+              }
+            }
+            o = o2;
+            p = p2;
+            e0 = f0;
+            e1 = f1;
+          } else {
+            // P_0 = (1 − α) M_t: the reference sums M_tᵀ de and scales after; D += de k_0ᵀ; the
+            // first row's decay terms (dα, D ← (1 − α) D) here, the second's after
+            for (let jj = 0; jj < d; jj++) {
+              const j = REV ? d - 1 - jj : jj, kj = K[o + j]!;
+              if (de0 !== 0) {
+                accK[j] = ACC32 ? fr(accK[j]! + M[mt + r0 + j]! * de0) : accK[j]! + M[mt + r0 + j]! * de0;
+                D[r0 + j]! += de0 * kj;
+              }
+              if (two && de1 !== 0) {
+                accK[j] = ACC32 ? fr(accK[j]! + M[mt + r1 + j]! * de1) : accK[j]! + M[mt + r1 + j]! * de1;
+                D[r1 + j]! += de1 * kj;
+              }
+              fro = ACC32 ? fr(fro + D[r0 + j]! * M[mt + r0 + j]!) : fro + D[r0 + j]! * M[mt + r0 + j]!;
+              D[r0 + j]! *= decay;
+            }
+            if (two) {
               for (let jj = 0; jj < d; jj++) {
                 const j = REV ? d - 1 - jj : jj;
-                accK[p + j] = ACC32 ? fr(accK[p + j]! + P[p + j]! * dei) : accK[p + j]! + P[p + j]! * dei;
-                D[r + j]! += dei * K[o + j]!;
+                fro = ACC32 ? fr(fro + D[r1 + j]! * M[mt + r1 + j]!) : fro + D[r1 + j]! * M[mt + r1 + j]!;
+                D[r1 + j]! *= decay;
               }
             }
           }
-        }
-        // the decay: dα = −⟨D, M_t⟩ ; D ← (1 − α) D
-        for (let jj = 0; jj < d; jj++) {
-          const j = REV ? d - 1 - jj : jj;
-          fro = ACC32 ? fr(fro + D[r + j]! * M[mt + r + j]!) : fro + D[r + j]! * M[mt + r + j]!;
-          D[r + j]! *= decay;
         }
       }
       for (let j = 0; j < d; j++) dq[oq + j] = accQ[j]!;
