@@ -4,14 +4,15 @@
  * kernel's forward and backward, ref64, the plain reference's yardstick, the flash-attention bound
  * per tensor and sequence and the bias test per tensor — on two worker threads, one per batch
  * element, in two phases: each runs the kernel on its H sequences (one ABI call of B = 1: the
- * sequences of a batch are independent in the ABI); once both have, each judges its sequences one
+ * sequences of a batch are independent in the ABI), the second once the first has (their calls'
+ * copies would add up in memory); once both have, each judges its sequences one
  * by one, posting a summary per sequence (oracle/sequence-judge.ts); the main thread combines the
  * summaries into the verdict. The phases are timed apart: the kernel phase is the code under test
  * (here emulated on the CPU; on a GPU it is milliseconds), the judging phase is the judge's cost.
  * Prints both phases' wall and CPU time, the peak RSS of the process (both workers included) and
  * the verdict, with a fixed baseline workload timed after it (the machine is shared: wall /
  * baseline moves less with its load); exit status 1 when the verdict is not a pass.
- * Usage: npx bun bench/production-case.ts [--backend cpu-f32|cpu-emu|cpu-bf16] [--rule delta|gated_delta|kda|comba|dplr|…]
+ * Usage: npx bun bench/production-case.ts [--backend cpu-f32|cpu-emu|cpu-bf16] [--rule delta|gated_delta|kda|comba|dplr|gated_delta_product|…]
  *          [--T 4096] [--H 16] [--d 128] [--seed 1]
  */
 import { Worker } from "node:worker_threads";
@@ -31,7 +32,7 @@ function arg(name: string, dflt: string): string {
   return v;
 }
 function usage(msg: string): never {
-  console.error(`production-case: ${msg}\nusage: bun bench/production-case.ts [--backend cpu-f32|cpu-emu|cpu-bf16] [--rule delta|gated_delta|kda|comba|dplr|…] [--T N] [--H N] [--d N] [--seed N]`);
+  console.error(`production-case: ${msg}\nusage: bun bench/production-case.ts [--backend cpu-f32|cpu-emu|cpu-bf16] [--rule delta|gated_delta|kda|comba|dplr|gated_delta_product|…] [--T N] [--H N] [--d N] [--seed N]`);
   process.exit(2);
 }
 const KINDS: Record<string, LibKind> = { "cpu-f32": "cpu-f32", "cpu-emu": "cpu", "cpu-bf16": "cpu-bf16" };
@@ -69,9 +70,12 @@ await Promise.all([0, 1].map((b) => new Promise<void>((resolve, reject) => {
   const job: WorkerJob = { lib, rule, b, T, H, d, C, specs: Array.from({ length: H }, (_, h) => spec(b * H + h)) };
   const w = new Worker(new URL("./production-worker.ts", import.meta.url), { workerData: job });
   workers.push(w);
+  if (b === 0) w.postMessage("kernel");
   w.on("message", (m: WorkerMessage) => {
     if (m.kind === "kernel") {
       kernelSeconds.push(m.seconds);
+      // the batch elements' kernel calls one after the other (their copies would add up in memory)
+      if (m.b === 0) workers[1]!.postMessage("kernel");
       if (++kernelsDone === 2) {
         judgeStart = performance.now();
         judgeCpu0 = process.cpuUsage();

@@ -17,7 +17,7 @@ import { summarise } from "../oracle/sequence-judge.ts";
 import { ruleByKey } from "../src/rules/index.ts";
 import { roundTo } from "../src/precision.ts";
 import { Rng } from "../src/rng.ts";
-import { AUX_INPUT_NAMES, gateShape, type InnerInputs, type RuleConfig } from "../src/rules/types.ts";
+import { AUX_INPUT_NAMES, gateShape, rowsOf, type InnerInputs, type RuleConfig } from "../src/rules/types.ts";
 import { Tensor, cast } from "../src/tensor.ts";
 
 export interface WorkerJob {
@@ -39,6 +39,11 @@ export type WorkerMessage =
 const job = workerData as WorkerJob;
 const decl = ruleByKey(job.rule);
 const lib = openKernelLib(job.lib, stateShapesOf);
+// One guarded run per kernel call: the guards still catch writes into an input or past a buffer's
+// end, but not the determinism rerun (C5's hazard probes, docs/spec/hazards.md), which ran every call
+// twice and held both runs' copies of every [T, H, d] tensor at once: the kernel phase's peak memory
+// grew with the rule's input count (docs/spec/conformance.md#production-new-rules).
+lib.hazards = { ...lib.hazards, rerun: false };
 const pair = requirePair(lib, decl.key);
 const precision = declaredPrecision(lib, symbolName(decl.key, "forward"));
 const post = (m: WorkerMessage) => parentPort!.postMessage(m);
@@ -57,9 +62,11 @@ function drawSequence(spec: WorkerJob["specs"][number]): Seq {
     for (let i = 0; i < t.size; i++) t.data[i] = roundTo(dt, draw());
     return t;
   };
-  const unitRows = () => {
-    const t = new Tensor("f32", [T, d]), row = new Float64Array(d);
-    for (let r = 0; r < T; r++) {
+  // n rows of d per token (rowsOf: Gated DeltaProduct's k, v and θ have n_h), each key row on its own sphere
+  const cfg = cfgOf(spec), rows = (n: string) => rowsOf(decl, cfg, n);
+  const unitRows = (n: number) => {
+    const t = new Tensor("f32", [T, n * d]), row = new Float64Array(d);
+    for (let r = 0; r < T * n; r++) {
       for (let i = 0; i < d; i++) row[i] = rng.uniform(-1, 1);
       const norm = Math.hypot(...row) || 1;
       for (let i = 0; i < d; i++) t.data[r * d + i] = roundTo(precision.storage, row[i]! / norm);
@@ -67,34 +74,51 @@ function drawSequence(spec: WorkerJob["specs"][number]): Seq {
     return t;
   };
   // every ABI input of the rule, by its declaration: keys (k, q and the auxiliary inputs p, a, b)
-  // on the unit sphere, v in U(−1, 1), each gate per token or per key channel (gateShape)
+  // on the unit sphere, v in U(−1, 1), each gate per token or per key channel (gateShape), each
+  // input with its declared rows per token
   const level: Record<string, number> = { alpha: spec.alpha, theta: spec.theta, eta: 0.6 };
   const in32: Record<string, Tensor> = {};
   // k, q, v first (Delta's draws stay those of the Delta-only bench), then the rest in ABI order
   for (const n of [...new Set(["k", "q", "v", ...pair.abi.inputs])].filter((x) => (pair.abi.inputs as readonly string[]).includes(x))) {
-    if (n === "v") in32[n] = t32([T, d], () => rng.uniform(-1, 1));
-    else if (n === "k" || n === "q" || (AUX_INPUT_NAMES as readonly string[]).includes(n)) in32[n] = unitRows();
+    if (n === "v") in32[n] = t32([T, rows(n) * d], () => rng.uniform(-1, 1));
+    else if (n === "k" || n === "q" || (AUX_INPUT_NAMES as readonly string[]).includes(n)) in32[n] = unitRows(rows(n));
     else if (n === "alpha" || n === "theta" || n === "eta") {
       const g = level[n]!;
-      in32[n] = t32(gateShape(decl, n) === "channel" ? [T, d] : [T], () => g * rng.uniform(0.5, 1.5));
+      in32[n] = t32(gateShape(decl, n) === "channel" ? [T, d] : rows(n) > 1 ? [T, rows(n)] : [T], () => g * rng.uniform(0.5, 1.5));
     } else throw new Error(`production-worker: rule ${decl.key}: no draw for its ABI input '${n}'`);
   }
   in32.x ??= in32.k!;
-  const M = decl.randomState(cfgOf(spec), "f32", () => rng.next()).M!;
+  const M = decl.randomState(cfg, "f32", () => rng.next()).M!;
   for (let i = 0; i < M.size; i++) M.data[i] = roundTo(precision.state, M.data[i]!);
   const dy = t32([T, d], () => rng.uniform(-1, 1)), dM = t32([d, d], () => rng.uniform(-1, 1), precision.state);
-  return { cfg: cfgOf(spec), in32: in32 as unknown as InnerInputs, in64: undefined as never, st32: { M }, st64: undefined as never, dy32: dy, dy64: undefined as never, dFinal32: { M: dM }, dFinal64: undefined as never };
+  return { cfg, in32: in32 as unknown as InnerInputs, in64: undefined as never, st32: { M }, st64: undefined as never, dy32: dy, dy64: undefined as never, dFinal32: { M: dM }, dFinal64: undefined as never };
 }
-const cfgOf = (s: WorkerJob["specs"][number]): RuleConfig => ({ d: s.d, seq_len: s.seq_len });
+/** d, T and every hyperparameter of the rule at its declared default (Gated DeltaProduct: n_h = 2). */
+const cfgOf = (s: WorkerJob["specs"][number]): RuleConfig => {
+  const cfg: Record<string, number | string> = { d: s.d, seq_len: s.seq_len };
+  for (const [name, h] of Object.entries(decl.hyper)) cfg[name] = h.default;
+  return cfg as RuleConfig;
+};
 const seqs: Seq[] = job.specs.map(drawSequence);
 const cfg = seqs[0]!.cfg;
 const shape = { B: 1, T: job.T, H: job.H, d: job.d };
 
+// the kernel calls once the parent says this batch element's turn has come: one batch element's
+// calls at a time (the library runs one launch at a time anyway), so only one worker holds the
+// calls' guarded copies of its [T, H, d] tensors at once
+await new Promise<void>((resolve) => parentPort!.once("message", () => resolve()));
 const t0 = performance.now();
-const inputs = batchInputs(pair.abi, seqs, shape, cfg), st0 = batchState(pair.abi.state, seqs.map((s) => s.st32));
+let inputs = batchInputs(pair.abi, seqs, shape, cfg);
+const st0 = batchState(pair.abi.state, seqs.map((s) => s.st32));
 const f = pair.forward(shape, job.C, cfg, inputs, st0);
+// the call's transient copies (guarded uploads, downloads, the NaN-filled workspace) collected
+// before the backward makes its own: the two workers' kernel calls are the run's peak memory
+Bun.gc(true);
 const g = pair.backward(shape, job.C, cfg, inputs, st0, f.ws, batchDy(seqs, shape), batchState(pair.abi.state, seqs.map((s) => s.dFinal32)));
 f.ws.free();
+// the batched inputs are the per-sequence ones packed (the judge reads those): not kept
+inputs = undefined as never;
+Bun.gc(true);
 const grads = byInput(g.grads);
 post({ kind: "kernel", b: job.b, seconds: (performance.now() - t0) / 1000 });
 // judge once the parent says both batch elements have their kernel outputs (the phases are timed apart)

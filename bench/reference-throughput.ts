@@ -2,8 +2,9 @@
  * Throughput of the f64 reference at production head sizes (docs/spec/conformance.md#regime,
  * docs/spec/precision.md#fast-pair): a rule's pair, forward then backward with dy and d(final
  * state), on one sequence at d = 64, 128, 256, in one run, for Delta and the rules after it
- * (KDA, Comba, DPLR; `--rules` picks), the inputs drawn by the declaration (every inner input the
- * pair reads, each gate per token or per key channel):
+ * (KDA, Comba, DPLR, Gated DeltaProduct; `--rules` picks), the inputs drawn by the declaration
+ * (every inner input the pair reads, each gate per token or per key channel, each input with its
+ * declared rows per token: Gated DeltaProduct at its default n_h = 2):
  *   - ref       the reference pair (src/rules/<rule>.ts);
  *   - fast      the judge's fast pair (oracle/matrix-fast.ts, oracle/matrix-fast-aux.ts; bitwise equal to ref), f64, where the
  *               rule has one (judgePair: the others are judged with the reference pair itself);
@@ -17,15 +18,16 @@
  * REPS after one untimed call, the candidates alternating (the old yardstick: one timed call). GFLOP/s use one nominal count, 7d² per token forward and 14d² backward, so ratios are
  * ratios of times. Python's times are its process's CPU time (time.process_time) and wall clock.
  * The nominal count is Delta's for every rule (the others do the same matrix-vector work per token
- * within a d² or two), so across rules too the GFLOP/s are inverse times.
- * Usage: npx bun bench/reference-throughput.ts [--quick] [--no-old] [--rules delta,kda,comba,dplr]
+ * within a d² or two; Gated DeltaProduct does n_h delta steps per token, about twice Delta's work
+ * at n_h = 2), so across rules too the GFLOP/s are inverse times.
+ * Usage: npx bun bench/reference-throughput.ts [--quick] [--no-old] [--rules delta,kda,comba,dplr,gated_delta_product]
  */
 import { PLAIN_RUNS, plainOrders, plainRuns, RANDOM_RUNS } from "../oracle/plain-reference.ts";
 import { withAccumulate } from "../src/precision.ts";
 import { ruleByKey } from "../src/rules/index.ts";
 import { Rng } from "../src/rng.ts";
 import { Tensor, cast } from "../src/tensor.ts";
-import { gateShape, type GateName, type InnerInputs, type InnerPair, type RuleDecl, type State } from "../src/rules/types.ts";
+import { gateShape, rowsOf, type GateName, type InnerInputs, type InnerPair, type RuleDecl, type State } from "../src/rules/types.ts";
 import { hasFastPair, judgePair } from "../oracle/matrix-fast.ts";
 import { childEnvironment, environment } from "../environment.ts";
 
@@ -51,11 +53,15 @@ function caseOf(decl: RuleDecl, d: number, T: number) {
   const rng = new Rng(7);
   const s = 1 / Math.sqrt(d);
   const gate: Record<GateName, [number, number]> = { alpha: [0.05, 0.95], theta: [0.05, 0.8], eta: [0.3, 0.9] };
-  const inp: Record<string, Tensor> = { k: tensor([T, d], rng, -s, s), v: tensor([T, d], rng, -s, s), q: tensor([T, d], rng, -s, s) };
+  // the rule's hyperparameters at their defaults; an input's rows per token by the declaration (tokenRows)
+  const cfg: Record<string, number | string> = { d, seq_len: T };
+  for (const [name, h] of Object.entries(decl.hyper)) cfg[name] = h.default;
+  const rows = (n: string) => rowsOf(decl, cfg as never, n);
+  const inp: Record<string, Tensor> = { k: tensor([T, rows("k") * d], rng, -s, s), v: tensor([T, rows("v") * d], rng, -s, s), q: tensor([T, d], rng, -s, s) };
   for (const n of decl.auxInputs ?? []) inp[n] = tensor([T, d], rng, -s, s);
-  for (const g of decl.gates) inp[g] = tensor(gateShape(decl, g) === "channel" ? [T, d] : [T], rng, ...gate[g]);
+  for (const g of decl.gates) inp[g] = tensor(gateShape(decl, g) === "channel" ? [T, d] : rows(g) > 1 ? [T, rows(g)] : [T], rng, ...gate[g]);
   inp.x = inp.k!;
-  return { inp: inp as unknown as InnerInputs, st: { M: tensor([d, d], rng, -s, s) } as State, dy: tensor([T, d], rng, -1, 1), dFinal: { M: tensor([d, d], rng, -1, 1) } as State, cfg: { d, seq_len: T } as never };
+  return { inp: inp as unknown as InnerInputs, st: { M: tensor([d, d], rng, -s, s) } as State, dy: tensor([T, d], rng, -1, 1), dFinal: { M: tensor([d, d], rng, -1, 1) } as State, cfg: cfg as never };
 }
 
 type Case = ReturnType<typeof caseOf>;
@@ -106,6 +112,9 @@ a, th = U(0.05, 0.95, T), U(0.05, 0.8, T)
 M0, dy, dF = U(-s, s, d, d), U(-1, 1, T, d), U(-1, 1, d, d)
 # the other rules' inputs: a second key P (Comba), the low-rank vectors A, B (DPLR), a channel gate AC (KDA, DPLR)
 P, A, B, AC = U(-s, s, T, d), U(-s, s, T, d), U(-s, s, T, d), U(0.05, 0.95, T, d)
+# Gated DeltaProduct's NH keys, values and steps per token (its default n_h)
+NH = 2
+KH, VH, THH = U(-s, s, T, NH, d), U(-s, s, T, NH, d), U(0.05, 0.8, T, NH)
 best_wall, best_cpu = 1e9, 1e9
 for _ in range(reps):
     t0, c0 = time.perf_counter(), time.process_time()
@@ -186,6 +195,31 @@ const LOOPS: Record<string, string> = {
         dA[t] = Mt.T @ du; da[t] = -fsum(D * Mt, 0)
         D = D * (1 - AC[t]) + outer(du, A[t])
 `,
+  gated_delta_product: `
+    Ms, Ps, es, ys = [M0], [], [], []
+    M = M0
+    for t in range(T):
+        Pj = (1 - a[t]) * M
+        Pt, et = [], []
+        for j in range(NH):
+            e = Pj @ KH[t, j] - VH[t, j]
+            Pt.append(Pj); et.append(e)
+            Pj = Pj - THH[t, j] * outer(e, KH[t, j])
+        M = Pj
+        ys.append(M @ q[t]); Ms.append(M); Ps.append(Pt); es.append(et)
+    D = dF.clone() if lib == "torch" else dF.copy()
+    dk, dv, dq, da, dth = zeros_like(KH), zeros_like(VH), zeros_like(q), zeros(T), zeros_like(THH)
+    for t in range(T - 1, -1, -1):
+        Mt, Mn = Ms[t], Ms[t + 1]
+        D += outer(dy[t], q[t]); dq[t] = Mn.T @ dy[t]
+        for j in range(NH - 1, -1, -1):
+            Pj, e, kk = Ps[t][j], es[t][j], KH[t, j]
+            Dk = D @ kk; de = -THH[t, j] * Dk
+            dth[t, j] = -dot(e, Dk)
+            dk[t, j] = -THH[t, j] * (D.T @ e) + Pj.T @ de; dv[t, j] = -de
+            D = D + outer(de, kk)
+        da[t] = -fsum(D * Mt); D = (1 - a[t]) * D
+`,
 };
 
 function pySeconds(rule: string, lib: "numpy" | "torch", d: number, T: number): Timing | string {
@@ -199,9 +233,9 @@ const gf = (d: number, T: number, t: Timing) => `${(flops(d, T) / t.wall / 1e9).
 const ratio = (a: Timing, b: Timing | string) => (typeof b === "string" ? "—" : `${(a.wall / b.wall).toFixed(2)}/${(a.cpu / b.cpu).toFixed(2)}`);
 
 const rulesArg = process.argv.indexOf("--rules");
-const RULES = (rulesArg < 0 ? "delta,kda,comba,dplr" : (process.argv[rulesArg + 1] ?? "")).split(",").filter((r) => r !== "");
+const RULES = (rulesArg < 0 ? "delta,kda,comba,dplr,gated_delta_product" : (process.argv[rulesArg + 1] ?? "")).split(",").filter((r) => r !== "");
 if (RULES.length === 0) {
-  console.error("reference-throughput: --rules needs a comma-separated list of rules (delta,kda,comba,dplr)");
+  console.error(`reference-throughput: --rules needs a comma-separated list of rules (${Object.keys(LOOPS).join(",")})`);
   process.exit(2);
 }
 for (const r of RULES) if (!(r in LOOPS)) {

@@ -1,5 +1,5 @@
 /**
- * The judge's fast KDA, Comba and DPLR pairs (oracle/matrix-fast-aux.ts,
+ * The judge's fast KDA, Comba, DPLR and Gated DeltaProduct (n_h = 1, 2, 3) pairs (oracle/matrix-fast-aux.ts,
  * docs/spec/precision.md#fast-pair-new-rules) against the reference pairs they replace, bit for
  * bit: y, the final state, every input gradient and d(initial state), on random cases of several
  * shapes (d not a power of two, odd d, T = 1, T across the checkpoint interval), f64 and f32
@@ -10,10 +10,11 @@
  */
 import { expect, test } from "bun:test";
 import { CHECKPOINT_EVERY, hasFastPair, judgePair } from "../oracle/matrix-fast.ts";
-import { CHECKPOINT_EVERY_AUX, COMBA_FORM, DPLR_FORM, KDA_FORM, auxFastPair, type FastForm } from "../oracle/matrix-fast-aux.ts";
+import { CHECKPOINT_EVERY_AUX, COMBA_FORM, DPLR_FORM, GDP_FORM, KDA_FORM, auxFastPair, type FastForm } from "../oracle/matrix-fast-aux.ts";
 import { withAccumulate, type AccumulateDType, type SumRounding } from "../src/precision.ts";
 import { comba } from "../src/rules/comba.ts";
 import { dplr } from "../src/rules/dplr.ts";
+import { gated_delta_product } from "../src/rules/gated_delta_product.ts";
 import { kda } from "../src/rules/kda.ts";
 import { Rng } from "../src/rng.ts";
 import { gateShape, type InnerInputs, type InnerPair, type RuleDecl, type State } from "../src/rules/types.ts";
@@ -24,28 +25,30 @@ interface Case {
   state: State;
   dy: Tensor;
   dFinal?: State;
-  cfg: { d: number; seq_len: number };
+  cfg: { d: number; seq_len: number; n_h?: number };
 }
 
 /** A random case of the rule's pair: its gates (per token or per key channel) and auxiliary inputs as declared. */
-function randomCase(decl: RuleDecl, rng: Rng, d: number, s: number, dtype: DType, zeros: boolean, withDFinal: boolean): Case {
+function randomCase(decl: RuleDecl, rng: Rng, d: number, s: number, dtype: DType, zeros: boolean, withDFinal: boolean, nh = 1): Case {
+  // a rule with several rows per token (tokenRows: Gated DeltaProduct's k, v, θ) gets n_h of them
+  const rows = (n: string) => ((decl.tokenRows?.inputs as readonly string[] | undefined)?.includes(n) ? nh : 1);
   const t = (shape: number[], lo: number, hi: number) => {
     const x = new Tensor(dtype, shape);
     for (let i = 0; i < x.size; i++) x.data[i] = zeros && rng.next() < 0.15 ? 0 : rng.uniform(lo, hi);
     return x;
   };
   const sc = 1 / Math.sqrt(d);
-  const inp: Record<string, Tensor> = { k: t([s, d], -sc, sc), v: t([s, d], -1, 1), q: t([s, d], -sc, sc) };
+  const inp: Record<string, Tensor> = { k: t([s, rows("k") * d], -sc, sc), v: t([s, rows("v") * d], -1, 1), q: t([s, d], -sc, sc) };
   for (const n of decl.auxInputs ?? []) inp[n] = t([s, d], -sc, sc);
   for (const g of decl.gates) {
-    const shape = gateShape(decl, g) === "channel" ? [s, d] : [s];
+    const shape = gateShape(decl, g) === "channel" ? [s, d] : rows(g) > 1 ? [s, rows(g)] : [s];
     inp[g] = g === "alpha" ? t(shape, 0, 0.9) : t(shape, 0.05, 0.9);
   }
   const dy = t([s, d], -1, 1);
   if (zeros && s > 1) for (let i = 0; i < d; i++) dy.data[i] = 0; // a token with no upstream gradient
   return {
     inp: { ...inp, x: inp.k } as unknown as InnerInputs, state: { M: t([d, d], -sc, sc) }, dy,
-    ...(withDFinal ? { dFinal: { M: t([d, d], -1, 1) } } : {}), cfg: { d, seq_len: s },
+    ...(withDFinal ? { dFinal: { M: t([d, d], -1, 1) } } : {}), cfg: decl.tokenRows !== undefined ? { d, seq_len: s, n_h: nh } : { d, seq_len: s },
   };
 }
 
@@ -75,21 +78,23 @@ const MODES: { acc: AccumulateDType; rounding: SumRounding }[] = [
   { acc: "f32", rounding: "natural" }, { acc: "f32", rounding: "reversed" }, { acc: "f32", rounding: { random: 3 } },
 ];
 const SHAPES: [number, number][] = [[1, 1], [2, 3], [3, 1], [5, 7], [7, 4], [16, 9], [33, 5], [12, 20], [3, 70], [4, 64], [6, 33]];
-const RULES: [RuleDecl, FastForm][] = [[kda, KDA_FORM], [comba, COMBA_FORM], [dplr, DPLR_FORM]];
+const RULES: [RuleDecl, FastForm][] = [[kda, KDA_FORM], [comba, COMBA_FORM], [dplr, DPLR_FORM], [gated_delta_product, GDP_FORM]];
+/** The steps per token swept: every n_h Gated DeltaProduct allows (one for the other rules). */
+const stepsOf = (decl: RuleDecl): number[] => (decl.tokenRows !== undefined ? [1, 2, 3] : [1]);
 
 /** Every shape, storage dtype, summation mode and zero pattern on one seed; the first difference, or null. */
 function sweep(decl: RuleDecl, fast: InnerPair<string>, seed: number): { diff: string | null; compared: number } {
   const rng = new Rng(seed);
   let compared = 0;
-  for (const [d, s] of SHAPES) {
+  for (const nh of stepsOf(decl)) for (const [d, s] of SHAPES) {
     for (const dtype of ["f64", "f32"] as DType[]) {
       for (const { acc, rounding } of MODES) {
         for (const zeros of [false, true]) {
-          const c = randomCase(decl, rng, d, s, dtype, zeros, rng.next() < 0.7);
+          const c = randomCase(decl, rng, d, s, dtype, zeros, rng.next() < 0.7, nh);
           const ref = withAccumulate(acc, () => runPair(decl.inner, c), rounding);
           const got = withAccumulate(acc, () => runPair(fast, c), rounding);
           const diff = firstDifference(got, ref);
-          if (diff !== null) return { diff: `${decl.key} seed ${seed} d=${d} T=${s} ${dtype} ${acc}-sums ${JSON.stringify(rounding)}${zeros ? " with zeros" : ""}: ${diff}`, compared };
+          if (diff !== null) return { diff: `${decl.key} seed ${seed}${nh > 1 ? ` n_h=${nh}` : ""} d=${d} T=${s} ${dtype} ${acc}-sums ${JSON.stringify(rounding)}${zeros ? " with zeros" : ""}: ${diff}`, compared };
           compared++;
         }
       }
@@ -109,7 +114,7 @@ for (const [decl] of RULES) {
     for (const seed of SEEDS) {
       const { diff, compared } = sweep(decl, fast, seed);
       if (diff !== null) throw new Error(diff);
-      expect(compared).toBe(SHAPES.length * 2 * MODES.length * 2);
+      expect(compared).toBe(stepsOf(decl).length * SHAPES.length * 2 * MODES.length * 2);
     }
   }, 120_000);
 }
@@ -117,12 +122,14 @@ for (const [decl] of RULES) {
 /**
  * One wrong term per rule, planted in the loops' source: each must make the comparison fail.
  * KDA: dk's second term without the channel decay w; Comba: dp read from M_{t+1} instead of M_t;
- * DPLR: the decay's column sum dα with the wrong sign.
+ * DPLR: the decay's column sum dα with the wrong sign; Gated DeltaProduct: dk's term through the
+ * states between the steps (P_hᵀ de, h ≥ 1) scaled by the decay as if read through P_0 (n_h ≥ 2 only).
  */
 const PLANTS: [RuleDecl, FastForm, string, string][] = [
   [kda, KDA_FORM, "dk[o + j]! += W[j]! * accK[j]!", "dk[o + j]! += accK[j]!"],
   [comba, COMBA_FORM, "accP[j]! + M[mt + r + j]! * dei", "accP[j]! + M[mn + r + j]! * dei"],
   [dplr, DPLR_FORM, "dalpha[o + j] = -col[j]!", "dalpha[o + j] = col[j]!"],
+  [gated_delta_product, GDP_FORM, "dk[o + j]! += accK[p + j]!", "dk[o + j]! += decay * accK[p + j]!"],
 ];
 for (const [decl, form, from, to] of PLANTS) {
   test(`${decl.key}: a fast pair with one term wrong fails the comparison (${to})`, () => {
