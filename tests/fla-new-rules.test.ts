@@ -56,7 +56,7 @@ test.skipIf(reason !== null)("planted: KDA's decays on reversed channels and DPL
  */
 const CHUNKED = {
   chunk_kda: ["kda", true], chunk_comba: ["comba", true], chunk_dplr_delta_rule: ["dplr", true], chunk_kda_bf16_stored: ["kda", true],
-  chunk_comba_bf16_stored: ["comba", true],
+  chunk_comba_bf16_stored: ["comba", true], chunk_rwkv7: ["dplr", true],
   chunk_iplr_delta_rule: ["dplr", false], fused_recurrent_iplr_delta_rule: ["dplr", true], fused_recurrent_rwkv7: ["dplr", false],
 } as const;
 const CHUNKED_PLANTS = { chunk_kda_reversed_channels: "kda", chunk_comba_reads_k: "comba", chunk_dplr_decayed_read: "dplr" } as const;
