@@ -91,6 +91,7 @@ if has fla; then
   # Gated DeltaProduct (docs/spec/py-backend.md#fla-delta-product): fla's naive reference and chunked kernel
   # (bf16, with and without the decay), n_h steps along time (`token_rows`); the two plants (one
   # Householder step dropped) must fail, so the step reads as not passed: judge it by fla-delta-product-gpu.json
+  # (on the CPU the chunked kernel's backward fails dα at the saturated-gates edge, fla's dg residue)
   g="py:$ours/fla_gated_delta_product.py" gp="py:$ours/fla_gated_delta_product_planted.py"
   NLC_KERNEL_CONFIGS=first run fla-delta-product bun conformance/cli.ts --filter C5/py- --report "$out/fla-delta-product-gpu.json" \
     --backend "$g:naive_recurrent_gated_delta_product" --backend "$g:chunk_gated_delta_product" --backend "$g:chunk_gated_delta_product_no_gate" \
