@@ -92,6 +92,14 @@ if has fla; then
     --backend "$n:fused_recurrent_iplr_delta_rule" --backend "$n:chunk_iplr_delta_rule" --backend "$n:fused_recurrent_rwkv7" --backend "$n:chunk_rwkv7" \
     --backend "$p:kda_reversed_channels" --backend "$p:comba_reads_k" --backend "$p:dplr_decayed_read" \
     --backend "$p:chunk_kda_reversed_channels" --backend "$p:chunk_comba_reads_k" --backend "$p:chunk_dplr_decayed_read"
+  # Gated DeltaProduct (docs/spec/py-backend.md#fla-delta-product): fla's naive reference and chunked kernel
+  # (bf16, with and without the decay), n_h steps along time (`token_rows`); the two plants (one
+  # Householder step dropped) must fail, so the step reads as not passed: judge it by fla-delta-product-gpu.json
+  # (on the CPU the chunked kernel's backward fails dα at the saturated-gates edge, fla's dg residue)
+  g="py:$ours/fla_gated_delta_product.py" gp="py:$ours/fla_gated_delta_product_planted.py"
+  NLC_KERNEL_CONFIGS=first run fla-delta-product bun conformance/cli.ts --filter C5/py- --report "$out/fla-delta-product-gpu.json" \
+    --backend "$g:naive_recurrent_gated_delta_product" --backend "$g:chunk_gated_delta_product" --backend "$g:chunk_gated_delta_product_no_gate" \
+    --backend "$gp:naive_step_dropped" --backend "$gp:chunk_step_dropped"
 fi
 has default && run default bun conformance/cli.ts --report "$out/default.json"
 printf '\n== [%4d s] done: %d step(s) did not pass\n' $((SECONDS - t0)) "$bad"

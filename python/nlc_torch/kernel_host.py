@@ -26,6 +26,7 @@ from typing import Dict, List, Optional, Tuple
 import torch
 
 from .hazards import Guards, Plan
+from .rules import TOKEN_ROWS
 from . import configurations as configs
 from . import triton_cpu
 
@@ -43,10 +44,14 @@ LAYOUTS = ("BTHD", "BHTD")
 DECLARATION_KEYS = ("rules", "dtype", "state_dtype", "layout", "state_layout", "names", "initial_state", "state_dict",
                     "output_final_state", "chunk_size", "forward_only", "varlen", "scale", "absent", "log_gates",
                     "bounded", "qk_l2norm", "accumulate", "intermediates", "nondeterministic", "configurations",
-                    "gate_forms", "constants", "input_dtypes", "head_dims")
+                    "gate_forms", "constants", "input_dtypes", "head_dims", "token_rows")
 # A gate the kernel computes from a raw input (docs/spec/py-backend.md#gate-forms): the forms, the gates each may stand for
 GATE_FORMS = {"softplus": ("alpha",), "sigmoid": ("theta",), "sigmoid2": ("theta",)}
 STATE_LAYOUTS = ("ours", "transposed")
+# Where a rule's several rows per token sit in the kernel's tensors (docs/spec/py-backend.md#token-rows):
+# "width" as ours ([B, T, H, n*d], a row gate [B, T, H, n]); "time": fla's, along the time axis
+# ([B, T*n, H, d], a row gate [B, T*n, H]), token t's rows at t*n .. t*n + n - 1.
+TOKEN_ROW_LAYOUTS = ("width", "time")
 
 
 class KernelError(ValueError):
@@ -214,8 +219,10 @@ class Kernel:
         self.intermediates = inter
         self._gate_forms(spec, decl)
         consts = decl.get("constants", {})
-        if not isinstance(consts, dict) or not all(isinstance(c, str) and isinstance(v, (bool, int, float, str)) for c, v in consts.items()):
-            raise KernelError(f"{spec}.nlc['constants']: expected {{keyword: bool | int | float | str}}, e.g. {{'state_v_first': False}}, "
+        # None: a keyword the kernel requires (no default) for what the harness does not use, e.g. fla's naive cu_seqlens
+        if not isinstance(consts, dict) or not all(isinstance(c, str) and (v is None or isinstance(v, (bool, int, float, str)))
+                                                   for c, v in consts.items()):
+            raise KernelError(f"{spec}.nlc['constants']: expected {{keyword: bool | int | float | str | None}}, e.g. {{'state_v_first': False}}, "
                               f"got {consts!r}")
         self.constants: Dict[str, object] = dict(consts)
         dts = decl.get("input_dtypes", {})
@@ -231,6 +238,67 @@ class Kernel:
         self.head_dims = decl.get("head_dims")
         if self.head_dims not in (None, "pow2"):
             raise KernelError(f"{spec}.nlc['head_dims']: expected 'pow2' (powers of two only) or absent, got {self.head_dims!r}")
+        self._token_rows(spec, decl)
+
+    def _token_rows(self, spec: str, decl: dict) -> None:
+        """Where the rows of a rule's several-rows-per-token inputs sit, and the keyword their count
+        travels under (docs/spec/py-backend.md#token-rows): {'layout': 'width' | 'time', 'count': <keyword> | None}."""
+        tr = decl.get("token_rows")
+        self.token_rows: Optional[dict] = None
+        if tr is None:
+            return
+        where = f"{spec}.nlc['token_rows']"
+        if not isinstance(tr, dict):
+            raise KernelError(f"{where}: expected {{'layout': {' | '.join(repr(x) for x in TOKEN_ROW_LAYOUTS)}, 'count': <keyword> | None}}, got {tr!r}")
+        for key in tr:
+            if key not in ("layout", "count"):
+                raise KernelError(f"{where}: unknown key {key!r} (it takes 'layout' and 'count')")
+        layout, count = tr.get("layout", "width"), tr.get("count")
+        if layout not in TOKEN_ROW_LAYOUTS:
+            raise KernelError(f"{where}['layout']: expected {' or '.join(repr(x) for x in TOKEN_ROW_LAYOUTS)}, got {layout!r}")
+        if count is not None and (not isinstance(count, str) or not count):
+            raise KernelError(f"{where}['count']: expected the keyword the row count is passed under (an int), or None, got {count!r}")
+        plain = [r for r in decl.get("rules", []) if isinstance(r, str) and r.split(".")[0] not in TOKEN_ROWS]
+        if plain:
+            have = ", ".join(sorted(TOKEN_ROWS)) or "none"
+            raise KernelError(f"{where}: the rule {plain[0]!r} has one row per token of every input; token_rows applies to "
+                              f"the rules with several ({have})")
+        self.token_rows = {"layout": layout, "count": count}
+
+    def row_count(self, rule: str, name: str, cfg: dict) -> Optional[int]:
+        """How many rows per token our input `name` has under `rule`; None where the rule does not list it in its token rows."""
+        tr = TOKEN_ROWS.get(rule.split(".")[0])
+        if tr is None or name not in tr["inputs"]:
+            return None
+        n = cfg.get(tr["hyper"])
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise KernelError(f"config.{tr['hyper']}: {rule} has {tr['hyper']} rows per token of {name}; expected a positive int, got {n!r}")
+        return n
+
+    def to_kernel_rows(self, t: torch.Tensor, n: Optional[int], gate: bool) -> torch.Tensor:
+        """Our [B, T, H, n*d] (a row gate [B, T, H, n]) -> the kernel's rows; differentiable. n None: not a row input."""
+        if self.token_rows is None or self.token_rows["layout"] == "width" or n is None:
+            return t
+        B, T, H = t.shape[:3]
+        if gate:
+            return t.permute(0, 1, 3, 2).reshape(B, T * n, H)
+        return t.reshape(B, T, H, n, -1).permute(0, 1, 3, 2, 4).reshape(B, T * n, H, -1)
+
+    def from_kernel_rows(self, t: torch.Tensor, n: Optional[int], gate: bool) -> torch.Tensor:
+        """The inverse of to_kernel_rows (a kernel's own backward returns its gradients in its rows)."""
+        if self.token_rows is None or self.token_rows["layout"] == "width" or n is None:
+            return t
+        B, Tn, H = t.shape[:3]
+        if gate:
+            return t.reshape(B, Tn // n, n, H).permute(0, 1, 3, 2)
+        return t.reshape(B, Tn // n, n, H, -1).permute(0, 1, 3, 2, 4).reshape(B, Tn // n, H, -1)
+
+    def rows_shape(self, canonical: List[int], n: Optional[int], gate: bool) -> List[int]:
+        """The shape of one of our [B, T, H, w] tensors in the kernel's rows (before `layout`)."""
+        if self.token_rows is None or self.token_rows["layout"] == "width" or n is None:
+            return list(canonical)
+        B, T, H, w = canonical
+        return [B, T * n, H] if gate else [B, T * n, H, w // n]
 
     def _gate_forms(self, spec: str, decl: dict) -> None:
         """Gates the kernel computes from a raw input (docs/spec/py-backend.md#gate-forms): the form,
@@ -285,7 +353,8 @@ class Kernel:
                 # the kernel's own names, for messages: our input -> its keyword, and its initial-state keyword
                 "keywords": {**self.names, **self.log_gates}, "initial_state": self.initial_state_kw,
                 "state_dict": self.state_dict,
-                "gate_forms": forms, "constants": self.constants, "input_dtypes": self.input_dtypes, "head_dims": self.head_dims}
+                "gate_forms": forms, "constants": self.constants, "input_dtypes": self.input_dtypes, "head_dims": self.head_dims,
+                "token_rows": self.token_rows}
 
     @staticmethod
     def _import(module: str, path: Optional[str]):
@@ -390,9 +459,11 @@ def _query_scale(k: Kernel, d_k: int) -> Tuple[Optional[str], Optional[float], f
     return None, None, float(s)
 
 
-def _kernel_inputs(k: Kernel, rule: str, inputs: Dict[str, torch.Tensor], factor: float) -> Dict[str, torch.Tensor]:
+def _kernel_inputs(k: Kernel, rule: str, inputs: Dict[str, torch.Tensor], factor: float,
+                   cfg: Optional[dict] = None) -> Dict[str, torch.Tensor]:
     """Our inputs under the kernel's keywords. An input the kernel does not take must be declared
-    absent (the harness then never sends it); one it neither takes nor declares is an error naming it."""
+    absent (the harness then never sends it); one it neither takes nor declares is an error naming it.
+    An input with several rows per token goes in the kernel's rows (`token_rows`)."""
     kw: Dict[str, torch.Tensor] = {}
     for name, t in inputs.items():
         key = k.keyword(name)
@@ -404,6 +475,8 @@ def _kernel_inputs(k: Kernel, rule: str, inputs: Dict[str, torch.Tensor], factor
                               "(docs/spec/py-backend.md#absent)")
         if name == "q" and factor != 1.0:
             t = t / factor  # the kernel multiplies q by `factor`; ours does not
+        if k.token_rows is not None:
+            t = k.to_kernel_rows(t, k.row_count(rule, name, cfg or {}), name in GATE_NAMES)
         kw[key] = k.to_kernel_token(t)
     return kw
 
@@ -419,10 +492,13 @@ def gate_params(H: int, d: int) -> Tuple[torch.Tensor, torch.Tensor]:
     return a_log.to(torch.float32), dt_bias.reshape(-1).to(torch.float32)
 
 
-def _flags(k: Kernel, kw: Dict[str, object], d_k: int, H: int = 1) -> None:
+def _flags(k: Kernel, kw: Dict[str, object], d_k: int, H: int = 1, rule: str = "", cfg: Optional[dict] = None) -> None:
     scale_kw, scale_value, _ = _query_scale(k, d_k)
     if scale_kw:
         kw[scale_kw] = scale_value
+    if k.token_rows is not None and k.token_rows["count"] is not None and not rule.endswith(".frozen"):
+        # the rows per token of the rule's row inputs (Gated DeltaProduct's n_h), an int
+        kw[k.token_rows["count"]] = k.row_count(rule, TOKEN_ROWS[rule]["inputs"][0], cfg or {})
     if isinstance(k.qk_l2norm, str):
         kw[k.qk_l2norm] = True
     for f in k.gate_forms.values():
@@ -436,7 +512,7 @@ def _flags(k: Kernel, kw: Dict[str, object], d_k: int, H: int = 1) -> None:
     for c, v in k.constants.items():
         if c in kw:
             raise KernelError(f"{k.spec}.nlc['constants'][{c!r}]: the keyword {c!r} is one the host passes itself "
-                              "(an input, the state, a flag or the scale); declare it there")
+                              "(an input, the state, a flag, the scale or a row count); declare it there")
         kw[c] = v
 
 
@@ -455,13 +531,13 @@ def _call_forward(k: Kernel, rule: str, cfg: dict, inputs: Dict[str, torch.Tenso
     `cu_seqlens`: a packed batch's offsets, passed under the kernel's `varlen` keyword."""
     frozen = rule.endswith(".frozen")
     d_k = inputs["q"].shape[-1]
-    kw: Dict[str, object] = dict(_kernel_inputs(k, rule, inputs, _query_scale(k, d_k)[2]))
+    kw: Dict[str, object] = dict(_kernel_inputs(k, rule, inputs, _query_scale(k, d_k)[2], cfg))
     single = len(state) == 1 and not k.state_dict
     st = {n: k.to_kernel_state(t) for n, t in state.items()}
     kw[k.initial_state_kw] = next(iter(st.values())) if single else st
     if k.output_final_state_kw and not frozen:
         kw[k.output_final_state_kw] = True
-    _flags(k, kw, d_k, inputs["q"].shape[2])
+    _flags(k, kw, d_k, inputs["q"].shape[2], rule, cfg)
     if len(k.rules) > 1:
         kw["rule"] = rule
     if cu_seqlens is not None:
@@ -765,11 +841,11 @@ def _explicit_backward(k: Kernel, rule, cfg, inputs, state, dy, d_state, cu_seql
     returns a dict of gradients by the kernel's keyword names (initial state under its keyword)."""
     d_k = inputs["q"].shape[-1]
     factor = _query_scale(k, d_k)[2]
-    kw: Dict[str, object] = dict(_kernel_inputs(k, rule, inputs, factor))
+    kw: Dict[str, object] = dict(_kernel_inputs(k, rule, inputs, factor, cfg))
     single = len(state) == 1 and not k.state_dict
     st = {n: k.to_kernel_state(t) for n, t in state.items()}
     kw[k.initial_state_kw] = next(iter(st.values())) if single else st
-    _flags(k, kw, d_k, inputs["q"].shape[2])
+    _flags(k, kw, d_k, inputs["q"].shape[2], rule, cfg)
     if len(k.rules) > 1:
         kw["rule"] = rule
     if cu_seqlens is not None:
@@ -797,7 +873,10 @@ def _explicit_backward(k: Kernel, rule, cfg, inputs, state, dy, d_state, cu_seql
         if g is None:
             grads[name] = torch.zeros_like(t)
             continue
-        g = k.from_kernel_token(k.check_tensor(f"gradient {key}", g, list(t.shape), "token"))
+        n = k.row_count(rule, name, cfg or {}) if k.token_rows is not None else None
+        gate = name in GATE_NAMES
+        g = k.from_kernel_token(k.check_tensor(f"gradient {key}", g, k.rows_shape(list(t.shape), n, gate), "token"))
+        g = k.from_kernel_rows(g, n, gate)
         grads[name] = g / factor if name == "q" and factor != 1.0 else g
     g0 = out.get(k.initial_state_kw)
     if not single and g0 is not None and not isinstance(g0, dict):

@@ -14,7 +14,7 @@ from typing import Dict, List, Optional
 
 import torch
 
-from .rules import GATES, INNER, InputError, _frozen_read, resolve_config
+from .rules import GATES, INNER, TOKEN_ROWS, InputError, _frozen_read, resolve_config
 from .storage import STORING_RULES, storing
 
 GATE_NAMES = ("alpha", "theta", "eta")
@@ -63,7 +63,12 @@ def run_inner(key: str, cfg_in: dict, dtype: str, inputs: Dict[str, torch.Tensor
     for s in range(N):
         leaves = {n: t[s].to(dt).clone().requires_grad_(True) for n, t in inputs.items()}
         st0 = {n: t[s].to(dt).clone().requires_grad_(True) for n, t in state.items()}
-        gates = {} if frozen else {g: leaves[g] for g in GATES[key]}
+        # an input with several rows per token arrives [T, n*d] (a gate [T, n]) and the recurrence reads
+        # its rows, [T*n, d] ([T*n]), row t*n + j (Gated DeltaProduct's k, v, theta); the gradients keep the leaves' shapes
+        rows = {} if frozen else {n: (leaves[n].reshape(-1) if n in GATE_NAMES else leaves[n].reshape(-1, inputs["q"].shape[-1]))
+                                  for n in TOKEN_ROWS.get(key, {}).get("inputs", ()) if n in leaves}
+        args = {**leaves, **rows}
+        gates = {} if frozen else {g: args[g] for g in GATES[key]}
         low = contextlib.nullcontext() if intermediates is None else storing(intermediates.get("dtype"), intermediates.get("rounding", "nearest"))
         with torch.enable_grad(), low:
             if empty:  # no step: no outputs, the state as it was
@@ -74,8 +79,8 @@ def run_inner(key: str, cfg_in: dict, dtype: str, inputs: Dict[str, torch.Tensor
             elif frozen:  # the read leaves the state unchanged
                 y, final = _frozen_read(key, leaves["q"], st0, cfg), dict(st0)
             else:
-                extra = {n: leaves[n] for n in ("p", "a", "b") if n in leaves}  # Comba's p, DPLR's a and b
-                y, final = INNER[key](leaves["k"], leaves.get("v"), leaves["q"], leaves.get("x"), gates, leaves.get("omega"), st0, cfg, **extra)
+                extra = {n: args[n] for n in ("p", "a", "b") if n in args}  # Comba's p, DPLR's a and b
+                y, final = INNER[key](args["k"], args.get("v"), args["q"], args.get("x"), gates, args.get("omega"), st0, cfg, **extra)
             loss = (y * dy[s].to(dt)).sum() if dy is not None else y.sum() * 0
             for n, g in d_state.items():
                 loss = loss + (final[n] * g[s].to(dt)).sum()
