@@ -32,9 +32,9 @@ type PerAccumulate = Readonly<Record<AccumulateDType, number>>;
  * operands rounded to TF32) undershoots the kernel by 30 to 100 times, and the floors carry the
  * bound; a TF32 product's error follows its operands, so the floors follow the tensor's group.
  */
-const TF32_FLOOR = 2e-3;
+const TF32_FLOOR = 5e-3;
 const TF32_FLOOR_REASON =
-  "tf32 (f32 sums of products whose operands are cut to TF32, toward zero, as tensor cores take f32 operands; relative to the group, see the tf32 group floor): twice the round-to-nearest calibration's 1e-3, which a correct truncating chunked Gated DeltaNet (tests/py-kernels/tf32_chunked.py) exceeded at seed 1 (final state 1.2 times its bound); at 2e-3 it passes at seeds 1-50 of the quick profile (worst 0.50 of its bound)";
+  "tf32 (f32 sums of products whose operands are cut to TF32, toward zero, as tensor cores take f32 operands; relative to the group, see the tf32 group floor): on an H100 fla's f32 chunked Comba, DPLR and RWKV-7 kernels, with more TF32 products in series than Gated DeltaNet's, were 2.3e-3 to 3.3e-3 of their group's largest value off (1.16 to 1.66 times a 2e-3 floor), fla's Gated DeltaNet 0.6 of a 2e-3 floor; a correct truncating chunked Gated DeltaNet (tests/py-kernels/tf32_chunked.py) passes at seeds 1-50 of the quick profile at 2e-3 (worst 0.86), and 1e-3 failed it at seed 1";
 const TF32_BIAS_FLOOR = 3e-3;
 const TF32_BIAS_REASON =
   "truncation to TF32 shrinks a chunked kernel's tensors by 7e-4 per product level: a correct truncating chunked Gated DeltaNet showed slopes of -1.6e-3 to -1.84e-3 (5 false alarms in 13 seeds at 1.6e-3) and fla's on an H100 -1.31e-3; at 3e-3 it passes at seeds 1-50, and 1 % scales of y and dα fail at every seed; 0.4 % over 32 elements fails, 0.2 % passes";
