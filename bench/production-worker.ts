@@ -55,7 +55,7 @@ const post = (m: WorkerMessage) => parentPort!.postMessage(m);
  * state (the rule's sampler) and d(final state) in U(−1, 1); rounded once to the kernel's storage
  * and state dtypes, held in f32 (the f64 copies are cast per sequence when it is judged).
  */
-function drawSequence(spec: WorkerJob["specs"][number]): Seq {
+function drawSequence(spec: WorkerJob["specs"][number], n: number): Seq {
   const { d, seq_len: T } = spec, rng = new Rng(spec.seed);
   const t32 = (shape: number[], draw: () => number, dt = precision.storage) => {
     const t = new Tensor("f32", shape);
@@ -91,7 +91,7 @@ function drawSequence(spec: WorkerJob["specs"][number]): Seq {
   const M = decl.randomState(cfg, "f32", () => rng.next()).M!;
   for (let i = 0; i < M.size; i++) M.data[i] = roundTo(precision.state, M.data[i]!);
   const dy = t32([T, d], () => rng.uniform(-1, 1)), dM = t32([d, d], () => rng.uniform(-1, 1), precision.state);
-  return { cfg, in32: in32 as unknown as InnerInputs, in64: undefined as never, st32: { M }, st64: undefined as never, dy32: dy, dy64: undefined as never, dFinal32: { M: dM }, dFinal64: undefined as never };
+  return { T, h: n % job.H, cfg, in32: in32 as unknown as InnerInputs, in64: undefined as never, st32: { M }, st64: undefined as never, dy32: dy, dy64: undefined as never, dFinal32: { M: dM }, dFinal64: undefined as never };
 }
 /** d, T and every hyperparameter of the rule at its declared default (Gated DeltaProduct: n_h = 2). */
 const cfgOf = (s: WorkerJob["specs"][number]): RuleConfig => {

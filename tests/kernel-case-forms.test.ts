@@ -15,6 +15,9 @@ import { CaseDigester } from "../harness/sweep.ts";
 import { RULES } from "../src/rules/index.ts";
 import { boundaryExample, caseArb, oddKeyExample, regimeArb, regimeBatchArb, saturatedExample, type CaseForm } from "../cases/kernel-batch.ts";
 import { REGIMES } from "../cases/kernel-regimes.ts";
+import type { KernelSeq } from "../cases/kernel-seq.ts";
+import { sequencesOf } from "../conformance/c5/batch.ts";
+import { buildPyCase } from "../conformance/py/cases.ts";
 
 /** The digest (harness/sweep.ts CaseDigester, as details.case_digest digests) of every rule variant's cases of a form. */
 function formDigest(form: CaseForm): string {
@@ -49,4 +52,23 @@ test("the forms' fields: an abi case has C and NULL flags and no d(final state) 
   expect(saturatedExample(d, false, 16, "abi")!.saturated).toBe(true);
   expect(saturatedExample(d, false, 16, "canonical")!.edge).toEqual({ kind: "saturated" });
   expect(saturatedExample(d, true, 16, "canonical")).toBeNull();
+});
+
+test("one sequence record (cases/kernel-seq.ts KernelSeq): both forms' sequences carry their length, their head n mod H and the f64 values; each form its own fields", () => {
+  const d = RULES.find((r) => r.key === "delta")!;
+  // a batch of several heads
+  const abi = sampleOf(caseArb(d, false, "default", "abi"), 3, 20).find((k) => k.H > 1);
+  const canonical = sampleOf(caseArb(d, false, "default", "canonical"), 3, 20).find((k) => k.H > 1);
+  const a = sequencesOf(d, abi!, false);
+  const c = buildPyCase(d, canonical!);
+  const common = ["T", "h", "in64", "st64", "dy64", "dFinal64"];
+  for (const [seqs, H, T, own] of [[a.seqs, abi!.H, a.shape.T, ["cfg", "in32", "st32", "dy32", "dFinal32"]], [c.seqs, c.H, c.T, ["kin64"]]] as const) {
+    expect(seqs.length).toBeGreaterThan(1);
+    seqs.forEach((s: KernelSeq, n) => {
+      expect(s.T).toBe(T);
+      expect(s.h).toBe(n % H);
+      expect(s.dy64.dtype).toBe("f64");
+      for (const f of [...common, ...own]) expect(s).toHaveProperty(f);
+    });
+  }
 });

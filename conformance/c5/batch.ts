@@ -14,6 +14,7 @@ import { caseArb, type AbiCaseSpec } from "../../cases/kernel-batch.ts";
 import { packStates, packTokens, tokenWidth } from "../../cases/kernel-layout.ts";
 import { isStateTensor, mapSeq } from "../../cases/kernel-tensors.ts";
 import type { SeqTensors } from "../../oracle/kernel-case.ts";
+import type { KernelSeq } from "../../cases/kernel-seq.ts";
 import type { RuleCaseSpec } from "../../cases/rule-case.ts";
 import type { InnerInputs, RuleConfig, RuleDecl, State } from "../../src/rules/types.ts";
 import { Tensor, cast } from "../../src/tensor.ts";
@@ -53,18 +54,8 @@ function pairOf(t: Tensor, dtype: StorageDType): { t32: Tensor; t64: Tensor } {
   return { t32, t64: cast(t32, "f64") };
 }
 
-/** One sequence: the inner inputs (or q, frozen), the state, dy and d(final state), in f32 and f64. */
-export interface Seq {
-  cfg: RuleConfig;
-  in32: InnerInputs;
-  in64: InnerInputs;
-  st32: State;
-  st64: State;
-  dy32: Tensor;
-  dy64: Tensor;
-  dFinal32: State;
-  dFinal64: State;
-}
+/** One sequence of an abi case: the inner inputs (or q, frozen), the state, dy and d(final state), in f32 and f64. */
+export type Seq = KernelSeq<"abi">;
 
 function pairs(rec: Readonly<Record<string, Tensor>>, dtype: StorageDType): { r32: Record<string, Tensor>; r64: Record<string, Tensor> } {
   const r32: Record<string, Tensor> = {}, r64: Record<string, Tensor> = {};
@@ -75,12 +66,13 @@ function pairs(rec: Readonly<Record<string, Tensor>>, dtype: StorageDType): { r3
 /** The f32 kernel precision: what a caller that names none gets. */
 const F32: Pick<Precision, "storage" | "state"> = { storage: "f32", state: "f32" };
 
-export function sequence(decl: RuleDecl, spec: RuleCaseSpec, frozen: boolean, p: Pick<Precision, "storage" | "state"> = F32): Seq {
+/** Sequence n's values (`h`: its head, n mod H). */
+export function sequence(decl: RuleDecl, spec: RuleCaseSpec, frozen: boolean, p: Pick<Precision, "storage" | "state"> = F32, h = 0): Seq {
   const c = innerCase(decl, spec, frozen);
   const inp = pairs(c.inputs as unknown as Record<string, Tensor>, p.storage), st = pairs(c.state, p.state), dF = pairs(c.dFinal ?? {}, p.state);
   const dy = pairOf(c.dy, p.storage);
   return {
-    cfg: c.cfg, in32: inp.r32 as unknown as InnerInputs, in64: inp.r64 as unknown as InnerInputs, st32: st.r32, st64: st.r64,
+    T: c.cfg.seq_len, h, cfg: c.cfg, in32: inp.r32 as unknown as InnerInputs, in64: inp.r64 as Record<string, Tensor> & InnerInputs, st32: st.r32, st64: st.r64,
     dy32: dy.t32, dy64: dy.t64, dFinal32: dF.r32, dFinal64: dF.r64,
   };
 }
@@ -98,7 +90,7 @@ export function asStored(rec: SeqTensors, p: Pick<Precision, "storage" | "state"
 export function sequencesOf(decl: RuleDecl, k: AbiCaseSpec, frozen: boolean, p?: Pick<Precision, "storage" | "state">): { seqs: Seq[]; cfg: RuleConfig; shape: Shape } {
   const n = k.B * k.H;
   const specs = [k.base, ...k.extra.slice(0, n - 1).map((e) => ({ ...k.base, ...e }))];
-  const seqs = specs.map((s) => sequence(decl, s, frozen, p));
+  const seqs = specs.map((s, i) => sequence(decl, s, frozen, p, i % k.H));
   const cfg = seqs[0]!.cfg;
   if (k.saturated === true) saturateSeqs(decl, seqs, cfg, p?.storage ?? "f32");
   return { seqs, cfg, shape: { B: k.B, T: cfg.seq_len, H: k.H, d: cfg.d } };

@@ -22,6 +22,7 @@ import { seqExtrasArb, type CanonicalCaseSpec } from "../../cases/kernel-batch.t
 import { packedLabel } from "../../cases/kernel-regimes.ts";
 import { cuSeqlens, packPackedTokens, packStates, packTokens, unpackPackedTokens, unpackState, unpackTokens } from "../../cases/kernel-layout.ts";
 import { fromInnerGrads } from "../../cases/kernel-tensors.ts";
+import type { KernelSeq } from "../../cases/kernel-seq.ts";
 import { edgeConventions, edgeLabel, saturateGates } from "./edges.ts";
 
 /**
@@ -41,21 +42,11 @@ export function pyPackedExample(decl: RuleDecl, C: number): CanonicalCaseSpec {
 export type InnerName = (typeof INNER_INPUT_NAMES)[number];
 
 /**
- * One sequence: values rounded to the kernel's dtypes, held in f64 tensors. `kin64` is what the
- * kernel receives (in its own parametrisation, docs/spec/py-backend.md#conventions), `in64` what
- * ref32 and ref64 receive: the same values, mapped exactly in f64 (conformance/py/conventions.ts).
+ * One sequence of a canonical case: values rounded to the kernel's dtypes, held in f64 tensors.
+ * `kin64` is what the kernel receives (in its own parametrisation, docs/spec/py-backend.md#conventions),
+ * `in64` what ref32 and ref64 receive: the same values, mapped exactly in f64 (conformance/py/conventions.ts).
  */
-export interface PySeq {
-  /** Its tokens (a packed batch's sequences differ; else the case's T). */
-  T: number;
-  /** Its head h (sequence n = b·H + h): a softplus gate form's per-head parameters are h's. */
-  h: number;
-  in64: Record<string, Tensor>;
-  kin64: Record<string, Tensor>;
-  st64: Record<string, Tensor>;
-  dy64: Tensor;
-  dFinal64: Record<string, Tensor>;
-}
+export type PySeq = KernelSeq<"canonical">;
 
 export interface PyCase {
   spec: CanonicalCaseSpec;

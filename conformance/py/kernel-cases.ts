@@ -1,7 +1,9 @@
 /**
  * One generated case of a py: forward or backward check (docs/spec/py-backend.md#forward-check,
  * #backward-check): the kernel's tensors against ref64 under the flash-attention bound, per tensor
- * and sequence (oracle/kernel-judge.ts).
+ * and sequence (oracle/kernel-judge.ts), as every backend's phase case is judged
+ * (cases/kernel-phase.ts); what is a py: backend's own is passed in: the Python request, the
+ * references in the kernel's parametrisation, the yardstick, the configurations, the dump.
  *
  * ref64 is the TypeScript reference pair in f64: forward (y, every final state) and backward given
  * dy AND a random non-zero d(final state) (every input gradient, and dState0, the initial
@@ -11,33 +13,22 @@
  */
 import type { CaseOutcome } from "../../harness/check.ts";
 import type { Precision } from "../../src/precision.ts";
-import type { InnerInputs, RuleDecl, State } from "../../src/rules/types.ts";
-import type { Tensor } from "../../src/tensor.ts";
+import type { RuleDecl } from "../../src/rules/types.ts";
 import { CaseDump } from "../../harness/dump.ts";
 import type { Compared } from "../../oracle/kernel-judge.ts";
-import { comparedItems, kernelLabel, tensorName, type KernelNames, type TensorKey } from "../../cases/kernel-tensors.ts";
-import { flashCompare } from "../../oracle/kernel-judge.ts";
+import { kernelLabel, tensorName, type KernelNames, type TensorKey } from "../../cases/kernel-tensors.ts";
 import type { SeqTensors } from "../../oracle/kernel-case.ts";
-import { referenceRun } from "../../oracle/kernel-reference.ts";
-import { seqCfg, toKernelGrads, type PyCase } from "./cases.ts";
+import { toKernelGrads, type PyCase } from "./cases.ts";
 import type { KernelSession } from "./kernel-session.ts";
 import { backwardKeys, forwardKeys, pythonBackend } from "./python-backend.ts";
-import type { KernelRun } from "../../cases/kernel-backend.ts";
-import { hazardVerdict, type ProbeTally } from "../../ffi/hazards.ts";
+import { phaseVerdict, type PhaseReferences } from "../../cases/kernel-phase.ts";
+import type { ProbeTally } from "../../ffi/hazards.ts";
 import { acrossConfigurations, ConfigTally, type Judgement } from "./configurations.ts";
 import { withPlausibility } from "./plausible.ts";
 import { tf32Yardstick } from "./tf32-yardstick.ts";
 
-const asInputs = (r: Record<string, Tensor>) => r as unknown as InnerInputs;
-
 export const forwardNames = (c: PyCase): string[] => forwardKeys(c).map((k) => tensorName(k, c.frozen, "py"));
 export const backwardNames = (c: PyCase): string[] => backwardKeys(c).map((k) => tensorName(k, c.frozen, "py"));
-
-/** ref64 of sequence n alone, at its own length: the reference's forward and backward (oracle/kernel-reference.ts). */
-function ref64(decl: RuleDecl, c: PyCase, n: number): SeqTensors {
-  const q = c.seqs[n]!;
-  return referenceRun(decl, c.frozen, { inputs: asInputs(q.in64), state: q.st64 as State, dy: q.dy64, dFinal: q.dFinal64 as State }, seqCfg(c, n), "both");
-}
 
 /** A file name from a tensor's name: `dM (initial state)` -> `dM_initial_state_`. */
 const fileName = (name: string) => name.replace(/[^A-Za-z0-9._-]+/g, "_");
@@ -69,52 +60,58 @@ async function pyPhaseCase(s: KernelSession, decl: RuleDecl, key: string, c: PyC
   const backend = pythonBackend(s);
   const conv = s.info.conventions;
   const names: KernelNames = { keywords: conv?.keywords ?? {}, initialState: conv?.initial_state ?? "initial_state", stateDict: conv?.state_dict ?? false, states: c.stateNames };
-  let refs: { r64: SeqTensors[]; r32: SeqTensors[] } | undefined;
+  // the references once per case, after the kernel's first call (a kernel that fails at once never needs them)
+  const cache: { refs?: PhaseReferences } = {};
   const judge = async (configuration: string | null): Promise<Judgement> => {
     const dumping = dump !== undefined && configuration === null;
-    if (dumping) {
-      s.onExchange = (op, sent, got) => {
-        for (const [n, t] of sent) dump.tensor(`kernel/sent/${fileName(n)}.npy`, t.shape, t.data, `${op}: ${n} as sent to the kernel (in its parametrisation and layout)`);
-        for (const [n, t] of got) dump.tensor(`kernel/returned/${fileName(n)}.npy`, t.shape, t.data, `${op}: ${n} as the kernel returned it`);
-      };
-    }
-    const t0 = performance.now();
-    let run: KernelRun;
-    try {
-      const batch = { c, rule: key, configuration };
-      run = which === "forward" ? await backend.forward(batch) : await backend.backward(batch);
-    } finally {
-      s.onExchange = null;
-    }
-    const kernelMs = performance.now() - t0;
-    // a read past an input's end, a write into an input, two runs that differ: named as such, before any comparison (docs/spec/hazards.md)
-    const hazard = hazardVerdict(run.hazards, run.who);
-    if (hazard !== null) return { outcome: hazard, kernelMs };
-    probes?.add(run.rerunMaxRel);
-    const kernel = run.perSeq;
-    // the references once per case, after the kernel's first call (a kernel that fails at once never needs them)
-    refs ??= await references(s, decl, key, c, p, keys, which);
-    const items = comparedItems(kernel, refs.r64, refs.r32, c.frozen, "py", false, (k, ours) => kernelLabel(k, ours, names));
-    if (dumping) dumpCase(dump, c, items);
-    const outcome = flashCompare(items, exercised, `${s.backend.module}:${s.backend.callable}`, p,
+    let kernelMs = 0;
+    const outcome = await phaseVerdict({
+      decl, frozen: c.frozen, seqs: c.seqs, cfg: c.cfg, exercised, precision: p, style: "py", all: false, cache,
+      run: async () => {
+        if (dumping) {
+          s.onExchange = (op, sent, got) => {
+            for (const [n, t] of sent) dump.tensor(`kernel/sent/${fileName(n)}.npy`, t.shape, t.data, `${op}: ${n} as sent to the kernel (in its parametrisation and layout)`);
+            for (const [n, t] of got) dump.tensor(`kernel/returned/${fileName(n)}.npy`, t.shape, t.data, `${op}: ${n} as the kernel returned it`);
+          };
+        }
+        const t0 = performance.now();
+        try {
+          const batch = { c, rule: key, configuration };
+          return which === "forward" ? await backend.forward(batch) : await backend.backward(batch);
+        } finally {
+          s.onExchange = null;
+          kernelMs = performance.now() - t0;
+        }
+      },
+      afterRun: (run) => probes?.add(run.rerunMaxRel),
+      // a packed batch's sequence is judged against the reference run on that sequence alone (docs/spec/py-backend.md#packed)
+      reference: { phases: "both" },
+      toKernel: (n, r) => toKernelGrads(c, n, r),
+      yardstick: (r64) => yardstick(s, decl, key, c, p, keys, which, r64),
+      labels: (k, ours) => kernelLabel(k, ours, names),
+      who: `${s.backend.module}:${s.backend.callable}`,
       // the shape-dependent output mutations assume sequences of one length T: none for a packed batch;
       // the output mutations (the judge's own power) once per case, under the default
-      { ...(c.packed === null ? { layout: { B: c.B, H: c.H, T: c.T } } : {}), ...(configuration === null ? {} : { mutations: false }) });
-    return { outcome: withPlausibility(outcome, items, s.info.interpreted === true), kernelMs };
+      options: { ...(c.packed === null ? { layout: { B: c.B, H: c.H, T: c.T } } : {}), ...(configuration === null ? {} : { mutations: false }) },
+      onItems: (items) => {
+        if (dumping) dumpCase(dump, c, items);
+      },
+      judged: (v, items) => withPlausibility(v, items, s.info.interpreted === true),
+    });
+    return { outcome, kernelMs };
   };
   return acrossConfigurations(configs, () => s.lastReply, judge);
 }
 
-async function references(s: KernelSession, decl: RuleDecl, key: string, c: PyCase, p: Precision, keys: TensorKey[], which: "forward" | "backward") {
-  // a packed batch's sequence is judged against the reference run on that sequence alone (docs/spec/py-backend.md#packed)
-  const r64 = c.seqs.map((_, n) => toKernelGrads(c, n, ref64(decl, c, n)));
+/** The yardstick the declaration names: the TF32 plain reference, else PyTorch's at the kernel's precision. */
+async function yardstick(s: KernelSession, decl: RuleDecl, key: string, c: PyCase, p: Precision, keys: TensorKey[], which: "forward" | "backward", r64: readonly SeqTensors[]) {
   const r32 = p.accumulate === "tf32" ? tf32Yardstick(decl, c, p, r64) : await s.plainReference(c, key, p, keys, r64);
   if (which === "backward") {
     for (const k of keys) {
       if (k.part === "dState0" && r64[0]!.dState0[k.name] === undefined) throw new Error(`the reference backward of ${key} returns no gradient of the state ${k.name}`);
     }
   }
-  return { r64, r32 };
+  return r32;
 }
 
 export const pyForwardCase = (s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision, configs = new ConfigTally(), probes?: ProbeTally, dump?: CaseDump): Promise<CaseOutcome> =>

@@ -1,0 +1,108 @@
+/**
+ * One phase case of a kernel check, for every backend (docs/spec/kernel-abi.md#kernel-backends):
+ * run the backend's forward or backward on the case (cases/kernel-backend.ts KernelRun, per sequence
+ * n = b·H + h), stop at a hazard the probes saw (docs/spec/hazards.md), compute the f64 reference on
+ * every sequence (oracle/kernel-reference.ts, from the one sequence record cases/kernel-seq.ts) and
+ * the yardstick, and judge (oracle/kernel-judge.ts flashCompare).
+ *
+ * What differs by kind is passed in, never branched on: how the backend is called (`run`), the
+ * reference's terms (`reference`: the phases it runs and its options; `toKernel`: its tensors in
+ * the kernel's parametrisation), the yardstick the declaration names (`yardstick`: the TypeScript
+ * plain reference, PyTorch's, the TF32 one) and the judge's options. A backend that answers at once
+ * gets its verdict at once; one that answers later, its promise.
+ */
+import { hazardVerdict } from "../ffi/hazards.ts";
+import type { CaseVerdict } from "../oracle/compare.ts";
+import type { SeqTensors } from "../oracle/kernel-case.ts";
+import { flashCompare, type Compared, type JudgeOptions } from "../oracle/kernel-judge.ts";
+import { referenceRun, type Phases, type ReferenceOptions } from "../oracle/kernel-reference.ts";
+import type { Precision } from "../src/precision.ts";
+import type { InnerInputs, RuleConfig, RuleDecl } from "../src/rules/types.ts";
+import type { KernelRun } from "./kernel-backend.ts";
+import type { KernelSeq } from "./kernel-seq.ts";
+import { comparedItems, type NameStyle, type TensorKey } from "./kernel-tensors.ts";
+
+/** A value now, or its promise. */
+type Maybe<T> = T | Promise<T>;
+
+/** `f` on `x` now, or when its promise resolves. */
+function then<T, U>(x: Maybe<T>, f: (t: T) => Maybe<U>): Maybe<U> {
+  return x instanceof Promise ? x.then(f) : f(x);
+}
+
+/** The references of a case: ref64 and the yardstick, per sequence. */
+export interface PhaseReferences {
+  readonly r64: readonly SeqTensors[];
+  readonly r32: readonly SeqTensors[];
+}
+
+export interface PhaseCase {
+  readonly decl: RuleDecl;
+  readonly frozen: boolean;
+  /** The case's sequences and its rule config (a sequence of another length T reads it at T). */
+  readonly seqs: readonly KernelSeq[];
+  readonly cfg: RuleConfig;
+  /** The backend's kernel call on the case (its kind's batch is the caller's). */
+  readonly run: () => Maybe<KernelRun>;
+  /** What the probes' rerun found (a kernel that declares a tolerance), before the references. */
+  readonly afterRun?: (run: KernelRun) => void;
+  /** The reference's phases and options (a NULL dy or d(final state), chunk-start GD). */
+  readonly reference: { readonly phases: Phases; readonly options?: ReferenceOptions };
+  /** Sequence n's reference tensors in the kernel's terms (identity where they are the reference's). */
+  readonly toKernel?: (n: number, r: SeqTensors) => SeqTensors;
+  /** The yardstick per sequence, given ref64; and what else must hold of the references. */
+  readonly yardstick: (r64: readonly SeqTensors[]) => Maybe<readonly SeqTensors[]>;
+  /** The references once computed (a case judged under several configurations computes them once). */
+  readonly cache?: { refs?: PhaseReferences };
+  /** The judge: the items' names and labels, whether every reference tensor is an item, its options. */
+  readonly style: NameStyle;
+  readonly all: boolean;
+  readonly labels?: (k: TensorKey, name: string) => string;
+  readonly exercised: Set<string>;
+  /** The kernel as the verdict names it; absent: as its run names it. */
+  readonly who?: string;
+  readonly precision: Precision;
+  readonly options: JudgeOptions;
+  /** The judged items, before the verdict (a dump). */
+  readonly onItems?: (items: readonly Compared[]) => void;
+  /** The judge's verdict as the check gives it (a hazard's is given as it is). */
+  readonly judged?: (v: CaseVerdict, items: readonly Compared[]) => CaseVerdict;
+}
+
+/** The f64 reference on every sequence of the case, each at its own length. */
+export function references64(p: Pick<PhaseCase, "decl" | "frozen" | "seqs" | "cfg" | "reference" | "toKernel">): SeqTensors[] {
+  return p.seqs.map((s, n) => {
+    const cfg = s.T === p.cfg.seq_len ? p.cfg : { ...p.cfg, seq_len: s.T };
+    const r = referenceRun(p.decl, p.frozen, { inputs: s.in64 as unknown as InnerInputs, state: s.st64, dy: s.dy64, dFinal: s.dFinal64 }, cfg, p.reference.phases, p.reference.options);
+    return p.toKernel === undefined ? r : p.toKernel(n, r);
+  });
+}
+
+/** The phase case's verdict (module comment). */
+export function phaseVerdict(p: PhaseCase): Maybe<CaseVerdict> {
+  return then(p.run(), (run) => {
+    // a read past an input's end, a write into an input, two runs that differ: named as such, before any comparison
+    const hazard = hazardVerdict(run.hazards, run.who);
+    if (hazard !== null) return hazard;
+    p.afterRun?.(run);
+    const cached = p.cache?.refs;
+    const refs: Maybe<PhaseReferences> = cached ?? (() => {
+      const r64 = references64(p);
+      return then(p.yardstick(r64), (r32) => ({ r64, r32 }));
+    })();
+    return then(refs, (r) => {
+      if (p.cache !== undefined) p.cache.refs = r;
+      const items = comparedItems(run.perSeq, r.r64, r.r32, p.frozen, p.style, p.all, p.labels);
+      p.onItems?.(items);
+      const v = flashCompare(items, p.exercised, p.who ?? run.who, p.precision, p.options);
+      return p.judged === undefined ? v : p.judged(v, items);
+    });
+  });
+}
+
+/** The verdict of a phase case whose backend and yardstick answer at once (a native library, an in-process kernel). */
+export function phaseVerdictNow(p: PhaseCase & { readonly run: () => KernelRun; readonly yardstick: (r64: readonly SeqTensors[]) => readonly SeqTensors[] }): CaseVerdict {
+  const v = phaseVerdict(p);
+  if (v instanceof Promise) throw new Error("a phase case whose backend answers at once gave a promise");
+  return v;
+}
