@@ -25,7 +25,7 @@ import type { InnerGrads, InnerInputs, InnerPair, RuleConfig, RuleDecl, State } 
 import { Tensor, alloc, type Data } from "../src/tensor.ts";
 
 // Placeholders that only the compiled copies define (see oracle/matrix-fast.ts).
-declare const MODE_ACC32: boolean, MODE_REV: boolean;
+declare const MODE_ACC32: boolean, MODE_REV: boolean, MODE_EVEN: boolean;
 
 /**
  * KDA: M̃_t = M_t diag(w_t), w_t = 1 − α_t per key channel; e_t = M̃_t k_t − v_t;
@@ -461,7 +461,7 @@ function dplrLoops() {
  * backward rebuilds row i of P_1 … P_{n_h−1} from M_t and the saved errors as the forward wrote it.
  */
 function gdpLoops() {
-  const ACC32 = MODE_ACC32, REV = MODE_REV;
+  const ACC32 = MODE_ACC32, REV = MODE_REV, EVEN = MODE_EVEN;
   const fr = Math.fround;
   const accBuffer = (n: number) => (ACC32 ? new Float32Array(n) : new Float64Array(n));
 
@@ -476,7 +476,7 @@ function gdpLoops() {
     for (let t = t0; t < t1; t++) {
       const mt = (t - t0) * dd, mn = mt + dd, oq = t * d, decay = 1 - AL[t]!;
       for (let i = 0; i < d; i += 2) {
-        const two = i + 1 < d, r0 = i * d, r1 = r0 + d;
+        const two = EVEN || i + 1 < d, r0 = i * d, r1 = r0 + d;
         // P_0's rows (stored in place of M_{t+1}'s) and (P_0 k_0)_i
         let o = t * nh * d, s0 = 0, s1 = 0;
         for (let jj = 0; jj < d; jj++) {
@@ -574,7 +574,7 @@ function gdpLoops() {
       sth.fill(0);
       let fro = 0;
       for (let ii = 0; ii < d; ii += 2) {
-        const two = ii + 1 < d;
+        const two = EVEN || ii + 1 < d;
         const i0 = REV ? d - 1 - ii : ii, i1 = REV ? i0 - 1 : i0 + 1, r0 = i0 * d, r1 = i1 * d;
         if (nh > 1) {
           rebuild(P0, M, E, K, TH, d, mt, i0, t, nh, decay);
@@ -737,13 +737,13 @@ export const CHECKPOINT_EVERY_AUX = 32;
  */
 export function auxFastPair(decl: RuleDecl, form: FastForm, edit: (source: string) => string = (s) => s): InnerPair<string> {
   const copies = new Map<string, Loops>();
-  const loopsFor = (dtype: "f64" | "f32"): Loops => {
-    const acc32 = accumulatesInF32(), rev = sumsReversed();
-    const key = `${form.name} ${dtype}${acc32 ? " acc-f32" : ""}${rev ? " reversed" : ""}`;
+  const loopsFor = (dtype: "f64" | "f32", d: number): Loops => {
+    const acc32 = accumulatesInF32(), rev = sumsReversed(), even = d % 2 === 0;
+    const key = `${form.name} ${dtype}${acc32 ? " acc-f32" : ""}${rev ? " reversed" : ""}${even ? " even d" : ""}`;
     let c = copies.get(key);
     if (c === undefined) {
-      const literal: Record<string, boolean> = { MODE_ACC32: acc32, MODE_REV: rev };
-      const body = edit(form.loops.toString()).replace(/\bMODE_(ACC32|REV)\b/g, (name) => String(literal[name]));
+      const literal: Record<string, boolean> = { MODE_ACC32: acc32, MODE_REV: rev, MODE_EVEN: even };
+      const body = edit(form.loops.toString()).replace(/\bMODE_(ACC32|REV|EVEN)\b/g, (name) => String(literal[name]));
       c = new Function(`"use strict"; // ${key} loops\nreturn (${body})();`)() as Loops;
       copies.set(key, c);
     }
@@ -761,7 +761,7 @@ export function auxFastPair(decl: RuleDecl, form: FastForm, edit: (source: strin
       if (roundsRandomly() || (form.steps !== undefined && productsInTF32())) return decl.inner.forward(inp, state, cfg);
       const { d, seq_len: s } = cfg;
       const dt = inp.k.dtype, dd = d * d, C = CHECKPOINT_EVERY_AUX, nh = form.steps?.(cfg) ?? 1;
-      const loops = loopsFor(dt), X = data(inp);
+      const loops = loopsFor(dt, d), X = data(inp);
       const segments = Math.max(1, Math.ceil(s / C));
       const checkpoints = alloc(dt, segments * dd);
       const work = alloc(dt, (Math.min(C, s) + 1) * dd);
@@ -785,7 +785,7 @@ export function auxFastPair(decl: RuleDecl, form: FastForm, edit: (source: strin
       const dt = inp.k.dtype, dd = d * d, C = CHECKPOINT_EVERY_AUX, nh = form.steps?.(cfg) ?? 1;
       const shapeOf = (w: GradWidth): number[] => (w === "token" ? [s] : w === "row" ? [s, d] : w === "step" ? [s, nh] : [s, nh * d]);
       const sizeOf = (w: GradWidth) => shapeOf(w).reduce((a, b) => a * b, 1);
-      const loops = loopsFor(dt), X = data(inp);
+      const loops = loopsFor(dt, d), X = data(inp);
       const D = loops.accBuffer(dd);
       const g0 = dFinal?.M;
       if (g0 !== undefined) {

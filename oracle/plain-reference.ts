@@ -8,7 +8,7 @@
  * ref64 is run on the SAME rounded inputs (cast to f64), so rounding the inputs is never counted
  * as the kernel's error.
  */
-import { roundTo, withAccumulate, type Precision, type SumRounding } from "../src/precision.ts";
+import { roundTo, withAccumulate, type Precision, type StorageDType, type SumRounding } from "../src/precision.ts";
 import { INNER_INPUT_NAMES, type InnerInputs, type RuleConfig, type RuleDecl } from "../src/rules/types.ts";
 import { Tensor, type DType } from "../src/tensor.ts";
 import type { PairCase, SeqTensors } from "./kernel-case.ts";
@@ -18,13 +18,26 @@ import { hasFastPair } from "./matrix-fast.ts";
 /** One run of a pair as f64 values: y, the final state (active pairs), every gradient the pair returns. */
 export type PairRun = SeqTensors<Float64Array> & { y: Float64Array };
 
-function mapTensor(t: Tensor, dtype: DType, round: (x: number) => number): Tensor {
+/**
+ * A rounding of values: to a storage dtype, or none (`null`). Rounding to f32 is the conversion a
+ * Float32Array store makes, and the identity on values read from one, so those copies are one
+ * typed-array set (the same values as the element loop, without a call per element).
+ */
+type Rounding = StorageDType | null;
+
+/** `a` rounded by `r` into `out` (as long as `a`). */
+function roundInto(out: Float64Array | Float32Array, a: ArrayLike<number>, r: Rounding): void {
+  if (r === null || (r === "f32" && (out instanceof Float32Array || a instanceof Float32Array))) out.set(a);
+  else for (let i = 0; i < out.length; i++) out[i] = roundTo(r, a[i]!);
+}
+
+function mapTensor(t: Tensor, dtype: DType, r: Rounding): Tensor {
   const out = new Tensor(dtype, [...t.shape]);
-  for (let i = 0; i < t.data.length; i++) out.data[i] = round(t.data[i]!);
+  roundInto(out.data, t.data, r);
   return out;
 }
 
-function mapCase(c: PairCase, dtype: DType, storage: (x: number) => number, state: (x: number) => number): PairCase {
+function mapCase(c: PairCase, dtype: DType, storage: Rounding, state: Rounding): PairCase {
   const inputs: Record<string, Tensor> = {};
   for (const n of INNER_INPUT_NAMES) {
     const t = c.inputs[n];
@@ -42,28 +55,26 @@ function mapCase(c: PairCase, dtype: DType, storage: (x: number) => number, stat
 
 /** The case with every ABI tensor rounded to the precision's storage dtype and the state to its state dtype (as f64). */
 export function roundCase(c: PairCase, p: Precision): PairCase {
-  return mapCase(c, "f64", (x) => roundTo(p.storage, x), (x) => roundTo(p.state, x));
+  return mapCase(c, "f64", p.storage, p.state);
 }
 
-function toF64(a: ArrayLike<number> | undefined, round: (x: number) => number): Float64Array {
+function toF64(a: ArrayLike<number> | undefined, r: Rounding): Float64Array {
   const out = new Float64Array(a?.length ?? 0);
-  if (a !== undefined) for (let i = 0; i < out.length; i++) out[i] = round(a[i]!);
+  if (a !== undefined) roundInto(out, a, r);
   return out;
 }
 
-/** The reference run (oracle/kernel-reference.ts, the judge's pair) with its outputs as f64 values, rounded by `storage` and `state`. */
-function run(decl: RuleDecl, frozen: boolean, c: PairCase, cfg: RuleConfig, storage: (x: number) => number, state: (x: number) => number): PairRun {
+/** The reference run (oracle/kernel-reference.ts, the judge's pair) with its outputs as f64 values, rounded to `storage` and `state`. */
+function run(decl: RuleDecl, frozen: boolean, c: PairCase, cfg: RuleConfig, storage: Rounding, state: Rounding): PairRun {
   const r = referenceRun(decl, frozen, c, cfg, "both");
-  const each = (rec: Record<string, ArrayLike<number>>, round: (x: number) => number) =>
+  const each = (rec: Record<string, ArrayLike<number>>, round: Rounding) =>
     Object.fromEntries(Object.entries(rec).map(([n, a]) => [n, toF64(a, round)]));
   return { y: toF64(r.y, storage), state: each(r.state, state), grads: each(r.grads, storage), dState0: each(r.dState0, state) };
 }
 
-const exact = (x: number) => x;
-
 /** ref64: the reference in f64 on the case as given. */
 export function runRef64(decl: RuleDecl, frozen: boolean, c: PairCase, cfg: RuleConfig): PairRun {
-  return run(decl, frozen, mapCase(c, "f64", exact, exact), cfg, exact, exact);
+  return run(decl, frozen, mapCase(c, "f64", null, null), cfg, null, null);
 }
 
 /**
@@ -72,9 +83,8 @@ export function runRef64(decl: RuleDecl, frozen: boolean, c: PairCase, cfg: Rule
  * storage dtype and the final state to the state dtype.
  */
 export function runPlain(decl: RuleDecl, frozen: boolean, c: PairCase, cfg: RuleConfig, p: Precision, order: SumRounding = "natural"): PairRun {
-  const storage = (x: number) => roundTo(p.storage, x), state = (x: number) => roundTo(p.state, x);
-  const inF32 = mapCase(c, "f32", storage, state);
-  return withAccumulate(p.accumulate, () => run(decl, frozen, inF32, cfg, storage, state), order);
+  const inF32 = mapCase(c, "f32", p.storage, p.state);
+  return withAccumulate(p.accumulate, () => run(decl, frozen, inF32, cfg, p.storage, p.state), order);
 }
 
 
