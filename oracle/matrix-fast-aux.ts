@@ -521,8 +521,12 @@ function gdpLoops() {
     }
   }
 
-  /** The states M_{t0+1..t1} again from M_{t0} and the saved errors: the forward's writes. */
-  function replay(X: Data[], E: Data, M: Data, d: number, t0: number, t1: number, nh: number): void {
+  /**
+   * The states M_{t0+1..t1} again from M_{t0} and the saved errors: the forward's writes. The states
+   * between the steps, P_1 … P_{n_h−1} of token t, are copied into PS at ((t − t0)·(n_h − 1) + h − 1)·d²
+   * for the backward (the same values: the same operations on the same dtype).
+   */
+  function replay(X: Data[], E: Data, M: Data, d: number, t0: number, t1: number, nh: number, PS: Data): void {
     const K = X[0]!, AL = X[3]!, TH = X[4]!;
     const dd = d * d;
     for (let t = t0; t < t1; t++) {
@@ -534,19 +538,8 @@ function gdpLoops() {
           const u = -TH[row]! * E[o + i]!, r = mn + i * d;
           if (u !== 0) for (let j = 0; j < d; j++) M[r + j]! += u * K[o + j]!;
         }
+        if (h < nh - 1) PS.set(M.subarray(mn, mn + dd), ((t - t0) * (nh - 1) + h) * dd);
       }
-    }
-  }
-
-  /** Row i's P_1 … P_{n_h−1} into P (P_h at h·d; P_0 at 0), as the forward wrote them. */
-  function rebuild(P: Data, M: Data, E: Data, K: Data, TH: Data, d: number, mt: number, i: number, t: number, nh: number, decay: number): void {
-    const r = i * d;
-    for (let j = 0; j < d; j++) P[j] = decay * M[mt + r + j]!;
-    for (let h = 1; h < nh; h++) {
-      const row = t * nh + h - 1, o = row * d, p = h * d;
-      for (let j = 0; j < d; j++) P[p + j] = P[p - d + j]!;
-      const u = -TH[row]! * E[o + i]!;
-      if (u !== 0) for (let j = 0; j < d; j++) P[p + j]! += u * K[o + j]!;
     }
   }
 
@@ -558,14 +551,12 @@ function gdpLoops() {
    * per step h, last first: its P_hᵀ de and D += de k_hᵀ with the reads of step h − 1; after step 0,
    * dα = −⟨D, M_t⟩ (the first row's terms, then the second's) and D ← (1 − α) D.
    */
-  function backward(X: Data[], E: Data, M: Data, DY: Data, D: Data, d: number, t0: number, t1: number, G: Data[], nh: number): void {
+  function backward(X: Data[], E: Data, M: Data, DY: Data, D: Data, d: number, t0: number, t1: number, G: Data[], nh: number, PS: Data): void {
     const K = X[0]!, Q = X[2]!, AL = X[3]!, TH = X[4]!;
     const dk = G[0]!, dv = G[1]!, dq = G[2]!, dalpha = G[3]!, dtheta = G[4]!;
     const dd = d * d;
-    // de and the column sums in the buffers the reference uses (f32 under f32 sums); P_h's rows in the storage dtype
+    // de and the column sums in the buffers the reference uses (f32 under f32 sums)
     const de = accBuffer(nh * d), accQ = accBuffer(d), accT = accBuffer(nh * d), accK = accBuffer(nh * d), sth = accBuffer(nh);
-    const P0 = M instanceof Float32Array ? new Float32Array(nh * d) : new Float64Array(nh * d);
-    const P1 = M instanceof Float32Array ? new Float32Array(nh * d) : new Float64Array(nh * d);
     for (let t = t1 - 1; t >= t0; t--) {
       const mt = (t - t0) * dd, mn = mt + dd, oq = t * d, decay = 1 - AL[t]!;
       accQ.fill(0);
@@ -576,10 +567,6 @@ function gdpLoops() {
       for (let ii = 0; ii < d; ii += 2) {
         const two = EVEN || ii + 1 < d;
         const i0 = REV ? d - 1 - ii : ii, i1 = REV ? i0 - 1 : i0 + 1, r0 = i0 * d, r1 = i1 * d;
-        if (nh > 1) {
-          rebuild(P0, M, E, K, TH, d, mt, i0, t, nh, decay);
-          if (two) rebuild(P1, M, E, K, TH, d, mt, i1, t, nh, decay);
-        }
         // D += dy qᵀ and dq = M_{t+1}ᵀ dy (a zero dy_i adds nothing), with the last step's reads
         const dy0 = DY[oq + i0]!, dy1 = two ? DY[oq + i1]! : 0;
         let o = (t * nh + nh - 1) * d, p = (nh - 1) * d, e0 = E[o + i0]!, e1 = two ? E[o + i1]! : 0, sk0 = 0, sk1 = 0;
@@ -619,16 +606,18 @@ function gdpLoops() {
           if (h > 0) {
             // P_hᵀ de ; D += de k_hᵀ ; then step h − 1's reads
             const o2 = o - d, p2 = p - d, f0 = E[o2 + i0]!, f1 = two ? E[o2 + i1]! : 0;
+            // rows i0 and i1 of P_h, as the replay kept them
+            const b0 = ((t - t0) * (nh - 1) + h - 1) * dd + r0, b1 = b0 - r0 + r1;
             sk0 = 0;
             sk1 = 0;
             for (let jj = 0; jj < d; jj++) {
               const j = REV ? d - 1 - jj : jj, kj = K[o + j]!, kj2 = K[o2 + j]!;
               if (de0 !== 0) {
-                accK[p + j] = ACC32 ? fr(accK[p + j]! + P0[p + j]! * de0) : accK[p + j]! + P0[p + j]! * de0;
+                accK[p + j] = ACC32 ? fr(accK[p + j]! + PS[b0 + j]! * de0) : accK[p + j]! + PS[b0 + j]! * de0;
                 D[r0 + j]! += de0 * kj;
               }
               if (two && de1 !== 0) {
-                accK[p + j] = ACC32 ? fr(accK[p + j]! + P1[p + j]! * de1) : accK[p + j]! + P1[p + j]! * de1;
+                accK[p + j] = ACC32 ? fr(accK[p + j]! + PS[b1 + j]! * de1) : accK[p + j]! + PS[b1 + j]! * de1;
                 D[r1 + j]! += de1 * kj;
               }
               const D0 = D[r0 + j]!;
@@ -795,12 +784,14 @@ export function auxFastPair(decl: RuleDecl, form: FastForm, edit: (source: strin
       const cp = saved.checkpoints!.data, sv = saved[form.saved]!.data;
       const segments = cp.length / dd;
       const work = alloc(dt, (Math.min(C, s) + 1) * dd);
+      // a segment's states between the steps (n_h ≥ 2), kept by the replay for the backward
+      const between = alloc(dt, Math.min(C, s) * (nh - 1) * dd);
       const G = form.grads.map(([, per]) => alloc(dt, sizeOf(per)));
       for (let g = segments - 1; g >= 0; g--) {
         const t0 = g * C, t1 = Math.min(s, t0 + C);
         work.set(cp.subarray(g * dd, (g + 1) * dd));
-        loops.replay(X, sv, work, d, t0, t1, nh);
-        loops.backward(X, sv, work, dy.data, D, d, t0, t1, G, nh);
+        loops.replay(X, sv, work, d, t0, t1, nh, between);
+        loops.backward(X, sv, work, dy.data, D, d, t0, t1, G, nh, between);
       }
       const dM0 = alloc(dt, dd);
       for (let i = 0; i < dd; i++) dM0[i] = D[i]!;
