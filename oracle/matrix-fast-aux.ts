@@ -458,7 +458,7 @@ function dplrLoops() {
  * e_{t,h} = P_h k_{t,h} − v_{t,h}, P_{h+1} = P_h − θ_{t,h} e_{t,h} k_{t,h}ᵀ; M_{t+1} = P_{n_h};
  * y_t = M_{t+1} q_t. X = [k, v, q, α, θ], step h of token t at row t·n_h + h of k, v, θ; S = e
  * ([s, n_h·d]). Every step of a row needs only that row, so a token is one pass over the rows; the
- * backward rebuilds row i of P_1 … P_{n_h−1} from M_t and the saved errors as the forward wrote it.
+ * replay keeps P_1 … P_{n_h−1} of a segment's tokens as the forward wrote them, for the backward.
  */
 function gdpLoops() {
   const ACC32 = MODE_ACC32, REV = MODE_REV, EVEN = MODE_EVEN;
