@@ -123,13 +123,15 @@ for (const [decl] of RULES) {
  * One wrong term per rule, planted in the loops' source: each must make the comparison fail.
  * KDA: dk's second term without the channel decay w; Comba: dp read from M_{t+1} instead of M_t;
  * DPLR: the decay's column sum dα with the wrong sign; Gated DeltaProduct: dk's term through the
- * states between the steps (P_hᵀ de, h ≥ 1) scaled by the decay as if read through P_0 (n_h ≥ 2 only).
+ * states between the steps (P_hᵀ de, h ≥ 1) scaled by the decay as if read through P_0 (n_h ≥ 2 only),
+ * and, apart, the backward reading the replay's kept P_h one row too far on (n_h ≥ 2 only).
  */
 const PLANTS: [RuleDecl, FastForm, string, string][] = [
   [kda, KDA_FORM, "dk[o + j]! += W[j]! * accK[j]!", "dk[o + j]! += accK[j]!"],
   [comba, COMBA_FORM, "accP[j]! + M[mt + r + j]! * dei", "accP[j]! + M[mn + r + j]! * dei"],
   [dplr, DPLR_FORM, "dalpha[o + j] = -col[j]!", "dalpha[o + j] = col[j]!"],
   [gated_delta_product, GDP_FORM, "dk[o + j]! += accK[p + j]!", "dk[o + j]! += decay * accK[p + j]!"],
+  [gated_delta_product, GDP_FORM, "b0 = ((t - t0) * (nh - 1) + h - 1) * dd + r0,", "b0 = ((t - t0) * (nh - 1) + h - 1) * dd + r0 + d,"],
 ];
 for (const [decl, form, from, to] of PLANTS) {
   test(`${decl.key}: a fast pair with one term wrong fails the comparison (${to})`, () => {
