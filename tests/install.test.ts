@@ -49,9 +49,11 @@ scaled.nlc = naive_delta.nlc
 /** The environment of a kernel repository's CI: none of this suite's NLC_* settings, no Bun on PATH. */
 const ENV = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("NLC_") && !k.startsWith("npm_"))) as Record<string, string>;
 
-function sh(cmd: string[], cwd: string, env: Record<string, string> = {}) {
-  const r = Bun.spawnSync({ cmd, cwd, env: { ...ENV, PATH, ...env }, stdout: "pipe", stderr: "pipe" });
-  return { code: r.exitCode, out: r.stdout.toString() + r.stderr.toString() };
+/** cmd in cwd, ended after `timeout` ms (a registry that stops answering must not hang the suite: the test's own limit cannot end a synchronous spawn). */
+function sh(cmd: string[], cwd: string, env: Record<string, string> = {}, timeout = 300_000) {
+  const r = Bun.spawnSync({ cmd, cwd, env: { ...ENV, PATH, ...env }, stdout: "pipe", stderr: "pipe", timeout });
+  const out = r.stdout.toString() + r.stderr.toString();
+  return { code: r.exitCode, out: r.exitedDueToTimeout ? `${cmd.join(" ")}: no answer in ${timeout / 1000} s\n${out}` : out, timedOut: r.exitedDueToTimeout === true };
 }
 
 test.skipIf(!torch.available || !hasNpm)("npm pack, install in a kernel repository, npx nlc there", () => {
@@ -70,7 +72,9 @@ test.skipIf(!torch.available || !hasNpm)("npm pack, install in a kernel reposito
     const head = sh(["git", "rev-parse", "HEAD"], repo).out.trim();
 
     const t0 = performance.now();
-    const install = sh(["npm", "install", "--save-dev", "--no-audit", "--no-fund", "--prefer-offline", tarball], repo);
+    const npmInstall = () => sh(["npm", "install", "--save-dev", "--no-audit", "--no-fund", "--prefer-offline", "--fetch-timeout=60000", tarball], repo, {}, 150_000);
+    let install = npmInstall();
+    if (install.timedOut) install = npmInstall(); // one more try after a registry that stopped answering
     expect(install.code === 0 ? 0 : install.out).toBe(0);
     expect(sh(["sh", "-c", "command -v bun || echo none"], repo).out.trim()).toBe("none");
 
@@ -122,4 +126,4 @@ test.skipIf(!torch.available || !hasNpm)("npm pack, install in a kernel reposito
   } finally {
     rmSync(work, { recursive: true, force: true });
   }
-}, 300_000);
+}, 600_000);
