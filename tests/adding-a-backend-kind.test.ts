@@ -8,10 +8,10 @@
  * fails Delta's backward and passes its forward.
  */
 import { describe, expect, test } from "bun:test";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { ROOT } from "../paths.ts";
+import { treeFiles, copyTree, runIn, editIn } from "./tree-copy.ts";
 import { RULES } from "../src/rules/index.ts";
 
 const README = readFileSync(join(ROOT, "README.md"), "utf8");
@@ -21,36 +21,6 @@ const STEPS = README.slice(START, README.indexOf("\n## ", START + 1));
 const BLOCKS = [...STEPS.matchAll(/^( *)```ts\n([\s\S]*?)^\1```$/gm)].map((m) => m[2]!.split("\n").map((l) => l.slice(m[1]!.length)).join("\n"));
 const BACKEND_FILE = "conformance/c5/fast-pair-backend.ts";
 const KINDS_FILE = "conformance/backend-kinds.ts";
-
-/** Every file of the working tree (tracked and untracked, not ignored), relative to the root. */
-function treeFiles(): string[] {
-  const ls = Bun.spawnSync({ cmd: ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd: ROOT, stdout: "pipe" });
-  return ls.stdout.toString().split("\0").filter((f) => f !== "" && existsSync(join(ROOT, f)));
-}
-
-/** A temporary copy of the working tree, node_modules and the built libraries linked. */
-function copyTree(): string {
-  const dir = mkdtempSync(join(tmpdir(), "nlc-add-kind-"));
-  for (const f of treeFiles()) {
-    mkdirSync(dirname(join(dir, f)), { recursive: true });
-    copyFileSync(join(ROOT, f), join(dir, f));
-  }
-  symlinkSync(join(ROOT, "node_modules"), join(dir, "node_modules"));
-  return dir;
-}
-
-function run(dir: string, args: string[]): { code: number; out: string } {
-  const p = Bun.spawnSync({ cmd: [process.execPath, ...args], cwd: dir, stdout: "pipe", stderr: "pipe", env: { ...process.env, NLC_SERIAL: "1" } });
-  return { code: p.exitCode ?? -1, out: p.stdout.toString() + p.stderr.toString() };
-}
-
-function edit(dir: string, file: string, f: (s: string) => string): void {
-  const path = join(dir, file);
-  const before = readFileSync(path, "utf8");
-  const after = f(before);
-  if (after === before) throw new Error(`the edit of ${file} changed nothing: the walk no longer matches the file`);
-  writeFileSync(path, after);
-}
 
 /** Files of the copy that differ from the working tree, or are new. */
 function changedFiles(dir: string, written: readonly string[]): string[] {
@@ -73,34 +43,34 @@ describe("README \"Adding a backend kind\": what it cites", () => {
 
 describe("README \"Adding a backend kind\": walked with the reference's pair as an in-process kernel", () => {
   test("each step is needed, the steps are enough, and a planted twin fails", () => {
-    const dir = copyTree();
+    const dir = copyTree("nlc-add-kind-");
     try {
       // 1. the backend's module alone is not a kind yet: --backend inproc:fast is a usage error
       writeFileSync(join(dir, BACKEND_FILE), BLOCKS[0]!);
-      const before = run(dir, ["conformance/cli.ts", "--list", "--backend", "inproc:fast"]);
+      const before = runIn(dir, ["conformance/cli.ts", "--list", "--backend", "inproc:fast"]);
       expect(before.code).toBe(2);
       expect(before.out).toContain("--backend 'inproc:fast': unknown backend");
 
       // 2. its entry in the table
       const [importLine, kindsLine] = BLOCKS[1]!.trim().split("\n");
-      edit(dir, KINDS_FILE, (s) => s
+      editIn(dir, KINDS_FILE, (s) => s
         .replace(/^(import .* from "\.\/c5\/in-process\.ts";)$/m, `${importLine}\n$1`)
         .replace(/^export const KINDS: readonly BackendKindEntry\[\] = \[NATIVE, PYTHON\];$/m, kindsLine!));
       expect(changedFiles(dir, [BACKEND_FILE])).toEqual([KINDS_FILE, BACKEND_FILE].sort());
-      const typed = run(dir, ["node_modules/typescript/bin/tsc", "--noEmit"]);
+      const typed = runIn(dir, ["node_modules/typescript/bin/tsc", "--noEmit"]);
       expect({ code: typed.code, out: typed.out.slice(-2000) }).toEqual({ code: 0, out: "" });
 
-      const list = run(dir, ["conformance/cli.ts", "--list", "--backend", "inproc:fast", "--filter", "C5/inproc-fast/"]);
+      const list = runIn(dir, ["conformance/cli.ts", "--list", "--backend", "inproc:fast", "--filter", "C5/inproc-fast/"]);
       expect(list.code).toBe(0);
       const ids = list.out.split("\n").filter((l) => l.startsWith("C5/inproc-fast/")).sort();
       expect(ids).toEqual(VARIANTS.flatMap((v) => [`C5/inproc-fast/${v}/backward`, `C5/inproc-fast/${v}/forward`]).sort());
-      const unknown = run(dir, ["conformance/cli.ts", "--list", "--backend", "inproc:slow"]);
+      const unknown = runIn(dir, ["conformance/cli.ts", "--list", "--backend", "inproc:slow"]);
       expect(unknown.code).toBe(2);
       expect(unknown.out).toContain("--backend 'inproc:slow': no in-process backend 'slow' (expected inproc:<fast>)");
 
       // 3. every check generated for it passes
       const report = join(dir, "inproc-fast.json");
-      const all = run(dir, ["conformance/cli.ts", "--backend", "inproc:fast", "--filter", "C5/inproc-fast/", "--seed", "1", "--report", report]);
+      const all = runIn(dir, ["conformance/cli.ts", "--backend", "inproc:fast", "--filter", "C5/inproc-fast/", "--seed", "1", "--report", report]);
       expect({ code: all.code, tail: all.code === 0 ? "" : all.out.slice(-3000) }).toEqual({ code: 0, tail: "" });
       const checks = JSON.parse(readFileSync(report, "utf8")).checks as { id: string; status: string }[];
       expect(checks.map((c) => c.id).sort()).toEqual(ids);
@@ -120,11 +90,11 @@ describe("README \"Adding a backend kind\": walked with the reference's pair as 
         "}",
         "",
       ].join("\n"));
-      edit(dir, KINDS_FILE, (s) => s
+      editIn(dir, KINDS_FILE, (s) => s
         .replace('import { fastPairBackend } from "./c5/fast-pair-backend.ts";', 'import { fastPairBackend } from "./c5/fast-pair-backend.ts";\nimport { scaledTwin } from "./c5/fast-pair-twin.ts";')
         .replace("{ fast: fastPairBackend }", "{ fast: fastPairBackend, twin: scaledTwin }"));
       const twinReport = join(dir, "inproc-twin.json");
-      const twin = run(dir, ["conformance/cli.ts", "--backend", "inproc:twin", "--filter", "C5/inproc-twin/delta/", "--seed", "1", "--report", twinReport]);
+      const twin = runIn(dir, ["conformance/cli.ts", "--backend", "inproc:twin", "--filter", "C5/inproc-twin/delta/", "--seed", "1", "--report", twinReport]);
       expect(twin.code).toBe(1);
       const byId = Object.fromEntries((JSON.parse(readFileSync(twinReport, "utf8")).checks as { id: string; status: string; message?: string }[]).map((c) => [c.id, c]));
       expect(byId["C5/inproc-twin/delta/forward"]?.status).toBe("pass");

@@ -7,40 +7,14 @@
  * calls fails it (exit 1). No other file changes.
  */
 import { describe, expect, test } from "bun:test";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { ROOT } from "../paths.ts";
+import { copyTree, runIn, editIn } from "./tree-copy.ts";
 
 const README = readFileSync(join(ROOT, "README.md"), "utf8");
 const START = README.indexOf("## Adding a check class\n");
 const STEPS = README.slice(START, README.indexOf("\n## ", START + 1));
-
-/** A temporary copy of the working tree (tracked and untracked, not ignored files), node_modules linked. */
-function copyTree(): string {
-  const dir = mkdtempSync(join(tmpdir(), "nlc-add-class-"));
-  const ls = Bun.spawnSync({ cmd: ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd: ROOT, stdout: "pipe" });
-  for (const f of ls.stdout.toString().split("\0").filter((f) => f !== "")) {
-    if (!existsSync(join(ROOT, f))) continue;
-    mkdirSync(dirname(join(dir, f)), { recursive: true });
-    copyFileSync(join(ROOT, f), join(dir, f));
-  }
-  symlinkSync(join(ROOT, "node_modules"), join(dir, "node_modules"));
-  return dir;
-}
-
-function run(dir: string, args: string[]): { code: number; out: string } {
-  const p = Bun.spawnSync({ cmd: [process.execPath, ...args], cwd: dir, stdout: "pipe", stderr: "pipe", env: { ...process.env, NLC_SERIAL: "1" } });
-  return { code: p.exitCode ?? -1, out: p.stdout.toString() + p.stderr.toString() };
-}
-
-function edit(dir: string, file: string, f: (s: string) => string): void {
-  const path = join(dir, file);
-  const before = readFileSync(path, "utf8");
-  const after = f(before);
-  if (after === before) throw new Error(`the edit of ${file} changed nothing: the walk no longer matches the file`);
-  writeFileSync(path, after);
-}
 
 /** The anchor the class cites, spelled so that tests/spec-anchors.test.ts does not read it as this file's citation. */
 const CITE = ["docs/spec/conformance.md", "c10"].join("#");
@@ -81,43 +55,43 @@ describe("README \"Adding a check class\"", () => {
   });
 
   test("walked with C10: each step is needed, the steps are enough, and its failure fails the run", () => {
-    const dir = copyTree();
+    const dir = copyTree("nlc-add-class-");
     try {
       // 1. its checks
       mkdirSync(join(dir, "conformance/c10"));
       writeFileSync(join(dir, "conformance/c10/checks.ts"), CHECKS);
-      expect(run(dir, ["conformance/cli.ts", "--list", "--filter", "C10"]).code).toBe(2); // not registered: no such check
+      expect(runIn(dir, ["conformance/cli.ts", "--list", "--filter", "C10"]).code).toBe(2); // not registered: no such check
       // 2. register it
-      edit(dir, "conformance/catalogue.ts", (s) => s
+      editIn(dir, "conformance/catalogue.ts", (s) => s
         .replace('import { c9Checks } from "./c9/checks.ts";', 'import { c9Checks } from "./c9/checks.ts";\nimport { c10Checks } from "./c10/checks.ts";')
         .replace("...c9Checks(),", "...c9Checks(), ...c10Checks(),"));
-      const list = run(dir, ["conformance/cli.ts", "--list", "--filter", "C10"]);
+      const list = runIn(dir, ["conformance/cli.ts", "--list", "--filter", "C10"]);
       expect(list.code).toBe(0);
       const ids = list.out.split("\n").filter((l) => l.startsWith("C10/"));
       expect(ids.length).toBeGreaterThan(5);
       // 3. its section: the spec-anchor test fails until the anchor its checks cite exists
       const anchors = ["test", "tests/spec-anchors.test.ts", "-t", "every check cites at least one anchor"]; // (the copy is no git repository: the test of the tracked files has none to read)
-      expect(run(dir, anchors).code).not.toBe(0);
-      edit(dir, "docs/spec/conformance.md", (s) => s
+      expect(runIn(dir, anchors).code).not.toBe(0);
+      editIn(dir, "docs/spec/conformance.md", (s) => s
         .replace(/^(\| \[C9\]\(#c9\) .*)$/m, "$1\n| [C10](#c10) | repeatable reads | a frozen read called twice on one input, bitwise | f64 |")
         .replace('<a id="c9"></a>\n', '<a id="c10"></a>\n## C10 — repeatable reads\n\nEach rule\'s frozen read, called twice on one input and state, gives the same output bitwise.\n\n<a id="c9"></a>\n'));
-      const anchorsAfter = run(dir, anchors);
+      const anchorsAfter = runIn(dir, anchors);
       expect({ code: anchorsAfter.code, out: anchorsAfter.code === 0 ? "" : anchorsAfter.out.slice(-2000) }).toEqual({ code: 0, out: "" });
 
       // the class runs: its checks pass, in a report the schema accepts (a report is validated as it is written)
       const report = join(dir, "c10.json");
-      const ok = run(dir, ["conformance/cli.ts", "--filter", "C10", "--report", report]);
+      const ok = runIn(dir, ["conformance/cli.ts", "--filter", "C10", "--report", report]);
       expect({ code: ok.code, out: ok.code === 0 ? "" : ok.out.slice(-2000) }).toEqual({ code: 0, out: "" });
       const r = JSON.parse(readFileSync(report, "utf8")) as { checks: { id: string; class: string; status: string }[] };
       expect(r.checks.length).toBe(ids.length);
       expect(r.checks.every((c) => c.class === "C10" && c.status === "pass")).toBe(true);
 
       // planted: the second call differs in one element; every check of the class fails, the run exits 1
-      edit(dir, "conformance/c10/checks.ts", (s) => s.replace(
+      editIn(dir, "conformance/c10/checks.ts", (s) => s.replace(
         "const b = frozenForward(v.decl, c.X, c.params, c.state, c.cfg).data;",
         "const b = frozenForward(v.decl, c.X, c.params, c.state, c.cfg).data.slice();\n      b[0] = b[0]! + 1;"));
       const planted = join(dir, "c10-planted.json");
-      const bad = run(dir, ["conformance/cli.ts", "--filter", "C10", "--report", planted]);
+      const bad = runIn(dir, ["conformance/cli.ts", "--filter", "C10", "--report", planted]);
       expect(bad.code).toBe(1);
       const rb = JSON.parse(readFileSync(planted, "utf8")) as { checks: { status: string; message?: string }[] };
       for (const c of rb.checks) expect({ status: c.status, names: (c.message ?? "").includes("y[0]: ") }).toEqual({ status: "fail", names: true });

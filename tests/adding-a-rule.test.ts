@@ -8,11 +8,11 @@
  * skipped without python3 + torch.
  */
 import { describe, expect, test } from "bun:test";
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync, existsSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { dirname, join, relative } from "node:path";
+import { readFileSync, rmSync, writeFileSync, existsSync } from "node:fs";
+import { join, relative } from "node:path";
 import { generatedFiles } from "../ffi/generate.ts";
 import { ROOT } from "../paths.ts";
+import { copyTree, runIn, editIn } from "./tree-copy.ts";
 import { RULES, isMemoryRule } from "../src/rules/index.ts";
 import { probeTorchSync } from "../oracle/torch-bridge.ts";
 
@@ -70,77 +70,51 @@ describe("README \"Adding a rule\": what it cites", () => {
   });
 });
 
-/** A temporary copy of the working tree (tracked and untracked, not ignored files), node_modules linked. */
-function copyTree(): string {
-  const dir = mkdtempSync(join(tmpdir(), "nlc-add-rule-"));
-  const ls = Bun.spawnSync({ cmd: ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd: ROOT, stdout: "pipe" });
-  for (const f of ls.stdout.toString().split("\0").filter((f) => f !== "")) {
-    if (!existsSync(join(ROOT, f))) continue; // deleted in the working tree
-    mkdirSync(dirname(join(dir, f)), { recursive: true });
-    copyFileSync(join(ROOT, f), join(dir, f));
-  }
-  symlinkSync(join(ROOT, "node_modules"), join(dir, "node_modules"));
-  return dir;
-}
-
-function run(dir: string, args: string[]): { code: number; out: string } {
-  const p = Bun.spawnSync({ cmd: [process.execPath, ...args], cwd: dir, stdout: "pipe", stderr: "pipe", env: { ...process.env, NLC_SERIAL: "1" } });
-  return { code: p.exitCode ?? -1, out: p.stdout.toString() + p.stderr.toString() };
-}
-
-function edit(dir: string, file: string, f: (s: string) => string): void {
-  const path = join(dir, file);
-  const before = readFileSync(path, "utf8");
-  const after = f(before);
-  if (after === before) throw new Error(`the edit of ${file} changed nothing: the walk no longer matches the file`);
-  writeFileSync(path, after);
-}
-
 describe("README \"Adding a rule\": walked with a throwaway rule", () => {
   test("each step is needed, and the steps are enough", () => {
-    const dir = copyTree();
+    const dir = copyTree("nlc-add-rule-");
     try {
       // 1. declare it
       writeFileSync(join(dir, "src/rules/echo.ts"),
         `import { hebbian } from "./hebbian.ts";\nimport type { RuleDecl } from "./types.ts";\n\nexport const echo: RuleDecl<"echo"> = { ...hebbian, key: "echo" };\n`);
       // 2. register it
-      edit(dir, "src/rules/index.ts", (s) => s
+      editIn(dir, "src/rules/index.ts", (s) => s
         .replace('import { delta } from "./delta.ts";', 'import { delta } from "./delta.ts";\nimport { echo } from "./echo.ts";')
         .replace(/const MEMORY_RULE_DECLS = \[([^\]]+)\]/, (_m, list: string) => `const MEMORY_RULE_DECLS = [${list}, echo]`));
-      const list = run(dir, ["conformance/cli.ts", "--list", "--filter", "echo"]);
+      const list = runIn(dir, ["conformance/cli.ts", "--list", "--filter", "echo"]);
       expect(list.code).toBe(0);
       const classes = new Set(list.out.split("\n").filter((l) => /^C\d\//.test(l)).map((l) => l.split("/")[0]));
       for (const c of ["C1", "C2", "C3", "C4", "C7", "C8", "C9"]) expect({ c, listed: classes.has(c) }).toEqual({ c, listed: true });
 
       // 4. generate: the declaration makes the generated files stale, the generator makes them current
-      const stale = run(dir, ["ffi/generate.ts", "--check"]);
+      const stale = runIn(dir, ["ffi/generate.ts", "--check"]);
       expect(stale.code).toBe(1);
       for (const f of ["ffi/nlk.h", "ffi/abi.gen.ts", "python/nlc_torch/rules_meta.json", "docs/spec/names.md"]) expect(stale.out).toContain(f);
-      expect(run(dir, ["ffi/generate.ts"]).code).toBe(0);
-      expect(run(dir, ["ffi/generate.ts", "--check"]).code).toBe(0);
+      expect(runIn(dir, ["ffi/generate.ts"]).code).toBe(0);
+      expect(runIn(dir, ["ffi/generate.ts", "--check"]).code).toBe(0);
       expect(readFileSync(join(dir, "ffi/nlk.h"), "utf8")).toContain("nlk_echo_forward(");
       expect(existsSync(join(dir, "cuda/gen/echo_pair.inc"))).toBe(true);
       expect(JSON.parse(readFileSync(join(dir, "python/nlc_torch/rules_meta.json"), "utf8")).rules.map((r: { key: string }) => r.key)).toContain("echo");
 
       // 3. names.md: the registry test fails until the rule's rows are there
       const registry = ["test", "tests/rule-registry.test.ts"];
-      expect(run(dir, registry).code).not.toBe(0);
-      edit(dir, "docs/spec/names.md", (s) => s
+      expect(runIn(dir, registry).code).not.toBe(0);
+      editIn(dir, "docs/spec/names.md", (s) => s
         .replace(/^( {4}delta .*swa)$/m, "$1  echo")
         .replace(/^(\| `hebbian` \| `W_K, W_V, W_Q` \| alpha \| \|)$/m, "$1\n| `echo` | `W_K, W_V, W_Q` | alpha | |")
         .replace(/^(\| `hebbian` \| `M` \| `\[d, d\]` \| zeros \| `M` \|)$/m, "$1\n| `echo` | `M` | `[d, d]` | zeros | `M` |"));
-      const after = run(dir, registry);
+      const after = runIn(dir, registry);
       expect({ code: after.code, out: after.code === 0 ? "" : after.out.slice(-2000) }).toEqual({ code: 0, out: "" });
 
       if (!torch.available) return;
       // 5. the PyTorch forward: without it C9 errors this rule alone, naming it; with it, C9 passes
       const cross = ["conformance/c9/cross-check.ts", "--rule", "echo,hebbian", "--cases", "1", "--no-model", "--no-fixtures"];
-      const missing = run(dir, cross);
+      const missing = runIn(dir, cross);
       expect(missing.code).toBe(1);
       expect(missing.out).toContain("no forward of rule 'echo'");
       expect(missing.out).not.toMatch(/hebbian\s+ERROR/);
-      edit(dir, "python/nlc_torch/rules.py", (s) => `${s}\nINNER["echo"] = _hebbian\nFROZEN["echo"] = _matrix_read\n`);
-      const present = run(dir, cross);
+      editIn(dir, "python/nlc_torch/rules.py", (s) => `${s}\nINNER["echo"] = _hebbian\nFROZEN["echo"] = _matrix_read\n`);
+      const present = runIn(dir, cross);
       expect({ code: present.code, out: present.code === 0 ? "" : present.out.slice(-2000) }).toEqual({ code: 0, out: "" });
     } finally {
       rmSync(dir, { recursive: true, force: true });
