@@ -6,25 +6,18 @@
  * ones pass it; the saturated case (T = C + 3) fails it forward, by name. The unplanted build passes.
  */
 import { expect, test } from "bun:test";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { CheckResult } from "../harness/check.ts";
 import { ROOT } from "../paths.ts";
+import { buildPlantedLibs } from "./planted-libs.ts";
 
 const PLANTS = ["none", "saturated"] as const;
 const libOf = (p: string) => join(ROOT, "build", "test-libs", `libedges_${p}.so`);
 
 test("a native kernel that computes 0 · inf at a partial last chunk under saturated gates fails the saturated case; the control passes", () => {
-  mkdirSync(join(ROOT, "build", "test-libs"), { recursive: true });
-  for (const p of PLANTS) {
-    const cc = Bun.spawnSync({
-      cmd: ["g++", "-std=c++17", "-O2", "-shared", "-fPIC", "-I", join(ROOT, "ffi"), ...(p === "none" ? [] : [`-DPLANT_${p.toUpperCase()}`]),
-        "-o", libOf(p), join(ROOT, "tests", "libs", "planted-delta.cpp")],
-      stdout: "pipe", stderr: "pipe",
-    });
-    if (cc.exitCode !== 0) throw new Error(`building ${libOf(p)} failed: ${cc.stderr.toString()}`);
-  }
+  buildPlantedLibs("planted-delta.cpp", PLANTS, "none", libOf);
   const dir = mkdtempSync(join(tmpdir(), "nlc-edges-"));
   try {
     const report = join(dir, "r.json");

@@ -8,10 +8,11 @@
  * as NaN (with a zero fill, both of these fail).
  */
 import { expect, test } from "bun:test";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ROOT } from "../paths.ts";
+import { buildPlantedLibs } from "./planted-libs.ts";
 import type { CheckResult } from "../harness/check.ts";
 import { openKernelLib, type RulePair } from "../ffi/lib.ts";
 import { POISON } from "../ffi/hazards.ts";
@@ -25,15 +26,7 @@ let built = false;
 function buildLibs(): void {
   if (built) return;
   built = true;
-  mkdirSync(join(ROOT, "build", "test-libs"), { recursive: true });
-  for (const p of PLANTS) {
-    const cc = Bun.spawnSync({
-      cmd: ["g++", "-std=c++17", "-O2", "-shared", "-fPIC", "-I", join(ROOT, "ffi"), ...(p === "none" ? [] : [`-DPLANT_${p.toUpperCase()}`]),
-        "-o", libOf(p), join(ROOT, "tests", "libs", "hazards-delta.cpp")],
-      stdout: "pipe", stderr: "pipe",
-    });
-    if (cc.exitCode !== 0) throw new Error(`building ${libOf(p)} failed: ${cc.stderr.toString()}`);
-  }
+  buildPlantedLibs("hazards-delta.cpp", PLANTS, "none", libOf);
 }
 
 let results: Map<string, CheckResult> | undefined;

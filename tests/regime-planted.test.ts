@@ -8,11 +8,12 @@
  * (T = C + 1) catches the two chunk bugs; the tile and stride bugs need the regime profile's shapes.
  */
 import { expect, test } from "bun:test";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { CheckResult } from "../harness/check.ts";
 import { ROOT } from "../paths.ts";
+import { buildPlantedLibs } from "./planted-libs.ts";
 
 const PLANTS = ["none", "handoff", "tile", "stride", "partial"] as const;
 type Plant = (typeof PLANTS)[number];
@@ -23,15 +24,7 @@ let built = false;
 function buildLibs(): void {
   if (built) return;
   built = true;
-  mkdirSync(join(ROOT, "build", "test-libs"), { recursive: true });
-  for (const p of PLANTS) {
-    const cc = Bun.spawnSync({
-      cmd: ["g++", "-std=c++17", "-O2", "-shared", "-fPIC", "-I", join(ROOT, "ffi"), ...(p === "none" ? [] : [`-DPLANT_${p.toUpperCase()}`]),
-        "-o", libOf(p), join(ROOT, "tests", "libs", "planted-delta.cpp")],
-      stdout: "pipe", stderr: "pipe",
-    });
-    if (cc.exitCode !== 0) throw new Error(`building ${libOf(p)} failed: ${cc.stderr.toString()}`);
-  }
+  buildPlantedLibs("planted-delta.cpp", PLANTS, "none", libOf);
 }
 
 /** The forward check of every planted build under one profile (one run, every library a backend). */

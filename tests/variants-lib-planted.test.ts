@@ -9,10 +9,11 @@
  * build). acrossVariants' order, limit and restored pin are held on a stub.
  */
 import { expect, test } from "bun:test";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ROOT } from "../paths.ts";
+import { buildPlantedLibs } from "./planted-libs.ts";
 import type { CaseOutcome, CheckResult } from "../harness/check.ts";
 import { ConfigTally } from "../harness/configurations.ts";
 import { acrossVariants } from "../conformance/c5/variants.ts";
@@ -27,15 +28,7 @@ let built = false;
 function buildLibs(): void {
   if (built) return;
   built = true;
-  mkdirSync(join(ROOT, "build", "test-libs"), { recursive: true });
-  for (const p of PLANTS) {
-    const cc = Bun.spawnSync({
-      cmd: ["g++", "-std=c++17", "-O2", "-shared", "-fPIC", "-I", join(ROOT, "ffi"), ...(p === "plain" ? [] : [`-DPLANT_${p.toUpperCase()}`]),
-        "-o", libOf(p), join(ROOT, "tests", "libs", "planted-delta.cpp")],
-      stdout: "pipe", stderr: "pipe",
-    });
-    if (cc.exitCode !== 0) throw new Error(`building ${libOf(p)} failed: ${cc.stderr.toString()}`);
-  }
+  buildPlantedLibs("planted-delta.cpp", PLANTS, "plain", libOf);
 }
 
 function run(plants: readonly Plant[], limit: "all" | "first"): Map<string, CheckResult> {
