@@ -1,12 +1,15 @@
 """A chunked Gated DeltaNet whose matrix products run as TF32 tensor cores run them
-(docs/spec/precision.md#tf32): every operand of every product (forward and backward) rounded to
-TF32 (10 explicit mantissa bits, round to nearest even), sums in f32; everything else f32. The
-chunked form is examples/py-kernels/fla_style_ops.py's, flash-linear-attention's WY form.
+(docs/spec/precision.md#tf32): every operand of every product (forward and backward) cut to TF32
+(10 explicit mantissa bits, the rest dropped, as tensor cores take f32 operands), sums in f32;
+everything else f32. The chunked form is examples/py-kernels/fla_style_ops.py's,
+flash-linear-attention's WY form.
 
 * `chunk_gated_tf32`: declares `"accumulate": "tf32"`: passes;
+* `chunk_gated_tf32_nearest`: the same with operands rounded to nearest (a kernel that converts
+  them first), declared tf32: passes;
 * `chunk_gated_tf32_as_f32`: the same kernel declaring f32 sums: fails (its products round 8192
   times coarser than f32's);
-* `chunk_gated_tf32_dg_scaled`, `chunk_gated_tf32_y_scaled`: planted 0.1 % scale errors on dg (our
+* `chunk_gated_tf32_dg_scaled`, `chunk_gated_tf32_y_scaled`: planted 1 % scale errors on dg (our
   dα) and on y, declared tf32: still fail.
 """
 import os
@@ -17,6 +20,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "py-kernels"))
 import fla_style_ops as ops  # noqa: E402
 from fla_deltanet import GATED_DELTANET  # noqa: E402
+from fla_deltanet_planted import _ScaledGrad  # noqa: E402  (identity forward, a scaled gradient)
 from nlc_torch import declared  # noqa: E402
 
 PLANT = 1.01
@@ -80,17 +84,6 @@ def _chunk_step_tf32(q, k, v, g, beta, S, C=ops.CHUNK, mm=mm):
     return o[:, :T], S
 
 
-class _ScaledGrad(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, factor):
-        ctx.factor = factor
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad * ctx.factor, None
-
-
 def chunk_gated_delta_rule_tf32(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
                                 cu_seqlens=None, use_qk_l2norm_in_kernel=False):
     return ops._run(_chunk_step_tf32, q, k, v, g, beta, scale, initial_state, output_final_state, cu_seqlens,
@@ -112,7 +105,7 @@ chunk_gated_tf32_as_f32 = declared(chunk_gated_delta_rule_tf32, **F32, chunk_siz
 
 def chunk_gated_tf32_dg_scaled(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
                                cu_seqlens=None, use_qk_l2norm_in_kernel=False):
-    g = _ScaledGrad.apply(g, PLANT)                                   # planted: dg x 1.001
+    g = _ScaledGrad.apply(g, PLANT)                                   # planted: dg x PLANT
     return chunk_gated_delta_rule_tf32(q, k, v, g, beta, scale, initial_state, output_final_state, cu_seqlens,
                                        use_qk_l2norm_in_kernel)
 
@@ -121,7 +114,7 @@ def chunk_gated_tf32_y_scaled(q, k, v, g, beta, scale=None, initial_state=None, 
                               cu_seqlens=None, use_qk_l2norm_in_kernel=False):
     o, S = chunk_gated_delta_rule_tf32(q, k, v, g, beta, scale, initial_state, output_final_state, cu_seqlens,
                                        use_qk_l2norm_in_kernel)
-    return o * PLANT, S                                               # planted: y x 1.001
+    return o * PLANT, S                                               # planted: y x PLANT
 
 
 chunk_gated_tf32_dg_scaled.nlc = {**F32, "chunk_size": ops.CHUNK, "accumulate": "tf32"}
