@@ -10,11 +10,11 @@ import { resolve } from "node:path";
 import { kernelBackendNames, NAMED_BACKENDS } from "../ffi/backends.ts";
 import type { CheckDef, Handover } from "../harness/check.ts";
 import type { BackendInfo } from "../harness/report.ts";
-import { kernelBackends, kernelChecks } from "./c5/checks.ts";
-import { adoptProbe, probeBackends, probedBackends } from "./c5/spawn.ts";
-import { inProcessKernelChecks, type InProcessFactory } from "./c5/in-process.ts";
-import { pyBackends, pyKernelChecks } from "./py/checks.ts";
-import { PY_PREFIX, parsePyBackend, parsePyBackendArg, pyIdCollision } from "./py/plan.ts";
+import { kernelBackends, kernelChecks } from "./kernel/native-checks.ts";
+import { adoptProbe, probeBackends, probedBackends } from "./kernel/spawn.ts";
+import { inProcessKernelChecks, type InProcessFactory } from "./kernel/in-process.ts";
+import { pyBackends, pyKernelChecks } from "./kernel/py-checks.ts";
+import { PY_PREFIX, parsePyBackend, parsePyBackendArg, pyIdCollision } from "./kernel/py-plan.ts";
 import { environment, type EnvironmentVariable } from "../environment.ts";
 
 export interface BackendKindEntry {
@@ -55,7 +55,7 @@ export interface BackendKindEntry {
 
 const message = (e: unknown) => (e instanceof Error ? e.message : String(e));
 
-/** Native libraries through ffi/nlk.h: our builds by name (cpu-emu, cuda, ...) and lib:<path>; C5's own checks (c5/checks.ts). */
+/** Native libraries through ffi/nlk.h: our builds by name (cpu-emu, cuda, ...) and lib:<path>; C5's own checks (kernel/native-checks.ts). */
 const NATIVE: BackendKindEntry = {
   owns: () => true,
   spelled: `${NAMED_BACKENDS.join(", ")}, lib:<path to a library implementing ffi/nlk.h>`,
@@ -93,7 +93,7 @@ const NATIVE: BackendKindEntry = {
   handover: { take: () => probedBackends(), adopt: (v) => adoptProbe(v as ReturnType<typeof probedBackends>) },
 };
 
-/** py:<module>:<callable>[@<name>]: a PyTorch/Triton pair behind the kernel host (conformance/py/). */
+/** py:<module>:<callable>[@<name>]: a PyTorch/Triton pair behind the kernel host (conformance/kernel/). */
 const PYTHON: BackendKindEntry = {
   owns: (b) => b.startsWith(PY_PREFIX),
   spelled: "py:<module>:<callable>[@<name>]",
@@ -123,7 +123,7 @@ const IN_PROCESS_VARIABLE: EnvironmentVariable = "NLC_IN_PROCESS_BACKENDS";
 
 /**
  * A kind of in-process backend, `<prefix><name>`: kernels that run in the checking process and
- * answer at once (c5/in-process.ts), by name. Its checks are C5's forward and backward, with ids
+ * answer at once (kernel/in-process.ts), by name. Its checks are C5's forward and backward, with ids
  * C5/<prefix without the colon>-<name>/...
  */
 export function inProcessKind(prefix: string, byName: Readonly<Record<string, InProcessFactory>>): BackendKindEntry {

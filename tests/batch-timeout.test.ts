@@ -1,10 +1,10 @@
 /**
- * A C5 batch's time limit grows with the profile (conformance/c5/spawn.ts): the regime profile's 83
+ * A C5 batch's time limit grows with the profile (conformance/kernel/spawn.ts): the regime profile's 83
  * checks of the pure-f32 build took up to 600 s on a shared two-core machine, and the limit the
  * default allowance gave them (309 s) ended them as false `error`s (regime sweep, seeds 4 and 5).
  */
 import { expect, test } from "bun:test";
-import { batchTimeoutMs } from "../conformance/c5/spawn.ts";
+import { batchTimeoutMs } from "../conformance/kernel/spawn.ts";
 
 test("a regime batch of 83 checks may take well over the 600 s measured; quick and default keep their limit", () => {
   expect(batchTimeoutMs(83, "regime", {})).toBeGreaterThanOrEqual(2.5 * 600_000);

@@ -10,7 +10,7 @@ import { stateShapesOf } from "../ffi/backends.ts";
 import { CHUNK_GD_BUILD_C, buildLib } from "../ffi/build.ts";
 import { openKernelLib, type KernelLib } from "../ffi/lib.ts";
 import type { AbiCaseSpec } from "../cases/kernel-batch.ts";
-import { backwardCase, forwardCase } from "../conformance/c5/forward-backward.ts";
+import { backwardCase, forwardCase } from "../conformance/kernel/forward-backward.ts";
 import { ruleByKey } from "../src/rules/index.ts";
 
 const delta = ruleByKey("delta");

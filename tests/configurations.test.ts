@@ -1,6 +1,6 @@
 /**
  * Every configuration of a kernel judged (docs/spec/py-backend.md#configurations;
- * conformance/py/configurations.ts): a kernel wrong in exactly one of its configurations fails
+ * conformance/kernel/configurations.ts): a kernel wrong in exactly one of its configurations fails
  * naming it, passes when only the default is judged (NLC_KERNEL_CONFIGS=first), and that limit is
  * said in the message and the details. Planted: tests/py-kernels/configurations_planted.py.
  * The Triton variant (an autotuned Triton kernel of our own) runs where NLC_FLA_PYTHON names a
@@ -8,7 +8,7 @@
  */
 import { expect, test } from "bun:test";
 import type { CheckResult } from "../harness/check.ts";
-import { ConfigTally, configLimit } from "../conformance/py/configurations.ts";
+import { ConfigTally, configLimit } from "../conformance/kernel/configurations.ts";
 import { cli, expectStatus, pyRun } from "./py-run.ts";
 import { probeTorchSync } from "../oracle/torch-bridge.ts";
 

@@ -2,7 +2,7 @@
  * Every path and link the documentation writes exists (docs/spec/README.md#citing): markdown links
  * `[text](path#anchor)` in every tracked `.md` file resolve to a file of the repository and, for a
  * markdown target with an anchor, to an explicit `<a id>` or a heading of that file; repository
- * paths written in backticks (`conformance/c5/plan.ts`) exist; and the `spec` text and tolerance
+ * paths written in backticks (`conformance/kernel/native-plan.ts`) exist; and the `spec` text and tolerance
  * kind of every check name only files that exist.
  */
 import { expect, test } from "bun:test";
@@ -86,6 +86,6 @@ test("doc paths: every check's spec text and tolerance kind name existing files"
 }, 120_000); // building the catalogue takes seconds on a loaded machine
 
 test("doc paths: the test catches a missing file, a missing anchor and a stale backticked path", () => {
-  const planted = "see [x](nope.md), [y](docs/spec/precision" + ".md#no-such-anchor) and `conformance/c5/no-such.ts`";
+  const planted = "see [x](nope.md), [y](docs/spec/precision" + ".md#no-such-anchor) and `conformance/kernel/no-such.ts`";
   expect(brokenDocPaths("README.md", planted).length).toBe(3);
 });

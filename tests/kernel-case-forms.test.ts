@@ -5,9 +5,9 @@
  * record is): for every rule variant of the registry, the generated cases (default and deep), one
  * batch of every regime (and the packed regime, canonical), and the declared boundary, odd-key and
  * saturated cases, digested per form (harness/sweep.ts CaseDigester). The pinned digests were computed with the former generators
- * (conformance/c5/batch.ts batchArb, regimeBatchArb, boundaryExample, oddKeyExample,
- * saturatedExample; conformance/py/cases.ts pyCaseArb, pyRegimeArb, pyBoundaryExample,
- * pyOddKeyExample; conformance/py/edges.ts pySaturatedExample) at the same seeds.
+ * (conformance/kernel/batch.ts batchArb, regimeBatchArb, boundaryExample, oddKeyExample,
+ * saturatedExample; conformance/kernel/cases.ts pyCaseArb, pyRegimeArb, pyBoundaryExample,
+ * pyOddKeyExample; conformance/kernel/edges.ts pySaturatedExample) at the same seeds.
  */
 import { expect, test } from "bun:test";
 import { sampleOf } from "../cases/inner-case.ts";
@@ -16,8 +16,8 @@ import { RULES } from "../src/rules/index.ts";
 import { boundaryExample, caseArb, oddKeyExample, regimeArb, regimeBatchArb, saturatedExample, type CaseForm } from "../cases/kernel-batch.ts";
 import { REGIMES } from "../cases/kernel-regimes.ts";
 import type { KernelSeq } from "../cases/kernel-seq.ts";
-import { sequencesOf } from "../conformance/c5/batch.ts";
-import { buildPyCase } from "../conformance/py/cases.ts";
+import { sequencesOf } from "../conformance/kernel/batch.ts";
+import { buildPyCase } from "../conformance/kernel/cases.ts";
 
 /** The digest (harness/sweep.ts CaseDigester, as details.case_digest digests) of every rule variant's cases of a form. */
 function formDigest(form: CaseForm): string {

@@ -5,7 +5,7 @@
  * alone: it imports nothing but itself (no oracle, cases, checks, ffi or packages). A check folder
  * (conformance/<folder>/) imports no other check folder: what two of them need belongs one layer
  * down. bench/ and fixtures/ use the checks' public modules (conformance/kernel-api.ts,
- * conformance/chunk-api.ts), never a check folder's own modules (conformance/c5/, conformance/py/,
+ * conformance/chunk-api.ts), never a check folder's own modules (conformance/kernel/, conformance/kernel/,
  * ...). No modules import each other, directly or through others (no import cycles).
  */
 import { expect, test } from "bun:test";
@@ -147,21 +147,21 @@ test("layering: no import cycles (besides the known ones, each still present)", 
 
 test("layering: the test catches a check folder importing another, and an import cycle", () => {
   const planted = [
-    { rel: "conformance/c6/x.ts", text: 'import { flashCompare } from "../c5/compare.ts";\n' },
+    { rel: "conformance/c6/x.ts", text: 'import { flashCompare } from "../kernel/compare.ts";\n' },
     { rel: "conformance/c6/y.ts", text: 'import { replay } from "./replay.ts";\nimport { cli } from "../cli.ts";\n' },
-    { rel: "conformance/cli.ts", text: 'import { c5 } from "./c5/checks.ts";\n' },
+    { rel: "conformance/cli.ts", text: 'import { c5 } from "./kernel/native-checks.ts";\n' },
   ];
   expect(layeringViolations(planted)).toEqual([
-    "conformance/c6/x.ts imports conformance/c5/compare.ts: the check folder conformance/c6 imports another check folder, conformance/c5",
+    "conformance/c6/x.ts imports conformance/kernel/compare.ts: the check folder conformance/c6 imports another check folder, conformance/kernel",
   ]);
   const outside = [
-    { rel: "bench/x.ts", text: 'import type { KSpec } from "../conformance/c5/batch.ts";\nimport { forwardCase } from "../conformance/kernel-api.ts";\n' },
-    { rel: "fixtures/y.ts", text: 'import { pyPlan } from "../conformance/py/plan.ts";\n' },
-    { rel: "tests/z.test.ts", text: 'import { pyPlan } from "../conformance/py/plan.ts";\n' },
+    { rel: "bench/x.ts", text: 'import type { KSpec } from "../conformance/kernel/batch.ts";\nimport { forwardCase } from "../conformance/kernel-api.ts";\n' },
+    { rel: "fixtures/y.ts", text: 'import { pyPlan } from "../conformance/kernel/py-plan.ts";\n' },
+    { rel: "tests/z.test.ts", text: 'import { pyPlan } from "../conformance/kernel/py-plan.ts";\n' },
   ];
   expect(layeringViolations(outside)).toEqual([
-    "bench/x.ts imports conformance/c5/batch.ts: bench/ uses the checks' public modules (conformance/kernel-api.ts, conformance/chunk-api.ts), not the check folder conformance/c5",
-    "fixtures/y.ts imports conformance/py/plan.ts: fixtures/ uses the checks' public modules (conformance/kernel-api.ts, conformance/chunk-api.ts), not the check folder conformance/py",
+    "bench/x.ts imports conformance/kernel/batch.ts: bench/ uses the checks' public modules (conformance/kernel-api.ts, conformance/chunk-api.ts), not the check folder conformance/kernel",
+    "fixtures/y.ts imports conformance/kernel/py-plan.ts: fixtures/ uses the checks' public modules (conformance/kernel-api.ts, conformance/chunk-api.ts), not the check folder conformance/kernel",
   ]);
   const cyclic = [
     { rel: "oracle/a.ts", text: 'import type { B } from "./b.ts";\n' },

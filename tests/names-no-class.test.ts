@@ -73,17 +73,17 @@ test("the scan catches a class, a kind's prefix, a named build and a check folde
   const planted = [
     { rel: "conformance/parallel.ts", text: "// C5 and py: batches\nconst b = d.class === \"C5\" ? 1 : 0;\n" },
     { rel: "conformance/plan.ts", text: "/* lib: */\nif (b.startsWith(\"lib:\")) x();\n" },
-    { rel: "conformance/settings.ts", text: "import { PY_PREFIX } from \"./py/plan.ts\";\n" },
+    { rel: "conformance/settings.ts", text: "import { PY_PREFIX } from \"./kernel/py-plan.ts\";\n" },
     { rel: "harness/report-power.ts", text: "const named = [\"cpu-emu\", \"cuda\"];\nconst ok = \"cuda-like\";\n" },
-    { rel: "conformance/catalogue.ts", text: "import { c5 } from \"./c5/checks.ts\";\nconst only = f === \"C10\";\n" },
+    { rel: "conformance/catalogue.ts", text: "import { c5 } from \"./kernel/native-checks.ts\";\nconst only = f === \"C10\";\n" },
     { rel: "conformance/sweep.ts", text: "import { c9SkipReason } from \"./c9/checks.ts\";\n" },
-    { rel: "conformance/c5/checks.ts", text: "const c = \"C5\";\n" },
+    { rel: "conformance/kernel/native-checks.ts", text: "const c = \"C5\";\n" },
     { rel: "conformance/backend-kinds.ts", text: "const p = \"py:\";\n" },
   ];
   expect(namings(planted)).toEqual([
     "conformance/parallel.ts:2: const b = d.class === \"C5\" ? 1 : 0;",
     "conformance/plan.ts:2: if (b.startsWith(\"lib:\")) x();",
-    "conformance/settings.ts:1: import { PY_PREFIX } from \"./py/plan.ts\";",
+    "conformance/settings.ts:1: import { PY_PREFIX } from \"./kernel/py-plan.ts\";",
     "harness/report-power.ts:1: const named = [\"cpu-emu\", \"cuda\"];",
     "conformance/catalogue.ts:2: const only = f === \"C10\";",
     "conformance/sweep.ts:1: import { c9SkipReason } from \"./c9/checks.ts\";",

@@ -172,7 +172,7 @@ class Kernel:
     def _conventions(self, spec: str, decl: dict) -> None:
         """The declared conventions (docs/spec/py-backend.md#conventions). The host only calls the
         kernel by them (keywords, flags); the values on the wire are already in the kernel's
-        parametrisation (raw q and k, g = log(1 - alpha)), made by the harness (conformance/py/conventions.ts)."""
+        parametrisation (raw q and k, g = log(1 - alpha)), made by the harness (conformance/kernel/conventions.ts)."""
         scale = decl.get("scale")
         if isinstance(scale, dict):
             kw, value = scale.get("keyword"), scale.get("value", "rsqrt_dk")
@@ -338,7 +338,7 @@ class Kernel:
         return self.log_gates.get(name) or self.names.get(name, name)
 
     def conventions(self) -> dict:
-        """What the harness needs to generate the kernel's inputs and map the references (conformance/py/conventions.ts)."""
+        """What the harness needs to generate the kernel's inputs and map the references (conformance/kernel/conventions.ts)."""
         s = self.scale
         if isinstance(s, dict):
             scale = {"value": s["value"], "keyword": s["keyword"]}
@@ -483,7 +483,7 @@ def _kernel_inputs(k: Kernel, rule: str, inputs: Dict[str, torch.Tensor], factor
 
 def gate_params(H: int, d: int) -> Tuple[torch.Tensor, torch.Tensor]:
     """A softplus gate's per-head parameters (docs/spec/py-backend.md#gate-forms; the harness maps with
-    the same values, conformance/py/conventions.ts gateParams): A_log[h] = (h mod 4)/4 - 1/4,
+    the same values, conformance/kernel/conventions.ts gateParams): A_log[h] = (h mod 4)/4 - 1/4,
     dt_bias[h, i] = ((h + i) mod 5 - 2)/8, f32 [H] and [H * d]; multiples of 1/8, exact in every dtype."""
     h = torch.arange(H, dtype=torch.float64)
     i = torch.arange(d, dtype=torch.float64)

@@ -3,7 +3,7 @@
  * contract (cases/kernel-backend.ts) that answers at once and takes the native batch, its kernels
  * TypeScript in the checking process, so it needs neither a library nor a child process. Per rule
  * of the registry and its frozen read, the forward and backward checks a native library gets
- * (plan.ts: the same cases, precision rule, coverage and ids under the backend's slug), each run
+ * (native-plan.ts: the same cases, precision rule, coverage and ids under the backend's slug), each run
  * where it is called; a rule the backend does not declare is skipped with its reason.
  */
 import type { KernelBackend } from "../../cases/kernel-backend.ts";
@@ -11,7 +11,7 @@ import type { CheckDef, DelegatedCheck, DelegatedResult, DelegateOptions } from 
 import { runCheck } from "../../harness/run.ts";
 import { backendPhaseCheck } from "./child-checks.ts";
 import type { NativeBatch } from "./native-backend.ts";
-import { c5Plan, type RuleEntry } from "./plan.ts";
+import { c5Plan, type RuleEntry } from "./native-plan.ts";
 
 /** An in-process backend: made on first use, once per catalogue. */
 export type InProcessFactory = () => KernelBackend<NativeBatch, true>;

@@ -1,5 +1,5 @@
 /**
- * Starting the C5 child process (conformance/c5/child.ts) through harness/child-process.ts. Native
+ * Starting the C5 child process (conformance/kernel/native-child.ts) through harness/child-process.ts. Native
  * code never runs in the suite's process: probing builds and loads the backends in a child, and
  * each backend's checks run in a child; a crash, abort or hang of that child turns the check it was
  * running into `error` naming the kernel, the signal or the timeout and the case, and a fresh child
@@ -13,7 +13,7 @@ import { ROOT } from "../../paths.ts";
 import { childArgs, parseProbeOutput, type ChildMode, type ChildRequest } from "./protocol.ts";
 import { childEnvironment, environment, type Environment } from "../../environment.ts";
 
-const CHILD = join(import.meta.dir, "child.ts");
+const CHILD = join(import.meta.dir, "native-child.ts");
 
 /** The children's environment: NLC_KERNEL_PRELOAD becomes their LD_PRELOAD (e.g. the TSan runtime). */
 function childEnv(): Record<string, string | undefined> {

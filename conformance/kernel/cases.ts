@@ -44,7 +44,7 @@ export type InnerName = (typeof INNER_INPUT_NAMES)[number];
 /**
  * One sequence of a canonical case: values rounded to the kernel's dtypes, held in f64 tensors.
  * `kin64` is what the kernel receives (in its own parametrisation, docs/spec/py-backend.md#conventions),
- * `in64` what ref32 and ref64 receive: the same values, mapped exactly in f64 (conformance/py/conventions.ts).
+ * `in64` what ref32 and ref64 receive: the same values, mapped exactly in f64 (conformance/kernel/conventions.ts).
  */
 export type PySeq = KernelSeq<"canonical">;
 

@@ -22,7 +22,7 @@ import { phaseCase } from "./forward-backward.ts";
 import { nativeBackend, type NativeBatch } from "./native-backend.ts";
 import type { KernelBackend, KernelDeclaration } from "../../cases/kernel-backend.ts";
 import { E2E_CHECKPOINT, e2eCase, gpuBlocksCase, raceCase } from "./phases.ts";
-import type { ChildEntry, RuleEntry } from "./plan.ts";
+import type { ChildEntry, RuleEntry } from "./native-plan.ts";
 import { CHUNK_T, checkpointCase, chunkCase, workspaceBound } from "./checkpoint.ts";
 import { ConfigTally, configLimit } from "../../harness/configurations.ts";
 import { acrossVariants, withVariants } from "./variants.ts";
@@ -222,7 +222,7 @@ export function needsTestLib(e: ChildEntry): boolean {
 
 /**
  * The forward or backward check of a rule entry on a backend that answers at once, run where it is
- * called (an in-process kernel, conformance/c5/in-process.ts): its definition, and the coverage
+ * called (an in-process kernel, conformance/kernel/in-process.ts): its definition, and the coverage
  * rule applied to its result.
  */
 export function backendPhaseCheck(e: RuleEntry & { kind: "forward" | "backward" }, backend: KernelBackend<NativeBatch, true>, profile: Profile): ChildCheck {

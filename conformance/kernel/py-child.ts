@@ -1,10 +1,10 @@
 /**
- * The child process of a py: backend's checks (checks.ts starts it): an asynchronous run of the
+ * The child process of a py: backend's checks (py-checks.ts starts it): an asynchronous run of the
  * requested checks against one kernel, with its two Python processes (kernel-session.ts). It
  * prints "@@nlc-start <id>" before and "@@nlc-result <json>" after each check, so the parent
  * knows which check was running if this process itself is killed.
  *
- *   bun conformance/py/child.ts < request.json      (BatchRequest)
+ *   bun conformance/kernel/py-child.ts < request.json      (BatchRequest)
  */
 import { writeSync } from "node:fs";
 import { CaseDump } from "../../harness/dump.ts";
@@ -25,7 +25,7 @@ import { pythonDeclaration } from "./python-backend.ts";
 import { absentInputs, NO_CONVENTIONS } from "./conventions.ts";
 import { pyEdgeExamples, pyEmptyExample } from "./edges.ts";
 import { batchedCuSeqlens } from "./contracts.ts";
-import { parsePyBackend, pyEntryOf, type PyEntry, type PyPart } from "./plan.ts";
+import { parsePyBackend, pyEntryOf, type PyEntry, type PyPart } from "./py-plan.ts";
 import { RULES } from "../../src/rules/index.ts";
 import { variantKey } from "../../src/rules/level.ts";
 import { suggestion } from "../../harness/nearest.ts";
@@ -106,7 +106,7 @@ async function run(req: BatchRequest<PyPart>): Promise<void> {
   const backend = parsePyBackend(req.backend);
   // A backend that cannot be loaded (no python or torch, a module that does not import, a
   // declaration that is wrong) is one reason, given once: the backend is unavailable with it
-  // (details.unavailable, read by checks.ts into the report's run.backends) and its checks are
+  // (details.unavailable, read by py-checks.ts into the report's run.backends) and its checks are
   // skipped; a run that named it then fails, since it ran nothing of it
   // (docs/spec/conformance.md#nothing-ran).
   const unavailable = (reason: string) => {
@@ -189,7 +189,7 @@ async function run(req: BatchRequest<PyPart>): Promise<void> {
           names: "kernel/sent and kernel/returned: python/PROTOCOL.md's names, batched as on the wire; judged/<tensor>/seq<n>: per sequence n = b·H + h, the kernel's values, ref64 and the plain reference" });
         process.stderr.write(`dump: ${manifest}\n`);
       }
-      // the toolchain rides on each result to the parent, which lists it under the backend (checks.ts)
+      // the toolchain rides on each result to the parent, which lists it under the backend (py-checks.ts)
       const toolchain = session.info.toolchain !== undefined ? { toolchain: session.info.toolchain } : {};
       emit(resultLine({ ...out, message, details: { ...out.details, absent, probes: probes.summary(), ...toolchain, ...(judged === undefined ? {} : { configurations: judged }) } }));
     }

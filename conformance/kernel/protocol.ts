@@ -1,9 +1,9 @@
 /**
  * The parent/child protocol of the C5 checks. The child is started as
  *
- *   bun conformance/c5/child.ts --probe --backends cpu-emu,cuda
+ *   bun conformance/kernel/native-child.ts --probe --backends cpu-emu,cuda
  *       builds (if needed) and loads each backend; prints one line "@@nlc-probe <json>"
- *   bun conformance/c5/child.ts --backend cpu-emu --profile default  < request.json
+ *   bun conformance/kernel/native-child.ts --backend cpu-emu --profile default  < request.json
  *       runs the requested checks (ChildRequest) and prints the lines of harness/child-process.ts:
  *       each check's start and result, each case before it runs and each kernel call before it is made
  */
@@ -11,7 +11,7 @@ import { parseArgs } from "node:util";
 import type { Resolved } from "../../ffi/backends.ts";
 import { PROFILES, type Profile } from "../../harness/check.ts";
 import type { BatchRequest } from "../../harness/child-process.ts";
-import type { ChildPart } from "./plan.ts";
+import type { ChildPart } from "./native-plan.ts";
 
 /** A batch (harness/child-process.ts) of C5 plan parts, and what only C5's child takes. */
 export interface ChildRequest extends BatchRequest<ChildPart> {
@@ -38,9 +38,9 @@ export function parseChildArgs(argv: string[]): ChildMode {
     options: { probe: { type: "boolean" }, backends: { type: "string" }, backend: { type: "string" }, profile: { type: "string" } },
   });
   if (values.probe) return { kind: "probe", backends: (values.backends ?? "").split(",").filter((s) => s !== "") };
-  if (values.backend === undefined) throw new Error("conformance/c5/child.ts: --backend or --probe is required");
+  if (values.backend === undefined) throw new Error("conformance/kernel/native-child.ts: --backend or --probe is required");
   const profile = (values.profile ?? "default") as Profile;
-  if (!PROFILES.includes(profile)) throw new Error(`conformance/c5/child.ts: unknown profile '${profile}'`);
+  if (!PROFILES.includes(profile)) throw new Error(`conformance/kernel/native-child.ts: unknown profile '${profile}'`);
   return { kind: "run", backend: values.backend, profile };
 }
 

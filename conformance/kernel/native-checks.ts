@@ -1,7 +1,7 @@
 /**
  * C5 — kernel pairs (docs/spec/conformance.md#c5; the precision rule of docs/spec/precision.md#flash):
- * the catalogue side. The checks are the plan's (plan.ts). Each backend's checks run in a child
- * process (spawn.ts, child.ts; harness/child-process.ts), started by the first of them that runs,
+ * the catalogue side. The checks are the plan's (native-plan.ts). Each backend's checks run in a child
+ * process (spawn.ts, native-child.ts; harness/child-process.ts), started by the first of them that runs,
  * which batches every selected check of that backend (a fresh child after a crash); the results
  * are cached and handed to each check in turn.
  * The isolation and header checks run in this process.
@@ -12,7 +12,7 @@ import { ChildResults } from "../../harness/child-process.ts";
 import type { BackendInfo } from "../../harness/report.ts";
 import { abiHeaderCheck } from "./header.ts";
 import { crashIsolation } from "./isolation.ts";
-import { c5Plan, parentPlan, partOf, type ChildEntry, type ChildPart, type IsolationEntry } from "./plan.ts";
+import { c5Plan, parentPlan, partOf, type ChildEntry, type ChildPart, type IsolationEntry } from "./native-plan.ts";
 import { probeBackends, probedBackends, runChild } from "./spawn.ts";
 
 /**

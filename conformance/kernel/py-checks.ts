@@ -1,7 +1,7 @@
 /**
  * The py: kernel backends in the catalogue (docs/spec/py-backend.md): for each
- * `--backend py:<module>:<callable>`, the plan's checks (plan.ts) as delegated checks. The first
- * one that runs starts a child process (child.ts; harness/child-process.ts) for every selected
+ * `--backend py:<module>:<callable>`, the plan's checks (py-plan.ts) as delegated checks. The first
+ * one that runs starts a child process (py-child.ts; harness/child-process.ts) for every selected
  * check of its backend and caches the results; a child that dies or overruns its time limit turns
  * the check it was running into `error` with its stderr tail, and a fresh child runs the rest.
  */
@@ -10,9 +10,9 @@ import { ChildResults, runBatch } from "../../harness/child-process.ts";
 import type { BackendInfo } from "../../harness/report.ts";
 import type { Toolchain } from "../../ffi/toolchain.ts";
 import { kernelTimeoutMs, kernelTimeoutSetting, mayRunTriton } from "./kernel-session.ts";
-import { parsePyBackend, pyBackendNames, pyIdCollision, pyPartOf, pyPlan, type PyBackend, type PyEntry, type PyPart } from "./plan.ts";
+import { parsePyBackend, pyBackendNames, pyIdCollision, pyPartOf, pyPlan, type PyBackend, type PyEntry, type PyPart } from "./py-plan.ts";
 
-const CHILD = `${import.meta.dir}/child.ts`;
+const CHILD = `${import.meta.dir}/py-child.ts`;
 /** The backends whose child ran, with the toolchain it reported. */
 const ran = new Map<string, Toolchain | null>();
 
@@ -26,7 +26,7 @@ function childTimeoutMs(n: number, triton: boolean): number {
   return 120_000 + n * (2 * kernelTimeoutMs(triton) + 120_000);
 }
 
-/** Backends whose child could not load the kernel: the reason, given once (child.ts). */
+/** Backends whose child could not load the kernel: the reason, given once (py-child.ts). */
 const unavailable = new Map<string, string>();
 
 /** Each catalogued check's part of the plan, by backend and id: what its child receives. */

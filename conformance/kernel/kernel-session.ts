@@ -16,7 +16,7 @@ import { NO_CONVENTIONS, type Conventions } from "./conventions.ts";
 import { emptySeq, isStateTensor, mapSeq, nameOf, setAt, type TensorKey, type TensorNaming } from "../../cases/kernel-tensors.ts";
 import { farthestSeq } from "../../oracle/plain-reference.ts";
 import type { SeqTensors } from "../../oracle/kernel-case.ts";
-import type { PyBackend } from "./plan.ts";
+import type { PyBackend } from "./py-plan.ts";
 import type { Toolchain } from "../../ffi/toolchain.ts";
 import { guardRequest, HAZARD_PLAN, probeAsync, type GuardedRun, type Hazard, type Poisoned } from "../../ffi/hazards.ts";
 import { environment } from "../../environment.ts";

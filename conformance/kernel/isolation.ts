@@ -8,7 +8,7 @@ import { join } from "node:path";
 import type { CaseOutcome, Profile } from "../../harness/check.ts";
 import { ROOT } from "../../paths.ts";
 import { variantKey } from "../../src/rules/level.ts";
-import { c5Plan, partOf, plantedEntry, type Fault } from "./plan.ts";
+import { c5Plan, partOf, plantedEntry, type Fault } from "./native-plan.ts";
 import { tail } from "../../harness/child-process.ts";
 import { runChild } from "./spawn.ts";
 
