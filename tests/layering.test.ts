@@ -5,7 +5,7 @@
  * alone: it imports nothing but itself (no oracle, cases, checks, ffi or packages). A check folder
  * (conformance/<folder>/) imports no other check folder: what two of them need belongs one layer
  * down. bench/ and fixtures/ use the checks' public modules (conformance/kernel-api.ts,
- * conformance/chunk-api.ts), never a check folder's own modules (conformance/kernel/, conformance/kernel/,
+ * conformance/chunk-api.ts), never a check folder's own modules (conformance/kernel/, conformance/c6/,
  * ...). No modules import each other, directly or through others (no import cycles).
  */
 import { expect, test } from "bun:test";
