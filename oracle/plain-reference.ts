@@ -72,11 +72,6 @@ function run(decl: RuleDecl, frozen: boolean, c: PairCase, cfg: RuleConfig, stor
   return { y: toF64(r.y, storage), state: each(r.state, state), grads: each(r.grads, storage), dState0: each(r.dState0, state) };
 }
 
-/** ref64: the reference in f64 on the case as given. */
-export function runRef64(decl: RuleDecl, frozen: boolean, c: PairCase, cfg: RuleConfig): PairRun {
-  return run(decl, frozen, mapCase(c, "f64", null, null), cfg, null, null);
-}
-
 /**
  * The plain reference: f32 storage for every intermediate (every storage dtype here is at most
  * f32 wide, so its values are exact in f32), sums in the accumulate dtype, outputs rounded to the
