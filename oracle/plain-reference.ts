@@ -16,7 +16,7 @@ import { referenceRun } from "./kernel-reference.ts";
 import { hasFastPair } from "./matrix-fast.ts";
 
 /** One run of a pair as f64 values: y, the final state (active pairs), every gradient the pair returns. */
-export type PairRun = SeqTensors<Float64Array> & { y: Float64Array };
+type PairRun = SeqTensors<Float64Array> & { y: Float64Array };
 
 /**
  * A rounding of values: to a storage dtype, or none (`null`). Rounding to f32 is the conversion a
