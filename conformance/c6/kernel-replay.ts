@@ -83,6 +83,11 @@ function expectedOf(fx: KernelFixture, n: number): SeqTensors<Float64Array> {
   return out;
 }
 
+/**
+ * The fixture's check: its recorded tensors judged as a backend's answer by the phase case, with the
+ * yardstick of a native kernel (the plain reference on the f32 copies); the outcome carries the
+ * power ledger and the shapes covered, and a pass names the tensors never above the vacuity floor.
+ */
 export function replayKernelFixture(fx: KernelFixture): CaseOutcome {
   // the sequences the fixture gives expected values for (the first without any ends them)
   const kernel: SeqTensors[] = [];
