@@ -15,7 +15,9 @@ import { parseArgs } from "node:util";
 import { innerCase, sampleRuleCaseSpecs } from "../cases/inner-case.ts";
 import { biasStat, biasVerdict } from "../oracle/bias.ts";
 import { flashRule } from "../oracle/compare.ts";
-import { roundCase, runPlain, runRef64, type PairRun } from "../oracle/plain-reference.ts";
+import type { SeqTensors } from "../oracle/kernel-case.ts";
+import { referenceRun } from "../oracle/kernel-reference.ts";
+import { roundCase, runPlain } from "../oracle/plain-reference.ts";
 import { maxAbs } from "../src/numeric.ts";
 import type { Precision } from "../src/precision.ts";
 import { MEMORY_RULES, ruleByKey } from "../src/rules/index.ts";
@@ -39,11 +41,11 @@ const PRECISIONS: Record<string, Precision> = {
 };
 const PLANT = 1 + 1 / 100;
 
-function tensors(r: PairRun): Record<string, Float64Array> {
-  const out: Record<string, Float64Array> = { y: r.y };
-  for (const [n, t] of Object.entries(r.state)) out[`final ${n}`] = t;
-  for (const [n, t] of Object.entries(r.grads)) out[`d${n}`] = t;
-  for (const [n, t] of Object.entries(r.dState0)) out[`dState0.${n}`] = t;
+function tensors(r: SeqTensors): Record<string, Float64Array> {
+  const out: Record<string, Float64Array> = r.y === undefined ? {} : { y: Float64Array.from(r.y) };
+  for (const [n, t] of Object.entries(r.state)) out[`final ${n}`] = Float64Array.from(t);
+  for (const [n, t] of Object.entries(r.grads)) out[`d${n}`] = Float64Array.from(t);
+  for (const [n, t] of Object.entries(r.dState0)) out[`dState0.${n}`] = Float64Array.from(t);
   return out;
 }
 
@@ -64,7 +66,7 @@ for (const [pname, p] of Object.entries(PRECISIONS)) {
       for (const spec of specs) {
         const c = innerCase(decl, frozen ? { ...spec, state: "random" } : spec, frozen);
         const rc = roundCase(c, p);
-        const ref = tensors(runRef64(decl, frozen, rc, c.cfg)), plain = tensors(runPlain(decl, frozen, rc, c.cfg, p));
+        const ref = tensors(referenceRun(decl, frozen, rc, c.cfg, "both")), plain = tensors(runPlain(decl, frozen, rc, c.cfg, p));
         const kernel = tensors(runPlain(decl, frozen, rc, c.cfg, p, "reversed"));
         for (const [n, r] of Object.entries(ref)) {
           const k = kernel[n]!, pl = plain[n]!;

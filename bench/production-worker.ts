@@ -10,8 +10,9 @@ import { stateShapesOf } from "../ffi/backends.ts";
 import { openKernelLib } from "../ffi/lib.ts";
 import { tokenWidth, unpackState, unpackTokens } from "../cases/kernel-layout.ts";
 import { comparedItems } from "../cases/kernel-tensors.ts";
+import { abiPlainYardstick } from "../cases/kernel-phase.ts";
 import { batchDy, batchInputs, batchState, byInput, declaredPrecision, requirePair, type Seq } from "../conformance/kernel-api.ts";
-import { plainRuns, plainYardstickSeq, runPlain, runRef64 } from "../oracle/plain-reference.ts";
+import { referenceRun } from "../oracle/kernel-reference.ts";
 import type { PairCase, SeqTensors } from "../oracle/kernel-case.ts";
 import { summarise } from "../oracle/sequence-judge.ts";
 import { ruleByKey } from "../src/rules/index.ts";
@@ -135,8 +136,9 @@ for (let h = 0; h < job.H; h++) {
     grads: Object.fromEntries(Object.entries(grads).map(([k, a]) => [k, unpackTokens(a, shape, tokenWidth(pair.abi, k, job.d, cfg), h, new Float32Array(job.T * tokenWidth(pair.abi, k, job.d, cfg)))])),
     dState0: Object.fromEntries(Object.entries(g.dState0).map(([k, a]) => [k, unpackState(a, job.H, h)])),
   };
-  const r64 = runRef64(decl, false, c, cfg);
-  const r32 = plainYardstickSeq(precision.accumulate, r64, (o) => runPlain(decl, false, c, cfg, precision, o), plainRuns(decl));
+  const r64 = referenceRun(decl, false, c, cfg, "both");
+  // the yardstick of a native kernel in C5 (cases/kernel-phase.ts): the plain reference on the f32 copies
+  const r32 = abiPlainYardstick({ decl, frozen: false, seqs: [s], cfg, reference: { phases: "both" }, precision })([r64])[0]!;
   const n = job.b * job.H + h;
   const items = comparedItems([kern], [r64], [r32], false, "abi", true).map((it) => ({ ...it, seq: n }));
   seqs[h] = undefined as never;

@@ -16,11 +16,12 @@ import type { CaseVerdict } from "../oracle/compare.ts";
 import type { SeqTensors } from "../oracle/kernel-case.ts";
 import { flashCompare, type Compared, type JudgeOptions } from "../oracle/kernel-judge.ts";
 import { referenceRun, type Phases, type ReferenceOptions } from "../oracle/kernel-reference.ts";
-import type { Precision } from "../src/precision.ts";
+import { plainRuns, plainYardstickSeq } from "../oracle/plain-reference.ts";
+import { roundedCopy, type Precision } from "../src/precision.ts";
 import type { InnerInputs, RuleConfig, RuleDecl } from "../src/rules/types.ts";
 import type { KernelRun } from "./kernel-backend.ts";
 import type { KernelSeq } from "./kernel-seq.ts";
-import { comparedItems, type NameStyle, type TensorKey } from "./kernel-tensors.ts";
+import { comparedItems, isStateTensor, mapSeq, type NameStyle, type TensorKey } from "./kernel-tensors.ts";
 
 /** A value now, or its promise. */
 type Maybe<T> = T | Promise<T>;
@@ -76,6 +77,27 @@ export function references64(p: Pick<PhaseCase, "decl" | "frozen" | "seqs" | "cf
     const r = referenceRun(p.decl, p.frozen, { inputs: s.in64 as unknown as InnerInputs, state: s.st64, dy: s.dy64, dFinal: s.dFinal64 }, cfg, p.reference.phases, p.reference.options);
     return p.toKernel === undefined ? r : p.toKernel(n, r);
   });
+}
+
+/**
+ * A plain reference's outputs as the kernel stores them: per-token tensors and gates (y, dk, dalpha,
+ * ...) rounded to the storage dtype, states and state gradients to the state dtype. Identity for f32.
+ */
+export function asStored(rec: SeqTensors, p: Pick<Precision, "storage" | "state">): SeqTensors {
+  if (p.storage === "f32" && p.state === "f32") return rec;
+  return mapSeq(rec, (a, k) => roundedCopy(isStateTensor(k) ? p.state : p.storage, a));
+}
+
+/**
+ * The yardstick of an abi-form case (a native or in-process kernel, a kernel fixture): per
+ * sequence, the plain reference (docs/spec/precision.md#plain) — the reference with the case's
+ * phases and options on the sequence's f32 copies, summed in the declared accumulate dtype in
+ * every order plainRuns names, its outputs as the kernel stores them.
+ */
+export function abiPlainYardstick(p: Pick<PhaseCase, "decl" | "frozen" | "cfg" | "reference" | "precision"> & { readonly seqs: readonly KernelSeq<"abi">[] }) {
+  const { decl, frozen, cfg, precision } = p, { phases, options } = p.reference;
+  return (r64: readonly SeqTensors[]): SeqTensors[] => p.seqs.map((s, n) => plainYardstickSeq(precision.accumulate, r64[n]!,
+    () => asStored(referenceRun(decl, frozen, { inputs: s.in32, state: s.st32, dy: s.dy32, dFinal: s.dFinal32 }, cfg, phases, options), precision), plainRuns(decl)));
 }
 
 /** The phase case's verdict (module comment). */

@@ -16,7 +16,7 @@ import { referenceRun } from "./kernel-reference.ts";
 import { hasFastPair } from "./matrix-fast.ts";
 
 /** One run of a pair as f64 values: y, the final state (active pairs), every gradient the pair returns. */
-export type PairRun = SeqTensors<Float64Array> & { y: Float64Array };
+type PairRun = SeqTensors<Float64Array> & { y: Float64Array };
 
 /**
  * A rounding of values: to a storage dtype, or none (`null`). Rounding to f32 is the conversion a
@@ -70,11 +70,6 @@ function run(decl: RuleDecl, frozen: boolean, c: PairCase, cfg: RuleConfig, stor
   const each = (rec: Record<string, ArrayLike<number>>, round: Rounding) =>
     Object.fromEntries(Object.entries(rec).map(([n, a]) => [n, toF64(a, round)]));
   return { y: toF64(r.y, storage), state: each(r.state, state), grads: each(r.grads, storage), dState0: each(r.dState0, state) };
-}
-
-/** ref64: the reference in f64 on the case as given. */
-export function runRef64(decl: RuleDecl, frozen: boolean, c: PairCase, cfg: RuleConfig): PairRun {
-  return run(decl, frozen, mapCase(c, "f64", null, null), cfg, null, null);
 }
 
 /**

@@ -84,6 +84,34 @@ test("scaling any one non-zero expected tensor of any example by 1.01 fails it",
   }
 });
 
+/** Elements of sequence n = b·H + h of an ABI per-token tensor [B, T, H] or [B, T, H, w] scaled by `by` (rounded to `dtype`). */
+function scaleSequence(t: { shape: number[]; data: number[] }, n: number, by: number, dtype: "f32" | "bf16" | "f16"): void {
+  const [, T, H] = t.shape as [number, number, number], w = t.shape[3] ?? 1;
+  t.data = t.data.map((x, i) => (Math.floor(i / (T * H * w)) * H + (Math.floor(i / w) % H) === n ? roundTo(dtype, x * by) : x));
+}
+
+test("one tensor scaled by 1.01 on one sequence of any example fails, naming the tensor and the sequence", () => {
+  let planted = 0;
+  for (const f of files) {
+    const doc = JSON.parse(readFileSync(join(EXAMPLE_DIR, f), "utf8"));
+    const p = doc.target.precision, n = doc.target.B * doc.target.H - 1;
+    const grad = doc.target.frozen === true ? "dq" : "dk";
+    for (const [name, t] of [["y", doc.expected.y], [grad, doc.expected.grads[grad]]] as [string, { shape: number[]; data: number[] }][]) {
+      const orig = t.data;
+      scaleSequence(t, n, 1.01, p.storage);
+      expect(t.data).not.toEqual(orig);
+      const l = parseFixture(JSON.stringify(doc), f);
+      if (!l.ok) throw l.error;
+      const r = replayFixture(l.fixture);
+      expect(`${f} ${name}: ${r.ok} ${r.vacuous ?? false}`).toBe(`${f} ${name}: false false`);
+      expect(r.message).toStartWith(`${name} (sequence ${n}): max |kernel - ref64|`);
+      t.data = orig;
+      planted++;
+    }
+  }
+  expect(planted).toBe(2 * files.length);
+});
+
 test("the generator writes the committed emulated examples byte for byte", async () => {
   const plain = EXAMPLES.filter((e) => e.backend === undefined);
   expect(plain.length).toBeGreaterThanOrEqual(4);

@@ -1,22 +1,24 @@
 /**
  * Judging a kernel case (docs/spec/fixtures.md#kernel-cases) the way C5 judges a kernel it runs
- * itself (docs/spec/precision.md): per (b, h) sequence, ref64 and the plain reference at the
- * fixture's declared precision run on the fixture's inputs; every expected tensor must lie within
- * 2 · max|plain − ref64| + floor of ref64 (the floor per accumulate dtype) and pass the bias test.
- * The fixture's values are the kernel's: where they came from (another language, a GPU, a bf16
- * kernel) does not matter.
+ * itself (docs/spec/precision.md), by the one phase case (cases/kernel-phase.ts): the fixture is the
+ * backend, its run the recorded tensors; per (b, h) sequence, ref64 (oracle/kernel-reference.ts) and
+ * the plain reference at the fixture's declared precision run on the fixture's inputs; every
+ * expected tensor must lie within 2 · max|plain − ref64| + floor of ref64 (the floor per accumulate
+ * dtype) and pass the bias test. The fixture's values are the kernel's: where they came from
+ * (another language, a GPU, a bf16 kernel) does not matter.
  */
 import type { CaseOutcome } from "../../harness/check.ts";
 import type { KernelFixture, KernelTensor } from "../../cases/fixtures/kernel-load.ts";
 import { DEFAULT_KERNEL_CHUNKS } from "../../cases/kernel-batch.ts";
 import { unpackState, unpackTokens } from "../../cases/kernel-layout.ts";
+import { abiPlainYardstick, phaseVerdictNow, type PhaseCase } from "../../cases/kernel-phase.ts";
+import type { KernelSeq } from "../../cases/kernel-seq.ts";
 import { ShapeTally, withShapes } from "../../cases/kernel-shapes.ts";
-import { comparedItems, emptySeq, entries, kernelGradKeys, tensorName } from "../../cases/kernel-tensors.ts";
-import { plainRuns, plainYardstickSeq, runPlain, runRef64 } from "../../oracle/plain-reference.ts";
-import type { PairCase, SeqTensors } from "../../oracle/kernel-case.ts";
+import { emptySeq, entries, kernelGradKeys, tensorName } from "../../cases/kernel-tensors.ts";
+import type { SeqTensors } from "../../oracle/kernel-case.ts";
 import type { InnerInputs, State } from "../../src/rules/types.ts";
-import { Tensor } from "../../src/tensor.ts";
-import { flashCompare, withLedger } from "../../oracle/kernel-judge.ts";
+import { cast, Tensor } from "../../src/tensor.ts";
+import { withLedger } from "../../oracle/kernel-judge.ts";
 
 /** Sequence n = b·H + h of an ABI per-token tensor [B, T, H, w] as [T, w] (gates: [T]; w is n·d for a tokenRows input). */
 function tokenSeq(fx: KernelFixture, t: KernelTensor, n: number): Float64Array {
@@ -27,30 +29,41 @@ function tokenSeq(fx: KernelFixture, t: KernelTensor, n: number): Float64Array {
 /** Sequence n's block of an ABI state tensor [B, H, ...]. */
 const stateSeq = (fx: KernelFixture, t: KernelTensor, n: number): Float64Array => unpackState(t.data, fx.B * fx.H, n);
 
-/** The reference's case for sequence n: inputs [T, d] / [T], the state, dy and d(final state) (absent = zero). */
-function pairCaseOf(fx: KernelFixture, n: number): PairCase {
+const f32 = (rec: Readonly<Record<string, Tensor>>): Record<string, Tensor> =>
+  Object.fromEntries(Object.entries(rec).map(([name, t]) => [name, cast(t, "f32")]));
+
+/**
+ * Sequence n as a kernel case holds it (cases/kernel-seq.ts, the abi form): the inputs [T, d] / [T],
+ * the state, dy and d(final state) (absent = zero) in f64 for ref64, and the same values in f32 for
+ * the plain reference (the loader admits only values of the declared dtypes, so the copies are exact).
+ */
+function seqOf(fx: KernelFixture, n: number): KernelSeq<"abi"> {
   const { d, seq_len: T } = fx.cfg;
-  const inputs: Record<string, Tensor> = {};
+  const in64: Record<string, Tensor> = {};
   for (const [name, t] of Object.entries(fx.inputs)) {
-    inputs[name] = new Tensor("f64", t.shape.length === 3 ? [T] : [T, t.shape[3]!], tokenSeq(fx, t, n));
+    in64[name] = new Tensor("f64", t.shape.length === 3 ? [T] : [T, t.shape[3]!], tokenSeq(fx, t, n));
   }
   // The reference pair's inputs always carry x; only Trellis reads it, and it is in Trellis' ABI.
-  if (!fx.frozen && inputs.x === undefined) inputs.x = new Tensor("f64", [T, d]);
+  if (!fx.frozen && in64.x === undefined) in64.x = new Tensor("f64", [T, d]);
   const shapes = fx.decl.stateShapes(fx.cfg);
-  const state: Record<string, Tensor> = {};
-  for (const [name, t] of Object.entries(fx.state)) state[name] = new Tensor("f64", shapes[name]!, stateSeq(fx, t, n));
-  const dy = fx.dy === null ? new Tensor("f64", [T, d]) : new Tensor("f64", [T, d], tokenSeq(fx, fx.dy, n));
-  let dFinal: State | undefined;
-  if (!fx.frozen && Object.keys(fx.dstate).length > 0) {
-    const rec: Record<string, Tensor> = {};
+  const st64: Record<string, Tensor> = {};
+  for (const [name, t] of Object.entries(fx.state)) st64[name] = new Tensor("f64", shapes[name]!, stateSeq(fx, t, n));
+  const dy64 = fx.dy === null ? new Tensor("f64", [T, d]) : new Tensor("f64", [T, d], tokenSeq(fx, fx.dy, n));
+  const dFinal64: Record<string, Tensor> = {};
+  if (givesDFinal(fx)) {
     for (const name of fx.abi.state) {
       const t = fx.dstate[name];
-      rec[name] = t === undefined ? new Tensor("f64", shapes[name]!) : new Tensor("f64", shapes[name]!, stateSeq(fx, t, n));
+      dFinal64[name] = t === undefined ? new Tensor("f64", shapes[name]!) : new Tensor("f64", shapes[name]!, stateSeq(fx, t, n));
     }
-    dFinal = rec;
   }
-  return { inputs: inputs as unknown as InnerInputs, state, dy, ...(dFinal ? { dFinal } : {}) };
+  return {
+    T, h: n % fx.H, cfg: fx.cfg, in64: in64 as Record<string, Tensor> & InnerInputs, st64, dy64, dFinal64,
+    in32: f32(in64) as unknown as InnerInputs, st32: f32(st64) as State, dy32: cast(dy64, "f32"), dFinal32: f32(dFinal64) as State,
+  };
 }
+
+/** Whether the fixture gives d(final state) (an active pair's; absent, the backward runs without it). */
+const givesDFinal = (fx: KernelFixture): boolean => !fx.frozen && Object.keys(fx.dstate).length > 0;
 
 /** The fixture's expected tensors of sequence n (those it gives). */
 function expectedOf(fx: KernelFixture, n: number): SeqTensors<Float64Array> {
@@ -70,30 +83,43 @@ function expectedOf(fx: KernelFixture, n: number): SeqTensors<Float64Array> {
   return out;
 }
 
+/**
+ * The fixture's check: its recorded tensors judged as a backend's answer by the phase case, with the
+ * yardstick of a native kernel (the plain reference on the f32 copies); the outcome carries the
+ * power ledger and the shapes covered, and a pass names the tensors never above the vacuity floor.
+ */
 export function replayKernelFixture(fx: KernelFixture): CaseOutcome {
-  const kernel: SeqTensors[] = [], r64: SeqTensors[] = [], plain: SeqTensors[] = [];
+  // the sequences the fixture gives expected values for (the first without any ends them)
+  const kernel: SeqTensors[] = [];
   for (let n = 0; n < fx.B * fx.H; n++) {
     const want = expectedOf(fx, n);
     if (entries(want).length === 0) break;
-    const c = pairCaseOf(fx, n);
-    const ref = runRef64(fx.decl, fx.frozen, c, fx.cfg);
     kernel.push(want);
-    r64.push(ref);
-    plain.push(plainYardstickSeq(fx.precision.accumulate, ref, (order) => runPlain(fx.decl, fx.frozen, c, fx.cfg, fx.precision, order), plainRuns(fx.decl)));
   }
-  // the loader admits only names of the rule's ABI; a gradient the reference leaves absent is zero by the math
-  const items = comparedItems(kernel, r64, plain, fx.frozen, "abi", false);
-  if (items.length === 0) return { ok: false, vacuous: true, message: "the fixture has no expected values" };
-  const exercised = new Set<string>();
   const p = fx.precision;
+  const who = `the kernel of ${fx.id} (${p.storage}/${p.state}/${p.accumulate})`;
+  const exercised = new Set<string>();
+  const phase: Omit<PhaseCase, "run" | "yardstick"> & { seqs: KernelSeq<"abi">[] } = {
+    decl: fx.decl, frozen: fx.frozen, seqs: kernel.map((_, n) => seqOf(fx, n)), cfg: fx.cfg, precision: p,
+    // ref64 and the plain reference in one run of both phases; the fixture's dy and d(final state) as given
+    reference: { phases: "both", options: { dFinalNull: !givesDFinal(fx) } },
+    // the loader admits only names of the rule's ABI; a gradient the reference leaves absent is zero by the math
+    style: "abi", all: false, exercised, who, options: { layout: { B: fx.B, H: fx.H, T: fx.cfg.seq_len } },
+  };
+  let names: string[] = [];
+  const judged = phaseVerdictNow({
+    ...phase,
+    run: () => ({ perSeq: kernel, hazards: [], who }),
+    yardstick: abiPlainYardstick(phase),
+    onItems: (items) => { names = [...new Set(items.map((i) => i.name))]; },
+  });
+  if (names.length === 0) return { ok: false, vacuous: true, message: "the fixture has no expected values" };
   // the shapes the fixture covers (docs/spec/conformance.md#shapes); a fixture declares no chunk size: the smallest default
   const tally = new ShapeTally();
   tally.add({ B: fx.B, T: fx.cfg.seq_len, H: fx.H, d: fx.cfg.d }, Math.min(...DEFAULT_KERNEL_CHUNKS));
-  const judged = flashCompare(items, exercised, `the kernel of ${fx.id} (${p.storage}/${p.state}/${p.accumulate})`, p, { layout: { B: fx.B, H: fx.H, T: fx.cfg.seq_len } });
   // one case is the whole check: its power and signatures are the check's
   const { status: _, ...r } = withShapes(withLedger({ ...judged, status: judged.ok ? "pass" : "fail" }, exercised), tally);
   if (!r.ok) return r;
-  const names = [...new Set(items.map((i) => i.name))];
   const never = names.filter((x) => !exercised.has(x));
   return {
     ...r,

@@ -12,13 +12,11 @@ import type { Arrays } from "../../ffi/lib.ts";
 import { innerCase } from "../../cases/inner-case.ts";
 import { caseArb, type AbiCaseSpec } from "../../cases/kernel-batch.ts";
 import { packStates, packTokens, tokenWidth } from "../../cases/kernel-layout.ts";
-import { isStateTensor, mapSeq } from "../../cases/kernel-tensors.ts";
-import type { SeqTensors } from "../../oracle/kernel-case.ts";
 import type { KernelSeq } from "../../cases/kernel-seq.ts";
 import type { RuleCaseSpec } from "../../cases/rule-case.ts";
 import type { InnerInputs, RuleConfig, RuleDecl, State } from "../../src/rules/types.ts";
 import { Tensor, cast } from "../../src/tensor.ts";
-import { roundTo, roundedCopy, type Precision, type StorageDType } from "../../src/precision.ts";
+import { roundTo, type Precision, type StorageDType } from "../../src/precision.ts";
 
 /** bench/ and fixtures/ name the abi case record so (cases/kernel-batch.ts AbiCaseSpec). */
 export type KSpec = AbiCaseSpec;
@@ -75,15 +73,6 @@ export function sequence(decl: RuleDecl, spec: RuleCaseSpec, frozen: boolean, p:
     T: c.cfg.seq_len, h, cfg: c.cfg, in32: inp.r32 as unknown as InnerInputs, in64: inp.r64 as Record<string, Tensor> & InnerInputs, st32: st.r32, st64: st.r64,
     dy32: dy.t32, dy64: dy.t64, dFinal32: dF.r32, dFinal64: dF.r64,
   };
-}
-
-/**
- * A plain reference's outputs as the kernel stores them: per-token tensors and gates (y, dk, dalpha,
- * ...) rounded to the storage dtype, states and state gradients to the state dtype. Identity for f32.
- */
-export function asStored(rec: SeqTensors, p: Pick<Precision, "storage" | "state">): SeqTensors {
-  if (p.storage === "f32" && p.state === "f32") return rec;
-  return mapSeq(rec, (a, k) => roundedCopy(isStateTensor(k) ? p.state : p.storage, a));
 }
 
 /** The batch's B·H sequences (one config: the extras change seeds, gates and state only). */

@@ -8,16 +8,13 @@
  */
 import type { ChunkForm, KernelLib } from "../../ffi/lib.ts";
 import type { CaseOutcome } from "../../harness/check.ts";
-import type { RuleConfig, RuleDecl } from "../../src/rules/types.ts";
-import { asStored, sequencesOf, type Seq } from "./batch.ts";
+import type { RuleDecl } from "../../src/rules/types.ts";
+import { sequencesOf } from "./batch.ts";
 import type { AbiCaseSpec } from "../../cases/kernel-batch.ts";
-import { phaseVerdictNow } from "../../cases/kernel-phase.ts";
+import { abiPlainYardstick, phaseVerdictNow } from "../../cases/kernel-phase.ts";
 import { nativeBackend, type NativeBatch } from "./native-backend.ts";
 import type { KernelBackend } from "../../cases/kernel-backend.ts";
-import type { Precision } from "../../src/precision.ts";
-import { plainRuns, plainYardstickSeq } from "../../oracle/plain-reference.ts";
-import type { SeqTensors } from "../../oracle/kernel-case.ts";
-import { referenceRun, type ReferenceOptions } from "../../oracle/kernel-reference.ts";
+import type { ReferenceOptions } from "../../oracle/kernel-reference.ts";
 import { chunkFormSymbol } from "../../ffi/abi.ts";
 import { hasChunkStartGd } from "../../src/rules/chunk-gd.ts";
 import type { KernelTiming } from "./variants.ts";
@@ -43,16 +40,6 @@ function refFormOf(decl: RuleDecl, frozen: boolean, f: ChunkForm | string): RefF
 }
 
 /**
- * The plain reference (the reference in f32 on the f32 copies, summed in the kernel's declared
- * accumulate dtype, its outputs as the kernel stores them), per sequence: the yardstick of a
- * native or in-process kernel.
- */
-function plainYardstick(decl: RuleDecl, frozen: boolean, seqs: readonly Seq[], cfg: RuleConfig, which: "forward" | "backward", options: ReferenceOptions, precision: Precision) {
-  return (r64: readonly SeqTensors[]): SeqTensors[] => seqs.map((s, n) => plainYardstickSeq(precision.accumulate, r64[n]!,
-    () => asStored(referenceRun(decl, frozen, { inputs: s.in32, state: s.st32, dy: s.dy32, dFinal: s.dFinal32 }, cfg, which, options), precision), plainRuns(decl)));
-}
-
-/**
  * One phase of a case on a backend that answers at once (a native library, an in-process kernel;
  * cases/kernel-backend.ts): the forward kernel's y (and, unfrozen, every final state tensor), or every
  * gradient of the backward kernel, d(initial state) included (frozen: dq and d(state)), judged at
@@ -65,6 +52,7 @@ export function phaseCase(which: "forward" | "backward", decl: RuleDecl, frozen:
   const precision = declared.precision[which];
   const { seqs, cfg, shape } = sequencesOf(decl, k, frozen, precision);
   const options: ReferenceOptions = { gdC: form.gdC, dyNull: k.dyNull, dFinalNull: k.dFinalNull };
+  const reference = { phases: which, options };
   return phaseVerdictNow({
     decl, frozen, seqs, cfg, exercised, precision, style: "abi", all: true,
     run: () => {
@@ -73,8 +61,9 @@ export function phaseCase(which: "forward" | "backward", decl: RuleDecl, frozen:
       if (timing !== undefined) timing.kernelMs += performance.now() - t0;
       return run;
     },
-    reference: { phases: which, options },
-    yardstick: plainYardstick(decl, frozen, seqs, cfg, which, options, precision),
+    reference,
+    // the plain reference on the f32 copies (cases/kernel-phase.ts)
+    yardstick: abiPlainYardstick({ decl, frozen, seqs, cfg, reference, precision }),
     options: { layout: { B: shape.B, H: shape.H, T: shape.T, C: k.C }, prefilled: true },
     judged: (v) => withForm(v, form),
   });
