@@ -89,10 +89,14 @@ function drawSequence(spec: WorkerJob["specs"][number], n: number): Seq {
     } else throw new Error(`production-worker: rule ${decl.key}: no draw for its ABI input '${n}'`);
   }
   in32.x ??= in32.k!;
-  const M = decl.randomState(cfg, "f32", () => rng.next()).M!;
-  for (let i = 0; i < M.size; i++) M.data[i] = roundTo(precision.state, M.data[i]!);
-  const dy = t32([T, d], () => rng.uniform(-1, 1)), dM = t32([d, d], () => rng.uniform(-1, 1), precision.state);
-  return { T, h: n % job.H, cfg, in32: in32 as unknown as InnerInputs, in64: undefined as never, st32: { M }, st64: undefined as never, dy32: dy, dy64: undefined as never, dFinal32: { M: dM }, dFinal64: undefined as never };
+  // every state of the rule (Titans' momentum S beside M), by the rule's sampler; d(final state) of
+  // each in U(−1, 1), in the ABI's state order (a rule with M alone draws as the Delta-only bench did)
+  const st32 = decl.randomState(cfg, "f32", () => rng.next());
+  for (const t of Object.values(st32)) for (let i = 0; i < t.size; i++) t.data[i] = roundTo(precision.state, t.data[i]!);
+  const dy = t32([T, d], () => rng.uniform(-1, 1));
+  const dFinal32: Record<string, Tensor> = {};
+  for (const name of pair.abi.state) dFinal32[name] = t32([...st32[name]!.shape], () => rng.uniform(-1, 1), precision.state);
+  return { T, h: n % job.H, cfg, in32: in32 as unknown as InnerInputs, in64: undefined as never, st32, st64: undefined as never, dy32: dy, dy64: undefined as never, dFinal32, dFinal64: undefined as never };
 }
 /** d, T and every hyperparameter of the rule at its declared default (Gated DeltaProduct: n_h = 2). */
 const cfgOf = (s: WorkerJob["specs"][number]): RuleConfig => {
