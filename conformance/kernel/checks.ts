@@ -55,7 +55,7 @@ function delegate(kind: KernelKind, backend: string, e: ChildEntry, siblings: ()
 }
 
 /** The checks of one configured backend of a kind, in the plan's order. */
-export function backendChecks(kind: KernelKind, backend: string): CheckDef[] {
+function backendChecks(kind: KernelKind, backend: string): CheckDef[] {
   const plan = kernelPlan(kind.plan(backend));
   const runs = kind.runs;
   if ("batch" in runs) {

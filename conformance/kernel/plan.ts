@@ -41,7 +41,7 @@ interface EntryBase {
 }
 
 /** The checks of one rule variant, in catalogue order. */
-export type RuleCheckKind = "forward" | "backward" | "checkpoint" | "chunks" | "workspace" | "race" | "gpu-blocks" | "tape-e2e" | "contract";
+type RuleCheckKind = "forward" | "backward" | "checkpoint" | "chunks" | "workspace" | "race" | "gpu-blocks" | "tape-e2e" | "contract";
 
 /** A check of one rule variant's kernels: against the reference, against themselves, inside the tape, or of what they refuse. */
 export interface RuleEntry extends EntryBase {
