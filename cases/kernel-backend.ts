@@ -34,10 +34,12 @@ export type BackendKind = "native" | "python" | "in-process";
  * backend offers (docs/spec/kernel-abi.md#kernel-backends): `contract` — forward and backward
  * (every backend); `library` — a native library's own entry points (its workspace size query, the
  * pair called chunk by chunk, the pair inside the tape); `emulation` — the CPU emulation's controls
- * (thread order, GPU-sized blocks; cpu-emu). A check is generated for a backend only where the
- * backend offers what it needs.
+ * (thread order, GPU-sized blocks; cpu-emu); `refusal` — a kernel host that sends a call the kernel
+ * cannot compute, which it must refuse (the `py:` contract check, docs/spec/py-backend.md#contracts).
+ * A check is generated for a backend only where the backend offers what it needs
+ * (conformance/kernel/plan.ts).
  */
-export type Capability = "contract" | "library" | "emulation";
+export type Capability = "contract" | "library" | "emulation" | "refusal";
 
 /** Whether a backend can run kernels: its device (and toolchain), or why not. */
 export type Probe =

@@ -10,7 +10,7 @@ import { resolve } from "node:path";
 import { kernelBackendNames, NAMED_BACKENDS } from "../ffi/backends.ts";
 import type { CheckDef, Handover } from "../harness/check.ts";
 import type { BackendInfo } from "../harness/report.ts";
-import { kernelBackends, kernelChecks } from "./kernel/native-checks.ts";
+import { kernelBackends, nativeKernelChecks } from "./kernel/native-checks.ts";
 import { adoptProbe, probeBackends, probedBackends } from "./kernel/spawn.ts";
 import { inProcessKernelChecks, type InProcessFactory } from "./kernel/in-process.ts";
 import { pyBackends, pyKernelChecks } from "./kernel/py-checks.ts";
@@ -67,7 +67,7 @@ const NATIVE: BackendKindEntry = {
   together: () => null,
   // none named: the reference alone (an empty NLC_BACKENDS is the default builds)
   variable: "NLC_BACKENDS", encode: (names) => (names.length > 0 ? names.join(",") : "ref"),
-  checks: kernelChecks, backends: kernelBackends,
+  checks: nativeKernelChecks, backends: kernelBackends,
   absolute: (b, cwd) => (b.startsWith("lib:") && b.length > 4 ? `lib:${resolve(cwd, b.slice(4))}` : b),
   environmentProblem: () => {
     try {

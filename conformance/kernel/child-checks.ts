@@ -22,7 +22,7 @@ import { phaseCase } from "./forward-backward.ts";
 import { nativeBackend, type NativeBatch } from "./native-backend.ts";
 import type { KernelBackend, KernelDeclaration } from "../../cases/kernel-backend.ts";
 import { E2E_CHECKPOINT, e2eCase, gpuBlocksCase, raceCase } from "./phases.ts";
-import type { ChildEntry, RuleEntry } from "./native-plan.ts";
+import type { ChildEntry, RuleEntry } from "./plan.ts";
 import { CHUNK_T, checkpointCase, chunkCase, workspaceBound } from "./checkpoint.ts";
 import { ConfigTally, configLimit } from "../../harness/configurations.ts";
 import { acrossVariants, withVariants } from "./variants.ts";
@@ -174,6 +174,8 @@ function ruleCheck(e: RuleEntry, backend: KernelBackend<NativeBatch, true>, lib:
       };
       return { def, after: covered(expectedTensors("tape-e2e", decl, frozen)) };
     }
+    case "contract":
+      throw new Error(`${e.id}: ${backend.name} has no kernel host to send a call it must refuse (the plan gives contract checks to backends offering refusal)`);
   }
 }
 
@@ -203,6 +205,7 @@ export function childCheck(e: ChildEntry, lib: KernelLib, profile: Profile, test
     case "gpu-blocks":
     case "race":
     case "tape-e2e":
+    case "contract":
       return ruleCheck(e, nativeBackend(lib), lib, profile);
     case "emu-race-detector":
       return { def: { ...base(e), kind: "single", run: () => raceDetector(testLib()) } };

@@ -10,7 +10,7 @@ import { ruleByKey } from "../../src/rules/index.ts";
 import type { AbiCaseSpec } from "../../cases/kernel-batch.ts";
 import { compareRuns, runAllKernels } from "./bitwise.ts";
 import { requireEmu, requirePair, requireTestSymbol } from "./kernel-lib.ts";
-import { FAULTS, type Fault } from "./native-plan.ts";
+import { FAULTS, type Fault } from "./plan.ts";
 
 /** The rule whose kernels thread mode runs. */
 export const THREAD_MODE_RULE = "delta";

@@ -1,28 +1,32 @@
 /**
  * C5 on an in-process kernel backend (docs/spec/kernel-abi.md#kernel-backends): a backend of the
  * contract (cases/kernel-backend.ts) that answers at once and takes the native batch, its kernels
- * TypeScript in the checking process, so it needs neither a library nor a child process. Per rule
- * of the registry and its frozen read, the forward and backward checks a native library gets
- * (native-plan.ts: the same cases, precision rule, coverage and ids under the backend's slug), each run
- * where it is called; a rule the backend does not declare is skipped with its reason.
+ * TypeScript in the checking process, so it needs neither a library nor a child process. What the
+ * in-process kind supplies to the one catalogue (checks.ts): the plan is told it offers the contract
+ * alone and takes the native style (native-plan.ts: the same cases, precision rule, coverage and
+ * ids under the backend's slug), so its checks are forward and backward per rule of the registry
+ * and its frozen read, each run where it is called; a rule the backend does not declare is skipped
+ * with its reason.
  */
 import type { KernelBackend } from "../../cases/kernel-backend.ts";
-import type { CheckDef, DelegatedCheck, DelegatedResult, DelegateOptions } from "../../harness/check.ts";
+import type { CheckDef, DelegatedResult, DelegateOptions } from "../../harness/check.ts";
 import { runCheck } from "../../harness/run.ts";
+import { kernelChecks, type KernelKind } from "./checks.ts";
 import { backendPhaseCheck } from "./child-checks.ts";
 import type { NativeBatch } from "./native-backend.ts";
-import { c5Plan, type RuleEntry } from "./native-plan.ts";
+import { NATIVE_STYLE } from "./native-plan.ts";
+import type { ChildEntry, RuleEntry } from "./plan.ts";
 
 /** An in-process backend: made on first use, once per catalogue. */
 export type InProcessFactory = () => KernelBackend<NativeBatch, true>;
 
 type PhaseEntry = RuleEntry & { kind: "forward" | "backward" };
-
-/** What an in-process backend offers: the contract alone (no library entry points, no emulation). */
-const OFFERS = ["contract"] as const;
+const isPhase = (e: ChildEntry): e is PhaseEntry => e.kind === "forward" || e.kind === "backward";
 
 /** One check run here: the definition's cases, then the coverage rule on its result. */
-function delegate(e: PhaseEntry, backend: () => KernelBackend<NativeBatch, true>): (opts: DelegateOptions) => DelegatedResult {
+function delegate(e: ChildEntry, backend: () => KernelBackend<NativeBatch, true>): (opts: DelegateOptions) => DelegatedResult {
+  // what the contract offers is forward and backward: the plan generates no other check for it
+  if (!isPhase(e)) throw new Error(`${e.id}: an in-process backend runs forward and backward only`);
   return (opts) => {
     const { def, after } = backendPhaseCheck(e, backend(), opts.profile);
     const r0 = opts.replayPath !== undefined
@@ -45,11 +49,11 @@ function delegate(e: PhaseEntry, backend: () => KernelBackend<NativeBatch, true>
 export function inProcessKernelChecks(name: string, slug: string, make: InProcessFactory): CheckDef[] {
   let made: KernelBackend<NativeBatch, true> | undefined;
   const backend = () => (made ??= make());
-  return c5Plan(name, slug, OFFERS)
-    // what the contract offers is forward and backward: the filter only narrows the type
-    .filter((e): e is PhaseEntry => e.kind === "forward" || e.kind === "backward")
-    .map((e): DelegatedCheck => ({
-      kind: "delegated", id: e.id, class: "C5", subject: e.subject, spec: e.spec, tolerance: e.tolerance,
-      needs: { child: `C5 ${name}` }, replayArgs: ["--backend", name], delegate: delegate(e, backend),
-    }));
+  const kind: KernelKind = {
+    plan: () => ({ name, slug, offers: ["contract"], style: NATIVE_STYLE }),
+    runs: { here: (_, e) => delegate(e, backend) },
+    needs: () => ({ child: `C5 ${name}` }),
+    replayArgs: () => ["--backend", name],
+  };
+  return kernelChecks(kind, [name]);
 }

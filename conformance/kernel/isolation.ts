@@ -8,7 +8,8 @@ import { join } from "node:path";
 import type { CaseOutcome, Profile } from "../../harness/check.ts";
 import { ROOT } from "../../paths.ts";
 import { variantKey } from "../../src/rules/level.ts";
-import { c5Plan, partOf, plantedEntry, type Fault } from "./native-plan.ts";
+import { nativePlanBackend, plantedEntry } from "./native-plan.ts";
+import { kernelPlan, partOf, type Fault } from "./plan.ts";
 import { tail } from "../../harness/child-process.ts";
 import { runChild } from "./spawn.ts";
 
@@ -26,7 +27,7 @@ const EXPECTED: Record<Fault, RegExp> = { segv: /SIGSEGV/, abort: /SIGABRT/, han
 export function crashIsolation(fault: Fault, profile: Profile): CaseOutcome {
   const plantedPart = plantedEntry("cpu-emu", fault), planted = plantedPart.id;
   // the checks around the planted one, as the plan gives them
-  const plan = new Map(c5Plan("cpu-emu").map((e) => [e.id, e]));
+  const plan = new Map(kernelPlan(nativePlanBackend("cpu-emu")).map((e) => [e.id, e]));
   const checkOf = (id: string) => ({ id, part: partOf(plan.get(id)!) });
   const hang = fault === "hang";
   const build = Bun.spawnSync({ cmd: [process.execPath, join(ROOT, "ffi", "build.ts"), "cpu", "cpu-test"], cwd: ROOT, stdout: "pipe", stderr: "pipe" });

@@ -1,18 +1,19 @@
 /**
- * C5 — kernel pairs (docs/spec/conformance.md#c5; the precision rule of docs/spec/precision.md#flash):
- * the catalogue side. The checks are the plan's (native-plan.ts). Each backend's checks run in a child
- * process (spawn.ts, native-child.ts; harness/child-process.ts), started by the first of them that runs,
- * which batches every selected check of that backend (a fresh child after a crash); the results
- * are cached and handed to each check in turn.
- * The isolation and header checks run in this process.
+ * C5 on native libraries (docs/spec/conformance.md#c5; the precision rule of docs/spec/precision.md#flash):
+ * what the native kind supplies to the one catalogue (checks.ts). Each backend's checks are the
+ * plan's (plan.ts, with native-plan.ts's style) and run in a child process (spawn.ts, native-child.ts;
+ * harness/child-process.ts), after the backends are built and probed in a child; an unavailable
+ * backend's checks are skipped, a broken one's are errors, without running. The checks of the
+ * machinery itself (the ABI header, crash isolation: plan.ts parentPlan) run in this process.
  */
 import { kernelBackendNames } from "../../ffi/backends.ts";
-import type { CheckDef, DelegatedCheck, DelegatedResult, DelegateOptions } from "../../harness/check.ts";
-import { ChildResults } from "../../harness/child-process.ts";
+import type { CheckDef, DelegatedResult } from "../../harness/check.ts";
 import type { BackendInfo } from "../../harness/report.ts";
+import { kernelChecks, type KernelKind } from "./checks.ts";
 import { abiHeaderCheck } from "./header.ts";
 import { crashIsolation } from "./isolation.ts";
-import { c5Plan, parentPlan, partOf, type ChildEntry, type ChildPart, type IsolationEntry } from "./native-plan.ts";
+import { nativePlanBackend } from "./native-plan.ts";
+import { parentPlan, type IsolationEntry } from "./plan.ts";
 import { probeBackends, probedBackends, runChild } from "./spawn.ts";
 
 /**
@@ -50,33 +51,16 @@ function backendVerdict(backend: string, seed: number): DelegatedResult | null {
   return null;
 }
 
-/** Each catalogued check's part of the plan, by backend and id: what its child receives. */
-const parts = new Map<string, ChildPart>();
-const partKey = (backend: string, id: string) => `${backend}\n${id}`;
-
-/** The children's results: one batch answers every selected check of its backend. */
-const results = new ChildResults<ChildPart>(runChild, (backend, id) => {
-  const p = parts.get(partKey(backend, id));
-  if (p === undefined) throw new Error(`no C5 check '${id}' on backend ${backend} in the plan`);
-  return p;
-});
-
-/** Runs a check in its backend's child: a replay alone, a normal run with every selected sibling. */
-function childDelegate(backend: string, id: string, siblings: () => readonly CheckDef[]): (opts: DelegateOptions) => DelegatedResult {
-  return (opts) => backendVerdict(backend, opts.seed) ?? results.result(backend, id, opts, siblings);
-}
-
-function backendCheck(backend: string, e: ChildEntry, siblings: () => readonly CheckDef[]): DelegatedCheck {
-  parts.set(partKey(backend, e.id), partOf(e));
-  return {
-    kind: "delegated", id: e.id, class: "C5", subject: e.subject, spec: e.spec, tolerance: e.tolerance,
-    // the native backends' checks share one child batch; the backends are built and probed first
-    needs: { child: "C5", before: probeBackends },
-    // a library backend's checks exist only when it is configured: the replay names it
-    ...(backend.startsWith("lib:") ? { replayArgs: ["--backend", backend] } : {}),
-    delegate: childDelegate(backend, e.id, siblings),
-  };
-}
+/** A native library's checks: in its child process (spawn.ts), after the backends are built and probed. */
+const NATIVE_KIND: KernelKind = {
+  plan: nativePlanBackend,
+  runs: { batch: runChild },
+  // the native backends' checks share one child batch; the backends are built and probed first
+  needs: () => ({ child: "C5", before: probeBackends }),
+  // a library backend's checks exist only when it is configured: the replay names it
+  replayArgs: (backend) => (backend.startsWith("lib:") ? ["--backend", backend] : undefined),
+  verdict: backendVerdict,
+};
 
 function isolationCheck(e: IsolationEntry, emuConfigured: boolean): CheckDef {
   const base = { id: e.id, class: "C5", subject: e.subject, spec: e.spec, tolerance: e.tolerance } as const;
@@ -95,17 +79,14 @@ function isolationCheck(e: IsolationEntry, emuConfigured: boolean): CheckDef {
 }
 
 /** Every C5 check: per configured backend, and the checks of the machinery itself. */
-export function kernelChecks(): CheckDef[] {
+export function nativeKernelChecks(): CheckDef[] {
   const backends = kernelBackendNames();
   const checks: CheckDef[] = [];
   // the generated-files check first: building a backend regenerates them (ffi/build.ts)
   for (const e of parentPlan()) {
     if (e.kind === "header") checks.push({ kind: "single", id: e.id, class: "C5", subject: e.subject, spec: e.spec, tolerance: e.tolerance, run: abiHeaderCheck });
   }
-  for (const backend of backends) {
-    const mine: CheckDef[] = c5Plan(backend).map((e) => backendCheck(backend, e, () => mine));
-    checks.push(...mine);
-  }
+  checks.push(...kernelChecks(NATIVE_KIND, backends));
   for (const e of parentPlan()) {
     switch (e.kind) {
       case "isolation":

@@ -8,7 +8,7 @@ import type { KernelLib } from "../../ffi/lib.ts";
 import type { Profile } from "../../harness/check.ts";
 import { runCheck } from "../../harness/run.ts";
 import { childCheck, needsTestLib } from "./child-checks.ts";
-import { entryOf } from "./native-plan.ts";
+import { entryOf } from "./plan.ts";
 import { parseChildArgs, probeLine, type ChildRequest, type Probed } from "./protocol.ts";
 import { callLine, caseLine, resultLine, startLine, stubResult } from "../../harness/child-process.ts";
 import type { CheckDef, CheckResult } from "../../harness/check.ts";

@@ -11,10 +11,10 @@ import { parseArgs } from "node:util";
 import type { Resolved } from "../../ffi/backends.ts";
 import { PROFILES, type Profile } from "../../harness/check.ts";
 import type { BatchRequest } from "../../harness/child-process.ts";
-import type { ChildPart } from "./native-plan.ts";
+import type { Part } from "./plan.ts";
 
 /** A batch (harness/child-process.ts) of C5 plan parts, and what only C5's child takes. */
-export interface ChildRequest extends BatchRequest<ChildPart> {
+export interface ChildRequest extends BatchRequest<Part> {
   timeoutMs?: number;
   /** A limit for each kernel call (and check) from its own start, kept by the child itself (harness/call-watchdog.ts). */
   callTimeoutMs?: number;

@@ -1,16 +1,19 @@
 /**
- * The py: kernel backends in the catalogue (docs/spec/py-backend.md): for each
- * `--backend py:<module>:<callable>`, the plan's checks (py-plan.ts) as delegated checks. The first
- * one that runs starts a child process (py-child.ts; harness/child-process.ts) for every selected
- * check of its backend and caches the results; a child that dies or overruns its time limit turns
- * the check it was running into `error` with its stderr tail, and a fresh child runs the rest.
+ * The py: kernel backends (docs/spec/py-backend.md): what the py: kind supplies to the one catalogue
+ * (checks.ts) for each `--backend py:<module>:<callable>`: the plan's checks (plan.ts, with
+ * py-plan.ts's style) run in a child process (py-child.ts; harness/child-process.ts), one for
+ * every selected check of its backend; a child that dies or overruns its time limit turns the
+ * check it was running into `error` with its stderr tail, and a fresh child runs the rest. What
+ * the report lists under the backend (unavailable, or the toolchain) is read from its results.
  */
-import type { CheckDef, DelegatedResult, DelegateOptions } from "../../harness/check.ts";
-import { ChildResults, runBatch } from "../../harness/child-process.ts";
+import type { CheckDef } from "../../harness/check.ts";
+import { runBatch, type BatchRequest } from "../../harness/child-process.ts";
 import type { BackendInfo } from "../../harness/report.ts";
 import type { Toolchain } from "../../ffi/toolchain.ts";
+import { kernelChecks, type KernelKind } from "./checks.ts";
 import { kernelTimeoutMs, kernelTimeoutSetting, mayRunTriton } from "./kernel-session.ts";
-import { parsePyBackend, pyBackendNames, pyIdCollision, pyPartOf, pyPlan, type PyBackend, type PyEntry, type PyPart } from "./py-plan.ts";
+import type { Part } from "./plan.ts";
+import { parsePyBackend, pyBackendNames, pyIdCollision, pyPlanBackend } from "./py-plan.ts";
 
 const CHILD = `${import.meta.dir}/py-child.ts`;
 /** The backends whose child ran, with the toolchain it reported. */
@@ -29,16 +32,8 @@ function childTimeoutMs(n: number, triton: boolean): number {
 /** Backends whose child could not load the kernel: the reason, given once (py-child.ts). */
 const unavailable = new Map<string, string>();
 
-/** Each catalogued check's part of the plan, by backend and id: what its child receives. */
-const parts = new Map<string, PyPart>();
-const partKey = (backend: string, id: string) => `${backend}\n${id}`;
-function partFor(backend: string, id: string): PyPart {
-  const p = parts.get(partKey(backend, id));
-  if (p === undefined) throw new Error(`no check '${id}' on backend ${backend} in the plan`);
-  return p;
-}
-
-const results = new ChildResults<PyPart>((req) => {
+/** A backend's batch in its child; the backend's unavailability and toolchain noted for the report. */
+function runPyBatch(req: BatchRequest<Part>) {
   const triton = mayRunTriton(parsePyBackend(req.backend));
   const r = runBatch({
     cmd: [process.execPath, CHILD], who: `the child process running ${req.backend}`, timeoutMs: (n) => childTimeoutMs(n, triton),
@@ -57,29 +52,20 @@ const results = new ChildResults<PyPart>((req) => {
   }
   ran.set(req.backend, toolchain);
   return r;
-}, partFor);
-
-function delegate(b: PyBackend, e: PyEntry, siblings: () => readonly CheckDef[]) {
-  return (opts: DelegateOptions): DelegatedResult => results.result(b.name, e.id, opts, siblings);
 }
+
+const PY_KIND: KernelKind = {
+  plan: (name) => pyPlanBackend(parsePyBackend(name)),
+  runs: { batch: runPyBatch },
+  needs: (name) => ({ child: `C5 ${name}` }), // one Python host per backend, beside the others
+  replayArgs: (name) => ["--backend", name],
+};
 
 /** Every check of every configured py: backend (none unless --backend py:... is given). */
 export function pyKernelChecks(): CheckDef[] {
-  const out: CheckDef[] = [];
   const collision = pyIdCollision(pyBackendNames(), "NLC_PY_BACKENDS");
   if (collision !== null) throw new Error(collision);
-  for (const name of pyBackendNames()) {
-    const b = parsePyBackend(name);
-    const plan = pyPlan(b);
-    for (const e of plan) parts.set(partKey(b.name, e.id), pyPartOf(e));
-    const mine: CheckDef[] = plan.map((e) => ({
-      kind: "delegated", id: e.id, class: "C5", subject: e.subject, spec: e.spec, tolerance: e.tolerance,
-      replayArgs: ["--backend", b.name], delegate: delegate(b, e, () => mine),
-      needs: { child: `C5 ${b.name}` }, // one Python host per backend, beside the others
-    }));
-    out.push(...mine);
-  }
-  return out;
+  return kernelChecks(PY_KIND, pyBackendNames());
 }
 
 /** The py: backends for the report. */

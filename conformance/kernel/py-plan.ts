@@ -1,6 +1,7 @@
 /**
- * The checks of a `py:<module>:<callable>[@<name>]` kernel backend (docs/spec/py-backend.md): per
- * rule of the registry, a forward and a backward check against the reference, with ids
+ * What a `py:<module>:<callable>[@<name>]` kernel backend (docs/spec/py-backend.md) passes to the one
+ * plan (plan.ts): its name parsed, its id segment and its plan style. Per rule of the registry it
+ * gets the checks the contract and the kernel host offer, with ids
  *
  *   C5/py-<name>/<rule>/forward    y and every final state (f32, bf16 or f16 kernel vs f64 reference)
  *   C5/py-<name>/<rule>/backward   every input gradient and d(initial state), given dy and d(final state)
@@ -14,16 +15,10 @@
  */
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
-import type { Subject } from "../../harness/check.ts";
-import { RULES, ruleByKey } from "../../src/rules/index.ts";
-import { variantKey } from "../../src/rules/level.ts";
-import type { RuleDecl } from "../../src/rules/types.ts";
-import { RUNS, type Runs } from "../../cases/kernel-batch.ts";
 import { KERNEL_TOLERANCE } from "../../oracle/kernel-judge.ts";
 import { environment, type Environment } from "../../environment.ts";
-
-/** A check's tolerance as the report states it. */
-type CheckTolerance = Readonly<Record<string, unknown>>;
+import { ruleEntryOf, type PlanBackend, type PlanStyle, type RuleEntry, type RulePart } from "./plan.ts";
+import type { CheckTolerance } from "./tolerance.ts";
 
 export const PY_PREFIX = "py:";
 
@@ -95,36 +90,12 @@ export function pyBackendNames(env: Environment = environment()): string[] {
   return [...new Set(raw.split(",").map((s) => s.trim()).filter((s) => s !== ""))];
 }
 
-export type PyKind = "forward" | "backward" | "contract";
-
-export interface PyEntry {
-  readonly id: string;
-  readonly kind: PyKind;
-  readonly subject: Subject;
-  readonly spec: string;
-  readonly tolerance: CheckTolerance;
-  readonly runs: Runs;
-  readonly decl: RuleDecl;
-  /** The frozen read of the rule (D3) instead of its active pair. */
-  readonly frozen: boolean;
-  /** The variant key the kernel declares: `delta` or `delta.frozen`. */
-  readonly key: string;
-}
-
+/** A py: kernel's check as its child runs it: the one plan's rule entry (plan.ts), by the names the child reads it. */
+export type PyEntry = RuleEntry;
 /** An entry as data, the part of the plan its child receives: the rule by its registry key. */
-export type PyPart = Omit<PyEntry, "decl"> & { readonly rule: string };
-
-export function pyPartOf(e: PyEntry): PyPart {
-  const { decl, ...rest } = e;
-  return { ...rest, rule: decl.key };
-}
-
+export type PyPart = RulePart;
 /** The entry a child runs for a part it received: the rule from the registry. */
-export function pyEntryOf(p: PyPart): PyEntry {
-  const { rule, ...rest } = p;
-  return { ...rest, decl: ruleByKey(rule) };
-}
-
+export const pyEntryOf: (p: PyPart) => PyEntry = ruleEntryOf;
 
 /**
  * The flash-attention rule with ref32 from a plain f32 run (docs/spec/py-backend.md#reference):
@@ -141,30 +112,23 @@ export const PY_TOLERANCE: CheckTolerance = {
   ref64: "the TypeScript reference pair in f64 (backward with d(final state), docs/spec/state-gradients.md#active)",
 };
 
-/** Every check of one py: backend, in catalogue order: each rule, then its frozen read (if any). */
-export function pyPlan(b: PyBackend): PyEntry[] {
-  const out: PyEntry[] = [];
-  for (const decl of RULES) {
-    for (const frozen of decl.frozen === null ? [false] : [false, true]) {
-      const key = variantKey(decl.key, frozen);
-      for (const kind of ["forward", "backward"] as const) {
-        out.push({
-          id: `C5/${b.slug}/${key}/${kind}`, kind, decl, frozen, key, runs: RUNS,
-          subject: { rule: decl.key, frozen, backend: b.name },
-          spec: `docs/spec/py-backend.md#${kind === "forward" ? "forward-check" : "backward-check"}; docs/spec/conformance.md#c5; ` +
-            `${decl.sheet}${frozen ? " (frozen read, docs/spec/state-gradients.md#frozen)" : ""}; docs/spec/precision.md#flash; docs/spec/py-backend.md#precision`,
-          tolerance: PY_TOLERANCE,
-        });
-      }
-      // a kernel refuses what it cannot do (docs/spec/py-backend.md#contracts): once per rule, on its active pair
-      if (!frozen) {
-        out.push({
-          id: `C5/${b.slug}/${key}/contract`, kind: "contract", decl, frozen, key, runs: RUNS,
-          subject: { rule: decl.key, frozen, backend: b.name },
-          spec: "docs/spec/py-backend.md#contracts; docs/spec/py-backend.md#packed", tolerance: {},
-        });
-      }
-    }
-  }
-  return out;
+/** The checks of a py: backend, as the report states them. */
+export const PY_STYLE: PlanStyle = {
+  tolerance: PY_TOLERANCE,
+  subjectDtype: null,
+  spec: {
+    forward: (decl, frozen) => phaseSpec("forward-check", decl.sheet, frozen),
+    backward: (decl, frozen) => phaseSpec("backward-check", decl.sheet, frozen),
+    contract: () => "docs/spec/py-backend.md#contracts; docs/spec/py-backend.md#packed",
+  },
+};
+
+function phaseSpec(anchor: string, sheet: string, frozen: boolean): string {
+  return `docs/spec/py-backend.md#${anchor}; docs/spec/conformance.md#c5; ` +
+    `${sheet}${frozen ? " (frozen read, docs/spec/state-gradients.md#frozen)" : ""}; docs/spec/precision.md#flash; docs/spec/py-backend.md#precision`;
+}
+
+/** A py: backend as the plan sees it: the contract, and the kernel host's refusal probe (docs/spec/py-backend.md#contracts). */
+export function pyPlanBackend(b: PyBackend): PlanBackend {
+  return { name: b.name, slug: b.slug, offers: ["contract", "refusal"], style: PY_STYLE };
 }
