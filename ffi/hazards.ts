@@ -178,7 +178,7 @@ function maxRel(a: GuardedRun, b: GuardedRun): number {
  * difference and one run per guarded tensor (only its guard poisoned) names the tensors read past
  * their end.
  */
-function* probeRuns<R extends GuardedRun>(plan: HazardPlan, tol: number | null): Generator<Poisoned, Probed<R>, R> {
+export function* probeRuns<R extends GuardedRun>(plan: HazardPlan, tol: number | null): Generator<Poisoned, Probed<R>, R> {
   const first = yield null;
   if (first.writes.length > 0 || !plan.rerun) return { first, hazards: [...first.writes], runs: 1 };
   const second = yield [];

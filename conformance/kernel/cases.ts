@@ -150,12 +150,12 @@ export function buildPyCase(decl: RuleDecl, spec: CanonicalCaseSpec, frozen = fa
   };
 }
 
-/** Per-sequence tensors [T, ...] -> canonical [B, T, H, ...] (a packed batch: [1, ΣL, H, ...]; f64 values, already rounded). */
-export function tokensTensor(c: PyCase, per: (s: PySeq) => Tensor): Tensor {
-  const first = per(c.seqs[0]!);
+/** Per-sequence tensors [T, ...] (one per sequence of the case, in its order) -> canonical [B, T, H, ...] (a packed batch: [1, ΣL, H, ...]; f64 values, already rounded). */
+export function tokensTensor(c: PyCase, per: readonly Tensor[]): Tensor {
+  const first = per[0]!;
   const inner = first.shape.slice(1);
   const out = new Tensor("f64", [c.B, c.T, c.H, ...inner]);
-  const w = inner.reduce((a, b) => a * b, 1), parts = c.seqs.map((s) => per(s).data);
+  const w = inner.reduce((a, b) => a * b, 1), parts = per.map((t) => t.data);
   if (c.packed !== null) packPackedTokens(parts, c.packed.lengths, c.H, w, out.data);
   else packTokens(parts, c, w, out.data);
   return out;
@@ -189,10 +189,10 @@ export function lengthGroups(c: PyCase): { sub: PyCase; seqs: number[] }[] {
 }
 
 /** Per-sequence tensors -> [N, ...] with n = b·H + h (which is also the canonical [B, H, ...] order). */
-export function statesTensor(c: PyCase, per: (s: PySeq) => Tensor, lead: number[] = [c.seqs.length]): Tensor {
-  const first = per(c.seqs[0]!);
+export function statesTensor(c: PyCase, per: readonly Tensor[], lead: number[] = [c.seqs.length]): Tensor {
+  const first = per[0]!;
   const out = new Tensor("f64", [...lead, ...first.shape]);
-  packStates(c.seqs.map((s) => per(s).data), out.data);
+  packStates(per.map((t) => t.data), out.data);
   return out;
 }
 
