@@ -9,7 +9,6 @@
  */
 import * as fc from "fast-check";
 import { buildRuleCase, clampHyper, ruleCaseSpecArb, type RuleCaseSpec } from "../../cases/rule-case.ts";
-import { longShaped } from "../../cases/long-inputs.ts";
 import { roundedCopy, type Precision, type StorageDType } from "../../src/precision.ts";
 import { Rng, uniformTensor } from "../../src/rng.ts";
 import { frozenForwardSaved, ruleForwardSaved } from "../../src/rules/level.ts";
@@ -22,7 +21,7 @@ import { seqExtrasArb, type CanonicalCaseSpec } from "../../cases/kernel-batch.t
 import { packedLabel } from "../../cases/kernel-regimes.ts";
 import { cuSeqlens, packPackedTokens, packStates, packTokens, unpackPackedTokens, unpackState, unpackTokens } from "../../cases/kernel-layout.ts";
 import { fromInnerGrads } from "../../cases/kernel-tensors.ts";
-import type { KernelSeq } from "../../cases/kernel-seq.ts";
+import { seqSources, type KernelSeq, type SeqSource } from "../../cases/kernel-seq.ts";
 import { edgeConventions, edgeLabel, saturateGates } from "./edges.ts";
 
 /**
@@ -79,15 +78,15 @@ function rounded(dtype: StorageDType, t: Tensor): Tensor {
   return out;
 }
 
-function pySequence(decl: RuleDecl, spec: RuleCaseSpec, inputs: readonly InnerName[], frozen: boolean, dFinalRng: Rng, p: Precision, conv: Conventions, h: number): PySeq {
-  const c = buildRuleCase(decl, spec, "f64", frozen);
-  const fw = frozen ? frozenForwardSaved(decl, c.X, c.params, c.state, c.cfg).saved : ruleForwardSaved(decl, c.X, c.params, c.state, c.cfg).saved;
-  const saved = frozen ? fw : longShaped(decl, spec, fw, c.cfg);
+/** Sequence n's values in the canonical form: its source's values in the kernel's parametrisation and the references', rounded to the kernel's dtypes. */
+function pySequence(src: SeqSource, inputs: readonly InnerName[], frozen: boolean, dFinalRng: Rng, p: Precision, conv: Conventions): PySeq {
+  const c = src.values, h = src.h;
   const s: PySeq = { T: c.cfg.seq_len, h, in64: {}, kin64: {}, st64: {}, dy64: rounded(p.storage, c.dy), dFinal64: {} };
-  const rawRng = new Rng(spec.seed ^ 0x2c1b3c6d);
+  const rawRng = new Rng(src.spec.seed ^ 0x2c1b3c6d);
+  const raw = c.inputs as unknown as Readonly<Record<string, Tensor>>;
   for (const n of inputs) {
     // an input declared in its own dtype (input_dtypes) is rounded to that one
-    s.kin64[n] = rounded(conv.input_dtypes?.[n] ?? p.storage, kernelValue(conv, n, n === "x" ? saved.X! : saved[n]!, rawRng, h));
+    s.kin64[n] = rounded(conv.input_dtypes?.[n] ?? p.storage, kernelValue(conv, n, raw[n]!, rawRng, h));
     s.in64[n] = referenceValue(conv, n, s.kin64[n]!, c.cfg.d, h);
   }
   for (const [n, t] of Object.entries(c.state)) {
@@ -135,11 +134,10 @@ export function buildPyCase(decl: RuleDecl, spec: CanonicalCaseSpec, frozen = fa
   // packed sequence i, head h: its own length; the others are the first's rule case with their own seed, gates and state
   const count = lengths === null ? spec.B * spec.H : lengths.length * spec.H;
   if (spec.extra.length < count - 1) throw new Error(`a case of ${count} sequences needs ${count - 1} extra sequences, got ${spec.extra.length}`);
-  const lengthOf = (n: number) => (lengths === null ? base.seq_len : lengths[Math.floor(n / spec.H)]!);
-  const specs = [base, ...spec.extra.slice(0, count - 1).map((e) => ({ ...base, ...st(e) }))].map((s, n) => ({ ...s, seq_len: lengthOf(n) }));
+  const seqLengths = lengths === null ? undefined : Array.from({ length: count }, (_, n) => lengths[Math.floor(n / spec.H)]!);
   const absent = absentInputs(conv, inputs, "the kernel") as InnerName[];
   // sequence n is head n mod H (n = b·H + h, a packed batch's n = i·H + h): a gate form's per-head parameters
-  const seqs = specs.map((s, n) => pySequence(decl, s, inputs, frozen, rng, p, conv, n % spec.H));
+  const seqs = seqSources(decl, base, spec.extra.map(st), count, spec.H, frozen, seqLengths).map((src) => pySequence(src, inputs, frozen, rng, p, conv));
   for (const q of seqs) for (const n of Object.keys(q.st64)) if (!states.includes(n)) delete q.st64[n];
   const cfg = buildRuleCase(decl, base, "f64").cfg;
   if (spec.edge?.kind === "saturated") saturateGates(seqs, decl, cfg, conv, inputs.filter((n) => !absent.includes(n)), p.storage, base.seed);
