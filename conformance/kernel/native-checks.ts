@@ -8,7 +8,7 @@
  */
 import { kernelBackendNames } from "../../ffi/backends.ts";
 import type { CheckDef, DelegatedCheck, DelegatedResult, DelegateOptions } from "../../harness/check.ts";
-import { ChildResults } from "../../harness/child-process.ts";
+import { ChildResults, type BatchEntry } from "../../harness/child-process.ts";
 import type { BackendInfo } from "../../harness/report.ts";
 import { abiHeaderCheck } from "./header.ts";
 import { crashIsolation } from "./isolation.ts";
@@ -50,24 +50,20 @@ function backendVerdict(backend: string, seed: number): DelegatedResult | null {
   return null;
 }
 
-/** Each catalogued check's part of the plan, by backend and id: what its child receives. */
-const parts = new Map<string, ChildPart>();
-const partKey = (backend: string, id: string) => `${backend}\n${id}`;
-
 /** The children's results: one batch answers every selected check of its backend. */
-const results = new ChildResults<ChildPart>(runChild, (backend, id) => {
-  const p = parts.get(partKey(backend, id));
-  if (p === undefined) throw new Error(`no C5 check '${id}' on backend ${backend} in the plan`);
-  return p;
-});
+const results = new ChildResults();
 
-/** Runs a check in its backend's child: a replay alone, a normal run with every selected sibling. */
-function childDelegate(backend: string, id: string, siblings: () => readonly CheckDef[]): (opts: DelegateOptions) => DelegatedResult {
-  return (opts) => backendVerdict(backend, opts.seed) ?? results.result(backend, id, opts, siblings);
+/** Runs a check in its backend's child: a replay alone, a normal run with every selected sibling (`siblings`: each check of the backend with its part of the plan). */
+function childDelegate(backend: string, id: string, siblings: readonly BatchEntry<ChildPart>[]): (opts: DelegateOptions) => DelegatedResult {
+  return (opts) => {
+    const verdict = backendVerdict(backend, opts.seed) ?? results.cached(id, opts);
+    if (verdict !== undefined) return verdict;
+    const req = ChildResults.request(backend, id, opts, siblings);
+    return results.keep(req, runChild(req), id, opts);
+  };
 }
 
-function backendCheck(backend: string, e: ChildEntry, siblings: () => readonly CheckDef[]): DelegatedCheck {
-  parts.set(partKey(backend, e.id), partOf(e));
+function backendCheck(backend: string, e: ChildEntry, siblings: readonly BatchEntry<ChildPart>[]): DelegatedCheck {
   return {
     kind: "delegated", id: e.id, class: "C5", subject: e.subject, spec: e.spec, tolerance: e.tolerance,
     // the native backends' checks share one child batch; the backends are built and probed first
@@ -103,8 +99,9 @@ export function kernelChecks(): CheckDef[] {
     if (e.kind === "header") checks.push({ kind: "single", id: e.id, class: "C5", subject: e.subject, spec: e.spec, tolerance: e.tolerance, run: abiHeaderCheck });
   }
   for (const backend of backends) {
-    const mine: CheckDef[] = c5Plan(backend).map((e) => backendCheck(backend, e, () => mine));
-    checks.push(...mine);
+    const plan = c5Plan(backend);
+    const siblings = plan.map((e) => ({ id: e.id, part: partOf(e) }));
+    checks.push(...plan.map((e) => backendCheck(backend, e, siblings)));
   }
   for (const e of parentPlan()) {
     switch (e.kind) {

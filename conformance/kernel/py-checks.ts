@@ -5,8 +5,8 @@
  * check of its backend and caches the results; a child that dies or overruns its time limit turns
  * the check it was running into `error` with its stderr tail, and a fresh child runs the rest.
  */
-import type { CheckDef, DelegatedResult, DelegateOptions } from "../../harness/check.ts";
-import { ChildResults, runBatch } from "../../harness/child-process.ts";
+import type { CheckDef, CheckResult, DelegatedResult, DelegateOptions } from "../../harness/check.ts";
+import { ChildResults, runBatch, type BatchEntry, type BatchRequest, type ChildTimeout } from "../../harness/child-process.ts";
 import type { BackendInfo } from "../../harness/report.ts";
 import type { Toolchain } from "../../ffi/toolchain.ts";
 import { kernelTimeoutMs, kernelTimeoutSetting, mayRunTriton } from "./kernel-session.ts";
@@ -22,26 +22,20 @@ const ran = new Map<string, Toolchain | null>();
  * run Triton kernels (its source names triton or fla) gets the interpreted kernels' timeout, since
  * without a GPU they are interpreted (docs/spec/py-backend.md#triton-cpu).
  */
-function childTimeoutMs(n: number, triton: boolean): number {
-  return 120_000 + n * (2 * kernelTimeoutMs(triton) + 120_000);
+function childTimeout(triton: boolean): ChildTimeout {
+  return { baseMs: 120_000, perCheckMs: 2 * kernelTimeoutMs(triton) + 120_000 };
 }
 
 /** Backends whose child could not load the kernel: the reason, given once (py-child.ts). */
 const unavailable = new Map<string, string>();
 
-/** Each catalogued check's part of the plan, by backend and id: what its child receives. */
-const parts = new Map<string, PyPart>();
-const partKey = (backend: string, id: string) => `${backend}\n${id}`;
-function partFor(backend: string, id: string): PyPart {
-  const p = parts.get(partKey(backend, id));
-  if (p === undefined) throw new Error(`no check '${id}' on backend ${backend} in the plan`);
-  return p;
-}
+const results = new ChildResults();
 
-const results = new ChildResults<PyPart>((req) => {
+/** A batch of a backend's checks in children (a fresh one after each death); the toolchain and an unavailable backend noted for the report. */
+function runPyBatch(req: BatchRequest<PyPart>): Map<string, CheckResult> {
   const triton = mayRunTriton(parsePyBackend(req.backend));
   const r = runBatch({
-    cmd: [process.execPath, CHILD], who: `the child process running ${req.backend}`, timeoutMs: (n) => childTimeoutMs(n, triton),
+    cmd: [process.execPath, CHILD], who: `the child process running ${req.backend}`, timeout: childTimeout(triton),
     timeoutSetting: `2 x ${kernelTimeoutSetting(triton)} + 120 s a check`, replayArgs: ["--backend", req.backend],
   }, req);
   // the toolchain comes on every result; it belongs to the backend, not to each check
@@ -57,10 +51,16 @@ const results = new ChildResults<PyPart>((req) => {
   }
   ran.set(req.backend, toolchain);
   return r;
-}, partFor);
+}
 
-function delegate(b: PyBackend, e: PyEntry, siblings: () => readonly CheckDef[]) {
-  return (opts: DelegateOptions): DelegatedResult => results.result(b.name, e.id, opts, siblings);
+/** A check's result: from an earlier batch of its backend, or from the batch it asks for (`siblings`: each check of the backend with its part of the plan). */
+function delegate(b: PyBackend, e: PyEntry, siblings: readonly BatchEntry<PyPart>[]) {
+  return (opts: DelegateOptions): DelegatedResult => {
+    const cached = results.cached(e.id, opts);
+    if (cached !== undefined) return cached;
+    const req = ChildResults.request(b.name, e.id, opts, siblings);
+    return results.keep(req, runPyBatch(req), e.id, opts);
+  };
 }
 
 /** Every check of every configured py: backend (none unless --backend py:... is given). */
@@ -71,10 +71,10 @@ export function pyKernelChecks(): CheckDef[] {
   for (const name of pyBackendNames()) {
     const b = parsePyBackend(name);
     const plan = pyPlan(b);
-    for (const e of plan) parts.set(partKey(b.name, e.id), pyPartOf(e));
+    const siblings = plan.map((e) => ({ id: e.id, part: pyPartOf(e) }));
     const mine: CheckDef[] = plan.map((e) => ({
       kind: "delegated", id: e.id, class: "C5", subject: e.subject, spec: e.spec, tolerance: e.tolerance,
-      replayArgs: ["--backend", b.name], delegate: delegate(b, e, () => mine),
+      replayArgs: ["--backend", b.name], delegate: delegate(b, e, siblings),
       needs: { child: `C5 ${b.name}` }, // one Python host per backend, beside the others
     }));
     out.push(...mine);
