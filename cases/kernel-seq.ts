@@ -5,13 +5,12 @@
  * f32 copy of every tensor (what the kernel and the f32 plain reference receive) and the rule
  * config; the canonical form (py: backends) keeps the values the kernel receives in its own
  * parametrisation (docs/spec/py-backend.md#conventions) beside those the references read. Both
- * forms build their sequences from the same sources (seqSources): each its rule case's values in
- * f64, which the form then rounds and lays out as its own.
+ * forms build their sequences alike: the same rule case specs (seqSpecs), each one's values from
+ * its rule case in f64 (cases/inner-case.ts), which the form then rounds and lays out as its own.
  */
 import type { CaseForm, SeqExtra } from "./kernel-batch.ts";
-import { innerCase, type InnerCase } from "./inner-case.ts";
 import type { RuleCaseSpec } from "./rule-case.ts";
-import type { InnerInputs, RuleConfig, RuleDecl, State } from "../src/rules/types.ts";
+import type { InnerInputs, RuleConfig, State } from "../src/rules/types.ts";
 import type { Tensor } from "../src/tensor.ts";
 
 /** The fields each form adds to a sequence. */
@@ -44,24 +43,14 @@ export type KernelSeq<F extends CaseForm = CaseForm> = {
   dFinal64: Record<string, Tensor>;
 } & FormFields[F];
 
-/** What sequence n of either form is built from: its rule case spec, its head h, and that case's inner inputs, state, dy and d(final state) in f64 (cases/inner-case.ts). */
-export interface SeqSource {
-  readonly spec: RuleCaseSpec;
-  readonly h: number;
-  readonly values: InnerCase;
-}
-
 /**
- * The sources of a case's `count` sequences, n = b·H + h (a packed batch: n = i·H + h): sequence 0
- * is `base`'s rule case, sequence n > 0 the same with extra n − 1's seed, gate levels and initial
+ * The rule case specs of a case's `count` sequences, n = b·H + h (a packed batch: n = i·H + h):
+ * sequence 0 is `base`, sequence n > 0 the same with extra n − 1's seed, gate levels and initial
  * state (cases/kernel-batch.ts SeqExtra); `lengths`: each sequence's own length (a packed batch),
- * else every sequence has base's.
+ * else every sequence has base's. Either form takes each one's values from its rule case
+ * (cases/inner-case.ts innerCase) and rounds and lays them out as its own.
  */
-export function seqSources(decl: RuleDecl, base: RuleCaseSpec, extra: readonly SeqExtra[], count: number, H: number, frozen: boolean,
-  lengths?: readonly number[]): SeqSource[] {
+export function seqSpecs(base: RuleCaseSpec, extra: readonly SeqExtra[], count: number, lengths?: readonly number[]): RuleCaseSpec[] {
   const specs = [base, ...extra.slice(0, count - 1).map((e) => ({ ...base, ...e }))];
-  return specs.map((s, n) => {
-    const spec = lengths === undefined ? s : { ...s, seq_len: lengths[n]! };
-    return { spec, h: n % H, values: innerCase(decl, spec, frozen) };
-  });
+  return lengths === undefined ? specs : specs.map((s, n) => ({ ...s, seq_len: lengths[n]! }));
 }

@@ -13,7 +13,8 @@ import { caseArb, type AbiCaseSpec } from "../../cases/kernel-batch.ts";
 import { packStates, packTokens, tokenWidth } from "../../cases/kernel-layout.ts";
 import { isStateTensor, mapSeq } from "../../cases/kernel-tensors.ts";
 import type { SeqTensors } from "../../oracle/kernel-case.ts";
-import { seqSources, type KernelSeq, type SeqSource } from "../../cases/kernel-seq.ts";
+import { seqSpecs, type KernelSeq } from "../../cases/kernel-seq.ts";
+import { innerCase, type InnerCase } from "../../cases/inner-case.ts";
 import type { InnerInputs, RuleConfig, RuleDecl, State } from "../../src/rules/types.ts";
 import { Tensor, cast } from "../../src/tensor.ts";
 import { roundTo, roundedCopy, type Precision, type StorageDType } from "../../src/precision.ts";
@@ -64,13 +65,12 @@ function pairs(rec: Readonly<Record<string, Tensor>>, dtype: StorageDType): { r3
 /** The f32 kernel precision: what a caller that names none gets. */
 const F32: Pick<Precision, "storage" | "state"> = { storage: "f32", state: "f32" };
 
-/** Sequence n's values in the abi form: its source's values rounded to the kernel's dtypes, in f32 and f64. */
-function abiSequence(src: SeqSource, p: Pick<Precision, "storage" | "state"> = F32): Seq {
-  const c = src.values;
+/** Sequence n's values in the abi form: its rule case's values (`h`: its head, n mod H) rounded to the kernel's dtypes, in f32 and f64. */
+function abiSequence(c: InnerCase, h: number, p: Pick<Precision, "storage" | "state"> = F32): Seq {
   const inp = pairs(c.inputs as unknown as Record<string, Tensor>, p.storage), st = pairs(c.state, p.state), dF = pairs(c.dFinal ?? {}, p.state);
   const dy = pairOf(c.dy, p.storage);
   return {
-    T: c.cfg.seq_len, h: src.h, cfg: c.cfg, in32: inp.r32 as unknown as InnerInputs, in64: inp.r64 as Record<string, Tensor> & InnerInputs, st32: st.r32, st64: st.r64,
+    T: c.cfg.seq_len, h, cfg: c.cfg, in32: inp.r32 as unknown as InnerInputs, in64: inp.r64 as Record<string, Tensor> & InnerInputs, st32: st.r32, st64: st.r64,
     dy32: dy.t32, dy64: dy.t64, dFinal32: dF.r32, dFinal64: dF.r64,
   };
 }
@@ -86,7 +86,7 @@ export function asStored(rec: SeqTensors, p: Pick<Precision, "storage" | "state"
 
 /** The batch's B·H sequences (one config: the extras change seeds, gates and state only). */
 export function sequencesOf(decl: RuleDecl, k: AbiCaseSpec, frozen: boolean, p?: Pick<Precision, "storage" | "state">): { seqs: Seq[]; cfg: RuleConfig; shape: Shape } {
-  const seqs = seqSources(decl, k.base, k.extra, k.B * k.H, k.H, frozen).map((src) => abiSequence(src, p));
+  const seqs = seqSpecs(k.base, k.extra, k.B * k.H).map((s, n) => abiSequence(innerCase(decl, s, frozen), n % k.H, p));
   const cfg = seqs[0]!.cfg;
   if (k.saturated === true) saturateSeqs(decl, seqs, cfg, p?.storage ?? "f32");
   return { seqs, cfg, shape: { B: k.B, T: cfg.seq_len, H: k.H, d: cfg.d } };

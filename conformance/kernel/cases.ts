@@ -21,7 +21,8 @@ import { seqExtrasArb, type CanonicalCaseSpec } from "../../cases/kernel-batch.t
 import { packedLabel } from "../../cases/kernel-regimes.ts";
 import { cuSeqlens, packPackedTokens, packStates, packTokens, unpackPackedTokens, unpackState, unpackTokens } from "../../cases/kernel-layout.ts";
 import { fromInnerGrads } from "../../cases/kernel-tensors.ts";
-import { seqSources, type KernelSeq, type SeqSource } from "../../cases/kernel-seq.ts";
+import { seqSpecs, type KernelSeq } from "../../cases/kernel-seq.ts";
+import { innerCase } from "../../cases/inner-case.ts";
 import { edgeConventions, edgeLabel, saturateGates } from "./edges.ts";
 
 /**
@@ -78,11 +79,14 @@ function rounded(dtype: StorageDType, t: Tensor): Tensor {
   return out;
 }
 
-/** Sequence n's values in the canonical form: its source's values in the kernel's parametrisation and the references', rounded to the kernel's dtypes. */
-function pySequence(src: SeqSource, inputs: readonly InnerName[], frozen: boolean, dFinalRng: Rng, p: Precision, conv: Conventions): PySeq {
-  const c = src.values, h = src.h;
+/**
+ * Sequence n's values in the canonical form: its rule case's values (`spec`'s; `h`: its head, n mod
+ * H) in the kernel's parametrisation and the references', rounded to the kernel's dtypes.
+ */
+function pySequence(decl: RuleDecl, spec: RuleCaseSpec, inputs: readonly InnerName[], frozen: boolean, dFinalRng: Rng, p: Precision, conv: Conventions, h: number): PySeq {
+  const c = innerCase(decl, spec, frozen);
   const s: PySeq = { T: c.cfg.seq_len, h, in64: {}, kin64: {}, st64: {}, dy64: rounded(p.storage, c.dy), dFinal64: {} };
-  const rawRng = new Rng(src.spec.seed ^ 0x2c1b3c6d);
+  const rawRng = new Rng(spec.seed ^ 0x2c1b3c6d);
   const raw = c.inputs as unknown as Readonly<Record<string, Tensor>>;
   for (const n of inputs) {
     // an input declared in its own dtype (input_dtypes) is rounded to that one
@@ -137,7 +141,7 @@ export function buildPyCase(decl: RuleDecl, spec: CanonicalCaseSpec, frozen = fa
   const seqLengths = lengths === null ? undefined : Array.from({ length: count }, (_, n) => lengths[Math.floor(n / spec.H)]!);
   const absent = absentInputs(conv, inputs, "the kernel") as InnerName[];
   // sequence n is head n mod H (n = b·H + h, a packed batch's n = i·H + h): a gate form's per-head parameters
-  const seqs = seqSources(decl, base, spec.extra.map(st), count, spec.H, frozen, seqLengths).map((src) => pySequence(src, inputs, frozen, rng, p, conv));
+  const seqs = seqSpecs(base, spec.extra.map(st), count, seqLengths).map((s, n) => pySequence(decl, s, inputs, frozen, rng, p, conv, n % spec.H));
   for (const q of seqs) for (const n of Object.keys(q.st64)) if (!states.includes(n)) delete q.st64[n];
   const cfg = buildRuleCase(decl, base, "f64").cfg;
   if (spec.edge?.kind === "saturated") saturateGates(seqs, decl, cfg, conv, inputs.filter((n) => !absent.includes(n)), p.storage, base.seed);
