@@ -21,7 +21,7 @@ import { roundedCopy, type Precision } from "../src/precision.ts";
 import type { InnerInputs, RuleConfig, RuleDecl } from "../src/rules/types.ts";
 import type { KernelRun } from "./kernel-backend.ts";
 import type { KernelSeq } from "./kernel-seq.ts";
-import { comparedItems, isStateTensor, mapSeq, type NameStyle, type TensorKey } from "./kernel-tensors.ts";
+import { comparedItems, isStateTensor, mapSeq, type KernelNames, type NameStyle } from "./kernel-tensors.ts";
 
 /** A value now, or its promise. */
 type Maybe<T> = T | Promise<T>;
@@ -58,7 +58,8 @@ export interface PhaseCase {
   /** The judge: the items' names and labels, whether every reference tensor is an item, its options. */
   readonly style: NameStyle;
   readonly all: boolean;
-  readonly labels?: (k: TensorKey, name: string) => string;
+  /** A py: kernel's names of its tensors: failure messages name both (kernel-tensors.ts kernelLabel). */
+  readonly names?: KernelNames;
   readonly exercised: Set<string>;
   /** The kernel as the verdict names it; absent: as its run names it. */
   readonly who?: string;
@@ -114,12 +115,23 @@ export function phaseVerdict(p: PhaseCase): Maybe<CaseVerdict> {
     })();
     return then(refs, (r) => {
       if (p.cache !== undefined) p.cache.refs = r;
-      const items = comparedItems(run.perSeq, r.r64, r.r32, p.frozen, p.style, p.all, p.labels);
+      const { items, verdict: v } = phaseJudgement(p, run, r);
       p.onItems?.(items);
-      const v = flashCompare(items, p.exercised, p.who ?? run.who, p.precision, p.options);
       return p.judged === undefined ? v : p.judged(v, items);
     });
   });
+}
+
+/**
+ * The judge's step of a phase case, on data: the run's tensors against the references, as items
+ * named as the report names them, and the judge's verdict (before the check's own `judged`). A
+ * caller that calls its backend and computes its references itself (a py: case, whose backend and
+ * yardstick answer later, under several configurations) judges with this.
+ */
+export function phaseJudgement(p: Pick<PhaseCase, "frozen" | "style" | "all" | "names" | "exercised" | "who" | "precision" | "options">, run: KernelRun,
+  r: PhaseReferences): { readonly items: Compared[]; readonly verdict: CaseVerdict } {
+  const items = comparedItems(run.perSeq, r.r64, r.r32, p.frozen, p.style, p.all, p.names);
+  return { items, verdict: flashCompare(items, p.exercised, p.who ?? run.who, p.precision, p.options) };
 }
 
 /** The verdict of a phase case whose backend and yardstick answer at once (a native library, an in-process kernel). */

@@ -163,7 +163,7 @@ export function setAt<A>(r: SeqTensors<A>, k: TensorKey, a: A): void {
  * did not give (a missing output fails). A tensor a reference lacks is zero.
  */
 export function comparedItems(kernel: readonly SeqTensors[], ref64: readonly SeqTensors[], ref32: readonly SeqTensors[],
-  frozen: boolean, style: NameStyle, all: boolean, labels?: (k: TensorKey, name: string) => string): Compared[] {
+  frozen: boolean, style: NameStyle, all: boolean, names?: KernelNames): Compared[] {
   const items: Compared[] = [];
   kernel.forEach((kern, n) => {
     const keys = entries(kern).map(([k]) => k);
@@ -171,7 +171,7 @@ export function comparedItems(kernel: readonly SeqTensors[], ref64: readonly Seq
     for (const k of keys) {
       const got = tensorAt(kern, k), r64 = tensorAt(ref64[n]!, k), r32 = tensorAt(ref32[n]!, k);
       const len = (r64 ?? got)?.length ?? 0;
-      const name = tensorName(k, frozen, style), label = labels?.(k, name);
+      const name = tensorName(k, frozen, style), label = names === undefined ? undefined : kernelLabel(k, name, names);
       items.push({
         name, group: groupOf(k), part: isStateTensor(k) ? "state" : "token", seq: n, kernel: got,
         ref64: r64 ?? new Float64Array(len), ref32: r32 ?? new Float64Array(len), ...(label !== undefined && label !== name ? { label } : {}),

@@ -188,7 +188,7 @@ export function buildRuleCase(decl: RuleDecl, spec: RuleCaseSpec, dtype: DType =
     const n = b.size;
     for (let j = 0; j < n; j++) b.data[j] = bias[g] + (n === 1 ? 0 : (2 * j) / (n - 1) - 1);
   }
-  const state = spec.state === "init" ? decl.init(cfg, dtype) : decl.randomState(cfg, dtype, () => rng.next());
+  const state = spec.state === "init" ? decl.init(cfg, dtype) : decl.randomState(cfg, dtype, rng.next.bind(rng));
   // Upstream gradient in the units of y: from a small initial state (the MLP rules' D4 init is
   // ~1e-2) y is tiny, and so is every gradient against the absolute atol. The loss is linear in
   // dy and finite differences keep their relative accuracy, so dy is scaled up to |y| ~ 1.

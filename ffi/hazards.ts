@@ -172,13 +172,14 @@ function maxRel(a: GuardedRun, b: GuardedRun): number {
 
 /**
  * The runs of one probed call, as a generator: it yields which guards to poison and receives the
- * run's result. Run 1: every guard poisoned (the judged run; writes end it). Run 2 (plan.rerun):
+ * run's result (a py: kernel session makes each run as asked, conformance/kernel/kernel-session.ts;
+ * a native library's through probeSync). Run 1: every guard poisoned (the judged run; writes end it). Run 2 (plan.rerun):
  * every guard finite; agreeing with run 1 ends it. Runs 3 and 4 repeat runs 1 and 2: if either
  * differs from its twin the kernel is not deterministic, else the guards' contents made the
  * difference and one run per guarded tensor (only its guard poisoned) names the tensors read past
  * their end.
  */
-function* probeRuns<R extends GuardedRun>(plan: HazardPlan, tol: number | null): Generator<Poisoned, Probed<R>, R> {
+export function* probeRuns<R extends GuardedRun>(plan: HazardPlan, tol: number | null): Generator<Poisoned, Probed<R>, R> {
   const first = yield null;
   if (first.writes.length > 0 || !plan.rerun) return { first, hazards: [...first.writes], runs: 1 };
   const second = yield [];
@@ -206,14 +207,6 @@ export function probeSync<R extends GuardedRun>(plan: HazardPlan, tol: number | 
   const steps = probeRuns<R>(plan, tol);
   let next = steps.next();
   while (!next.done) next = steps.next(run(next.value));
-  return next.value;
-}
-
-/** Probes an asynchronous guarded call (a py: kernel host). */
-export async function probeAsync<R extends GuardedRun>(plan: HazardPlan, tol: number | null, run: (poisoned: Poisoned) => Promise<R>): Promise<Probed<R>> {
-  const steps = probeRuns<R>(plan, tol);
-  let next = steps.next();
-  while (!next.done) next = steps.next(await run(next.value));
   return next.value;
 }
 

@@ -13,9 +13,9 @@
  * so that the parent knows which check, case and kernel were running when the child died.
  */
 import { CALL_TIMEOUT } from "./call-watchdog.ts";
-import type { CheckClass, CheckDef, CheckResult, DelegatedResult, DelegateOptions, Profile } from "./check.ts";
+import type { CheckClass, CheckResult, DelegatedResult, DelegateOptions, Profile } from "./check.ts";
 import { interruptedBy, noteSignal } from "./interrupt.ts";
-import { checkSeed, replayCommand } from "./run.ts";
+import { checkSeed, replayCommand } from "./replay-command.ts";
 import { childEnvironment } from "../environment.ts";
 
 /**
@@ -110,6 +110,15 @@ export function childStderr(s: string): string {
   return `${before ? `${before}\n` : ""}panic: ${what} (a fault in native kernel code; Bun's crash handler reports it as its own)`;
 }
 
+/** A child's time limit, as data: a base and an allowance per check it runs. */
+export interface ChildTimeout {
+  readonly baseMs: number;
+  readonly perCheckMs: number;
+}
+
+/** The limit of a child running `n` checks. */
+export const limitMs = (t: ChildTimeout, n: number): number => t.baseMs + t.perCheckMs * n;
+
 /** How a child is started and named. */
 export interface ChildSpec {
   /** The command line (the request goes to its stdin). */
@@ -120,8 +129,8 @@ export interface ChildSpec {
   readonly progressFd?: boolean;
   /** What the messages call the child: "the child process running C5 on cpu-emu". */
   readonly who: string;
-  /** The time limit of one child running `n` checks. */
-  timeoutMs(n: number): number;
+  /** The time limit of one child running `n` checks: baseMs + perCheckMs·n. */
+  readonly timeout: ChildTimeout;
   /** The setting that time limit comes from, named when a child times out: `NLC_KERNEL_TIMEOUT` (unset: 60 s + 3 s a check). */
   readonly timeoutSetting?: string;
   /** The arguments of a command replaying a case of this backend. */
@@ -190,7 +199,7 @@ export function runBatch(spec: ChildSpec, req: BatchRequest): Map<string, CheckR
   let left = req.checks;
   while (left.length > 0) {
     const batch: BatchRequest = { ...req, checks: left };
-    const timeout = spec.timeoutMs(left.length);
+    const timeout = limitMs(spec.timeout, left.length);
     const proc = spawnChild(spec, timeout, JSON.stringify(batch));
     const out = parseRunOutput(proc.stdout);
     const before = results.size;
@@ -212,38 +221,53 @@ export function runBatch(spec: ChildSpec, req: BatchRequest): Map<string, CheckR
   return results;
 }
 
+/** A check of a backend's batch: its id and its part of the plan (the parent built the plan; the child does not). */
+export interface BatchEntry<Part> {
+  readonly id: string;
+  readonly part: Part;
+}
+
 /**
  * Results by check id, seed and profile: the first check of a backend that runs asks for every
- * selected sibling in one batch; the others find their result here.
+ * selected sibling in one batch (`request`), its caller runs the batch in children (runBatch) and
+ * keeps the results (`keep`); the others find their result here (`cached`).
  */
-export class ChildResults<Part = unknown> {
+export class ChildResults {
   private readonly cache = new Map<string, CheckResult>();
-
-  /** `partOf`: a check's part of the plan, sent with it (the parent built the plan; the child does not). */
-  constructor(private readonly run: (req: BatchRequest<Part>) => Map<string, CheckResult>, private readonly partOf: (backend: string, id: string) => Part) {}
 
   private static key(id: string, seed: number, profile: Profile): string {
     return `${id}|${seed}|${profile}`;
   }
 
-  /** The result of check `id` of `backend`: from the cache, or from a batch (a replay alone; else every selected sibling). */
-  result(backend: string, id: string, opts: DelegateOptions, siblings: () => readonly CheckDef[]): DelegatedResult {
-    const { seed, runSeed, profile, replayPath, replayDump, selected } = opts;
-    const key = ChildResults.key(id, seed, profile);
-    let r = this.cache.get(key);
-    if (r === undefined) {
-      const req: BatchRequest<Part> = replayPath !== undefined
-        ? { backend, profile, checks: [{ id, part: this.partOf(backend, id), seed, path: replayPath, ...(replayDump !== undefined ? { dump: replayDump } : {}) }] }
-        : { backend, profile, runSeed, checks: siblings().filter((c) => c.id === id || selected.has(c.id)).map((c) => ({ id: c.id, part: this.partOf(backend, c.id) })) };
-      for (const [cid, res] of this.run(req)) {
-        this.cache.set(ChildResults.key(cid, req.runSeed !== undefined ? checkSeed(req.runSeed, cid) : seed, profile), res);
-      }
-      r = this.cache.get(key);
-      if (r === undefined) throw new Error(`the ${backend} child process returned no result for ${id}`);
-    }
-    return {
+  /** The result of check `id` at the options' seed and profile, if a batch gave it. */
+  cached(id: string, opts: DelegateOptions): DelegatedResult | undefined {
+    const r = this.cache.get(ChildResults.key(id, opts.seed, opts.profile));
+    return r === undefined ? undefined : {
       status: r.status, runs: r.runs, seed: r.seed, path: r.path, worst: r.worst ?? undefined, message: r.message, ms: r.ms,
       ...(r.details ? { details: r.details } : {}),
     };
+  }
+
+  /** The batch that answers check `id` of `backend`: a replay alone; else every selected sibling (`siblings`: the backend's checks, in order). */
+  static request<Part>(backend: string, id: string, opts: DelegateOptions, siblings: readonly BatchEntry<Part>[]): BatchRequest<Part> {
+    const { seed, runSeed, profile, replayPath, replayDump, selected } = opts;
+    const part = (cid: string): Part => {
+      const e = siblings.find((c) => c.id === cid);
+      if (e === undefined) throw new Error(`no check '${cid}' on backend ${backend} in the plan`);
+      return e.part;
+    };
+    return replayPath !== undefined
+      ? { backend, profile, checks: [{ id, part: part(id), seed, path: replayPath, ...(replayDump !== undefined ? { dump: replayDump } : {}) }] }
+      : { backend, profile, runSeed, checks: siblings.filter((c) => c.id === id || selected.has(c.id)).map((c) => ({ id: c.id, part: c.part })) };
+  }
+
+  /** A batch's results, kept under each check's seed; then the result of check `id`. */
+  keep(req: BatchRequest, results: ReadonlyMap<string, CheckResult>, id: string, opts: DelegateOptions): DelegatedResult {
+    for (const [cid, res] of results) {
+      this.cache.set(ChildResults.key(cid, req.runSeed !== undefined ? checkSeed(req.runSeed, cid) : opts.seed, opts.profile), res);
+    }
+    const r = this.cached(id, opts);
+    if (r === undefined) throw new Error(`the ${req.backend} child process returned no result for ${id}`);
+    return r;
   }
 }

@@ -4,7 +4,13 @@
  * default allowance gave them (309 s) ended them as false `error`s (regime sweep, seeds 4 and 5).
  */
 import { expect, test } from "bun:test";
-import { batchTimeoutMs } from "../conformance/kernel/spawn.ts";
+import { batchTimeout } from "../conformance/kernel/spawn.ts";
+import { limitMs } from "../harness/child-process.ts";
+import type { Profile } from "../harness/check.ts";
+import type { Environment } from "../environment.ts";
+
+/** The limit of a batch of `n` checks. */
+const batchTimeoutMs = (n: number, profile: Profile, env: Environment): number => limitMs(batchTimeout(profile, undefined, env), n);
 
 test("a regime batch of 83 checks may take well over the 600 s measured; quick and default keep their limit", () => {
   expect(batchTimeoutMs(83, "regime", {})).toBeGreaterThanOrEqual(2.5 * 600_000);

@@ -29,7 +29,7 @@ test("a py: kernel's tensors are named by its keywords first, ours in brackets",
   expect(kernelLabel({ part: "dState0", name: "S" }, "dS (initial state)", two)).toBe("dstates.S [dS (initial state)]");
   // through the judge: the message and the worst say the same thing
   const ref = [seq([1, 2], { alpha: [0.5, 0.25] })], bad = [seq([1, 2], { alpha: [0.5, 0.3] })];
-  const out = flashCompare(comparedItems(bad, ref, ref, false, "py", false, (k, ours) => kernelLabel(k, ours, fla)), new Set(), "kernel", undefined, { layout: { B: 1, H: 1, T: 2 } });
+  const out = flashCompare(comparedItems(bad, ref, ref, false, "py", false, fla), new Set(), "kernel", undefined, { layout: { B: 1, H: 1, T: 2 } });
   expect(out.message).toStartWith("dg [dalpha] (sequence 0): max |kernel - ref64| = 5.000e-2 at (b=0, t=1, h=0) ");
   expect(out.worst?.tensor).toBe("dg [dalpha][seq 0]");
 });

@@ -9,11 +9,10 @@ import * as fc from "fast-check";
 import type { RuleAbi, Shape } from "../../ffi/abi.ts";
 import { SATURATED_GATES, SATURATED_THETA, saturatedCorner, saturatedThetaTop } from "../../cases/edge-gates.ts";
 import type { Arrays } from "../../ffi/lib.ts";
-import { innerCase } from "../../cases/inner-case.ts";
 import { caseArb, type AbiCaseSpec } from "../../cases/kernel-batch.ts";
 import { packStates, packTokens, tokenWidth } from "../../cases/kernel-layout.ts";
-import type { KernelSeq } from "../../cases/kernel-seq.ts";
-import type { RuleCaseSpec } from "../../cases/rule-case.ts";
+import { seqSpecs, type KernelSeq } from "../../cases/kernel-seq.ts";
+import { innerCase, type InnerCase } from "../../cases/inner-case.ts";
 import type { InnerInputs, RuleConfig, RuleDecl, State } from "../../src/rules/types.ts";
 import { Tensor, cast } from "../../src/tensor.ts";
 import { roundTo, type Precision, type StorageDType } from "../../src/precision.ts";
@@ -64,9 +63,8 @@ function pairs(rec: Readonly<Record<string, Tensor>>, dtype: StorageDType): { r3
 /** The f32 kernel precision: what a caller that names none gets. */
 const F32: Pick<Precision, "storage" | "state"> = { storage: "f32", state: "f32" };
 
-/** Sequence n's values (`h`: its head, n mod H). */
-export function sequence(decl: RuleDecl, spec: RuleCaseSpec, frozen: boolean, p: Pick<Precision, "storage" | "state"> = F32, h = 0): Seq {
-  const c = innerCase(decl, spec, frozen);
+/** Sequence n's values in the abi form: its rule case's values (`h`: its head, n mod H) rounded to the kernel's dtypes, in f32 and f64. */
+function abiSequence(c: InnerCase, h: number, p: Pick<Precision, "storage" | "state"> = F32): Seq {
   const inp = pairs(c.inputs as unknown as Record<string, Tensor>, p.storage), st = pairs(c.state, p.state), dF = pairs(c.dFinal ?? {}, p.state);
   const dy = pairOf(c.dy, p.storage);
   return {
@@ -77,9 +75,7 @@ export function sequence(decl: RuleDecl, spec: RuleCaseSpec, frozen: boolean, p:
 
 /** The batch's B·H sequences (one config: the extras change seeds, gates and state only). */
 export function sequencesOf(decl: RuleDecl, k: AbiCaseSpec, frozen: boolean, p?: Pick<Precision, "storage" | "state">): { seqs: Seq[]; cfg: RuleConfig; shape: Shape } {
-  const n = k.B * k.H;
-  const specs = [k.base, ...k.extra.slice(0, n - 1).map((e) => ({ ...k.base, ...e }))];
-  const seqs = specs.map((s, i) => sequence(decl, s, frozen, p, i % k.H));
+  const seqs = seqSpecs(k.base, k.extra, k.B * k.H).map((s, n) => abiSequence(innerCase(decl, s, frozen), n % k.H, p));
   const cfg = seqs[0]!.cfg;
   if (k.saturated === true) saturateSeqs(decl, seqs, cfg, p?.storage ?? "f32");
   return { seqs, cfg, shape: { B: k.B, T: cfg.seq_len, H: k.H, d: cfg.d } };

@@ -9,7 +9,6 @@
  */
 import * as fc from "fast-check";
 import { buildRuleCase, clampHyper, ruleCaseSpecArb, type RuleCaseSpec } from "../../cases/rule-case.ts";
-import { longShaped } from "../../cases/long-inputs.ts";
 import { roundedCopy, type Precision, type StorageDType } from "../../src/precision.ts";
 import { Rng, uniformTensor } from "../../src/rng.ts";
 import { frozenForwardSaved, ruleForwardSaved } from "../../src/rules/level.ts";
@@ -22,7 +21,8 @@ import { seqExtrasArb, type CanonicalCaseSpec } from "../../cases/kernel-batch.t
 import { packedLabel } from "../../cases/kernel-regimes.ts";
 import { cuSeqlens, packPackedTokens, packStates, packTokens, unpackPackedTokens, unpackState, unpackTokens } from "../../cases/kernel-layout.ts";
 import { fromInnerGrads } from "../../cases/kernel-tensors.ts";
-import type { KernelSeq } from "../../cases/kernel-seq.ts";
+import { seqSpecs, type KernelSeq } from "../../cases/kernel-seq.ts";
+import { innerCase } from "../../cases/inner-case.ts";
 import { edgeConventions, edgeLabel, saturateGates } from "./edges.ts";
 
 /**
@@ -79,15 +79,18 @@ function rounded(dtype: StorageDType, t: Tensor): Tensor {
   return out;
 }
 
+/**
+ * Sequence n's values in the canonical form: its rule case's values (`spec`'s; `h`: its head, n mod
+ * H) in the kernel's parametrisation and the references', rounded to the kernel's dtypes.
+ */
 function pySequence(decl: RuleDecl, spec: RuleCaseSpec, inputs: readonly InnerName[], frozen: boolean, dFinalRng: Rng, p: Precision, conv: Conventions, h: number): PySeq {
-  const c = buildRuleCase(decl, spec, "f64", frozen);
-  const fw = frozen ? frozenForwardSaved(decl, c.X, c.params, c.state, c.cfg).saved : ruleForwardSaved(decl, c.X, c.params, c.state, c.cfg).saved;
-  const saved = frozen ? fw : longShaped(decl, spec, fw, c.cfg);
+  const c = innerCase(decl, spec, frozen);
   const s: PySeq = { T: c.cfg.seq_len, h, in64: {}, kin64: {}, st64: {}, dy64: rounded(p.storage, c.dy), dFinal64: {} };
   const rawRng = new Rng(spec.seed ^ 0x2c1b3c6d);
+  const raw = c.inputs as unknown as Readonly<Record<string, Tensor>>;
   for (const n of inputs) {
     // an input declared in its own dtype (input_dtypes) is rounded to that one
-    s.kin64[n] = rounded(conv.input_dtypes?.[n] ?? p.storage, kernelValue(conv, n, n === "x" ? saved.X! : saved[n]!, rawRng, h));
+    s.kin64[n] = rounded(conv.input_dtypes?.[n] ?? p.storage, kernelValue(conv, n, raw[n]!, rawRng, h));
     s.in64[n] = referenceValue(conv, n, s.kin64[n]!, c.cfg.d, h);
   }
   for (const [n, t] of Object.entries(c.state)) {
@@ -135,11 +138,10 @@ export function buildPyCase(decl: RuleDecl, spec: CanonicalCaseSpec, frozen = fa
   // packed sequence i, head h: its own length; the others are the first's rule case with their own seed, gates and state
   const count = lengths === null ? spec.B * spec.H : lengths.length * spec.H;
   if (spec.extra.length < count - 1) throw new Error(`a case of ${count} sequences needs ${count - 1} extra sequences, got ${spec.extra.length}`);
-  const lengthOf = (n: number) => (lengths === null ? base.seq_len : lengths[Math.floor(n / spec.H)]!);
-  const specs = [base, ...spec.extra.slice(0, count - 1).map((e) => ({ ...base, ...st(e) }))].map((s, n) => ({ ...s, seq_len: lengthOf(n) }));
+  const seqLengths = lengths === null ? undefined : Array.from({ length: count }, (_, n) => lengths[Math.floor(n / spec.H)]!);
   const absent = absentInputs(conv, inputs, "the kernel") as InnerName[];
   // sequence n is head n mod H (n = b·H + h, a packed batch's n = i·H + h): a gate form's per-head parameters
-  const seqs = specs.map((s, n) => pySequence(decl, s, inputs, frozen, rng, p, conv, n % spec.H));
+  const seqs = seqSpecs(base, spec.extra.map(st), count, seqLengths).map((s, n) => pySequence(decl, s, inputs, frozen, rng, p, conv, n % spec.H));
   for (const q of seqs) for (const n of Object.keys(q.st64)) if (!states.includes(n)) delete q.st64[n];
   const cfg = buildRuleCase(decl, base, "f64").cfg;
   if (spec.edge?.kind === "saturated") saturateGates(seqs, decl, cfg, conv, inputs.filter((n) => !absent.includes(n)), p.storage, base.seed);
@@ -150,12 +152,12 @@ export function buildPyCase(decl: RuleDecl, spec: CanonicalCaseSpec, frozen = fa
   };
 }
 
-/** Per-sequence tensors [T, ...] -> canonical [B, T, H, ...] (a packed batch: [1, ΣL, H, ...]; f64 values, already rounded). */
-export function tokensTensor(c: PyCase, per: (s: PySeq) => Tensor): Tensor {
-  const first = per(c.seqs[0]!);
+/** Per-sequence tensors [T, ...] (one per sequence of the case, in its order) -> canonical [B, T, H, ...] (a packed batch: [1, ΣL, H, ...]; f64 values, already rounded). */
+export function tokensTensor(c: PyCase, per: readonly Tensor[]): Tensor {
+  const first = per[0]!;
   const inner = first.shape.slice(1);
   const out = new Tensor("f64", [c.B, c.T, c.H, ...inner]);
-  const w = inner.reduce((a, b) => a * b, 1), parts = c.seqs.map((s) => per(s).data);
+  const w = inner.reduce((a, b) => a * b, 1), parts = per.map((t) => t.data);
   if (c.packed !== null) packPackedTokens(parts, c.packed.lengths, c.H, w, out.data);
   else packTokens(parts, c, w, out.data);
   return out;
@@ -189,10 +191,10 @@ export function lengthGroups(c: PyCase): { sub: PyCase; seqs: number[] }[] {
 }
 
 /** Per-sequence tensors -> [N, ...] with n = b·H + h (which is also the canonical [B, H, ...] order). */
-export function statesTensor(c: PyCase, per: (s: PySeq) => Tensor, lead: number[] = [c.seqs.length]): Tensor {
-  const first = per(c.seqs[0]!);
+export function statesTensor(c: PyCase, per: readonly Tensor[], lead: number[] = [c.seqs.length]): Tensor {
+  const first = per[0]!;
   const out = new Tensor("f64", [...lead, ...first.shape]);
-  packStates(c.seqs.map((s) => per(s).data), out.data);
+  packStates(per.map((t) => t.data), out.data);
   return out;
 }
 

@@ -8,7 +8,7 @@
  * the scheduler, their replay arguments and a verdict before running (an unavailable backend).
  */
 import type { CheckDef, CheckResult, DelegatedCheck, DelegatedResult, DelegateOptions, Needs } from "../../harness/check.ts";
-import { ChildResults, type BatchRequest } from "../../harness/child-process.ts";
+import { ChildResults, type BatchEntry, type BatchRequest } from "../../harness/child-process.ts";
 import { kernelPlan, partOf, type ChildEntry, type Part, type PlanBackend } from "./plan.ts";
 
 /** How a kind's checks run: a batch in a child process (the parts of the plan it is sent), or each check where it is called. */
@@ -29,47 +29,40 @@ export interface KernelKind {
   verdict?(backend: string, seed: number): DelegatedResult | null;
 }
 
-/** Each catalogued check's part of the plan, by backend and id: what its child receives. */
-const parts = new Map<string, Part>();
-const partKey = (backend: string, id: string) => `${backend}\n${id}`;
-/** How each backend's child batch runs, by backend. */
-const batches = new Map<string, (req: BatchRequest<Part>) => Map<string, CheckResult>>();
+/** The children's results, one batch answering every selected check of its backend. */
+const results = new ChildResults();
 
-/** The children's results: one batch answers every selected check of its backend. */
-const results = new ChildResults<Part>((req) => {
-  const run = batches.get(req.backend);
-  if (run === undefined) throw new Error(`no child batch for backend ${req.backend} in the catalogue`);
-  return run(req);
-}, (backend, id) => {
-  const p = parts.get(partKey(backend, id));
-  if (p === undefined) throw new Error(`no check '${id}' on backend ${backend} in the plan`);
-  return p;
-});
-
-function delegate(kind: KernelKind, backend: string, e: ChildEntry, siblings: () => readonly CheckDef[]): (opts: DelegateOptions) => DelegatedResult {
+/**
+ * How check `e` of `backend` runs: its kind's verdict first; then, for a kind whose checks run in a
+ * child, its result from an earlier batch of the backend, or the batch it asks for (`siblings`: each
+ * check of the backend with its part of the plan, as data); else where it is called.
+ */
+function delegate(kind: KernelKind, backend: string, e: ChildEntry, siblings: readonly BatchEntry<Part>[]): (opts: DelegateOptions) => DelegatedResult {
   const runs = kind.runs;
-  const run = "batch" in runs
-    ? (opts: DelegateOptions) => results.result(backend, e.id, opts, siblings)
-    : runs.here(backend, e);
-  return (opts) => kind.verdict?.(backend, opts.seed) ?? run(opts);
+  if ("here" in runs) {
+    const run = runs.here(backend, e);
+    return (opts) => kind.verdict?.(backend, opts.seed) ?? run(opts);
+  }
+  const batch = runs.batch;
+  return (opts) => {
+    const known = kind.verdict?.(backend, opts.seed) ?? results.cached(e.id, opts);
+    if (known !== undefined) return known;
+    const req = ChildResults.request(backend, e.id, opts, siblings);
+    return results.keep(req, batch(req), e.id, opts);
+  };
 }
 
 /** The checks of one configured backend of a kind, in the plan's order. */
 function backendChecks(kind: KernelKind, backend: string): CheckDef[] {
   const plan = kernelPlan(kind.plan(backend));
-  const runs = kind.runs;
-  if ("batch" in runs) {
-    batches.set(backend, runs.batch);
-    for (const e of plan) parts.set(partKey(backend, e.id), partOf(e));
-  }
+  const siblings = plan.map((e) => ({ id: e.id, part: partOf(e) }));
   const replayArgs = kind.replayArgs(backend);
-  const mine: CheckDef[] = plan.map((e): DelegatedCheck => ({
+  return plan.map((e): DelegatedCheck => ({
     kind: "delegated", id: e.id, class: "C5", subject: e.subject, spec: e.spec, tolerance: e.tolerance,
     needs: kind.needs(backend),
     ...(replayArgs !== undefined ? { replayArgs: [...replayArgs] } : {}),
-    delegate: delegate(kind, backend, e, () => mine),
+    delegate: delegate(kind, backend, e, siblings),
   }));
-  return mine;
 }
 
 /** The checks of every configured backend of a kind, backend after backend. */

@@ -1,8 +1,8 @@
 /**
- * One generated case of a py: forward or backward check (docs/spec/py-backend.md#forward-check,
- * #backward-check): the kernel's tensors against ref64 under the flash-attention bound, per tensor
- * and sequence (oracle/kernel-judge.ts), as every backend's phase case is judged
- * (cases/kernel-phase.ts); what is a py: backend's own is passed in: the Python request, the
+ * The cases of a py: forward or backward check (docs/spec/py-backend.md#forward-check,
+ * #backward-check) and each one's run: the kernel's tensors against ref64 under the flash-attention
+ * bound, per tensor and sequence (oracle/kernel-judge.ts), judged by the steps every backend's
+ * phase case takes (cases/kernel-phase.ts), taken here in order on data: the Python request, the
  * references in the kernel's parametrisation, the yardstick, the configurations, the dump.
  *
  * ref64 is the TypeScript reference pair in f64: forward (y, every final state) and backward given
@@ -11,19 +11,29 @@
  * kernel's precision: the PyTorch reference run in f32 (forward and autograd backward), its outputs
  * rounded to the kernel's storage and state dtypes (docs/spec/py-backend.md#reference, #precision).
  */
-import type { CaseOutcome } from "../../harness/check.ts";
+import type { CaseOutcome, Profile } from "../../harness/check.ts";
+import {
+  DEFAULT_KERNEL_CHUNKS, boundaryExample, caseArb, caseRegimes, oddKeyExample, regimeArb, withEnumExamples, type CanonicalCaseSpec,
+} from "../../cases/kernel-batch.ts";
+import { regimeOutcome, withRegimesNotJudged } from "../../cases/kernel-regimes.ts";
+import type { ShapeTally } from "../../cases/kernel-shapes.ts";
+import { buildPyCase, describeCase, pyPackedExample, toKernelGrads, type PyCase } from "./cases.ts";
+import { pyEdgeExamples, pyEmptyExample } from "./edges.ts";
+import { NO_CONVENTIONS } from "./conventions.ts";
+import type { PyEntry } from "./py-plan.ts";
+import type { AsyncPropertyCheck } from "./run-async.ts";
 import type { Precision } from "../../src/precision.ts";
 import type { RuleDecl } from "../../src/rules/types.ts";
 import { CaseDump } from "../../harness/dump.ts";
 import type { Compared } from "../../oracle/kernel-judge.ts";
-import { kernelLabel, tensorName, type KernelNames, type TensorKey } from "../../cases/kernel-tensors.ts";
+import { tensorName, type KernelNames, type TensorKey } from "../../cases/kernel-tensors.ts";
 import type { SeqTensors } from "../../oracle/kernel-case.ts";
-import { toKernelGrads, type PyCase } from "./cases.ts";
-import type { KernelSession } from "./kernel-session.ts";
-import { backwardKeys, forwardKeys, pythonBackend } from "./python-backend.ts";
-import { phaseVerdict, type PhaseReferences } from "../../cases/kernel-phase.ts";
-import type { ProbeTally } from "../../ffi/hazards.ts";
-import { acrossConfigurations, ConfigTally, type Judgement } from "./configurations.ts";
+import type { Exchange, KernelSession } from "./kernel-session.ts";
+import { backwardKeys, forwardKeys, pythonBackend, pythonDeclaration } from "./python-backend.ts";
+import { phaseJudgement, references64, type PhaseReferences } from "../../cases/kernel-phase.ts";
+import type { KernelRun } from "../../cases/kernel-backend.ts";
+import { hazardVerdict, type ProbeTally } from "../../ffi/hazards.ts";
+import { ConfigTally, listedConfigurations, underConfiguration, type Judgement } from "./configurations.ts";
 import { withPlausibility } from "./plausible.ts";
 import { tf32Yardstick } from "./tf32-yardstick.ts";
 
@@ -33,10 +43,17 @@ export const backwardNames = (c: PyCase): string[] => backwardKeys(c).map((k) =>
 /** A file name from a tensor's name: `dM (initial state)` -> `dM_initial_state_`. */
 const fileName = (name: string) => name.replace(/[^A-Za-z0-9._-]+/g, "_");
 
+/** The kernel requests' tensors and replies, batched as on the wire (python/PROTOCOL.md names), into `dump`. */
+function dumpExchanges(dump: CaseDump, exchanges: readonly Exchange[]): void {
+  for (const { op, sent, got } of exchanges) {
+    for (const [n, t] of sent) dump.tensor(`kernel/sent/${fileName(n)}.npy`, t.shape, t.data, `${op}: ${n} as sent to the kernel (in its parametrisation and layout)`);
+    for (const [n, t] of got) dump.tensor(`kernel/returned/${fileName(n)}.npy`, t.shape, t.data, `${op}: ${n} as the kernel returned it`);
+  }
+}
+
 /**
- * The case's tensors into `dump` (--replay … --dump DIR): the request's tensors as sent to the
- * kernel and its reply, batched as on the wire (python/PROTOCOL.md names), and per compared tensor
- * and sequence the kernel's values, ref64 and the plain reference, as judged.
+ * The case's judged tensors into `dump` (--replay … --dump DIR): per compared tensor and sequence
+ * the kernel's values, ref64 and the plain reference, as judged.
  */
 function dumpCase(dump: CaseDump, c: PyCase, items: readonly Compared[]): void {
   for (const it of items) {
@@ -51,8 +68,10 @@ function dumpCase(dump: CaseDump, c: PyCase, items: readonly Compared[]): void {
 
 /**
  * One phase of a case: the kernel's tensors `keys` against ref64, the plain reference as the
- * yardstick, under every configuration of the kernel (configurations.ts; `configs` collects them),
- * each call under the hazard probes (`probes`; docs/spec/hazards.md).
+ * yardstick, under every configuration of the kernel (`configs` collects them), each call under the
+ * hazard probes (`probes`; docs/spec/hazards.md). The steps of the phase case (cases/kernel-phase.ts)
+ * are taken here in order, on data: the kernel's call, its hazards, the references (once per case,
+ * after the kernel's first call: a kernel that fails at once never needs them), the judge.
  */
 async function pyPhaseCase(s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision, which: "forward" | "backward",
   configs: ConfigTally, probes?: ProbeTally, dump?: CaseDump): Promise<CaseOutcome> {
@@ -60,47 +79,53 @@ async function pyPhaseCase(s: KernelSession, decl: RuleDecl, key: string, c: PyC
   const backend = pythonBackend(s);
   const conv = s.info.conventions;
   const names: KernelNames = { keywords: conv?.keywords ?? {}, initialState: conv?.initial_state ?? "initial_state", stateDict: conv?.state_dict ?? false, states: c.stateNames };
-  // the references once per case, after the kernel's first call (a kernel that fails at once never needs them)
-  const cache: { refs?: PhaseReferences } = {};
+  const who = `${s.backend.module}:${s.backend.callable}`;
+  let refs: PhaseReferences | undefined;
   const judge = async (configuration: string | null): Promise<Judgement> => {
     const dumping = dump !== undefined && configuration === null;
-    let kernelMs = 0;
-    const outcome = await phaseVerdict({
-      decl, frozen: c.frozen, seqs: c.seqs, cfg: c.cfg, exercised, precision: p, style: "py", all: false, cache,
-      run: async () => {
-        if (dumping) {
-          s.onExchange = (op, sent, got) => {
-            for (const [n, t] of sent) dump.tensor(`kernel/sent/${fileName(n)}.npy`, t.shape, t.data, `${op}: ${n} as sent to the kernel (in its parametrisation and layout)`);
-            for (const [n, t] of got) dump.tensor(`kernel/returned/${fileName(n)}.npy`, t.shape, t.data, `${op}: ${n} as the kernel returned it`);
-          };
-        }
-        const t0 = performance.now();
-        try {
-          const batch = { c, rule: key, configuration };
-          return which === "forward" ? await backend.forward(batch) : await backend.backward(batch);
-        } finally {
-          s.onExchange = null;
-          kernelMs = performance.now() - t0;
-        }
-      },
-      afterRun: (run) => probes?.add(run.rerunMaxRel),
+    if (dumping) s.exchanges = [];
+    const t0 = performance.now();
+    let run: KernelRun, kernelMs: number;
+    try {
+      const batch = { c, rule: key, configuration };
+      run = which === "forward" ? await backend.forward(batch) : await backend.backward(batch);
+    } finally {
+      kernelMs = performance.now() - t0;
+      if (dumping) dumpExchanges(dump, s.exchanges ?? []);
+      s.exchanges = null;
+    }
+    // a read past an input's end, a write into an input, two runs that differ: named as such, before any comparison
+    const hazard = hazardVerdict(run.hazards, run.who);
+    if (hazard !== null) return { outcome: hazard, kernelMs };
+    probes?.add(run.rerunMaxRel);
+    if (refs === undefined) {
       // a packed batch's sequence is judged against the reference run on that sequence alone (docs/spec/py-backend.md#packed)
-      reference: { phases: "both" },
-      toKernel: (n, r) => toKernelGrads(c, n, r),
-      yardstick: (r64) => yardstick(s, decl, key, c, p, keys, which, r64),
-      labels: (k, ours) => kernelLabel(k, ours, names),
-      who: `${s.backend.module}:${s.backend.callable}`,
+      const r64 = references64({ decl, frozen: c.frozen, seqs: c.seqs, cfg: c.cfg, reference: { phases: "both" } }).map((r, n) => toKernelGrads(c, n, r));
+      refs = { r64, r32: await yardstick(s, decl, key, c, p, keys, which, r64) };
+    }
+    const { items, verdict } = phaseJudgement({
+      frozen: c.frozen, style: "py", all: false, names, exercised, who, precision: p,
       // the shape-dependent output mutations assume sequences of one length T: none for a packed batch;
       // the output mutations (the judge's own power) once per case, under the default
       options: { ...(c.packed === null ? { layout: { B: c.B, H: c.H, T: c.T } } : {}), ...(configuration === null ? {} : { mutations: false }) },
-      onItems: (items) => {
-        if (dumping) dumpCase(dump, c, items);
-      },
-      judged: (v, items) => withPlausibility(v, items, s.info.interpreted === true),
-    });
-    return { outcome, kernelMs };
+    }, run, refs);
+    if (dumping) dumpCase(dump, c, items);
+    return { outcome: withPlausibility(verdict, items, s.info.interpreted === true), kernelMs };
   };
-  return acrossConfigurations(configs, () => s.lastReply, judge);
+  // the default first, then each configuration the host listed after that call, up to the first that fails
+  const { outcome: first, kernelMs } = await judge(null);
+  const listed = listedConfigurations(s.lastReply);
+  configs.add(listed.base, kernelMs);
+  configs.reached(listed.names, listed.same);
+  if (listed.names.length === 0) return first;
+  if (!first.ok) return first.vacuous === true ? first : underConfiguration(first, listed.base);
+  if (configs.limit === "first") return first;
+  for (const name of listed.names) {
+    const { outcome, kernelMs: ms } = await judge(name);
+    configs.add(name, ms);
+    if (!outcome.ok && outcome.vacuous !== true) return underConfiguration(outcome, name);
+  }
+  return first;
 }
 
 /** The yardstick the declaration names: the TF32 plain reference, else PyTorch's at the kernel's precision. */
@@ -118,3 +143,61 @@ export const pyForwardCase = (s: KernelSession, decl: RuleDecl, key: string, c: 
   pyPhaseCase(s, decl, key, c, exercised, p, "forward", configs, probes, dump);
 export const pyBackwardCase = (s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision, configs = new ConfigTally(), probes?: ProbeTally, dump?: CaseDump): Promise<CaseOutcome> =>
   pyPhaseCase(s, decl, key, c, exercised, p, "backward", configs, probes, dump);
+
+/**
+ * A py: check's definition, for the asynchronous runner (run-async.ts): its cases and how each is
+ * run and described. A check's cases: under the regime profile one batch of every shape regime per case, else the
+ * generated batches after the declared boundary case (docs/spec/conformance.md#regime); a kernel
+ * that takes `cu_seqlens` also gets a packed batch in each regime case and, in every profile, the
+ * declared packed case (docs/spec/py-backend.md#packed). Every batch's shape goes into the tally
+ * (details.shapes).
+ */
+export function pyCheckDefinition(e: PyEntry, s: KernelSession, profile: Profile, replayArgs: string[], exercised: Set<string>, names: Set<string>,
+  tally: ShapeTally, configs: ConfigTally, probes: ProbeTally, dump?: CaseDump): AsyncPropertyCheck<any> {
+  const declaration = pythonDeclaration(s, e.key);
+  const p = declaration.precision[e.kind === "backward" ? "backward" : "forward"];
+  const chunks = declaration.chunkSizes ?? DEFAULT_KERNEL_CHUNKS;
+  const C = Math.min(...chunks);
+  const packed = declaration.varlen;
+  const one = async (spec: CanonicalCaseSpec): Promise<CaseOutcome> => {
+    const c = buildPyCase(e.decl, spec, e.frozen, p, s.info.conventions);
+    if (c.packed !== null) tally.addPacked({ lengths: c.packed.lengths, H: c.H, d: c.cfg.d }, C);
+    else tally.add({ B: c.B, T: c.T, H: c.H, d: c.cfg.d }, C);
+    for (const n of e.kind === "forward" ? forwardNames(c) : backwardNames(c)) names.add(n);
+    return e.kind === "forward" ? pyForwardCase(s, e.decl, e.key, c, exercised, p, configs, probes, dump) : pyBackwardCase(s, e.decl, e.key, c, exercised, p, configs, probes, dump);
+  };
+  const base = { kind: "property" as const, id: e.id, class: "C5" as const, subject: e.subject, spec: e.spec, tolerance: e.tolerance, runs: e.runs, replayArgs };
+  if (profile === "regime") {
+    const order = caseRegimes(packed, e.decl);
+    const shapeOf = (x: CanonicalCaseSpec, i: number) => {
+      const regime = order[i]!;
+      return regime === "packed" ? { lengths: x.lengths!, H: x.H, d: x.base.d, C } : { regime, B: x.B, T: x.base.seq_len, H: x.H, d: x.base.d, C };
+    };
+    return {
+      ...base, arb: regimeArb(e.decl, e.frozen, chunks, "canonical", packed),
+      describe: (specs: CanonicalCaseSpec[]) => specs.map((x) => describeCase(buildPyCase(e.decl, x, e.frozen, p, s.info.conventions))).join("; "),
+      run: async (specs: CanonicalCaseSpec[]) => {
+        const outs: CaseOutcome[] = [];
+        // the regimes in order, up to the first that fails (shrinking then pays for the regimes before it only)
+        for (const x of specs) {
+          const o = await one(x);
+          outs.push(o);
+          if (!o.ok && o.vacuous !== true) break;
+        }
+        return withRegimesNotJudged(regimeOutcome(outs, specs.map(shapeOf)), e.decl);
+      },
+    };
+  }
+  // every value of an enumerated hyperparameter as an example of its own, on top of the generated
+  // cases (docs/spec/conformance.md#enum-examples); a frozen read writes nothing, so not there
+  const [boundary, ...enums] = withEnumExamples(e.decl, e.frozen, boundaryExample(e.decl, e.frozen, C, "canonical"));
+  // the declared guard case (d = 5) and the edge cases come last and on top, so the generated cases stay the same cases as before
+  const edges = [...pyEdgeExamples(e.decl, C, s.info.conventions ?? NO_CONVENTIONS, e.frozen, e.decl.gates), ...(packed ? [pyEmptyExample(e.decl, C)] : [])];
+  const more = enums.length + 1 + edges.length;
+  return {
+    ...base, runs: { quick: e.runs.quick + more, default: e.runs.default + more, deep: e.runs.deep + more, regime: e.runs.default + more }, arb: caseArb(e.decl, e.frozen, profile, "canonical"),
+    examples: [boundary, ...enums, ...(packed ? [pyPackedExample(e.decl, C)] : []), oddKeyExample(e.decl, e.frozen, C, "canonical"), ...edges],
+    describe: (spec: CanonicalCaseSpec) => describeCase(buildPyCase(e.decl, spec, e.frozen, p, s.info.conventions)),
+    run: one,
+  };
+}

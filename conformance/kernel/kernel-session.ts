@@ -13,12 +13,12 @@ import { Tensor } from "../../src/tensor.ts";
 import { F32_STORE_F64_ACC } from "../../oracle/kernel-judge.ts";
 import { lengthGroups, seqState, seqTokens, stateLead, statesTensor, toKernelGrads, tokensTensor, type PyCase } from "./cases.ts";
 import { NO_CONVENTIONS, type Conventions } from "./conventions.ts";
-import { emptySeq, isStateTensor, mapSeq, nameOf, setAt, type TensorKey, type TensorNaming } from "../../cases/kernel-tensors.ts";
+import { emptySeq, entries, isStateTensor, nameOf, setAt, type TensorKey, type TensorNaming } from "../../cases/kernel-tensors.ts";
 import { farthestSeq } from "../../oracle/plain-reference.ts";
 import type { SeqTensors } from "../../oracle/kernel-case.ts";
 import type { PyBackend } from "./py-plan.ts";
 import type { Toolchain } from "../../ffi/toolchain.ts";
-import { guardRequest, HAZARD_PLAN, probeAsync, type GuardedRun, type Hazard, type Poisoned } from "../../ffi/hazards.ts";
+import { guardRequest, HAZARD_PLAN, probeRuns, type GuardedRun, type Hazard, type Poisoned } from "../../ffi/hazards.ts";
 import { environment } from "../../environment.ts";
 
 /** What the kernel declares (kernel_load's reply). */
@@ -102,6 +102,13 @@ export function kernelTimeoutSetting(interpreted = false): string {
 
 export type Out = Map<string, Tensor>;
 
+/** One kernel request as sent and its reply (python/PROTOCOL.md names). */
+export interface Exchange {
+  readonly op: string;
+  readonly sent: readonly [string, Tensor][];
+  readonly got: Out;
+}
+
 /** The `intermediates` of an `inner` request (python/PROTOCOL.md): stored values held in `dtype`, rounded to nearest or stochastically from a seed. */
 export interface StoredIntermediates {
   readonly dtype: "bf16" | "f16";
@@ -146,8 +153,8 @@ export class KernelSession {
   /** The reference process, started on first use (a kernel that fails at once never needs it). */
   private ref: Promise<TorchBridge> | null = null;
 
-  /** Called with every kernel request's tensors and reply (a --dump of a replayed case: harness/dump.ts). */
-  onExchange: ((op: string, sent: readonly [string, Tensor][], got: Out) => void) | null = null;
+  /** Every kernel request's tensors and reply, in order, while a list is set (a --dump of a replayed case: harness/dump.ts). */
+  exchanges: Exchange[] | null = null;
 
   private constructor(readonly backend: PyBackend, private readonly host: TorchBridge, readonly info: KernelInfo) {}
 
@@ -180,14 +187,18 @@ export class KernelSession {
    */
   private async kernel(op: "kernel_forward" | "kernel_backward", c: PyCase, rule: string, extra: [string, Tensor][], configuration: string | null): Promise<KernelReply> {
     const tol = this.info.nondeterministic?.tolerance ?? null;
-    const p = await probeAsync(HAZARD_PLAN, tol, (poisoned) => this.guardedRun(op, c, rule, extra, poisoned, configuration));
+    // the probes' runs, each asked for by the plan (ffi/hazards.ts probeRuns) and made here
+    const steps = probeRuns<GuardedRun & { tensors: Out }>(HAZARD_PLAN, tol);
+    let next = steps.next();
+    while (!next.done) next = steps.next(await this.guardedRun(op, c, rule, extra, next.value, configuration));
+    const p = next.value;
     return { tensors: p.first.tensors, hazards: p.hazards, ...(p.rerunMaxRel !== undefined ? { rerunMaxRel: p.rerunMaxRel } : {}) };
   }
 
   private async guardedRun(op: "kernel_forward" | "kernel_backward", c: PyCase, rule: string, extra: [string, Tensor][], poisoned: Poisoned,
     configuration: string | null): Promise<GuardedRun & { tensors: Out }> {
-    const tensors: [string, Tensor][] = c.kernelInputs.map((n) => [wire.input(n), tokensTensor(c, (s) => s.kin64[n]!)]);
-    for (const n of c.stateNames) tensors.push([wire.state(n), statesTensor(c, (s) => s.st64[n]!, stateLead(c))]);
+    const tensors: [string, Tensor][] = c.kernelInputs.map((n) => [wire.input(n), tokensTensor(c, c.seqs.map((s) => s.kin64[n]!))]);
+    for (const n of c.stateNames) tensors.push([wire.state(n), statesTensor(c, c.seqs.map((s) => s.st64[n]!), stateLead(c))]);
     tensors.push(...extra);
     // a packed batch: the offsets travel in the header, the host hands them to the kernel as an int64 tensor
     const packed = c.packed === null ? {} : { cu_seqlens: c.packed.cu };
@@ -198,7 +209,7 @@ export class KernelSession {
       const hazards = guardRequest(HAZARD_PLAN, poisoned);
       const r = await this.host.call({ op, ...KernelSession.target(this.backend), rule, config: c.cfg, configuration, ...packed, hazards }, tensors, `${op} ${rule}`);
       this.lastReply = r.header;
-      this.onExchange?.(op, tensors, r.tensors);
+      this.exchanges?.push({ op, sent: tensors, got: r.tensors });
       return {
         tensors: r.tensors, outputs: [...r.tensors].map(([n, t]) => [n, t.data] as const), writes: (r.header.hazards ?? []) as Hazard[],
         guarded: (r.header.guarded ?? []) as string[], keywords: (r.header.keywords ?? {}) as Record<string, string>,
@@ -214,8 +225,8 @@ export class KernelSession {
    * null and what it returned instead.
    */
   async contract(c: PyCase, rule: string, contract: string): Promise<{ refused: string | null; returned?: string }> {
-    const tensors: [string, Tensor][] = c.kernelInputs.map((n) => [wire.input(n), tokensTensor(c, (s) => s.kin64[n]!)]);
-    for (const n of c.stateNames) tensors.push([wire.state(n), statesTensor(c, (s) => s.st64[n]!, stateLead(c))]);
+    const tensors: [string, Tensor][] = c.kernelInputs.map((n) => [wire.input(n), tokensTensor(c, c.seqs.map((s) => s.kin64[n]!))]);
+    for (const n of c.stateNames) tensors.push([wire.state(n), statesTensor(c, c.seqs.map((s) => s.st64[n]!), stateLead(c))]);
     const packed = c.packed === null ? {} : { cu_seqlens: c.packed.cu };
     try {
       const r = await this.host.call({ op: "kernel_forward", ...KernelSession.target(this.backend), rule, config: c.cfg, configuration: null, ...packed, contract }, tensors, `contract ${contract} of ${rule}`);
@@ -231,8 +242,8 @@ export class KernelSession {
   }
 
   backward(c: PyCase, rule: string, configuration: string | null = null): Promise<KernelReply> {
-    const extra: [string, Tensor][] = [[wire.dy, tokensTensor(c, (s) => s.dy64)]];
-    if (!c.frozen) for (const n of c.stateNames) extra.push([wire.dFinal(n), statesTensor(c, (s) => s.dFinal64[n]!, stateLead(c))]);
+    const extra: [string, Tensor][] = [[wire.dy, tokensTensor(c, c.seqs.map((s) => s.dy64))]];
+    if (!c.frozen) for (const n of c.stateNames) extra.push([wire.dFinal(n), statesTensor(c, c.seqs.map((s) => s.dFinal64[n]!), stateLead(c))]);
     return this.kernel("kernel_backward", c, rule, extra, configuration);
   }
 
@@ -241,12 +252,12 @@ export class KernelSession {
    * autograd with dy and d(final state), every input's and the initial state's gradient.
    */
   async torchReference(c: PyCase, rule: string, dtype: "f64" | "f32", intermediates?: StoredIntermediates): Promise<Out> {
-    const tensors: [string, Tensor][] = c.inputs.map((n) => [wire.input(n), statesTensor(c, (s) => s.in64[n]!)]);
+    const tensors: [string, Tensor][] = c.inputs.map((n) => [wire.input(n), statesTensor(c, c.seqs.map((s) => s.in64[n]!))]);
     for (const n of c.stateNames) {
-      tensors.push([wire.state(n), statesTensor(c, (s) => s.st64[n]!)]);
-      if (!c.frozen) tensors.push([wire.dFinal(n), statesTensor(c, (s) => s.dFinal64[n]!)]);
+      tensors.push([wire.state(n), statesTensor(c, c.seqs.map((s) => s.st64[n]!))]);
+      if (!c.frozen) tensors.push([wire.dFinal(n), statesTensor(c, c.seqs.map((s) => s.dFinal64[n]!))]);
     }
-    tensors.push([wire.dy, statesTensor(c, (s) => s.dy64)]);
+    tensors.push([wire.dy, statesTensor(c, c.seqs.map((s) => s.dy64))]);
     this.ref ??= TorchBridge.start({ timeoutMs: 120_000 });
     const header = { op: "inner", rule, config: c.cfg, dtype, ...(intermediates ? { intermediates } : {}) };
     return (await (await this.ref).call(header, tensors, `reference backward of ${rule} (${dtype})`)).tensors;
@@ -279,9 +290,13 @@ export class KernelSession {
   }
 
   private rounded(c: PyCase, out: Out, p: Precision, keys: readonly TensorKey[], stored?: StorageDType): SeqTensors<Float64Array>[] {
-    return readReply(c, out, keys, "stacked", "reference").map((r, n) =>
-      mapSeq(toKernelGrads(c, n, r, stored), (a, k) =>
-        Float64Array.from(roundedCopy(isStateTensor(k) ? p.state : k.part === "grad" ? c.conv.input_dtypes?.[k.name] ?? p.storage : p.storage, a))));
+    return readReply(c, out, keys, "stacked", "reference").map((r, n) => {
+      const kern = toKernelGrads(c, n, r, stored), rec = emptySeq<Float64Array>();
+      for (const [k, a] of entries(kern)) {
+        setAt(rec, k, Float64Array.from(roundedCopy(isStateTensor(k) ? p.state : k.part === "grad" ? c.conv.input_dtypes?.[k.name] ?? p.storage : p.storage, a)));
+      }
+      return rec;
+    });
   }
 
   /**
@@ -300,7 +315,11 @@ export class KernelSession {
     const vjps = c.conv.qk_l2norm ? [undefined, dtype] : [undefined];
     const runs: SeqTensors<Float64Array>[][] = [];
     for (const rounding of roundings) runs.push(...await this.grouped(c, (sub) => this.torchReference(sub, rule, "f32", { dtype, rounding }), p, keys, vjps));
-    return c.seqs.map((_, n) => mapSeq(farthestSeq(r64[n]!, runs.map((r) => r[n]!)), (a) => Float64Array.from(a)));
+    return c.seqs.map((_, n) => {
+      const rec = emptySeq<Float64Array>();
+      for (const [k, a] of entries(farthestSeq(r64[n]!, runs.map((r) => r[n]!)))) setAt(rec, k, Float64Array.from(a));
+      return rec;
+    });
   }
 
   async close(): Promise<void> {

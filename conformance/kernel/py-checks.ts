@@ -7,7 +7,7 @@
  * the report lists under the backend (unavailable, or the toolchain) is read from its results.
  */
 import type { CheckDef } from "../../harness/check.ts";
-import { runBatch, type BatchRequest } from "../../harness/child-process.ts";
+import { runBatch, type BatchRequest, type ChildTimeout } from "../../harness/child-process.ts";
 import type { BackendInfo } from "../../harness/report.ts";
 import type { Toolchain } from "../../ffi/toolchain.ts";
 import { kernelChecks, type KernelKind } from "./checks.ts";
@@ -25,8 +25,8 @@ const ran = new Map<string, Toolchain | null>();
  * run Triton kernels (its source names triton or fla) gets the interpreted kernels' timeout, since
  * without a GPU they are interpreted (docs/spec/py-backend.md#triton-cpu).
  */
-function childTimeoutMs(n: number, triton: boolean): number {
-  return 120_000 + n * (2 * kernelTimeoutMs(triton) + 120_000);
+function childTimeout(triton: boolean): ChildTimeout {
+  return { baseMs: 120_000, perCheckMs: 2 * kernelTimeoutMs(triton) + 120_000 };
 }
 
 /** Backends whose child could not load the kernel: the reason, given once (py-child.ts). */
@@ -36,7 +36,7 @@ const unavailable = new Map<string, string>();
 function runPyBatch(req: BatchRequest<Part>) {
   const triton = mayRunTriton(parsePyBackend(req.backend));
   const r = runBatch({
-    cmd: [process.execPath, CHILD], who: `the child process running ${req.backend}`, timeoutMs: (n) => childTimeoutMs(n, triton),
+    cmd: [process.execPath, CHILD], who: `the child process running ${req.backend}`, timeout: childTimeout(triton),
     timeoutSetting: `2 x ${kernelTimeoutSetting(triton)} + 120 s a check`, replayArgs: ["--backend", req.backend],
   }, req);
   // the toolchain comes on every result; it belongs to the backend, not to each check

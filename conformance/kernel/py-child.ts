@@ -8,89 +8,26 @@
  */
 import { writeSync } from "node:fs";
 import { CaseDump } from "../../harness/dump.ts";
-import type { CaseOutcome, Profile } from "../../harness/check.ts";
-import {
-  DEFAULT_KERNEL_CHUNKS, boundaryExample, caseArb, caseRegimes, oddKeyExample, regimeArb, withEnumExamples, type CanonicalCaseSpec,
-} from "../../cases/kernel-batch.ts";
-import { regimeOutcome, withRegimesNotJudged } from "../../cases/kernel-regimes.ts";
+import { DEFAULT_KERNEL_CHUNKS } from "../../cases/kernel-batch.ts";
 import { ShapeTally, withShapes } from "../../cases/kernel-shapes.ts";
 import { TorchBridgeError } from "../../oracle/torch-bridge.ts";
 import { coverage } from "../../oracle/kernel-judge.ts";
-import { buildPyCase, describeCase, pyPackedExample } from "./cases.ts";
 import { HAZARD_PLAN, ProbeTally } from "../../ffi/hazards.ts";
 import { CaseDigester } from "../../harness/sweep.ts";
-import { pyBackwardCase, backwardNames, pyForwardCase, forwardNames } from "./kernel-cases.ts";
+import { pyCheckDefinition } from "./kernel-cases.ts";
 import { KernelSession } from "./kernel-session.ts";
 import { pythonDeclaration } from "./python-backend.ts";
 import { absentInputs, NO_CONVENTIONS } from "./conventions.ts";
-import { pyEdgeExamples, pyEmptyExample } from "./edges.ts";
 import { batchedCuSeqlens } from "./contracts.ts";
-import { parsePyBackend, pyEntryOf, type PyEntry, type PyPart } from "./py-plan.ts";
+import { parsePyBackend, pyEntryOf, type PyPart } from "./py-plan.ts";
 import { RULES } from "../../src/rules/index.ts";
 import { variantKey } from "../../src/rules/level.ts";
 import { suggestion } from "../../harness/nearest.ts";
-import { runAsyncCheck, type AsyncPropertyCheck } from "./run-async.ts";
+import { runAsyncCheck } from "./run-async.ts";
 import { ConfigTally, configLimit, type ConfigLimit } from "./configurations.ts";
 import { resultLine, startLine, stubResult, type BatchRequest } from "../../harness/child-process.ts";
 
 const emit = (line: string) => writeSync(1, `${line}\n`);
-
-/**
- * A check's cases: under the regime profile one batch of every shape regime per case, else the
- * generated batches after the declared boundary case (docs/spec/conformance.md#regime); a kernel
- * that takes `cu_seqlens` also gets a packed batch in each regime case and, in every profile, the
- * declared packed case (docs/spec/py-backend.md#packed). Every batch's shape goes into the tally
- * (details.shapes).
- */
-function definition(e: PyEntry, s: KernelSession, profile: Profile, replayArgs: string[], exercised: Set<string>, names: Set<string>,
-  tally: ShapeTally, configs: ConfigTally, probes: ProbeTally, dump?: CaseDump): AsyncPropertyCheck<any> {
-  const declaration = pythonDeclaration(s, e.key);
-  const p = declaration.precision[e.kind === "backward" ? "backward" : "forward"];
-  const chunks = declaration.chunkSizes ?? DEFAULT_KERNEL_CHUNKS;
-  const C = Math.min(...chunks);
-  const packed = declaration.varlen;
-  const one = async (spec: CanonicalCaseSpec): Promise<CaseOutcome> => {
-    const c = buildPyCase(e.decl, spec, e.frozen, p, s.info.conventions);
-    if (c.packed !== null) tally.addPacked({ lengths: c.packed.lengths, H: c.H, d: c.cfg.d }, C);
-    else tally.add({ B: c.B, T: c.T, H: c.H, d: c.cfg.d }, C);
-    for (const n of e.kind === "forward" ? forwardNames(c) : backwardNames(c)) names.add(n);
-    return e.kind === "forward" ? pyForwardCase(s, e.decl, e.key, c, exercised, p, configs, probes, dump) : pyBackwardCase(s, e.decl, e.key, c, exercised, p, configs, probes, dump);
-  };
-  const base = { kind: "property" as const, id: e.id, class: "C5" as const, subject: e.subject, spec: e.spec, tolerance: e.tolerance, runs: e.runs, replayArgs };
-  if (profile === "regime") {
-    const order = caseRegimes(packed, e.decl);
-    const shapeOf = (x: CanonicalCaseSpec, i: number) => {
-      const regime = order[i]!;
-      return regime === "packed" ? { lengths: x.lengths!, H: x.H, d: x.base.d, C } : { regime, B: x.B, T: x.base.seq_len, H: x.H, d: x.base.d, C };
-    };
-    return {
-      ...base, arb: regimeArb(e.decl, e.frozen, chunks, "canonical", packed),
-      describe: (specs: CanonicalCaseSpec[]) => specs.map((x) => describeCase(buildPyCase(e.decl, x, e.frozen, p, s.info.conventions))).join("; "),
-      run: async (specs: CanonicalCaseSpec[]) => {
-        const outs: CaseOutcome[] = [];
-        // the regimes in order, up to the first that fails (shrinking then pays for the regimes before it only)
-        for (const x of specs) {
-          const o = await one(x);
-          outs.push(o);
-          if (!o.ok && o.vacuous !== true) break;
-        }
-        return withRegimesNotJudged(regimeOutcome(outs, specs.map(shapeOf)), e.decl);
-      },
-    };
-  }
-  // every value of an enumerated hyperparameter as an example of its own, on top of the generated
-  // cases (docs/spec/conformance.md#enum-examples); a frozen read writes nothing, so not there
-  const [boundary, ...enums] = withEnumExamples(e.decl, e.frozen, boundaryExample(e.decl, e.frozen, C, "canonical"));
-  // the declared guard case (d = 5) and the edge cases come last and on top, so the generated cases stay the same cases as before
-  const edges = [...pyEdgeExamples(e.decl, C, s.info.conventions ?? NO_CONVENTIONS, e.frozen, e.decl.gates), ...(packed ? [pyEmptyExample(e.decl, C)] : [])];
-  const more = enums.length + 1 + edges.length;
-  return {
-    ...base, runs: { quick: e.runs.quick + more, default: e.runs.default + more, deep: e.runs.deep + more, regime: e.runs.default + more }, arb: caseArb(e.decl, e.frozen, profile, "canonical"),
-    examples: [boundary, ...enums, ...(packed ? [pyPackedExample(e.decl, C)] : []), oddKeyExample(e.decl, e.frozen, C, "canonical"), ...edges],
-    describe: (spec: CanonicalCaseSpec) => describeCase(buildPyCase(e.decl, spec, e.frozen, p, s.info.conventions)),
-    run: one,
-  };
-}
 
 /** The rule keys a kernel may declare: every rule of the registry and its frozen read. */
 const RULE_KEYS = RULES.flatMap((d) => (d.frozen === null ? [d.key] : [d.key, variantKey(d.key, true)]));
@@ -169,7 +106,7 @@ async function run(req: BatchRequest<PyPart>): Promise<void> {
       // --replay … --dump DIR: the one replayed case's tensors (harness/dump.ts)
       const dump = c.dump !== undefined && req.runSeed === undefined ? new CaseDump(c.dump) : undefined;
       const probes = new ProbeTally(HAZARD_PLAN, session.info.nondeterministic?.tolerance ?? null);
-      const def = definition(e, session, req.profile, ["--backend", backend.name], exercised, names, tally, configs, probes, dump);
+      const def = pyCheckDefinition(e, session, req.profile, ["--backend", backend.name], exercised, names, tally, configs, probes, dump);
       // the digest of the cases this check generated, for a sweep's evidence that its seeds differed (docs/spec/conformance.md#sweep-digests)
       const dg = new CaseDigester();
       const r0 = req.runSeed !== undefined

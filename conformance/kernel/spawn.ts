@@ -8,7 +8,7 @@
 import { join } from "node:path";
 import { kernelBackendNames, type Resolved } from "../../ffi/backends.ts";
 import type { CheckResult, Profile } from "../../harness/check.ts";
-import { runBatch, spawnChild, tail, type ChildSpec } from "../../harness/child-process.ts";
+import { runBatch, spawnChild, tail, type ChildSpec, type ChildTimeout } from "../../harness/child-process.ts";
 import { ROOT } from "../../paths.ts";
 import { childArgs, parseProbeOutput, type ChildMode, type ChildRequest } from "./protocol.ts";
 import { childEnvironment, environment, type Environment } from "../../environment.ts";
@@ -35,11 +35,12 @@ function child(mode: ChildMode) {
  */
 const PER_CHECK_MS: Readonly<Record<Profile, number>> = { quick: 3_000, default: 3_000, deep: 10_000, regime: 20_000 };
 
-/** A batch's time limit: NLC_KERNEL_TIMEOUT seconds, else 60 s and the profile's allowance per check. */
-export function batchTimeoutMs(n: number, profile: Profile, env: Environment = environment()): number {
+/** A batch's time limit: the caller's own (`ms`), else NLC_KERNEL_TIMEOUT seconds, else 60 s and the profile's allowance per check. */
+export function batchTimeout(profile: Profile, ms?: number, env: Environment = environment()): ChildTimeout {
+  if (ms !== undefined) return { baseMs: ms, perCheckMs: 0 };
   const set = Number(env.NLC_KERNEL_TIMEOUT);
-  if (Number.isFinite(set) && set > 0) return set * 1000;
-  return 60_000 + PER_CHECK_MS[profile] * n;
+  if (Number.isFinite(set) && set > 0) return { baseMs: set * 1000, perCheckMs: 0 };
+  return { baseMs: 60_000, perCheckMs: PER_CHECK_MS[profile] };
 }
 
 /** Runs a batch in children (a fresh one after each death); a check a child died in is `error` with the cause. */
@@ -47,7 +48,7 @@ export function runChild(req: ChildRequest): Map<string, CheckResult> {
   const spec: ChildSpec = {
     ...child({ kind: "run", backend: req.backend, profile: req.profile }),
     who: `the child process running C5 on ${req.backend}`,
-    timeoutMs: (n) => req.timeoutMs ?? batchTimeoutMs(n, req.profile),
+    timeout: batchTimeout(req.profile, req.timeoutMs),
     // a caller's own limit (the hang-isolation check's) is no setting of the user's
     timeoutSetting: req.timeoutMs !== undefined ? undefined : environment().NLC_KERNEL_TIMEOUT === undefined
       ? `NLC_KERNEL_TIMEOUT (unset: 60 s + ${PER_CHECK_MS[req.profile] / 1000} s a check at --profile ${req.profile})`
