@@ -33,12 +33,12 @@ import { backwardKeys, forwardKeys, pythonBackend, pythonDeclaration } from "./p
 import { phaseJudgement, references64, type PhaseReferences } from "../../cases/kernel-phase.ts";
 import type { KernelRun } from "../../cases/kernel-backend.ts";
 import { hazardVerdict, type ProbeTally } from "../../ffi/hazards.ts";
-import { ConfigTally, listedConfigurations, underConfiguration, type Judgement } from "./configurations.ts";
+import { listedConfigurations, underConfiguration, type ConfigTally, type Judgement } from "./configurations.ts";
 import { withPlausibility } from "./plausible.ts";
 import { tf32Yardstick } from "./tf32-yardstick.ts";
 
-export const forwardNames = (c: PyCase): string[] => forwardKeys(c).map((k) => tensorName(k, c.frozen, "py"));
-export const backwardNames = (c: PyCase): string[] => backwardKeys(c).map((k) => tensorName(k, c.frozen, "py"));
+const forwardNames = (c: PyCase): string[] => forwardKeys(c).map((k) => tensorName(k, c.frozen, "py"));
+const backwardNames = (c: PyCase): string[] => backwardKeys(c).map((k) => tensorName(k, c.frozen, "py"));
 
 /** A file name from a tensor's name: `dM (initial state)` -> `dM_initial_state_`. */
 const fileName = (name: string) => name.replace(/[^A-Za-z0-9._-]+/g, "_");
@@ -139,11 +139,6 @@ async function yardstick(s: KernelSession, decl: RuleDecl, key: string, c: PyCas
   return r32;
 }
 
-export const pyForwardCase = (s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision, configs = new ConfigTally(), probes?: ProbeTally, dump?: CaseDump): Promise<CaseOutcome> =>
-  pyPhaseCase(s, decl, key, c, exercised, p, "forward", configs, probes, dump);
-export const pyBackwardCase = (s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision, configs = new ConfigTally(), probes?: ProbeTally, dump?: CaseDump): Promise<CaseOutcome> =>
-  pyPhaseCase(s, decl, key, c, exercised, p, "backward", configs, probes, dump);
-
 /**
  * A py: check's definition, for the asynchronous runner (run-async.ts): its cases and how each is
  * run and described. A check's cases: under the regime profile one batch of every shape regime per case, else the
@@ -164,7 +159,7 @@ export function pyCheckDefinition(e: PyEntry, s: KernelSession, profile: Profile
     if (c.packed !== null) tally.addPacked({ lengths: c.packed.lengths, H: c.H, d: c.cfg.d }, C);
     else tally.add({ B: c.B, T: c.T, H: c.H, d: c.cfg.d }, C);
     for (const n of e.kind === "forward" ? forwardNames(c) : backwardNames(c)) names.add(n);
-    return e.kind === "forward" ? pyForwardCase(s, e.decl, e.key, c, exercised, p, configs, probes, dump) : pyBackwardCase(s, e.decl, e.key, c, exercised, p, configs, probes, dump);
+    return pyPhaseCase(s, e.decl, e.key, c, exercised, p, e.kind === "forward" ? "forward" : "backward", configs, probes, dump);
   };
   const base = { kind: "property" as const, id: e.id, class: "C5" as const, subject: e.subject, spec: e.spec, tolerance: e.tolerance, runs: e.runs, replayArgs };
   if (profile === "regime") {
