@@ -42,7 +42,7 @@ export function kernelBackendNames(env: Environment = environment()): string[] {
   const names = raw.split(",").map((s) => s.trim()).filter((s) => s !== "" && s !== "ref");
   for (const n of names) {
     if (!(NAMED_BACKENDS as readonly string[]).includes(n) && !n.startsWith("lib:")) {
-      throw new Error(`NLC_BACKENDS: unknown backend '${n}' (expected ${NAMED_BACKENDS.join(", ")}, or lib:<path to a library implementing ffi/nlk.h>; py:<module>:<callable> backends go in NLC_PY_BACKENDS)`);
+      throw new Error(`NLC_BACKENDS: unknown backend '${n}' (expected ${NAMED_BACKENDS.join(", ")}, or lib:<path to a library implementing ffi/nlk.h>)`);
     }
   }
   return [...new Set(names)];
