@@ -19,9 +19,6 @@ export interface RunOptions {
   readonly onCase?: (checkId: string, input: unknown) => void;
 }
 
-/** A check's own seed and the command replaying a case: replay-command.ts, here for the runner's importers. */
-export { checkSeed, replayArgsOf, replayCommand };
-
 /** Discarded (near-zero) cases fast-check accepts per requested case before it gives up on a run. */
 const MAX_SKIPS_PER_RUN = 2;
 

@@ -8,7 +8,7 @@
  */
 import { expect, test } from "bun:test";
 import type { CheckResult } from "../harness/check.ts";
-import { ConfigTally, configLimit } from "../conformance/kernel/configurations.ts";
+import { ConfigTally, configLimit } from "../harness/configurations.ts";
 import { cli, expectStatus, pyRun } from "./py-run.ts";
 import { probeTorchSync } from "../oracle/torch-bridge.ts";
 

@@ -8,7 +8,7 @@
 import { expect, test } from "bun:test";
 import type { CheckDef, DelegatedCheck, DelegateOptions } from "../harness/check.ts";
 import { stubResult, type BatchRequest } from "../harness/child-process.ts";
-import { checkSeed } from "../harness/run.ts";
+import { checkSeed } from "../harness/replay-command.ts";
 import { RULES } from "../src/rules/index.ts";
 import { variantKey } from "../src/rules/level.ts";
 import type { Capability } from "../cases/kernel-backend.ts";

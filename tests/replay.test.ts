@@ -8,7 +8,7 @@ import { copyFileSync, existsSync, mkdtempSync, readFileSync, writeFileSync } fr
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { CheckResult } from "../harness/check.ts";
-import { replayArgsOf } from "../harness/run.ts";
+import { replayArgsOf } from "../harness/replay-command.ts";
 import { ROOT } from "../paths.ts";
 
 function cli(...args: string[]) {

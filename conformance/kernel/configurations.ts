@@ -11,10 +11,6 @@
 import type { CaseOutcome } from "../../harness/check.ts";
 import { DEFAULT_CONFIGURATION } from "../../harness/configurations.ts";
 
-export {
-  CONFIG_LIMIT_ENV, ConfigTally, DEFAULT_CONFIGURATION, configLimit, type ConfigLimit, type Judgement,
-} from "../../harness/configurations.ts";
-
 /**
  * What the host's reply to a case's first call (the default) says of the configurations
  * (python/nlc_torch/configurations.py): the name the default goes by (`configuration`, else

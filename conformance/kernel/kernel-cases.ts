@@ -33,7 +33,8 @@ import { backwardKeys, forwardKeys, pythonBackend, pythonDeclaration } from "./p
 import { phaseJudgement, references64, type PhaseReferences } from "../../cases/kernel-phase.ts";
 import type { KernelRun } from "../../cases/kernel-backend.ts";
 import { hazardVerdict, type ProbeTally } from "../../ffi/hazards.ts";
-import { listedConfigurations, underConfiguration, type ConfigTally, type Judgement } from "./configurations.ts";
+import { listedConfigurations, underConfiguration } from "./configurations.ts";
+import type { ConfigTally, Judgement } from "../../harness/configurations.ts";
 import { withPlausibility } from "./plausible.ts";
 import { tf32Yardstick } from "./tf32-yardstick.ts";
 

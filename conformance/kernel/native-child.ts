@@ -12,7 +12,7 @@ import { entryOf } from "./plan.ts";
 import { parseChildArgs, probeLine, type ChildRequest, type Probed } from "./protocol.ts";
 import { callLine, caseLine, resultLine, startLine, stubResult } from "../../harness/child-process.ts";
 import type { CheckDef, CheckResult } from "../../harness/check.ts";
-import { checkSeed } from "../../harness/run.ts";
+import { checkSeed } from "../../harness/replay-command.ts";
 import { CallWatchdog } from "../../harness/call-watchdog.ts";
 import { CaseDigester } from "../../harness/sweep.ts";
 import type { RuleCaseSpec } from "../../cases/rule-case.ts";

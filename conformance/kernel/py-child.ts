@@ -24,7 +24,7 @@ import { RULES } from "../../src/rules/index.ts";
 import { variantKey } from "../../src/rules/level.ts";
 import { suggestion } from "../../harness/nearest.ts";
 import { runAsyncCheck } from "./run-async.ts";
-import { ConfigTally, configLimit, type ConfigLimit } from "./configurations.ts";
+import { ConfigTally, configLimit, type ConfigLimit } from "../../harness/configurations.ts";
 import { resultLine, startLine, stubResult, type BatchRequest } from "../../harness/child-process.ts";
 
 const emit = (line: string) => writeSync(1, `${line}\n`);

@@ -7,7 +7,8 @@
  */
 import * as fc from "fast-check";
 import { runsFor, type CaseOutcome, type CheckResult, type Profile, type PropertyCheck } from "../../harness/check.ts";
-import { CaseTally, checkSeed, counterexampleVerdict, replayCommand } from "../../harness/run.ts";
+import { CaseTally, counterexampleVerdict } from "../../harness/run.ts";
+import { checkSeed, replayCommand } from "../../harness/replay-command.ts";
 import { KernelFault } from "./kernel-session.ts";
 
 export interface AsyncPropertyCheck<T> extends Omit<PropertyCheck<T>, "run"> {
