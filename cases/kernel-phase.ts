@@ -16,8 +16,8 @@ import type { CaseVerdict } from "../oracle/compare.ts";
 import type { SeqTensors } from "../oracle/kernel-case.ts";
 import { flashCompare, type Compared, type JudgeOptions } from "../oracle/kernel-judge.ts";
 import { referenceRun, type Phases, type ReferenceOptions } from "../oracle/kernel-reference.ts";
-import { plainRuns, plainYardstickSeq } from "../oracle/plain-reference.ts";
-import { roundedCopy, type Precision } from "../src/precision.ts";
+import { plainOrders, plainRuns, plainYardstickOf } from "../oracle/plain-reference.ts";
+import { enterAccumulate, leaveAccumulate, roundedCopy, type Precision } from "../src/precision.ts";
 import type { InnerInputs, RuleConfig, RuleDecl } from "../src/rules/types.ts";
 import type { KernelRun } from "./kernel-backend.ts";
 import type { KernelSeq } from "./kernel-seq.ts";
@@ -97,8 +97,17 @@ export function asStored(rec: SeqTensors, p: Pick<Precision, "storage" | "state"
  */
 export function abiPlainYardstick(p: Pick<PhaseCase, "decl" | "frozen" | "cfg" | "reference" | "precision"> & { readonly seqs: readonly KernelSeq<"abi">[] }) {
   const { decl, frozen, cfg, precision } = p, { phases, options } = p.reference;
-  return (r64: readonly SeqTensors[]): SeqTensors[] => p.seqs.map((s, n) => plainYardstickSeq(precision.accumulate, r64[n]!,
-    () => asStored(referenceRun(decl, frozen, { inputs: s.in32, state: s.st32, dy: s.dy32, dFinal: s.dFinal32 }, cfg, phases, options), precision), plainRuns(decl)));
+  const acc = precision.accumulate, orders = plainOrders(acc, plainRuns(decl));
+  // each run made here, under its rounding, and the runs combined (oracle/plain-reference.ts plainYardstickOf)
+  const runOf = (s: KernelSeq<"abi">, order: (typeof orders)[number]): SeqTensors => {
+    const before = enterAccumulate(acc, order);
+    try {
+      return asStored(referenceRun(decl, frozen, { inputs: s.in32, state: s.st32, dy: s.dy32, dFinal: s.dFinal32 }, cfg, phases, options), precision);
+    } finally {
+      leaveAccumulate(before);
+    }
+  };
+  return (r64: readonly SeqTensors[]): SeqTensors[] => p.seqs.map((s, n) => plainYardstickOf(r64[n]!, orders.map((o) => runOf(s, o))));
 }
 
 /** The phase case's verdict (module comment). */

@@ -173,7 +173,7 @@ function maxRel(a: GuardedRun, b: GuardedRun): number {
 /**
  * The runs of one probed call, as a generator: it yields which guards to poison and receives the
  * run's result (a py: kernel session makes each run as asked, conformance/kernel/kernel-session.ts;
- * a native library's through probeSync). Run 1: every guard poisoned (the judged run; writes end it). Run 2 (plan.rerun):
+ * a native library's call likewise, ffi/lib.ts invoke). Run 1: every guard poisoned (the judged run; writes end it). Run 2 (plan.rerun):
  * every guard finite; agreeing with run 1 ends it. Runs 3 and 4 repeat runs 1 and 2: if either
  * differs from its twin the kernel is not deterministic, else the guards' contents made the
  * difference and one run per guarded tensor (only its guard poisoned) names the tensors read past
@@ -200,14 +200,6 @@ export function* probeRuns<R extends GuardedRun>(plan: HazardPlan, tol: number |
     if (runDifference(alone, second, tol) !== null) hazards.push({ kind: "read-past-end", tensor: label, ...d, ...(kw !== undefined ? { keyword: kw } : {}) });
   }
   return { first, hazards: hazards.length > 0 ? hazards : [{ kind: "read-past-end", tensor: null, ...d }], runs: 4 + first.guarded.length, ...rel };
-}
-
-/** Probes a synchronous guarded call (a native library). */
-export function probeSync<R extends GuardedRun>(plan: HazardPlan, tol: number | null, run: (poisoned: Poisoned) => R): Probed<R> {
-  const steps = probeRuns<R>(plan, tol);
-  let next = steps.next();
-  while (!next.done) next = steps.next(run(next.value));
-  return next.value;
 }
 
 /** A check's report of what its probes did (details.probes). */

@@ -13,7 +13,7 @@ import {
   ABI_VERSION, CHUNK_FORM_CODES, DTYPE_CODES, chunkFormSymbol, variantSymbols, FROZEN_FNS, PAIR_FNS, abiOf, gradInput, signature, symbolName, tokenElems,
   type KernelFn, type RuleAbi, type Shape,
 } from "./abi.ts";
-import { HAZARD_PLAN, probeSync, type GuardedRun, type Hazard, type HazardPlan, type Poisoned } from "./hazards.ts";
+import { HAZARD_PLAN, probeRuns, type GuardedRun, type Hazard, type HazardPlan, type Poisoned } from "./hazards.ts";
 import {
   HazardError, KernelError, LibraryError, type Arrays, type EmuControls, type Fn, type FrozenKernel, type KernelLib, type LibMemory, type PairVariants, type Pointers, type RulePair,
   type Workspace,
@@ -174,13 +174,17 @@ function elems(a: RuleAbi, ctx: Ctx, shape: Shape, cfg: RuleConfig): (name: stri
 }
 
 /**
- * One call under the hazard probes (docs/spec/hazards.md): the runs ffi/hazards.ts asks for, each
- * a guarded call; the judged run's outputs, or a HazardError naming what the kernel did.
+ * One call under the hazard probes (docs/spec/hazards.md): the runs ffi/hazards.ts probeRuns asks
+ * for, each a guarded call made here; the judged run's outputs, or a HazardError naming what the kernel did.
  */
 function invoke(a: RuleAbi, fn: KernelFn, ctx: Ctx, shape: Shape, C: number, cfg: RuleConfig,
   given: Record<string, Float32Array | null>, ws: Workspace | null): Arrays {
   const sym = symbolName(a.rule, fn);
-  const p = probeSync(ctx.plan(), ctx.nondeterminism(sym), (poisoned) => invokeOnce(a, fn, ctx, shape, C, cfg, given, ws, poisoned));
+  // each run asked for by the plan (ffi/hazards.ts probeRuns) and made here
+  const steps = probeRuns<GuardedRun & { arrays: Arrays }>(ctx.plan(), ctx.nondeterminism(sym));
+  let next = steps.next();
+  while (!next.done) next = steps.next(invokeOnce(a, fn, ctx, shape, C, cfg, given, ws, next.value));
+  const p = next.value;
   if (p.hazards.length > 0) throw new HazardError(sym, p.hazards);
   return p.first.arrays;
 }

@@ -8,7 +8,7 @@
  * ref64 is run on the SAME rounded inputs (cast to f64), so rounding the inputs is never counted
  * as the kernel's error.
  */
-import { roundTo, withAccumulate, type Precision, type StorageDType, type SumRounding } from "../src/precision.ts";
+import { enterAccumulate, leaveAccumulate, roundTo, type Precision, type StorageDType, type SumRounding } from "../src/precision.ts";
 import { INNER_INPUT_NAMES, type InnerInputs, type RuleConfig, type RuleDecl } from "../src/rules/types.ts";
 import { Tensor, type DType } from "../src/tensor.ts";
 import type { PairCase, SeqTensors } from "./kernel-case.ts";
@@ -79,7 +79,12 @@ function run(decl: RuleDecl, frozen: boolean, c: PairCase, cfg: RuleConfig, stor
  */
 export function runPlain(decl: RuleDecl, frozen: boolean, c: PairCase, cfg: RuleConfig, p: Precision, order: SumRounding = "natural"): PairRun {
   const inF32 = mapCase(c, "f32", p.storage, p.state);
-  return withAccumulate(p.accumulate, () => run(decl, frozen, inF32, cfg, p.storage, p.state), order);
+  const before = enterAccumulate(p.accumulate, order);
+  try {
+    return run(decl, frozen, inF32, cfg, p.storage, p.state);
+  } finally {
+    leaveAccumulate(before);
+  }
 }
 
 
@@ -126,7 +131,14 @@ export function plainRuns(decl: RuleDecl): PlainRuns {
  */
 export function plainYardstick<K extends string>(acc: Precision["accumulate"], ref64: Readonly<Record<K, ArrayLike<number>>>,
   run: (rounding: SumRounding) => Readonly<Record<K, ArrayLike<number>>>, runs: PlainRuns = PLAIN_RUNS): Record<K, ArrayLike<number>> {
-  const [first, ...rest] = plainOrders(acc, runs).map((o) => withAccumulate(acc, () => run(o), o));
+  const [first, ...rest] = plainOrders(acc, runs).map((o) => {
+    const before = enterAccumulate(acc, o);
+    try {
+      return run(o);
+    } finally {
+      leaveAccumulate(before);
+    }
+  });
   const out = { ...first! } as Record<K, ArrayLike<number>>;
   if (rest.length === 0) return out;
   for (const name of Object.keys(out) as K[]) out[name] = farthest(out[name], rest.map((r) => r[name]), ref64[name]);
@@ -136,13 +148,30 @@ export function plainYardstick<K extends string>(acc: Precision["accumulate"], r
 /** plainYardstick on a kernel case's typed record (every tensor of every part). */
 export function plainYardstickSeq(acc: Precision["accumulate"], ref64: SeqTensors, run: (rounding: SumRounding) => SeqTensors,
   runs: PlainRuns = PLAIN_RUNS): SeqTensors {
-  const [first, ...rest] = plainOrders(acc, runs).map((o) => withAccumulate(acc, () => run(o), o));
+  return plainYardstickOf(ref64, plainOrders(acc, runs).map((o) => {
+    const before = enterAccumulate(acc, o);
+    try {
+      return run(o);
+    } finally {
+      leaveAccumulate(before);
+    }
+  }));
+}
+
+/**
+ * plainYardstickSeq's combining step, on data: the runs made in plainOrders' order (each under
+ * enterAccumulate with its rounding, by a caller that runs the reference itself), per tensor and
+ * element the value farther from ref64; the first run as it is where it is the only one.
+ */
+export function plainYardstickOf(ref64: SeqTensors, runs: readonly SeqTensors[]): SeqTensors {
+  const [first, ...rest] = runs;
+  if (first === undefined) throw new Error("plainYardstickOf: no run");
   const part = (p: "state" | "grads" | "dState0"): Record<string, ArrayLike<number>> => {
-    const out = { ...first![p] };
+    const out = { ...first[p] };
     if (rest.length > 0) for (const name of Object.keys(out)) out[name] = farthest(out[name]!, rest.map((r) => r[p][name]), ref64[p][name]);
     return out;
   };
-  const y = first!.y === undefined || rest.length === 0 ? first!.y : farthest(first!.y, rest.map((r) => r.y), ref64.y);
+  const y = first.y === undefined || rest.length === 0 ? first.y : farthest(first.y, rest.map((r) => r.y), ref64.y);
   return { ...(y !== undefined ? { y } : {}), state: part("state"), grads: part("grads"), dState0: part("dState0") };
 }
 

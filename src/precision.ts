@@ -142,21 +142,43 @@ export type SumRounding = "natural" | "reversed" | { readonly random: number };
  * products are f32 as under "f32".
  */
 export function withAccumulate<T>(acc: AccumulateDType, fn: () => T, rounding: SumRounding = "natural"): T {
-  const before = accumulateF32, orderBefore = reversed, randomBefore = randomBits, tf32Before = productsTF32;
+  const before = enterAccumulate(acc, rounding);
+  try {
+    return fn();
+  } finally {
+    leaveAccumulate(before);
+  }
+}
+
+/** The summing mode in force, as enterAccumulate returns it to be restored. */
+export interface AccumulateMode {
+  readonly accumulateF32: boolean;
+  readonly productsTF32: boolean;
+  readonly reversed: boolean;
+  readonly randomBits: Rng | null;
+}
+
+/**
+ * withAccumulate's mode set, for a caller that runs the code itself (no function handed in): the
+ * mode before, which the caller restores with leaveAccumulate (in a `finally`).
+ */
+export function enterAccumulate(acc: AccumulateDType, rounding: SumRounding = "natural"): AccumulateMode {
+  const before: AccumulateMode = { accumulateF32, productsTF32, reversed, randomBits };
   accumulateF32 = acc === "f32" || acc === "tf32";
   productsTF32 = acc === "tf32";
   // "reversed" sums every reduction from its last term to its first: a second, equally correct
   // rounding order, which stands in for a kernel when the bias test is calibrated.
   reversed = rounding === "reversed";
   randomBits = typeof rounding === "object" && accumulateF32 ? new Rng(rounding.random) : null;
-  try {
-    return fn();
-  } finally {
-    accumulateF32 = before;
-    productsTF32 = tf32Before;
-    reversed = orderBefore;
-    randomBits = randomBefore;
-  }
+  return before;
+}
+
+/** Restores the mode enterAccumulate returned. */
+export function leaveAccumulate(m: AccumulateMode): void {
+  accumulateF32 = m.accumulateF32;
+  productsTF32 = m.productsTF32;
+  reversed = m.reversed;
+  randomBits = m.randomBits;
 }
 
 /**
