@@ -10,32 +10,27 @@ import { runCheck } from "../../harness/run.ts";
 import { childCheck, needsTestLib } from "./child-checks.ts";
 import { entryOf } from "./plan.ts";
 import { parseChildArgs, probeLine, type ChildRequest, type Probed } from "./protocol.ts";
-import { callLine, caseLine, resultLine, startLine, stubResult } from "../../harness/child-process.ts";
-import type { CheckDef, CheckResult } from "../../harness/check.ts";
+import { resultLine, startLine, stubResult } from "../../harness/child-process.ts";
+import type { CheckResult } from "../../harness/check.ts";
 import { checkSeed } from "../../harness/replay-command.ts";
 import { CallWatchdog } from "../../harness/call-watchdog.ts";
-import { CaseDigester } from "../../harness/sweep.ts";
-import type { RuleCaseSpec } from "../../cases/rule-case.ts";
-import { environment } from "../../environment.ts";
+import { ChildCalls, ChildCases, progress } from "../../harness/child-announce.ts";
 
 function emit(line: string): void {
   writeSync(1, `${line}\n`);
 }
 
-// Progress goes to fd 3 (the parent's stderr, live) when the parent gave one; else to stderr.
-const log = (s: string) => writeSync(environment().NLC_PROGRESS_FD === "3" ? 3 : 2, `${s}\n`);
-
 async function probe(names: string[]): Promise<void> {
   const out: Probed[] = [];
   for (const n of names) {
-    const r = await resolveBackend(n, log);
+    const r = await resolveBackend(n, progress);
     out.push({ info: r.info, problem: r.problem });
   }
   emit(probeLine(out));
 }
 
 async function run(backend: string, profile: Profile, req: ChildRequest): Promise<void> {
-  const resolved = await resolveBackend(backend, log);
+  const resolved = await resolveBackend(backend, progress);
   if (resolved.lib === undefined) {
     const status = resolved.problem === "unavailable" ? "skip" : "error";
     for (const c of req.checks) emit(resultLine(stubResult(c.id, status, resolved.info.reason ?? "unavailable")));
@@ -46,7 +41,7 @@ async function run(backend: string, profile: Profile, req: ChildRequest): Promis
   const entries = req.checks.map((c) => (c.part === undefined ? undefined : entryOf(c.part)));
   let testLib: KernelLib | undefined;
   if (entries.some((e) => e !== undefined && needsTestLib(e))) {
-    const t = await resolveBackend("cpu-test", log);
+    const t = await resolveBackend("cpu-test", progress);
     if (t.lib === undefined) throw new Error(`the cpu-test library is not usable: ${t.info.reason}`);
     testLib = t.lib;
   }
@@ -55,6 +50,7 @@ async function run(backend: string, profile: Profile, req: ChildRequest): Promis
     if (testLib === undefined) throw new Error("the cpu-test library was not loaded");
     return testLib;
   };
+  const calls = new ChildCalls(watchdog);
   for (const [i, c] of req.checks.entries()) {
     const entry = entries[i];
     emit(startLine(c.id));
@@ -62,22 +58,19 @@ async function run(backend: string, profile: Profile, req: ChildRequest): Promis
       emit(resultLine(stubResult(c.id, "error", `the request for C5 check '${c.id}' on backend ${backend} carries no part of the plan`)));
       continue;
     }
-    const { def: plain, after } = childCheck(entry, lib, profile, getTestLib);
+    const { def, after } = childCheck(entry, lib, profile, getTestLib);
     const seed = req.runSeed !== undefined ? checkSeed(req.runSeed, c.id) : c.seed ?? 0;
-    const def = announced(plain, seed, c.path ?? "");
+    // each case announced by the runner before it runs, each kernel call by the library before it is made (harness/child-announce.ts)
+    const cases = new ChildCases(seed, c.path ?? "");
     // a call's own limit starts at the check and again at every kernel call, after this process's start-up
     watchdog?.arm();
-    lib.onCall = (sym) => {
-      emit(callLine(sym));
-      watchdog?.arm();
-    };
-    // the digest of the cases this check generated, for a sweep's evidence that its seeds differed (docs/spec/conformance.md#sweep-digests)
-    const dg = new CaseDigester();
+    lib.onCall = calls.call;
     const r0 = req.runSeed !== undefined
-      ? runCheck(def, { seed: req.runSeed, profile, onCase: dg.add })
-      : runCheck(def, { seed: 0, profile, replay: { seed: c.seed ?? 0, path: c.path ?? "" }, onCase: dg.add });
+      ? runCheck(def, { seed: req.runSeed, profile, onCase: cases.add })
+      : runCheck(def, { seed: 0, profile, replay: { seed: c.seed ?? 0, path: c.path ?? "" }, onCase: cases.add });
     watchdog?.disarm();
-    const d = dg.result();
+    // the digest of the cases this check generated, for a sweep's evidence that its seeds differed (docs/spec/conformance.md#sweep-digests)
+    const d = cases.digest();
     const r = d.cases > 0 ? { ...r0, details: { ...r0.details, case_digest: d } } : r0;
     emit(resultLine(unsupportedAsSkip(after === undefined ? r : after(r))));
   }
@@ -88,27 +81,6 @@ async function run(backend: string, profile: Profile, req: ChildRequest): Promis
 function unsupportedAsSkip(r: CheckResult): CheckResult {
   if (r.status !== "error" || !/returned status -4 /.test(r.message ?? "")) return r;
   return { ...r, status: "skip", message: `unsupported by the library (NLK_ERR_UNSUPPORTED): ${r.message}` };
-}
-
-/** The shape of a generated case, for the crash report (a batch AbiCaseSpec, or a rule case spec). */
-function describe(v: unknown): Record<string, unknown> {
-  const k = v as { base?: RuleCaseSpec; B?: number; H?: number; C?: number } & Partial<RuleCaseSpec>;
-  const spec = k.base ?? (k as RuleCaseSpec);
-  if (spec?.d === undefined) return {};
-  return { B: k.B ?? 1, T: spec.seq_len, H: k.H ?? 1, d: spec.d, C: k.C ?? null, hyper: spec.hyper, caseSeed: spec.seed };
-}
-
-/** The check with its cases announced ("@@nlc-case") before they run: the n-th case is fast-check path n. */
-function announced(def: CheckDef, seed: number, replayPath: string): CheckDef {
-  if (def.kind !== "property") return def;
-  let n = replayPath === "" ? 0 : Number(replayPath.split(":")[0]);
-  return {
-    ...def,
-    run: (v: unknown) => {
-      emit(caseLine({ id: def.id, seed, path: String(n++), shape: describe(v) }));
-      return def.run(v);
-    },
-  };
 }
 
 const mode = parseChildArgs(process.argv.slice(2));
