@@ -8,7 +8,7 @@
  * ref64 is run on the SAME rounded inputs (cast to f64), so rounding the inputs is never counted
  * as the kernel's error.
  */
-import { enterAccumulate, leaveAccumulate, roundTo, type Precision, type StorageDType, type SumRounding } from "../src/precision.ts";
+import { roundTo, withAccumulate, type Precision, type StorageDType, type SumRounding } from "../src/precision.ts";
 import { INNER_INPUT_NAMES, type InnerInputs, type RuleConfig, type RuleDecl } from "../src/rules/types.ts";
 import { Tensor, type DType } from "../src/tensor.ts";
 import type { PairCase, SeqTensors } from "./kernel-case.ts";
@@ -79,12 +79,7 @@ function run(decl: RuleDecl, frozen: boolean, c: PairCase, cfg: RuleConfig, stor
  */
 export function runPlain(decl: RuleDecl, frozen: boolean, c: PairCase, cfg: RuleConfig, p: Precision, order: SumRounding = "natural"): PairRun {
   const inF32 = mapCase(c, "f32", p.storage, p.state);
-  const before = enterAccumulate(p.accumulate, order);
-  try {
-    return run(decl, frozen, inF32, cfg, p.storage, p.state);
-  } finally {
-    leaveAccumulate(before);
-  }
+  return withAccumulate(p.accumulate, () => run(decl, frozen, inF32, cfg, p.storage, p.state), order);
 }
 
 
@@ -131,14 +126,7 @@ export function plainRuns(decl: RuleDecl): PlainRuns {
  */
 export function plainYardstick<K extends string>(acc: Precision["accumulate"], ref64: Readonly<Record<K, ArrayLike<number>>>,
   run: (rounding: SumRounding) => Readonly<Record<K, ArrayLike<number>>>, runs: PlainRuns = PLAIN_RUNS): Record<K, ArrayLike<number>> {
-  const [first, ...rest] = plainOrders(acc, runs).map((o) => {
-    const before = enterAccumulate(acc, o);
-    try {
-      return run(o);
-    } finally {
-      leaveAccumulate(before);
-    }
-  });
+  const [first, ...rest] = plainOrders(acc, runs).map((o) => withAccumulate(acc, () => run(o), o));
   const out = { ...first! } as Record<K, ArrayLike<number>>;
   if (rest.length === 0) return out;
   for (const name of Object.keys(out) as K[]) out[name] = farthest(out[name], rest.map((r) => r[name]), ref64[name]);
@@ -148,14 +136,7 @@ export function plainYardstick<K extends string>(acc: Precision["accumulate"], r
 /** plainYardstick on a kernel case's typed record (every tensor of every part). */
 export function plainYardstickSeq(acc: Precision["accumulate"], ref64: SeqTensors, run: (rounding: SumRounding) => SeqTensors,
   runs: PlainRuns = PLAIN_RUNS): SeqTensors {
-  return plainYardstickOf(ref64, plainOrders(acc, runs).map((o) => {
-    const before = enterAccumulate(acc, o);
-    try {
-      return run(o);
-    } finally {
-      leaveAccumulate(before);
-    }
-  }));
+  return plainYardstickOf(ref64, plainOrders(acc, runs).map((o) => withAccumulate(acc, () => run(o), o)));
 }
 
 /**
