@@ -156,8 +156,8 @@ test("layering: the test catches a check folder importing another, and an import
   ]);
   const outside = [
     { rel: "bench/x.ts", text: 'import type { KSpec } from "../conformance/kernel/batch.ts";\nimport { forwardCase } from "../conformance/kernel-api.ts";\n' },
-    { rel: "fixtures/y.ts", text: 'import { pyEntryOf } from "../conformance/kernel/py-plan.ts";\n' },
-    { rel: "tests/z.test.ts", text: 'import { pyEntryOf } from "../conformance/kernel/py-plan.ts";\n' },
+    { rel: "fixtures/y.ts", text: 'import { parsePyBackend } from "../conformance/kernel/py-plan.ts";\n' },
+    { rel: "tests/z.test.ts", text: 'import { parsePyBackend } from "../conformance/kernel/py-plan.ts";\n' },
   ];
   expect(layeringViolations(outside)).toEqual([
     "bench/x.ts imports conformance/kernel/batch.ts: bench/ uses the checks' public modules (conformance/kernel-api.ts, conformance/chunk-api.ts), not the check folder conformance/kernel",

@@ -20,7 +20,7 @@ import type { ShapeTally } from "../../cases/kernel-shapes.ts";
 import { buildPyCase, describeCase, pyPackedExample, toKernelGrads, type PyCase } from "./cases.ts";
 import { pyEdgeExamples, pyEmptyExample } from "./edges.ts";
 import { NO_CONVENTIONS } from "./conventions.ts";
-import type { PyEntry } from "./py-plan.ts";
+import type { RuleEntry } from "./plan.ts";
 import type { AsyncPropertyCheck } from "./run-async.ts";
 import type { Precision } from "../../src/precision.ts";
 import type { RuleDecl } from "../../src/rules/types.ts";
@@ -148,7 +148,7 @@ async function yardstick(s: KernelSession, decl: RuleDecl, key: string, c: PyCas
  * declared packed case (docs/spec/py-backend.md#packed). Every batch's shape goes into the tally
  * (details.shapes).
  */
-export function pyCheckDefinition(e: PyEntry, s: KernelSession, profile: Profile, replayArgs: string[], exercised: Set<string>, names: Set<string>,
+export function pyCheckDefinition(e: RuleEntry, s: KernelSession, profile: Profile, replayArgs: string[], exercised: Set<string>, names: Set<string>,
   tally: ShapeTally, configs: ConfigTally, probes: ProbeTally, dump?: CaseDump): AsyncPropertyCheck<any> {
   const declaration = pythonDeclaration(s, e.key);
   const p = declaration.precision[e.kind === "backward" ? "backward" : "forward"];

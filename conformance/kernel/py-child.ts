@@ -19,7 +19,8 @@ import { KernelSession } from "./kernel-session.ts";
 import { pythonDeclaration } from "./python-backend.ts";
 import { absentInputs, NO_CONVENTIONS } from "./conventions.ts";
 import { batchedCuSeqlens } from "./contracts.ts";
-import { parsePyBackend, pyEntryOf, type PyPart } from "./py-plan.ts";
+import { parsePyBackend } from "./py-plan.ts";
+import { ruleEntryOf, type RulePart } from "./plan.ts";
 import { RULES } from "../../src/rules/index.ts";
 import { variantKey } from "../../src/rules/level.ts";
 import { suggestion } from "../../harness/nearest.ts";
@@ -39,7 +40,7 @@ function declaredRules(rules: readonly string[], who: string): void {
   }
 }
 
-async function run(req: BatchRequest<PyPart>): Promise<void> {
+async function run(req: BatchRequest<RulePart>): Promise<void> {
   const backend = parsePyBackend(req.backend);
   // A backend that cannot be loaded (no python or torch, a module that does not import, a
   // declaration that is wrong) is one reason, given once: the backend is unavailable with it
@@ -82,7 +83,7 @@ async function run(req: BatchRequest<PyPart>): Promise<void> {
         emit(resultLine(stubResult(c.id, "error", `the request for check '${c.id}' on backend ${backend.name} carries no part of the plan`, c.seed ?? 0)));
         continue;
       }
-      const e = pyEntryOf(c.part);
+      const e = ruleEntryOf(c.part);
       const seed = c.seed ?? 0;
       // what the kernel declares for this rule variant: not judged, or not implemented; forward-only
       const declaration = pythonDeclaration(session, e.key);
@@ -135,5 +136,5 @@ async function run(req: BatchRequest<PyPart>): Promise<void> {
   }
 }
 
-await run(JSON.parse(await Bun.stdin.text()) as BatchRequest<PyPart>);
+await run(JSON.parse(await Bun.stdin.text()) as BatchRequest<RulePart>);
 process.exit(0);

@@ -17,7 +17,7 @@ import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { KERNEL_TOLERANCE } from "../../oracle/kernel-judge.ts";
 import { environment, type Environment } from "../../environment.ts";
-import { ruleEntryOf, type PlanBackend, type PlanStyle, type RuleEntry, type RulePart } from "./plan.ts";
+import type { PlanBackend, PlanStyle } from "./plan.ts";
 import type { CheckTolerance } from "./tolerance.ts";
 
 export const PY_PREFIX = "py:";
@@ -89,13 +89,6 @@ export function pyBackendNames(env: Environment = environment()): string[] {
   const raw = env.NLC_PY_BACKENDS ?? "";
   return [...new Set(raw.split(",").map((s) => s.trim()).filter((s) => s !== ""))];
 }
-
-/** A py: kernel's check as its child runs it: the one plan's rule entry (plan.ts), by the names the child reads it. */
-export type PyEntry = RuleEntry;
-/** An entry as data, the part of the plan its child receives: the rule by its registry key. */
-export type PyPart = RulePart;
-/** The entry a child runs for a part it received: the rule from the registry. */
-export const pyEntryOf: (p: PyPart) => PyEntry = ruleEntryOf;
 
 /**
  * The flash-attention rule with ref32 from a plain f32 run (docs/spec/py-backend.md#reference):
