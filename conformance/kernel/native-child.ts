@@ -2,7 +2,6 @@
  * The child process of the C5 checks (native-checks.ts; the protocol in harness/child-process.ts and protocol.ts): native kernel code
  * runs only here, so a crash or a hang costs this process, not the suite.
  */
-import { writeSync } from "node:fs";
 import { resolveBackend } from "../../ffi/backends.ts";
 import type { KernelLib } from "../../ffi/lib.ts";
 import type { Profile } from "../../harness/check.ts";
@@ -14,11 +13,7 @@ import { resultLine, startLine, stubResult } from "../../harness/child-process.t
 import type { CheckResult } from "../../harness/check.ts";
 import { checkSeed } from "../../harness/replay-command.ts";
 import { CallWatchdog } from "../../harness/call-watchdog.ts";
-import { ChildCalls, ChildCases, progress } from "../../harness/child-announce.ts";
-
-function emit(line: string): void {
-  writeSync(1, `${line}\n`);
-}
+import { ChildCalls, ChildCases, emit, progress } from "../../harness/child-announce.ts";
 
 async function probe(names: string[]): Promise<void> {
   const out: Probed[] = [];

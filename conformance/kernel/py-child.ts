@@ -6,7 +6,6 @@
  *
  *   bun conformance/kernel/py-child.ts < request.json      (BatchRequest)
  */
-import { writeSync } from "node:fs";
 import { CaseDump } from "../../harness/dump.ts";
 import { DEFAULT_KERNEL_CHUNKS } from "../../cases/kernel-batch.ts";
 import { ShapeTally, withShapes } from "../../cases/kernel-shapes.ts";
@@ -27,8 +26,8 @@ import { suggestion } from "../../harness/nearest.ts";
 import { runAsyncCheck } from "./run-async.ts";
 import { ConfigTally, configLimit, type ConfigLimit } from "../../harness/configurations.ts";
 import { resultLine, startLine, stubResult, type BatchRequest } from "../../harness/child-process.ts";
+import { emit } from "../../harness/child-announce.ts";
 
-const emit = (line: string) => writeSync(1, `${line}\n`);
 
 /** The rule keys a kernel may declare: every rule of the registry and its frozen read. */
 const RULE_KEYS = RULES.flatMap((d) => (d.frozen === null ? [d.key] : [d.key, variantKey(d.key, true)]));
