@@ -8,11 +8,11 @@
  * environment (`childEnvironment`). Layer 0: the reference's neighbours (ffi/) read it too.
  */
 
-/** Every variable the suite reads, with what it sets (README#environment, docs/spec/conformance.md). */
+/** Every variable the suite reads, with what it sets (docs/running.md#environment, docs/spec/conformance.md). */
 export const ENVIRONMENT_VARIABLES = {
   NLC_BACKENDS: "kernel backends of C5 (comma-separated); --backend sets it for the run",
   NLC_PY_BACKENDS: "py:<module>:<callable> kernel backends (comma-separated); --backend sets it for the run",
-  NLC_IN_PROCESS_BACKENDS: "in-process kernel backends (README \"Adding a backend kind\"; comma-separated); --backend sets it for the run",
+  NLC_IN_PROCESS_BACKENDS: "in-process kernel backends (docs/contributing.md \"Adding a backend kind\"; comma-separated); --backend sets it for the run",
   NLC_KERNEL_TIMEOUT: "seconds a batch of native kernel checks may take",
   NLC_KERNEL_PRELOAD: "LD_PRELOAD of the native kernel children (e.g. a sanitizer runtime)",
   NLC_PY_KERNEL_TIMEOUT: "seconds one request to a py: kernel host may take",

@@ -4,7 +4,7 @@
  * threads and children, the checks it generates for them and how the report lists them. The plan
  * (plan.ts) and the catalogue (catalogue.ts) go through this table and name no kind; a new kind of
  * backend is one entry here and the module that implements the contract (cases/kernel-backend.ts),
- * as README "Adding a backend kind" walks.
+ * as docs/contributing.md "Adding a backend kind" walks.
  */
 import { resolve } from "node:path";
 import { kernelBackendNames, NAMED_BACKENDS } from "../ffi/backends.ts";

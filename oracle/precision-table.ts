@@ -34,10 +34,10 @@ type PerAccumulate = Readonly<Record<AccumulateDType, number>>;
  */
 const TF32_FLOOR = 5e-3;
 const TF32_FLOOR_REASON =
-  "tf32 (f32 sums of products whose operands are cut to TF32, toward zero, as tensor cores take f32 operands; relative to the group, see the tf32 group floor): on an H100 fla's f32 chunked Comba, DPLR and RWKV-7 kernels, with more TF32 products in series than Gated DeltaNet's, were 2.3e-3 to 3.3e-3 of their group's largest value off (1.16 to 1.66 times a 2e-3 floor), fla's Gated DeltaNet 0.6 of a 2e-3 floor; a correct truncating chunked Gated DeltaNet (tests/py-kernels/tf32_chunked.py) passes at seeds 1-50 of the quick profile at 2e-3 (worst 0.86), and 1e-3 failed it at seed 1";
+  "tf32 (f32 sums of products whose operands are cut to TF32, toward zero, as tensor cores take f32 operands; relative to the group, see the tf32 group floor): 1.5 times the largest error of fla's f32 chunked kernels on an H100 (3.3e-3 of the group's largest value); a correct truncating chunked Gated DeltaNet passes at seeds 1-50 of the quick profile (reports/measurements/tf32.md)";
 const TF32_BIAS_FLOOR = 3e-3;
 const TF32_BIAS_REASON =
-  "truncation to TF32 shrinks a chunked kernel's tensors by 7e-4 per product level: a correct truncating chunked Gated DeltaNet showed slopes of -1.6e-3 to -1.84e-3 (5 false alarms in 13 seeds at 1.6e-3) and fla's on an H100 -1.31e-3; at 3e-3 it passes at seeds 1-50, and 1 % scales of y and dα fail at every seed; 0.4 % over 32 elements fails, 0.2 % passes";
+  "truncation to TF32 shrinks a chunked kernel's tensors by 7e-4 per product level: correct kernels showed slopes up to 1.84e-3 (false alarms at 1.6e-3); at 3e-3 a correct one passes at seeds 1-50 and 1 % scales fail at every seed (reports/measurements/tf32.md)";
 
 /** Unit roundoff (half the machine epsilon) of every dtype a kernel may declare; src/precision.ts rounds to them. */
 export const UNIT_ROUNDOFF = entry<Readonly<Record<StorageDType | AccumulateDType, number>>>(

@@ -1,5 +1,5 @@
 /**
- * README "Adding a backend kind", walked: in a temporary copy of the repository the README's own
+ * docs/contributing.md "Adding a backend kind", walked: in a temporary copy of the repository the guide's own
  * code is put where its steps say — the reference's pair as an in-process kernel backend
  * (`inproc:fast`) and its entry in the table of backend kinds — and each step is shown to be needed
  * and sufficient: before the entry, `--backend inproc:fast` is a usage error; after it, the walk
@@ -14,10 +14,10 @@ import { ROOT } from "../paths.ts";
 import { treeFiles, copyTree, runIn, editIn } from "./tree-copy.ts";
 import { RULES } from "../src/rules/index.ts";
 
-const README = readFileSync(join(ROOT, "README.md"), "utf8");
-const START = README.indexOf("## Adding a backend kind\n");
-const STEPS = README.slice(START, README.indexOf("\n## ", START + 1));
-/** The README's code blocks in the section, in order, unindented. */
+const GUIDE = readFileSync(join(ROOT, "docs", "contributing.md"), "utf8");
+const START = GUIDE.indexOf("## Adding a backend kind\n");
+const STEPS = GUIDE.slice(START, GUIDE.indexOf("\n## ", START + 1));
+/** The guide's code blocks in the section, in order, unindented. */
 const BLOCKS = [...STEPS.matchAll(/^( *)```ts\n([\s\S]*?)^\1```$/gm)].map((m) => m[2]!.split("\n").map((l) => l.slice(m[1]!.length)).join("\n"));
 const BACKEND_FILE = "conformance/kernel/fast-pair-backend.ts";
 const KINDS_FILE = "conformance/backend-kinds.ts";
@@ -31,7 +31,7 @@ function changedFiles(dir: string, written: readonly string[]): string[] {
 /** The rule variants of the registry, as check ids name them. */
 const VARIANTS = RULES.flatMap((r) => (r.frozen === null ? [r.key] : [r.key, `${r.key}.frozen`]));
 
-describe("README \"Adding a backend kind\": what it cites", () => {
+describe("docs/contributing.md \"Adding a backend kind\": what it cites", () => {
   test("it has the backend's module and the table entry as code, and the table is where it says", () => {
     expect(BLOCKS.length).toBe(2);
     expect(STEPS).toContain("`fast-pair-backend.ts`");
@@ -41,7 +41,7 @@ describe("README \"Adding a backend kind\": what it cites", () => {
   });
 });
 
-describe("README \"Adding a backend kind\": walked with the reference's pair as an in-process kernel", () => {
+describe("docs/contributing.md \"Adding a backend kind\": walked with the reference's pair as an in-process kernel", () => {
   test("each step is needed, the steps are enough, and a planted twin fails", () => {
     const dir = copyTree("nlc-add-kind-");
     try {

@@ -1,5 +1,5 @@
 /**
- * README "Adding a check class", walked: in a temporary copy of the repository a small real class,
+ * docs/contributing.md "Adding a check class", walked: in a temporary copy of the repository a small real class,
  * C10 (each rule's frozen read, called twice on one input, gives the same output bitwise), is added
  * in the three files the guide names, and each step is shown to be needed and sufficient: the
  * catalogue lists the class once it is registered; the spec-anchor test fails until its section
@@ -12,9 +12,9 @@ import { join } from "node:path";
 import { ROOT } from "../paths.ts";
 import { copyTree, runIn, editIn } from "./tree-copy.ts";
 
-const README = readFileSync(join(ROOT, "README.md"), "utf8");
-const START = README.indexOf("## Adding a check class\n");
-const STEPS = README.slice(START, README.indexOf("\n## ", START + 1));
+const GUIDE = readFileSync(join(ROOT, "docs", "contributing.md"), "utf8");
+const START = GUIDE.indexOf("## Adding a check class\n");
+const STEPS = GUIDE.slice(START, GUIDE.indexOf("\n## ", START + 1));
 
 /** The anchor the class cites, spelled so that tests/spec-anchors.test.ts does not read it as this file's citation. */
 const CITE = ["docs/spec/conformance.md", "c10"].join("#");
@@ -45,7 +45,7 @@ export function c10Checks(): CheckDef[] {
 }
 `.replace(/^%/gm, ""); // (% keeps tests/layering.test.ts from reading the file's imports as this test's)
 
-describe("README \"Adding a check class\"", () => {
+describe("docs/contributing.md \"Adding a check class\"", () => {
   test("the guide names three files, each of which exists", () => {
     expect(START).toBeGreaterThan(0);
     expect(STEPS).toContain("Files edited by hand: three");

@@ -1,5 +1,5 @@
 /**
- * README "Adding a rule", walked: in a temporary copy of the repository a throwaway memory rule
+ * docs/contributing.md "Adding a rule", walked: in a temporary copy of the repository a throwaway memory rule
  * (`echo`, Hebbian under another key) is added step by step, and each step is shown to be needed
  * and sufficient: the generator names the files the declaration makes stale, then makes them
  * current; the catalogue grows the rule's checks; the registry test fails until names.md has its
@@ -16,11 +16,11 @@ import { copyTree, runIn, editIn } from "./tree-copy.ts";
 import { RULES, isMemoryRule } from "../src/rules/index.ts";
 import { probeTorchSync } from "../oracle/torch-bridge.ts";
 
-const README = readFileSync(join(ROOT, "README.md"), "utf8");
-const STEPS = README.slice(README.indexOf("## Adding a rule\n"), README.indexOf("\n## ", README.indexOf("## Adding a rule\n") + 1));
+const GUIDE = readFileSync(join(ROOT, "docs", "contributing.md"), "utf8");
+const STEPS = GUIDE.slice(GUIDE.indexOf("## Adding a rule\n"), GUIDE.indexOf("\n## ", GUIDE.indexOf("## Adding a rule\n") + 1));
 const torch = probeTorchSync();
 
-describe("README \"Adding a rule\": what it cites", () => {
+describe("docs/contributing.md \"Adding a rule\": what it cites", () => {
   test("every file it names exists, for every registered memory rule", () => {
     const paths = [...STEPS.matchAll(/`((?:src|ffi|python|docs|cuda|tests)\/[^`\s]+|gen\/[^`\s]+)`/g)].map((m) => m[1]!);
     expect(paths.length).toBeGreaterThan(10);
@@ -48,7 +48,7 @@ describe("README \"Adding a rule\": what it cites", () => {
 
   test("the anchors it links exist", () => {
     for (const [, file, anchor] of STEPS.matchAll(/\]\(([^)#]+)#([^)]+)\)/g)) {
-      expect({ file, anchor, found: readFileSync(join(ROOT, file!), "utf8").includes(`<a id="${anchor}"></a>`) }).toEqual({ file, anchor, found: true });
+      expect({ file, anchor, found: readFileSync(join(ROOT, "docs", file!), "utf8").includes(`<a id="${anchor}"></a>`) }).toEqual({ file, anchor, found: true });
     }
   });
 
@@ -70,7 +70,7 @@ describe("README \"Adding a rule\": what it cites", () => {
   });
 });
 
-describe("README \"Adding a rule\": walked with a throwaway rule", () => {
+describe("docs/contributing.md \"Adding a rule\": walked with a throwaway rule", () => {
   test("each step is needed, and the steps are enough", () => {
     const dir = copyTree("nlc-add-rule-");
     try {

@@ -10,7 +10,9 @@ import { ROOT } from "../paths.ts";
 
 function markdown(): string[] {
   const spec = readdirSync(join(ROOT, "docs", "spec")).filter((f) => f.endsWith(".md")).map((f) => join("docs", "spec", f));
-  return ["README.md", "fixtures/README.md", "cuda/README.md", ...spec];
+  const guides = readdirSync(join(ROOT, "docs")).filter((f) => f.endsWith(".md")).map((f) => join("docs", f));
+  const measurements = readdirSync(join(ROOT, "reports", "measurements")).filter((f) => f.endsWith(".md")).map((f) => join("reports", "measurements", f));
+  return ["README.md", "fixtures/README.md", "cuda/README.md", ...guides, ...spec, ...measurements];
 }
 
 test("no doc prints a bare `bun <script>` command", () => {

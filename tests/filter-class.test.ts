@@ -1,5 +1,5 @@
 /**
- * `--filter` (README's flag table): a class name selects that class exactly — `C1` is C1's checks,
+ * `--filter` (the flag table of docs/running.md): a class name selects that class exactly — `C1` is C1's checks,
  * not C10's, whose ids also contain "C1" — while any longer pattern stays a substring of the id.
  */
 import { expect, test } from "bun:test";

@@ -1,5 +1,5 @@
 /**
- * The project's layering (README "Layout"): data flows one way,
+ * The project's layering (docs/contributing.md "Layout"): data flows one way,
  *   reference (src/, with ffi/ beside it) ← oracle/ ← cases/ ← harness/ ← conformance/ (checks)
  * and a module may import only from its own layer or the layers before it. src/ is the reference
  * alone: it imports nothing but itself (no oracle, cases, checks, ffi or packages). A check folder

@@ -71,7 +71,7 @@ export function parseArgs(argv: string[]): Options {
  */
 export function unknownRuleMessage(keys: readonly string[]): string {
   return `the PyTorch reference has no forward of rule ${keys.map((k) => `'${k}'`).join(", ")} (its bridge does not list it): ` +
-    `add it to python/nlc_torch/rules.py (README "Adding a rule")`;
+    `add it to python/nlc_torch/rules.py (docs/contributing.md "Adding a rule")`;
 }
 
 const errorText = (e: unknown): string => (e instanceof Error ? e.message : String(e));
