@@ -9,7 +9,7 @@ import { Bench } from "tinybench";
 import { tokenElems, type Shape } from "../ffi/abi.ts";
 import { resolveBackend } from "../ffi/backends.ts";
 import { HAZARD_PLAN, type HazardPlan } from "../ffi/hazards.ts";
-import type { RulePair } from "../ffi/lib.ts";
+import type { RulePair } from "../ffi/lib-types.ts";
 import { withDefaults } from "../src/rules/level.ts";
 import { ruleByKey } from "../src/rules/index.ts";
 import { stateShapesOf } from "../ffi/backends.ts";

@@ -19,7 +19,8 @@ import { join } from "node:path";
 
 import { ABI, tokenElems, type RuleAbi, type Shape } from "../ffi/abi.ts";
 import { stateShapesOf } from "../ffi/backends.ts";
-import { openKernelLib, type Arrays, type KernelLib } from "../ffi/lib.ts";
+import { openKernelLib } from "../ffi/lib.ts";
+import type { Arrays, KernelLib } from "../ffi/lib-types.ts";
 import { Rng } from "../src/rng.ts";
 import { ruleByKey } from "../src/rules/index.ts";
 import { withDefaults } from "../src/rules/level-params.ts";

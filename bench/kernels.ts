@@ -15,7 +15,7 @@ import { join } from "node:path";
 import { Bench } from "tinybench";
 import { tokenElems, type Shape } from "../ffi/abi.ts";
 import { backendSlug, resolveBackend } from "../ffi/backends.ts";
-import type { KernelLib, Pointers } from "../ffi/lib.ts";
+import type { KernelLib, Pointers } from "../ffi/lib-types.ts";
 import { ROOT } from "../paths.ts";
 import { withDefaults } from "../src/rules/level.ts";
 import { RULES } from "../src/rules/index.ts";

@@ -20,7 +20,7 @@
  * A native library answers at once (its calls run in the checking process, itself a child of the
  * suite); a Python process answers later: `Answer` is the value or its promise, by kind.
  */
-import type { ChunkForm } from "../ffi/lib.ts";
+import type { ChunkForm } from "../ffi/lib-types.ts";
 import type { Hazard } from "../ffi/hazards.ts";
 import type { Toolchain } from "../ffi/toolchain.ts";
 import type { SeqTensors } from "../oracle/kernel-case.ts";

@@ -2,7 +2,7 @@
  * The kernel ABI v2 (docs/spec/kernel-abi.md) as data and argument lists. The per-rule table lives
  * in ffi/abi.gen.ts, generated from the rule declarations by ffi/generate.ts; this module says how
  * a table row becomes a C signature. The generator (header prototypes, C++ wrappers) and the bun:ffi
- * loader (ffi/lib.ts) both build their argument lists with `signature`, so they cannot disagree.
+ * loader (ffi/lib-call.ts) both build their argument lists with `signature`, so they cannot disagree.
  */
 import { ABI_VERSION, RULE_ABIS } from "./abi.gen.ts";
 

@@ -11,7 +11,8 @@ import { ruleByKey } from "../src/rules/index.ts";
 import type { RuleConfig } from "../src/rules/types.ts";
 import { BuildError, buildLib, gpuPresent, isCudaKind, type LibKind } from "./build.ts";
 import { libToolchain, type Toolchain } from "./toolchain.ts";
-import { LibraryError, openKernelLib, type KernelLib } from "./lib.ts";
+import { openKernelLib } from "./lib.ts";
+import { LibraryError, type KernelLib } from "./lib-types.ts";
 import { environment, type Environment } from "../environment.ts";
 
 /** A kernel backend as the report lists it. */

@@ -2,7 +2,7 @@
  * The hazard probes of a kernel call (docs/spec/hazards.md), one definition for every backend
  * kind: the plan (guard regions, their patterns, the second run) and the verdict on what a call
  * was observed to do. Each backend carries the plan out where its memory lives — native
- * libraries in ffi/lib.ts (library memory through nlk_alloc), `py:` kernels in
+ * libraries in ffi/lib-call.ts (library memory through nlk_alloc), `py:` kernels in
  * python/nlc_torch/hazards.py (torch tensors; the plan travels in the request header) — and hands
  * its observations back as `Hazard` records, which `hazardVerdict` turns into a failure. The
  * module sits at the bottom layer so that the library loader can use it.
@@ -173,7 +173,7 @@ function maxRel(a: GuardedRun, b: GuardedRun): number {
 /**
  * The runs of one probed call, as a generator: it yields which guards to poison and receives the
  * run's result (a py: kernel session makes each run as asked, conformance/kernel/kernel-session.ts;
- * a native library's call likewise, ffi/lib.ts invoke). Run 1: every guard poisoned (the judged run; writes end it). Run 2 (plan.rerun):
+ * a native library's call likewise, ffi/lib-call.ts invoke). Run 1: every guard poisoned (the judged run; writes end it). Run 2 (plan.rerun):
  * every guard finite; agreeing with run 1 ends it. Runs 3 and 4 repeat runs 1 and 2: if either
  * differs from its twin the kernel is not deterministic, else the guards' contents made the
  * difference and one run per guarded tensor (only its guard poisoned) names the tensors read past

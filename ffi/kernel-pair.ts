@@ -9,7 +9,7 @@
 import type { InnerGrads, InnerInputs, InnerPair, Named, RuleConfig, RuleDecl, State } from "../src/rules/types.ts";
 import { Tensor } from "../src/tensor.ts";
 import { gradInput, isTokenGate, rowsPerToken, type Shape } from "./abi.ts";
-import type { Arrays, RulePair, Workspace } from "./lib.ts";
+import type { Arrays, RulePair, Workspace } from "./lib-types.ts";
 
 function f32(t: Tensor, what: string): Float32Array {
   if (!(t.data instanceof Float32Array)) throw new Error(`${what}: kernel backends compute in f32, got ${t.dtype}`);

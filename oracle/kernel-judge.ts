@@ -89,7 +89,7 @@ export interface JudgeOptions {
   /** Judge mutated copies of a passing case's outputs (default true). */
   mutations?: boolean;
   /**
-   * The kernel's outputs were NaN-filled before the call (a native library's, ffi/lib.ts), so a NaN
+   * The kernel's outputs were NaN-filled before the call (a native library's, ffi/lib-wire.ts), so a NaN
    * where the reference is finite is an element it did not write. Otherwise (a py: kernel returns
    * its own tensors) a NaN is one it computed.
    */

@@ -8,7 +8,8 @@
 import { describe, expect, test } from "bun:test";
 import { stateShapesOf } from "../ffi/backends.ts";
 import { CHUNK_GD_BUILD_C, buildLib } from "../ffi/build.ts";
-import { openKernelLib, type KernelLib } from "../ffi/lib.ts";
+import { openKernelLib } from "../ffi/lib.ts";
+import type { KernelLib } from "../ffi/lib-types.ts";
 import type { AbiCaseSpec } from "../cases/kernel-batch.ts";
 import { backwardCase, forwardCase } from "../conformance/kernel/forward-backward.ts";
 import { ruleByKey } from "../src/rules/index.ts";

@@ -14,7 +14,8 @@ import { join } from "node:path";
 import { ROOT } from "../paths.ts";
 import { buildPlantedLibs } from "./planted-libs.ts";
 import type { CheckResult } from "../harness/check.ts";
-import { openKernelLib, type RulePair } from "../ffi/lib.ts";
+import { openKernelLib } from "../ffi/lib.ts";
+import type { RulePair } from "../ffi/lib-types.ts";
 import { POISON } from "../ffi/hazards.ts";
 
 const PLANTS = ["none", "read_past", "write_input", "write_past", "unwritten", "nondet", "nondet_declared"] as const;

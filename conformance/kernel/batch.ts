@@ -8,7 +8,7 @@
 import * as fc from "fast-check";
 import type { RuleAbi, Shape } from "../../ffi/abi.ts";
 import { SATURATED_GATES, SATURATED_THETA, saturatedCorner, saturatedThetaTop } from "../../cases/edge-gates.ts";
-import type { Arrays } from "../../ffi/lib.ts";
+import type { Arrays } from "../../ffi/lib-types.ts";
 import { caseArb, type AbiCaseSpec } from "../../cases/kernel-batch.ts";
 import { packStates, packTokens, tokenWidth } from "../../cases/kernel-layout.ts";
 import { seqSpecs, type KernelSeq } from "../../cases/kernel-seq.ts";

@@ -2,7 +2,7 @@
  * Bitwise comparison of two runs of the same kernels on the same batch (race, thread mode):
  * any differing bit is a race between threads of a block.
  */
-import type { KernelLib } from "../../ffi/lib.ts";
+import type { KernelLib } from "../../ffi/lib-types.ts";
 import type { CaseOutcome } from "../../harness/check.ts";
 import type { RuleDecl } from "../../src/rules/types.ts";
 import { entries, tensorName } from "../../cases/kernel-tensors.ts";

@@ -9,7 +9,7 @@
  *   workspace   the size query: workspace(C = 16) <= workspace(C = 1) / 8 at d = 64, T = 256
  */
 import type { RuleAbi, Shape } from "../../ffi/abi.ts";
-import type { Arrays, KernelLib, RulePair } from "../../ffi/lib.ts";
+import type { Arrays, KernelLib, RulePair } from "../../ffi/lib-types.ts";
 import type { CaseOutcome } from "../../harness/check.ts";
 import { withDefaults } from "../../src/rules/level.ts";
 import type { InnerGrads, InnerInputs, RuleConfig, RuleDecl, State } from "../../src/rules/types.ts";

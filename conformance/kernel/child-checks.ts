@@ -3,7 +3,7 @@
  * flash-attention checks the coverage rule applied to its result.
  */
 import * as fc from "fast-check";
-import type { KernelLib } from "../../ffi/lib.ts";
+import type { KernelLib } from "../../ffi/lib-types.ts";
 import type { CaseOutcome, CheckDef, CheckResult, Profile, PropertyCheck } from "../../harness/check.ts";
 import { otherEnumValues, ruleCaseSpecArb, type RuleCaseSpec } from "../../cases/rule-case.ts";
 import { ruleByKey } from "../../src/rules/index.ts";

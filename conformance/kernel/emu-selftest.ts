@@ -4,7 +4,7 @@
  * __syncthreads() must be an error status (never a hang), and thread mode must give fiber mode's
  * bits. The planted fault (segv, abort, hang) is the kernel the parent's isolation checks request.
  */
-import type { KernelLib } from "../../ffi/lib.ts";
+import type { KernelLib } from "../../ffi/lib-types.ts";
 import type { CaseOutcome } from "../../harness/check.ts";
 import { ruleByKey } from "../../src/rules/index.ts";
 import type { AbiCaseSpec } from "../../cases/kernel-batch.ts";

@@ -6,7 +6,7 @@
  * case is (cases/kernel-phase.ts); a native or in-process backend's own parts are its batch, the
  * chunk form it declares and its yardstick, the reference in f32 on the f32 copies.
  */
-import type { ChunkForm, KernelLib } from "../../ffi/lib.ts";
+import type { ChunkForm, KernelLib } from "../../ffi/lib-types.ts";
 import type { CaseOutcome } from "../../harness/check.ts";
 import type { RuleDecl } from "../../src/rules/types.ts";
 import { sequencesOf } from "./batch.ts";

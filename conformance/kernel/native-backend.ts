@@ -7,7 +7,8 @@
  */
 import { gradInput, symbolName, type GradName, type RuleAbi, type Shape } from "../../ffi/abi.ts";
 import type { Resolved } from "../../ffi/backends.ts";
-import { HazardError, wireDType, type Arrays, type KernelLib } from "../../ffi/lib.ts";
+import { HazardError, type Arrays, type KernelLib } from "../../ffi/lib-types.ts";
+import { wireDType } from "../../ffi/lib-wire.ts";
 import type { KernelBackend, KernelDeclaration, KernelRun, Probe } from "../../cases/kernel-backend.ts";
 import { tokenWidth, unpackState, unpackTokens } from "../../cases/kernel-layout.ts";
 import type { SeqTensors } from "../../oracle/kernel-case.ts";

@@ -3,7 +3,7 @@
  * runs only here, so a crash or a hang costs this process, not the suite.
  */
 import { resolveBackend } from "../../ffi/backends.ts";
-import type { KernelLib } from "../../ffi/lib.ts";
+import type { KernelLib } from "../../ffi/lib-types.ts";
 import type { Profile } from "../../harness/check.ts";
 import { runCheck } from "../../harness/run.ts";
 import { childCheck, needsTestLib } from "./child-checks.ts";

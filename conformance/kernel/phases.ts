@@ -4,7 +4,7 @@
  * kernel as its inner loop, one opaque block on the tape, against the reference rule).
  */
 import { kernelInnerPair } from "../../ffi/kernel-pair.ts";
-import type { KernelLib } from "../../ffi/lib.ts";
+import type { KernelLib } from "../../ffi/lib-types.ts";
 import type { CaseOutcome } from "../../harness/check.ts";
 import { buildRuleCase, type RuleCase, type RuleCaseSpec } from "../../cases/rule-case.ts";
 import { paramNames, ruleForward, usedParams } from "../../src/rules/level.ts";

@@ -7,7 +7,7 @@ changed guard element a write past its end).
 The plan (guard bytes, the poison and finite patterns, which tensors' guards hold the poison in
 this call) comes in the request header's `hazards`, and what was observed goes back in the reply
 header. Which runs to make and what their results mean is decided once, for every backend kind,
-by ffi/hazards.ts (the native library loader, ffi/lib.ts, carries out the same plan on library
+by ffi/hazards.ts (the native library loader, ffi/lib-call.ts, carries out the same plan on library
 memory).
 """
 from __future__ import annotations
