@@ -6,7 +6,7 @@
  * (every inner input the pair reads, each gate per token or per key channel, each input with its
  * declared rows per token: Gated DeltaProduct at its default n_h = 2):
  *   - ref       the reference pair (src/rules/<rule>.ts);
- *   - fast      the judge's fast pair (oracle/matrix-fast.ts, oracle/matrix-fast-aux.ts; bitwise equal to ref), f64, where the
+ *   - fast      the judge's fast pair (oracle/matrix-fast.ts, oracle/fast-pairs/; bitwise equal to ref), f64, where the
  *               rule has one (judgePair: the others are judged with the reference pair itself);
  *   - numpy     a plain numpy per-token loop of the same forward and backward (/usr/bin/python3, or NLC_TORCH_PYTHON);
  *   - torch     the same loop in PyTorch f64 eager (one thread);

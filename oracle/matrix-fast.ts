@@ -17,9 +17,17 @@
  * stretch in the backward, so the states the backward reads stay in cache.
  */
 import { accumulatesInF32, productsInTF32, roundsRandomly, sumsReversed } from "../src/precision.ts";
+import { comba } from "../src/rules/comba.ts";
 import { delta } from "../src/rules/delta.ts";
+import { dplr } from "../src/rules/dplr.ts";
 import { gated_delta } from "../src/rules/gated_delta.ts";
-import { AUX_FAST } from "./matrix-fast-aux.ts";
+import { gated_delta_product } from "../src/rules/gated_delta_product.ts";
+import { kda } from "../src/rules/kda.ts";
+import { COMBA_FORM } from "./fast-pairs/comba.ts";
+import { DPLR_FORM } from "./fast-pairs/dplr.ts";
+import { GDP_FORM } from "./fast-pairs/gated-delta-product.ts";
+import { KDA_FORM } from "./fast-pairs/kda.ts";
+import { auxFastPair } from "./fast-pairs/skeleton.ts";
 import type { InnerInputs, InnerPair, RuleDecl, State } from "../src/rules/types.ts";
 import { Tensor, alloc, type Data } from "../src/tensor.ts";
 
@@ -330,11 +338,14 @@ function fastPair(decl: RuleDecl, form: Form): InnerPair<string> {
   };
 }
 
-/** The fast pairs, by the declaration they reproduce (KDA, Comba, DPLR: oracle/matrix-fast-aux.ts). */
+/** The fast pairs, by the declaration they reproduce (KDA, Comba, DPLR, Gated DeltaProduct: oracle/fast-pairs/). */
 const FAST: ReadonlyMap<RuleDecl, InnerPair<string>> = new Map<RuleDecl, InnerPair<string>>([
   [delta, fastPair(delta, "delta")],
   [gated_delta, fastPair(gated_delta, "gated")],
-  ...AUX_FAST,
+  [kda, auxFastPair(kda, KDA_FORM)],
+  [comba, auxFastPair(comba, COMBA_FORM)],
+  [dplr, auxFastPair(dplr, DPLR_FORM)],
+  [gated_delta_product, auxFastPair(gated_delta_product, GDP_FORM)],
 ]);
 
 /** The pair the kernel judge runs for a rule: its fast pair where it has one, else the reference pair itself. */

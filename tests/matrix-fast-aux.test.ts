@@ -1,5 +1,5 @@
 /**
- * The judge's fast KDA, Comba, DPLR and Gated DeltaProduct (n_h = 1, 2, 3) pairs (oracle/matrix-fast-aux.ts,
+ * The judge's fast KDA, Comba, DPLR and Gated DeltaProduct (n_h = 1, 2, 3) pairs (oracle/fast-pairs/,
  * docs/spec/precision.md#fast-pair-new-rules) against the reference pairs they replace, bit for
  * bit: y, the final state, every input gradient and d(initial state), on random cases of several
  * shapes (d not a power of two, odd d, T = 1, T across the checkpoint interval), f64 and f32
@@ -10,7 +10,11 @@
  */
 import { expect, test } from "bun:test";
 import { CHECKPOINT_EVERY, hasFastPair, judgePair } from "../oracle/matrix-fast.ts";
-import { CHECKPOINT_EVERY_AUX, COMBA_FORM, DPLR_FORM, GDP_FORM, KDA_FORM, auxFastPair, type FastForm } from "../oracle/matrix-fast-aux.ts";
+import { COMBA_FORM } from "../oracle/fast-pairs/comba.ts";
+import { DPLR_FORM } from "../oracle/fast-pairs/dplr.ts";
+import { GDP_FORM } from "../oracle/fast-pairs/gated-delta-product.ts";
+import { KDA_FORM } from "../oracle/fast-pairs/kda.ts";
+import { CHECKPOINT_EVERY_AUX, auxFastPair, type FastForm } from "../oracle/fast-pairs/skeleton.ts";
 import { withAccumulate, type AccumulateDType, type SumRounding } from "../src/precision.ts";
 import { comba } from "../src/rules/comba.ts";
 import { dplr } from "../src/rules/dplr.ts";
