@@ -2,7 +2,8 @@
  * The published package (docs/spec/decisions.md, the package's files): `npm pack --dry-run` holds
  * every module the command imports (the closure of conformance/cli.ts) and the Python it starts,
  * and nothing a user does not need: no tests, benchmarks, CI scripts of this repository or reports
- * other than the report schema. The closure walk is shown to catch a module left out.
+ * other than the report schema. The closure walk is shown to catch a module left out. The release
+ * workflow publishes on a version tag with provenance and attaches the report.
  */
 import { expect, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
@@ -67,4 +68,19 @@ test("the package is publishable: not private, its command and files declared", 
   expect(pkg.private).toBeUndefined();
   expect(pkg.bin).toEqual({ nlc: "bin/nlc.js" });
   expect(existsSync(join(ROOT, pkg.bin.nlc))).toBe(true);
+});
+
+test("the release workflow publishes on a version tag with provenance and attaches the report", () => {
+  const wf = Bun.YAML.parse(readFileSync(join(ROOT, ".github", "workflows", "release.yml"), "utf8")) as {
+    on: { push: { tags: string[] } };
+    jobs: Record<string, { permissions: Record<string, string>; steps: { run?: string }[] }>;
+  };
+  expect(wf.on.push.tags).toEqual(["v*"]);
+  const job = Object.values(wf.jobs)[0]!;
+  expect(job.permissions["id-token"]).toBe("write");
+  const runs = job.steps.map((s) => s.run ?? "").join("\n");
+  expect(runs).toContain("npm publish --provenance");
+  expect(runs).toContain("bash .ci/run");
+  expect(runs).toMatch(/gh release upload "\$GITHUB_REF_NAME" \$assets/);
+  expect(runs).toContain("reports/conformance.json");
 });
