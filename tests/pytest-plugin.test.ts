@@ -5,10 +5,10 @@
  * installed from `npm pack`, then `pytest` there. A correct kernel (examples/py-kernels/
  * naive_delta.py): exit 0, its checks as JUnit test cases; its planted twin (dq_scaled of
  * naive_delta_planted.py, a query gradient 1 % too large): exit 1, the check's message and replay
- * line in the failure; `[tool.nlc]` in pyproject.toml; `-k` narrowing the nlc run; no node and no
- * installed package each named. Planted in the plugin, each seen to fail this test: a failing
- * check mapped to a pass (the failure's message missing), the run never narrowed (a deselected
- * check in the run's report).
+ * line in the failure; `[tool.nlc]` in pyproject.toml; `-k` narrowing the nlc run; a run that tests
+ * nothing failing; no node and no installed package each named. Planted in the plugin, each seen to
+ * fail this test: a failing check mapped to a pass (the failure's message missing), the run never
+ * narrowed (a deselected check in the run's report), the run item passing whatever ran.
  * Needs /usr/bin/python3 with pytest and torch, npm and node.
  */
 import { expect, test } from "bun:test";
@@ -101,6 +101,12 @@ test.skipIf(missing.length > 0)("pytest collects a kernel repository's nlc confi
     const ran = JSON.parse(readFileSync(join(repo, "reports", "narrowed.json"), "utf8")).checks.map((c: { id: string }) => c.id);
     expect(ran).toContain("C5/py-dq_scaled/delta/forward");
     expect(ran).not.toContain("C5/py-dq_scaled/delta/backward");
+
+    // a run that tests nothing (no usable Python: every check skipped) fails pytest through its run item
+    const nothing = pytest([], { NLC_TORCH_PYTHON: "/nonexistent/python" });
+    expect(nothing.code).toBe(1);
+    expect(nothing.out).toContain("FAILED pyproject.toml::run");
+    expect(nothing.out).toContain("conformance: nothing ran: every selected check");
 
     // what is missing is named: no node on PATH, no nl-conformance installed
     const noNode = pytest([], { PATH: join(venv, "bin") });
