@@ -45,6 +45,7 @@ function problems(files: Set<string>, need: Iterable<string>): string[] {
   for (const f of need) if (!files.has(f)) out.push(`missing: ${f}`);
   for (const f of files) {
     if (/^(tests|bench|\.ci|\.github)\//.test(f) || /\.test\.ts$/.test(f)) out.push(`not for users: ${f}`);
+    if (/(^|\/)build\/|\.egg-info\/|__pycache__\//.test(f)) out.push(`build output: ${f}`);
     if (f.startsWith("reports/") && !f.startsWith("reports/schema/")) out.push(`not for users: ${f}`);
   }
   return out;
