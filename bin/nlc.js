@@ -8,34 +8,82 @@
  * writes its partial report).
  */
 import { spawn } from "node:child_process";
-import { existsSync } from "node:fs";
+import { closeSync, existsSync, openSync, readSync, realpathSync } from "node:fs";
 import { createRequire } from "node:module";
 import { constants } from "node:os";
-import { dirname, join } from "node:path";
+import { delimiter, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const root = dirname(dirname(fileURLToPath(import.meta.url)));
 
+/** Whether path is a native executable (ELF, Mach-O or PE), not the script `bun` installs as its placeholder. */
+function isNative(path) {
+  let fd;
+  try {
+    fd = openSync(path, "r");
+    const head = Buffer.alloc(4);
+    if (readSync(fd, head, 0, 4, 0) < 4) return false;
+    const magic = head.readUInt32BE(0);
+    return magic === 0x7f454c46 || head.readUInt16BE(0) === 0x4d5a || [0xfeedface, 0xfeedfacf, 0xcefaedfe, 0xcffaedfe, 0xcafebabe].includes(magic);
+  } catch {
+    return false;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}
+
+/** Whether this Linux runs musl (no glibc version in Node's own report). */
+function isMusl() {
+  if (process.platform !== "linux") return false;
+  try {
+    return !process.report.getReport().header.glibcVersionRuntime;
+  } catch {
+    return existsSync("/etc/alpine-release");
+  }
+}
+
 /**
- * The Bun executable: NLC_BUN, else the `bun` package's binary, else its platform package's (where
- * the package manager did not run bun's install script), else a bun on PATH.
+ * The Bun executable: NLC_BUN, else the `bun` package's binary, else (where the package manager did
+ * not run bun's install script, which replaces `bun/bin/bun.exe`, a placeholder script, by the
+ * binary: `--ignore-scripts`, pnpm) the binary of its platform package `@oven/bun-<os>-<arch>…`,
+ * installed beside it as an optional dependency; else a bun on PATH. Nothing is downloaded.
  */
 function bunExecutable() {
   if (process.env.NLC_BUN) return process.env.NLC_BUN;
   const req = createRequire(join(root, "package.json"));
-  const candidates = [
-    ["bun/package.json", "bin/bun.exe"],
-    [`@oven/bun-${process.platform}-${process.arch === "arm64" ? "aarch64" : process.arch}/package.json`, "bin/bun"],
-  ];
-  for (const [pkg, exe] of candidates) {
+  const found = (pkg, exe) => {
     try {
-      const path = join(dirname(req.resolve(pkg)), exe);
-      if (existsSync(path)) return path;
+      const path = join(dirname(req.resolve(`${pkg}/package.json`)), exe);
+      return existsSync(path) ? path : undefined;
     } catch {
-      // not installed beside us
+      return undefined; // not installed beside us
+    }
+  };
+  const own = found("bun", "bin/bun.exe");
+  if (own !== undefined && isNative(own)) return own;
+  const os = process.platform === "win32" ? "windows" : process.platform;
+  const arch = process.arch === "arm64" ? "aarch64" : process.arch;
+  const abis = isMusl() ? ["-musl", "-musl-baseline", "", "-baseline"] : process.platform === "android" ? ["-android"] : ["", "-baseline"];
+  for (const abi of abis) {
+    const path = found(`@oven/bun-${os}-${arch}${abi}`, os === "windows" ? "bin/bun.exe" : "bin/bun");
+    if (path !== undefined && isNative(path)) return path;
+  }
+  if (own === undefined) return "bun";
+  // the placeholder is also node_modules/.bin/bun, first on the PATH npx gives: a bun on PATH that is not it
+  const placeholder = realpathSync(own);
+  for (const dir of (process.env.PATH ?? "").split(delimiter)) {
+    const path = join(dir, os === "windows" ? "bun.exe" : "bun");
+    try {
+      if (dir !== "" && realpathSync(path) !== placeholder) return path;
+    } catch {
+      // none here
     }
   }
-  return "bun";
+  console.error(
+    `nlc: ${own} is Bun's placeholder (its install script did not run) and no platform package @oven/bun-${os}-${arch} is installed beside it; ` +
+      "install without --omit=optional, run 'npm rebuild bun', or set NLC_BUN to a Bun executable",
+  );
+  process.exit(2);
 }
 
 const bun = bunExecutable();

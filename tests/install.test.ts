@@ -4,21 +4,19 @@
  * package.json, and run `npx nlc` there with no Bun on PATH. Checks the verdicts; the report and
  * its revision in that directory; a failing case's replay line re-running verbatim there; a typo'd
  * rule name, an unknown declaration key, an unknown config key and a run that tests nothing each
- * exiting non-zero naming the cause; a failed run leaving the earlier passing report in place.
+ * exiting non-zero naming the cause; a failed run leaving the earlier passing report in place; an
+ * install with `--ignore-scripts` (bun's binary left as its placeholder) running all the same.
  * Needs npm (the registry or its cache, for the package's dependencies) and python3 with torch.
  */
 import { expect, test } from "bun:test";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { delimiter, join } from "node:path";
+import { join } from "node:path";
 import { ROOT } from "../paths.ts";
 import { probeTorchSync } from "../oracle/torch-bridge.ts";
+import { hasNpm, installTarball, kernelRepository, pack, sh } from "./installed.ts";
 
 const torch = probeTorchSync();
-const hasNpm = Bun.spawnSync({ cmd: ["npm", "--version"], stdout: "pipe", stderr: "pipe" }).exitCode === 0;
-
-/** PATH without any directory that holds a bun: the installed command must bring its own. */
-const PATH = (process.env.PATH ?? "").split(delimiter).filter((d) => d !== "" && !existsSync(join(d, "bun"))).join(delimiter);
 
 /** The repository's kernel module: the example adaptor and four variants of it. */
 const KERNEL = readFileSync(join(ROOT, "examples", "py-kernels", "naive_delta.py"), "utf8") + `
@@ -46,35 +44,15 @@ def scaled(q, k, v, forget, beta, scale=None, initial_state=None, output_final_s
 scaled.nlc = naive_delta.nlc
 `;
 
-/** The environment of a kernel repository's CI: none of this suite's NLC_* settings, no Bun on PATH. */
-const ENV = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("NLC_") && !k.startsWith("npm_"))) as Record<string, string>;
-
-/** cmd in cwd, ended after `timeout` ms (a registry that stops answering must not hang the suite: the test's own limit cannot end a synchronous spawn). */
-function sh(cmd: string[], cwd: string, env: Record<string, string> = {}, timeout = 300_000) {
-  const r = Bun.spawnSync({ cmd, cwd, env: { ...ENV, PATH, ...env }, stdout: "pipe", stderr: "pipe", timeout });
-  const out = r.stdout.toString() + r.stderr.toString();
-  return { code: r.exitCode, out: r.exitedDueToTimeout ? `${cmd.join(" ")}: no answer in ${timeout / 1000} s\n${out}` : out, timedOut: r.exitedDueToTimeout === true };
-}
-
 test.skipIf(!torch.available || !hasNpm)("npm pack, install in a kernel repository, npx nlc there", () => {
   const work = mkdtempSync(join(tmpdir(), "nlc-install-"));
   try {
-    const pack = sh(["npm", "pack", "--silent", "--pack-destination", work], ROOT);
-    expect(pack.code).toBe(0);
-    const tarball = join(work, readdirSync(work).find((f) => f.endsWith(".tgz"))!);
+    const tarball = pack(work);
     const repo = join(work, "repo");
-    sh(["mkdir", "-p", repo], work);
-    writeFileSync(join(repo, "package.json"), JSON.stringify({ name: "kernel-repo", private: true }));
-    writeFileSync(join(repo, "kernel.py"), KERNEL);
-    writeFileSync(join(repo, "nlc.config.json"), JSON.stringify({ backends: ["py:kernel.py:naive_delta"], profile: "quick" }));
-    sh(["git", "init", "-q"], repo);
-    sh(["git", "-c", "user.email=ci@example.invalid", "-c", "user.name=ci", "commit", "-q", "--allow-empty", "-m", "kernel"], repo);
-    const head = sh(["git", "rev-parse", "HEAD"], repo).out.trim();
+    const head = kernelRepository(repo, { "kernel.py": KERNEL, "nlc.config.json": JSON.stringify({ backends: ["py:kernel.py:naive_delta"], profile: "quick" }) });
 
     const t0 = performance.now();
-    const npmInstall = () => sh(["npm", "install", "--save-dev", "--no-audit", "--no-fund", "--prefer-offline", "--fetch-timeout=60000", tarball], repo, {}, 150_000);
-    let install = npmInstall();
-    if (install.timedOut) install = npmInstall(); // one more try after a registry that stopped answering
+    const install = installTarball(repo, tarball);
     expect(install.code === 0 ? 0 : install.out).toBe(0);
     expect(sh(["sh", "-c", "command -v bun || echo none"], repo).out.trim()).toBe("none");
 
@@ -127,3 +105,26 @@ test.skipIf(!torch.available || !hasNpm)("npm pack, install in a kernel reposito
     rmSync(work, { recursive: true, force: true });
   }
 }, 600_000);
+
+/**
+ * `npm i -D <tgz> --ignore-scripts` (CI that runs no install scripts; pnpm by default): bun's own
+ * binary stays its placeholder script and the command finds the binary of bun's platform package.
+ */
+test.skipIf(!torch.available || !hasNpm)("installed with --ignore-scripts, npx nlc runs", () => {
+  const work = mkdtempSync(join(tmpdir(), "nlc-install-"));
+  try {
+    const tarball = pack(work);
+    const repo = join(work, "repo");
+    kernelRepository(repo, { "kernel.py": KERNEL, "nlc.config.json": JSON.stringify({ backends: ["py:kernel.py:naive_delta"], profile: "quick" }) });
+    const install = installTarball(repo, tarball, ["--ignore-scripts"]);
+    expect(install.code === 0 ? 0 : install.out).toBe(0);
+    // the case this covers: bun's install script did not run, so its bin/bun.exe is the placeholder script
+    expect(statSync(join(repo, "node_modules", "bun", "bin", "bun.exe")).size).toBeLessThan(4096);
+    const run = sh(["npx", "nlc"], repo);
+    expect(run.code === 0 ? 0 : run.out).toBe(0);
+    const report = JSON.parse(readFileSync(join(repo, "reports", "conformance.json"), "utf8"));
+    expect(report.checks.find((c: { id: string }) => c.id === "C5/py-naive_delta/delta/forward")?.status).toBe("pass");
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}, 300_000);
