@@ -83,6 +83,8 @@ NLK_MATRIX_FROZEN(kda, nullptr)
 NLK_MATRIX_FROZEN(comba, nullptr)
 NLK_MATRIX_FROZEN(dplr, nullptr)
 NLK_MATRIX_FROZEN(gated_delta_product, nullptr)
+// the linear-attention family
+NLK_MATRIX_FROZEN(gla, nullptr)
 
 #include "gen/delta_frozen.inc"
 #include "gen/hebbian_frozen.inc"
@@ -93,3 +95,4 @@ NLK_MATRIX_FROZEN(gated_delta_product, nullptr)
 #include "gen/comba_frozen.inc"
 #include "gen/dplr_frozen.inc"
 #include "gen/gated_delta_product_frozen.inc"
+#include "gen/gla_frozen.inc"
