@@ -85,6 +85,7 @@ NLK_MATRIX_FROZEN(dplr, nullptr)
 NLK_MATRIX_FROZEN(gated_delta_product, nullptr)
 // the linear-attention family
 NLK_MATRIX_FROZEN(gla, nullptr)
+NLK_MATRIX_FROZEN(rwkv6, nullptr)
 
 #include "gen/delta_frozen.inc"
 #include "gen/hebbian_frozen.inc"
@@ -96,3 +97,4 @@ NLK_MATRIX_FROZEN(gla, nullptr)
 #include "gen/dplr_frozen.inc"
 #include "gen/gated_delta_product_frozen.inc"
 #include "gen/gla_frozen.inc"
+#include "gen/rwkv6_frozen.inc"

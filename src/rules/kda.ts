@@ -174,7 +174,8 @@ export function channelDecayActsOnItsColumn(inner: InnerPair<string>, dtype: DTy
   const alpha = new Tensor(dtype, [1, d]);
   alpha.data[c] = 1;
   const M0 = randTensor(rng, dtype, [d, d], 0.1, 1);
-  const r = inner.forward({ k, v, q, x: k, alpha, theta: new Tensor(dtype, [1]) }, { M: M0 }, { d, seq_len: 1 });
+  // θ zero on every channel: a token gate reads its first entry, a channel gate (RWKV-6's bonus) all d
+  const r = inner.forward({ k, v, q, x: k, alpha, theta: new Tensor(dtype, [1, d]) }, { M: M0 }, { d, seq_len: 1 });
   const M1 = r.finalState.M!.data;
   for (let i = 0; i < d; i++) {
     for (let j = 0; j < d; j++) {
