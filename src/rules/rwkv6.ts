@@ -177,7 +177,7 @@ function equalsGlaWithoutDecay(inner: InnerPair<string>, dtype: DType, seed: num
  * One token from M_0 = 0, α = 0, u = 1 on key channel c alone (drawn from the seed): y_0 = v_0 k_0[c] q_0[c]
  * within 4 ulps. Pins the bonus's channel indexing (u applied to reversed channels fails it).
  */
-function channelBonusActsOnItsChannel(inner: InnerPair<string>, dtype: DType, seed: number): string | null {
+export function channelBonusActsOnItsChannel(inner: InnerPair<string>, dtype: DType, seed: number): string | null {
   const rng = new Rng(seed);
   const d = 6;
   const c = rng.int(0, d - 1);
