@@ -83,6 +83,9 @@ NLK_MATRIX_FROZEN(kda, nullptr)
 NLK_MATRIX_FROZEN(comba, nullptr)
 NLK_MATRIX_FROZEN(dplr, nullptr)
 NLK_MATRIX_FROZEN(gated_delta_product, nullptr)
+// the linear-attention family
+NLK_MATRIX_FROZEN(gla, nullptr)
+NLK_MATRIX_FROZEN(rwkv6, nullptr)
 
 #include "gen/delta_frozen.inc"
 #include "gen/hebbian_frozen.inc"
@@ -93,3 +96,5 @@ NLK_MATRIX_FROZEN(gated_delta_product, nullptr)
 #include "gen/comba_frozen.inc"
 #include "gen/dplr_frozen.inc"
 #include "gen/gated_delta_product_frozen.inc"
+#include "gen/gla_frozen.inc"
+#include "gen/rwkv6_frozen.inc"

@@ -6,7 +6,8 @@
  * channel order; the clean pair passes both.
  */
 import { describe, expect, test } from "bun:test";
-import { channelDecayActsOnItsColumn, equalsGatedDeltaAtEqualChannels, kda } from "../src/rules/kda.ts";
+import { channelDecayActsOnItsColumn, equalsScalarRuleAtEqualChannels, kda } from "../src/rules/kda.ts";
+import { gated_delta } from "../src/rules/gated_delta.ts";
 import { Tensor } from "../src/tensor.ts";
 import type { InnerInputs, InnerPair } from "../src/rules/types.ts";
 
@@ -33,11 +34,11 @@ describe("KDA: decays on reversed channels", () => {
     test(`${dtype}: the column invariant fails it on every seed; the equal-channel invariant cannot see it`, () => {
       for (let seed = 1; seed <= 20; seed++) {
         expect({ seed, clean: channelDecayActsOnItsColumn(kda.inner, dtype, seed) }).toEqual({ seed, clean: null });
-        expect({ seed, clean: equalsGatedDeltaAtEqualChannels(kda.inner, dtype, seed) }).toEqual({ seed, clean: null });
+        expect({ seed, clean: equalsScalarRuleAtEqualChannels(kda.inner, gated_delta.inner, "Gated Delta", dtype, seed) }).toEqual({ seed, clean: null });
         const msg = channelDecayActsOnItsColumn(planted, dtype, seed);
         // with d = 6 the reversed channel of c is never c itself
         expect({ seed, caught: typeof msg === "string" && msg.startsWith("decay on channel") }).toEqual({ seed, caught: true });
-        expect({ seed, planted: equalsGatedDeltaAtEqualChannels(planted, dtype, seed) }).toEqual({ seed, planted: null });
+        expect({ seed, planted: equalsScalarRuleAtEqualChannels(planted, gated_delta.inner, "Gated Delta", dtype, seed) }).toEqual({ seed, planted: null });
       }
     });
   }

@@ -498,6 +498,32 @@ def _lattice(k, v, q, x, g, omega, st, cfg):
     return torch.stack(ys), {"S": S}
 
 
+# ── the linear-attention family (docs/spec/linear-attention.md) ─────────────────────────────
+
+def _gla(k, v, q, x, g, omega, st, cfg):
+    # GLA in the key-major form of fla (docs/spec/linear-attention.md#gla-forward): S = M^T is
+    # [d_k, d_v]; S <- diag(exp g_t) S + k_t v_t^T with exp g_t = 1 - alpha_t per key channel,
+    # then o_t = S^T q_t (read after the write).
+    S = st["M"].t()
+    ys = []
+    for t in range(k.shape[0]):
+        S = (1 - g["alpha"][t]).unsqueeze(1) * S + torch.outer(k[t], v[t])
+        ys.append(S.t() @ q[t])
+    return torch.stack(ys), {"M": S.t()}
+
+
+def _rwkv6(k, v, q, x, g, omega, st, cfg):
+    # RWKV-6 in the key-major form of fla's fused_recurrent_rwkv6 (docs/spec/linear-attention.md#rwkv6-forward):
+    # S = M^T [d_k, d_v]; o_t = (S + diag(u_t) k_t v_t^T)^T r_t with r = q and the bonus u = theta,
+    # read before the write; then S <- diag(exp w_t) S + k_t v_t^T with exp w_t = 1 - alpha_t.
+    S = st["M"].t()
+    ys = []
+    for t in range(k.shape[0]):
+        ys.append((S + torch.outer(g["theta"][t] * k[t], v[t])).t() @ q[t])
+        S = (1 - g["alpha"][t]).unsqueeze(1) * S + torch.outer(k[t], v[t])
+    return torch.stack(ys), {"M": S.t()}
+
+
 def nsilu(u: Tensor) -> Tensor:
     """Sheet 2 §6.3: sqrt(dk) silu(u) / ||silu(u)||, the zero vector when the norm <= 1e-8."""
     s = silu(u)
@@ -528,6 +554,8 @@ INNER = {
     "delta": _delta, "titans": _titans, "hebbian": _hebbian, "atlas": _atlas, "moneta": _moneta,
     "yaad": _yaad, "memora": _memora, "lattice": _lattice, "trellis": _trellis, "gated_delta": _gated_delta,
     "kda": _kda, "comba": _comba, "dplr": _dplr, "gated_delta_product": _gated_delta_product,
+    # the linear-attention family
+    "gla": _gla, "rwkv6": _rwkv6,
 }
 
 
@@ -555,6 +583,8 @@ FROZEN = {
     "gated_delta": _matrix_read, "moneta": _mlp_frozen_read, "yaad": _mlp_frozen_read, "memora": _mlp_frozen_read,
     "lattice": _lattice_frozen_read, "trellis": _trellis_frozen_read,
     "kda": _matrix_read, "comba": _matrix_read, "dplr": _matrix_read, "gated_delta_product": _matrix_read,
+    # the linear-attention family
+    "gla": _matrix_read, "rwkv6": _matrix_read,
 }
 
 

@@ -9,6 +9,9 @@ import { dplr } from "./dplr.ts";
 import { gated_delta } from "./gated_delta.ts";
 import { hebbian } from "./hebbian.ts";
 import { gated_delta_product } from "./gated_delta_product.ts";
+// the linear-attention family (docs/spec/linear-attention.md)
+import { gla } from "./gla.ts";
+import { rwkv6 } from "./rwkv6.ts";
 import { kda } from "./kda.ts";
 import { lattice } from "./lattice.ts";
 import { registerRuleBlocks } from "./level.ts";
@@ -21,7 +24,9 @@ import { yaad } from "./yaad.ts";
 import type { RuleDecl } from "./types.ts";
 
 /** The memory rules: any of them can be a memory level of the model. */
-const MEMORY_RULE_DECLS = [delta, titans, hebbian, moneta, yaad, memora, lattice, trellis, atlas, gated_delta, kda, comba, dplr, gated_delta_product] as const;
+const MEMORY_RULE_DECLS = [delta, titans, hebbian, moneta, yaad, memora, lattice, trellis, atlas, gated_delta, kda, comba, dplr, gated_delta_product,
+  // the linear-attention family (docs/spec/linear-attention.md)
+  gla, rwkv6] as const;
 
 /** Every rule: the memory rules and sliding-window attention. */
 export const RULES: readonly RuleDecl[] = [...MEMORY_RULE_DECLS, swa];

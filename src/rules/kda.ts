@@ -103,7 +103,7 @@ export const kda: RuleDecl<"kda"> = {
     {
       name: "Gated Delta at equal channels",
       spec: "docs/spec/titans-family.md#kda-tests with every channel of alpha_t equal KDA is Gated Delta, bitwise but for dalpha, whose channel sum is Gated Delta's dalpha",
-      check: (dtype, seed) => equalsGatedDeltaAtEqualChannels(kda.inner, dtype, seed),
+      check: (dtype, seed) => equalsScalarRuleAtEqualChannels(kda.inner, gated_delta.inner, "Gated Delta", dtype, seed),
     },
     {
       name: "a channel's decay acts on its key column",
@@ -115,12 +115,14 @@ export const kda: RuleDecl<"kda"> = {
 
 
 /**
- * With α_{t,j} = α_t on every channel KDA is Gated Delta: y, the final state and every gradient
- * but dα must agree bitwise on a random case with a random initial state; dα_t's channel sum is
- * Gated Delta's dα_t up to rounding (the same terms, summed by column first): within 16 ulps of
- * the sum of their magnitudes. Returns null when they do.
+ * With α_{t,j} = α_t on every channel a channel-gated rule (`inner`) is its scalar-gated form
+ * (`scalar`: KDA's Gated Delta, GLA's Hebbian): y, the final state and every gradient the scalar
+ * form returns but dα must agree bitwise on a random case with a random initial state; dα_t's
+ * channel sum is the scalar dα_t up to rounding (the same terms, summed by column first): within 16
+ * ulps of the sum of their magnitudes. Returns null when they do.
  */
-export function equalsGatedDeltaAtEqualChannels(inner: InnerPair<string>, dtype: DType, seed: number): string | null {
+export function equalsScalarRuleAtEqualChannels(inner: InnerPair<string>, scalar: InnerPair<string>, scalarName: string,
+  dtype: DType, seed: number): string | null {
   const rng = new Rng(seed);
   const d = 5, s = 7;
   const k = unitRows(randTensor(rng, dtype, [s, d], -1, 1)), v = randTensor(rng, dtype, [s, d], -1, 1);
@@ -133,17 +135,16 @@ export function equalsGatedDeltaAtEqualChannels(inner: InnerPair<string>, dtype:
   const dy = randTensor(rng, dtype, [s, d], -1, 1), dM = randTensor(rng, dtype, [d, d], -1, 1);
   const gi = { k, v, q, x: k, alpha, theta }, ki = { ...gi, alpha: alphaC };
   const a = inner.forward(ki, { M: M0 }, cfg);
-  const b = gated_delta.inner.forward(gi, { M: M0 }, cfg);
+  const b = scalar.forward(gi, { M: M0 }, cfg);
   const ga = inner.backward(a.saved, ki, dy, cfg, { M: dM });
-  const gb = gated_delta.inner.backward(b.saved, gi, dy, cfg, { M: dM });
+  const gb = scalar.backward(b.saved, gi, dy, cfg, { M: dM });
   const pairs: [string, Tensor | undefined, Tensor | undefined][] = [
-    ["y", a.y, b.y], ["M_s", a.finalState.M, b.finalState.M],
-    ["dk", ga.dk, gb.dk], ["dv", ga.dv, gb.dv], ["dq", ga.dq, gb.dq], ["dtheta", ga.dtheta, gb.dtheta],
-    ["dM_0", ga.dState0?.M, gb.dState0?.M],
+    ["y", a.y, b.y], ["M_s", a.finalState.M, b.finalState.M], ["dM_0", ga.dState0?.M, gb.dState0?.M],
   ];
+  for (const name of ["dk", "dv", "dq", "dtheta"] as const) if (gb[name] !== undefined) pairs.push([name, ga[name], gb[name]]);
   for (const [name, p, r] of pairs) {
     if (p === undefined || r === undefined) return `${name} missing`;
-    for (let i = 0; i < r.size; i++) if (!Object.is(p.data[i], r.data[i])) return `${name}[${i}] = ${p.data[i]}, Gated Delta gives ${r.data[i]}`;
+    for (let i = 0; i < r.size; i++) if (!Object.is(p.data[i], r.data[i])) return `${name}[${i}] = ${p.data[i]}, ${scalarName} gives ${r.data[i]}`;
   }
   const eps = dtype === "f32" ? 2 ** -23 : 2 ** -52;
   for (let t = 0; t < s; t++) {
@@ -153,26 +154,28 @@ export function equalsGatedDeltaAtEqualChannels(inner: InnerPair<string>, dtype:
       mag += Math.abs(ga.dalpha!.data[t * d + j]!);
     }
     const want = gb.dalpha!.data[t]!;
-    if (!(Math.abs(sum - want) <= 16 * eps * Math.max(mag, Math.abs(want)))) return `dalpha[${t}] summed over channels = ${sum}, Gated Delta gives ${want}`;
+    if (!(Math.abs(sum - want) <= 16 * eps * Math.max(mag, Math.abs(want)))) return `dalpha[${t}] summed over channels = ${sum}, ${scalarName} gives ${want}`;
     if (mag === 0) return `dalpha[${t}] is zero on every channel: the comparison would be vacuous`;
   }
   return null;
 }
 
 /**
- * α_0 = 1 on key channel c alone (the others 0) and θ_0 = 0 from a random M_0: M_1 is M_0 with
- * column c zeroed and every other entry M_0's, bitwise; c is drawn from the seed.
+ * α_0 = 1 on key channel c alone (the others 0), θ_0 = 0 and v_0 = 0 (no write, for KDA and for
+ * GLA) from a random M_0: M_1 is M_0 with column c zeroed and every other entry M_0's, bitwise; c
+ * is drawn from the seed.
  */
 export function channelDecayActsOnItsColumn(inner: InnerPair<string>, dtype: DType, seed: number): string | null {
   const rng = new Rng(seed);
   const d = 6;
   const c = rng.int(0, d - 1);
-  const k = unitRows(randTensor(rng, dtype, [1, d], -1, 1)), v = randTensor(rng, dtype, [1, d], -1, 1);
+  const k = unitRows(randTensor(rng, dtype, [1, d], -1, 1)), v = new Tensor(dtype, [1, d]);
   const q = unitRows(randTensor(rng, dtype, [1, d], -1, 1));
   const alpha = new Tensor(dtype, [1, d]);
   alpha.data[c] = 1;
   const M0 = randTensor(rng, dtype, [d, d], 0.1, 1);
-  const r = inner.forward({ k, v, q, x: k, alpha, theta: new Tensor(dtype, [1]) }, { M: M0 }, { d, seq_len: 1 });
+  // θ zero on every channel: a token gate reads its first entry, a channel gate (RWKV-6's bonus) all d
+  const r = inner.forward({ k, v, q, x: k, alpha, theta: new Tensor(dtype, [1, d]) }, { M: M0 }, { d, seq_len: 1 });
   const M1 = r.finalState.M!.data;
   for (let i = 0; i < d; i++) {
     for (let j = 0; j < d; j++) {
