@@ -58,7 +58,7 @@ export function nothingRan(plan: RunPlan, outcome: RunOutcome): string[] {
 }
 
 
-/** Whether `path` holds a complete report that passed (a failed or empty run must not replace it). */
+/** Whether `path` holds a complete report that passed, something having run (a failed or empty run must not replace it; a report of skips alone is replaced). */
 function holdsPassingReport(path: string): boolean {
   if (!existsSync(path)) return false;
   try {
@@ -89,7 +89,7 @@ export function writeRunReport(plan: RunPlan, outcome: RunOutcome, started: Date
   const report = runReport(plan, outcome, started);
   // An empty selection (a shard left with no check) is not a failure of the run.
   const s = report.summary;
-  const green = empty.length === 0 && (plan.defs.length === 0 ? outcome.interrupt === null && s.fail + s.vacuous + s.error === 0 : isGreen(report));
+  const green = empty.length === 0 && (plan.defs.length === 0 ? outcome.interrupt === null && s.fail + s.vacuous + s.error === 0 : isGreen(report, plan.request.allowSkipped === true));
   const target = plan.request.reportPath;
   let path: string | null = null;
   if (outcome.interrupt !== null) {

@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { CheckDef, CheckResult } from "../harness/check.ts";
 import { nearest } from "../harness/nearest.ts";
-import { writeReport } from "../harness/report.ts";
+import { isGreen, writeReport } from "../harness/report.ts";
 import { ROOT } from "../paths.ts";
 import type { RunOutcome } from "../conformance/parallel.ts";
 import { UsageError, type RunPlan, type RunRequest } from "../conformance/plan.ts";
@@ -89,6 +89,21 @@ test("a run that does not pass is written beside a report that passed, never ove
   // over a report that failed, a failing run is written where it was asked to be
   writeReport(report(failing), target);
   expect(writeRunReport(planOf(failing, { reportPath: target }), outcome(failing), new Date(), () => {}).path).toBe(target);
+});
+
+test("a report in which every check was skipped is not a passing one: a later failing run replaces it", () => {
+  const dir = tmp();
+  const target = join(dir, "conformance.json");
+  const skipped = [check("C2/a", "skip", { message: "python cannot be started" })];
+  expect(isGreen(report(skipped))).toBe(false);
+  expect(isGreen(report(skipped), true)).toBe(true); // --allow-skipped
+  writeReport(report(skipped), target);
+  const failing = [check("C2/a", "fail")];
+  const w = writeRunReport(planOf(failing, { reportPath: target }), outcome(failing), new Date(), () => {});
+  expect(w.path).toBe(target);
+  expect(existsSync(failedPath(target))).toBe(false);
+  // an all-skipped run accepted by --allow-skipped is green
+  expect(writeRunReport(planOf(skipped, { reportPath: target, allowSkipped: true }), outcome(skipped), new Date(), () => {}).green).toBe(true);
 });
 
 test("the config file: validated, errors name the file, the field and the nearest known key; flags override it", () => {
