@@ -4,8 +4,9 @@
  * (docs/spec/conformance.md#sweeps). Prints, per check with a non-pass verdict, the count, the
  * first failing seed and its replay line; writes an nlc-sweep/1 file after every seed (so an
  * interrupted sweep keeps what finished). `sweep-merge A B ... --out FILE` joins sweeps over
- * disjoint seeds (shards, other machines). Exit: 0 when every verdict was pass or skip, 1
- * otherwise, 2 on a usage error.
+ * disjoint seeds (shards, other machines). Exit: 0 when every verdict was pass or skip and
+ * something passed, 1 otherwise (a sweep that tested nothing fails as a run does), 2 on a usage
+ * error.
  */
 import { availableParallelism } from "node:os";
 import { parseArgs } from "node:util";
@@ -35,7 +36,7 @@ export const SWEEP_HELP = `Sweeps (docs/spec/conformance.md#sweeps):
                    prints per check the non-pass count, the first failing seed and its replay;
                    --shard I/N takes every N-th seed of S from the I-th; writes FILE
                    (default reports/sweep.json, nlc-sweep/1) after every seed; exit 1 on any
-                   fail, vacuous or error
+                   fail, vacuous or error, or when nothing ran (every check skipped)
   sweep-merge A B ... --out FILE
                    join sweeps over disjoint seeds of one revision, profile and filter`;
 
@@ -173,8 +174,7 @@ async function sweep(argv: string[]): Promise<number> {
         for (const r of m.results) tally.add(m.seed, r);
         tally.addDigest(m.seed, m.digest);
         done++;
-        const bad = m.results.filter((r) => NON_PASS.includes(r.status));
-        console.log(`[${String(done).padStart(String(seeds.length).length)}/${seeds.length}] seed ${m.seed}: ${bad.length === 0 ? "all pass" : `${bad.length} non-pass: ${bad.map((r) => `${r.id} ${r.status}`).join(", ")}`} (${((performance.now() - t0) / 1000).toFixed(1)} s)`);
+        console.log(`[${String(done).padStart(String(seeds.length).length)}/${seeds.length}] seed ${m.seed}: ${seedVerdict(m.results)} (${((performance.now() - t0) / 1000).toFixed(1)} s)`);
         writeSweep(snapshot(), out);
         next();
       } else {
@@ -194,6 +194,18 @@ async function sweep(argv: string[]): Promise<number> {
   console.log(formatSweep(result));
   console.log(`sweep: ${out}`);
   return sweepClean(result) ? 0 : 1;
+}
+
+/** One seed's verdict: its non-pass checks, or "all pass" when something passed, else that nothing ran and why. */
+export function seedVerdict(results: readonly Pick<SweepWorkerResult, "id" | "status" | "message">[]): string {
+  const bad = results.filter((r) => NON_PASS.includes(r.status));
+  if (bad.length > 0) return `${bad.length} non-pass: ${bad.map((r) => `${r.id} ${r.status}`).join(", ")}`;
+  const skipped = results.filter((r) => r.status === "skip");
+  if (skipped.length === results.length) {
+    const reasons = [...new Set(skipped.map((r) => r.message ?? "").filter((m) => m !== ""))];
+    return `nothing ran: every check (${skipped.length}) was skipped${reasons.length > 0 ? ` (${reasons.slice(0, 2).join("; ")}${reasons.length > 2 ? "; ..." : ""})` : ""}`;
+  }
+  return `all pass${skipped.length > 0 ? ` (${results.length - skipped.length} passed, ${skipped.length} skipped)` : ""}`;
 }
 
 function merge(argv: string[]): number {

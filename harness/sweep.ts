@@ -199,9 +199,12 @@ export function repeatedSeeds(digests: Readonly<Record<string, CaseDigest>> | un
   return out;
 }
 
-/** Whether a sweep's verdicts are all pass or skip and its seeds ran different cases. */
+/**
+ * Whether a sweep's verdicts are all pass or skip, something passed (a sweep that tested nothing
+ * fails as a run does: docs/spec/conformance.md#nothing-ran) and its seeds ran different cases.
+ */
 export function sweepClean(s: Sweep): boolean {
-  return !s.checks.some((c) => NON_PASS.some((st) => c.counts[st] > 0)) && repeatedSeeds(s.run.case_digests).length === 0;
+  return !s.checks.some((c) => NON_PASS.some((st) => c.counts[st] > 0)) && s.checks.some((c) => c.counts.pass > 0) && repeatedSeeds(s.run.case_digests).length === 0;
 }
 
 /** The lines a sweep prints: each check with a non-pass verdict (count, statuses, first seed and its replay), then the totals. */
@@ -227,6 +230,7 @@ export function formatSweep(s: Sweep): string {
   }
   const digested = Object.values(s.run.case_digests ?? {}).filter((d) => d.cases > 0).length;
   if (s.run.case_digests !== undefined) lines.push(`sweep: cases digested at ${digested} of ${seeds.length} seeds${digested === seeds.length ? "" : " (the others ran no in-process property check)"}`);
+  if (total.pass === 0 && np === 0) lines.push(`sweep: nothing ran: every check run (${runs}) was skipped`);
   lines.push(`sweep: ${seeds.length} seed${seeds.length === 1 ? "" : "s"} (${describeSeeds(seeds)}), ${s.checks.length} checks, ${runs} check runs: `
     + `${np} non-pass (${total.fail} fail, ${total.vacuous} vacuous, ${total.error} error) in ${bad.length} check${bad.length === 1 ? "" : "s"}; ${total.pass} pass, ${total.skip} skip`);
   return lines.join("\n");

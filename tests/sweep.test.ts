@@ -6,7 +6,8 @@ import { expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { formatSweep, mergeSweeps, parseSeeds, seedShard, SWEEP_FORMAT, SweepTally, type Sweep } from "../harness/sweep.ts";
+import { formatSweep, mergeSweeps, parseSeeds, seedShard, sweepClean, SWEEP_FORMAT, SweepTally, type Sweep } from "../harness/sweep.ts";
+import { seedVerdict } from "../conformance/sweep.ts";
 import { ROOT } from "../paths.ts";
 import { probeTorchSync } from "../oracle/torch-bridge.ts";
 
@@ -71,6 +72,25 @@ test("end to end: two seeds of one check in one process, merged with a third", (
   expect(merged.run.seeds).toEqual([1, 2, 3]);
   expect(merged.checks[0]!.counts.pass).toBe(3);
 }, 300_000);
+
+test("a sweep with nothing to test fails as a run does, and no seed of it says 'all pass'", () => {
+  const allSkip = sweepOf([1, 2], {});
+  allSkip.checks = allSkip.checks.filter((c) => c.id === "C3/y");
+  expect(sweepClean(allSkip)).toBe(false);
+  expect(formatSweep(allSkip)).toContain("sweep: nothing ran: every check run (2) was skipped");
+  expect(sweepClean(sweepOf([1, 2], {}))).toBe(true);
+  expect(seedVerdict([{ id: "C3/y", status: "skip", message: "no backend" }])).toBe("nothing ran: every check (1) was skipped (no backend)");
+  // end to end: the C9 cross-check without its interpreter skips at every seed
+  const dir = mkdtempSync(join(tmpdir(), "nlc-sweep-empty-"));
+  const r = Bun.spawnSync({
+    cmd: [process.execPath, join(ROOT, "conformance", "cli.ts"), "sweep", "--seeds", "1..2", "--filter", "C9/titans", "--jobs", "1", "--out", join(dir, "s.json")],
+    cwd: dir, env: { ...process.env, NLC_TORCH_PYTHON: join(dir, "no-python") }, stdout: "pipe", stderr: "pipe",
+  });
+  const out = r.stdout.toString() + r.stderr.toString();
+  expect(out).not.toContain("all pass");
+  expect(out).toContain("seed 1: nothing ran: every check (2) was skipped");
+  expect(r.exitCode).toBe(1);
+}, 120_000);
 
 test("usage errors exit 2 and name the input", () => {
   const r = cli("sweep", "--seeds", "x");
