@@ -213,8 +213,8 @@ async function main(): Promise<void> {
   // Report.
   for (const b of outcome.backends) console.log(`backend ${b.name}: ${b.available ? "available" : `unavailable (${b.reason ?? "?"})`}`);
   const empty = nothingRan(plan, outcome);
-  for (const why of empty) console.log(`conformance: nothing ran: ${printable(why)}`);
-  if (empty.length > 0) console.log("conformance: a run that tests nothing fails (--allow-skipped, or \"allow-skipped\": true in the config, accepts it)");
+  for (const why of empty) console.log(`conformance: ${printable(why)}`);
+  if (empty.some((why) => why.startsWith("nothing ran"))) console.log("conformance: a run that tests nothing fails (--allow-skipped, or \"allow-skipped\": true in the config, accepts it)");
   const written = writeRunReport(plan, outcome, started, console.log, empty);
   const dump = request.replay?.dump;
   if (dump !== undefined) {

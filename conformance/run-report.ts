@@ -28,7 +28,8 @@ export interface WrittenReport {
  * selected check skipped; a backend named by --backend or the config file that ran no check (with
  * its reason); an entry of the config's `require` that selects no passing check. Empty when
  * something ran, when --allow-skipped says an empty run is fine, and for an interrupted run or an
- * empty shard. Each reason is one line naming its cause.
+ * empty shard. Each reason is one line naming its cause, "nothing ran: ..." where nothing did (a
+ * required entry whose checks ran and failed says that it did not pass instead).
  */
 export function nothingRan(plan: RunPlan, outcome: RunOutcome): string[] {
   const req = plan.request;
@@ -38,7 +39,7 @@ export function nothingRan(plan: RunPlan, outcome: RunOutcome): string[] {
   const ran = (r: { status: string }) => r.status !== "skip";
   if (!results.some(ran)) {
     const reasons = [...new Set(results.map((r) => r.message ?? "").filter((m) => m !== ""))];
-    out.push(`every selected check (${results.length}) was skipped${reasons.length > 0 ? `: ${reasons.slice(0, 3).join("; ")}${reasons.length > 3 ? `; ... (${reasons.length - 3} more reasons)` : ""}` : ""}`);
+    out.push(`nothing ran: every selected check (${results.length}) was skipped${reasons.length > 0 ? `: ${reasons.slice(0, 3).join("; ")}${reasons.length > 3 ? `; ... (${reasons.length - 3} more reasons)` : ""}` : ""}`);
   }
   for (const name of req.explicitBackends ?? []) {
     if (name === "ref") continue;
@@ -47,12 +48,17 @@ export function nothingRan(plan: RunPlan, outcome: RunOutcome): string[] {
     const info = outcome.backends.find((b) => b.name === name);
     const why = info !== undefined && !info.available && info.reason !== undefined && !info.reason.startsWith("not run") ? `: unavailable (${info.reason})`
       : mine.length === 0 ? ": the selection holds none of its checks" : `: its ${mine.length} checks were skipped (${mine[0]!.message ?? "?"})`;
-    out.push(`backend ${name} ran no check${why}`);
+    out.push(`nothing ran: backend ${name} ran no check${why}`);
   }
   for (const f of req.require ?? []) {
-    if (!results.some((r) => r.status === "pass" && matchesFilter({ id: r.id, class: r.class, subject: r.subject }, [f]))) {
-      out.push(`required '${f}' (${req.configPath ?? "config"} require) selects no check that passed`);
-    }
+    const mine = results.filter((r) => matchesFilter({ id: r.id, class: r.class, subject: r.subject }, [f]));
+    if (mine.some((r) => r.status === "pass")) continue;
+    const where = `required '${f}' (${req.configPath ?? "config"} require)`;
+    const ranOf = mine.filter(ran);
+    if (ranOf.length > 0) {
+      const by = (["fail", "vacuous", "error"] as const).map((st) => [st, ranOf.filter((r) => r.status === st).length] as const).filter(([, n]) => n > 0);
+      out.push(`${where} did not pass: its ${ranOf.length} check${ranOf.length === 1 ? "" : "s"} that ran passed none (${by.map(([st, n]) => `${n} ${st}`).join(", ")})`);
+    } else out.push(`nothing ran: ${where}${mine.length === 0 ? " selects no check of this run" : `: its ${mine.length} checks were skipped (${mine[0]!.message ?? "?"})`}`);
   }
   return out;
 }

@@ -33,7 +33,7 @@ const kernel = (rule: string, status: CheckResult["status"], message?: string) =
 
 test("every selected check skipped: the run tested nothing, naming the skips' reasons; --allow-skipped accepts it", () => {
   const results = [check("C9/delta/x", "skip", { message: "python cannot be started" }), check("C9/delta/y", "skip", { message: "python cannot be started" })];
-  expect(nothingRan(planOf(results), outcome(results))).toEqual(["every selected check (2) was skipped: python cannot be started"]);
+  expect(nothingRan(planOf(results), outcome(results))).toEqual(["nothing ran: every selected check (2) was skipped: python cannot be started"]);
   expect(nothingRan(planOf(results, { allowSkipped: true }), outcome(results))).toEqual([]);
   // one check that ran is enough
   const mixed = [...results, check("C2/delta/z", "pass")];
@@ -44,9 +44,9 @@ test("a backend named explicitly that ran no check fails with its reason, though
   const results = [check("C2/delta/z", "pass"), kernel("delta", "skip", "backend unavailable")];
   const plan = planOf(results, { explicitBackends: [PY] });
   const why = nothingRan(plan, outcome(results, [{ name: PY, available: false, reason: "ImportError: no triton" }]));
-  expect(why).toEqual([`backend ${PY} ran no check: unavailable (ImportError: no triton)`]);
+  expect(why).toEqual([`nothing ran: backend ${PY} ran no check: unavailable (ImportError: no triton)`]);
   // its checks skipped for another reason: named as such
-  expect(nothingRan(plan, outcome(results, [{ name: PY, available: true }]))).toEqual([`backend ${PY} ran no check: its 1 checks were skipped (backend unavailable)`]);
+  expect(nothingRan(plan, outcome(results, [{ name: PY, available: true }]))).toEqual([`nothing ran: backend ${PY} ran no check: its 1 checks were skipped (backend unavailable)`]);
   // not named: not required to run
   expect(nothingRan(planOf(results), outcome(results))).toEqual([]);
   // a kernel check that ran
@@ -54,13 +54,14 @@ test("a backend named explicitly that ran no check fails with its reason, though
   expect(nothingRan(planOf(ran, { explicitBackends: [PY] }), outcome(ran))).toEqual([]);
 });
 
-test("the config's require: each entry must select a check that passed", () => {
-  const results = [kernel("delta", "pass"), kernel("titans", "fail")];
+test("the config's require: each entry must select a check that passed; one whose checks ran and failed is not 'nothing ran'", () => {
+  const results = [kernel("delta", "pass"), kernel("titans", "fail"), kernel("mamba2", "skip", "not declared")];
   const plan = (require: string[]) => planOf(results, { require, configPath: "nlc.config.json" });
   expect(nothingRan(plan(["delta"]), outcome(results))).toEqual([]);
-  expect(nothingRan(plan(["titans", "gated_delta"]), outcome(results))).toEqual([
-    "required 'titans' (nlc.config.json require) selects no check that passed",
-    "required 'gated_delta' (nlc.config.json require) selects no check that passed",
+  expect(nothingRan(plan(["titans", "gated_delta", "mamba2"]), outcome(results))).toEqual([
+    "required 'titans' (nlc.config.json require) did not pass: its 1 check that ran passed none (1 fail)",
+    "nothing ran: required 'gated_delta' (nlc.config.json require) selects no check of this run",
+    "nothing ran: required 'mamba2' (nlc.config.json require): its 1 checks were skipped (not declared)",
   ]);
 });
 
