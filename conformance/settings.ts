@@ -29,7 +29,7 @@ export const DEFAULT_REPORT_REL = join("reports", "conformance.json");
 export const defaultReport = (cwd = process.cwd()): string => resolve(cwd, DEFAULT_REPORT_REL);
 
 /** The config file's settings (the schema's keys). */
-interface ConfigFile {
+export interface ConfigFile {
   backends?: string[];
   profile?: Profile;
   seed?: number;
@@ -158,7 +158,7 @@ export function runSettings(args: Args["values"], cwd = process.cwd()): RunReque
   }
   const backends = args.backend ?? c.backends;
   if (replay === undefined) filters.push(...kernelOnlyFilters(filters, backends));
-  const names = args.backend === undefined && c.backends !== undefined ? { ...CLI_NAMES, backend: cfg("backends") } : CLI_NAMES;
+  const names = configNames(args, c, args.config ?? CONFIG_FILE);
   return {
     seed, profile, filters, rule: args.rule ?? c.rule, replay, fixtureDirs: args.fixtures ?? c.fixtures ?? [],
     backends: backends?.map((b) => absoluteBackend(b, cwd)), shard, reportPath, names, minPower,
@@ -166,6 +166,19 @@ export function runSettings(args: Args["values"], cwd = process.cwd()): RunReque
     require: replay === undefined ? c.require ?? [] : [],
     allowSkipped: args["allow-skipped"] ?? c["allow-skipped"] ?? false,
     ...(loaded !== null ? { configPath: loaded.path } : {}),
+  };
+}
+
+/**
+ * How each setting a message names is spelled where it came from: the option, or the config file
+ * and its field when the file set it (`nlc.config.json rule`).
+ */
+export function configNames(args: { backend?: unknown; filter?: unknown; rule?: unknown; report?: unknown }, c: ConfigFile, file: string): RunRequest["names"] {
+  const from = <K extends keyof typeof args>(flag: K, key: keyof ConfigFile, cli: string) => (args[flag] === undefined && c[key] !== undefined ? `${file} ${key}` : cli);
+  return {
+    ...CLI_NAMES,
+    backend: from("backend", "backends", CLI_NAMES.backend), filter: from("filter", "filter", CLI_NAMES.filter),
+    rule: from("rule", "rule", CLI_NAMES.rule), report: from("report", "report", CLI_NAMES.report),
   };
 }
 

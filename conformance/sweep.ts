@@ -13,7 +13,7 @@ import { parseArgs } from "node:util";
 import { mergeArgs } from "./report-commands.ts";
 import { planRun } from "./plan.ts";
 import { UsageError } from "../harness/usage-error.ts";
-import { absoluteBackend, CONFIG_FILE, kernelOnlyFilters, readConfig } from "./settings.ts";
+import { absoluteBackend, CONFIG_FILE, configNames, kernelOnlyFilters, readConfig } from "./settings.ts";
 import { takeHandovers } from "./catalogue.ts";
 import { PROFILES, type Profile, type Status } from "../harness/check.ts";
 import { runInfo } from "../harness/report.ts";
@@ -125,7 +125,7 @@ async function sweep(argv: string[]): Promise<number> {
   try {
     defs = planRun({
       seed: 0, profile, filters, rule, fixtureDirs: [], backends, reportPath: null, minPower: null,
-      names: { filter: "--filter", backend: args.backend === undefined && backends !== undefined ? `${args.config ?? CONFIG_FILE} backends` : "--backend", report: "--out", shard: "--shard" },
+      names: { ...configNames(args, config, args.config ?? CONFIG_FILE), report: "--out" },
     }).defs;
   } catch (e) {
     if (e instanceof UsageError) usage(e.message);

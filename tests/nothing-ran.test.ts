@@ -13,7 +13,7 @@ import { nearest } from "../harness/nearest.ts";
 import { isGreen, writeReport } from "../harness/report.ts";
 import { ROOT } from "../paths.ts";
 import type { RunOutcome } from "../conformance/parallel.ts";
-import { UsageError, type RunPlan, type RunRequest } from "../conformance/plan.ts";
+import { CLI_NAMES, planRun, UsageError, type RunPlan, type RunRequest } from "../conformance/plan.ts";
 import { failedPath, nothingRan, writeRunReport } from "../conformance/run-report.ts";
 import { parseCommandLine, readConfig, runSettings } from "../conformance/settings.ts";
 import { check, report } from "./synthetic-report.ts";
@@ -22,7 +22,7 @@ const tmp = () => mkdtempSync(join(tmpdir(), "nlc-nothing-ran-"));
 
 function planOf(results: CheckResult[], req: Partial<RunRequest> = {}): RunPlan {
   const defs = results.map((r) => ({ id: r.id, class: r.class, subject: r.subject }) as unknown as CheckDef);
-  const request = { seed: 1, profile: "quick", filters: [], fixtureDirs: [], reportPath: null, names: { filter: "--filter", backend: "--backend", report: "--report", shard: "--shard" }, ...req } as RunRequest;
+  const request = { seed: 1, profile: "quick", filters: [], fixtureDirs: [], reportPath: null, names: CLI_NAMES, ...req } as RunRequest;
   return { request, catalogue: { checks: defs, backends: () => [] }, defs, selected: new Set(defs.map((d) => d.id)) } as unknown as RunPlan;
 }
 
@@ -106,6 +106,24 @@ test("a report in which every check was skipped is not a passing one: a later fa
   // an all-skipped run accepted by --allow-skipped is green
   expect(writeRunReport(planOf(skipped, { reportPath: target, allowSkipped: true }), outcome(skipped), new Date(), () => {}).green).toBe(true);
 });
+
+test("a config's rule or filter that selects nothing names the config file and its field, not the option", () => {
+  const dir = tmp();
+  writeFileSync(join(dir, "nlc.config.json"), JSON.stringify({ rule: "detla", filter: ["C2"] }));
+  const planErr = (argv: string[]) => {
+    try {
+      planRun({ ...runSettings(parseCommandLine(argv).values, dir), reportPath: null });
+    } catch (e) {
+      expect(e).toBeInstanceOf(UsageError);
+      return (e as Error).message;
+    }
+    throw new Error("no error");
+  };
+  expect(planErr([])).toStartWith("nlc.config.json rule 'detla': no check of that rule; did you mean 'delta'?");
+  expect(planErr(["--rule", "detla"])).toStartWith("--rule 'detla': no check of that rule");
+  writeFileSync(join(dir, "nlc.config.json"), JSON.stringify({ filter: ["C2/no-such"] }));
+  expect(planErr([])).toBe("nlc.config.json filter: 'C2/no-such' matches no check (try --list)");
+}, 60_000);
 
 test("the config file: validated, errors name the file, the field and the nearest known key; flags override it", () => {
   const dir = tmp();
