@@ -55,8 +55,10 @@ directory the command runs in; with no options a run reads ${CONFIG_FILE} there,
                    in a report's "replay" field
   --fixtures DIR   also replay the nlc-fixture/1 files in DIR (C6); repeatable
   --backend B      kernel backend for C5: cpu-emu, cuda, the pure-f32 builds cpu-f32 and
-                   cuda-f32, the bf16-storage builds cpu-bf16 and cuda-bf16, or lib:<path> (a library implementing
-                   ffi/nlk.h); repeatable; default cpu-emu and cuda;
+                   cuda-f32, the bf16-storage builds cpu-bf16 and cuda-bf16, or lib:<path>[@<name>] (a library implementing
+                   ffi/nlk.h, its checks C5/lib-<file>/... or C5/lib-<name>/...);
+                   repeatable; default cpu-emu and cuda; a run naming only lib: and py:
+                   backends runs their checks, not the suite's own;
                    or py:<module>:<callable>, a PyTorch/Triton kernel pair (module: a
                    dotted name, or a path to a .py file; docs/spec/py-backend.md), its
                    checks C5/py-<callable>/...; py:<module>:<callable>@<name> names them

@@ -121,7 +121,7 @@ export function planRun(req: RunRequest): RunPlan {
   }
   let catalogue: Catalogue;
   try {
-    catalogue = buildCatalogue({ fixtureDirs: req.fixtureDirs });
+    catalogue = buildCatalogue({ fixtureDirs: req.fixtureDirs, namesReference: req.backends?.includes("ref") === true });
   } catch (e) {
     throw new UsageError(message(e));
   }

@@ -188,12 +188,14 @@ export function absoluteBackend(b: string, cwd: string): string {
 }
 
 /**
- * A run (or sweep) that names only backends whose kinds select their own checks (a py: kernel's,
- * backend-kinds.ts `ownFilter`) and no --filter runs those backends' checks, not the suite's own:
- * the filters that select them (none when a filter selects). --rule then narrows them to that rule
- * of those backends.
+ * A run (or sweep) that names only backends that select their own checks (a py: kernel's, a lib:
+ * library's: backend-kinds.ts `ownFilter`) and no --filter runs those backends' checks, not the
+ * suite's own (docs/spec/decisions.md, the user's kernels alone): the filters that select them
+ * (none when a filter selects, or when one of the suite's own builds is named). --rule then
+ * narrows them to that rule of those backends.
  */
 export function kernelOnlyFilters(filters: readonly string[], backends: readonly string[] | undefined): string[] {
-  if (filters.length > 0 || backends === undefined || backends.length === 0 || !backends.every((b) => kindOf(b).ownFilter !== undefined)) return [];
-  return backends.flatMap((b) => kindOf(b).ownFilter?.(b) ?? []);
+  if (filters.length > 0 || backends === undefined || backends.length === 0) return [];
+  const own = backends.map((b) => kindOf(b).ownFilter?.(b) ?? null);
+  return own.every((f) => f !== null) ? own : [];
 }

@@ -1,0 +1,72 @@
+/**
+ * A `lib:` backend named on its own, as a kernel repository names its library: the run judges that
+ * library's checks and not the suite's own (as a `py:` kernel's run does; docs/spec/decisions.md
+ * D39), `lib:<path>@<name>` names its checks C5/lib-<name>/... in --list and in a run alike, and the
+ * report lists only the backends the run named (not the reference, `ref`).
+ */
+import { expect, test } from "bun:test";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { kernelOnlyFilters } from "../conformance/settings.ts";
+import { backendSlug, parseLibBackend } from "../ffi/backends.ts";
+import { ROOT } from "../paths.ts";
+import { runEnv } from "./run-env.ts";
+
+const CLI = join(ROOT, "conformance", "cli.ts");
+
+function cli(args: string[], cwd = ROOT) {
+  const r = Bun.spawnSync({ cmd: [process.execPath, CLI, ...args], cwd, env: runEnv(), stdout: "pipe", stderr: "pipe" });
+  return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
+}
+
+/** A copy of the cpu build under a directory of its own (a path holding @, as node_modules/@scope/... does). */
+function library(): string {
+  const built = join(ROOT, "build", "libnlk-cpu.so");
+  if (!existsSync(built)) expect(Bun.spawnSync({ cmd: [process.execPath, join(ROOT, "ffi", "build.ts"), "cpu"], cwd: ROOT }).exitCode).toBe(0);
+  const dir = join(mkdtempSync(join(tmpdir(), "nlc-lib-run-")), "@scope");
+  mkdirSync(dir);
+  const lib = join(dir, "libmine.so");
+  copyFileSync(built, lib);
+  return lib;
+}
+
+test("lib:<path>[@<name>]: the name after the last @ with no / after it names the checks", () => {
+  expect(parseLibBackend("lib:/a/@scope/libx.so")).toEqual({ path: "/a/@scope/libx.so" });
+  expect(parseLibBackend("lib:/a/@scope/libx.so@mine")).toEqual({ path: "/a/@scope/libx.so", declared: "mine" });
+  expect(backendSlug("lib:/a/@scope/libx.so")).toBe("lib-libx");
+  expect(backendSlug("lib:/a/libx.so@mine")).toBe("lib-mine");
+});
+
+test("a run naming only lib: backends selects their own checks; one of the suite's builds beside them selects as before", () => {
+  expect(kernelOnlyFilters([], ["lib:/a/libx.so@mine"])).toEqual(["C5/lib-mine/"]);
+  expect(kernelOnlyFilters([], ["lib:/a/libx.so", "py:k.py:k"])).toEqual(["C5/lib-libx/", "C5/py-k/"]);
+  expect(kernelOnlyFilters([], ["lib:/a/libx.so", "cpu-emu"])).toEqual([]);
+  expect(kernelOnlyFilters(["C2"], ["lib:/a/libx.so"])).toEqual([]);
+});
+
+test("lib:…@name: --list and a run agree (C5/lib-<name>/...); the run judges the library alone and lists no backend it did not name", () => {
+  const lib = library();
+  const named = `lib:${lib}@mine`;
+  const list = cli(["--list", "--backend", named]);
+  expect(list.code).toBe(0);
+  const ids = list.out.trim().split("\n");
+  expect(ids.length).toBeGreaterThan(0);
+  for (const id of ids) expect(id).toStartWith("C5/lib-mine/");
+  const report = join(mkdtempSync(join(tmpdir(), "nlc-lib-run-r-")), "r.json");
+  const run = cli(["--backend", named, "--rule", "delta", "--report", report]);
+  expect(run.err).not.toContain("conformance:");
+  expect(run.code).toBe(0);
+  const doc = JSON.parse(readFileSync(report, "utf8")) as { checks: { id: string; status: string }[]; run: { backends: { name: string }[] } };
+  expect(doc.checks.map((c) => c.id)).toEqual(ids.filter((id) => /^C5\/lib-mine\/delta[./]/.test(id)));
+  expect(doc.checks.some((c) => c.status === "pass")).toBe(true);
+  expect(doc.run.backends.map((b) => b.name)).toEqual([named]);
+  expect(run.out).not.toContain("backend ref");
+  // a name that cannot be a check id is refused by both, with the same message
+  const badList = cli(["--list", "--backend", `lib:${lib}@my lib`]);
+  const badRun = cli(["--backend", `lib:${lib}@my lib`, "--report", report]);
+  expect(badList.code).toBe(2);
+  expect(badRun.code).toBe(2);
+  expect(badList.err).toContain("the name after @ ('my lib') names the checks");
+  expect(badRun.err).toBe(badList.err);
+}, 180_000);
