@@ -21,7 +21,8 @@ import { SWEEP_COMMANDS, SWEEP_HELP, runSweepCommand, type SweepCommand } from "
 import { ruleFixture } from "../cases/fixtures/rule-fixture.ts";
 import { ruleByKey } from "../src/rules/index.ts";
 import { preflightBackends, planRun, UsageError, type RunPlan, type RunRequest } from "./plan.ts";
-import { nothingRan, writeRunReport } from "./run-report.ts";
+import { nothingRan, undeclaredLines, writeRunReport } from "./run-report.ts";
+import { isUndeclared } from "../harness/check.ts";
 import { CONFIG_FILE, DEFAULT_REPORT_REL, defaultReport, parseCommandLine, runSettings, type Args } from "./settings.ts";
 
 const HELP = `usage: npx nlc [options]                  (installed: npm i -D <nl-conformance tarball or git URL>)
@@ -201,6 +202,8 @@ async function main(): Promise<void> {
   const progress = new Progress(defs);
   const outcome = await runPlan(plan, {
     onResult: (r, finished, total) => {
+      // a rule its kernel does not implement: one line per backend after the run (undeclaredLines)
+      if (isUndeclared(r)) return progress.finished(r.id);
       const n = `[${String(finished).padStart(width)}/${total}]`;
       progress.print(`${n} ${r.status.padEnd(7)} ${r.id} (${r.runs} run${r.runs === 1 ? "" : "s"}, ${r.ms.toFixed(0)} ms)`);
       if (r.status !== "pass" && r.status !== "skip" && r.message) console.log(`      ${printable(r.message)}\n      replay: ${r.replay}`);
@@ -214,6 +217,7 @@ async function main(): Promise<void> {
 
   // Report.
   for (const b of outcome.backends) console.log(`backend ${b.name}: ${b.available ? "available" : `unavailable (${b.reason ?? "?"})`}`);
+  for (const line of undeclaredLines(outcome.results)) console.log(printable(line));
   const empty = nothingRan(plan, outcome);
   for (const why of empty) console.log(`conformance: ${printable(why)}`);
   if (empty.some((why) => why.startsWith("nothing ran"))) console.log("conformance: a run that tests nothing fails (--allow-skipped, or \"allow-skipped\": true in the config, accepts it)");

@@ -116,7 +116,7 @@ export function runCheck<T>(def: CheckDef<T>, opts: RunOptions): CheckResult {
   const done = (r: Omit<CheckResult, keyof typeof base | "ms" | "replay">): CheckResult => ({
     ...base, ...r, ms: Math.round((performance.now() - t0) * 1000) / 1000, replay: replayCommand(def.id, seed, r.path, args),
   });
-  if (def.kind === "skipped") return done({ status: "skip", runs: 0, path: "", message: def.reason });
+  if (def.kind === "skipped") return done({ status: "skip", runs: 0, path: "", message: def.reason, ...(def.details !== undefined ? { details: def.details } : {}) });
   if (def.kind === "delegated") {
     try {
       const r = def.delegate({

@@ -2,7 +2,8 @@
  * A `lib:` backend named on its own, as a kernel repository names its library: the run judges that
  * library's checks and not the suite's own (as a `py:` kernel's run does; docs/spec/decisions.md
  * D39), `lib:<path>@<name>` names its checks C5/lib-<name>/... in --list and in a run alike, and the
- * report lists only the backends the run named (not the reference, `ref`).
+ * report lists only the backends the run named (not the reference, `ref`). A rule the library does
+ * not implement is no check of the run: one line says so (docs/spec/conformance.md#undeclared).
  */
 import { expect, test } from "bun:test";
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync } from "node:fs";
@@ -12,6 +13,8 @@ import { kernelOnlyFilters } from "../conformance/settings.ts";
 import { backendSlug, parseLibBackend } from "../ffi/backends.ts";
 import { ROOT } from "../paths.ts";
 import { runEnv } from "./run-env.ts";
+import { buildPlantedLibs } from "./planted-libs.ts";
+import { probeTorchSync } from "../oracle/torch-bridge.ts";
 
 const CLI = join(ROOT, "conformance", "cli.ts");
 
@@ -69,4 +72,34 @@ test("lib:…@name: --list and a run agree (C5/lib-<name>/...); the run judges t
   expect(badRun.code).toBe(2);
   expect(badList.err).toContain("the name after @ ('my lib') names the checks");
   expect(badRun.err).toBe(badList.err);
+}, 180_000);
+
+test("rules a library does not implement: no skip per check in the log or the report, one line per backend", () => {
+  const lib = join(ROOT, "build", "test-libs", "libdelta-only.so");
+  buildPlantedLibs("planted-delta.cpp", ["none"], "none", () => lib);
+  const named = `lib:${lib}@delta_only`;
+  const report = join(mkdtempSync(join(tmpdir(), "nlc-lib-undeclared-")), "r.json");
+  const run = cli(["--backend", named, "--report", report]);
+  expect(run.code).toBe(0);
+  expect(run.out).not.toContain("not implemented by");
+  expect(run.out).toContain(`backend ${named}: does not implement delta.frozen, titans, titans.frozen,`);
+  const doc = JSON.parse(readFileSync(report, "utf8")) as { checks: { id: string; status: string }[]; summary: { skip: number } };
+  expect(doc.checks.map((c) => c.id)).toEqual(["forward", "backward", "checkpoint", "chunks", "workspace", "tape-e2e"].map((k) => `C5/lib-delta_only/delta/${k}`));
+  expect(doc.summary.skip).toBe(0);
+  // a selection of rules it implements none of: nothing ran, and the line says why
+  const none = cli(["--backend", named, "--rule", "titans", "--report", report]);
+  expect(none.code).toBe(1);
+  expect(none.out).toContain(`conformance: nothing ran: backend ${named} ran no check: it implements none of the selected rules`);
+}, 180_000);
+
+test.skipIf(!probeTorchSync().available)("rules a py: kernel does not declare: likewise one line, no skips", () => {
+  const named = `py:${join(ROOT, "examples", "py-kernels", "naive_delta.py")}:naive_delta`;
+  const report = join(mkdtempSync(join(tmpdir(), "nlc-py-undeclared-")), "r.json");
+  const run = cli(["--backend", named, "--profile", "quick", "--report", report]);
+  expect(run.code === 0 ? 0 : run.out + run.err).toBe(0);
+  expect(run.out).not.toContain("is not implemented by");
+  expect(run.out).toContain(`backend ${named}: does not implement delta.frozen, titans,`);
+  const doc = JSON.parse(readFileSync(report, "utf8")) as { checks: { id: string; subject: { rule?: string } }[] };
+  expect(doc.checks.length).toBeGreaterThan(0);
+  for (const c of doc.checks) expect(c.subject.rule).toBe("delta");
 }, 180_000);

@@ -5,6 +5,7 @@
 import * as fc from "fast-check";
 import type { KernelLib } from "../../ffi/lib.ts";
 import type { CaseOutcome, CheckDef, CheckResult, Profile, PropertyCheck } from "../../harness/check.ts";
+import { UNDECLARED_DETAILS } from "../../harness/check.ts";
 import { otherEnumValues, ruleCaseSpecArb, type RuleCaseSpec } from "../../cases/rule-case.ts";
 import { ruleByKey } from "../../src/rules/index.ts";
 import type { RuleDecl } from "../../src/rules/types.ts";
@@ -85,7 +86,7 @@ function ruleCheck(e: RuleEntry, backend: KernelBackend<NativeBatch, true>, lib:
   };
   const declaration = backend.declare(e.decl.key, e.frozen);
   const skip = skipReason(e, declaration) ?? chunkFormSkip(e, declaration);
-  if (skip !== null) return { def: { ...base(e), kind: "skipped", reason: skip } };
+  if (skip !== null) return { def: { ...base(e), kind: "skipped", reason: skip, ...(declaration.skip !== null && declaration.undeclared ? { details: UNDECLARED_DETAILS } : {}) } };
   const { decl, frozen, runs } = e;
   const exercised = new Set<string>();
   // the chunk size a pair declares (an exact or chunk-start GD chunk form, docs/spec/kernel-abi.md#chunk-sizes),
