@@ -96,9 +96,12 @@ usage error (an unknown option, config key or rule names the nearest known one);
 or 143 (SIGTERM) when interrupted. An interrupted run passes the signal to its child
 processes, stops after the check in flight and writes what finished to <report>.partial.json
 ("partial": true), leaving the report itself as it was; its closing line counts the checks
-it did not run as failed. Signal the npm (npx) process, the bun process or the process group
-alike; a run whose parent died stops the same way. A SIGTERM or a second SIGINT ends the
-child processes in flight (kernels, Python hosts) at once.
+it did not run as failed. Signal the bun process, the process group (Ctrl-C) or the npm
+process of \`npm run\`; a run whose parent died stops the same way. A SIGINT sent to the npx
+process alone is held by the shell npm runs the command in (npm passes it to that shell only)
+until the run ends: send the npx process SIGTERM, which ends that shell, and the run stops.
+A SIGTERM or a second SIGINT ends the child processes in flight (kernels, Python hosts) at
+once.
 
 ${REPORT_COMMANDS_HELP}
 
