@@ -87,6 +87,8 @@ export interface PropertyCheck<T> extends CheckBase {
    */
   readonly examples?: readonly T[];
   run(input: T): CaseOutcome;
+  /** How a failure message names a case (its sizes and seed; the replay line rebuilds it); default: the case as JSON. */
+  describe?(input: T): string;
 }
 
 /** One deterministic case. */

@@ -155,7 +155,7 @@ export function runCheck<T>(def: CheckDef<T>, opts: RunOptions): CheckResult {
   });
   const settled = tally.settled(details, numRuns);
   if (settled !== null) return done(settled);
-  const example = details.counterexample === null ? "" : ` — case ${caseText(details.counterexample[0])}`;
+  const example = details.counterexample === null ? "" : ` — case ${def.describe?.(details.counterexample[0]) ?? caseText(details.counterexample[0])}`;
   // The worst error reported is the shrunk counterexample's own, so run it once more.
   let shrunk: CaseOutcome | undefined;
   try {

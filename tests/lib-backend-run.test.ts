@@ -15,6 +15,8 @@ import { ROOT } from "../paths.ts";
 import { runEnv } from "./run-env.ts";
 import { buildPlantedLibs } from "./planted-libs.ts";
 import { probeTorchSync } from "../oracle/torch-bridge.ts";
+import { paramGradName, tensorName } from "../cases/kernel-tensors.ts";
+import { elementAt } from "../oracle/kernel-judge.ts";
 
 const CLI = join(ROOT, "conformance", "cli.ts");
 
@@ -103,3 +105,31 @@ test.skipIf(!probeTorchSync().available)("rules a py: kernel does not declare: l
   expect(doc.checks.length).toBeGreaterThan(0);
   for (const c of doc.checks) expect(c.subject.rule).toBe("delta");
 }, 180_000);
+
+test("a failing lib: check's message: the case by its sizes and seed (the replay line carries it), elements by index, names as ffi/nlk.h's", () => {
+  const lib = join(ROOT, "build", "test-libs", "libdelta-handoff.so");
+  buildPlantedLibs("planted-delta.cpp", ["handoff"], "none", () => lib);
+  const report = join(mkdtempSync(join(tmpdir(), "nlc-lib-msg-")), "r.json");
+  const run = cli(["--backend", `lib:${lib}@handoff`, "--rule", "delta", "--report", report]);
+  expect(run.code).toBe(1);
+  const doc = JSON.parse(readFileSync(report, "utf8")) as { checks: { id: string; status: string; message?: string; details?: { signatures?: unknown } }[] };
+  const failed = doc.checks.filter((c) => c.status === "fail");
+  expect(failed.map((c) => c.id.split("/").pop())).toEqual(["forward", "backward", "chunks", "tape-e2e"]);
+  for (const c of failed) {
+    expect(c.message!).not.toContain('{"');
+    expect(c.message!.length).toBeLessThan(400);
+    expect(c.message!).toMatch(/— case (B=\d+ H=\d+ )?T=\d+ d=\d+ .*seed=\d+$/);
+    expect(c.message!).not.toMatch(/\)\[\d+\]|at \[\d+\] /);
+  }
+  // tape-e2e: y is [T, d]; its element by row and column
+  expect(failed.find((c) => c.id.endsWith("/tape-e2e"))!.message).toMatch(/^y \(sequence 0\): .* at \[\d+, \d+\] /);
+  expect(failed.find((c) => c.id.endsWith("/chunks"))!.message).toMatch(/ at \(b=\d+, t=\d+, h=\d+, i=\d+\): three chunks/);
+}, 180_000);
+
+test("tensor names as ffi/nlk.h spells them: the final state M, tape-e2e's gradients dX, dW_K", () => {
+  expect(tensorName({ part: "state", name: "M" }, false)).toBe("M");
+  expect(tensorName({ part: "state", name: "M" }, false, "py")).toBe("state M");
+  expect(paramGradName("W_K")).toBe("dW_K");
+  expect(elementAt({ part: undefined, seq: 0, ref64: new Float64Array(34), shape: [17, 2] }, 33, undefined)).toBe("[16, 1]");
+  expect(elementAt({ part: undefined, seq: 0, ref64: new Float64Array(34) }, 33, undefined)).toBe("[33]");
+});
