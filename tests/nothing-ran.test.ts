@@ -200,3 +200,23 @@ test("--summary of a report in which every check was skipped exits 1, unless --a
   expect(strict.stderr.toString()).toContain("nothing ran: every check of");
   expect(run("--allow-skipped").exitCode).toBe(0);
 });
+
+test("a directory with no config file: a run, --list, --summary and a sweep need none (only a named --config must exist)", () => {
+  const dir = tmp();
+  const cli = (...args: string[]) => {
+    const r = Bun.spawnSync({ cmd: [process.execPath, join(ROOT, "conformance", "cli.ts"), ...args], cwd: dir, stdout: "pipe", stderr: "pipe" });
+    return { code: r.exitCode, out: r.stdout.toString() + r.stderr.toString() };
+  };
+  const check = "C0/op/GateScale";
+  expect(cli("--list", "--filter", check)).toEqual({ code: 0, out: `${check}\n` });
+  const run = cli("--filter", check);
+  expect(run.out).toContain("conformance: 1 passed, 0 failed");
+  expect(run.code).toBe(0);
+  expect(existsSync(join(dir, "reports", "conformance.json"))).toBe(true);
+  expect(cli("--summary").code).toBe(0);
+  expect(cli("sweep", "--seeds", "1", "--filter", check, "--jobs", "1").code).toBe(0);
+  const named = cli("--config", "nlc.config.json", "--list");
+  expect(named.code).toBe(2);
+  expect(named.out).toContain("nlc.config.json: no such file");
+  expect(existsSync(join(dir, "nlc.config.json"))).toBe(false);
+}, 120_000);
