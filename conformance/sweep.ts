@@ -192,6 +192,8 @@ async function sweep(argv: string[]): Promise<number> {
   const result = snapshot();
   writeSweep(result, out);
   console.log(formatSweep(result));
+  const undeclared = defs.length - result.checks.length;
+  if (undeclared > 0) console.log(`sweep: ${undeclared} selected checks are of rules their kernels do not implement: not run (docs/spec/conformance.md#undeclared)`);
   console.log(`sweep: ${out}`);
   return sweepClean(result) ? 0 : 1;
 }
