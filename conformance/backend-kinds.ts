@@ -69,7 +69,16 @@ const NATIVE: BackendKindEntry = {
     if (!(NAMED_BACKENDS as readonly string[]).includes(b) && !b.startsWith("lib:") && b !== "ref") return `${flag} '${b}': unknown backend (expected ${backendKindsSpelled()})`;
     return null;
   },
-  together: () => null,
+  // two libraries whose checks would have the same ids (the same file name, or the same @<name>)
+  together: (names, flag) => {
+    const seen = new Map<string, string>();
+    for (const b of new Set(names.filter((n) => n.startsWith("lib:")))) {
+      const slug = backendSlug(b), other = seen.get(slug);
+      if (other !== undefined) return `${flag} '${other}' and ${flag} '${b}' would both have the check ids C5/${slug}/...: name one with @<name>, e.g. '${b}@${slug.slice(4)}_2'`;
+      seen.set(slug, b);
+    }
+    return null;
+  },
   // none named: the reference alone (an empty NLC_BACKENDS is the default builds)
   variable: "NLC_BACKENDS", encode: (names) => (names.length > 0 ? names.join(",") : "ref"),
   checks: nativeKernelChecks, backends: kernelBackends,

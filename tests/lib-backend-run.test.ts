@@ -10,6 +10,7 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync } from "
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { kernelOnlyFilters } from "../conformance/settings.ts";
+import { kindOf } from "../conformance/backend-kinds.ts";
 import { backendSlug, parseLibBackend } from "../ffi/backends.ts";
 import { ROOT } from "../paths.ts";
 import { runEnv } from "./run-env.ts";
@@ -41,6 +42,14 @@ test("lib:<path>[@<name>]: the name after the last @ with no / after it names th
   expect(parseLibBackend("lib:/a/@scope/libx.so@mine")).toEqual({ path: "/a/@scope/libx.so", declared: "mine" });
   expect(backendSlug("lib:/a/@scope/libx.so")).toBe("lib-libx");
   expect(backendSlug("lib:/a/libx.so@mine")).toBe("lib-mine");
+});
+
+test("two libraries whose checks would share ids are one usage error naming both and @<name>", () => {
+  const kind = kindOf("lib:/a/libx.so");
+  expect(kind.together(["lib:/a/libx.so", "lib:/b/libx.so"], "--backend")).toBe(
+    "--backend 'lib:/a/libx.so' and --backend 'lib:/b/libx.so' would both have the check ids C5/lib-libx/...: name one with @<name>, e.g. 'lib:/b/libx.so@libx_2'");
+  expect(kind.together(["lib:/a/libx.so", "lib:/b/libx.so@other", "lib:/a/libx.so"], "--backend")).toBeNull();
+  expect(kind.together(["lib:/a/liby.so@x", "lib:/b/libz.so@x"], "nlc.config.json backends")).toContain("C5/lib-x/");
 });
 
 test("a run naming only lib: backends selects their own checks; one of the suite's builds beside them selects as before", () => {
