@@ -131,6 +131,23 @@ export interface KernelCaseSpec {
 
 /** An abi case: its checkpoint interval and NULL upstream gradients set. */
 export type AbiCaseSpec = KernelCaseSpec & { C: number; dyNull: boolean; dFinalNull: boolean };
+
+/** A rule case's hyperparameters as a message shows them, when it has any. */
+const hyperText = (s: RuleCaseSpec): string => (Object.keys(s.hyper).length > 0 ? ` hyper ${JSON.stringify(s.hyper)}` : "");
+
+/**
+ * An abi case as a failure message names it: its sizes, the NULL upstream gradients and the first
+ * sequence's seed (the other sequences' records stay out: the replay line rebuilds the whole case).
+ */
+export function describeAbiCase(k: AbiCaseSpec): string {
+  const nulls = [...(k.dyNull ? ["dy"] : []), ...(k.dFinalNull ? ["d(final state)"] : [])];
+  return `B=${k.B} H=${k.H} T=${k.base.seq_len} d=${k.base.d} C=${k.C}${hyperText(k.base)}${nulls.length > 0 ? ` ${nulls.join(", ")} NULL` : ""} seed=${k.base.seed}`;
+}
+
+/** One sequence's rule case as a failure message names it (tape-e2e). */
+export function describeRuleCase(s: RuleCaseSpec): string {
+  return `T=${s.seq_len} d=${s.d}${hyperText(s)} state ${s.state} seed=${s.seed}`;
+}
 /** A canonical case: the seed of its d(final state) set. */
 export type CanonicalCaseSpec = KernelCaseSpec & { dFinalSeed: number };
 /** The case record of a form. */

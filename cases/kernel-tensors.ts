@@ -27,8 +27,9 @@ export function emptySeq<A>(): SeqTensors<A> {
 }
 
 /**
- * How the report names a tensor. "abi" (C5 native, C6 kernel fixtures): y, `state M`, dk, dM_0
- * (a frozen read: dM); "py" (the py: checks): the same with the state's gradient as `dM (initial state)`.
+ * How the report names a tensor. "abi" (C5 native, C6 kernel fixtures): as ffi/nlk.h's parameters,
+ * y, M (the final state), dk, dM_0 (a frozen read: dM); "py" (the py: checks): the final state as
+ * `state M` and the state's gradient as `dM (initial state)`.
  */
 export type NameStyle = "abi" | "py";
 
@@ -45,11 +46,11 @@ export function nameOf(k: TensorKey, naming: TensorNaming): string {
   return k.part === "y" ? naming.y : naming[k.part](k.name);
 }
 
-/** The report's naming: y, `state M`, dk and the state's gradient by style (frozen read: dM). */
+/** The report's naming: y, the final state and its gradient by style (`M` or `state M`; frozen read: dM), dk. */
 function reportNaming(frozen: boolean, style: NameStyle): TensorNaming {
   return {
     y: "y",
-    state: (n) => `state ${n}`,
+    state: (n) => (style === "abi" ? n : `state ${n}`),
     grad: (n) => `d${n}`,
     dState0: (n) => (style === "py" ? `d${n} (initial state)` : frozen ? `d${n}` : `d${n}_0`),
   };
@@ -102,8 +103,8 @@ export function kernelGradKeys(abi: RuleAbi, frozen: boolean): { tokens: Extract
   };
 }
 
-/** The report's name of the gradient of a rule's input or parameter in the tape (tape-e2e): `grad X`, `grad W_K`. */
-export const paramGradName = (n: string): string => `grad ${n}`;
+/** The report's name of the gradient of a rule's input or parameter in the tape (tape-e2e): `dX`, `dW_K`. */
+export const paramGradName = (n: string): string => `d${n}`;
 
 /** The tensors a kernel check of this kind compares, named as the report names them (what `coverage` expects to see exercised). */
 export function expectedTensors(kind: "forward" | "backward" | "tape-e2e", decl: RuleDecl, frozen: boolean, style: NameStyle = "abi"): string[] {

@@ -7,7 +7,7 @@
  * as docs/contributing.md "Adding a backend kind" walks.
  */
 import { resolve } from "node:path";
-import { kernelBackendNames, NAMED_BACKENDS } from "../ffi/backends.ts";
+import { backendSlug, kernelBackendNames, LIB_ID_NAME, NAMED_BACKENDS, parseLibBackend } from "../ffi/backends.ts";
 import type { CheckDef, Handover } from "../harness/check.ts";
 import type { BackendInfo } from "../harness/report.ts";
 import { kernelBackends, nativeKernelChecks } from "./kernel/native-checks.ts";
@@ -36,8 +36,9 @@ export interface BackendKindEntry {
   /** A value as the run's settings keep it: paths in it made absolute against `cwd` (its child runs elsewhere; the replay line then runs anywhere). */
   absolute?(name: string, cwd: string): string;
   /**
-   * The filter that selects this backend's own checks: a run (or sweep) that names only backends
-   * whose kinds have one, and no filter, runs those backends' checks, not the suite's own.
+   * The filter that selects this backend's own checks (null: it has none, e.g. one of the suite's
+   * own builds): a run (or sweep) that names only backends that have one, and no filter, runs
+   * those backends' checks, not the suite's own.
    */
   ownFilter?(name: string): string | null;
   /** Its backends the environment names as explicitly as --backend does (each must run a check). */
@@ -58,17 +59,36 @@ const message = (e: unknown) => (e instanceof Error ? e.message : String(e));
 /** Native libraries through ffi/nlk.h: our builds by name (cpu-emu, cuda, ...) and lib:<path>; C5's own checks (kernel/native-checks.ts). */
 const NATIVE: BackendKindEntry = {
   owns: () => true,
-  spelled: `${NAMED_BACKENDS.join(", ")}, lib:<path to a library implementing ffi/nlk.h>`,
+  spelled: `${NAMED_BACKENDS.join(", ")}, lib:<path to a library implementing ffi/nlk.h>[@<name>]`,
   problem: (b, flag) => {
-    if (b === "lib:" || b.trim() === "") return `${flag} '${b}': a library backend needs a path, e.g. lib:/path/to/libnlk.so`;
+    if (b === "lib:" || b.trim() === "" || (b.startsWith("lib:") && parseLibBackend(b).path === "")) return `${flag} '${b}': a library backend needs a path, e.g. lib:/path/to/libnlk.so`;
+    const declared = b.startsWith("lib:") ? parseLibBackend(b).declared : undefined;
+    if (declared !== undefined && !LIB_ID_NAME.test(declared)) {
+      return `${flag} '${b}': the name after @ ('${declared}') names the checks (C5/lib-<name>/...): letters, digits, _, - and . only, not empty`;
+    }
     if (!(NAMED_BACKENDS as readonly string[]).includes(b) && !b.startsWith("lib:") && b !== "ref") return `${flag} '${b}': unknown backend (expected ${backendKindsSpelled()})`;
     return null;
   },
-  together: () => null,
+  // two libraries whose checks would have the same ids (the same file name, or the same @<name>)
+  together: (names, flag) => {
+    const seen = new Map<string, string>();
+    for (const b of new Set(names.filter((n) => n.startsWith("lib:")))) {
+      const slug = backendSlug(b), other = seen.get(slug);
+      if (other !== undefined) return `${flag} '${other}' and ${flag} '${b}' would both have the check ids C5/${slug}/...: name one with @<name>, e.g. '${b}@${slug.slice(4)}_2'`;
+      seen.set(slug, b);
+    }
+    return null;
+  },
   // none named: the reference alone (an empty NLC_BACKENDS is the default builds)
   variable: "NLC_BACKENDS", encode: (names) => (names.length > 0 ? names.join(",") : "ref"),
   checks: nativeKernelChecks, backends: kernelBackends,
-  absolute: (b, cwd) => (b.startsWith("lib:") && b.length > 4 ? `lib:${resolve(cwd, b.slice(4))}` : b),
+  // a library of the user's (lib:<path>) selects its own checks, as a py: kernel does; the suite's own builds select none
+  ownFilter: (b) => (b.startsWith("lib:") && b.length > 4 ? `C5/${backendSlug(b)}/` : null),
+  absolute: (b, cwd) => {
+    if (!b.startsWith("lib:") || b.length <= 4) return b;
+    const lib = parseLibBackend(b);
+    return `lib:${resolve(cwd, lib.path)}${lib.declared !== undefined ? `@${lib.declared}` : ""}`;
+  },
   environmentProblem: () => {
     try {
       kernelBackendNames();

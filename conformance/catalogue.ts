@@ -25,6 +25,8 @@ import { c9Handover } from "./c9/checks.ts";
 interface CatalogueOptions {
   /** Extra fixture directories (C6), besides fixtures/. */
   readonly fixtureDirs: readonly string[];
+  /** Whether the run named `ref` as a backend: the report lists it then only (it is the oracle, not a backend under test). */
+  readonly namesReference?: boolean;
 }
 
 export interface Catalogue {
@@ -47,7 +49,8 @@ export function buildCatalogue(opts: CatalogueOptions): Catalogue {
     if (ids.has(c.id)) throw new Error(`duplicate check id ${c.id}`);
     ids.add(c.id);
   }
-  return { checks, backends: () => [{ name: "ref", available: true }, ...KINDS.flatMap((k) => k.backends())] };
+  const reference: BackendInfo[] = opts.namesReference === true ? [{ name: "ref", available: true }] : [];
+  return { checks, backends: () => [...reference, ...KINDS.flatMap((k) => k.backends())] };
 }
 
 /** What the main thread learnt that worker threads adopt (harness/check.ts Handover): each backend kind's, and the check folders'. */

@@ -47,7 +47,7 @@ export interface RunRequest {
   /** The config file the settings came from, if any. */
   configPath?: string;
   /** How the setting is spelled where it came from ("--filter" or "NLC_FILTER", ...), for messages. */
-  names: { filter: string; backend: string; report: string; shard: string };
+  names: { filter: string; backend: string; report: string; shard: string; rule: string };
 }
 
 export interface RunPlan {
@@ -58,8 +58,8 @@ export interface RunPlan {
   readonly selected: ReadonlySet<string>;
 }
 
-export const CLI_NAMES: RunRequest["names"] = { filter: "--filter", backend: "--backend", report: "--report", shard: "--shard" };
-export const ENV_NAMES: RunRequest["names"] = { filter: "NLC_FILTER", backend: "NLC_BACKENDS", report: "NLC_REPORT", shard: "NLC_SHARD" };
+export const CLI_NAMES: RunRequest["names"] = { filter: "--filter", backend: "--backend", report: "--report", shard: "--shard", rule: "--rule" };
+export const ENV_NAMES: RunRequest["names"] = { filter: "NLC_FILTER", backend: "NLC_BACKENDS", report: "NLC_REPORT", shard: "NLC_SHARD", rule: "--rule" };
 
 const message = (e: unknown) => (e instanceof Error ? e.message : String(e));
 
@@ -121,7 +121,7 @@ export function planRun(req: RunRequest): RunPlan {
   }
   let catalogue: Catalogue;
   try {
-    catalogue = buildCatalogue({ fixtureDirs: req.fixtureDirs });
+    catalogue = buildCatalogue({ fixtureDirs: req.fixtureDirs, namesReference: req.backends?.includes("ref") === true });
   } catch (e) {
     throw new UsageError(message(e));
   }
@@ -140,7 +140,7 @@ export function planRun(req: RunRequest): RunPlan {
       if (!catalogue.checks.some(ofRule)) {
         const keys = [...new Set(catalogue.checks.flatMap((c) => (c.subject.rule === undefined ? [] : [variantKey(c.subject.rule, c.subject.frozen === true)])))];
         const near = nearest(rule, keys);
-        throw new UsageError(`--rule '${rule}': no check of that rule${near !== null ? `; did you mean '${near}'?` : ""} (a rule key such as delta, or a variant such as delta.frozen; try --list)`);
+        throw new UsageError(`${n.rule} '${rule}': no check of that rule${near !== null ? `; did you mean '${near}'?` : ""} (a rule key such as delta, or a variant such as delta.frozen; try --list)`);
       }
       defs = defs.filter(ofRule);
     }

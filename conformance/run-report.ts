@@ -9,6 +9,8 @@ import { closingLine, failedPath, isGreen, notRunOf, readReportFile, runInfo, su
 import { matchesFilter } from "./catalogue.ts";
 import { partialPath } from "../harness/interrupt.ts";
 import type { RunOutcome } from "./parallel.ts";
+import { isUndeclared, type CheckResult } from "../harness/check.ts";
+import { variantKey } from "../src/rules/level.ts";
 import type { RunPlan } from "./plan.ts";
 
 export { failedPath };
@@ -28,17 +30,21 @@ export interface WrittenReport {
  * selected check skipped; a backend named by --backend or the config file that ran no check (with
  * its reason); an entry of the config's `require` that selects no passing check. Empty when
  * something ran, when --allow-skipped says an empty run is fine, and for an interrupted run or an
- * empty shard. Each reason is one line naming its cause.
+ * empty shard. Each reason is one line naming its cause, "nothing ran: ..." where nothing did (a
+ * required entry whose checks ran and failed says that it did not pass instead).
  */
 export function nothingRan(plan: RunPlan, outcome: RunOutcome): string[] {
   const req = plan.request;
   if (req.allowSkipped === true || outcome.interrupt !== null || plan.defs.length === 0) return [];
-  const results = outcome.results;
+  const results = outcome.results.filter((r) => !isUndeclared(r));
+  const undeclared = undeclaredByBackend(outcome.results);
   const out: string[] = [];
   const ran = (r: { status: string }) => r.status !== "skip";
-  if (!results.some(ran)) {
+  if (results.length === 0 && undeclared.size > 0) {
+    out.push(`nothing ran: the selection holds only rules its kernels do not implement (${[...undeclared.values()].flat().slice(0, 5).join(", ")}${[...undeclared.values()].flat().length > 5 ? ", ..." : ""})`);
+  } else if (!results.some(ran)) {
     const reasons = [...new Set(results.map((r) => r.message ?? "").filter((m) => m !== ""))];
-    out.push(`every selected check (${results.length}) was skipped${reasons.length > 0 ? `: ${reasons.slice(0, 3).join("; ")}${reasons.length > 3 ? `; ... (${reasons.length - 3} more reasons)` : ""}` : ""}`);
+    out.push(`nothing ran: every selected check (${results.length}) was skipped${reasons.length > 0 ? `: ${reasons.slice(0, 3).join("; ")}${reasons.length > 3 ? `; ... (${reasons.length - 3} more reasons)` : ""}` : ""}`);
   }
   for (const name of req.explicitBackends ?? []) {
     if (name === "ref") continue;
@@ -46,19 +52,48 @@ export function nothingRan(plan: RunPlan, outcome: RunOutcome): string[] {
     if (mine.some(ran)) continue;
     const info = outcome.backends.find((b) => b.name === name);
     const why = info !== undefined && !info.available && info.reason !== undefined && !info.reason.startsWith("not run") ? `: unavailable (${info.reason})`
-      : mine.length === 0 ? ": the selection holds none of its checks" : `: its ${mine.length} checks were skipped (${mine[0]!.message ?? "?"})`;
-    out.push(`backend ${name} ran no check${why}`);
+      : mine.length === 0 ? (undeclared.has(name) ? ": it implements none of the selected rules" : ": the selection holds none of its checks") : `: its ${mine.length} checks were skipped (${mine[0]!.message ?? "?"})`;
+    out.push(`nothing ran: backend ${name} ran no check${why}`);
   }
   for (const f of req.require ?? []) {
-    if (!results.some((r) => r.status === "pass" && matchesFilter({ id: r.id, class: r.class, subject: r.subject }, [f]))) {
-      out.push(`required '${f}' (${req.configPath ?? "config"} require) selects no check that passed`);
-    }
+    const mine = results.filter((r) => matchesFilter({ id: r.id, class: r.class, subject: r.subject }, [f]));
+    if (mine.some((r) => r.status === "pass")) continue;
+    const where = `required '${f}' (${req.configPath ?? "config"} require)`;
+    const ranOf = mine.filter(ran);
+    if (ranOf.length > 0) {
+      const by = (["fail", "vacuous", "error"] as const).map((st) => [st, ranOf.filter((r) => r.status === st).length] as const).filter(([, n]) => n > 0);
+      out.push(`${where} did not pass: its ${ranOf.length} check${ranOf.length === 1 ? "" : "s"} that ran passed none (${by.map(([st, n]) => `${n} ${st}`).join(", ")})`);
+    } else out.push(`nothing ran: ${where}${mine.length === 0 ? " selects no check of this run" : `: its ${mine.length} checks were skipped (${mine[0]!.message ?? "?"})`}`);
   }
   return out;
 }
 
 
-/** Whether `path` holds a complete report that passed (a failed or empty run must not replace it). */
+/**
+ * Per backend, the rule variants of the run's skips that it does not implement (UNDECLARED_DETAILS,
+ * docs/spec/conformance.md#undeclared), in the order the checks ran.
+ */
+export function undeclaredByBackend(results: readonly CheckResult[]): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  for (const r of results) {
+    if (!isUndeclared(r) || r.subject.backend === undefined || r.subject.rule === undefined) continue;
+    const keys = out.get(r.subject.backend) ?? [];
+    const key = variantKey(r.subject.rule, r.subject.frozen === true);
+    if (!keys.includes(key)) keys.push(key);
+    out.set(r.subject.backend, keys);
+  }
+  return out;
+}
+
+/** One line per backend for the checks of rules it does not implement: none of them is a check of the run. */
+export function undeclaredLines(results: readonly CheckResult[]): string[] {
+  const counts = new Map<string, number>();
+  for (const r of results) if (isUndeclared(r) && r.subject.backend !== undefined) counts.set(r.subject.backend, (counts.get(r.subject.backend) ?? 0) + 1);
+  return [...undeclaredByBackend(results)].map(([backend, keys]) =>
+    `backend ${backend}: does not implement ${keys.join(", ")} (${counts.get(backend) ?? 0} checks not run; docs/spec/conformance.md#undeclared)`);
+}
+
+/** Whether `path` holds a complete report that passed, something having run (a failed or empty run must not replace it; a report of skips alone is replaced). */
 function holdsPassingReport(path: string): boolean {
   if (!existsSync(path)) return false;
   try {
@@ -70,13 +105,15 @@ function holdsPassingReport(path: string): boolean {
 
 export function runReport(plan: RunPlan, outcome: RunOutcome, started: Date): Report {
   const req = plan.request;
+  // the checks of rules a kernel does not implement are not the run's (undeclaredLines says so)
+  const checks = outcome.results.filter((r) => !isUndeclared(r));
   const run = runInfo(started, req.seed, req.profile, [...req.filters, ...(req.rule === undefined ? [] : [`rule=${req.rule}`])].join(",") || null, outcome.backends, req.shard, plan.defs.length);
   return {
     format: "nlc-report/1",
     ...(outcome.interrupt !== null ? { partial: true as const } : {}),
     run,
-    summary: summarize(outcome.results, req.minPower),
-    checks: outcome.results,
+    summary: summarize(checks, req.minPower),
+    checks,
   };
 }
 
@@ -89,7 +126,7 @@ export function writeRunReport(plan: RunPlan, outcome: RunOutcome, started: Date
   const report = runReport(plan, outcome, started);
   // An empty selection (a shard left with no check) is not a failure of the run.
   const s = report.summary;
-  const green = empty.length === 0 && (plan.defs.length === 0 ? outcome.interrupt === null && s.fail + s.vacuous + s.error === 0 : isGreen(report));
+  const green = empty.length === 0 && (plan.defs.length === 0 ? outcome.interrupt === null && s.fail + s.vacuous + s.error === 0 : isGreen(report, plan.request.allowSkipped === true));
   const target = plan.request.reportPath;
   let path: string | null = null;
   if (outcome.interrupt !== null) {

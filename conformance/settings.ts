@@ -29,7 +29,7 @@ export const DEFAULT_REPORT_REL = join("reports", "conformance.json");
 export const defaultReport = (cwd = process.cwd()): string => resolve(cwd, DEFAULT_REPORT_REL);
 
 /** The config file's settings (the schema's keys). */
-interface ConfigFile {
+export interface ConfigFile {
   backends?: string[];
   profile?: Profile;
   seed?: number;
@@ -158,7 +158,7 @@ export function runSettings(args: Args["values"], cwd = process.cwd()): RunReque
   }
   const backends = args.backend ?? c.backends;
   if (replay === undefined) filters.push(...kernelOnlyFilters(filters, backends));
-  const names = args.backend === undefined && c.backends !== undefined ? { ...CLI_NAMES, backend: cfg("backends") } : CLI_NAMES;
+  const names = configNames(args, c, args.config ?? CONFIG_FILE);
   return {
     seed, profile, filters, rule: args.rule ?? c.rule, replay, fixtureDirs: args.fixtures ?? c.fixtures ?? [],
     backends: backends?.map((b) => absoluteBackend(b, cwd)), shard, reportPath, names, minPower,
@@ -169,18 +169,33 @@ export function runSettings(args: Args["values"], cwd = process.cwd()): RunReque
   };
 }
 
+/**
+ * How each setting a message names is spelled where it came from: the option, or the config file
+ * and its field when the file set it (`nlc.config.json rule`).
+ */
+export function configNames(args: { backend?: unknown; filter?: unknown; rule?: unknown; report?: unknown }, c: ConfigFile, file: string): RunRequest["names"] {
+  const from = <K extends keyof typeof args>(flag: K, key: keyof ConfigFile, cli: string) => (args[flag] === undefined && c[key] !== undefined ? `${file} ${key}` : cli);
+  return {
+    ...CLI_NAMES,
+    backend: from("backend", "backends", CLI_NAMES.backend), filter: from("filter", "filter", CLI_NAMES.filter),
+    rule: from("rule", "rule", CLI_NAMES.rule), report: from("report", "report", CLI_NAMES.report),
+  };
+}
+
 /** A --backend value with its paths made absolute (its kind's `absolute`, backend-kinds.ts). */
 export function absoluteBackend(b: string, cwd: string): string {
   return kindOf(b).absolute?.(b, cwd) ?? b;
 }
 
 /**
- * A run (or sweep) that names only backends whose kinds select their own checks (a py: kernel's,
- * backend-kinds.ts `ownFilter`) and no --filter runs those backends' checks, not the suite's own:
- * the filters that select them (none when a filter selects). --rule then narrows them to that rule
- * of those backends.
+ * A run (or sweep) that names only backends that select their own checks (a py: kernel's, a lib:
+ * library's: backend-kinds.ts `ownFilter`) and no --filter runs those backends' checks, not the
+ * suite's own (docs/spec/decisions.md, the user's kernels alone): the filters that select them
+ * (none when a filter selects, or when one of the suite's own builds is named). --rule then
+ * narrows them to that rule of those backends.
  */
 export function kernelOnlyFilters(filters: readonly string[], backends: readonly string[] | undefined): string[] {
-  if (filters.length > 0 || backends === undefined || backends.length === 0 || !backends.every((b) => kindOf(b).ownFilter !== undefined)) return [];
-  return backends.flatMap((b) => kindOf(b).ownFilter?.(b) ?? []);
+  if (filters.length > 0 || backends === undefined || backends.length === 0) return [];
+  const own = backends.map((b) => kindOf(b).ownFilter?.(b) ?? null);
+  return own.every((f) => f !== null) ? own : [];
 }

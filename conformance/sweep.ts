@@ -4,15 +4,16 @@
  * (docs/spec/conformance.md#sweeps). Prints, per check with a non-pass verdict, the count, the
  * first failing seed and its replay line; writes an nlc-sweep/1 file after every seed (so an
  * interrupted sweep keeps what finished). `sweep-merge A B ... --out FILE` joins sweeps over
- * disjoint seeds (shards, other machines). Exit: 0 when every verdict was pass or skip, 1
- * otherwise, 2 on a usage error.
+ * disjoint seeds (shards, other machines). Exit: 0 when every verdict was pass or skip and
+ * something passed, 1 otherwise (a sweep that tested nothing fails as a run does), 2 on a usage
+ * error.
  */
 import { availableParallelism } from "node:os";
 import { parseArgs } from "node:util";
 import { mergeArgs } from "./report-commands.ts";
 import { planRun } from "./plan.ts";
 import { UsageError } from "../harness/usage-error.ts";
-import { absoluteBackend, CONFIG_FILE, kernelOnlyFilters, readConfig } from "./settings.ts";
+import { absoluteBackend, CONFIG_FILE, configNames, kernelOnlyFilters, readConfig } from "./settings.ts";
 import { takeHandovers } from "./catalogue.ts";
 import { PROFILES, type Profile, type Status } from "../harness/check.ts";
 import { runInfo } from "../harness/report.ts";
@@ -35,7 +36,7 @@ export const SWEEP_HELP = `Sweeps (docs/spec/conformance.md#sweeps):
                    prints per check the non-pass count, the first failing seed and its replay;
                    --shard I/N takes every N-th seed of S from the I-th; writes FILE
                    (default reports/sweep.json, nlc-sweep/1) after every seed; exit 1 on any
-                   fail, vacuous or error
+                   fail, vacuous or error, or when nothing ran (every check skipped)
   sweep-merge A B ... --out FILE
                    join sweeps over disjoint seeds of one revision, profile and filter`;
 
@@ -124,7 +125,7 @@ async function sweep(argv: string[]): Promise<number> {
   try {
     defs = planRun({
       seed: 0, profile, filters, rule, fixtureDirs: [], backends, reportPath: null, minPower: null,
-      names: { filter: "--filter", backend: args.backend === undefined && backends !== undefined ? `${args.config ?? CONFIG_FILE} backends` : "--backend", report: "--out", shard: "--shard" },
+      names: { ...configNames(args, config, args.config ?? CONFIG_FILE), report: "--out" },
     }).defs;
   } catch (e) {
     if (e instanceof UsageError) usage(e.message);
@@ -173,8 +174,7 @@ async function sweep(argv: string[]): Promise<number> {
         for (const r of m.results) tally.add(m.seed, r);
         tally.addDigest(m.seed, m.digest);
         done++;
-        const bad = m.results.filter((r) => NON_PASS.includes(r.status));
-        console.log(`[${String(done).padStart(String(seeds.length).length)}/${seeds.length}] seed ${m.seed}: ${bad.length === 0 ? "all pass" : `${bad.length} non-pass: ${bad.map((r) => `${r.id} ${r.status}`).join(", ")}`} (${((performance.now() - t0) / 1000).toFixed(1)} s)`);
+        console.log(`[${String(done).padStart(String(seeds.length).length)}/${seeds.length}] seed ${m.seed}: ${seedVerdict(m.results)} (${((performance.now() - t0) / 1000).toFixed(1)} s)`);
         writeSweep(snapshot(), out);
         next();
       } else {
@@ -192,8 +192,22 @@ async function sweep(argv: string[]): Promise<number> {
   const result = snapshot();
   writeSweep(result, out);
   console.log(formatSweep(result));
+  const undeclared = defs.length - result.checks.length;
+  if (undeclared > 0) console.log(`sweep: ${undeclared} selected checks are of rules their kernels do not implement: not run (docs/spec/conformance.md#undeclared)`);
   console.log(`sweep: ${out}`);
   return sweepClean(result) ? 0 : 1;
+}
+
+/** One seed's verdict: its non-pass checks, or "all pass" when something passed, else that nothing ran and why. */
+export function seedVerdict(results: readonly Pick<SweepWorkerResult, "id" | "status" | "message">[]): string {
+  const bad = results.filter((r) => NON_PASS.includes(r.status));
+  if (bad.length > 0) return `${bad.length} non-pass: ${bad.map((r) => `${r.id} ${r.status}`).join(", ")}`;
+  const skipped = results.filter((r) => r.status === "skip");
+  if (skipped.length === results.length) {
+    const reasons = [...new Set(skipped.map((r) => r.message ?? "").filter((m) => m !== ""))];
+    return `nothing ran: every check (${skipped.length}) was skipped${reasons.length > 0 ? ` (${reasons.slice(0, 2).join("; ")}${reasons.length > 2 ? "; ..." : ""})` : ""}`;
+  }
+  return `all pass${skipped.length > 0 ? ` (${results.length - skipped.length} passed, ${skipped.length} skipped)` : ""}`;
 }
 
 function merge(argv: string[]): number {

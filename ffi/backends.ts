@@ -49,10 +49,29 @@ export function kernelBackendNames(env: Environment = environment()): string[] {
   return [...new Set(names)];
 }
 
-/** A backend's id segment in check ids: lib:/a/b/libfoo.so -> lib-libfoo. */
+/** A `lib:<path>[@<name>]` backend: the library's file, and the name after @ that its check ids carry. */
+export interface LibBackend {
+  readonly path: string;
+  readonly declared?: string;
+}
+
+/** What the name after @ may hold (it names the checks, C5/lib-<name>/...). */
+export const LIB_ID_NAME = /^[A-Za-z0-9_.-]+$/;
+
+/** Parses `lib:<path>[@<name>]`: the last @ starts the name when no / follows it (a path may hold @, node_modules/@scope/...). */
+export function parseLibBackend(name: string): LibBackend {
+  const rest = name.slice(4);
+  const at = rest.lastIndexOf("@");
+  if (at > 0 && !rest.slice(at + 1).includes("/")) return { path: rest.slice(0, at), declared: rest.slice(at + 1) };
+  return { path: rest };
+}
+
+/** A backend's id segment in check ids: lib:/a/b/libfoo.so -> lib-libfoo; lib:/a/b/libfoo.so@mine -> lib-mine. */
 export function backendSlug(name: string): string {
   if (!name.startsWith("lib:")) return name;
-  const base = name.slice(4).split("/").pop() ?? "lib";
+  const lib = parseLibBackend(name);
+  if (lib.declared !== undefined) return `lib-${lib.declared}`;
+  const base = lib.path.split("/").pop() ?? "lib";
   return `lib-${base.replace(/\.(so|dylib|dll)(\.\d+)*$/, "").replace(/[^A-Za-z0-9_.-]/g, "_")}`;
 }
 
@@ -83,7 +102,7 @@ export async function resolveBackend(name: string, log: (s: string) => void = ()
     }
     if (kind !== undefined) path = await build(kind, log);
     else if (name.startsWith("lib:")) {
-      path = resolve(name.slice(4));
+      path = resolve(parseLibBackend(name).path);
       if (!existsSync(path)) return { info: { name, available: false, reason: `${path} does not exist` }, problem: "broken" };
     } else return { info: { name, available: false, reason: `unknown backend '${name}'` }, problem: "broken" };
   } catch (e) {

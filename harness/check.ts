@@ -87,6 +87,8 @@ export interface PropertyCheck<T> extends CheckBase {
    */
   readonly examples?: readonly T[];
   run(input: T): CaseOutcome;
+  /** How a failure message names a case (its sizes and seed; the replay line rebuilds it); default: the case as JSON. */
+  describe?(input: T): string;
 }
 
 /** One deterministic case. */
@@ -140,7 +142,19 @@ export interface Handover {
 export interface SkippedCheck extends CheckBase {
   readonly kind: "skipped";
   readonly reason: string;
+  /** The skip's details (UNDECLARED_DETAILS for a rule its kernel does not implement). */
+  readonly details?: Readonly<Record<string, unknown>>;
 }
+
+/**
+ * The details of a kernel check's skip whose rule variant its backend does not implement (a library
+ * that does not export it, a py: kernel that does not declare it): no check of the run, left out
+ * of the report and summed up in one line per backend (docs/spec/conformance.md#undeclared).
+ */
+export const UNDECLARED_DETAILS = { undeclared: true } as const;
+
+/** Whether a result is the skip of a rule its kernel does not implement. */
+export const isUndeclared = (r: Pick<CheckResult, "status" | "details">): boolean => r.status === "skip" && r.details?.undeclared === true;
 
 export type CheckDef<T = any> = PropertyCheck<T> | SingleCheck | DelegatedCheck | SkippedCheck;
 

@@ -15,7 +15,7 @@
 import { CALL_TIMEOUT } from "./call-watchdog.ts";
 import type { CheckClass, CheckResult, DelegatedResult, DelegateOptions, Profile } from "./check.ts";
 import { interruptedBy, noteSignal } from "./interrupt.ts";
-import { checkSeed, replayCommand } from "./replay-command.ts";
+import { checkSeed, replayCommand, withProfile } from "./replay-command.ts";
 import { childEnvironment } from "../environment.ts";
 
 /**
@@ -182,7 +182,7 @@ function inFlightResult(spec: ChildSpec, req: BatchRequest, out: ChildOutput, de
   const what = out.lastCall !== undefined
     ? `kernel ${out.lastCall} (backend ${req.backend}): the checking process ${death}`
     : `${spec.who} ${death}`;
-  const message = `${what} during this check${crashCase(out.lastCase, spec.replayArgs)}; the rest of the suite continues` +
+  const message = `${what} during this check${crashCase(out.lastCase, withProfile(spec.replayArgs, req.profile))}; the rest of the suite continues` +
     (stderr ? `\nchild stderr: ${stderr}` : "");
   const asked = req.checks.find((c) => c.id === id);
   return stubResult(id, "error", message, out.lastCase?.seed ?? asked?.seed ?? 0, out.lastCase?.path ?? "");

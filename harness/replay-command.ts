@@ -38,13 +38,20 @@ export function replayCommand(id: string, seed: number, path: string, args: read
 /**
  * Everything the replay command needs besides the id, seed and path: the options that rebuild the
  * check's catalogue (its own replayArgs, e.g. --fixtures DIR), the backend it ran on (a `lib:`
- * backend exists only when named), and a profile other than the default (the generators of some
- * checks size their cases by profile, so a path is only meaningful under the same one).
+ * backend exists only when named), and the profile it ran under (the generators of some checks
+ * size their cases by profile, so a path is only meaningful under the same one).
  */
-export function replayArgsOf(def: CheckDef<any>, profile: Profile): string[] {
+export function replayArgsOf(def: Pick<CheckDef<any>, "replayArgs" | "subject">, profile: Profile): string[] {
   const args = [...(def.replayArgs ?? [])];
   const backend = def.subject.backend;
   if (backend !== undefined && !args.includes("--backend")) args.push("--backend", backend);
-  if (profile !== "default" && !args.includes("--profile")) args.push("--profile", profile);
-  return args;
+  return withProfile(args, profile);
+}
+
+/**
+ * The options with the profile pinned, the default too: the line is replayed where a config file
+ * may set another profile, and an option overrides the file.
+ */
+export function withProfile(args: readonly string[], profile: Profile): string[] {
+  return args.includes("--profile") ? [...args] : [...args, "--profile", profile];
 }

@@ -76,10 +76,13 @@ export function notRunOf(r: Pick<Report, "partial" | "run" | "checks">): number 
   return Math.max(1, (r.run.planned ?? r.checks.length + 1) - r.checks.length);
 }
 
-/** Whether a report is green: complete, something ran, nothing failed, vacuous or errored. */
-export function isGreen(r: Pick<Report, "partial" | "summary" | "checks">): boolean {
+/**
+ * Whether a report is green: complete, nothing failed, vacuous or errored, and something ran (a
+ * check passed; every check skipped is green only with `allowSkipped`, --allow-skipped).
+ */
+export function isGreen(r: Pick<Report, "partial" | "summary" | "checks">, allowSkipped = false): boolean {
   const s = r.summary;
-  return r.partial !== true && r.checks.length > 0 && s.fail + s.vacuous + s.error === 0;
+  return r.partial !== true && r.checks.length > 0 && s.fail + s.vacuous + s.error === 0 && (allowSkipped || s.pass > 0);
 }
 
 /** Where the report of a run that did not pass goes when a report that passed is at `path`: beside it, `<name>.failed.json`. */

@@ -116,7 +116,7 @@ export function runCheck<T>(def: CheckDef<T>, opts: RunOptions): CheckResult {
   const done = (r: Omit<CheckResult, keyof typeof base | "ms" | "replay">): CheckResult => ({
     ...base, ...r, ms: Math.round((performance.now() - t0) * 1000) / 1000, replay: replayCommand(def.id, seed, r.path, args),
   });
-  if (def.kind === "skipped") return done({ status: "skip", runs: 0, path: "", message: def.reason });
+  if (def.kind === "skipped") return done({ status: "skip", runs: 0, path: "", message: def.reason, ...(def.details !== undefined ? { details: def.details } : {}) });
   if (def.kind === "delegated") {
     try {
       const r = def.delegate({
@@ -155,7 +155,7 @@ export function runCheck<T>(def: CheckDef<T>, opts: RunOptions): CheckResult {
   });
   const settled = tally.settled(details, numRuns);
   if (settled !== null) return done(settled);
-  const example = details.counterexample === null ? "" : ` — case ${caseText(details.counterexample[0])}`;
+  const example = details.counterexample === null ? "" : ` — case ${def.describe?.(details.counterexample[0]) ?? caseText(details.counterexample[0])}`;
   // The worst error reported is the shrunk counterexample's own, so run it once more.
   let shrunk: CaseOutcome | undefined;
   try {

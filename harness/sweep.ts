@@ -8,7 +8,7 @@ import { createHash } from "node:crypto";
 import { readFileSync, renameSync, writeFileSync, mkdirSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import * as fc from "fast-check";
-import type { CheckClass, CheckDef, CheckResult, Profile, Status } from "./check.ts";
+import { isUndeclared, type CheckClass, type CheckDef, type CheckResult, type Profile, type Status } from "./check.ts";
 import { runCheck } from "./run.ts";
 import type { Shard } from "./shard.ts";
 
@@ -126,11 +126,12 @@ export class CaseDigester {
 export function sweepSeed(defs: readonly CheckDef[], seed: number, profile: Profile, selected: ReadonlySet<string>):
   { results: Pick<CheckResult, "id" | "status" | "message" | "replay" | "ms">[]; digest: CaseDigest } {
   const dg = new CaseDigester();
-  const results = defs.map((def) => {
+  const results = defs.flatMap((def) => {
     const r = runCheck(def, { seed, profile, selected, onCase: dg.add });
     const child = (r.details as { case_digest?: CaseDigest } | undefined)?.case_digest;
     if (child !== undefined) dg.addDigest(r.id, child);
-    return { id: r.id, status: r.status, message: r.message, replay: r.replay, ms: r.ms };
+    // a rule its kernel does not implement is no check of the sweep (docs/spec/conformance.md#undeclared)
+    return isUndeclared(r) ? [] : [{ id: r.id, status: r.status, message: r.message, replay: r.replay, ms: r.ms }];
   });
   return { results, digest: dg.result() };
 }
@@ -173,8 +174,9 @@ export class SweepTally {
     return [...this.seen].sort((a, b) => a - b);
   }
 
+  /** The checks that ran at some seed (a rule its kernel does not implement runs at none). */
   checks(): SweepCheck[] {
-    return [...this.byId.values()];
+    return [...this.byId.values()].filter((c) => c.seeds > 0);
   }
 }
 
@@ -199,9 +201,12 @@ export function repeatedSeeds(digests: Readonly<Record<string, CaseDigest>> | un
   return out;
 }
 
-/** Whether a sweep's verdicts are all pass or skip and its seeds ran different cases. */
+/**
+ * Whether a sweep's verdicts are all pass or skip, something passed (a sweep that tested nothing
+ * fails as a run does: docs/spec/conformance.md#nothing-ran) and its seeds ran different cases.
+ */
 export function sweepClean(s: Sweep): boolean {
-  return !s.checks.some((c) => NON_PASS.some((st) => c.counts[st] > 0)) && repeatedSeeds(s.run.case_digests).length === 0;
+  return !s.checks.some((c) => NON_PASS.some((st) => c.counts[st] > 0)) && s.checks.some((c) => c.counts.pass > 0) && repeatedSeeds(s.run.case_digests).length === 0;
 }
 
 /** The lines a sweep prints: each check with a non-pass verdict (count, statuses, first seed and its replay), then the totals. */
@@ -227,6 +232,7 @@ export function formatSweep(s: Sweep): string {
   }
   const digested = Object.values(s.run.case_digests ?? {}).filter((d) => d.cases > 0).length;
   if (s.run.case_digests !== undefined) lines.push(`sweep: cases digested at ${digested} of ${seeds.length} seeds${digested === seeds.length ? "" : " (the others ran no in-process property check)"}`);
+  if (total.pass === 0 && np === 0) lines.push(`sweep: nothing ran: every check run (${runs}) was skipped`);
   lines.push(`sweep: ${seeds.length} seed${seeds.length === 1 ? "" : "s"} (${describeSeeds(seeds)}), ${s.checks.length} checks, ${runs} check runs: `
     + `${np} non-pass (${total.fail} fail, ${total.vacuous} vacuous, ${total.error} error) in ${bad.length} check${bad.length === 1 ? "" : "s"}; ${total.pass} pass, ${total.skip} skip`);
   return lines.join("\n");

@@ -61,6 +61,8 @@ export interface Compared {
    * ours in brackets (`dg [dalpha]`, `dinitial_state [dM (initial state)]`; cases/kernel-tensors.ts).
    */
   label?: string;
+  /** The tensor's shape where no batch layout places its elements (tape-e2e): a failure names the element by its multi-index. */
+  shape?: readonly number[];
 }
 
 /**
@@ -69,8 +71,8 @@ export interface Compared {
  * state block (b, h, i) over its flat entries. `[index]` where the layout is not known (tape-e2e, a
  * packed batch) or the tensor's length does not fit it.
  */
-export function elementAt(it: Pick<Compared, "part" | "seq" | "ref64">, index: number, layout: CaseLayout | undefined): string {
-  if (layout === undefined || it.part === undefined || layout.H < 1) return `[${index}]`;
+export function elementAt(it: Pick<Compared, "part" | "seq" | "ref64" | "shape">, index: number, layout: CaseLayout | undefined): string {
+  if (layout === undefined || it.part === undefined || layout.H < 1) return multiIndex(index, it.shape, it.ref64.length);
   const b = Math.floor(it.seq / layout.H), h = it.seq % layout.H, n = it.ref64.length;
   if (it.part === "token") {
     const w = n / layout.T;
@@ -80,6 +82,18 @@ export function elementAt(it: Pick<Compared, "part" | "seq" | "ref64">, index: n
   }
   const d = Math.round(Math.sqrt(n));
   return d > 1 && d * d === n ? `(b=${b}, h=${h}, i=${Math.floor(index / d)}, j=${index % d})` : `(b=${b}, h=${h}, i=${index})`;
+}
+
+/** `[i, j, ...]` of a flat index in C order of `shape` (when it holds `n` elements), else `[index]`. */
+function multiIndex(index: number, shape: readonly number[] | undefined, n: number): string {
+  if (shape === undefined || shape.length < 2 || shape.reduce((a, b) => a * b, 1) !== n) return `[${index}]`;
+  const at: number[] = [];
+  let rest = index;
+  for (let i = shape.length - 1; i >= 0; i--) {
+    at.unshift(rest % shape[i]!);
+    rest = Math.floor(rest / shape[i]!);
+  }
+  return `[${at.join(", ")}]`;
 }
 
 /** How a judge call is run beyond its items (docs/spec/precision.md#power). */

@@ -25,7 +25,7 @@ test("each value goes to one kind, in the variable the children read", () => {
   for (const b of ["cpu-emu", "cuda", "lib:/x/libnlk.so", "ref", "nonsense"]) expect(kindOf(b).variable).toBe("NLC_BACKENDS");
   expect(kindOf("cpu-emu").encode([])).toBe("ref");
   expect(kindOf("nonsense").problem("nonsense", "--backend")).toBe(`--backend 'nonsense': unknown backend (expected ${backendKindsSpelled()})`);
-  expect(backendKindsSpelled()).toBe("cpu-emu, cuda, cpu-f32, cuda-f32, cpu-bf16, cuda-bf16, lib:<path to a library implementing ffi/nlk.h>, or py:<module>:<callable>[@<name>]");
+  expect(backendKindsSpelled()).toBe("cpu-emu, cuda, cpu-f32, cuda-f32, cpu-bf16, cuda-bf16, lib:<path to a library implementing ffi/nlk.h>[@<name>], or py:<module>:<callable>[@<name>]");
   expect(kindOf("lib:").problem("lib:", "--backend")).toContain("a library backend needs a path");
   expect(kindOf("py:nocallable").problem("py:nocallable", "--backend")).toContain("expected py:<module>:<callable>");
 });

@@ -114,3 +114,42 @@ test("junit and markdown: every check a testcase (fail and vacuous failures, err
   expect(cli(["junit", path]).exitCode).toBe(0);
   expect(readFileSync(join(dir, "r.junit.xml"), "utf8")).toBe(x);
 });
+
+interface Job { permissions?: Record<string, string>; steps: { run?: string; uses?: string; with?: Record<string, string> }[] }
+
+test("the workflow: each job declares its permissions, and only the release upload may write", () => {
+  const wf = Bun.YAML.parse(readFileSync(WORKFLOW, "utf8")) as { permissions?: Record<string, string>; jobs: Record<string, Job> };
+  expect(wf.permissions).toEqual({ contents: "read" });
+  for (const [name, job] of Object.entries(wf.jobs)) {
+    expect(job.permissions === undefined ? `${name}: no permissions` : name).toBe(name);
+    const writes = Object.entries(job.permissions!).filter(([, v]) => v === "write").map(([k]) => k);
+    const uploads = scripts(job).join("\n").includes("gh release");
+    expect(`${name}: writes ${writes.join(", ") || "nothing"}`).toBe(`${name}: writes ${uploads ? "contents" : "nothing"}`);
+  }
+});
+
+test("the nightly sweep takes a new window of 200 seeds each run", () => {
+  const wf = Bun.YAML.parse(readFileSync(WORKFLOW, "utf8")) as { jobs: Record<string, Job> };
+  const script = scripts(wf.jobs.sweep).find((s) => s.includes("npx nlc sweep"))!.replace(/\$\{\{ matrix\.shard \}\}/g, "1");
+  // the script as the runner runs it, with npx replaced by a function that prints its --seeds
+  const seedsOf = (run: number) => {
+    const r = Bun.spawnSync({ cmd: ["bash", "-c", `npx() { shift 2; echo "$2"; }; ${script}`], env: { ...process.env, GITHUB_RUN_NUMBER: String(run) }, stdout: "pipe", stderr: "pipe" });
+    return r.stdout.toString().trim();
+  };
+  expect(seedsOf(1)).toBe("1..200");
+  expect(seedsOf(2)).toBe("201..400");
+  expect(seedsOf(7)).toBe("1201..1400");
+});
+
+test("the action uploads the report its `report` input names and the files beside it, not a fixed folder", () => {
+  const action = Bun.YAML.parse(readFileSync(ACTION, "utf8")) as { runs: { steps: { id?: string; run?: string; uses?: string; with?: Record<string, string> }[] } };
+  const upload = action.runs.steps.find((s) => s.uses?.startsWith("actions/upload-artifact"))!;
+  expect(upload.with!.path).toBe("${{ steps.run.outputs.files }}");
+  // the run step's outputs for report: out/nightly.json, with npx replaced by a no-op
+  const dir = mkdtempSync(join(tmpdir(), "nlc-action-"));
+  const run = action.runs.steps.find((s) => s.id === "run")!.run!;
+  const out = join(dir, "github-output");
+  writeFileSync(out, "");
+  Bun.spawnSync({ cmd: ["bash", "-c", `npx() { return 1; }; ${run}`], cwd: dir, env: { ...process.env, NLC_REPORT_PATH: "out/nightly.json", NLC_TORCH_PYTHON: "python3", GITHUB_OUTPUT: out } });
+  expect(readFileSync(out, "utf8").split("\n")).toContain("files=out/nightly.*");
+});

@@ -50,8 +50,8 @@ test("packed shapes: a length-1 sequence among two or more lengths straddling th
 
 test("tensor names: the report's strings, from typed keys", () => {
   const keys: TensorKey[] = [{ part: "y" }, { part: "state", name: "M" }, { part: "grad", name: "alpha" }, { part: "dState0", name: "M" }];
-  expect(keys.map((k) => tensorName(k, false))).toEqual(["y", "state M", "dalpha", "dM_0"]);
-  expect(keys.map((k) => tensorName(k, true))).toEqual(["y", "state M", "dalpha", "dM"]);
+  expect(keys.map((k) => tensorName(k, false))).toEqual(["y", "M", "dalpha", "dM_0"]);
+  expect(keys.map((k) => tensorName(k, true))).toEqual(["y", "M", "dalpha", "dM"]);
   expect(keys.map((k) => tensorName(k, false, "py"))).toEqual(["y", "state M", "dalpha", "dM (initial state)"]);
   const g = kernelGradKeys(abiOf("delta")!, false);
   expect([...g.tokens, ...g.states].map((k) => tensorName(k, false))).toEqual([...abiOf("delta")!.grads, "dM_0"]);

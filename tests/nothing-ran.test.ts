@@ -10,10 +10,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { CheckDef, CheckResult } from "../harness/check.ts";
 import { nearest } from "../harness/nearest.ts";
-import { writeReport } from "../harness/report.ts";
+import { isGreen, writeReport } from "../harness/report.ts";
 import { ROOT } from "../paths.ts";
 import type { RunOutcome } from "../conformance/parallel.ts";
-import { UsageError, type RunPlan, type RunRequest } from "../conformance/plan.ts";
+import { CLI_NAMES, planRun, UsageError, type RunPlan, type RunRequest } from "../conformance/plan.ts";
 import { failedPath, nothingRan, writeRunReport } from "../conformance/run-report.ts";
 import { parseCommandLine, readConfig, runSettings } from "../conformance/settings.ts";
 import { check, report } from "./synthetic-report.ts";
@@ -22,7 +22,7 @@ const tmp = () => mkdtempSync(join(tmpdir(), "nlc-nothing-ran-"));
 
 function planOf(results: CheckResult[], req: Partial<RunRequest> = {}): RunPlan {
   const defs = results.map((r) => ({ id: r.id, class: r.class, subject: r.subject }) as unknown as CheckDef);
-  const request = { seed: 1, profile: "quick", filters: [], fixtureDirs: [], reportPath: null, names: { filter: "--filter", backend: "--backend", report: "--report", shard: "--shard" }, ...req } as RunRequest;
+  const request = { seed: 1, profile: "quick", filters: [], fixtureDirs: [], reportPath: null, names: CLI_NAMES, ...req } as RunRequest;
   return { request, catalogue: { checks: defs, backends: () => [] }, defs, selected: new Set(defs.map((d) => d.id)) } as unknown as RunPlan;
 }
 
@@ -33,7 +33,7 @@ const kernel = (rule: string, status: CheckResult["status"], message?: string) =
 
 test("every selected check skipped: the run tested nothing, naming the skips' reasons; --allow-skipped accepts it", () => {
   const results = [check("C9/delta/x", "skip", { message: "python cannot be started" }), check("C9/delta/y", "skip", { message: "python cannot be started" })];
-  expect(nothingRan(planOf(results), outcome(results))).toEqual(["every selected check (2) was skipped: python cannot be started"]);
+  expect(nothingRan(planOf(results), outcome(results))).toEqual(["nothing ran: every selected check (2) was skipped: python cannot be started"]);
   expect(nothingRan(planOf(results, { allowSkipped: true }), outcome(results))).toEqual([]);
   // one check that ran is enough
   const mixed = [...results, check("C2/delta/z", "pass")];
@@ -44,9 +44,9 @@ test("a backend named explicitly that ran no check fails with its reason, though
   const results = [check("C2/delta/z", "pass"), kernel("delta", "skip", "backend unavailable")];
   const plan = planOf(results, { explicitBackends: [PY] });
   const why = nothingRan(plan, outcome(results, [{ name: PY, available: false, reason: "ImportError: no triton" }]));
-  expect(why).toEqual([`backend ${PY} ran no check: unavailable (ImportError: no triton)`]);
+  expect(why).toEqual([`nothing ran: backend ${PY} ran no check: unavailable (ImportError: no triton)`]);
   // its checks skipped for another reason: named as such
-  expect(nothingRan(plan, outcome(results, [{ name: PY, available: true }]))).toEqual([`backend ${PY} ran no check: its 1 checks were skipped (backend unavailable)`]);
+  expect(nothingRan(plan, outcome(results, [{ name: PY, available: true }]))).toEqual([`nothing ran: backend ${PY} ran no check: its 1 checks were skipped (backend unavailable)`]);
   // not named: not required to run
   expect(nothingRan(planOf(results), outcome(results))).toEqual([]);
   // a kernel check that ran
@@ -54,13 +54,14 @@ test("a backend named explicitly that ran no check fails with its reason, though
   expect(nothingRan(planOf(ran, { explicitBackends: [PY] }), outcome(ran))).toEqual([]);
 });
 
-test("the config's require: each entry must select a check that passed", () => {
-  const results = [kernel("delta", "pass"), kernel("titans", "fail")];
+test("the config's require: each entry must select a check that passed; one whose checks ran and failed is not 'nothing ran'", () => {
+  const results = [kernel("delta", "pass"), kernel("titans", "fail"), kernel("mamba2", "skip", "not declared")];
   const plan = (require: string[]) => planOf(results, { require, configPath: "nlc.config.json" });
   expect(nothingRan(plan(["delta"]), outcome(results))).toEqual([]);
-  expect(nothingRan(plan(["titans", "gated_delta"]), outcome(results))).toEqual([
-    "required 'titans' (nlc.config.json require) selects no check that passed",
-    "required 'gated_delta' (nlc.config.json require) selects no check that passed",
+  expect(nothingRan(plan(["titans", "gated_delta", "mamba2"]), outcome(results))).toEqual([
+    "required 'titans' (nlc.config.json require) did not pass: its 1 check that ran passed none (1 fail)",
+    "nothing ran: required 'gated_delta' (nlc.config.json require) selects no check of this run",
+    "nothing ran: required 'mamba2' (nlc.config.json require): its 1 checks were skipped (not declared)",
   ]);
 });
 
@@ -90,6 +91,39 @@ test("a run that does not pass is written beside a report that passed, never ove
   writeReport(report(failing), target);
   expect(writeRunReport(planOf(failing, { reportPath: target }), outcome(failing), new Date(), () => {}).path).toBe(target);
 });
+
+test("a report in which every check was skipped is not a passing one: a later failing run replaces it", () => {
+  const dir = tmp();
+  const target = join(dir, "conformance.json");
+  const skipped = [check("C2/a", "skip", { message: "python cannot be started" })];
+  expect(isGreen(report(skipped))).toBe(false);
+  expect(isGreen(report(skipped), true)).toBe(true); // --allow-skipped
+  writeReport(report(skipped), target);
+  const failing = [check("C2/a", "fail")];
+  const w = writeRunReport(planOf(failing, { reportPath: target }), outcome(failing), new Date(), () => {});
+  expect(w.path).toBe(target);
+  expect(existsSync(failedPath(target))).toBe(false);
+  // an all-skipped run accepted by --allow-skipped is green
+  expect(writeRunReport(planOf(skipped, { reportPath: target, allowSkipped: true }), outcome(skipped), new Date(), () => {}).green).toBe(true);
+});
+
+test("a config's rule or filter that selects nothing names the config file and its field, not the option", () => {
+  const dir = tmp();
+  writeFileSync(join(dir, "nlc.config.json"), JSON.stringify({ rule: "detla", filter: ["C2"] }));
+  const planErr = (argv: string[]) => {
+    try {
+      planRun({ ...runSettings(parseCommandLine(argv).values, dir), reportPath: null });
+    } catch (e) {
+      expect(e).toBeInstanceOf(UsageError);
+      return (e as Error).message;
+    }
+    throw new Error("no error");
+  };
+  expect(planErr([])).toStartWith("nlc.config.json rule 'detla': no check of that rule; did you mean 'delta'?");
+  expect(planErr(["--rule", "detla"])).toStartWith("--rule 'detla': no check of that rule");
+  writeFileSync(join(dir, "nlc.config.json"), JSON.stringify({ filter: ["C2/no-such"] }));
+  expect(planErr([])).toBe("nlc.config.json filter: 'C2/no-such' matches no check (try --list)");
+}, 60_000);
 
 test("the config file: validated, errors name the file, the field and the nearest known key; flags override it", () => {
   const dir = tmp();
@@ -166,3 +200,23 @@ test("--summary of a report in which every check was skipped exits 1, unless --a
   expect(strict.stderr.toString()).toContain("nothing ran: every check of");
   expect(run("--allow-skipped").exitCode).toBe(0);
 });
+
+test("a directory with no config file: a run, --list, --summary and a sweep need none (only a named --config must exist)", () => {
+  const dir = tmp();
+  const cli = (...args: string[]) => {
+    const r = Bun.spawnSync({ cmd: [process.execPath, join(ROOT, "conformance", "cli.ts"), ...args], cwd: dir, stdout: "pipe", stderr: "pipe" });
+    return { code: r.exitCode, out: r.stdout.toString() + r.stderr.toString() };
+  };
+  const check = "C0/op/GateScale";
+  expect(cli("--list", "--filter", check)).toEqual({ code: 0, out: `${check}\n` });
+  const run = cli("--filter", check);
+  expect(run.out).toContain("conformance: 1 passed, 0 failed");
+  expect(run.code).toBe(0);
+  expect(existsSync(join(dir, "reports", "conformance.json"))).toBe(true);
+  expect(cli("--summary").code).toBe(0);
+  expect(cli("sweep", "--seeds", "1", "--filter", check, "--jobs", "1").code).toBe(0);
+  const named = cli("--config", "nlc.config.json", "--list");
+  expect(named.code).toBe(2);
+  expect(named.out).toContain("nlc.config.json: no such file");
+  expect(existsSync(join(dir, "nlc.config.json"))).toBe(false);
+}, 120_000);

@@ -41,9 +41,9 @@ test("--backend py: parsing: usage errors exit 2 and name the form", () => {
 describe.skipIf(!torch.available)("py: backend run", () => {
   const backends = [...FAULTS.map(BAD), "py:tests/py-kernels/import_fails.py:kernel", PLANTED("no_initial_decay"), PLANTED("dq_scaled"),
     PLANTED("dstate0_scaled"), PLANTED("ignores_d_final"), PLANTED("explicit_correct"), PLANTED("bf16_dtheta_scaled"), GOOD, TITANS, READ, BF16, F16];
-  const { get } = pyRun(() => backends, { NLC_PY_KERNEL_TIMEOUT: "3" });
+  const { get, results } = pyRun(() => backends, { NLC_PY_KERNEL_TIMEOUT: "3" });
 
-  test("the example adaptors pass (autograd and explicit backward); rules they do not declare are skipped", () => {
+  test("the example adaptors pass (autograd and explicit backward); rules they do not declare are no checks of the run", () => {
     for (const kind of ["forward", "backward"]) {
       expectStatus(get(GOOD, "delta", kind), "pass");
       expectStatus(get(TITANS, "titans", kind), "pass");
@@ -51,9 +51,8 @@ describe.skipIf(!torch.available)("py: backend run", () => {
     expectStatus(get(PLANTED("explicit_correct"), "delta", "backward"), "pass");
     for (const kind of ["forward", "backward"]) expectStatus(get(READ, "delta.frozen", kind), "pass");
     expect(get(PLANTED("explicit_correct"), "delta", "backward").message).toContain("backward by explicit");
-    const other = get(GOOD, "titans", "forward");
-    expectStatus(other, "skip");
-    expect(other.message).toContain("not implemented by examples/py-kernels/naive_delta.py:naive_delta");
+    // not in the report: one line of the run says it (docs/spec/conformance.md#undeclared)
+    expect(results().has(`C5/${parsePyBackend(GOOD).slug}/titans/forward`)).toBe(false);
   }, 300_000);
 
   test("planted wrong kernels fail on the tensor they break, with a replay line carrying --backend", () => {

@@ -33,10 +33,10 @@ function replayedStatus(out: string, id: string): string | undefined {
   return new RegExp(`\\[1/1\\] (\\w+)\\s+${id.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")} `).exec(out)?.[1];
 }
 
-test("the replay arguments name the backend and a non-default profile", () => {
+test("the replay arguments name the backend and the profile, the default too (a config's profile must not apply on replay)", () => {
   const def = { id: "C5/lib-x/delta/forward", class: "C5", kind: "skipped", reason: "", spec: "", tolerance: {}, subject: { backend: "lib:/opt/x.so" } } as const;
   expect(replayArgsOf(def, "deep")).toEqual(["--backend", "lib:/opt/x.so", "--profile", "deep"]);
-  expect(replayArgsOf({ ...def, subject: {}, replayArgs: ["--fixtures", "/d"] }, "default")).toEqual(["--fixtures", "/d"]);
+  expect(replayArgsOf({ ...def, subject: {}, replayArgs: ["--fixtures", "/d"] }, "default")).toEqual(["--fixtures", "/d", "--profile", "default"]);
 });
 
 test("a failing C6 fixture from a --fixtures directory: its replay line fails the same way", () => {

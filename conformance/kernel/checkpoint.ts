@@ -19,22 +19,27 @@ import { batchDy, batchInputs, batchState, sequencesOf } from "./batch.ts";
 import { asStored } from "../../cases/kernel-phase.ts";
 import { CHECKPOINTS, type AbiCaseSpec } from "../../cases/kernel-batch.ts";
 import { tokenWidth } from "../../cases/kernel-layout.ts";
-import { comparedItems, entries, fromInnerGrads, tensorAt, tensorName } from "../../cases/kernel-tensors.ts";
+import { comparedItems, entries, fromInnerGrads, isStateTensor, tensorAt, tensorName, type TensorKey } from "../../cases/kernel-tensors.ts";
 import { gradInput, type GradName } from "../../ffi/abi.ts";
 import { firstBitDiff } from "./bitwise.ts";
-import { flashCompare } from "../../oracle/kernel-judge.ts";
+import { elementAt, flashCompare } from "../../oracle/kernel-judge.ts";
 import { byInput, declaredPrecision, perSequence, runKernels, type PerSeq } from "./native-backend.ts";
 import { plainYardstickSeq } from "../../oracle/plain-reference.ts";
 import type { SeqTensors } from "../../oracle/kernel-case.ts";
 import { requirePair } from "./kernel-lib.ts";
 
-function compareBits(a: PerSeq[], b: PerSeq[], what: string): string | null {
+/** Element `i` of sequence `n`'s tensor `key` in the batch: (b, t, h, i) of a token tensor, (b, h, i, j) of a square state. */
+function elementOf(key: TensorKey, n: number, data: ArrayLike<number>, i: number, shape: Shape): string {
+  return elementAt({ part: isStateTensor(key) ? "state" : "token", seq: n, ref64: data }, i, { B: shape.B, H: shape.H, T: shape.T });
+}
+
+function compareBits(a: PerSeq[], b: PerSeq[], what: string, shape: Shape): string | null {
   for (let n = 0; n < a.length; n++) {
     for (const [key, x] of entries(a[n]!)) {
       const name = tensorName(key, false), y = b[n] === undefined ? undefined : tensorAt(b[n]!, key);
       if (y === undefined) return `${name} missing ${what}`;
       const i = firstBitDiff(x, y);
-      if (i >= 0) return `${name} (sequence ${n})[${i}] differs ${what}: ${x[i]} vs ${y[i]}`;
+      if (i >= 0) return `${name} (sequence ${n}) at ${elementOf(key, n, x, i, shape)} differs ${what}: ${x[i]} vs ${y[i]}`;
     }
   }
   return null;
@@ -46,10 +51,10 @@ export function checkpointCase(decl: RuleDecl, lib: KernelLib, k: AbiCaseSpec, b
   const { seqs, cfg, shape } = sequencesOf(decl, k, false);
   const runs = CHECKPOINTS.map((C) => runKernels(decl, false, lib, { ...k, C }, seqs, cfg, shape, true));
   for (let i = 1; i < runs.length; i++) {
-    const f = compareBits(runs[0]!.forward, runs[i]!.forward, `between C = ${CHECKPOINTS[0]} and C = ${CHECKPOINTS[i]} (the forward must not depend on C)`);
+    const f = compareBits(runs[0]!.forward, runs[i]!.forward, `between C = ${CHECKPOINTS[0]} and C = ${CHECKPOINTS[i]} (the forward must not depend on C)`, shape);
     if (f !== null) return { ok: false, message: `nlk_${decl.key}_forward: ${f}` };
     if (bitwiseGrads) {
-      const g = compareBits(runs[0]!.backward, runs[i]!.backward, `between C = ${CHECKPOINTS[0]} and C = ${CHECKPOINTS[i]} (the recomputed states must be the forward's)`);
+      const g = compareBits(runs[0]!.backward, runs[i]!.backward, `between C = ${CHECKPOINTS[0]} and C = ${CHECKPOINTS[i]} (the recomputed states must be the forward's)`, shape);
       if (g !== null) return { ok: false, message: `nlk_${decl.key}_backward: ${g}` };
     }
   }
@@ -62,7 +67,7 @@ export function checkpointCase(decl: RuleDecl, lib: KernelLib, k: AbiCaseSpec, b
     const g1 = pair.backward(shape, k.C, cfg, inputs, st0, f.ws, dy, dFinal);
     const g2 = pair.backward(shape, k.C, cfg, inputs, st0, f.ws, dy, dFinal);
     const d = compareBits(perSequence(pair.abi, shape, { grads: byInput(g1.grads), dState0: g1.dState0 }, cfg), perSequence(pair.abi, shape, { grads: byInput(g2.grads), dState0: g2.dState0 }, cfg),
-      `between two backward calls on one workspace (C = ${k.C}): the backward changed what the forward saved`);
+      `between two backward calls on one workspace (C = ${k.C}): the backward changed what the forward saved`, shape);
     if (d !== null) return { ok: false, message: `nlk_${decl.key}_backward: ${d}` };
   } finally {
     f.ws.free();
@@ -178,7 +183,7 @@ export function chunkCase(decl: RuleDecl, lib: KernelLib, k: AbiCaseSpec, exerci
         for (const [key, a] of entries(fwd[n]!)) {
           const b = tensorAt(whole.forward[n]!, key)!;
           const i = firstBitDiff(a, b);
-          if (i >= 0) return { ok: false, message: `${tensorName(key, false)} (sequence ${n})[${i}]: three chunks of ${CHUNK} give ${a[i]}, one call ${b[i]} (must be bitwise equal)` };
+          if (i >= 0) return { ok: false, message: `${tensorName(key, false)} (sequence ${n}) at ${elementOf(key, n, a, i, shape)}: three chunks of ${CHUNK} give ${a[i]}, one call ${b[i]} (must be bitwise equal)` };
         }
       }
     }
@@ -211,7 +216,7 @@ export function chunkCase(decl: RuleDecl, lib: KernelLib, k: AbiCaseSpec, exerci
     const who = `nlk_${decl.key} over three chunks of ${CHUNK}${splitNeutral ? "" : " (against the reference cut the same way)"}`;
     const r = flashCompare(items, exercised, who, precision, { layout: { B: shape.B, H: shape.H, T: shape.T, C: CHUNK }, prefilled: true });
     if (!splitNeutral) return r.ok ? { ...r, message: "the rule derives state at each call: compared with the reference run as the same three calls" } : r;
-    const same = compareBits(chunked, whole.backward, "");
+    const same = compareBits(chunked, whole.backward, "", shape);
     return r.ok ? { ...r, message: same === null ? "gradients bitwise equal to one call" : `gradients within the bound; not bitwise equal to one call (${same.trim()})` } : r;
   } finally {
     for (const w of wss) w.free();

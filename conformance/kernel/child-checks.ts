@@ -5,6 +5,7 @@
 import * as fc from "fast-check";
 import type { KernelLib } from "../../ffi/lib-types.ts";
 import type { CaseOutcome, CheckDef, CheckResult, Profile, PropertyCheck } from "../../harness/check.ts";
+import { UNDECLARED_DETAILS } from "../../harness/check.ts";
 import { otherEnumValues, ruleCaseSpecArb, type RuleCaseSpec } from "../../cases/rule-case.ts";
 import { ruleByKey } from "../../src/rules/index.ts";
 import type { RuleDecl } from "../../src/rules/types.ts";
@@ -12,7 +13,7 @@ import { SATURATED_LABEL } from "../../cases/edge-gates.ts";
 import { chunkExample } from "./batch.ts";
 import { coverage } from "../../oracle/kernel-judge.ts";
 import {
-  DEFAULT_KERNEL_CHUNKS, boundaryExample, caseArb, oddKeyExample, regimeArb, saturatedExample, sizesFor, withEnumExamples, type AbiCaseSpec, type Runs,
+  DEFAULT_KERNEL_CHUNKS, boundaryExample, caseArb, describeAbiCase, describeRuleCase, oddKeyExample, regimeArb, saturatedExample, sizesFor, withEnumExamples, type AbiCaseSpec, type Runs,
 } from "../../cases/kernel-batch.ts";
 import { regimeOutcome, regimesOf, untilFailure, withRegimesNotJudged } from "../../cases/kernel-regimes.ts";
 import { ShapeTally, withShapes } from "../../cases/kernel-shapes.ts";
@@ -85,7 +86,7 @@ function ruleCheck(e: RuleEntry, backend: KernelBackend<NativeBatch, true>, lib:
   };
   const declaration = backend.declare(e.decl.key, e.frozen);
   const skip = skipReason(e, declaration) ?? chunkFormSkip(e, declaration);
-  if (skip !== null) return { def: { ...base(e), kind: "skipped", reason: skip } };
+  if (skip !== null) return { def: { ...base(e), kind: "skipped", reason: skip, ...(declaration.skip !== null && declaration.undeclared ? { details: UNDECLARED_DETAILS } : {}) } };
   const { decl, frozen, runs } = e;
   const exercised = new Set<string>();
   // the chunk size a pair declares (an exact or chunk-start GD chunk form, docs/spec/kernel-abi.md#chunk-sizes),
@@ -105,7 +106,7 @@ function ruleCheck(e: RuleEntry, backend: KernelBackend<NativeBatch, true>, lib:
   const batches = (run: (k: AbiCaseSpec) => CaseOutcome, regimes = false): PropertyCheck<any> => {
     const one = tallied(run);
     if (regimes && profile === "regime") {
-      return { ...base(e), kind: "property", runs, arb: regimeArb(decl, frozen, chunks, "abi"), run: (ks: AbiCaseSpec[]) => withRegimesNotJudged(regimeOutcome(untilFailure(ks, one), ks.map((k, i) => ({ regime: regimesOf(decl)[i], B: k.B, T: k.base.seq_len, H: k.H, d: k.base.d, C: k.C }))), decl) };
+      return { ...base(e), kind: "property", runs, arb: regimeArb(decl, frozen, chunks, "abi"), describe: (ks: AbiCaseSpec[]) => ks.map(describeAbiCase).join("; "), run: (ks: AbiCaseSpec[]) => withRegimesNotJudged(regimeOutcome(untilFailure(ks, one), ks.map((k, i) => ({ regime: regimesOf(decl)[i], B: k.B, T: k.base.seq_len, H: k.H, d: k.base.d, C: k.C }))), decl) };
     }
     // the enum examples and the declared guard case (d = 5, docs/spec/hazards.md#odd-key) come on top
     // of the generated cases, so those stay the same cases as before
@@ -119,7 +120,7 @@ function ruleCheck(e: RuleEntry, backend: KernelBackend<NativeBatch, true>, lib:
     const examples = [...withEnumExamples(decl, frozen, boundaryExample(decl, frozen, Math.min(...chunks), "abi")), oddKeyExample(decl, frozen, Math.min(...chunks), "abi"),
       ...(saturated === null ? [] : [saturated])];
     return {
-      ...base(e), kind: "property", runs: plus({ ...runs, regime: runs.default }, examples.length - 1), arb: caseArb(decl, frozen, profile, "abi"), run: named, examples,
+      ...base(e), kind: "property", runs: plus({ ...runs, regime: runs.default }, examples.length - 1), arb: caseArb(decl, frozen, profile, "abi"), run: named, examples, describe: describeAbiCase,
     };
   };
   // forward and backward run under each variant the pair exports (docs/spec/kernel-abi.md#variants)
@@ -154,7 +155,7 @@ function ruleCheck(e: RuleEntry, backend: KernelBackend<NativeBatch, true>, lib:
       const examples = otherEnumValues(decl, chunkExample(decl, CHUNK_T).base).length === 0 ? [] : withEnumExamples(decl, false, chunkExample(decl, CHUNK_T));
       const def: PropertyCheck<AbiCaseSpec> = {
         ...base(e), kind: "property", runs: plus(runs, examples.length), arb: caseArb(decl, false, profile, "abi", { d: [1, 8], seq_len: [CHUNK_T, CHUNK_T] }),
-        ...(examples.length === 0 ? {} : { examples }),
+        ...(examples.length === 0 ? {} : { examples }), describe: describeAbiCase,
         run: tallied((k) => chunkCase(decl, native(), k, exercised)),
       };
       return { def, after: covered(expectedTensors("backward", decl, false)) };
@@ -166,7 +167,7 @@ function ruleCheck(e: RuleEntry, backend: KernelBackend<NativeBatch, true>, lib:
       // from a random state (tapeE2eExamples)
       const examples = tapeE2eExamples(decl);
       const def: PropertyCheck<RuleCaseSpec> = {
-        ...base(e), kind: "property", runs: plus(runs, examples.length), arb: ruleCaseSpecArb(decl, sizesFor(profile)), examples,
+        ...base(e), kind: "property", runs: plus(runs, examples.length), arb: ruleCaseSpecArb(decl, sizesFor(profile)), examples, describe: describeRuleCase,
         run: (spec) => {
           tally.add({ B: 1, T: spec.seq_len, H: 1, d: spec.d }, declared ?? E2E_CHECKPOINT);
           return e2eCase(decl, native(), spec, exercised);

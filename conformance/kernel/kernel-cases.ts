@@ -44,11 +44,33 @@ const backwardNames = (c: PyCase): string[] => backwardKeys(c).map((k) => tensor
 /** A file name from a tensor's name: `dM (initial state)` -> `dM_initial_state_`. */
 const fileName = (name: string) => name.replace(/[^A-Za-z0-9._-]+/g, "_");
 
-/** The kernel requests' tensors and replies, batched as on the wire (python/PROTOCOL.md names), into `dump`. */
-function dumpExchanges(dump: CaseDump, exchanges: readonly Exchange[]): void {
+/**
+ * A tensor of a request (`sent`) or a reply as the kernel calls it, from its wire name
+ * (python/PROTOCOL.md, conformance/kernel/kernel-session.ts wire): in.alpha -> its keyword (g),
+ * state.M -> its initial-state keyword (final state in a reply), dstate.M -> dfinal_state,
+ * grads.alpha -> dg, grads.state.M -> dinitial_state; dy and y as they are.
+ */
+export function kernelWireName(wire: string, sent: boolean, names: KernelNames): string {
+  const stateOf = (base: string, n: string) => (names.stateDict || names.states.length > 1 ? `${base}.${n}` : base);
+  const dot = wire.indexOf("."), head = dot < 0 ? wire : wire.slice(0, dot), tail = dot < 0 ? "" : wire.slice(dot + 1);
+  if (head === "in") return names.keywords[tail] ?? tail;
+  if (head === "state") return stateOf(sent ? names.initialState : "final_state", tail);
+  if (head === "dstate") return `d${stateOf("final_state", tail)}`;
+  if (head === "grads") return tail.startsWith("state.") ? `d${stateOf(names.initialState, tail.slice(6))}` : `d${names.keywords[tail] ?? tail}`;
+  return wire;
+}
+
+/** The kernel requests' tensors and replies, batched as on the wire, into `dump`, each named as the kernel calls it (its wire name in the description). */
+function dumpExchanges(dump: CaseDump, exchanges: readonly Exchange[], names: KernelNames): void {
   for (const { op, sent, got } of exchanges) {
-    for (const [n, t] of sent) dump.tensor(`kernel/sent/${fileName(n)}.npy`, t.shape, t.data, `${op}: ${n} as sent to the kernel (in its parametrisation and layout)`);
-    for (const [n, t] of got) dump.tensor(`kernel/returned/${fileName(n)}.npy`, t.shape, t.data, `${op}: ${n} as the kernel returned it`);
+    for (const [n, t] of sent) {
+      const k = kernelWireName(n, true, names);
+      dump.tensor(`kernel/sent/${fileName(k)}.npy`, t.shape, t.data, `${op}: ${k} as sent to the kernel (in its parametrisation and layout; python/PROTOCOL.md ${n})`);
+    }
+    for (const [n, t] of got) {
+      const k = kernelWireName(n, false, names);
+      dump.tensor(`kernel/returned/${fileName(k)}.npy`, t.shape, t.data, `${op}: ${k} as the kernel returned it (python/PROTOCOL.md ${n})`);
+    }
   }
 }
 
@@ -92,7 +114,7 @@ async function pyPhaseCase(s: KernelSession, decl: RuleDecl, key: string, c: PyC
       run = which === "forward" ? await backend.forward(batch) : await backend.backward(batch);
     } finally {
       kernelMs = performance.now() - t0;
-      if (dumping) dumpExchanges(dump, s.exchanges ?? []);
+      if (dumping) dumpExchanges(dump, s.exchanges ?? [], names);
       s.exchanges = null;
     }
     // a read past an input's end, a write into an input, two runs that differ: named as such, before any comparison

@@ -128,7 +128,7 @@ export function nativeDeclaration(lib: KernelLib, rule: string, frozen: boolean)
   const chunkForm = frozen ? { kind: "sequential" as const, C: 0 } : lib.chunkForm(rule);
   const declared = typeof chunkForm === "string" || chunkForm.kind === "sequential" ? null : [chunkForm.C];
   return {
-    skip: notJudged(lib, rule, frozen),
+    skip: notJudged(lib, rule, frozen), undeclared: typeof (frozen ? lib.frozen(rule) : lib.pair(rule)) === "string",
     precision: {
       forward: declaredPrecision(lib, symbolName(rule, frozen ? "frozen_forward" : "forward")),
       backward: declaredPrecision(lib, symbolName(rule, frozen ? "frozen_backward" : "backward")),

@@ -86,11 +86,11 @@ export function e2eCase(decl: RuleDecl, lib: KernelLib, spec: RuleCaseSpec, exer
   };
   const r64 = tapeRun(decl, c64, decl.inner), f64 = flat(r64);
   const r32 = plainYardstick(precision.accumulate, f64, () => flat(tapeRun(decl, c32, decl.inner)));
-  const items: Compared[] = [{ name: "y", group: "out", seq: 0, kernel: kern.y.data, ref64: f64.y!, ref32: r32.y! }];
+  const items: Compared[] = [{ name: "y", group: "out", seq: 0, kernel: kern.y.data, ref64: f64.y!, ref32: r32.y!, shape: r64.y.shape }];
   for (const n of Object.keys(r64.grads)) {
     const g64 = r64.grads[n], g32 = r32[paramGradName(n)], gk = kern.grads[n];
     if (g64 === null || g64 === undefined) return { ok: false, message: `no reference gradient reached ${n}` };
-    items.push({ name: paramGradName(n), group: "grad", seq: 0, kernel: gk?.data, ref64: g64.data, ref32: g32 ?? new Float64Array(g64.data.length) });
+    items.push({ name: paramGradName(n), group: "grad", seq: 0, kernel: gk?.data, ref64: g64.data, ref32: g32 ?? new Float64Array(g64.data.length), shape: g64.shape });
   }
   return flashCompare(items, exercised, `rule '${decl.key}' with the ${lib.backend} kernel as its inner loop`, precision, { prefilled: true });
 }

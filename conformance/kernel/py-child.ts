@@ -26,6 +26,7 @@ import { suggestion } from "../../harness/nearest.ts";
 import { runAsyncCheck } from "./run-async.ts";
 import { ConfigTally, configLimit, type ConfigLimit } from "../../harness/configurations.ts";
 import { resultLine, startLine, stubResult, type BatchRequest } from "../../harness/child-process.ts";
+import { UNDECLARED_DETAILS } from "../../harness/check.ts";
 import { emit } from "../../harness/child-announce.ts";
 
 
@@ -87,7 +88,7 @@ async function run(req: BatchRequest<RulePart>): Promise<void> {
       // what the kernel declares for this rule variant: not judged, or not implemented; forward-only
       const declaration = pythonDeclaration(session, e.key);
       if (declaration.skip !== null) {
-        emit(resultLine({ ...stubResult(c.id, "skip", declaration.skip, seed), subject: e.subject, spec: e.spec }));
+        emit(resultLine({ ...stubResult(c.id, "skip", declaration.skip, seed), subject: e.subject, spec: e.spec, ...(declaration.undeclared ? { details: UNDECLARED_DETAILS } : {}) }));
         continue;
       }
       if (e.kind === "backward" && declaration.forwardOnly) {

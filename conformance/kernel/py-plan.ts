@@ -11,7 +11,8 @@
  * where <name> is the declared name, by default the callable's: the ids do not depend on the
  * module's file, so moving or renaming it keeps them (docs/spec/py-backend.md#ids).
  *
- * Rules the kernel does not declare are skipped by its child ("not implemented by ...").
+ * Rules the kernel does not declare are no checks of the run: its child marks their skips
+ * UNDECLARED_DETAILS, and the report leaves them out (docs/spec/conformance.md#undeclared).
  */
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";

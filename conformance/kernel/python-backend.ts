@@ -36,7 +36,7 @@ export function pythonDeclaration(s: KernelSession, rule: string): KernelDeclara
     : !s.info.rules.includes(rule) ? `${rule} is not implemented by ${who} (it declares ${s.info.rules.join(", ")})`
     : null;
   return {
-    skip, precision: { forward: p, backward: p }, chunkSizes: s.info.chunk_sizes ?? null, chunkForm: { kind: "sequential", C: 0 },
+    skip, undeclared: s.info.judged && !s.info.rules.includes(rule), precision: { forward: p, backward: p }, chunkSizes: s.info.chunk_sizes ?? null, chunkForm: { kind: "sequential", C: 0 },
     varlen: (s.info.varlen ?? null) !== null, forwardOnly: s.info.backward === "none",
   };
 }

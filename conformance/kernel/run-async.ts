@@ -8,7 +8,7 @@
 import * as fc from "fast-check";
 import { runsFor, type CaseOutcome, type CheckResult, type Profile, type PropertyCheck } from "../../harness/check.ts";
 import { CaseTally, counterexampleVerdict } from "../../harness/run.ts";
-import { checkSeed, replayCommand } from "../../harness/replay-command.ts";
+import { checkSeed, replayArgsOf, replayCommand } from "../../harness/replay-command.ts";
 import { KernelFault } from "./kernel-session.ts";
 
 export interface AsyncPropertyCheck<T> extends Omit<PropertyCheck<T>, "run"> {
@@ -30,7 +30,7 @@ export async function runAsyncCheck<T>(def: AsyncPropertyCheck<T>, opts: AsyncRu
   const t0 = performance.now();
   const done = (r: Pick<CheckResult, "status" | "runs" | "path" | "worst" | "message" | "details">): CheckResult => ({
     id: def.id, class: def.class, subject: def.subject, tolerance: def.tolerance, seed, spec: def.spec, ...r,
-    ms: Math.round((performance.now() - t0) * 1000) / 1000, replay: replayCommand(def.id, seed, r.path, def.replayArgs),
+    ms: Math.round((performance.now() - t0) * 1000) / 1000, replay: replayCommand(def.id, seed, r.path, replayArgsOf(def, opts.profile)),
   });
   const tally = new CaseTally();
   let calls = 0;
