@@ -1,7 +1,7 @@
 /**
  * A `lib:` backend named on its own, as a kernel repository names its library: the run judges that
  * library's checks and not the suite's own (as a `py:` kernel's run does; docs/spec/decisions.md
- * D39), `lib:<path>@<name>` names its checks C5/lib-<name>/... in --list and in a run alike, and the
+ * D44), `lib:<path>@<name>` names its checks C5/lib-<name>/... in --list and in a run alike, and the
  * report lists only the backends the run named (not the reference, `ref`). A rule the library does
  * not implement is no check of the run: one line says so (docs/spec/conformance.md#undeclared).
  */
