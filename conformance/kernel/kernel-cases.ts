@@ -26,9 +26,9 @@ import type { Precision } from "../../src/precision.ts";
 import type { RuleDecl } from "../../src/rules/types.ts";
 import { CaseDump } from "../../harness/dump.ts";
 import type { Compared } from "../../oracle/kernel-judge.ts";
-import { tensorName, type KernelNames, type TensorKey } from "../../cases/kernel-tensors.ts";
+import { tensorName, type TensorKey } from "../../cases/kernel-tensors.ts";
 import type { SeqTensors } from "../../oracle/kernel-case.ts";
-import type { Exchange, KernelSession } from "./kernel-session.ts";
+import { kernelNames, type Exchange, type KernelSession } from "./kernel-session.ts";
 import { backwardKeys, forwardKeys, pythonBackend, pythonDeclaration } from "./python-backend.ts";
 import { phaseJudgement, references64, type PhaseReferences } from "../../cases/kernel-phase.ts";
 import type { KernelRun } from "../../cases/kernel-backend.ts";
@@ -79,7 +79,7 @@ async function pyPhaseCase(s: KernelSession, decl: RuleDecl, key: string, c: PyC
   const keys = which === "forward" ? forwardKeys(c) : backwardKeys(c);
   const backend = pythonBackend(s);
   const conv = s.info.conventions;
-  const names: KernelNames = { keywords: conv?.keywords ?? {}, initialState: conv?.initial_state ?? "initial_state", stateDict: conv?.state_dict ?? false, states: c.stateNames };
+  const names = kernelNames(c, conv);
   const who = `${s.backend.module}:${s.backend.callable}`;
   let refs: PhaseReferences | undefined;
   const judge = async (configuration: string | null): Promise<Judgement> => {
