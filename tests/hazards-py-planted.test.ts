@@ -62,6 +62,8 @@ test.skipIf(!hasTorch)("py: a declared tolerance lets two runs differ within it,
     const r = run.get(NAIVE, "delta", kind);
     expectStatus(r, "pass");
     expect((r.details as { probes: unknown }).probes).toEqual({ guard_bytes: 256, determinism: "bitwise" });
+    // a kernel that reaches no autotuned kernel says so: none to judge, not "not looked at" (docs/spec/py-backend.md#configurations)
+    expect((r.details as { configurations: unknown }).configurations).toEqual({ autotuned: "no autotuned kernel was reached: the default is the one configuration" });
   }
 }, 300_000);
 

@@ -117,7 +117,7 @@ async function pyPhaseCase(s: KernelSession, decl: RuleDecl, key: string, c: PyC
   const { outcome: first, kernelMs } = await judge(null);
   const listed = listedConfigurations(s.lastReply);
   configs.add(listed.base, kernelMs);
-  configs.reached(listed.names, listed.same);
+  configs.reached(listed.names, listed.same, listed.autotuned);
   if (listed.names.length === 0) return first;
   if (!first.ok) return first.vacuous === true ? first : underConfiguration(first, listed.base);
   if (configs.limit === "first") return first;

@@ -800,6 +800,8 @@ class _configured:
                 self.reply["configuration"] = self.name or configs.DEFAULT
             names, same = configs.Request.others(collapse=triton_cpu.interpreted())
             self.reply["configurations"] = names
+            # 0: none to judge beyond the default, told apart from not looked at (docs/spec/py-backend.md#configurations)
+            self.reply["autotuned"] = configs.Request.autotuned()
             if same:
                 self.reply["configurations_same"] = same
         self.request.__exit__(*exc)
