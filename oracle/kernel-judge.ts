@@ -273,7 +273,7 @@ function judgeItems(items: Compared[], exercised: Set<string>, who: string, prec
     const label = it.label ?? it.name;
     const where = `${label} (sequence ${it.seq})`;
     if (it.kernel === undefined) {
-      failing.push({ message: `${who} does not return ${it.name}, which the reference computes`, ratio: Infinity, where: it.name });
+      failing.push({ message: `${who} does not return ${label}, which the reference computes`, ratio: Infinity, where: label });
       continue;
     }
     if (it.kernel.length !== it.ref64.length) {

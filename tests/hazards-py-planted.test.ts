@@ -20,7 +20,7 @@ const FILE = "tests/py-kernels/hazards_planted.py";
 const NAIVE = "py:examples/py-kernels/naive_delta.py:naive_delta";
 const hasTorch = probeTorchSync().available;
 const k = (name: string) => `py:${FILE}:${name}`;
-const run = pyRun(() => [...["reads_past_gate", "writes_input", "scratch_input", "writes_past_end", "nondeterministic", "nondeterministic_declared"].map(k), NAIVE]);
+const run = pyRun(() => [...["reads_past_gate", "writes_input", "scratch_input", "writes_past_end", "nondeterministic", "nondeterministic_declared", "nondeterministic_dbeta"].map(k), NAIVE]);
 
 test.skipIf(!hasTorch)("py: a kernel reading one element past the end of its gate at K = 5 fails, naming the input", () => {
   for (const kind of ["forward", "backward"]) {
@@ -49,6 +49,12 @@ test.skipIf(!hasTorch)("py: writes into an input and past its end fail by name; 
   const n = run.get(k("nondeterministic"), "delta", "forward");
   expectStatus(n, "fail");
   expect(n.message).toContain("is not deterministic: two runs of the same case differ: y differs by up to");
+  // a backward's outputs in the kernel's terms (its keyword first, ours in brackets), never the protocol's grads.theta
+  expectStatus(run.get(k("nondeterministic_dbeta"), "delta", "forward"), "pass");
+  const g = run.get(k("nondeterministic_dbeta"), "delta", "backward");
+  expectStatus(g, "fail");
+  expect(g.message).toMatch(/is not deterministic: two runs of the same case differ: dbeta \[dtheta\] differs by up to \S+ \(\|dbeta \[dtheta\]\| up to /);
+  expect(g.message).not.toContain("grads.");
 }, 300_000);
 
 test.skipIf(!hasTorch)("py: a declared tolerance lets two runs differ within it, and the report states it; a correct kernel is bitwise", () => {

@@ -28,7 +28,7 @@ import { CaseDump } from "../../harness/dump.ts";
 import type { Compared } from "../../oracle/kernel-judge.ts";
 import { tensorName, type TensorKey } from "../../cases/kernel-tensors.ts";
 import type { SeqTensors } from "../../oracle/kernel-case.ts";
-import { kernelNames, type Exchange, type KernelSession } from "./kernel-session.ts";
+import { kernelNames, replyLabel, type Exchange, type KernelSession } from "./kernel-session.ts";
 import { backwardKeys, forwardKeys, pythonBackend, pythonDeclaration } from "./python-backend.ts";
 import { phaseJudgement, references64, type PhaseReferences } from "../../cases/kernel-phase.ts";
 import type { KernelRun } from "../../cases/kernel-backend.ts";
@@ -44,11 +44,14 @@ const backwardNames = (c: PyCase): string[] => backwardKeys(c).map((k) => tensor
 /** A file name from a tensor's name: `dM (initial state)` -> `dM_initial_state_`. */
 const fileName = (name: string) => name.replace(/[^A-Za-z0-9._-]+/g, "_");
 
-/** The kernel requests' tensors and replies, batched as on the wire (python/PROTOCOL.md names), into `dump`. */
-function dumpExchanges(dump: CaseDump, exchanges: readonly Exchange[]): void {
+/**
+ * The kernel requests' tensors and replies, batched as on the wire, into `dump`: files by their
+ * python/PROTOCOL.md names, a returned tensor described in the kernel's terms (`label`).
+ */
+function dumpExchanges(dump: CaseDump, exchanges: readonly Exchange[], label: (wireName: string) => string): void {
   for (const { op, sent, got } of exchanges) {
     for (const [n, t] of sent) dump.tensor(`kernel/sent/${fileName(n)}.npy`, t.shape, t.data, `${op}: ${n} as sent to the kernel (in its parametrisation and layout)`);
-    for (const [n, t] of got) dump.tensor(`kernel/returned/${fileName(n)}.npy`, t.shape, t.data, `${op}: ${n} as the kernel returned it`);
+    for (const [n, t] of got) dump.tensor(`kernel/returned/${fileName(n)}.npy`, t.shape, t.data, `${op}: ${label(n)} (${n} on the wire) as the kernel returned it`);
   }
 }
 
@@ -92,7 +95,7 @@ async function pyPhaseCase(s: KernelSession, decl: RuleDecl, key: string, c: PyC
       run = which === "forward" ? await backend.forward(batch) : await backend.backward(batch);
     } finally {
       kernelMs = performance.now() - t0;
-      if (dumping) dumpExchanges(dump, s.exchanges ?? []);
+      if (dumping) dumpExchanges(dump, s.exchanges ?? [], (n) => replyLabel(n, c, conv));
       s.exchanges = null;
     }
     // a read past an input's end, a write into an input, two runs that differ: named as such, before any comparison
