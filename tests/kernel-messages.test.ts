@@ -25,6 +25,11 @@ test("a py: kernel's tensors are named by its keywords first, ours in brackets",
   expect(kernelLabel({ part: "dState0", name: "M" }, "dM (initial state)", fla)).toBe("dinitial_state [dM (initial state)]");
   expect(kernelLabel({ part: "state", name: "M" }, "state M", fla)).toBe("final state [state M]");
   expect(kernelLabel({ part: "y" }, "y", fla)).toBe("y");
+  // the outputs' names where the kernel declares them (nlc['outputs']): fla's o and final_state
+  const named: KernelNames = { ...fla, outputs: { y: "o", M: "final_state" } };
+  expect(kernelLabel({ part: "y" }, "y", named)).toBe("o [y]");
+  expect(kernelLabel({ part: "state", name: "M" }, "state M", named)).toBe("final_state [state M]");
+  expect(kernelLabel({ part: "dState0", name: "M" }, "dM (initial state)", named)).toBe("dinitial_state [dM (initial state)]");
   const two: KernelNames = { keywords: {}, initialState: "states", stateDict: true, states: ["M", "S"] };
   expect(kernelLabel({ part: "dState0", name: "S" }, "dS (initial state)", two)).toBe("dstates.S [dS (initial state)]");
   // through the judge: the message and the worst say the same thing

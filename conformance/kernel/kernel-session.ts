@@ -151,7 +151,7 @@ export const wire = {
 
 /** What the kernel calls a case's tensors (its declared keywords and initial-state keyword), for messages. */
 export function kernelNames(c: PyCase, conv: Conventions | undefined): KernelNames {
-  return { keywords: conv?.keywords ?? {}, initialState: conv?.initial_state ?? "initial_state", stateDict: conv?.state_dict ?? false, states: c.stateNames };
+  return { keywords: conv?.keywords ?? {}, initialState: conv?.initial_state ?? "initial_state", stateDict: conv?.state_dict ?? false, states: c.stateNames, outputs: conv?.outputs ?? {} };
 }
 
 /** The key of a reply tensor (python/PROTOCOL.md: `y`, `state.<name>`, `grads.<input>`, `grads.state.<name>`). */

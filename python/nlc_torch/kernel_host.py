@@ -26,7 +26,7 @@ from typing import Dict, List, Optional, Tuple
 import torch
 
 from .hazards import FillUnwritten, Guards, Plan, changed_elements, unwritten
-from .rules import TOKEN_ROWS
+from .rules import META, TOKEN_ROWS
 from . import configurations as configs
 from . import triton_cpu
 
@@ -44,7 +44,7 @@ LAYOUTS = ("BTHD", "BHTD")
 DECLARATION_KEYS = ("rules", "dtype", "state_dtype", "layout", "state_layout", "names", "initial_state", "state_dict",
                     "output_final_state", "chunk_size", "forward_only", "varlen", "scale", "absent", "log_gates",
                     "bounded", "qk_l2norm", "accumulate", "intermediates", "nondeterministic", "configurations",
-                    "gate_forms", "constants", "input_dtypes", "head_dims", "token_rows")
+                    "gate_forms", "constants", "input_dtypes", "head_dims", "token_rows", "outputs")
 # A gate the kernel computes from a raw input (docs/spec/py-backend.md#gate-forms): the forms, the gates each may stand for
 GATE_FORMS = {"softplus": ("alpha",), "sigmoid": ("theta",), "sigmoid2": ("theta",)}
 STATE_LAYOUTS = ("ours", "transposed")
@@ -127,6 +127,7 @@ class Kernel:
             raise KernelError(f"{spec}.nlc['state_layout']: expected one of {', '.join(STATE_LAYOUTS)}, got {self.state_layout!r}")
         self.names: Dict[str, str] = dict(decl.get("names", {}))
         self.initial_state_kw = decl.get("initial_state", "initial_state")
+        self._outputs(spec, decl)
         # a single-state rule's state travels as a bare tensor unless the kernel asks for a dict
         self.state_dict = bool(decl.get("state_dict", False))
         self.output_final_state_kw = decl.get("output_final_state")
@@ -240,6 +241,18 @@ class Kernel:
             raise KernelError(f"{spec}.nlc['head_dims']: expected 'pow2' (powers of two only) or absent, got {self.head_dims!r}")
         self._token_rows(spec, decl)
 
+    def _outputs(self, spec: str, decl: dict) -> None:
+        """The kernel's own names of what it returns, for messages only (docs/spec/py-backend.md#contract):
+        {'y': <name>, <state>: <name of its final state>}, e.g. fla's {'y': 'o', 'M': 'final_state'}."""
+        outs = decl.get("outputs", {})
+        states = {n for r in self.rules for n in META.get(r.split(".")[0], {}).get("state", {})}
+        if not isinstance(outs, dict) or not all(isinstance(n, str) and n in states | {"y"} and isinstance(v, str) and v
+                                                 for n, v in outs.items()):
+            raise KernelError(f"{spec}.nlc['outputs']: expected {{'y': <name>, <state>: <name>}} with the states of "
+                              f"{', '.join(self.rules)} ({', '.join(sorted(states)) or 'none'}), e.g. {{'y': 'o', 'M': 'final_state'}}, "
+                              f"got {outs!r}")
+        self.outputs: Dict[str, str] = dict(outs)
+
     def _token_rows(self, spec: str, decl: dict) -> None:
         """Where the rows of a rule's several-rows-per-token inputs sit, and the keyword their count
         travels under (docs/spec/py-backend.md#token-rows): {'layout': 'width' | 'time', 'count': <keyword> | None}."""
@@ -351,7 +364,7 @@ class Kernel:
         return {"absent": self.absent, "scale": scale, "log_gates": self.log_gates, "bounded": self.bounded,
                 "qk_l2norm": bool(self.qk_l2norm), "accumulate": self.accumulate, "intermediates": self.intermediates,
                 # the kernel's own names, for messages: our input -> its keyword, and its initial-state keyword
-                "keywords": {**self.names, **self.log_gates}, "initial_state": self.initial_state_kw,
+                "keywords": {**self.names, **self.log_gates}, "initial_state": self.initial_state_kw, "outputs": self.outputs,
                 "state_dict": self.state_dict,
                 "gate_forms": forms, "constants": self.constants, "input_dtypes": self.input_dtypes, "head_dims": self.head_dims,
                 "token_rows": self.token_rows}
