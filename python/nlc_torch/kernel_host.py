@@ -484,8 +484,8 @@ def _kernel_inputs(k: Kernel, rule: str, inputs: Dict[str, torch.Tensor], factor
             raise KernelError(f"in.{name}: {k.spec} declares {name} absent, but the request carries it")
         if not k.accepts(key):
             raise KernelError(f"{k.spec} does not take the input {name} (keyword {key!r}) that {rule} reads; "
-                              f"declare it in nlc['absent'] if the kernel has no such input "
-                              "(docs/spec/py-backend.md#absent)")
+                              f"declare it in nlc['absent'] if the kernel has no such input, or its keyword in "
+                              f"nlc['names'] if the kernel takes it under another name (docs/spec/py-backend.md#absent)")
         if name == "q" and factor != 1.0:
             t = t / factor  # the kernel multiplies q by `factor`; ours does not
         if k.token_rows is not None:
