@@ -65,17 +65,20 @@ export interface KernelNames {
   readonly stateDict: boolean;
   /** The rule's state names. */
   readonly states: readonly string[];
+  /** The kernel's names of its outputs, where declared: `y` (e.g. fla's `o`) and each final state by our state name (`final_state`). */
+  readonly outputs?: Readonly<Record<string, string>>;
 }
 
 /**
  * A failure message's name of a tensor of a py: kernel: the kernel's own name first, the report's
  * in brackets where they differ (`dg [dalpha]`, `dbeta [dtheta]`, `dinitial_state [dM (initial state)]`,
- * `final state [state M]`).
+ * `final state [state M]`; with declared output names `o [y]`, `final_state [state M]`).
  */
 export function kernelLabel(k: TensorKey, ours: string, names: KernelNames): string {
   const stateKw = (n: string) => (names.stateDict || names.states.length > 1 ? `${names.initialState}.${n}` : names.initialState);
-  const theirs = k.part === "y" ? "y"
-    : k.part === "state" ? `final state${names.stateDict || names.states.length > 1 ? ` ${k.name}` : ""}`
+  const out = names.outputs ?? {};
+  const theirs = k.part === "y" ? out.y ?? "y"
+    : k.part === "state" ? out[k.name] ?? `final state${names.stateDict || names.states.length > 1 ? ` ${k.name}` : ""}`
     : k.part === "grad" ? `d${names.keywords[k.name] ?? k.name}`
     : `d${stateKw(k.name)}`;
   return theirs === ours ? ours : `${theirs} [${ours}]`;

@@ -59,6 +59,8 @@ export type Hazard =
   | ({ readonly kind: "read-past-end"; /** The input whose guard was read; null when no single guard changes the result. */ readonly tensor: string | null } & RunDifference & Named)
   | ({ readonly kind: "write-past-end"; readonly tensor: string; /** Guard elements changed after the tensor and before it. */ readonly after: number; readonly before: number } & Named)
   | ({ readonly kind: "wrote-input"; readonly tensor: string; readonly elements: number; readonly of: number } & Named)
+  /** An output still holding the fill of memory the kernel allocated (a py: kernel, docs/spec/hazards.md#unwritten), in sequences n = b·H + h. */
+  | { readonly kind: "unwritten"; readonly tensor: string; readonly elements: number; readonly of: number; readonly seqs: readonly number[] }
   | ({ readonly kind: "nondeterministic"; /** The declared tolerance (relative), or null: bitwise. */ readonly tolerance: number | null } & RunDifference);
 
 const g = (x: number) => x.toPrecision(3);
@@ -83,6 +85,9 @@ export function hazardMessage(h: Hazard, who: string): string {
       return `${tensorOf(h.tensor, h)}: ${who} wrote past its end (${h.after} guard element(s) after it${h.before > 0 ? `, ${h.before} before it` : ""} changed by the call; docs/spec/hazards.md#guards)`;
     case "wrote-input":
       return `${who} wrote into input ${tensorOf(h.tensor, h)} (${h.elements} of its ${h.of} elements changed by the call; docs/spec/hazards.md#inputs)`;
+    case "unwritten":
+      return `${who} left ${h.tensor}[seq ${h.seqs.join(", ")}] unwritten (an output the kernel allocates and does not store: ${h.elements} of its ${h.of} elements ` +
+        "still hold the fill of the memory it allocated; docs/spec/hazards.md#unwritten)";
     case "nondeterministic":
       return h.tolerance === null
         ? `${who} is not deterministic: two runs of the same case differ: ${differs(h)}; a kernel that is nondeterministic by design declares its tolerance (docs/spec/hazards.md#determinism)`

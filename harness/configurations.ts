@@ -31,6 +31,9 @@ export function configLimit(env: Environment = environment()): ConfigLimit {
   throw new Error(`${CONFIG_LIMIT_ENV}=${JSON.stringify(v)}: expected "all" (every configuration judged, the default) or "first" (the default configuration only)`);
 }
 
+/** What a py: check's details.configurations say where no call reached an autotuned kernel. */
+export const NO_AUTOTUNED = "no autotuned kernel was reached: the default is the one configuration";
+
 /** One configuration's share of a check: its cases and its kernel calls' time. */
 interface Judged {
   cases: number;
@@ -43,6 +46,8 @@ export class ConfigTally {
   private readonly notJudged = new Set<string>();
   /** Configurations not run because the interpreter computes them as an earlier one (launch options only), most in one case. */
   private same = 0;
+  /** The most autotuned kernels one call reached, or null where no call said (declared configurations, a native pair). */
+  private autotuned: number | null = null;
 
   /** `noun`: what the check's message calls them ("configurations"; a native pair's "variants"). */
   constructor(readonly limit: ConfigLimit = configLimit(), private readonly noun = "configurations") {}
@@ -54,14 +59,18 @@ export class ConfigTally {
     this.judged.set(name, j);
   }
 
-  reached(names: readonly string[], same: number): void {
+  reached(names: readonly string[], same: number, autotuned: number | null = null): void {
     if (this.limit === "first") for (const n of names) this.notJudged.add(n);
     this.same = Math.max(this.same, same);
+    if (autotuned !== null) this.autotuned = Math.max(this.autotuned ?? 0, autotuned);
   }
 
-  /** details.configurations, or undefined for a kernel with one configuration. */
+  /**
+   * details.configurations, or undefined for a kernel with one configuration; where the calls said
+   * they reached no autotuned kernel, that (none to judge, told apart from not looked at).
+   */
   details(): Readonly<Record<string, unknown>> | undefined {
-    if (this.judged.size <= 1 && this.notJudged.size === 0 && this.same === 0) return undefined;
+    if (this.judged.size <= 1 && this.notJudged.size === 0 && this.same === 0) return this.autotuned === 0 ? { autotuned: NO_AUTOTUNED } : undefined;
     const round = (x: number) => Math.round(x * 10) / 10;
     return {
       limit: this.limit,

@@ -248,13 +248,38 @@ function illConditioned(it: Compared, p: Precision): number | undefined {
   return isIllConditioned(plain, mag, p.storage) ? plain / mag : undefined;
 }
 
+/** One tensor of one sequence over its bound: its message, how far over (err / bound; Infinity: missing or not finite), its short name. */
+export interface Failing<W = Worst> {
+  readonly message: string;
+  readonly ratio: number;
+  readonly where: string;
+  readonly worst?: W;
+}
+
+/** How many other failing tensors a headline lists by name. */
+const OTHERS_LISTED = 6;
+
+/**
+ * A case's failure message from every tensor over its bound: the headline is the one furthest over
+ * relative to its bound (the first of equals: a missing or non-finite tensor before any number),
+ * the others listed after it by how far over they are (docs/spec/precision.md#headline).
+ */
+export function headline<W>(failing: readonly Failing<W>[]): Failing<W> | undefined {
+  if (failing.length === 0) return undefined;
+  const order = failing.map((f, i) => [f, i] as const).sort(([a, i], [b, j]) => (b.ratio === a.ratio ? i - j : b.ratio > a.ratio ? 1 : -1)).map(([f]) => f);
+  const [top, ...rest] = order;
+  if (rest.length === 0) return top;
+  const x = (f: Failing<W>) => (Number.isFinite(f.ratio) ? `${f.where} ${Number(f.ratio.toPrecision(3))}x its bound` : `${f.where} missing or not finite`);
+  const more = rest.length > OTHERS_LISTED ? `, and ${rest.length - OTHERS_LISTED} more` : "";
+  return { ...top!, message: `${top!.message}; also over its bound: ${rest.slice(0, OTHERS_LISTED).map(x).join(", ")}${more}` };
+}
+
 function judgeItems(items: Compared[], exercised: Set<string>, who: string, precision: Precision, opts: JudgeOptions, slack: number): CaseVerdict {
   const ledger = ledgerOf(exercised);
   let worst: Worst | undefined;
   let worstRatio = -1;
-  let failure: string | undefined;
-  // the failing element: the report's worst names what the message names
-  let failed: Worst | undefined;
+  // every tensor of a sequence over its bound; the headline (and the report's worst) is the furthest over
+  const failing: Failing[] = [];
   // per tensor its worst element over the sequences (a bias failure's worst)
   const worstOf = new Map<string, { ratio: number; worst: Worst }>();
   let anyLive = false;
@@ -262,23 +287,23 @@ function judgeItems(items: Compared[], exercised: Set<string>, who: string, prec
     const label = it.label ?? it.name;
     const where = `${label} (sequence ${it.seq})`;
     if (it.kernel === undefined) {
-      failure ??= `${who} does not return ${it.name}, which the reference computes`;
+      failing.push({ message: `${who} does not return ${label}, which the reference computes`, ratio: Infinity, where: label });
       continue;
     }
     if (it.kernel.length !== it.ref64.length) {
-      failure ??= `${where}: kernel gave ${it.kernel.length} values, reference ${it.ref64.length}`;
+      failing.push({ message: `${where}: kernel gave ${it.kernel.length} values, reference ${it.ref64.length}`, ratio: Infinity, where });
       continue;
     }
     const bad = firstNonFinite(it.kernel, it.ref64);
     if (bad >= 0) {
-      if (failure === undefined) {
-        const at = elementAt(it, bad, opts.layout);
-        failure = `${where} at ${at} is ${it.kernel[bad]} where the reference is ${it.ref64[bad]}` +
+      const at = elementAt(it, bad, opts.layout);
+      failing.push({
+        message: `${where} at ${at} is ${it.kernel[bad]} where the reference is ${it.ref64[bad]}` +
           (!Number.isNaN(it.kernel[bad]!) ? "" : opts.prefilled === true
             ? " — outputs are NaN-filled before every call: the kernel did not write this element"
-            : " — a NaN in the kernel's own output (its outputs are not prefilled: it computed this value)");
-        failed = { abs: Infinity, rel: Infinity, tensor: `${label}[seq ${it.seq}]`, index: bad, at };
-      }
+            : " — a NaN in the kernel's own output (its outputs are not prefilled: it computed this value)"),
+        ratio: Infinity, where, worst: { abs: Infinity, rel: Infinity, tensor: `${label}[seq ${it.seq}]`, index: bad, at },
+      });
       continue;
     }
     const mag = maxAbs(it.ref64);
@@ -300,15 +325,19 @@ function judgeItems(items: Compared[], exercised: Set<string>, who: string, prec
       worst = here();
     }
     if (ratio > (worstOf.get(it.name)?.ratio ?? -1)) worstOf.set(it.name, { ratio, worst: here() });
-    if (!(Number.isFinite(k.errRef) && k.err <= bound) && failure === undefined) {
-      failure = `${where}: max |kernel - ref64| = ${k.err.toExponential(3)} at ${at} (kernel ${it.kernel[k.at]}, ref64 ${it.ref64[k.at]}) ` +
-        `> ${slack === 1 ? "" : `${slack} x (`}2 x ${k.errRef.toExponential(3)} (plain ${precision.storage}/${precision.accumulate}-accumulate reference) + ${floor.toExponential(3)} (floor)${slack === 1 ? "" : ")"}`;
-      failed = here();
+    if (!(Number.isFinite(k.errRef) && k.err <= bound)) {
+      failing.push({
+        message: `${where}: max |kernel - ref64| = ${k.err.toExponential(3)} at ${at} (kernel ${it.kernel[k.at]}, ref64 ${it.ref64[k.at]}) ` +
+          `> ${slack === 1 ? "" : `${slack} x (`}2 x ${k.errRef.toExponential(3)} (plain ${precision.storage}/${precision.accumulate}-accumulate reference) + ${floor.toExponential(3)} (floor)${slack === 1 ? "" : ")"}`,
+        ratio: Number.isFinite(k.errRef) ? ratio : Infinity, where, worst: here(),
+      });
     }
   }
   const bias = biasAndDetails(items, precision, slack, ledger);
   const details = bias.details;
-  if (failure !== undefined) return { ok: false, worst: failed ?? worst, message: failure, details };
+  const failure = headline(failing);
+  // the failing element: the report's worst names what the message names
+  if (failure !== undefined) return { ok: false, worst: failure.worst ?? worst, message: failure.message, details };
   if (!anyLive) return { ok: false, vacuous: true, worst, message: `every compared reference value is below ${EXERCISED}`, details };
   if (bias.failure !== undefined) return { ok: false, worst: worstOf.get(bias.failedTensor!)?.worst ?? worst, message: `${who}: ${bias.failure}`, details };
   if (opts.mutations !== false) ledger.addMutations(judgeMutations(items, precision, slack, opts.layout));

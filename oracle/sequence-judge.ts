@@ -13,7 +13,7 @@
  */
 import { BIAS_K, biasFloor } from "./bias.ts";
 import { flashRule } from "./compare.ts";
-import { EXERCISED, floorRel, groupFloor, isIllConditioned, type Compared } from "./kernel-judge.ts";
+import { EXERCISED, floorRel, groupFloor, headline, isIllConditioned, type Compared, type Failing } from "./kernel-judge.ts";
 import { maxAbs } from "../src/numeric.ts";
 import type { Precision } from "../src/precision.ts";
 import { BIAS, KERNEL } from "./precision-table.ts";
@@ -78,11 +78,12 @@ export function streamVerdict(summaries: readonly SeqSummary[], p: Precision): S
   const groupMax = { out: 0, grad: 0 };
   for (const s of all) groupMax[s.group] = Math.max(groupMax[s.group], s.refMax);
   const tensors: StreamVerdict["tensors"] = {};
-  let failure: string | undefined;
+  // every tensor of a sequence over its bound; the headline is the furthest over (kernel-judge.ts headline)
+  const failing: Failing<never>[] = [];
   let anyLive = false;
   for (const s of all) {
     if (s.broken !== null) {
-      failure ??= s.broken;
+      failing.push({ message: s.broken, ratio: Infinity, where: `${s.name} (sequence ${s.seq})` });
       continue;
     }
     if (s.refMax > EXERCISED) anyLive = true;
@@ -92,7 +93,10 @@ export function streamVerdict(summaries: readonly SeqSummary[], p: Precision): S
     const t = (tensors[s.name] ??= { err: 0, plain: 0, bound: 0, ratio: -1, slope: 0, sigma: 0, threshold: 0, bias: false });
     if (ratio > t.ratio) Object.assign(t, { err: s.err, plain: s.errRef, bound, ratio });
     if (!(Number.isFinite(s.errRef) && s.err <= bound)) {
-      failure ??= `${s.name} (sequence ${s.seq}): max |kernel - ref64| = ${s.err.toExponential(3)} at [${s.at}] > 2 x ${s.errRef.toExponential(3)} (plain) + ${floor.toExponential(3)} (floor)`;
+      failing.push({
+        message: `${s.name} (sequence ${s.seq}): max |kernel - ref64| = ${s.err.toExponential(3)} at [${s.at}] > 2 x ${s.errRef.toExponential(3)} (plain) + ${floor.toExponential(3)} (floor)`,
+        ratio: Number.isFinite(s.errRef) ? ratio : Infinity, where: `${s.name} (sequence ${s.seq})`,
+      });
     }
   }
   let biasFailure: string | undefined;
@@ -107,6 +111,7 @@ export function streamVerdict(summaries: readonly SeqSummary[], p: Precision): S
     Object.assign(t, { slope, sigma, threshold, bias: !(Math.abs(slope) <= threshold) });
     if (t.bias && live) biasFailure ??= `${name}: systematic bias, slope ${slope.toExponential(3)} > ${threshold.toExponential(3)} (docs/spec/precision.md#bias)`;
   }
+  const failure = headline(failing)?.message;
   if (failure !== undefined) return { ok: false, vacuous: false, message: failure, tensors, illConditioned };
   if (!anyLive) return { ok: false, vacuous: true, message: `every compared reference value is below ${EXERCISED}`, tensors, illConditioned };
   if (biasFailure !== undefined) return { ok: false, vacuous: false, message: biasFailure, tensors, illConditioned };

@@ -37,9 +37,10 @@ test("seqSpecs: a packed case's sequences each at their own length", () => {
 });
 
 test("listedConfigurations: the default's name, the others in order, and how many compute as a listed one", () => {
-  expect(listedConfigurations({})).toEqual({ base: DEFAULT_CONFIGURATION, names: [], same: 0 });
+  expect(listedConfigurations({})).toEqual({ base: DEFAULT_CONFIGURATION, names: [], same: 0, autotuned: null });
   expect(listedConfigurations({ configuration: "BT=16", configurations: ["BT=32", 7, "BT=64"], configurations_same: 2 }))
-    .toEqual({ base: "BT=16", names: ["BT=32", "BT=64"], same: 2 });
+    .toEqual({ base: "BT=16", names: ["BT=32", "BT=64"], same: 2, autotuned: null });
+  expect(listedConfigurations({ configurations: [], autotuned: 0 }).autotuned).toBe(0);
   const o = underConfiguration({ ok: false, message: "y off", details: { a: 1 } }, "BT=32");
   expect(o.message).toBe("configuration BT=32: y off");
   expect(o.details).toEqual({ a: 1, configuration: "BT=32" });

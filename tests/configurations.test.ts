@@ -8,7 +8,7 @@
  */
 import { expect, test } from "bun:test";
 import type { CheckResult } from "../harness/check.ts";
-import { ConfigTally, configLimit } from "../harness/configurations.ts";
+import { ConfigTally, configLimit, NO_AUTOTUNED } from "../harness/configurations.ts";
 import { cli, expectStatus, pyRun } from "./py-run.ts";
 import { probeTorchSync } from "../oracle/torch-bridge.ts";
 
@@ -29,6 +29,15 @@ test("NLC_KERNEL_CONFIGS: all by default, first on request, anything else an err
   t.add("fused", 1);
   t.reached(["two-pass", "split-k"], 0);
   expect(t.note()).toContain("1 of 3 configurations judged");
+  // calls that reached no autotuned kernel say so (none to judge), calls that said nothing do not (not looked at)
+  const none = new ConfigTally("all");
+  none.add("default", 1);
+  expect(none.details()).toBeUndefined();
+  none.reached([], 0, 0);
+  expect(none.details()).toEqual({ autotuned: NO_AUTOTUNED });
+  expect(NO_AUTOTUNED).toStartWith("no autotuned kernel was reached");
+  none.reached([], 0, 2);
+  expect(none.details()).toBeUndefined();
 });
 
 test("an NLC_KERNEL_CONFIGS the suite does not know is a usage error (exit 2) naming it, before any check runs", () => {

@@ -4,7 +4,9 @@
  * cu_seqlens) on the planted kernels of tests/py-kernels/empty_planted.py, each right on every
  * sequence with tokens: one that drops the empty sequences (the next sequence starts from the wrong
  * initial state) and one that writes the previous sequence's state as an empty sequence's final
- * state fail it by name, forward and backward; the same driver without a plant and the example
+ * state fail it by name, forward and backward; one that returns before it stores an empty
+ * sequence's final state (allocated with new_empty) is named as leaving it unwritten, forward and
+ * backward, not as nondeterministic (docs/spec/hazards.md#unwritten); the same driver without a plant and the example
  * kernels that take cu_seqlens (active and a frozen read) pass. The kernel host accepts equal offsets and still refuses
  * decreasing ones, naming cu_seqlens; the torch reference runs at T = 0 (the final state is the
  * initial state, d(initial state) = d(final state)). Skipped without PyTorch.
@@ -26,7 +28,7 @@ const k = (name: string) => `py:${FILE}:${name}`;
 // the correct kernels that take cu_seqlens, by rule: the chunked DeltaNet of fla_style_ops.py, the packed naive kernel and its frozen read
 const EXAMPLES: [string, string][] = [["py:examples/py-kernels/fla_deltanet.py:chunk_delta_rule", "delta"],
   ["py:tests/py-kernels/varlen_leak_planted.py:packed", "delta"], ["py:tests/py-kernels/varlen_leak_planted.py:packed_read", "delta.frozen"]];
-const run = pyRun(() => [...["skips_empty", "empty_final_from_previous", "hand_off"].map(k), ...EXAMPLES.map(([b]) => b)]);
+const run = pyRun(() => [...["skips_empty", "empty_final_from_previous", "final_unwritten", "hand_off"].map(k), ...EXAMPLES.map(([b]) => b)]);
 
 test("the declared empty-sequence case: equal offsets at cu_seqlens' start, middle and end, a length-1 sequence, every state random", () => {
   expect(cuSeqlens(emptyLengths(16))).toEqual([0, 0, 17, 17, 18, 18]);
@@ -72,7 +74,8 @@ test.skipIf(!hasTorch)("py: a kernel that mishandles an empty sequence fails the
       const r = run.get(k(name), "delta", kind);
       expectStatus(r, "fail");
       expect(r.message).toContain("case empty sequences and a length-1 sequence: packed: {sequences: 5, lengths: [0, 17, 0, 1, 0]}");
-      expect(r.message).toContain(kind === "forward" ? "final state" : "dM (initial state)");
+      // the kernel's names first (the fla declaration names its final state final_state), ours in brackets
+      expect(r.message).toContain(kind === "forward" ? "final_state [state M]" : "dM (initial state)");
     }
   }
   for (const [b, rule] of [[k("hand_off"), "delta"], ...EXAMPLES]) {
@@ -81,5 +84,17 @@ test.skipIf(!hasTorch)("py: a kernel that mishandles an empty sequence fails the
       expectStatus(r, "pass");
       expect((r.details as { shapes: { packed?: { lengths: number[] } } }).shapes.packed?.lengths).toContain(0);
     }
+  }
+}, 600_000);
+
+test.skipIf(!hasTorch)("py: a final state the kernel allocates and never stores for an empty sequence is named unwritten, forward and backward", () => {
+  for (const kind of ["forward", "backward"]) {
+    const r = run.get(k("final_unwritten"), "delta", kind);
+    expectStatus(r, "fail");
+    // packed sequences 0, 2 and 4 are empty: with H = 2, sequences n = i·H + h 0, 1, 4, 5, 8 and 9
+    expect(r.message).toContain("final_unwritten left final_state [state M][seq 0, 1, 4, 5, 8, 9] unwritten (an output the kernel allocates and does not store: 96 of its 160 elements");
+    expect(r.message).not.toContain("not deterministic");
+    expect(r.message).not.toContain("read past");
+    expect((r.details as { hazards: { kind: string }[] }).hazards.map((h) => h.kind)).toEqual(["unwritten"]);
   }
 }, 600_000);

@@ -2,7 +2,10 @@
  * The hazard probes on py: kernels (docs/spec/hazards.md), each proven by a planted kernel of
  * tests/py-kernels/hazards_planted.py that computes the right values and breaks one promise: a
  * read one element past the end of its gate at K = 5, a write into an input, a write past an
- * input's end, two runs that differ. Each fails by name; the same sums in a random order pass
+ * input's end, two runs that differ. A kernel whose write into an input is bitwise the same when
+ * repeated is named as writing it in forward and backward, not as nondeterministic: the host's
+ * ignored-input probe works on copies of the request's tensors and reports its own calls' writes.
+ * Each fails by name; the same sums in a random order pass
  * when the kernel declares a tolerance, which the report states. Skipped without PyTorch.
  */
 import { expect, test } from "bun:test";
@@ -17,7 +20,7 @@ const FILE = "tests/py-kernels/hazards_planted.py";
 const NAIVE = "py:examples/py-kernels/naive_delta.py:naive_delta";
 const hasTorch = probeTorchSync().available;
 const k = (name: string) => `py:${FILE}:${name}`;
-const run = pyRun(() => [...["reads_past_gate", "writes_input", "writes_past_end", "nondeterministic", "nondeterministic_declared"].map(k), NAIVE]);
+const run = pyRun(() => [...["reads_past_gate", "writes_input", "scratch_input", "writes_past_end", "nondeterministic", "nondeterministic_declared", "nondeterministic_dbeta"].map(k), NAIVE]);
 
 test.skipIf(!hasTorch)("py: a kernel reading one element past the end of its gate at K = 5 fails, naming the input", () => {
   for (const kind of ["forward", "backward"]) {
@@ -37,9 +40,21 @@ test.skipIf(!hasTorch)("py: writes into an input and past its end fail by name; 
     expectStatus(p, "fail");
     expect(p.message).toContain("v: tests/py-kernels/hazards_planted.py:writes_past_end wrote past its end (1 guard element(s) after it");
   }
+  for (const kind of ["forward", "backward"]) {
+    const s = run.get(k("scratch_input"), "delta", kind);
+    expectStatus(s, "fail");
+    expect(s.message).toContain("scratch_input wrote into input theta (keyword 'beta') (34 of its 34 elements changed by the call");
+    expect(s.message).not.toContain("not deterministic");
+  }
   const n = run.get(k("nondeterministic"), "delta", "forward");
   expectStatus(n, "fail");
   expect(n.message).toContain("is not deterministic: two runs of the same case differ: y differs by up to");
+  // a backward's outputs in the kernel's terms (its keyword first, ours in brackets), never the protocol's grads.theta
+  expectStatus(run.get(k("nondeterministic_dbeta"), "delta", "forward"), "pass");
+  const g = run.get(k("nondeterministic_dbeta"), "delta", "backward");
+  expectStatus(g, "fail");
+  expect(g.message).toMatch(/is not deterministic: two runs of the same case differ: dbeta \[dtheta\] differs by up to \S+ \(\|dbeta \[dtheta\]\| up to /);
+  expect(g.message).not.toContain("grads.");
 }, 300_000);
 
 test.skipIf(!hasTorch)("py: a declared tolerance lets two runs differ within it, and the report states it; a correct kernel is bitwise", () => {
@@ -53,6 +68,8 @@ test.skipIf(!hasTorch)("py: a declared tolerance lets two runs differ within it,
     const r = run.get(NAIVE, "delta", kind);
     expectStatus(r, "pass");
     expect((r.details as { probes: unknown }).probes).toEqual({ guard_bytes: 256, determinism: "bitwise" });
+    // a kernel that reaches no autotuned kernel says so: none to judge, not "not looked at" (docs/spec/py-backend.md#configurations)
+    expect((r.details as { configurations: unknown }).configurations).toEqual({ autotuned: "no autotuned kernel was reached: the default is the one configuration" });
   }
 }, 300_000);
 

@@ -25,6 +25,11 @@ test("a py: kernel's tensors are named by its keywords first, ours in brackets",
   expect(kernelLabel({ part: "dState0", name: "M" }, "dM (initial state)", fla)).toBe("dinitial_state [dM (initial state)]");
   expect(kernelLabel({ part: "state", name: "M" }, "state M", fla)).toBe("final state [state M]");
   expect(kernelLabel({ part: "y" }, "y", fla)).toBe("y");
+  // the outputs' names where the kernel declares them (nlc['outputs']): fla's o and final_state
+  const named: KernelNames = { ...fla, outputs: { y: "o", M: "final_state" } };
+  expect(kernelLabel({ part: "y" }, "y", named)).toBe("o [y]");
+  expect(kernelLabel({ part: "state", name: "M" }, "state M", named)).toBe("final_state [state M]");
+  expect(kernelLabel({ part: "dState0", name: "M" }, "dM (initial state)", named)).toBe("dinitial_state [dM (initial state)]");
   const two: KernelNames = { keywords: {}, initialState: "states", stateDict: true, states: ["M", "S"] };
   expect(kernelLabel({ part: "dState0", name: "S" }, "dS (initial state)", two)).toBe("dstates.S [dS (initial state)]");
   // through the judge: the message and the worst say the same thing
@@ -49,16 +54,25 @@ test("elements are (b, t, h, i) of a per-token tensor and (b, h, i, j) of a squa
 const item = (name: string, seq: number, kernel: number[], ref: number[]): Compared =>
   ({ name, group: "grad", seq, part: "token", kernel: Float64Array.from(kernel), ref64: Float64Array.from(ref), ref32: Float64Array.from(ref) });
 
-test("the report's worst is the tensor and sequence the failure message names", () => {
-  // dk fails first (by 2%); dv, later, is much further off relative to its bound: the message names dk, so must worst
+test("the headline is the tensor furthest over its bound, the others after it; the report's worst is the element the headline names", () => {
+  // dk fails first in order (by 2%); dv, later, is much further off relative to its bound: the headline names dv
   const items = [
     item("dk", 0, [1.02, 1], [1, 1]),
     item("dv", 1, [1, 2], [1, 1]),
   ];
   const out = flashCompare(items, new Set(), "kernel", undefined, { layout: { B: 1, H: 2, T: 2 } });
-  expect(out.message).toStartWith("dk (sequence 0)");
-  expect(out.worst?.tensor).toBe("dk[seq 0]");
-  expect(out.worst?.at).toBe("(b=0, t=0, h=0)");
+  expect(out.message).toStartWith("dv (sequence 1): max |kernel - ref64| = 1.000e+0 at (b=0, t=1, h=1) ");
+  expect(out.message).toMatch(/; also over its bound: dk \(sequence 0\) [\d.]+x its bound$/);
+  expect(out.worst?.tensor).toBe("dv[seq 1]");
+  expect(out.worst?.at).toBe("(b=0, t=1, h=1)");
+  // one failing tensor: the message as before, nothing listed after it
+  const one = flashCompare([item("dk", 0, [1.02, 1], [1, 1]), item("dv", 1, [1, 1], [1, 1])], new Set(), "kernel", undefined, { layout: { B: 1, H: 2, T: 2 } });
+  expect(one.message).toStartWith("dk (sequence 0)");
+  expect(one.message).not.toContain("also over its bound");
+  // a NaN heads the message before any finite failure, whatever their order
+  const nan = flashCompare([item("dk", 0, [3, 1], [1, 1]), item("dv", 1, [1, Number.NaN], [1, 1])], new Set(), "kernel", undefined, { layout: { B: 1, H: 2, T: 2 } });
+  expect(nan.message).toStartWith("dv (sequence 1) at (b=0, t=1, h=1) is NaN");
+  expect(nan.message).toMatch(/also over its bound: dk \(sequence 0\) [\d.]+x its bound$/);
 });
 
 test("a NaN is 'not written' only where outputs were NaN-filled (a native library), else computed by the kernel", () => {

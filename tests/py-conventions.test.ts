@@ -126,9 +126,12 @@ describe.skipIf(!torch.available)("fla-style kernels through py:", () => {
       const missing = get(PLANTED("deltanet_undeclared"), "delta", kind);
       expectStatus(missing, "error");
       expect(missing.message).toContain("does not take the input alpha (keyword 'alpha') that delta reads");
+      expect(missing.message).toContain("declare it in nlc['absent'] if the kernel has no such input, or its keyword in nlc['names'] if the kernel takes it under another name");
       const ignored = get(PLANTED("deltanet_ignores_alpha"), "delta", kind);
       expectStatus(ignored, "error");
       expect(ignored.message).toContain("accepts the input alpha (keyword 'alpha') but ignores it");
+      // both causes: the op does not read it (absent), or the kernel fails to read what it should
+      expect(ignored.message).toContain("declare it in nlc['absent']; or the kernel should read it and does not");
     }
   }, 600_000);
 });

@@ -17,11 +17,14 @@ import { DEFAULT_CONFIGURATION } from "../../harness/configurations.ts";
  * DEFAULT_CONFIGURATION), the other configurations it lists, in the order they are judged, and how
  * many more compute as a listed one (launch options only).
  */
-export function listedConfigurations(reply: Readonly<Record<string, unknown>>): { readonly base: string; readonly names: string[]; readonly same: number } {
+export function listedConfigurations(reply: Readonly<Record<string, unknown>>):
+  { readonly base: string; readonly names: string[]; readonly same: number; readonly autotuned: number | null } {
   return {
     base: typeof reply.configuration === "string" ? reply.configuration : DEFAULT_CONFIGURATION,
     names: Array.isArray(reply.configurations) ? reply.configurations.filter((n): n is string => typeof n === "string") : [],
     same: typeof reply.configurations_same === "number" ? reply.configurations_same : 0,
+    // how many autotuned Triton kernels the call reached; null where the kernel declares its configurations
+    autotuned: typeof reply.autotuned === "number" ? reply.autotuned : null,
   };
 }
 

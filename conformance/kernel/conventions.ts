@@ -38,6 +38,8 @@ export interface Conventions {
   /** The keyword the kernel takes the initial state under (`initial_state`), and whether states travel as a dict. */
   readonly initial_state?: string;
   readonly state_dict?: boolean;
+  /** The kernel's names of its outputs (messages only): `y` and each final state by our state name (`outputs`). Absent from older hosts. */
+  readonly outputs?: Readonly<Record<string, string>>;
   /**
    * Gates the kernel parametrises itself (docs/spec/py-backend.md#gate-forms): it receives a raw value
    * and computes the gate inside. Absent from older hosts.

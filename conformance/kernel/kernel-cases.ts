@@ -28,7 +28,7 @@ import { CaseDump } from "../../harness/dump.ts";
 import type { Compared } from "../../oracle/kernel-judge.ts";
 import { tensorName, type KernelNames, type TensorKey } from "../../cases/kernel-tensors.ts";
 import type { SeqTensors } from "../../oracle/kernel-case.ts";
-import type { Exchange, KernelSession } from "./kernel-session.ts";
+import { kernelNames, type Exchange, type KernelSession } from "./kernel-session.ts";
 import { backwardKeys, forwardKeys, pythonBackend, pythonDeclaration } from "./python-backend.ts";
 import { phaseJudgement, references64, type PhaseReferences } from "../../cases/kernel-phase.ts";
 import type { KernelRun } from "../../cases/kernel-backend.ts";
@@ -54,7 +54,8 @@ export function kernelWireName(wire: string, sent: boolean, names: KernelNames):
   const stateOf = (base: string, n: string) => (names.stateDict || names.states.length > 1 ? `${base}.${n}` : base);
   const dot = wire.indexOf("."), head = dot < 0 ? wire : wire.slice(0, dot), tail = dot < 0 ? "" : wire.slice(dot + 1);
   if (head === "in") return names.keywords[tail] ?? tail;
-  if (head === "state") return stateOf(sent ? names.initialState : "final_state", tail);
+  if (head === "state") return sent ? stateOf(names.initialState, tail) : names.outputs?.[tail] ?? stateOf("final_state", tail);
+  if (head === "y" && !sent) return names.outputs?.y ?? "y";
   if (head === "dstate") return `d${stateOf("final_state", tail)}`;
   if (head === "grads") return tail.startsWith("state.") ? `d${stateOf(names.initialState, tail.slice(6))}` : `d${names.keywords[tail] ?? tail}`;
   return wire;
@@ -101,7 +102,7 @@ async function pyPhaseCase(s: KernelSession, decl: RuleDecl, key: string, c: PyC
   const keys = which === "forward" ? forwardKeys(c) : backwardKeys(c);
   const backend = pythonBackend(s);
   const conv = s.info.conventions;
-  const names: KernelNames = { keywords: conv?.keywords ?? {}, initialState: conv?.initial_state ?? "initial_state", stateDict: conv?.state_dict ?? false, states: c.stateNames };
+  const names = kernelNames(c, conv);
   const who = `${s.backend.module}:${s.backend.callable}`;
   let refs: PhaseReferences | undefined;
   const judge = async (configuration: string | null): Promise<Judgement> => {
@@ -139,7 +140,7 @@ async function pyPhaseCase(s: KernelSession, decl: RuleDecl, key: string, c: PyC
   const { outcome: first, kernelMs } = await judge(null);
   const listed = listedConfigurations(s.lastReply);
   configs.add(listed.base, kernelMs);
-  configs.reached(listed.names, listed.same);
+  configs.reached(listed.names, listed.same, listed.autotuned);
   if (listed.names.length === 0) return first;
   if (!first.ok) return first.vacuous === true ? first : underConfiguration(first, listed.base);
   if (configs.limit === "first") return first;

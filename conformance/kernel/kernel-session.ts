@@ -13,7 +13,7 @@ import { Tensor } from "../../src/tensor.ts";
 import { F32_STORE_F64_ACC } from "../../oracle/kernel-judge.ts";
 import { lengthGroups, seqState, seqTokens, stateLead, statesTensor, toKernelGrads, tokensTensor, type PyCase } from "./cases.ts";
 import { NO_CONVENTIONS, type Conventions } from "./conventions.ts";
-import { emptySeq, entries, isStateTensor, nameOf, setAt, type TensorKey, type TensorNaming } from "../../cases/kernel-tensors.ts";
+import { emptySeq, entries, isStateTensor, kernelLabel, nameOf, setAt, tensorName, type KernelNames, type TensorKey, type TensorNaming } from "../../cases/kernel-tensors.ts";
 import { farthestSeq } from "../../oracle/plain-reference.ts";
 import type { SeqTensors } from "../../oracle/kernel-case.ts";
 import type { PyBackend } from "./py-plan.ts";
@@ -149,6 +149,29 @@ export const wire = {
   reply: (k: TensorKey): string => nameOf(k, REPLY),
 };
 
+/** What the kernel calls a case's tensors (its declared keywords and initial-state keyword), for messages. */
+export function kernelNames(c: PyCase, conv: Conventions | undefined): KernelNames {
+  return { keywords: conv?.keywords ?? {}, initialState: conv?.initial_state ?? "initial_state", stateDict: conv?.state_dict ?? false, states: c.stateNames, outputs: conv?.outputs ?? {} };
+}
+
+/** The key of a reply tensor (python/PROTOCOL.md: `y`, `state.<name>`, `grads.<input>`, `grads.state.<name>`). */
+function replyKey(name: string): TensorKey {
+  if (name.startsWith("grads.state.")) return { part: "dState0", name: name.slice("grads.state.".length) };
+  if (name.startsWith("grads.")) return { part: "grad", name: name.slice("grads.".length) };
+  if (name.startsWith("state.")) return { part: "state", name: name.slice("state.".length) };
+  return { part: "y" };
+}
+
+/**
+ * A reply tensor as a message names it: the kernel's terms first, the report's in brackets
+ * (cases/kernel-tensors.ts kernelLabel: `dbeta [dtheta]`, `final state [state M]`), never the
+ * protocol's `grads.k`.
+ */
+export function replyLabel(name: string, c: PyCase, conv: Conventions | undefined): string {
+  const k = replyKey(name);
+  return kernelLabel(k, tensorName(k, c.frozen, "py"), kernelNames(c, conv));
+}
+
 export class KernelSession {
   /** The reference process, started on first use (a kernel that fails at once never needs it). */
   private ref: Promise<TorchBridge> | null = null;
@@ -210,8 +233,11 @@ export class KernelSession {
       const r = await this.host.call({ op, ...KernelSession.target(this.backend), rule, config: c.cfg, configuration, ...packed, hazards }, tensors, `${op} ${rule}`);
       this.lastReply = r.header;
       this.exchanges?.push({ op, sent: tensors, got: r.tensors });
+      // the outputs and what the host found unwritten in them, named in the kernel's terms
+      const label = (n: string) => replyLabel(n, c, this.info.conventions);
+      const writes = ((r.header.hazards ?? []) as Hazard[]).map((h) => (h.kind === "unwritten" ? { ...h, tensor: label(h.tensor) } : h));
       return {
-        tensors: r.tensors, outputs: [...r.tensors].map(([n, t]) => [n, t.data] as const), writes: (r.header.hazards ?? []) as Hazard[],
+        tensors: r.tensors, outputs: [...r.tensors].map(([n, t]) => [label(n), t.data] as const), writes,
         guarded: (r.header.guarded ?? []) as string[], keywords: (r.header.keywords ?? {}) as Record<string, string>,
       };
     } catch (e) {

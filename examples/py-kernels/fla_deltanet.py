@@ -23,6 +23,7 @@ FLA = {
     "scale": {"keyword": "scale", "value": "rsqrt_dk"},
     "qk_l2norm": "use_qk_l2norm_in_kernel",
     "output_final_state": "output_final_state",
+    "outputs": {"y": "o", "M": "final_state"},
     "accumulate": "f32",
     "varlen": "cu_seqlens",
 }

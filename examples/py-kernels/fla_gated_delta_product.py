@@ -31,7 +31,7 @@ from fla_deltanet import declared
 FLA_CHUNK = 64
 ROWS = {"layout": "time", "count": "num_householder"}
 GDP = {"rules": ["gated_delta_product"], "state_layout": "transposed", "names": {"theta": "beta"}, "bounded": ["theta"],
-       "log_gates": {"alpha": "g"}, "output_final_state": "output_final_state", "accumulate": "f32", "token_rows": ROWS}
+       "log_gates": {"alpha": "g"}, "output_final_state": "output_final_state", "outputs": {"y": "o", "M": "final_state"}, "accumulate": "f32", "token_rows": ROWS}
 CHUNK = {**GDP, "scale": {"keyword": "scale", "value": "rsqrt_dk"}, "qk_l2norm": "use_qk_l2norm_in_kernel", "varlen": "cu_seqlens",
          "dtype": "bf16", "input_dtypes": {"alpha": "f32"}, "chunk_size": FLA_CHUNK, "intermediates": "storage"}
 

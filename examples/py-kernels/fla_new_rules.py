@@ -44,7 +44,7 @@ from fla.ops.rwkv7 import fused_recurrent_rwkv7 as _fused_recurrent_rwkv7
 from fla_deltanet import declared
 
 COMMON = {"state_layout": "transposed", "scale": {"keyword": "scale", "value": "rsqrt_dk"},
-          "output_final_state": "output_final_state", "accumulate": "f32", "varlen": "cu_seqlens"}
+          "output_final_state": "output_final_state", "outputs": {"y": "o", "M": "final_state"}, "accumulate": "f32", "varlen": "cu_seqlens"}
 KDA = {**COMMON, "rules": ["kda"], "names": {"theta": "beta"}, "bounded": ["theta"], "log_gates": {"alpha": "g"},
        "qk_l2norm": "use_qk_l2norm_in_kernel"}
 COMBA = {**COMMON, "rules": ["comba"], "names": {"theta": "beta"}, "bounded": ["theta"], "log_gates": {"alpha": "g"}}

@@ -117,6 +117,11 @@ class Request:
         return False
 
     @staticmethod
+    def autotuned() -> int:
+        """How many autotuned Triton kernels the request's call reached (0: none, or no Triton)."""
+        return len(_reached)
+
+    @staticmethod
     def others(collapse: bool = False) -> Tuple[List[str], int]:
         """The Triton configurations the request's call reached other than those it ran, one name
         each (`<kernel>#<index> (<meta-parameters>, <launch options>)`), and how many were left out

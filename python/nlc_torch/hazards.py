@@ -35,6 +35,69 @@ def _ints(t: torch.Tensor) -> torch.Tensor:
     return t if spec is None else t.view(spec[1])
 
 
+def changed_elements(before: torch.Tensor, after: torch.Tensor) -> int:
+    """How many elements of `after` differ bitwise from `before` (a copy handed to a kernel, and its source)."""
+    return int((_ints(before) != _ints(after)).sum())
+
+
+# The fill of every floating-point tensor a `py:` kernel allocates uninitialised during a call
+# (docs/spec/hazards.md#unwritten): a quiet NaN with a payload of its own (not the guards' POISON,
+# not a NaN arithmetic makes), so an output element still holding it is one the kernel never stored.
+UNWRITTEN = {torch.float32: 0x7FD3C3C3, torch.float64: 0x7FFA3C3C3C3C3C3C, torch.bfloat16: 0x7FD3, torch.float16: 0x7E3D}
+# torch's allocators whose memory is uninitialised: module functions and Tensor methods
+_EMPTY_FUNCS = ("empty", "empty_like", "empty_strided")
+_EMPTY_METHODS = ("new_empty", "new_empty_strided")
+
+
+def _fill_unwritten(t):
+    spec = _BITS.get(getattr(t, "dtype", None))
+    if isinstance(t, torch.Tensor) and spec is not None and t.numel() > 0:
+        itype = spec[1]
+        with torch.no_grad():
+            t.detach().view(itype).fill_(_signed(UNWRITTEN[t.dtype], _WIDTH[itype]))
+    return t
+
+
+class FillUnwritten:
+    """While entered, torch.empty, empty_like, empty_strided, Tensor.new_empty and new_empty_strided
+    return floating-point memory filled with UNWRITTEN (docs/spec/hazards.md#unwritten); reentrant.
+    Allocations made in C++ without these (an operator's own outputs) are written by that operator."""
+
+    _depth = 0
+    _saved: Dict[Tuple[object, str], object] = {}
+
+    def __enter__(self):
+        cls = FillUnwritten
+        if cls._depth == 0:
+            for owner, names in ((torch, _EMPTY_FUNCS), (torch.Tensor, _EMPTY_METHODS)):
+                for name in names:
+                    orig = getattr(owner, name)
+                    cls._saved[(owner, name)] = orig
+
+                    def filled(*a, _orig=orig, **kw):
+                        return _fill_unwritten(_orig(*a, **kw))
+                    setattr(owner, name, filled)
+        cls._depth += 1
+        return self
+
+    def __exit__(self, *exc):
+        cls = FillUnwritten
+        cls._depth -= 1
+        if cls._depth == 0:
+            for (owner, name), orig in cls._saved.items():
+                setattr(owner, name, orig)
+            cls._saved.clear()
+        return False
+
+
+def unwritten(t: torch.Tensor) -> torch.Tensor:
+    """A boolean mask of the elements of `t` that hold UNWRITTEN (all False for a dtype without it)."""
+    spec = _BITS.get(t.dtype)
+    if spec is None or t.dtype not in UNWRITTEN:
+        return torch.zeros(t.shape, dtype=torch.bool, device=t.device)
+    return _ints(t) == _signed(UNWRITTEN[t.dtype], _WIDTH[spec[1]])
+
+
 class Plan:
     """The request header's `hazards` (ffi/hazards.ts GuardRequest); absent: no guards."""
 

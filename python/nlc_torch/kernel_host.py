@@ -25,8 +25,8 @@ from typing import Dict, List, Optional, Tuple
 
 import torch
 
-from .hazards import Guards, Plan
-from .rules import TOKEN_ROWS
+from .hazards import FillUnwritten, Guards, Plan, changed_elements, unwritten
+from .rules import META, TOKEN_ROWS
 from . import configurations as configs
 from . import triton_cpu
 
@@ -44,7 +44,7 @@ LAYOUTS = ("BTHD", "BHTD")
 DECLARATION_KEYS = ("rules", "dtype", "state_dtype", "layout", "state_layout", "names", "initial_state", "state_dict",
                     "output_final_state", "chunk_size", "forward_only", "varlen", "scale", "absent", "log_gates",
                     "bounded", "qk_l2norm", "accumulate", "intermediates", "nondeterministic", "configurations",
-                    "gate_forms", "constants", "input_dtypes", "head_dims", "token_rows")
+                    "gate_forms", "constants", "input_dtypes", "head_dims", "token_rows", "outputs")
 # A gate the kernel computes from a raw input (docs/spec/py-backend.md#gate-forms): the forms, the gates each may stand for
 GATE_FORMS = {"softplus": ("alpha",), "sigmoid": ("theta",), "sigmoid2": ("theta",)}
 STATE_LAYOUTS = ("ours", "transposed")
@@ -127,6 +127,7 @@ class Kernel:
             raise KernelError(f"{spec}.nlc['state_layout']: expected one of {', '.join(STATE_LAYOUTS)}, got {self.state_layout!r}")
         self.names: Dict[str, str] = dict(decl.get("names", {}))
         self.initial_state_kw = decl.get("initial_state", "initial_state")
+        self._outputs(spec, decl)
         # a single-state rule's state travels as a bare tensor unless the kernel asks for a dict
         self.state_dict = bool(decl.get("state_dict", False))
         self.output_final_state_kw = decl.get("output_final_state")
@@ -240,6 +241,18 @@ class Kernel:
             raise KernelError(f"{spec}.nlc['head_dims']: expected 'pow2' (powers of two only) or absent, got {self.head_dims!r}")
         self._token_rows(spec, decl)
 
+    def _outputs(self, spec: str, decl: dict) -> None:
+        """The kernel's own names of what it returns, for messages only (docs/spec/py-backend.md#contract):
+        {'y': <name>, <state>: <name of its final state>}, e.g. fla's {'y': 'o', 'M': 'final_state'}."""
+        outs = decl.get("outputs", {})
+        states = {n for r in self.rules for n in META.get(r.split(".")[0], {}).get("state", {})}
+        if not isinstance(outs, dict) or not all(isinstance(n, str) and n in states | {"y"} and isinstance(v, str) and v
+                                                 for n, v in outs.items()):
+            raise KernelError(f"{spec}.nlc['outputs']: expected {{'y': <name>, <state>: <name>}} with the states of "
+                              f"{', '.join(self.rules)} ({', '.join(sorted(states)) or 'none'}), e.g. {{'y': 'o', 'M': 'final_state'}}, "
+                              f"got {outs!r}")
+        self.outputs: Dict[str, str] = dict(outs)
+
     def _token_rows(self, spec: str, decl: dict) -> None:
         """Where the rows of a rule's several-rows-per-token inputs sit, and the keyword their count
         travels under (docs/spec/py-backend.md#token-rows): {'layout': 'width' | 'time', 'count': <keyword> | None}."""
@@ -351,7 +364,7 @@ class Kernel:
         return {"absent": self.absent, "scale": scale, "log_gates": self.log_gates, "bounded": self.bounded,
                 "qk_l2norm": bool(self.qk_l2norm), "accumulate": self.accumulate, "intermediates": self.intermediates,
                 # the kernel's own names, for messages: our input -> its keyword, and its initial-state keyword
-                "keywords": {**self.names, **self.log_gates}, "initial_state": self.initial_state_kw,
+                "keywords": {**self.names, **self.log_gates}, "initial_state": self.initial_state_kw, "outputs": self.outputs,
                 "state_dict": self.state_dict,
                 "gate_forms": forms, "constants": self.constants, "input_dtypes": self.input_dtypes, "head_dims": self.head_dims,
                 "token_rows": self.token_rows}
@@ -471,8 +484,8 @@ def _kernel_inputs(k: Kernel, rule: str, inputs: Dict[str, torch.Tensor], factor
             raise KernelError(f"in.{name}: {k.spec} declares {name} absent, but the request carries it")
         if not k.accepts(key):
             raise KernelError(f"{k.spec} does not take the input {name} (keyword {key!r}) that {rule} reads; "
-                              f"declare it in nlc['absent'] if the kernel has no such input "
-                              "(docs/spec/py-backend.md#absent)")
+                              f"declare it in nlc['absent'] if the kernel has no such input, or its keyword in "
+                              f"nlc['names'] if the kernel takes it under another name (docs/spec/py-backend.md#absent)")
         if name == "q" and factor != 1.0:
             t = t / factor  # the kernel multiplies q by `factor`; ours does not
         if k.token_rows is not None:
@@ -549,7 +562,8 @@ def _call_forward(k: Kernel, rule: str, cfg: dict, inputs: Dict[str, torch.Tenso
     if k.configurations is not None:
         kw["configuration"] = k.configuration or k.configurations[0]
     try:
-        out = k.fn(**kw)
+        with FillUnwritten():
+            out = k.fn(**kw)
     except Exception as e:
         sys.stderr.write(traceback.format_exc())
         raise KernelError(f"{k.spec} raised {type(e).__name__}: {e}\n{_tb_tail()}") from None
@@ -572,15 +586,36 @@ def _call_forward(k: Kernel, rule: str, cfg: dict, inputs: Dict[str, torch.Tenso
     return y, final
 
 
+def _probe_call(k: Kernel, rule: str, cfg: dict, inputs: Dict[str, torch.Tensor], state: Dict[str, torch.Tensor],
+                cu_seqlens: Optional[torch.Tensor], writes: List[dict]):
+    """One call of a probe, on copies of every tensor it hands the kernel (docs/spec/hazards.md#inputs):
+    the request's own tensors are never the kernel's to write, and a write into a copy is recorded in
+    `writes` as the judged run's guards record one (once per tensor)."""
+    ins = {n: t.clone() for n, t in inputs.items()}
+    st = {n: t.clone() for n, t in state.items()}
+    out = _call_forward(k, rule, cfg, ins, st, cu_seqlens)
+    single = len(state) == 1 and not k.state_dict
+    seen = {w["tensor"] for w in writes}
+    for label, src, copy, kw in ([(n, inputs[n], ins[n], k.keyword(n)) for n in inputs]
+                                 + [(f"state.{n}", state[n], st[n], k.initial_state_kw if single else f"{k.initial_state_kw}.{n}")
+                                    for n in state]):
+        changed = changed_elements(src, copy)
+        if changed and label not in seen:
+            writes.append({"kind": "wrote-input", "tensor": label, "keyword": kw, "elements": changed, "of": src.numel()})
+    return out
+
+
 def _probe_ignored(k: Kernel, rule: str, cfg: dict, inputs: Dict[str, torch.Tensor], state: Dict[str, torch.Tensor],
-                   cu_seqlens: Optional[torch.Tensor] = None) -> bool:
+                   cu_seqlens: Optional[torch.Tensor] = None, writes: Optional[List[dict]] = None) -> bool:
     """Detects an input the kernel accepts (e.g. through **kwargs) but ignores
     (docs/spec/py-backend.md#absent): from the request's inputs and a random non-zero initial state,
     each input in turn is redrawn; if y and the final state stay bitwise the same, that input is
-    ignored: an error naming it. Returns False when the probe cannot decide (d = 1, where a
+    ignored: an error naming it. Every call is on copies (`_probe_call`), its writes into them
+    recorded in `writes`. Returns False when the probe cannot decide (d = 1, where a
     normalised key is ±1 whatever its value), so a later request probes again."""
     if rule.endswith(".frozen") or inputs["q"].shape[-1] < 2:
         return False
+    writes = [] if writes is None else writes
     gen = torch.Generator().manual_seed(0x5EED)
 
     def draw(like: torch.Tensor, name: str) -> torch.Tensor:
@@ -593,15 +628,16 @@ def _probe_ignored(k: Kernel, rule: str, cfg: dict, inputs: Dict[str, torch.Tens
 
     st = {n: draw(t, "state") for n, t in state.items()}
     with torch.no_grad():
-        y0, f0 = _call_forward(k, rule, cfg, inputs, st, cu_seqlens)
+        y0, f0 = _probe_call(k, rule, cfg, inputs, st, cu_seqlens, writes)
         for name in inputs:
             changed = dict(inputs)
             changed[name] = draw(inputs[name], name)
-            y1, f1 = _call_forward(k, rule, cfg, changed, st, cu_seqlens)
+            y1, f1 = _probe_call(k, rule, cfg, changed, st, cu_seqlens, writes)
             if torch.equal(y0, y1) and all(torch.equal(f0[n], f1[n]) for n in f0):
                 raise KernelError(f"{k.spec} accepts the input {name} (keyword {k.keyword(name)!r}) but ignores it: y and the final "
-                                  f"state are bitwise unchanged when {name} is redrawn; if the kernel has no such input, "
-                                  "declare it in nlc['absent'] (docs/spec/py-backend.md#absent)")
+                                  f"state are bitwise unchanged when {name} is redrawn. Either the rule's operation truly does not "
+                                  f"read {name}: declare it in nlc['absent']; or the kernel should read it and does not (it reads "
+                                  f"another input where {name} belongs, or none): a bug in the kernel (docs/spec/py-backend.md#absent)")
     return True
 
 
@@ -610,10 +646,14 @@ class KernelHost:
         self.kernels: Dict[str, Kernel] = {}
         self.probed = set()
 
-    def _probe(self, k: Kernel, rule: str, cfg: dict, inputs, state, cu_seqlens=None) -> None:
+    def _probe(self, k: Kernel, rule: str, cfg: dict, inputs, state, cu_seqlens=None) -> List[dict]:
+        """The ignored-input probe, once per kernel and rule, on copies of the request's tensors; the writes
+        it saw into them (the request's hazards, docs/spec/hazards.md#inputs)."""
         key = (k.spec, rule)
-        if key not in self.probed and _probe_ignored(k, rule, cfg, inputs, state, cu_seqlens):
+        writes: List[dict] = []
+        if key not in self.probed and _probe_ignored(k, rule, cfg, inputs, state, cu_seqlens, writes):
             self.probed.add(key)
+        return writes
 
     def get(self, header: dict) -> Kernel:
         spec = header.get("kernel")
@@ -663,11 +703,12 @@ class KernelHost:
         if header.get("contract") is not None:
             return self._contract(k, header, tensors)
         rule, cfg, inputs, state, _, cu = self._prepare(k, header, tensors)
-        self._probe(k, rule, cfg, inputs, state, cu)
+        probed = self._probe(k, rule, cfg, inputs, state, cu)
         guards = Guards(Plan(header.get("hazards")))
         with _configured(k, header) as reply, torch.no_grad():
             y, final = _call_forward(k, rule, cfg, inputs, state, cu, guards)
-        return {"ok": True, **reply, **_observed(guards)}, [("y", y)] + [(f"state.{n}", t) for n, t in (final or {}).items()]
+        out = [("y", y)] + [(f"state.{n}", t) for n, t in (final or {}).items()]
+        return {"ok": True, **reply, **_observed(guards, probed, _unwritten_outputs(out, cu))}, out
 
     def _contract(self, k: Kernel, header, tensors):
         """A contract probe (docs/spec/py-backend.md#contracts): the forward called with what the kernel
@@ -690,17 +731,21 @@ class KernelHost:
     def backward(self, header, tensors):
         k = self.get(header)
         rule, cfg, inputs, state, extra, cu = self._prepare(k, header, tensors)
-        self._probe(k, rule, cfg, inputs, state, cu)
+        probed = self._probe(k, rule, cfg, inputs, state, cu)
         dy = extra.get("dy")
         d_state = {n[7:]: t for n, t in extra.items() if n.startswith("dstate.")}
         guards = Guards(Plan(header.get("hazards")))
+        forward: List[Tuple[str, torch.Tensor]] = []
         with _configured(k, header) as reply:
-            grads = self._backward(k, rule, cfg, inputs, state, dy, d_state, cu, guards)
-        return ({"ok": True, "backward": "explicit" if k.backward else "autograd", **reply, **_observed(guards)},
-                [(f"grads.{n}", g) for n, g in grads.items()])
+            grads = self._backward(k, rule, cfg, inputs, state, dy, d_state, cu, guards, forward)
+        out = [(f"grads.{n}", g) for n, g in grads.items()]
+        return ({"ok": True, "backward": "explicit" if k.backward else "autograd", **reply,
+                 **_observed(guards, probed, _unwritten_outputs(forward + out, cu))}, out)
 
     @staticmethod
-    def _backward(k: Kernel, rule, cfg, inputs, state, dy, d_state, cu, guards) -> Dict[str, torch.Tensor]:
+    def _backward(k: Kernel, rule, cfg, inputs, state, dy, d_state, cu, guards,
+                  forward: Optional[List[Tuple[str, torch.Tensor]]] = None) -> Dict[str, torch.Tensor]:
+        """The gradients; `forward` receives the outputs of the forward an autograd backward runs (y, final states)."""
         if k.backward is not None:
             grads = _explicit_backward(k, rule, cfg, inputs, state, dy, d_state, cu, guards)
         else:
@@ -708,12 +753,15 @@ class KernelHost:
             st0 = {n: t.clone().requires_grad_(True) for n, t in state.items()}
             with torch.enable_grad():
                 y, final = _call_forward(k, rule, cfg, leaves, st0, cu, guards)
+                if forward is not None:
+                    forward.extend([("y", y)] + [(f"state.{n}", t) for n, t in (final or {}).items()])
                 loss = (y * dy).sum() if dy is not None else y.sum() * 0
                 for n, g in d_state.items():
                     loss = loss + (final[n] * g).sum()
                 order = list(leaves.items()) + [(f"state.{n}", t) for n, t in st0.items()]
                 try:
-                    gs = torch.autograd.grad(loss, [t for _, t in order], allow_unused=True)
+                    with FillUnwritten():  # an autograd Function's backward allocates here
+                        gs = torch.autograd.grad(loss, [t for _, t in order], allow_unused=True)
                 except Exception as e:
                     sys.stderr.write(traceback.format_exc())
                     raise KernelError(f"{k.spec}: autograd of the forward failed: {type(e).__name__}: {e}") from None
@@ -765,6 +813,8 @@ class _configured:
                 self.reply["configuration"] = self.name or configs.DEFAULT
             names, same = configs.Request.others(collapse=triton_cpu.interpreted())
             self.reply["configurations"] = names
+            # 0: none to judge beyond the default, told apart from not looked at (docs/spec/py-backend.md#configurations)
+            self.reply["autotuned"] = configs.Request.autotuned()
             if same:
                 self.reply["configurations_same"] = same
         self.request.__exit__(*exc)
@@ -806,10 +856,39 @@ def _toolchain(k: Kernel) -> dict:
     return t
 
 
-def _observed(guards: Guards) -> dict:
-    """What the reply header says of the call's guards (docs/spec/hazards.md): the writes into the
-    inputs or their guards, the tensors guarded and the kernel's keyword of each."""
-    return {"hazards": guards.check(), "guarded": guards.labels, "keywords": guards.keywords}
+def _observed(guards: Guards, probed: Optional[List[dict]] = None, unwritten_: Optional[List[dict]] = None) -> dict:
+    """What the reply header says of the call (docs/spec/hazards.md): the writes into the inputs or
+    their guards (the judged call's, then those the request's probe made into its copies of them),
+    the outputs left unwritten, the tensors guarded and the kernel's keyword of each."""
+    hazards = guards.check()
+    seen = {(h["kind"], h["tensor"]) for h in hazards}
+    hazards += [w for w in probed or [] if (w["kind"], w["tensor"]) not in seen]
+    return {"hazards": hazards + list(unwritten_ or []), "guarded": guards.labels, "keywords": guards.keywords}
+
+
+def _unwritten_outputs(out: List[Tuple[str, torch.Tensor]], cu_seqlens: Optional[torch.Tensor]) -> List[dict]:
+    """The outputs (reply names, canonical layout) with elements still holding the fill of memory the
+    kernel allocated (docs/spec/hazards.md#unwritten): per tensor how many, and the sequences n = b·H + h
+    (a packed batch's b: the sequence whose tokens they are) where they lie."""
+    found: List[dict] = []
+    cu = None if cu_seqlens is None else cu_seqlens.tolist()
+    for name, t in out:
+        mask = unwritten(t.detach())
+        if mask.dim() < 2 or not bool(mask.any()):
+            continue
+        token = name == "y" or (name.startswith("grads.") and not name.startswith("grads.state."))
+        mask = mask.cpu()
+        if token:  # [B, T, H, ...] -> (b, t, h) with an unwritten element
+            B, T, H = mask.shape[:3]
+            at = mask.reshape(B, T, H, -1).any(-1).nonzero()
+            lead = at[:, 0] if cu is None else torch.bucketize(at[:, 1], torch.tensor(cu[1:]), right=True)
+        else:  # [N, H, ...]
+            H = mask.shape[1]
+            at = mask.reshape(mask.shape[0], H, -1).any(-1).nonzero()
+            lead = at[:, 0]
+        seqs = sorted(set((lead * H + at[:, 2 if token else 1]).tolist()))
+        found.append({"kind": "unwritten", "tensor": name, "elements": int(mask.sum()), "of": t.numel(), "seqs": seqs})
+    return found
 
 
 # The contract probe that sends a packed batch with B = 2 (docs/spec/py-backend.md#contracts).
@@ -860,7 +939,8 @@ def _explicit_backward(k: Kernel, rule, cfg, inputs, state, dy, d_state, cu_seql
         labels.update({"dy": "dy", "d_final_state": f"dstate.{next(iter(state))}" if single else "dstate"})
         guards.wrap_all(kw, labels)
     try:
-        out = k.backward(**kw)
+        with FillUnwritten():
+            out = k.backward(**kw)
     except Exception as e:
         sys.stderr.write(traceback.format_exc())
         raise KernelError(f"{k.spec}.backward raised {type(e).__name__}: {e}\n{_tb_tail()}") from None

@@ -9,6 +9,9 @@ equal offsets (an empty sequence):
 * `empty_final_from_previous`: carries one state buffer from sequence to sequence and, for an empty
   sequence, writes that buffer (the previous sequence's final state, zero before the first) as its
   final state instead of the empty sequence's own initial state;
+* `final_unwritten`: allocates the final states with `new_empty` and returns early for an empty
+  sequence before storing its final state (as flash-linear-attention's fused_recurrent_kda did):
+  an empty sequence's final state is whatever the allocator handed out;
 * `hand_off`: the same driver without a plant (the contrast).
 
 The arithmetic per sequence is fla_style_ops.py's chunked DeltaNet; the plants are in the driver
@@ -37,10 +40,14 @@ def _driver(plant):
         keep = [i for i, (a, b) in enumerate(segs) if b > a or plant != "skips_empty"]
         outs, finals = [], []
         carried = torch.zeros_like(initial_state[:1])
+        # the plant "final_unwritten": one buffer for the final states, stored sequence by sequence
+        final = initial_state.new_empty(initial_state.shape) if plant == "final_unwritten" else None
         for j, i in enumerate(keep):
             a, b = segs[i]
             # the plant "skips_empty": the j-th sequence with tokens reads the j-th initial state
             S0 = initial_state[j:j + 1] if plant == "skips_empty" else initial_state[i:i + 1]
+            if a == b and final is not None:
+                continue  # returns before it stores this sequence's final state
             if a == b:
                 # the plant "empty_final_from_previous": the carried buffer, not this sequence's initial state
                 finals.append(carried if plant == "empty_final_from_previous" else S0)
@@ -49,6 +56,10 @@ def _driver(plant):
             outs.append(o)
             finals.append(S)
             carried = S
+            if final is not None:
+                final[i:i + 1] = S
+        if final is not None:
+            return torch.cat(outs, 1), (final if output_final_state else None)
         if plant == "skips_empty":  # every sequence still gets a final state: the dropped ones at the end, zero
             finals += [torch.zeros_like(initial_state[:1])] * (len(segs) - len(keep))
         return torch.cat(outs, 1), (torch.cat(finals, 0) if output_final_state else None)
@@ -58,4 +69,5 @@ def _driver(plant):
 
 skips_empty = _driver("skips_empty")
 empty_final_from_previous = _driver("empty_final_from_previous")
+final_unwritten = _driver("final_unwritten")
 hand_off = _driver(None)

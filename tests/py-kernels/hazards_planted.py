@@ -8,11 +8,17 @@ comparison alone does not see. Every one computes the right y, final state and g
   flash-linear-attention's fused_recurrent_kda did. It reads the raw memory after the tensor (as
   a Triton load would): whatever the allocator left there, so it passes whenever that is finite.
 * `writes_input`: uses its `beta` input as scratch after reading it (outside autograd's view).
+* `scratch_input`: the same, storing a constant (0.5) there: its second write of an input is bitwise
+  the first, so a call on an input it already wrote changes nothing the guards see; before the
+  request's probes worked on copies, the ignored-input probe's call wrote the judged request's own
+  beta, and the forward check named the kernel "not deterministic" instead.
 * `writes_past_end`: writes one element after the end of its input `v` where the tensor's
   storage has room for it (a Triton store with an off-by-one mask; without room it writes nothing).
 * `nondeterministic`: sums each output over the key in a random order (as atomics do): its two
   runs of a case differ in the last bits of y.
 * `nondeterministic_declared`: the same, declaring it with a tolerance: passes, the tolerance reported.
+* `nondeterministic_dbeta`: a deterministic forward whose gradient of beta moves in its last bits
+  from run to run (as an atomic accumulation does): its backward's two runs differ in dbeta.
 """
 import ctypes
 import os
@@ -60,6 +66,12 @@ def _writes_input(q, k, v, forget, beta, **kw):
     return out
 
 
+def _scratch_input(q, k, v, forget, beta, **kw):
+    out = naive_delta(q=q, k=k, v=v, forget=forget, beta=beta, **kw)
+    beta.data.fill_(0.5)  # scratch space, after the last read
+    return out
+
+
 def _writes_past_end(q, k, v, forget, beta, **kw):
     out = naive_delta(q=q, k=k, v=v, forget=forget, beta=beta, **kw)
     n = v.numel()
@@ -89,9 +101,27 @@ def _shuffled_sums(q, k, v, forget, beta, scale=None, initial_state=None, output
     return torch.stack(outs, dim=1), (S if output_final_state else None)
 
 
+class _JitterGrad(torch.autograd.Function):
+    """The identity, whose backward scales the gradient by 1 + u·2^-20 with u uniform in [0, 1) on each call."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * (1 + float(torch.rand(())) * 2.0 ** -20)
+
+
+def _nondeterministic_dbeta(q, k, v, forget, beta, **kw):
+    return naive_delta(q=q, k=k, v=v, forget=forget, beta=_JitterGrad.apply(beta), **kw)
+
+
 reads_past_gate = _sig(_reads_past_gate)
 writes_input = _sig(_writes_input)
+scratch_input = _sig(_scratch_input)
 writes_past_end = _sig(_writes_past_end)
 nondeterministic = _sig(_shuffled_sums)
 nondeterministic_declared = _sig(_shuffled_sums)
+nondeterministic_dbeta = _sig(_nondeterministic_dbeta)
 nondeterministic_declared.nlc = {**DECL, "nondeterministic": {"tolerance": 1e-5}}
