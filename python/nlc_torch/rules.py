@@ -289,6 +289,34 @@ def _kda_stored(k, v, q, g, st):
     return torch.stack(ys), {"M": M}
 
 
+def _gdn2(k, v, q, x, g, omega, st, cfg):
+    # GDN2 in fla's key-major form (docs/spec/delta-family-2.md#gdn2-forward): S = M^T [d_k, d_v];
+    # S <- diag(a_t) S with a_t = 1 - alpha_t per key channel, then S <- S + k_t (w_t * v_t - S^T (b_t * k_t))^T,
+    # o_t = S^T q_t; the erase gate b_t = theta_t per key channel, the write gate w_t = eta_t per value channel.
+    if store is not _plain_store:
+        return _gdn2_stored(k, v, q, g, st)
+    S = st["M"].t()
+    ys = []
+    for t in range(k.shape[0]):
+        S = (1 - g["alpha"][t]).unsqueeze(1) * S
+        S = S + torch.outer(k[t], g["eta"][t] * v[t] - S.t() @ (g["theta"][t] * k[t]))
+        ys.append(S.t() @ q[t])
+    return torch.stack(ys), {"M": S.t()}
+
+
+def _gdn2_stored(k, v, q, g, st):
+    # As _kda_stored, the key the state is read with scaled by the erase gate and the value by the write gate.
+    M = st["M"]
+    k, q = store(k), store(q)
+    ys = []
+    for t in range(k.shape[0]):
+        M = M * (1 - g["alpha"][t]).unsqueeze(0)
+        e = store(store(store(M) @ (g["theta"][t] * k[t])) - g["eta"][t] * v[t])
+        M = M - store(torch.outer(e, store(k[t])))
+        ys.append(store(store(M) @ q[t]))
+    return torch.stack(ys), {"M": M}
+
+
 def _comba(k, v, q, x, g, omega, st, cfg, p=None):
     # Comba in the key-major form of fla's fused_recurrent_comba (docs/spec/titans-family.md#comba-forward):
     # S = M^T [d_k, d_v]; the correction reads the state before it decays, with the second key p:
@@ -528,6 +556,7 @@ INNER = {
     "delta": _delta, "titans": _titans, "hebbian": _hebbian, "atlas": _atlas, "moneta": _moneta,
     "yaad": _yaad, "memora": _memora, "lattice": _lattice, "trellis": _trellis, "gated_delta": _gated_delta,
     "kda": _kda, "comba": _comba, "dplr": _dplr, "gated_delta_product": _gated_delta_product,
+    "gdn2": _gdn2,
 }
 
 
@@ -555,6 +584,7 @@ FROZEN = {
     "gated_delta": _matrix_read, "moneta": _mlp_frozen_read, "yaad": _mlp_frozen_read, "memora": _mlp_frozen_read,
     "lattice": _lattice_frozen_read, "trellis": _trellis_frozen_read,
     "kda": _matrix_read, "comba": _matrix_read, "dplr": _matrix_read, "gated_delta_product": _matrix_read,
+    "gdn2": _matrix_read,
 }
 
 
