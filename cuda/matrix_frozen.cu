@@ -1,5 +1,5 @@
 /*
- * Frozen read of the matrix-memory rules (Delta, Titans, Hebbian, Atlas, Gated Delta, KDA, Comba, DPLR, Gated DeltaProduct, GDN2; docs/spec/titans-family.md
+ * Frozen read of the matrix-memory rules (Delta, Titans, Hebbian, Atlas, Gated Delta, KDA, Comba, DPLR, Gated DeltaProduct, GDN2, gated Oja; docs/spec/titans-family.md
  * §2.4, §3, §4.3, §5.2, §6; reference src/rules/matrix.ts), ABI v2: y_t = M q_t, and its VJP
  * dq_t = Mᵀ dy_t, dM = Σ_t dy_t q_tᵀ. Titans and Atlas keep S too; the read ignores it (dS = 0).
  * One block per sequence (b, h); tokens are independent, so threads take rows of M for the read and
@@ -84,6 +84,7 @@ NLK_MATRIX_FROZEN(comba, nullptr)
 NLK_MATRIX_FROZEN(dplr, nullptr)
 NLK_MATRIX_FROZEN(gated_delta_product, nullptr)
 NLK_MATRIX_FROZEN(gdn2, nullptr)
+NLK_MATRIX_FROZEN(gated_oja, nullptr)
 
 #include "gen/delta_frozen.inc"
 #include "gen/hebbian_frozen.inc"
@@ -95,3 +96,4 @@ NLK_MATRIX_FROZEN(gdn2, nullptr)
 #include "gen/dplr_frozen.inc"
 #include "gen/gated_delta_product_frozen.inc"
 #include "gen/gdn2_frozen.inc"
+#include "gen/gated_oja_frozen.inc"

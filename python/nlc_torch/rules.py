@@ -317,6 +317,35 @@ def _gdn2_stored(k, v, q, g, st):
     return torch.stack(ys), {"M": M}
 
 
+def _gated_oja(k, v, q, x, g, omega, st, cfg):
+    # The gated Oja rule in fla's form (docs/spec/delta-family-2.md#gated-oja-forward): h = M^T [d_k, d_v];
+    # h <- h diag(a_t) with a_t = 1 - alpha_t per value channel, then h <- h + beta_t (k_t - h v_t) v_t^T,
+    # o_t = h^T q_t; beta_t = theta_t.
+    if store is not _plain_store:
+        return _gated_oja_stored(k, v, q, g, st)
+    h = st["M"].t()
+    ys = []
+    for t in range(k.shape[0]):
+        h = h * (1 - g["alpha"][t]).unsqueeze(0)
+        h = h + g["theta"][t] * torch.outer(k[t] - h @ v[t], v[t])
+        ys.append(h.t() @ q[t])
+    return torch.stack(ys), {"M": h.t()}
+
+
+def _gated_oja_stored(k, v, q, g, st):
+    # As _kda_stored, in M = h^T: the decay per value channel (a row of M), the reconstruction
+    # e = M^T v - k of the decayed state, then M <- M - beta v e^T.
+    M = st["M"]
+    k, q, v = store(k), store(q), store(v)
+    ys = []
+    for t in range(k.shape[0]):
+        M = (1 - g["alpha"][t]).unsqueeze(1) * M
+        e = store(store(store(M).t() @ v[t]) - k[t])
+        M = M - g["theta"][t] * store(torch.outer(store(v[t]), e))
+        ys.append(store(store(M) @ q[t]))
+    return torch.stack(ys), {"M": M}
+
+
 def _comba(k, v, q, x, g, omega, st, cfg, p=None):
     # Comba in the key-major form of fla's fused_recurrent_comba (docs/spec/titans-family.md#comba-forward):
     # S = M^T [d_k, d_v]; the correction reads the state before it decays, with the second key p:
@@ -556,7 +585,7 @@ INNER = {
     "delta": _delta, "titans": _titans, "hebbian": _hebbian, "atlas": _atlas, "moneta": _moneta,
     "yaad": _yaad, "memora": _memora, "lattice": _lattice, "trellis": _trellis, "gated_delta": _gated_delta,
     "kda": _kda, "comba": _comba, "dplr": _dplr, "gated_delta_product": _gated_delta_product,
-    "gdn2": _gdn2,
+    "gdn2": _gdn2, "gated_oja": _gated_oja,
 }
 
 
@@ -584,7 +613,7 @@ FROZEN = {
     "gated_delta": _matrix_read, "moneta": _mlp_frozen_read, "yaad": _mlp_frozen_read, "memora": _mlp_frozen_read,
     "lattice": _lattice_frozen_read, "trellis": _trellis_frozen_read,
     "kda": _matrix_read, "comba": _matrix_read, "dplr": _matrix_read, "gated_delta_product": _matrix_read,
-    "gdn2": _matrix_read,
+    "gdn2": _matrix_read, "gated_oja": _matrix_read,
 }
 
 

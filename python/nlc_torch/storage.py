@@ -124,7 +124,7 @@ class _Store(torch.autograd.Function):
 
 
 # rules whose forward marks its stored values (others cannot be emulated: an error names them)
-STORING_RULES = ("delta", "gated_delta", "kda", "comba", "dplr", "gated_delta_product", "gdn2")
+STORING_RULES = ("delta", "gated_delta", "kda", "comba", "dplr", "gated_delta_product", "gdn2", "gated_oja")
 
 
 @contextlib.contextmanager

@@ -8,6 +8,7 @@ import { delta } from "./delta.ts";
 import { dplr } from "./dplr.ts";
 import { gated_delta } from "./gated_delta.ts";
 import { gdn2 } from "./gdn2.ts";
+import { gated_oja } from "./gated_oja.ts";
 import { hebbian } from "./hebbian.ts";
 import { gated_delta_product } from "./gated_delta_product.ts";
 import { kda } from "./kda.ts";
@@ -22,7 +23,7 @@ import { yaad } from "./yaad.ts";
 import type { RuleDecl } from "./types.ts";
 
 /** The memory rules: any of them can be a memory level of the model. */
-const MEMORY_RULE_DECLS = [delta, titans, hebbian, moneta, yaad, memora, lattice, trellis, atlas, gated_delta, kda, comba, dplr, gated_delta_product, gdn2] as const;
+const MEMORY_RULE_DECLS = [delta, titans, hebbian, moneta, yaad, memora, lattice, trellis, atlas, gated_delta, kda, comba, dplr, gated_delta_product, gdn2, gated_oja] as const;
 
 /** Every rule: the memory rules and sliding-window attention. */
 export const RULES: readonly RuleDecl[] = [...MEMORY_RULE_DECLS, swa];
