@@ -176,6 +176,14 @@ def store(x: Tensor) -> Tensor:
     return x
 
 
+def marks_stored(fn):
+    """Declares that a rule's forward marks what a kernel stores (`store`), so the storage emulation
+    can run it (docs/spec/precision.md#intermediates); storage.STORING_RULES is read off these marks."""
+    fn.marks_stored = True
+    return fn
+
+
+@marks_stored
 def _delta(k, v, q, x, g, omega, st, cfg):
     M = st["M"]
     k, q = store(k), store(q)
@@ -192,6 +200,7 @@ def _delta(k, v, q, x, g, omega, st, cfg):
 _plain_store = store
 
 
+@marks_stored
 def _gated_delta(k, v, q, x, g, omega, st, cfg):
     # Gated DeltaNet as written in its own form: S_t = a_t S_{t-1} (I - beta_t k_t k_t^T) + beta_t v_t k_t^T,
     # with decay a_t = 1 - alpha_t and step beta_t = theta_t (docs/spec/titans-family.md#gated-delta-forward)
@@ -224,6 +233,7 @@ def _gated_delta_stored(k, v, q, g, st):
     return torch.stack(ys), {"M": M}
 
 
+@marks_stored
 def _gated_delta_product(k, v, q, x, g, omega, st, cfg):
     # Gated DeltaProduct as a product of generalized Householder transitions
     # (docs/spec/titans-family.md#gated-delta-product-forward): per token M <- a_t M with
@@ -261,6 +271,7 @@ def _gated_delta_product_stored(k, v, q, g, st, nh):
     return torch.stack(ys), {"M": M}
 
 
+@marks_stored
 def _kda(k, v, q, x, g, omega, st, cfg):
     # KDA in the key-major form of its own papers and fla (docs/spec/titans-family.md#kda-forward):
     # S = M^T is [d_k, d_v]; S <- diag(a_t) S with a_t = 1 - alpha_t per key channel, then
@@ -289,6 +300,7 @@ def _kda_stored(k, v, q, g, st):
     return torch.stack(ys), {"M": M}
 
 
+@marks_stored
 def _gdn2(k, v, q, x, g, omega, st, cfg):
     # GDN2 in fla's key-major form (docs/spec/delta-family-2.md#gdn2-forward): S = M^T [d_k, d_v];
     # S <- diag(a_t) S with a_t = 1 - alpha_t per key channel, then S <- S + k_t (w_t * v_t - S^T (b_t * k_t))^T,
@@ -317,6 +329,7 @@ def _gdn2_stored(k, v, q, g, st):
     return torch.stack(ys), {"M": M}
 
 
+@marks_stored
 def _gated_oja(k, v, q, x, g, omega, st, cfg):
     # The gated Oja rule in fla's form (docs/spec/delta-family-2.md#gated-oja-forward): h = M^T [d_k, d_v];
     # h <- h diag(a_t) with a_t = 1 - alpha_t per value channel, then h <- h + beta_t (k_t - h v_t) v_t^T,
@@ -346,6 +359,7 @@ def _gated_oja_stored(k, v, q, g, st):
     return torch.stack(ys), {"M": M}
 
 
+@marks_stored
 def _comba(k, v, q, x, g, omega, st, cfg, p=None):
     # Comba in the key-major form of fla's fused_recurrent_comba (docs/spec/titans-family.md#comba-forward):
     # S = M^T [d_k, d_v]; the correction reads the state before it decays, with the second key p:
@@ -363,6 +377,7 @@ def _comba(k, v, q, x, g, omega, st, cfg, p=None):
     return torch.stack(ys), {"M": S.t()}
 
 
+@marks_stored
 def _dplr(k, v, q, x, g, omega, st, cfg, a=None, b=None):
     # DPLR in the key-major form of fla's dplr_recurrence (docs/spec/titans-family.md#dplr-forward):
     # S = M^T [d_k, d_v];  S <- diag(w_t) S + b_t (a_t^T S) + k_t v_t^T with a^T S read from the state
