@@ -91,7 +91,7 @@ RULE_KEYS: List[str] = list(META)
 MEMORY_RULES: List[str] = [k for k, m in META.items() if m["memory"]]
 GATES: Dict[str, Tuple[str, ...]] = {k: tuple(m["gates"]) for k, m in META.items()}
 NORMALIZE_KQ = {k for k, m in META.items() if m["normalize_kq"]}
-# Gates with one value per key channel ([s, d]; w_<g> [d, 2d], b_<g> [d]): KDA's alpha.
+# Gates with one value per channel ([s, d]; w_<g> [d, 2d], b_<g> [d]): KDA's alpha, GDN2's three gates, gated Oja's alpha.
 CHANNEL_GATES: Dict[str, Tuple[str, ...]] = {k: tuple(m.get("channel_gates", ())) for k, m in META.items()}
 # Names a caller may pass in `state` that the rule derives from W1/W2 at call start (ignored).
 DERIVED_STATE: Dict[str, Tuple[str, ...]] = {k: tuple(m["derived_state"]) for k, m in META.items()}
