@@ -1,5 +1,6 @@
 /*
- * Frozen read of the matrix-memory rules (Delta, Titans, Hebbian, Atlas, Gated Delta, KDA, Comba, DPLR; docs/spec/titans-family.md
+ * Frozen read of the matrix-memory rules (every rule whose declared frozen read is the shared
+ * matrix read, listed by the generated gen/matrix_frozen.inc; docs/spec/titans-family.md
  * §2.4, §3, §4.3, §5.2, §6; reference src/rules/matrix.ts), ABI v2: y_t = M q_t, and its VJP
  * dq_t = Mᵀ dy_t, dM = Σ_t dy_t q_tᵀ. Titans and Atlas keep S too; the read ignores it (dS = 0).
  * One block per sequence (b, h); tokens are independent, so threads take rows of M for the read and
@@ -74,27 +75,4 @@ int read_vjp(const nlk::Shape& s, const float* q, const float* M, const float* d
   int frozen_backward(const FrozenBackwardArgs& a) { return read_vjp(a.shape, a.q, a.state.M, a.dy, a.dq, a.dstate.M, DS); } \
   }
 
-NLK_MATRIX_FROZEN(delta, nullptr)
-NLK_MATRIX_FROZEN(hebbian, nullptr)
-NLK_MATRIX_FROZEN(titans, a.dstate.S)
-NLK_MATRIX_FROZEN(atlas, a.dstate.S)
-NLK_MATRIX_FROZEN(gated_delta, nullptr)
-NLK_MATRIX_FROZEN(kda, nullptr)
-NLK_MATRIX_FROZEN(comba, nullptr)
-NLK_MATRIX_FROZEN(dplr, nullptr)
-NLK_MATRIX_FROZEN(gated_delta_product, nullptr)
-// the linear-attention family
-NLK_MATRIX_FROZEN(gla, nullptr)
-NLK_MATRIX_FROZEN(rwkv6, nullptr)
-
-#include "gen/delta_frozen.inc"
-#include "gen/hebbian_frozen.inc"
-#include "gen/titans_frozen.inc"
-#include "gen/atlas_frozen.inc"
-#include "gen/gated_delta_frozen.inc"
-#include "gen/kda_frozen.inc"
-#include "gen/comba_frozen.inc"
-#include "gen/dplr_frozen.inc"
-#include "gen/gated_delta_product_frozen.inc"
-#include "gen/gla_frozen.inc"
-#include "gen/rwkv6_frozen.inc"
+#include "gen/matrix_frozen.inc"

@@ -328,6 +328,36 @@ NLK_API int nlk_gated_delta_product_frozen_backward(int B, int T, int H, int d, 
     const float* M, const float* dy, void* workspace, float* dq, float* dM);
 NLK_API int nlk_gated_delta_product_chunk_form(int* kind, int* C);  /* optional: docs/spec/kernel-abi.md#chunk-form */
 
+/* gdn2: inputs k, v, q, alpha, theta, eta; gradients dk, dv, dq, dalpha, dtheta, deta; state M; hyper none */
+NLK_API int nlk_gdn2_workspace_bytes(int B, int T, int H, int d, int C, size_t* bytes);
+NLK_API int nlk_gdn2_forward(int B, int T, int H, int d, int C, const float* k, const float* v, const float* q,
+    const float* alpha, const float* theta, const float* eta, const float* M_0, float* y, float* M,
+    void* workspace);
+NLK_API int nlk_gdn2_backward(int B, int T, int H, int d, int C, const float* k, const float* v, const float* q,
+    const float* alpha, const float* theta, const float* eta, const float* M_0, const float* dy,
+    const float* dM, void* workspace, float* dk, float* dv, float* dq, float* dalpha, float* dtheta,
+    float* deta, float* dM_0);
+NLK_API int nlk_gdn2_frozen_workspace_bytes(int B, int T, int H, int d, size_t* bytes);
+NLK_API int nlk_gdn2_frozen_forward(int B, int T, int H, int d, const float* q, const float* M, float* y,
+    void* workspace);
+NLK_API int nlk_gdn2_frozen_backward(int B, int T, int H, int d, const float* q, const float* M, const float* dy,
+    void* workspace, float* dq, float* dM);
+NLK_API int nlk_gdn2_chunk_form(int* kind, int* C);  /* optional: docs/spec/kernel-abi.md#chunk-form */
+
+/* gated_oja: inputs k, v, q, alpha, theta; gradients dk, dv, dq, dalpha, dtheta; state M; hyper none */
+NLK_API int nlk_gated_oja_workspace_bytes(int B, int T, int H, int d, int C, size_t* bytes);
+NLK_API int nlk_gated_oja_forward(int B, int T, int H, int d, int C, const float* k, const float* v, const float* q,
+    const float* alpha, const float* theta, const float* M_0, float* y, float* M, void* workspace);
+NLK_API int nlk_gated_oja_backward(int B, int T, int H, int d, int C, const float* k, const float* v, const float* q,
+    const float* alpha, const float* theta, const float* M_0, const float* dy, const float* dM,
+    void* workspace, float* dk, float* dv, float* dq, float* dalpha, float* dtheta, float* dM_0);
+NLK_API int nlk_gated_oja_frozen_workspace_bytes(int B, int T, int H, int d, size_t* bytes);
+NLK_API int nlk_gated_oja_frozen_forward(int B, int T, int H, int d, const float* q, const float* M, float* y,
+    void* workspace);
+NLK_API int nlk_gated_oja_frozen_backward(int B, int T, int H, int d, const float* q, const float* M, const float* dy,
+    void* workspace, float* dq, float* dM);
+NLK_API int nlk_gated_oja_chunk_form(int* kind, int* C);  /* optional: docs/spec/kernel-abi.md#chunk-form */
+
 /* gla: inputs k, v, q, alpha; gradients dk, dv, dq, dalpha; state M; hyper none */
 NLK_API int nlk_gla_workspace_bytes(int B, int T, int H, int d, int C, size_t* bytes);
 NLK_API int nlk_gla_forward(int B, int T, int H, int d, int C, const float* k, const float* v, const float* q,

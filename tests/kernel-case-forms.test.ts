@@ -2,7 +2,7 @@
  * The one kernel case record's generators (cases/kernel-batch.ts) draw, for each case form, the
  * records the two kinds' own generators drew before they were one (a case's digest,
  * details.case_digest, is the fast-check text of its record; reports stay identical only if every
- * record is): for every rule variant of the registry, the generated cases (default and deep), one
+ * record is): for every rule variant of the registry as it was then (PINNED), the generated cases (default and deep), one
  * batch of every regime (and the packed regime, canonical), and the declared boundary, odd-key and
  * saturated cases, digested per form (harness/sweep.ts CaseDigester). The pinned digests were computed with the former generators
  * (conformance/kernel/batch.ts batchArb, regimeBatchArb, boundaryExample, oddKeyExample,
@@ -19,10 +19,17 @@ import type { KernelSeq } from "../cases/kernel-seq.ts";
 import { sequencesOf } from "../conformance/kernel/batch.ts";
 import { buildPyCase } from "../conformance/kernel/cases.ts";
 
-/** The digest (harness/sweep.ts CaseDigester, as details.case_digest digests) of every rule variant's cases of a form. */
+/**
+ * The rules the digests were pinned with: the registry when the former generators were merged. A rule
+ * added since had no former generator to agree with, so it is not part of the pin (and adding one
+ * leaves the pin as it is).
+ */
+const PINNED = ["delta", "titans", "hebbian", "moneta", "yaad", "memora", "lattice", "trellis", "atlas", "gated_delta", "kda", "comba", "dplr", "gated_delta_product", "swa"];
+
+/** The digest (harness/sweep.ts CaseDigester, as details.case_digest digests) of every pinned rule variant's cases of a form. */
 function formDigest(form: CaseForm): string {
   const dg = new CaseDigester();
-  for (const d of RULES) {
+  for (const d of RULES.filter((r) => PINNED.includes(r.key))) {
     for (const frozen of d.frozen === null ? [false] : [false, true]) {
       const k = `${d.key}${frozen ? ".frozen" : ""}`;
       dg.add(`${k} gen`, [sampleOf(caseArb(d, frozen, "default", form), 7, 4), sampleOf(caseArb(d, frozen, "deep", form), 7, 4)]);

@@ -60,5 +60,5 @@ test.skipIf(!hasTorch)("py: a wrong intermediates declaration makes the backend 
     ].join("\n")],
     cwd: `${import.meta.dir}/../python`, stdout: "pipe", stderr: "pipe",
   });
-  expect(py.stdout.toString()).toContain("intermediates: the torch reference marks no stored values in hebbian (it does in: delta, gated_delta, kda, comba, dplr, gated_delta_product)");
+  expect(py.stdout.toString()).toContain("intermediates: the torch reference marks no stored values in hebbian (it does in: delta, gated_delta, kda, comba, dplr, gated_delta_product, gdn2, gated_oja)");
 }, 120_000);

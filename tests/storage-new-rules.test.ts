@@ -1,10 +1,10 @@
 /**
- * The storage-intermediates emulation of KDA, Comba and DPLR (python/nlc_torch/rules.py:
- * `_kda_stored`, `_comba_stored`, `_dplr_stored`; docs/spec/precision.md#intermediates), the
+ * The storage-intermediates emulation of KDA, Comba, DPLR, GDN2 and gated Oja
+ * (python/nlc_torch/rules.py: `_kda_stored`, `_comba_stored`, `_dplr_stored`, `_gdn2_stored`, `_gated_oja_stored`; docs/spec/precision.md#intermediates), the
  * yardstick of fla's chunked bf16 kernels declared `intermediates: "storage"`. Each stored form,
  * with nothing rounded, is the rule's own recurrence (f64, to 1e-12), and a stored form with a bug
  * planted (Comba's correction read with k, DPLR's low-rank read from the decayed state, KDA's
- * decays on reversed channels) is not; in bf16 every output and gradient moves, by a bf16 rounding's
+ * and gated Oja's decays and GDN2's erase gates on reversed channels) is not; in bf16 every output and gradient moves, by a bf16 rounding's
  * size (the marks reach every tensor) and no more. Skipped without PyTorch.
  */
 import { expect, test } from "bun:test";
@@ -29,6 +29,10 @@ ext = {"kda": {"alpha": torch.rand(N, T, d, dtype=f64) * 0.2},
        "dplr": {"alpha": torch.rand(N, T, d, dtype=f64) * 0.2, "a": -unit(N, T, d) * 0.5, "b": unit(N, T, d) * 0.5}}
 M0 = torch.randn(N, d, d, dtype=f64) * 0.3
 dy, dM = torch.randn(N, T, d, dtype=f64), torch.randn(N, d, d, dtype=f64)
+# drawn after the others', so that theirs stay as they were: a per-channel erase and write gate
+ext["gdn2"] = {"alpha": torch.rand(N, T, d, dtype=f64) * 0.2, "theta": torch.rand(N, T, d, dtype=f64) * 0.9,
+               "eta": torch.rand(N, T, d, dtype=f64)}
+ext["gated_oja"] = {"alpha": torch.rand(N, T, d, dtype=f64) * 0.2, "v": torch.randn(N, T, d, dtype=f64) * 0.5}
 
 def rel(a, b):
     return ((a - b).abs().max() / a.abs().max()).item()
@@ -41,6 +45,8 @@ for rule, e in ext.items():
     for s in range(N):
         k, v, q, al, st = inp["k"][s], inp["v"][s], inp["q"][s], inp["alpha"][s], {"M": M0[s]}
         g = {"alpha": al, "theta": inp.get("theta", torch.zeros(N, T, dtype=f64))[s]}
+        if "eta" in inp:
+            g["eta"] = inp["eta"][s]
         if rule == "kda":
             plain, stored = R._kda(k, v, q, None, g, None, st, {}), R._kda_stored(k, v, q, g, st)
             planted = R._kda_stored(k, v, q, {**g, "alpha": al.flip(-1)}, st)
@@ -48,6 +54,12 @@ for rule, e in ext.items():
             p = inp["p"][s]
             plain, stored = R._comba(k, v, q, None, g, None, st, {}, p=p), R._comba_stored(k, v, q, p, g, st)
             planted = R._comba_stored(k, v, q, k, g, st)
+        elif rule == "gdn2":
+            plain, stored = R._gdn2(k, v, q, None, g, None, st, {}), R._gdn2_stored(k, v, q, g, st)
+            planted = R._gdn2_stored(k, v, q, {**g, "theta": g["theta"].flip(-1)}, st)
+        elif rule == "gated_oja":
+            plain, stored = R._gated_oja(k, v, q, None, g, None, st, {}), R._gated_oja_stored(k, v, q, g, st)
+            planted = R._gated_oja_stored(k, v, q, {**g, "alpha": al.flip(-1)}, st)
         else:
             a, b = inp["a"][s], inp["b"][s]
             plain, stored = R._dplr(k, v, q, None, g, None, st, {}, a=a, b=b), R._dplr_stored(k, v, q, a, b, g, st)
@@ -68,8 +80,10 @@ for rule, e in ext.items():
 print("ok")
 `;
 
-test.skipIf(!hasTorch)("KDA's, Comba's and DPLR's stored forms are their rules' recurrences, a planted one is not, and in bf16 each tensor moves by a rounding", () => {
+test.skipIf(!hasTorch)("KDA's, Comba's, DPLR's, GDN2's and gated Oja's stored forms are their rules' recurrences, a planted one is not, and in bf16 each tensor moves by a rounding", () => {
   const p = Bun.spawnSync({ cmd: [defaultPython({}), "-c", SCRIPT], env: pythonEnv(), stdout: "pipe", stderr: "pipe" });
   expect(p.stderr.toString()).toBe("");
-  expect(p.stdout.toString()).toContain("dplr bf16: 9 tensors, each moved\nok");
+  expect(p.stdout.toString()).toContain("dplr bf16: 9 tensors, each moved\ngdn2");
+  expect(p.stdout.toString()).toContain("gdn2 bf16: 9 tensors, each moved\ngated_oja");
+  expect(p.stdout.toString()).toContain("gated_oja bf16: 8 tensors, each moved\nok");
 }, 120_000);

@@ -315,6 +315,50 @@ int frozen_forward(const FrozenForwardArgs& a);
 int frozen_backward(const FrozenBackwardArgs& a);
 }  // namespace gated_delta_product
 
+namespace gdn2 {
+struct Hyper { };
+struct Inputs { const float* k; const float* v; const float* q; const float* alpha; const float* theta; const float* eta; };
+struct Grads { float* dk; float* dv; float* dq; float* dalpha; float* dtheta; float* deta; };
+/** One pointer per state tensor ([B,H,r,c] each). */
+struct StateIn { const float* M; static constexpr int kCount = 1; __host__ __device__ const float* operator[](int w) const { const float* const p[] = {M}; return p[w]; } };
+struct StateOut { float* M; static constexpr int kCount = 1; __host__ __device__ float* operator[](int w) const { float* const p[] = {M}; return p[w]; } };
+struct ForwardArgs { Shape shape; int C; Hyper hyper; Inputs in; StateIn state0; float* y; StateOut state; unsigned char* ws; };
+/** dy and the members of dstate may be NULL (= zero). */
+struct BackwardArgs { Shape shape; int C; Hyper hyper; Inputs in; StateIn state0; const float* dy; StateIn dstate; unsigned char* ws; Grads grad; StateOut dstate0; };
+int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes);
+int forward(const ForwardArgs& a);
+int backward(const BackwardArgs& a);
+/** Optional (docs/spec/kernel-abi.md#chunk-form): a source that defines it includes gen/gdn2_chunk_form.inc. */
+int chunk_form(int* kind, int* C);
+struct FrozenForwardArgs { Shape shape; Hyper hyper; const float* q; StateIn state; float* y; unsigned char* ws; };
+struct FrozenBackwardArgs { Shape shape; Hyper hyper; const float* q; StateIn state; const float* dy; unsigned char* ws; float* dq; StateOut dstate; };
+int frozen_workspace_bytes(const Shape& shape, const Hyper& hyper, size_t* bytes);
+int frozen_forward(const FrozenForwardArgs& a);
+int frozen_backward(const FrozenBackwardArgs& a);
+}  // namespace gdn2
+
+namespace gated_oja {
+struct Hyper { };
+struct Inputs { const float* k; const float* v; const float* q; const float* alpha; const float* theta; };
+struct Grads { float* dk; float* dv; float* dq; float* dalpha; float* dtheta; };
+/** One pointer per state tensor ([B,H,r,c] each). */
+struct StateIn { const float* M; static constexpr int kCount = 1; __host__ __device__ const float* operator[](int w) const { const float* const p[] = {M}; return p[w]; } };
+struct StateOut { float* M; static constexpr int kCount = 1; __host__ __device__ float* operator[](int w) const { float* const p[] = {M}; return p[w]; } };
+struct ForwardArgs { Shape shape; int C; Hyper hyper; Inputs in; StateIn state0; float* y; StateOut state; unsigned char* ws; };
+/** dy and the members of dstate may be NULL (= zero). */
+struct BackwardArgs { Shape shape; int C; Hyper hyper; Inputs in; StateIn state0; const float* dy; StateIn dstate; unsigned char* ws; Grads grad; StateOut dstate0; };
+int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes);
+int forward(const ForwardArgs& a);
+int backward(const BackwardArgs& a);
+/** Optional (docs/spec/kernel-abi.md#chunk-form): a source that defines it includes gen/gated_oja_chunk_form.inc. */
+int chunk_form(int* kind, int* C);
+struct FrozenForwardArgs { Shape shape; Hyper hyper; const float* q; StateIn state; float* y; unsigned char* ws; };
+struct FrozenBackwardArgs { Shape shape; Hyper hyper; const float* q; StateIn state; const float* dy; unsigned char* ws; float* dq; StateOut dstate; };
+int frozen_workspace_bytes(const Shape& shape, const Hyper& hyper, size_t* bytes);
+int frozen_forward(const FrozenForwardArgs& a);
+int frozen_backward(const FrozenBackwardArgs& a);
+}  // namespace gated_oja
+
 namespace gla {
 struct Hyper { };
 struct Inputs { const float* k; const float* v; const float* q; const float* alpha; };

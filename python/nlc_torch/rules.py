@@ -91,7 +91,7 @@ RULE_KEYS: List[str] = list(META)
 MEMORY_RULES: List[str] = [k for k, m in META.items() if m["memory"]]
 GATES: Dict[str, Tuple[str, ...]] = {k: tuple(m["gates"]) for k, m in META.items()}
 NORMALIZE_KQ = {k for k, m in META.items() if m["normalize_kq"]}
-# Gates with one value per key channel ([s, d]; w_<g> [d, 2d], b_<g> [d]): KDA's alpha.
+# Gates with one value per channel ([s, d]; w_<g> [d, 2d], b_<g> [d]): KDA's alpha, GDN2's three gates, gated Oja's alpha.
 CHANNEL_GATES: Dict[str, Tuple[str, ...]] = {k: tuple(m.get("channel_gates", ())) for k, m in META.items()}
 # Names a caller may pass in `state` that the rule derives from W1/W2 at call start (ignored).
 DERIVED_STATE: Dict[str, Tuple[str, ...]] = {k: tuple(m["derived_state"]) for k, m in META.items()}
@@ -176,6 +176,14 @@ def store(x: Tensor) -> Tensor:
     return x
 
 
+def marks_stored(fn):
+    """Declares that a rule's forward marks what a kernel stores (`store`), so the storage emulation
+    can run it (docs/spec/precision.md#intermediates); storage.STORING_RULES is read off these marks."""
+    fn.marks_stored = True
+    return fn
+
+
+@marks_stored
 def _delta(k, v, q, x, g, omega, st, cfg):
     M = st["M"]
     k, q = store(k), store(q)
@@ -192,6 +200,7 @@ def _delta(k, v, q, x, g, omega, st, cfg):
 _plain_store = store
 
 
+@marks_stored
 def _gated_delta(k, v, q, x, g, omega, st, cfg):
     # Gated DeltaNet as written in its own form: S_t = a_t S_{t-1} (I - beta_t k_t k_t^T) + beta_t v_t k_t^T,
     # with decay a_t = 1 - alpha_t and step beta_t = theta_t (docs/spec/titans-family.md#gated-delta-forward)
@@ -224,6 +233,7 @@ def _gated_delta_stored(k, v, q, g, st):
     return torch.stack(ys), {"M": M}
 
 
+@marks_stored
 def _gated_delta_product(k, v, q, x, g, omega, st, cfg):
     # Gated DeltaProduct as a product of generalized Householder transitions
     # (docs/spec/titans-family.md#gated-delta-product-forward): per token M <- a_t M with
@@ -261,6 +271,7 @@ def _gated_delta_product_stored(k, v, q, g, st, nh):
     return torch.stack(ys), {"M": M}
 
 
+@marks_stored
 def _kda(k, v, q, x, g, omega, st, cfg):
     # KDA in the key-major form of its own papers and fla (docs/spec/titans-family.md#kda-forward):
     # S = M^T is [d_k, d_v]; S <- diag(a_t) S with a_t = 1 - alpha_t per key channel, then
@@ -289,6 +300,66 @@ def _kda_stored(k, v, q, g, st):
     return torch.stack(ys), {"M": M}
 
 
+@marks_stored
+def _gdn2(k, v, q, x, g, omega, st, cfg):
+    # GDN2 in fla's key-major form (docs/spec/delta-family-2.md#gdn2-forward): S = M^T [d_k, d_v];
+    # S <- diag(a_t) S with a_t = 1 - alpha_t per key channel, then S <- S + k_t (w_t * v_t - S^T (b_t * k_t))^T,
+    # o_t = S^T q_t; the erase gate b_t = theta_t per key channel, the write gate w_t = eta_t per value channel.
+    if store is not _plain_store:
+        return _gdn2_stored(k, v, q, g, st)
+    S = st["M"].t()
+    ys = []
+    for t in range(k.shape[0]):
+        S = (1 - g["alpha"][t]).unsqueeze(1) * S
+        S = S + torch.outer(k[t], g["eta"][t] * v[t] - S.t() @ (g["theta"][t] * k[t]))
+        ys.append(S.t() @ q[t])
+    return torch.stack(ys), {"M": S.t()}
+
+
+def _gdn2_stored(k, v, q, g, st):
+    # As _kda_stored, the key the state is read with scaled by the erase gate and the value by the write gate.
+    M = st["M"]
+    k, q = store(k), store(q)
+    ys = []
+    for t in range(k.shape[0]):
+        M = M * (1 - g["alpha"][t]).unsqueeze(0)
+        e = store(store(store(M) @ (g["theta"][t] * k[t])) - g["eta"][t] * v[t])
+        M = M - store(torch.outer(e, store(k[t])))
+        ys.append(store(store(M) @ q[t]))
+    return torch.stack(ys), {"M": M}
+
+
+@marks_stored
+def _gated_oja(k, v, q, x, g, omega, st, cfg):
+    # The gated Oja rule in fla's form (docs/spec/delta-family-2.md#gated-oja-forward): h = M^T [d_k, d_v];
+    # h <- h diag(a_t) with a_t = 1 - alpha_t per value channel, then h <- h + beta_t (k_t - h v_t) v_t^T,
+    # o_t = h^T q_t; beta_t = theta_t.
+    if store is not _plain_store:
+        return _gated_oja_stored(k, v, q, g, st)
+    h = st["M"].t()
+    ys = []
+    for t in range(k.shape[0]):
+        h = h * (1 - g["alpha"][t]).unsqueeze(0)
+        h = h + g["theta"][t] * torch.outer(k[t] - h @ v[t], v[t])
+        ys.append(h.t() @ q[t])
+    return torch.stack(ys), {"M": h.t()}
+
+
+def _gated_oja_stored(k, v, q, g, st):
+    # As _kda_stored, in M = h^T: the decay per value channel (a row of M), the reconstruction
+    # e = M^T v - k of the decayed state, then M <- M - beta v e^T.
+    M = st["M"]
+    k, q, v = store(k), store(q), store(v)
+    ys = []
+    for t in range(k.shape[0]):
+        M = (1 - g["alpha"][t]).unsqueeze(1) * M
+        e = store(store(store(M).t() @ v[t]) - k[t])
+        M = M - g["theta"][t] * store(torch.outer(store(v[t]), e))
+        ys.append(store(store(M) @ q[t]))
+    return torch.stack(ys), {"M": M}
+
+
+@marks_stored
 def _comba(k, v, q, x, g, omega, st, cfg, p=None):
     # Comba in the key-major form of fla's fused_recurrent_comba (docs/spec/titans-family.md#comba-forward):
     # S = M^T [d_k, d_v]; the correction reads the state before it decays, with the second key p:
@@ -306,6 +377,7 @@ def _comba(k, v, q, x, g, omega, st, cfg, p=None):
     return torch.stack(ys), {"M": S.t()}
 
 
+@marks_stored
 def _dplr(k, v, q, x, g, omega, st, cfg, a=None, b=None):
     # DPLR in the key-major form of fla's dplr_recurrence (docs/spec/titans-family.md#dplr-forward):
     # S = M^T [d_k, d_v];  S <- diag(w_t) S + b_t (a_t^T S) + k_t v_t^T with a^T S read from the state
@@ -556,6 +628,7 @@ INNER = {
     "kda": _kda, "comba": _comba, "dplr": _dplr, "gated_delta_product": _gated_delta_product,
     # the linear-attention family
     "gla": _gla, "rwkv6": _rwkv6,
+    "gdn2": _gdn2, "gated_oja": _gated_oja,
 }
 
 
@@ -585,6 +658,7 @@ FROZEN = {
     "kda": _matrix_read, "comba": _matrix_read, "dplr": _matrix_read, "gated_delta_product": _matrix_read,
     # the linear-attention family
     "gla": _matrix_read, "rwkv6": _matrix_read,
+    "gdn2": _matrix_read, "gated_oja": _matrix_read,
 }
 
 

@@ -123,8 +123,8 @@ class _Store(torch.autograd.Function):
         return round_to(g, ctx.dtype, ctx.gen), None, None
 
 
-# rules whose forward marks its stored values (others cannot be emulated: an error names them)
-STORING_RULES = ("delta", "gated_delta", "kda", "comba", "dplr", "gated_delta_product")
+# rules whose forward marks its stored values (rules.marks_stored; others cannot be emulated: an error names them)
+STORING_RULES = tuple(k for k, f in rules.INNER.items() if getattr(f, "marks_stored", False))
 
 
 @contextlib.contextmanager

@@ -7,6 +7,8 @@ import { comba } from "./comba.ts";
 import { delta } from "./delta.ts";
 import { dplr } from "./dplr.ts";
 import { gated_delta } from "./gated_delta.ts";
+import { gdn2 } from "./gdn2.ts";
+import { gated_oja } from "./gated_oja.ts";
 import { hebbian } from "./hebbian.ts";
 import { gated_delta_product } from "./gated_delta_product.ts";
 // the linear-attention family (docs/spec/linear-attention.md)
@@ -24,7 +26,7 @@ import { yaad } from "./yaad.ts";
 import type { RuleDecl } from "./types.ts";
 
 /** The memory rules: any of them can be a memory level of the model. */
-const MEMORY_RULE_DECLS = [delta, titans, hebbian, moneta, yaad, memora, lattice, trellis, atlas, gated_delta, kda, comba, dplr, gated_delta_product,
+const MEMORY_RULE_DECLS = [delta, titans, hebbian, moneta, yaad, memora, lattice, trellis, atlas, gated_delta, kda, comba, dplr, gated_delta_product, gdn2, gated_oja,
   // the linear-attention family (docs/spec/linear-attention.md)
   gla, rwkv6] as const;
 

@@ -11,7 +11,9 @@ export type GateName = "alpha" | "theta" | "eta";
 
 /**
  * A gate's shape per token: "token" is one value per token ([s], the default), "channel" one per
- * key channel ([s, d]: KDA's decay, docs/spec/titans-family.md#kda). A channel gate's parameters
+ * channel ([s, d]: KDA's decay per key channel, docs/spec/titans-family.md#kda; a rule's sheet says
+ * which channels, e.g. GDN2's write gate and gated Oja's decay are per value channel,
+ * docs/spec/delta-family-2.md). A channel gate's parameters
  * are w_<g> [d, 2d] and b_<g> [d] instead of [2d] and [1]; its kernel tensor is [B, T, H, d].
  */
 export type GateShape = "token" | "channel";
@@ -193,7 +195,7 @@ export interface RuleDecl<K extends string = string> {
   /** Which projections feed the inner pair: memory levels (W_K, W_V, W_Q + gates) or attention (W_q, W_k, W_v). */
   readonly projection: "memory" | "attention";
   readonly gates: readonly GateName[];
-  /** The declared gates that are per key channel ([s, d], gateShape); absent = none. */
+  /** The declared gates that are per channel ([s, d], gateShape; key or value channels, as the sheet says); absent = none. */
   readonly channelGates?: readonly GateName[];
   /** L2 row normalisation of k and q on the active path (Delta and Titans only, D1). */
   readonly normalizeKQ: boolean;
