@@ -12,6 +12,7 @@
 export const ENVIRONMENT_VARIABLES = {
   NLC_BACKENDS: "kernel backends of C5 (comma-separated); --backend sets it for the run",
   NLC_PY_BACKENDS: "py:<module>:<callable> kernel backends (comma-separated); --backend sets it for the run",
+  NLC_JAX_BACKENDS: "jax:<module>:<callable> kernel backends (comma-separated); --backend sets it for the run",
   NLC_IN_PROCESS_BACKENDS: "in-process kernel backends (docs/contributing.md \"Adding a backend kind\"; comma-separated); --backend sets it for the run",
   NLC_KERNEL_TIMEOUT: "seconds a batch of native kernel checks may take",
   NLC_KERNEL_PRELOAD: "LD_PRELOAD of the native kernel children (e.g. a sanitizer runtime)",

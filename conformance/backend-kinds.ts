@@ -14,7 +14,7 @@ import { kernelBackends, nativeKernelChecks } from "./kernel/native-checks.ts";
 import { adoptProbe, probeBackends, probedBackends } from "./kernel/spawn.ts";
 import { inProcessKernelChecks, type InProcessFactory } from "./kernel/in-process.ts";
 import { pyBackends, pyKernelChecks } from "./kernel/py-checks.ts";
-import { PY_PREFIX, parsePyBackend, parsePyBackendArg, pyIdCollision } from "./kernel/py-plan.ts";
+import { JAX_PREFIX, PY_PREFIX, parsePyBackend, parsePyBackendArg, pyIdCollision } from "./kernel/py-plan.ts";
 import { environment, type EnvironmentVariable } from "../environment.ts";
 
 export interface BackendKindEntry {
@@ -113,30 +113,42 @@ const NATIVE: BackendKindEntry = {
   handover: { take: () => probedBackends(), adopt: (v) => adoptProbe(v as ReturnType<typeof probedBackends>) },
 };
 
+/**
+ * A kind whose kernels the Python kernel host runs (conformance/kernel/py-checks.ts): `py:` (a
+ * PyTorch/Triton pair) and `jax:` (a JAX function or Pallas kernel through the adaptor
+ * python/nlc_jax.py, docs/kernels.md#jax): one pipeline, told apart by prefix and variable.
+ */
+function hostedKind(prefix: string, variable: "NLC_PY_BACKENDS" | "NLC_JAX_BACKENDS", device?: string): BackendKindEntry {
+  return {
+    owns: (b) => b.startsWith(prefix),
+    spelled: `${prefix}<module>:<callable>[@<name>]`,
+    problem: (b) => {
+      try {
+        parsePyBackendArg(b);
+        return null;
+      } catch (e) {
+        return message(e);
+      }
+    },
+    together: (names, flag) => pyIdCollision([...names], flag),
+    variable, encode: (names) => names.join(","),
+    checks: () => pyKernelChecks(variable), backends: () => pyBackends(variable, device),
+    ownFilter: (b) => {
+      try {
+        return `C5/${parsePyBackend(b).slug}/`;
+      } catch {
+        return null; // a malformed name: the plan reports it
+      }
+    },
+    namedByEnvironment: () => (environment()[variable] ?? "").split(",").map((b) => b.trim()).filter((b) => b !== ""),
+  };
+}
+
 /** py:<module>:<callable>[@<name>]: a PyTorch/Triton pair behind the kernel host (conformance/kernel/). */
-const PYTHON: BackendKindEntry = {
-  owns: (b) => b.startsWith(PY_PREFIX),
-  spelled: "py:<module>:<callable>[@<name>]",
-  problem: (b) => {
-    try {
-      parsePyBackendArg(b);
-      return null;
-    } catch (e) {
-      return message(e);
-    }
-  },
-  together: (names, flag) => pyIdCollision([...names], flag),
-  variable: "NLC_PY_BACKENDS", encode: (names) => names.join(","),
-  checks: pyKernelChecks, backends: pyBackends,
-  ownFilter: (b) => {
-    try {
-      return `C5/${parsePyBackend(b).slug}/`;
-    } catch {
-      return null; // a malformed name: the plan reports it
-    }
-  },
-  namedByEnvironment: () => (environment().NLC_PY_BACKENDS ?? "").split(",").map((b) => b.trim()).filter((b) => b !== ""),
-};
+const PYTHON = hostedKind(PY_PREFIX, "NLC_PY_BACKENDS");
+
+/** jax:<module>:<callable>[@<name>]: a JAX function or Pallas kernel, declared as a py: kernel is, behind the same host. */
+const JAX = hostedKind(JAX_PREFIX, "NLC_JAX_BACKENDS", "JAX through the kernel host (python/nlc_jax.py in python/nlc_torch/kernel_host.py)");
 
 /** Where the values of every in-process kind travel (one variable for all of them: each reads its own prefix). */
 const IN_PROCESS_VARIABLE: EnvironmentVariable = "NLC_IN_PROCESS_BACKENDS";
@@ -162,7 +174,7 @@ export function inProcessKind(prefix: string, byName: Readonly<Record<string, In
 }
 
 /** Every kind, in catalogue order; the native kind first (it takes what no other takes). */
-export const KINDS: readonly BackendKindEntry[] = [NATIVE, PYTHON];
+export const KINDS: readonly BackendKindEntry[] = [NATIVE, PYTHON, JAX];
 
 /** The kind of a --backend value. */
 export function kindOf(name: string): BackendKindEntry {

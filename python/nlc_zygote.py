@@ -36,7 +36,8 @@ ENV_PREFIXES = ("PYTHON", "OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS", "DNNL", "
 def _paths():
     env = sorted((k, v) for k, v in os.environ.items() if k.startswith(ENV_PREFIXES))
     st = os.stat(__file__)
-    key = json.dumps([os.path.realpath(sys.executable), sys.version, env, [st.st_mtime_ns, st.st_size]])
+    # sys.prefix: a venv's python is a link to the same binary with other packages (its own jax, torch)
+    key = json.dumps([os.path.realpath(sys.executable), sys.prefix, sys.version, env, [st.st_mtime_ns, st.st_size]])
     h = hashlib.sha256(key.encode()).hexdigest()[:16]
     base = os.path.join(tempfile.gettempdir(), f"nlc-zygote-{os.getuid()}-{h}")
     return base + ".sock", base + ".lock", base + ".log"

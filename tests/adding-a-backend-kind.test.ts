@@ -37,7 +37,7 @@ describe("docs/contributing.md \"Adding a backend kind\": what it cites", () => 
     expect(STEPS).toContain("`fast-pair-backend.ts`");
     expect(BLOCKS[0]).toContain("export function fastPairBackend(): KernelBackend<NativeBatch, true>");
     expect(BLOCKS[1]).toContain('import { fastPairBackend } from "./kernel/fast-pair-backend.ts";');
-    expect(readFileSync(join(ROOT, KINDS_FILE), "utf8")).toMatch(/^export const KINDS: readonly BackendKindEntry\[\] = \[NATIVE, PYTHON\];$/m);
+    expect(readFileSync(join(ROOT, KINDS_FILE), "utf8")).toMatch(/^export const KINDS: readonly BackendKindEntry\[\] = \[NATIVE, PYTHON, JAX\];$/m);
   });
 });
 
@@ -55,7 +55,7 @@ describe("docs/contributing.md \"Adding a backend kind\": walked with the refere
       const [importLine, kindsLine] = BLOCKS[1]!.trim().split("\n");
       editIn(dir, KINDS_FILE, (s) => s
         .replace(/^(import .* from "\.\/kernel\/in-process\.ts";)$/m, `${importLine}\n$1`)
-        .replace(/^export const KINDS: readonly BackendKindEntry\[\] = \[NATIVE, PYTHON\];$/m, kindsLine!));
+        .replace(/^export const KINDS: readonly BackendKindEntry\[\] = \[NATIVE, PYTHON, JAX\];$/m, kindsLine!));
       expect(changedFiles(dir, [BACKEND_FILE])).toEqual([KINDS_FILE, BACKEND_FILE].sort());
       const typed = runIn(dir, ["node_modules/typescript/bin/tsc", "--noEmit"]);
       expect({ code: typed.code, out: typed.out.slice(-2000) }).toEqual({ code: 0, out: "" });

@@ -20,14 +20,16 @@ const saved = environment();
 afterEach(() => adoptEnvironment(saved));
 
 test("each value goes to one kind, in the variable the children read", () => {
-  expect(KINDS.length).toBe(2);
+  expect(KINDS.length).toBe(3);
   expect(kindOf("py:examples/py-kernels/naive_delta.py:naive_delta").variable).toBe("NLC_PY_BACKENDS");
+  expect(kindOf("jax:examples/jax-kernels/delta_jax.py:delta_jax").variable).toBe("NLC_JAX_BACKENDS");
   for (const b of ["cpu-emu", "cuda", "lib:/x/libnlk.so", "ref", "nonsense"]) expect(kindOf(b).variable).toBe("NLC_BACKENDS");
   expect(kindOf("cpu-emu").encode([])).toBe("ref");
   expect(kindOf("nonsense").problem("nonsense", "--backend")).toBe(`--backend 'nonsense': unknown backend (expected ${backendKindsSpelled()})`);
-  expect(backendKindsSpelled()).toBe("cpu-emu, cuda, cpu-f32, cuda-f32, cpu-bf16, cuda-bf16, lib:<path to a library implementing ffi/nlk.h>[@<name>], or py:<module>:<callable>[@<name>]");
+  expect(backendKindsSpelled()).toBe("cpu-emu, cuda, cpu-f32, cuda-f32, cpu-bf16, cuda-bf16, lib:<path to a library implementing ffi/nlk.h>[@<name>], py:<module>:<callable>[@<name>], or jax:<module>:<callable>[@<name>]");
   expect(kindOf("lib:").problem("lib:", "--backend")).toContain("a library backend needs a path");
   expect(kindOf("py:nocallable").problem("py:nocallable", "--backend")).toContain("expected py:<module>:<callable>");
+  expect(kindOf("jax:nocallable").problem("jax:nocallable", "--backend")).toContain("expected jax:<module>:<callable>");
 });
 
 test("an in-process kind takes its prefix, names what it lacks, and generates forward and backward per rule variant", () => {

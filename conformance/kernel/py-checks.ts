@@ -61,18 +61,20 @@ const PY_KIND: KernelKind = {
   replayArgs: (name) => ["--backend", name],
 };
 
-/** Every check of every configured py: backend (none unless --backend py:... is given). */
-export function pyKernelChecks(): CheckDef[] {
-  const collision = pyIdCollision(pyBackendNames(), "NLC_PY_BACKENDS");
+/** Every check of every configured py: backend (none unless --backend py:... is given), or of the jax: ones (`variable`). */
+export function pyKernelChecks(variable: "NLC_PY_BACKENDS" | "NLC_JAX_BACKENDS" = "NLC_PY_BACKENDS"): CheckDef[] {
+  const names = pyBackendNames(undefined, variable);
+  const collision = pyIdCollision(names, variable);
   if (collision !== null) throw new Error(collision);
-  return kernelChecks(PY_KIND, pyBackendNames());
+  return kernelChecks(PY_KIND, names);
 }
 
-/** The py: backends for the report. */
-export function pyBackends(): BackendInfo[] {
-  return pyBackendNames().map((name) => unavailable.has(name)
+/** The py: (or jax:) backends for the report. */
+export function pyBackends(variable: "NLC_PY_BACKENDS" | "NLC_JAX_BACKENDS" = "NLC_PY_BACKENDS",
+  device = "PyTorch kernel host (python/nlc_torch/kernel_host.py)"): BackendInfo[] {
+  return pyBackendNames(undefined, variable).map((name) => unavailable.has(name)
     ? { name, available: false, reason: unavailable.get(name)! }
     : ran.has(name)
-    ? { name, available: true, device: "PyTorch kernel host (python/nlc_torch/kernel_host.py)", ...(ran.get(name) ? { toolchain: ran.get(name)! } : {}) }
+    ? { name, available: true, device, ...(ran.get(name) ? { toolchain: ran.get(name)! } : {}) }
     : { name, available: false, reason: "not run: no check of this backend ran" });
 }

@@ -22,40 +22,57 @@ import type { PlanBackend, PlanStyle } from "./plan.ts";
 import type { CheckTolerance } from "./tolerance.ts";
 
 export const PY_PREFIX = "py:";
+/**
+ * `jax:<module>:<callable>[@<name>]`: a JAX function or Pallas kernel declared as a py: kernel is,
+ * run by the same host through the adaptor python/nlc_jax.py, which the host loads as
+ * `<adaptor>:<module>#<callable>` (docs/kernels.md#jax).
+ */
+export const JAX_PREFIX = "jax:";
+const JAX_ADAPTOR = resolve(import.meta.dir, "../../python/nlc_jax.py");
 
-/** A parsed `py:<module>:<callable>[@<name>]` backend; `module` is a dotted name or a path to a .py file. */
+/** A parsed `py:` or `jax:` backend; `module` and `callable` are what the kernel host loads (`module`: a dotted name or a path to a .py file). */
 export interface PyBackend {
   /** The backend as given (with its @<name>): what the replay line and the report carry. */
   readonly name: string;
   readonly module: string;
   readonly callable: string;
-  /** The id segment: py-<name>, the name declared after @ or else the callable's. */
+  /** The id segment: py-<name> (jax-<name>), the name declared after @ or else the callable's. */
   readonly slug: string;
 }
 
 /** What a declared check-id name may hold. */
 const ID_NAME = /^[A-Za-z0-9_.-]+$/;
 
-/** Parses `py:<module>:<callable>[@<name>]`; the message of a thrown error names what is wrong. */
-export function parsePyBackend(name: string): PyBackend {
-  const rest = name.slice(PY_PREFIX.length);
+/** The backend's own module and callable, as written after its prefix. */
+function split(name: string): { prefix: string; module: string; callable: string; declared: string | undefined } {
+  const prefix = name.startsWith(JAX_PREFIX) ? JAX_PREFIX : PY_PREFIX, kind = prefix.slice(0, -1);
+  const rest = name.slice(prefix.length);
   const cut = rest.lastIndexOf(":");
   const module = cut < 0 ? "" : rest.slice(0, cut), tail = cut < 0 ? "" : rest.slice(cut + 1);
   const at = tail.indexOf("@");
   const callable = at < 0 ? tail : tail.slice(0, at), declared = at < 0 ? undefined : tail.slice(at + 1);
-  if (!name.startsWith(PY_PREFIX) || module === "" || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(callable)) {
-    throw new Error(`--backend '${name}': expected py:<module>:<callable>[@<name>], e.g. py:examples/py-kernels/naive_delta.py:naive_delta or py:mypkg.kernels:delta@delta_v2`);
+  if (!name.startsWith(prefix) || module === "" || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(callable)) {
+    throw new Error(`--backend '${name}': expected ${prefix}<module>:<callable>[@<name>], e.g. ${prefix === JAX_PREFIX
+      ? "jax:examples/jax-kernels/delta_jax.py:delta_jax or jax:mypkg.kernels:delta@delta_v2"
+      : "py:examples/py-kernels/naive_delta.py:naive_delta or py:mypkg.kernels:delta@delta_v2"}`);
   }
   if (declared !== undefined && !ID_NAME.test(declared)) {
-    throw new Error(`--backend '${name}': the name after @ ('${declared}') names the checks (C5/py-<name>/...): letters, digits, _, - and . only, not empty`);
+    throw new Error(`--backend '${name}': the name after @ ('${declared}') names the checks (C5/${kind}-<name>/...): letters, digits, _, - and . only, not empty`);
   }
-  return { name, module, callable, slug: `py-${declared ?? callable}` };
+  return { prefix, module, callable, declared };
+}
+
+/** Parses `py:<module>:<callable>[@<name>]` (or `jax:...`); the message of a thrown error names what is wrong. */
+export function parsePyBackend(name: string): PyBackend {
+  const { prefix, module, callable, declared } = split(name);
+  const slug = `${prefix.slice(0, -1)}-${declared ?? callable}`;
+  return prefix === JAX_PREFIX ? { name, module: JAX_ADAPTOR, callable: `${module}#${callable}`, slug } : { name, module, callable, slug };
 }
 
 /**
- * Two py: backends of one run whose checks would have the same ids (the same callable's name, or
- * the same @<name>): the message naming both and how to tell them apart, or null. The same backend
- * given twice is one backend.
+ * Two py: (or two jax:) backends of one run whose checks would have the same ids (the same
+ * callable's name, or the same @<name>): the message naming both and how to tell them apart, or
+ * null. The same backend given twice is one backend.
  */
 export function pyIdCollision(names: readonly string[], flag = "--backend"): string | null {
   const seen = new Map<string, string>();
@@ -68,8 +85,9 @@ export function pyIdCollision(names: readonly string[], flag = "--backend"): str
     }
     const other = seen.get(slug);
     if (other !== undefined) {
+      const kind = slug.slice(0, slug.indexOf("-")), own = slug.slice(kind.length + 1);
       return `${flag} '${other}' and ${flag} '${name}' would both have the check ids C5/${slug}/...: ` +
-        `name one with @<name>, e.g. '${name}@${slug.slice(3)}_2' (ids C5/py-${slug.slice(3)}_2/...; docs/spec/py-backend.md#ids)`;
+        `name one with @<name>, e.g. '${name}@${own}_2' (ids C5/${kind}-${own}_2/...; docs/spec/py-backend.md#ids)`;
     }
     seen.set(slug, name);
   }
@@ -78,16 +96,16 @@ export function pyIdCollision(names: readonly string[], flag = "--backend"): str
 
 /** parsePyBackend, and a module given as a file must exist (a command-line value: relative to the working directory). */
 export function parsePyBackendArg(name: string): PyBackend {
-  const b = parsePyBackend(name);
-  if (isFileModule(b.module) && !existsSync(b.module)) throw new Error(`--backend '${name}': ${resolve(b.module)} does not exist`);
-  return b;
+  const { module } = split(name);
+  if (isFileModule(module) && !existsSync(module)) throw new Error(`--backend '${name}': ${resolve(module)} does not exist`);
+  return parsePyBackend(name);
 }
 
 const isFileModule = (module: string) => module.endsWith(".py") || module.includes("/");
 
-/** The py: backends among the --backend values (NLC_PY_BACKENDS, comma-separated). */
-export function pyBackendNames(env: Environment = environment()): string[] {
-  const raw = env.NLC_PY_BACKENDS ?? "";
+/** The py: backends among the --backend values (NLC_PY_BACKENDS, comma-separated; the jax: ones: NLC_JAX_BACKENDS). */
+export function pyBackendNames(env: Environment = environment(), variable: "NLC_PY_BACKENDS" | "NLC_JAX_BACKENDS" = "NLC_PY_BACKENDS"): string[] {
+  const raw = env[variable] ?? "";
   return [...new Set(raw.split(",").map((s) => s.trim()).filter((s) => s !== ""))];
 }
 
