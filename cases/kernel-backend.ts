@@ -52,7 +52,7 @@ export interface KernelDeclaration {
   /** Why its kernels are not judged (not implemented, a precision with no rule), or null. */
   readonly skip: string | null;
   /** The skip is that it does not implement the rule variant at all (no check of the run: docs/spec/conformance.md#undeclared). */
-  readonly undeclared: boolean;
+  readonly undeclared?: boolean;
   /** The precision each phase's kernel declares (docs/spec/precision.md#declaration). */
   readonly precision: Readonly<Record<"forward" | "backward", Precision>>;
   /** The chunk sizes it declares (the cases' boundaries are set by them), or null: the defaults. */
