@@ -73,6 +73,8 @@ export interface KernelRun {
   readonly who: string;
   /** The largest relative difference between two runs (a kernel that declares a tolerance). */
   readonly rerunMaxRel?: number;
+  /** The runs of the call the backend made (the judged one, the hazard probes'), where it counts them. */
+  readonly runs?: number;
 }
 
 export type Answer<Sync extends boolean, T> = Sync extends true ? T : Promise<T>;

@@ -207,24 +207,40 @@ export function* probeRuns<R extends GuardedRun>(plan: HazardPlan, tol: number |
   return { first, hazards: hazards.length > 0 ? hazards : [{ kind: "read-past-end", tensor: null, ...d }], runs: 4 + first.guarded.length, ...rel };
 }
 
-/** A check's report of what its probes did (details.probes). */
+/**
+ * A check's report of what its probes did (details.probes), tallied from the runs made, not the
+ * plan: `calls` kernel calls the probes passed, `rerun` of them run a second time.
+ */
 export interface ProbeSummary {
   guard_bytes: number;
-  /** "bitwise", or the declared relative tolerance and the largest relative difference between two runs seen. */
+  /** "bitwise", or the declared relative tolerance and the largest relative difference between two runs seen; "not run": no call was run twice. */
   determinism: "bitwise" | { tolerance: number; max_rel_seen: number } | "not run";
+  calls: number;
+  rerun: number;
 }
 
-/** Collects the probes' reports over a check's cases. */
+/** What a backend reports of one probed call: the runs it made of it, and (a declared tolerance) their largest relative difference. */
+export interface ProbedCall {
+  readonly runs: number;
+  readonly rerunMaxRel?: number;
+}
+
+/** Collects the probes' reports over a check's cases: what each call's runs were, as the backend made them. */
 export class ProbeTally {
   private maxRel = 0;
+  private calls = 0;
+  private rerun = 0;
   constructor(private readonly plan: HazardPlan, private readonly tolerance: number | null) {}
-  add(rerunMaxRel: number | undefined): void {
-    if (rerunMaxRel !== undefined && rerunMaxRel > this.maxRel) this.maxRel = rerunMaxRel;
+  add(call: ProbedCall): void {
+    this.calls++;
+    if (call.runs >= 2) this.rerun++;
+    if (call.rerunMaxRel !== undefined && call.rerunMaxRel > this.maxRel) this.maxRel = call.rerunMaxRel;
   }
   summary(): ProbeSummary {
     return {
       guard_bytes: this.plan.guard_bytes,
-      determinism: !this.plan.rerun ? "not run" : this.tolerance === null ? "bitwise" : { tolerance: this.tolerance, max_rel_seen: this.maxRel },
+      determinism: this.rerun === 0 ? "not run" : this.tolerance === null ? "bitwise" : { tolerance: this.tolerance, max_rel_seen: this.maxRel },
+      calls: this.calls, rerun: this.rerun,
     };
   }
 }

@@ -73,13 +73,13 @@ export class CaseTally {
   settled<Ts>(details: fc.RunDetails<Ts>, numRuns: number): Verdict | null {
     const runs = details.numRuns;
     const discardNote = this.discarded > 0
-      ? ` (${this.discarded} near-zero case${this.discarded === 1 ? "" : "s"} discarded; last: ${this.lastVacuous})` : "";
+      ? ` (${this.discarded} vacuous case${this.discarded === 1 ? "" : "s"} discarded; last: ${this.lastVacuous})` : "";
     const gaveUp = details.failed && details.counterexample === null && details.numSkips > 0;
     if (details.failed && !gaveUp) return null;
     if (gaveUp) {
       return {
         status: "vacuous", runs, path: "",
-        message: `fast-check gave up: ${this.discarded} generated case${this.discarded === 1 ? " was" : "s were"} discarded as near-zero (at most ${MAX_SKIPS_PER_RUN} per requested case), ${this.informative} of ${numRuns} compared non-negligible values; last discarded: ${this.lastVacuous}`,
+        message: `fast-check gave up: ${this.discarded} generated case${this.discarded === 1 ? " was" : "s were"} discarded as vacuous (at most ${MAX_SKIPS_PER_RUN} per requested case), ${this.informative} of ${numRuns} compared non-negligible values; last discarded: ${this.lastVacuous}`,
       };
     }
     if (this.informative < Math.ceil(numRuns / 2)) {

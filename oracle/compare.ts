@@ -107,10 +107,17 @@ export function compareTensors(
   return { ok: true, vacuous: false, worst };
 }
 
-/** Bitwise equality of two arrays (NaN never equal). */
-export function bitwiseEqual(a: Data | ArrayLike<number>, b: Data | ArrayLike<number>): number {
+/**
+ * Bitwise equality of two arrays: the first index where they differ, or -1. NaN is never equal,
+ * unless `nanEqual` (two runs of one computation, where NaN at the same index is the same result).
+ */
+export function bitwiseEqual(a: Data | ArrayLike<number>, b: Data | ArrayLike<number>, nanEqual = false): number {
   if (a.length !== b.length) return 0;
-  for (let i = 0; i < a.length; i++) if (!(a[i] === b[i]) || (a[i] === 0 && 1 / a[i]! !== 1 / b[i]!)) return i;
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i]!, y = b[i]!;
+    if (nanEqual && Number.isNaN(x) && Number.isNaN(y)) continue;
+    if (!(x === y) || (x === 0 && 1 / x !== 1 / y)) return i;
+  }
   return -1;
 }
 

@@ -8,7 +8,8 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { RuleCaseSpec } from "../cases/rule-case.ts";
-import { allowance, SPREAD_CAP, type Diff } from "../conformance/c9/compare.ts";
+import { allowance, SPREAD_CAP, withConditioning, type Diff } from "../conformance/c9/compare.ts";
+import { c9Verdict } from "../conformance/c9/checks.ts";
 import { runRuleCase } from "../conformance/c9/rule-cases.ts";
 import { probeTorchSync, TorchBridge } from "../oracle/torch-bridge.ts";
 import { ruleByKey } from "../src/rules/index.ts";
@@ -27,6 +28,25 @@ test("the allowance is the base tolerance, or 100 spreads, never above the cap",
   expect(allowance({ spread: 3e-10 }, TOL)).toBeCloseTo(3e-8, 20);
   expect(allowance({ spread: 1e-13 }, TOL)).toBe(TOL);
   expect(allowance({ spread: 0.5 }, TOL)).toBe(SPREAD_CAP);
+});
+
+/**
+ * The cap as a verdict, in numbers rather than the constant: a tensor that rounding alone would move
+ * by 1e-3 (no correct f64 computation does) is still held to 1e-6, so a 1e-5 difference fails the
+ * check and a 5e-7 one passes. A cap raised to 1e-5 or above, or removed, passes the first; one
+ * lowered below 5e-7 fails the second.
+ */
+test("the spread cap decides a C9 verdict: a huge spread still leaves a 1e-5 difference failing at 1e-6", () => {
+  const judge = (rel: number) => {
+    const d: Diff = { name: "grads.state.S_K", rel, abs: rel, refMax: 1 };
+    const [marked] = withConditioning([d], new Map([["grads.state.S_K", 1e-3]]), TOL);
+    expect(marked!.spread).toBe(1e-3);
+    return c9Verdict([{ ...marked!, refMax: 1 }], 1, 7, 1, null);
+  };
+  const over = judge(1e-5);
+  expect(over.status).toBe("fail");
+  expect(over.message).toBe("grads.state.S_K: torch and TypeScript differ by 1.000e-5 (relative) > 1.00e-6 (100 × its order spread 1.00e-3, capped at 0.000001)");
+  expect(judge(5e-7).status).toBe("pass");
 });
 
 describe.skipIf(!probeTorchSync().available)("C9 on an ill-conditioned Trellis case (seed 299)", () => {

@@ -6,9 +6,12 @@
  * repeated is named as writing it in forward and backward, not as nondeterministic: the host's
  * ignored-input probe works on copies of the request's tensors and reports its own calls' writes.
  * Each fails by name; the same sums in a random order pass
- * when the kernel declares a tolerance, which the report states. Skipped without PyTorch.
+ * when the kernel declares a tolerance, which the report states. The report's summary of the
+ * probes counts the runs made (ffi/hazards.ts ProbeTally), so a session that skipped the second run
+ * would say "not run". Skipped without PyTorch.
  */
 import { expect, test } from "bun:test";
+import { HAZARD_PLAN, ProbeTally } from "../ffi/hazards.ts";
 import { cli, expectStatus, pyRun } from "./py-run.ts";
 import { probeTorchSync } from "../oracle/torch-bridge.ts";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -67,7 +70,10 @@ test.skipIf(!hasTorch)("py: a declared tolerance lets two runs differ within it,
   for (const kind of ["forward", "backward"]) {
     const r = run.get(NAIVE, "delta", kind);
     expectStatus(r, "pass");
-    expect((r.details as { probes: unknown }).probes).toEqual({ guard_bytes: 256, determinism: "bitwise" });
+    // tallied from the runs the session made: every call the probes passed was run twice
+    const probes = (r.details as { probes: { guard_bytes: number; determinism: unknown; calls: number; rerun: number } }).probes;
+    expect(probes).toEqual({ guard_bytes: 256, determinism: "bitwise", calls: probes.calls, rerun: probes.calls });
+    expect(probes.calls).toBeGreaterThan(r.runs - 1);
     // a kernel that reaches no autotuned kernel says so: none to judge, not "not looked at" (docs/spec/py-backend.md#configurations)
     expect((r.details as { configurations: unknown }).configurations).toEqual({ autotuned: "no autotuned kernel was reached: the default is the one configuration" });
   }
@@ -88,3 +94,18 @@ test.skipIf(!hasTorch)("py: the read past the gate's end fails at every run seed
     rmSync(dir, { recursive: true, force: true });
   }
 }, 300_000);
+
+test("the probes' summary says what was run: calls run once only are not a determinism check", () => {
+  const once = new ProbeTally(HAZARD_PLAN, null);
+  once.add({ runs: 1 });
+  once.add({ runs: 1 });
+  expect(once.summary()).toEqual({ guard_bytes: 256, determinism: "not run", calls: 2, rerun: 0 });
+  const some = new ProbeTally(HAZARD_PLAN, null);
+  some.add({ runs: 2 });
+  some.add({ runs: 1 });
+  expect(some.summary()).toEqual({ guard_bytes: 256, determinism: "bitwise", calls: 2, rerun: 1 });
+  const declared = new ProbeTally(HAZARD_PLAN, 1e-5);
+  declared.add({ runs: 2, rerunMaxRel: 3e-7 });
+  expect(declared.summary()).toEqual({ guard_bytes: 256, determinism: { tolerance: 1e-5, max_rel_seen: 3e-7 }, calls: 1, rerun: 1 });
+  expect(new ProbeTally(HAZARD_PLAN, null).summary().determinism).toBe("not run");
+});

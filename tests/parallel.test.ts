@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { buildCatalogue } from "../conformance/catalogue.ts";
 import { batchOf, delegatedBatches, InlineWork, mergeBackendInfo, workersPay } from "../conformance/parallel.ts";
 import { ROOT } from "../paths.ts";
+import { probeTorchSync } from "../oracle/torch-bridge.ts";
 
 test("delegated checks are batched by their own batch, else class (py: backends one each), in catalogue order; nothing else is", () => {
   const defs = buildCatalogue({ fixtureDirs: [] }).checks;
@@ -85,3 +86,25 @@ test("in-process checks shared with a worker thread give the serial run's report
   expect(shared.length).toBeGreaterThan(20);
   expect(shared).toEqual(serial);
 }, 300_000);
+
+/**
+ * Backends named by --backend only (not in the environment): each one's batch goes to a worker
+ * lane, which must adopt the run's settings before it builds its catalogue. A lane that does not
+ * lacks those checks and fails; the main thread then runs them, so only the run's own line shows it.
+ * A py: kernel and cpu-bf16 (cpu-bf16 alone without PyTorch).
+ */
+test("worker lanes run the batches of --backend backends (py: and native) with the run's settings", () => {
+  const report = join(mkdtempSync(join(tmpdir(), "nlc-par-backend-")), "r.json");
+  const py = probeTorchSync().available ? [["py:examples/py-kernels/naive_delta.py:naive_delta", "C5/py-naive_delta/delta/forward"]] : [];
+  const backends = [...py, ["cpu-bf16", "C5/cpu-bf16/delta/forward"]];
+  const ids = backends.map(([, id]) => id!);
+  const env: Record<string, string | undefined> = { ...process.env, NLC_SERIAL: "0", NLC_BACKENDS: undefined, NLC_PY_BACKENDS: undefined };
+  const r = Bun.spawnSync({
+    cmd: [process.execPath, join(ROOT, "conformance", "cli.ts"), ...backends.flatMap(([b]) => ["--backend", b!]), "--profile", "quick",
+      "--filter", [...ids, "C8/delta"].join(","), "--report", report], cwd: ROOT, env, stderr: "pipe", stdout: "pipe",
+  });
+  expect(r.stderr.toString()).not.toContain("a check worker failed");
+  expect(r.exitCode).toBe(0);
+  const checks = JSON.parse(readFileSync(report, "utf8")).checks as { id: string; status: string }[];
+  for (const id of ids) expect(checks.find((c) => c.id === id)?.status).toBe("pass");
+}, 600_000);

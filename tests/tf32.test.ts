@@ -7,6 +7,9 @@
  *   whose every matrix product has TF32 operands, forward and backward): declared tf32 it passes;
  *   so does its twin that rounds its operands to nearest; the same kernel declared f32 fails; planted
  *   1 % scale errors of y and dg (our dα), declared tf32, fail. Skipped without PyTorch.
+ * - The yardstick itself (conformance/kernel/tf32-yardstick.ts): its plain error against ref64 is
+ *   TF32's, far above a plain f32 run's; one computed without TF32 products would otherwise pass the
+ *   kernel tests above, carried by the TF32 floors.
  */
 import { expect, test } from "bun:test";
 import { dot, matmul, matvec } from "../src/numeric.ts";
@@ -17,6 +20,14 @@ import { probeTorchSync } from "../oracle/torch-bridge.ts";
 import { biasVerdict } from "../oracle/bias.ts";
 import { GROUP_FLOOR, floorRel, groupFloor } from "../oracle/kernel-judge.ts";
 import { BIAS } from "../oracle/precision-table.ts";
+import { caseArb, boundaryExample } from "../cases/kernel-batch.ts";
+import { independentDraws } from "../cases/model-arb.ts";
+import { references64 } from "../cases/kernel-phase.ts";
+import { buildPyCase, toKernelGrads } from "../conformance/kernel/cases.ts";
+import { tf32Yardstick } from "../conformance/kernel/tf32-yardstick.ts";
+import type { SeqTensors } from "../oracle/kernel-case.ts";
+import { ruleByKey } from "../src/rules/index.ts";
+import type { Precision } from "../src/precision.ts";
 
 /** TF32 by arithmetic (an independent statement of it): 11 significand bits, f32's exponent range, the rest cut off. */
 function byArithmetic(x: number): number {
@@ -98,6 +109,45 @@ test("the TF32 judge: floors of the group, a bias test from 32 elements at its o
   expect(biasVerdict(half.k, half.r, half.r, tf32).ok).toBe(true);
   expect(biasVerdict(many.k, many.r, many.r, tf32).floor).toBe(BIAS.floorTF32.value);
 });
+
+const TF32_P: Precision = { storage: "f32", state: "f32", accumulate: "tf32" };
+const F32_P: Precision = { ...TF32_P, accumulate: "f32" };
+
+/** max |a − b| / max |b| over every tensor of a sequence's record. */
+function relErr(a: SeqTensors, b: SeqTensors): number {
+  let err = 0, scale = 0;
+  const each = (x: ArrayLike<number> | undefined, y: ArrayLike<number> | undefined) => {
+    if (x === undefined || y === undefined) return;
+    for (let i = 0; i < y.length; i++) {
+      err = Math.max(err, Math.abs(x[i]! - y[i]!));
+      scale = Math.max(scale, Math.abs(y[i]!));
+    }
+  };
+  each(a.y, b.y);
+  for (const part of ["state", "grads", "dState0"] as const) for (const n of Object.keys(b[part])) each(a[part][n], b[part][n]);
+  return err / scale;
+}
+
+test("the TF32 yardstick's plain error is TF32's: over 100x a plain f32 run's, on Gated DeltaNet and Delta cases", () => {
+  for (const rule of ["gated_delta", "delta"]) {
+    const decl = ruleByKey(rule);
+    const specs = [boundaryExample(decl, false, 16, "canonical"), ...independentDraws(caseArb(decl, false, "default", "canonical"), 6, 5)];
+    let tf32 = 0, f32 = 0;
+    for (const spec of specs) {
+      const c = buildPyCase(decl, spec, false, TF32_P);
+      const r64 = references64({ decl, frozen: false, seqs: c.seqs, cfg: c.cfg, reference: { phases: "both" } }).map((r, n) => toKernelGrads(c, n, r));
+      const yt = tf32Yardstick(decl, c, TF32_P, r64), yf = tf32Yardstick(decl, c, F32_P, r64);
+      r64.forEach((r, n) => {
+        tf32 = Math.max(tf32, relErr(yt[n]!, r));
+        f32 = Math.max(f32, relErr(yf[n]!, r));
+      });
+    }
+    // TF32 keeps 11 significand bits, f32 24: measured 1.7e-3 against 4.3e-7 (Gated DeltaNet), 2.0e-3 against 2.6e-7 (Delta)
+    expect(tf32).toBeGreaterThan(100 * f32);
+    expect(tf32).toBeGreaterThan(2 ** -14);
+    expect(tf32).toBeLessThan(0.1);
+  }
+}, 120_000);
 
 const k = (name: string) => `py:tests/py-kernels/tf32_chunked.py:${name}`;
 const hasTorch = probeTorchSync().available;

@@ -129,7 +129,8 @@ function crossReport(runSeed: number, profile: Profile, selected: ReadonlySet<st
 
 const num = (x: number | string): number => (typeof x === "number" ? x : Number(x));
 
-function verdict(diffs: readonly (Diff | null)[], refMax: number, seed: number, runs: number, extra: string | null, ill?: readonly string[]): DelegatedResult {
+/** A C9 check's verdict on the compared tensors of its cases (the worst over its own allowance), exported for tests/c9-conditioning.test.ts. */
+export function c9Verdict(diffs: readonly (Diff | null)[], refMax: number, seed: number, runs: number, extra: string | null, ill?: readonly string[]): DelegatedResult {
   // the tensor furthest over its own allowance (an ill-conditioned one is allowed more: compare.ts)
   const worst = worstOf(diffs.filter((d): d is Diff => d !== null).map((d) => ({ ...d, rel: num(d.rel), abs: num(d.abs) })), TOL);
   const w = worst === null ? undefined : { abs: num(worst.abs), rel: num(worst.rel), tensor: worst.name, index: -1 };
@@ -170,7 +171,7 @@ export function c9Checks(): CheckDef[] {
         if (e.error !== undefined) return { status: "error", runs: e.cases, seed, path: "", message: e.error };
         const fd = e.stateFd === undefined || e.stateFd === "-" ? null : /(\d+)\/(\d+)$/.exec(e.stateFd);
         const fdBad = fd !== null && fd[1] !== fd[2] ? `torch's initial-state gradient disagrees with finite differences of the TypeScript forward (${e.stateFd})` : null;
-        return verdict([e.y, e.state, e.grads], e.refMax, seed, e.cases, fdBad, e.illConditioned);
+        return c9Verdict([e.y, e.state, e.grads], e.refMax, seed, e.cases, fdBad, e.illConditioned);
       }),
     });
   }
@@ -188,7 +189,7 @@ export function c9Checks(): CheckDef[] {
         const e = cr.model?.find((m) => m.id === def.id);
         if (e === undefined) return { status: "error", runs: 0, seed, path: "", message: `the cross-check has no result for '${def.id}'` };
         if (e.error !== undefined) return { status: "error", runs: 0, seed, path: "", message: e.error };
-        return verdict([e.worst, e.tapeWorst], Math.max(e.worst?.refMax ?? 0, e.tapeWorst?.refMax ?? 0), seed, 1, e.activeMatch ? null : "the two implementations chose different active levels");
+        return c9Verdict([e.worst, e.tapeWorst], Math.max(e.worst?.refMax ?? 0, e.tapeWorst?.refMax ?? 0), seed, 1, e.activeMatch ? null : "the two implementations chose different active levels");
       }),
     });
   }
@@ -201,7 +202,7 @@ export function c9Checks(): CheckDef[] {
       if (f === undefined) return { status: "error", runs: 0, seed, path: "", message: "the cross-check has no result for the golden fixtures" };
       if (f.failed.length > 0) return { status: "fail", runs: f.replayed, seed, path: "", message: `${f.failed.length} golden fixture(s) disagree with torch: ${f.failed.slice(0, 3).join("; ")}`, details: { failed: f.failed } };
       if (f.replayed === 0) return { status: "vacuous", runs: 0, seed, path: "", message: "no f64 golden fixture was replayed" };
-      return verdict([f.worst], f.worst?.refMax ?? 0, seed, f.replayed, null);
+      return c9Verdict([f.worst], f.worst?.refMax ?? 0, seed, f.replayed, null);
     }),
   });
   return checks;

@@ -121,7 +121,7 @@ async function pyPhaseCase(s: KernelSession, decl: RuleDecl, key: string, c: PyC
     // a read past an input's end, a write into an input, two runs that differ: named as such, before any comparison
     const hazard = hazardVerdict(run.hazards, run.who);
     if (hazard !== null) return { outcome: hazard, kernelMs };
-    probes?.add(run.rerunMaxRel);
+    probes?.add({ runs: run.runs ?? 0, ...(run.rerunMaxRel !== undefined ? { rerunMaxRel: run.rerunMaxRel } : {}) });
     if (refs === undefined) {
       // a packed batch's sequence is judged against the reference run on that sequence alone (docs/spec/py-backend.md#packed)
       const r64 = references64({ decl, frozen: c.frozen, seqs: c.seqs, cfg: c.cfg, reference: { phases: "both" } }).map((r, n) => toKernelGrads(c, n, r));

@@ -58,6 +58,8 @@ export interface KernelReply {
   hazards: Hazard[];
   /** The largest relative difference between the two runs (a kernel declaring a tolerance). */
   rerunMaxRel?: number;
+  /** The runs of the call the host answered (the judged one, the probes'). */
+  runs: number;
 }
 
 /** A kernel request failed: the kernel raised, broke its contract, died or timed out. */
@@ -212,10 +214,14 @@ export class KernelSession {
     const tol = this.info.nondeterministic?.tolerance ?? null;
     // the probes' runs, each asked for by the plan (ffi/hazards.ts probeRuns) and made here
     const steps = probeRuns<GuardedRun & { tensors: Out }>(HAZARD_PLAN, tol);
-    let next = steps.next();
-    while (!next.done) next = steps.next(await this.guardedRun(op, c, rule, extra, next.value, configuration));
+    let next = steps.next(), runs = 0;
+    while (!next.done) {
+      const run = await this.guardedRun(op, c, rule, extra, next.value, configuration);
+      runs++;
+      next = steps.next(run);
+    }
     const p = next.value;
-    return { tensors: p.first.tensors, hazards: p.hazards, ...(p.rerunMaxRel !== undefined ? { rerunMaxRel: p.rerunMaxRel } : {}) };
+    return { tensors: p.first.tensors, hazards: p.hazards, runs, ...(p.rerunMaxRel !== undefined ? { rerunMaxRel: p.rerunMaxRel } : {}) };
   }
 
   private async guardedRun(op: "kernel_forward" | "kernel_backward", c: PyCase, rule: string, extra: [string, Tensor][], poisoned: Poisoned,

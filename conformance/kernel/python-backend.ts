@@ -43,7 +43,7 @@ export function pythonDeclaration(s: KernelSession, rule: string): KernelDeclara
 
 /** A reply as the contract's run: per sequence the phase's tensors, unless a hazard probe found something (then none are read). */
 function asRun(c: PyCase, reply: KernelReply, which: "forward" | "backward", who: string): KernelRun {
-  const rerun = reply.rerunMaxRel !== undefined ? { rerunMaxRel: reply.rerunMaxRel } : {};
+  const rerun = { runs: reply.runs, ...(reply.rerunMaxRel !== undefined ? { rerunMaxRel: reply.rerunMaxRel } : {}) };
   if (reply.hazards.length > 0) return { perSeq: [], hazards: reply.hazards, who, ...rerun };
   return { perSeq: readReply(c, reply.tensors, which === "forward" ? forwardKeys(c) : backwardKeys(c), "kernel", which), hazards: [], who, ...rerun };
 }
