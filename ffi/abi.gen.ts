@@ -18,5 +18,6 @@ export const RULE_ABIS = [
   {"rule":"dplr","recurrent":true,"hyper":[],"inputs":["k","v","q","a","b","alpha"],"grads":["dk","dv","dq","da","db","dalpha"],"state":["M"],"frozen":true,"channelGates":["alpha"]},
   {"rule":"gated_delta_product","recurrent":true,"hyper":[{"name":"n_h","kind":"i32","min":1,"max":3}],"inputs":["k","v","q","alpha","theta"],"grads":["dk","dv","dq","dalpha","dtheta"],"state":["M"],"frozen":true,"tokenRows":{"hyper":"n_h","inputs":["k","v","theta"]}},
   {"rule":"ttt_linear","recurrent":true,"hyper":[{"name":"eps","kind":"f64","min":0,"max":1}],"inputs":["k","v","q","theta"],"grads":["dk","dv","dq","dtheta"],"state":["M","M_b","ln_w","ln_b"],"frozen":true},
+  {"rule":"titans_linear","recurrent":true,"hyper":[{"name":"eps","kind":"f64","min":0,"max":1}],"inputs":["k","v","q","alpha","theta","eta"],"grads":["dk","dv","dq","dalpha","dtheta","deta"],"state":["M","S","ln_w","ln_b"],"frozen":true},
   {"rule":"swa","recurrent":false,"hyper":[{"name":"heads","kind":"i32","min":1,"max":4096,"boundByD":"divides"},{"name":"window","kind":"i32","min":1,"max":1048576}],"inputs":["k","v","q"],"grads":["dk","dv","dq"],"state":[],"frozen":false},
 ] as const;

@@ -552,11 +552,23 @@ def _ttt_linear(k, v, q, x, g, omega, st, cfg):
     return torch.stack(ys), {"M": M, "M_b": m, "ln_w": w, "ln_b": b}
 
 
+def _titans_linear(k, v, q, x, g, omega, st, cfg):
+    """docs/spec/ttt.md#titans-linear: l = ||w LN(M k) + b - (v - k)||^2 (no 1/2), EMA momentum, decay."""
+    M, S, w, b, eps = st["M"], st["S"], st["ln_w"], st["ln_b"], float(cfg["eps"])
+    ys = []
+    for t in range(k.shape[0]):
+        grad = 2 * torch.outer(_ttt_inner_grad(M @ k[t], k[t], v[t], w, b, eps), k[t])
+        S = g["eta"][t] * S - g["theta"][t] * grad
+        M = (1 - g["alpha"][t]) * M + S
+        ys.append(_ttt_out(M @ q[t], w, b, eps))
+    return torch.stack(ys), {"M": M, "S": S, "ln_w": w, "ln_b": b}
+
+
 INNER = {
     "delta": _delta, "titans": _titans, "hebbian": _hebbian, "atlas": _atlas, "moneta": _moneta,
     "yaad": _yaad, "memora": _memora, "lattice": _lattice, "trellis": _trellis, "gated_delta": _gated_delta,
     "kda": _kda, "comba": _comba, "dplr": _dplr, "gated_delta_product": _gated_delta_product,
-    "ttt_linear": _ttt_linear,
+    "ttt_linear": _ttt_linear, "titans_linear": _titans_linear,
 }
 
 
@@ -584,12 +596,17 @@ def _ttt_frozen_read(q: Tensor, st: State, cfg: Config) -> Tensor:
     return torch.stack([_ttt_out(st["M"] @ q[t] + st["M_b"], st["ln_w"], st["ln_b"], eps) for t in range(q.shape[0])])
 
 
+def _titans_linear_frozen_read(q: Tensor, st: State, cfg: Config) -> Tensor:
+    eps = float(cfg["eps"])
+    return torch.stack([_ttt_out(st["M"] @ q[t], st["ln_w"], st["ln_b"], eps) for t in range(q.shape[0])])
+
+
 FROZEN = {
     "delta": _matrix_read, "titans": _matrix_read, "hebbian": _matrix_read, "atlas": _matrix_read,
     "gated_delta": _matrix_read, "moneta": _mlp_frozen_read, "yaad": _mlp_frozen_read, "memora": _mlp_frozen_read,
     "lattice": _lattice_frozen_read, "trellis": _trellis_frozen_read,
     "kda": _matrix_read, "comba": _matrix_read, "dplr": _matrix_read, "gated_delta_product": _matrix_read,
-    "ttt_linear": _ttt_frozen_read,
+    "ttt_linear": _ttt_frozen_read, "titans_linear": _titans_linear_frozen_read,
 }
 
 
@@ -621,13 +638,13 @@ def _lattice_init(cfg: Config) -> State:
 
 
 def _ttt_init(cfg: Config) -> State:
-    """docs/spec/decisions.md#ttt-init: M = I, ln_w = 1 (M_b, ln_b zero)."""
+    """docs/spec/decisions.md#ttt-init: M = I, ln_w = 1 (the other states zero); Titans-linear's too."""
     d = int(cfg["d"])
     return {"M": torch.eye(d, dtype=DT), "ln_w": torch.ones(d, dtype=DT)}
 
 
 INIT = {"moneta": _hash_mlp_init, "yaad": _hash_mlp_init, "memora": _memora_init, "lattice": _lattice_init,
-        "ttt_linear": _ttt_init}
+        "ttt_linear": _ttt_init, "titans_linear": _ttt_init}
 
 
 def init_state(key: str, cfg: Config) -> State:

@@ -8,53 +8,25 @@
  *   M_{t+1} = M_0 − θ_t Σ_{s ≤ t} u_s k_sᵀ ;  m_{t+1} = m_0 − θ_t Σ_{s ≤ t} u_s   (s, t in the mini-batch)
  *   o_t = M_{t+1} q_t + m_{t+1} ;  y_t = o_t + γ ⊙ N(o_t) + β
  * γ, β (ln_w, ln_b) travel in the state unchanged (docs/spec/decisions.md#ttt-ln-state).
- * No frozen read.
+ * Frozen read: y_t = LN-residual of M q_t + m (docs/spec/ttt.md#ttt-frozen).
  */
 import { accBuffer } from "../precision.ts";
 import { Rng, uniformTensor } from "../rng.ts";
 import * as K from "../numeric.ts";
 import { Tensor, alloc, zeros, type Data, type DType } from "../tensor.ts";
 import { adjointFrom, gradTensor } from "./state-grad.ts";
-import type { FrozenPair, InnerGrads, InnerInputs, RuleConfig, RuleDecl, State } from "./types.ts";
+import { lnOutFrozenRead, lnReconGrad, lnReconLoss, lnReconScratch, lnReconVjp, outLn, outLnVjp } from "./ln-recon.ts";
+import type { InnerGrads, InnerInputs, RuleConfig, RuleDecl, State } from "./types.ts";
 
 /**
- * N(z) of the d entries of z at zo into xh at xo; returns σ = √(var z + ε) (biased variance).
- */
-export function lnNormalize(z: Data, zo: number, d: number, eps: number, xh: Data, xo: number): number {
-  let mu = 0;
-  for (let i = 0; i < d; i++) mu += z[zo + i]!;
-  mu /= d;
-  let vr = 0;
-  for (let i = 0; i < d; i++) vr += (z[zo + i]! - mu) ** 2;
-  const sig = Math.sqrt(vr / d + eps);
-  for (let i = 0; i < d; i++) xh[xo + i] = (z[zo + i]! - mu) / sig;
-  return sig;
-}
-
-/** The VJP of N at the point with output xh, σ: out = (1/σ)(a − mean(a) − xh · mean(a ⊙ xh)). */
-export function lnVjp(xh: Data, xo: number, sig: number, a: Data, ao: number, d: number, out: Data, oo: number): void {
-  let ma = 0, max = 0;
-  for (let i = 0; i < d; i++) {
-    ma += a[ao + i]!;
-    max += a[ao + i]! * xh[xo + i]!;
-  }
-  ma /= d;
-  max /= d;
-  for (let i = 0; i < d; i++) out[oo + i] = (a[ao + i]! - ma - xh[xo + i]! * max) / sig;
-}
-
-/**
- * The declared inner objective ℓ(M, m; k, v) = ½‖γ ⊙ N(M k + m) + β − (v − k)‖² of one token, written
- * apart from the update so C8 can difference it (docs/spec/ttt.md#ttt-objective).
+ * The declared inner objective ℓ(M, m; k, v) = ½‖γ ⊙ N(M k + m) + β − (v − k)‖² of token t (offset o),
+ * written apart from the update so C8 can difference it (docs/spec/ttt.md#ttt-objective).
  */
 export function tttInnerLoss(M: Data, m: Data, lnW: Data, lnB: Data, k: Data, v: Data, o: number, d: number, eps: number): number {
-  const z = new Float64Array(d), xh = new Float64Array(d);
+  const z = new Float64Array(d);
   K.matvec(M, 0, d, d, k, o, z, 0);
   for (let i = 0; i < d; i++) z[i]! += m[i]!;
-  lnNormalize(z, 0, d, eps, xh, 0);
-  let l = 0;
-  for (let i = 0; i < d; i++) l += (lnW[i]! * xh[i]! + lnB[i]! - (v[o + i]! - k[o + i]!)) ** 2;
-  return l / 2;
+  return lnReconLoss(z, { W: lnW, B: lnB, k, v, o, d }, eps);
 }
 
 
@@ -80,9 +52,7 @@ export function tttForward({ k, v, q, theta }: InnerInputs, state: State, cfg: R
       // u_t = ∂ℓ/∂z at the mini-batch's first state: the LayerNorm backward of g = γ ⊙ r
       K.matvec(mS, m0, d, d, k.data, o, z, 0);
       for (let i = 0; i < d; i++) z[i]! += bS[b0 + i]!;
-      sig[t] = lnNormalize(z, 0, d, eps, xh, o);
-      for (let i = 0; i < d; i++) g[i] = W[i]! * (W[i]! * xh[o + i]! + B[i]! - v.data[o + i]! + k.data[o + i]!);
-      lnVjp(xh, o, sig[t]!, g, 0, d, u, o);
+      sig[t] = lnReconGrad(z, { W, B, k: k.data, v: v.data, o, d }, eps, xh, u, g);
       K.addOuter(accA, 0, d, d, 1, u, o, k.data, o);
       for (let i = 0; i < d; i++) acca[i]! += u[o + i]!;
       A.set(accA, t * dd);
@@ -92,8 +62,7 @@ export function tttForward({ k, v, q, theta }: InnerInputs, state: State, cfg: R
       // read after write, then the output LayerNorm with residual
       K.matvec(mS, (t + 1) * dd, d, d, q.data, o, ov, 0);
       for (let i = 0; i < d; i++) ov[i]! += bS[(t + 1) * d + i]!;
-      osig[t] = lnNormalize(ov, 0, d, eps, oh, o);
-      for (let i = 0; i < d; i++) y[o + i] = ov[i]! + W[i]! * oh[o + i]! + B[i]!;
+      osig[t] = outLn(ov, W, B, d, eps, oh, y, o);
     }
   }
   const T = (data: Data, shape: number[]) => new Tensor(dt, shape, data);
@@ -118,52 +87,6 @@ function rows(dt: DType, x: Data, s: number): Data {
   return out;
 }
 
-/**
- * Frozen read (docs/spec/ttt.md#ttt-frozen): o_t = M q_t + m, y_t = o_t + γ ⊙ N(o_t) + β, and its VJP.
- */
-export const tttFrozenRead: FrozenPair<"M" | "M_b" | "ln_w" | "ln_b"> = {
-  saved: ["M", "M_b", "ln_w", "ln_b"],
-  forward(q, state, cfg) {
-    const { d, seq_len: s } = cfg, eps = cfg.eps as number;
-    const M = state.M!, m = state.M_b!, W = state.ln_w!.data, B = state.ln_b!.data;
-    const y = alloc(q.dtype, s * d), ov = accBuffer(d), oh = accBuffer(d);
-    for (let t = 0; t < s; t++) {
-      K.matvec(M.data, 0, d, d, q.data, t * d, ov, 0);
-      for (let i = 0; i < d; i++) ov[i]! += m.data[i]!;
-      lnNormalize(ov, 0, d, eps, oh, 0);
-      for (let i = 0; i < d; i++) y[t * d + i] = ov[i]! + W[i]! * oh[i]! + B[i]!;
-    }
-    return { y: new Tensor(q.dtype, [s, d], y), saved: { M, M_b: m, ln_w: state.ln_w!, ln_b: state.ln_b! } };
-  },
-  backward({ M, M_b, ln_w }, q, dy, cfg) {
-    const { d, seq_len: s } = cfg, eps = cfg.eps as number, dt = q.dtype;
-    const W = ln_w!.data;
-    const dq = alloc(dt, s * d), dM = accBuffer(d * d), dm = accBuffer(d), dW = accBuffer(d), dB = accBuffer(d);
-    const ov = accBuffer(d), oh = accBuffer(d), gw = accBuffer(d), dO = accBuffer(d), tmp = accBuffer(d);
-    for (let t = 0; t < s; t++) {
-      const o = t * d;
-      K.matvec(M!.data, 0, d, d, q.data, o, ov, 0);
-      for (let i = 0; i < d; i++) ov[i]! += M_b!.data[i]!;
-      const sg = lnNormalize(ov, 0, d, eps, oh, 0);
-      for (let i = 0; i < d; i++) {
-        gw[i] = W[i]! * dy.data[o + i]!;
-        dW[i]! += dy.data[o + i]! * oh[i]!;
-        dB[i]! += dy.data[o + i]!;
-      }
-      lnVjp(oh, 0, sg, gw, 0, d, dO, 0);
-      for (let i = 0; i < d; i++) dO[i]! += dy.data[o + i]!;
-      K.matTvec(M!.data, 0, d, d, dO, 0, tmp, 0);
-      for (let j = 0; j < d; j++) dq[o + j] = tmp[j]!;
-      K.addOuter(dM, 0, d, d, 1, dO, 0, q.data, o);
-      for (let i = 0; i < d; i++) dm[i]! += dO[i]!;
-    }
-    return {
-      dq: new Tensor(dt, [s, d], dq),
-      dState: { M: gradTensor(dt, [d, d], dM), M_b: gradTensor(dt, [d], dm), ln_w: gradTensor(dt, [d], dW), ln_b: gradTensor(dt, [d], dB) },
-    };
-  },
-};
-
 /** The exact backward of tttForward (docs/spec/ttt.md#ttt-backward). */
 export function tttBackward(sv: Readonly<Record<string, Tensor>>, { k, v, q, theta }: InnerInputs, dy: Tensor, cfg: RuleConfig,
   C: number, dFinal?: State): InnerGrads {
@@ -177,7 +100,7 @@ export function tttBackward(sv: Readonly<Record<string, Tensor>>, { k, v, q, the
   const W = sv.lnW!.data, B = sv.lnB!.data;
   const RM = accBuffer(dd), Rm = accBuffer(d), EM = accBuffer(dd), Em = accBuffer(d);
   const tmp = accBuffer(d), gw = accBuffer(d), dO = accBuffer(d), du = accBuffer(d);
-  const dg = accBuffer(d), r = accBuffer(d), g = accBuffer(d), ax = accBuffer(d), dz = accBuffer(d);
+  const dz = accBuffer(d), sc = lnReconScratch(d);
   const start = Math.floor((s - 1) / C) * C;
   for (let t0 = start; t0 >= 0; t0 -= C) {
     const t1 = Math.min(t0 + C, s), m0 = t0 * dd;
@@ -189,13 +112,7 @@ export function tttBackward(sv: Readonly<Record<string, Tensor>>, { k, v, q, the
     for (let t = t1 - 1; t >= t0; t--) {
       const o = t * d, th = theta!.data[t]!, last = t === t1 - 1;
       // y_t = o_t + γ ⊙ N(o_t) + β
-      for (let i = 0; i < d; i++) {
-        gw[i] = W[i]! * dy.data[o + i]!;
-        dW[i]! += dy.data[o + i]! * oh[o + i]!;
-        dB[i]! += dy.data[o + i]!;
-      }
-      lnVjp(oh, o, osig[t]!, gw, 0, d, dO, 0);
-      for (let i = 0; i < d; i++) dO[i]! += dy.data[o + i]!;
+      outLnVjp(oh, o, osig[t]!, dy.data, W, d, gw, dW, dB, dO);
       // o_t = M_{t+1} q_t + m_{t+1}
       K.matTvec(mS, (t + 1) * dd, d, d, dO, 0, tmp, 0);
       for (let j = 0; j < d; j++) dq[o + j] = tmp[j]!;
@@ -219,30 +136,8 @@ export function tttBackward(sv: Readonly<Record<string, Tensor>>, { k, v, q, the
       for (let i = 0; i < d; i++) du[i]! += Rm[i]!;
       K.matTvec(RM, 0, d, d, u, o, tmp, 0);
       for (let j = 0; j < d; j++) dk[o + j] = tmp[j]!;
-      // u = N'(z)ᵀ g with g = γ ⊙ r, r = γ ⊙ x̂ + β − v + k: first the g path (N'ᵀ is symmetric) ...
-      lnVjp(xh, o, sig[t]!, du, 0, d, dg, 0);
-      let c = 0, mdx = 0, udu = 0;
-      for (let i = 0; i < d; i++) {
-        r[i] = W[i]! * xh[o + i]! + B[i]! - v.data[o + i]! + k.data[o + i]!;
-        g[i] = W[i]! * r[i]!;
-        c += g[i]! * xh[o + i]!;
-        mdx += du[i]! * xh[o + i]!;
-        udu += u[o + i]! * du[i]!;
-      }
-      c /= d;
-      mdx /= d;
-      for (let i = 0; i < d; i++) {
-        const dr = W[i]! * dg[i]!;
-        dW[i]! += r[i]! * dg[i]! + xh[o + i]! * dr;
-        dB[i]! += dr;
-        dv[o + i] = -dr;
-        dk[o + i]! += dr;
-        // ... then the second-order term: u's own dependence on x̂ (through c and the projection)
-        ax[i] = W[i]! * dr - (c * du[i]! + mdx * g[i]!) / sig[t]!;
-      }
-      lnVjp(xh, o, sig[t]!, ax, 0, d, dz, 0);
-      // and on σ: ∂σ/∂z = x̂ / d
-      for (let i = 0; i < d; i++) dz[i]! -= (udu / (sig[t]! * d)) * xh[o + i]!;
+      // u = Nᵀ(z; γ ⊙ r), its second-order term included
+      lnReconVjp({ W, B, k: k.data, v: v.data, o, d }, xh, sig[t]!, u, du, sc, dz, dW, dB, dv, dk);
       // z = M_0 k + m_0
       K.matTvec(mS, m0, d, d, dz, 0, tmp, 0);
       for (let j = 0; j < d; j++) dk[o + j]! += tmp[j]!;
@@ -298,7 +193,7 @@ export const ttt_linear: RuleDecl<"ttt_linear"> = {
     forward: (inp, state, cfg) => tttForward(inp, state, cfg, 1),
     backward: (saved, inp, dy, cfg, dFinal) => tttBackward(saved, inp, dy, cfg, 1, dFinal),
   },
-  frozen: tttFrozenRead,
+  frozen: lnOutFrozenRead(true),
   // d = 2: N(z) is ±1 up to ε, so every LayerNorm gradient vanishes; s = 1 reads only its own write.
   checkMinimums: { d: 3, seq_len: 2 },
   invariants: [
