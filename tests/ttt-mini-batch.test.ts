@@ -8,7 +8,7 @@ import { expect, test } from "bun:test";
 import { fdGradient } from "../oracle/fd.ts";
 import { Rng, uniformTensor } from "../src/rng.ts";
 import { Tensor } from "../src/tensor.ts";
-import { ttt_linear, tttBackward, tttForward } from "../src/rules/ttt.ts";
+import { ttt_linear, tttBackward, tttForward } from "../src/rules/ttt_linear.ts";
 import type { InnerInputs, RuleConfig, State } from "../src/rules/types.ts";
 
 function setup(seed: number, d: number, s: number) {
@@ -29,7 +29,11 @@ function setup(seed: number, d: number, s: number) {
   return { inp, state, dy, dFinal };
 }
 
-const dotAll = (a: Tensor, b: Tensor) => a.data.reduce((acc, x, i) => acc + x * b.data[i]!, 0);
+function dotAll(a: Tensor, b: Tensor): number {
+  let acc = 0;
+  for (let i = 0; i < a.size; i++) acc += a.data[i]! * b.data[i]!;
+  return acc;
+}
 
 for (const [C, s] of [[2, 4], [3, 5], [3, 3]] as const) {
   test(`mini-batch C = ${C}, ${s} tokens: the backward is the central-difference gradient`, () => {
@@ -38,7 +42,9 @@ for (const [C, s] of [[2, 4], [3, 5], [3, 3]] as const) {
       const { inp, state, dy, dFinal } = setup(seed, d, s);
       const L = () => {
         const r = tttForward(inp, state, cfg, C);
-        return dotAll(r.y, dy) + Object.keys(dFinal).reduce((a, n) => a + dotAll(r.finalState[n]!, dFinal[n]!), 0);
+        let l = dotAll(r.y, dy);
+        for (const [n, g] of Object.entries(dFinal)) l += dotAll(r.finalState[n]!, g);
+        return l;
       };
       const g = tttBackward(tttForward(inp, state, cfg, C).saved, inp, dy, cfg, C, dFinal);
       const pairs: [string, Tensor, Tensor][] = [

@@ -18,7 +18,7 @@ import { swa } from "./swa.ts";
 import { titans } from "./titans.ts";
 import { titans_linear } from "./titans_linear.ts";
 import { trellis } from "./trellis.ts";
-import { ttt_linear } from "./ttt.ts";
+import { ttt_linear } from "./ttt_linear.ts";
 import { yaad } from "./yaad.ts";
 import type { RuleDecl } from "./types.ts";
 

@@ -16,7 +16,7 @@ import * as K from "../numeric.ts";
 import { Tensor, alloc, zeros, type Data, type DType } from "../tensor.ts";
 import { adjointFrom, gradTensor } from "./state-grad.ts";
 import { lnOutFrozenRead, lnReconGrad, lnReconLoss, lnReconScratch, lnReconVjp, outLn, outLnVjp } from "./ln-recon.ts";
-import type { InnerGrads, InnerInputs, RuleConfig, RuleDecl, State } from "./types.ts";
+import type { InnerGrads, InnerInputs, Named, RuleConfig, RuleDecl, State } from "./types.ts";
 
 /**
  * The declared inner objective ℓ(M, m; k, v) = ½‖γ ⊙ N(M k + m) + β − (v − k)‖² of token t (offset o),
@@ -34,7 +34,7 @@ export function tttInnerLoss(M: Data, m: Data, lnW: Data, lnB: Data, k: Data, v:
  * The rule's forward with mini-batches of C tokens (the rule itself is C = 1: with C > 1 the state
  * between tokens is not (M, m) alone, docs/spec/ttt.md#ttt-mini-batch).
  */
-export function tttForward({ k, v, q, theta }: InnerInputs, state: State, cfg: RuleConfig, C: number) {
+export function tttForward({ k, v, q, theta }: InnerInputs, state: State, cfg: RuleConfig, C: number): { y: Tensor; finalState: State; saved: Named<string> } {
   const { d, seq_len: s } = cfg, eps = cfg.eps as number;
   const dt = k.dtype, dd = d * d, W = state.ln_w!.data, B = state.ln_b!.data;
   const mS = alloc(dt, (s + 1) * dd), bS = alloc(dt, (s + 1) * d);
