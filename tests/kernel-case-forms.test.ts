@@ -19,10 +19,17 @@ import type { KernelSeq } from "../cases/kernel-seq.ts";
 import { sequencesOf } from "../conformance/kernel/batch.ts";
 import { buildPyCase } from "../conformance/kernel/cases.ts";
 
-/** The digest (harness/sweep.ts CaseDigester, as details.case_digest digests) of every rule variant's cases of a form. */
+/**
+ * The rules the digests were pinned over: those the former generators drew for. A rule added since
+ * never had a former generator, so there is nothing of its to reproduce.
+ */
+const PINNED_RULES: readonly string[] = ["delta", "titans", "hebbian", "moneta", "yaad", "memora", "lattice", "trellis", "atlas",
+  "gated_delta", "kda", "comba", "dplr", "gated_delta_product", "swa"];
+
+/** The digest (harness/sweep.ts CaseDigester, as details.case_digest digests) of every pinned rule variant's cases of a form. */
 function formDigest(form: CaseForm): string {
   const dg = new CaseDigester();
-  for (const d of RULES) {
+  for (const d of RULES.filter((r) => PINNED_RULES.includes(r.key))) {
     for (const frozen of d.frozen === null ? [false] : [false, true]) {
       const k = `${d.key}${frozen ? ".frozen" : ""}`;
       dg.add(`${k} gen`, [sampleOf(caseArb(d, frozen, "default", form), 7, 4), sampleOf(caseArb(d, frozen, "deep", form), 7, 4)]);
