@@ -47,7 +47,9 @@ export function specArb(rules: fc.Arbitrary<MemoryRuleKey[]>, sizes: Sizes, freq
     pad: fc.boolean(),
     seed: fc.integer({ min: 1, max: 0x7fffffff }),
     levels: rules.chain((rs) => fc.tuple(...rs.map((r) => hyperArb(r).map((hyper) => ({ rule: r, hyper }))))),
-  }).map(({ headPick, ...s }) => {
+  }).map(({ headPick, ...drawn }) => {
+    // no smaller than a level's rule makes every gradient informative (its checkMinimums.d)
+    const s = { ...drawn, d: Math.max(drawn.d, ...drawn.levels.map((l) => ruleByKey(l.rule).checkMinimums?.d ?? 1)) };
     const hs = divisorsUpTo4(s.d);
     const spec = { ...s, heads: hs[headPick % hs.length]!, freq, context };
     // A MAG spec carries no pattern field, so MAG's generated cases are exactly what they were.

@@ -21,5 +21,7 @@ export const RULE_ABIS = [
   {"rule":"gated_oja","recurrent":true,"hyper":[],"inputs":["k","v","q","alpha","theta"],"grads":["dk","dv","dq","dalpha","dtheta"],"state":["M"],"frozen":true,"channelGates":["alpha"]},
   {"rule":"gla","recurrent":true,"hyper":[],"inputs":["k","v","q","alpha"],"grads":["dk","dv","dq","dalpha"],"state":["M"],"frozen":true,"channelGates":["alpha"]},
   {"rule":"rwkv6","recurrent":true,"hyper":[],"inputs":["k","v","q","alpha","theta"],"grads":["dk","dv","dq","dalpha","dtheta"],"state":["M"],"frozen":true,"channelGates":["alpha","theta"]},
+  {"rule":"ttt_linear","recurrent":true,"hyper":[{"name":"eps","kind":"f64","min":0,"max":1}],"inputs":["k","v","q","theta"],"grads":["dk","dv","dq","dtheta"],"state":["M","M_b","ln_w","ln_b"],"frozen":true},
+  {"rule":"titans_linear","recurrent":true,"hyper":[{"name":"eps","kind":"f64","min":0,"max":1}],"inputs":["k","v","q","alpha","theta","eta"],"grads":["dk","dv","dq","dalpha","dtheta","deta"],"state":["M","S","ln_w","ln_b"],"frozen":true},
   {"rule":"swa","recurrent":false,"hyper":[{"name":"heads","kind":"i32","min":1,"max":4096,"boundByD":"divides"},{"name":"window","kind":"i32","min":1,"max":1048576}],"inputs":["k","v","q"],"grads":["dk","dv","dq"],"state":[],"frozen":false},
 ] as const;

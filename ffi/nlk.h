@@ -386,6 +386,43 @@ NLK_API int nlk_rwkv6_frozen_backward(int B, int T, int H, int d, const float* q
     void* workspace, float* dq, float* dM);
 NLK_API int nlk_rwkv6_chunk_form(int* kind, int* C);  /* optional: docs/spec/kernel-abi.md#chunk-form */
 
+/* ttt_linear: inputs k, v, q, theta; gradients dk, dv, dq, dtheta; state M, M_b, ln_w, ln_b; hyper double eps */
+NLK_API int nlk_ttt_linear_workspace_bytes(int B, int T, int H, int d, int C, double eps, size_t* bytes);
+NLK_API int nlk_ttt_linear_forward(int B, int T, int H, int d, int C, double eps, const float* k, const float* v,
+    const float* q, const float* theta, const float* M_0, const float* M_b_0, const float* ln_w_0,
+    const float* ln_b_0, float* y, float* M, float* M_b, float* ln_w, float* ln_b, void* workspace);
+NLK_API int nlk_ttt_linear_backward(int B, int T, int H, int d, int C, double eps, const float* k, const float* v,
+    const float* q, const float* theta, const float* M_0, const float* M_b_0, const float* ln_w_0,
+    const float* ln_b_0, const float* dy, const float* dM, const float* dM_b, const float* dln_w,
+    const float* dln_b, void* workspace, float* dk, float* dv, float* dq, float* dtheta, float* dM_0,
+    float* dM_b_0, float* dln_w_0, float* dln_b_0);
+NLK_API int nlk_ttt_linear_frozen_workspace_bytes(int B, int T, int H, int d, double eps, size_t* bytes);
+NLK_API int nlk_ttt_linear_frozen_forward(int B, int T, int H, int d, double eps, const float* q, const float* M,
+    const float* M_b, const float* ln_w, const float* ln_b, float* y, void* workspace);
+NLK_API int nlk_ttt_linear_frozen_backward(int B, int T, int H, int d, double eps, const float* q, const float* M,
+    const float* M_b, const float* ln_w, const float* ln_b, const float* dy, void* workspace, float* dq,
+    float* dM, float* dM_b, float* dln_w, float* dln_b);
+NLK_API int nlk_ttt_linear_chunk_form(int* kind, int* C);  /* optional: docs/spec/kernel-abi.md#chunk-form */
+
+/* titans_linear: inputs k, v, q, alpha, theta, eta; gradients dk, dv, dq, dalpha, dtheta, deta; state M, S, ln_w, ln_b; hyper double eps */
+NLK_API int nlk_titans_linear_workspace_bytes(int B, int T, int H, int d, int C, double eps, size_t* bytes);
+NLK_API int nlk_titans_linear_forward(int B, int T, int H, int d, int C, double eps, const float* k, const float* v,
+    const float* q, const float* alpha, const float* theta, const float* eta, const float* M_0,
+    const float* S_0, const float* ln_w_0, const float* ln_b_0, float* y, float* M, float* S, float* ln_w,
+    float* ln_b, void* workspace);
+NLK_API int nlk_titans_linear_backward(int B, int T, int H, int d, int C, double eps, const float* k, const float* v,
+    const float* q, const float* alpha, const float* theta, const float* eta, const float* M_0,
+    const float* S_0, const float* ln_w_0, const float* ln_b_0, const float* dy, const float* dM,
+    const float* dS, const float* dln_w, const float* dln_b, void* workspace, float* dk, float* dv, float* dq,
+    float* dalpha, float* dtheta, float* deta, float* dM_0, float* dS_0, float* dln_w_0, float* dln_b_0);
+NLK_API int nlk_titans_linear_frozen_workspace_bytes(int B, int T, int H, int d, double eps, size_t* bytes);
+NLK_API int nlk_titans_linear_frozen_forward(int B, int T, int H, int d, double eps, const float* q, const float* M,
+    const float* S, const float* ln_w, const float* ln_b, float* y, void* workspace);
+NLK_API int nlk_titans_linear_frozen_backward(int B, int T, int H, int d, double eps, const float* q, const float* M,
+    const float* S, const float* ln_w, const float* ln_b, const float* dy, void* workspace, float* dq,
+    float* dM, float* dS, float* dln_w, float* dln_b);
+NLK_API int nlk_titans_linear_chunk_form(int* kind, int* C);  /* optional: docs/spec/kernel-abi.md#chunk-form */
+
 /* swa: inputs k, v, q; gradients dk, dv, dq; state none; hyper int heads, int window */
 NLK_API int nlk_swa_workspace_bytes(int B, int T, int H, int d, int heads, int window, size_t* bytes);
 NLK_API int nlk_swa_forward(int B, int T, int H, int d, int heads, int window, const float* k, const float* v,

@@ -403,6 +403,50 @@ int frozen_forward(const FrozenForwardArgs& a);
 int frozen_backward(const FrozenBackwardArgs& a);
 }  // namespace rwkv6
 
+namespace ttt_linear {
+struct Hyper { double eps; };
+struct Inputs { const float* k; const float* v; const float* q; const float* theta; };
+struct Grads { float* dk; float* dv; float* dq; float* dtheta; };
+/** One pointer per state tensor ([B,H,r,c] each). */
+struct StateIn { const float* M; const float* M_b; const float* ln_w; const float* ln_b; static constexpr int kCount = 4; __host__ __device__ const float* operator[](int w) const { const float* const p[] = {M, M_b, ln_w, ln_b}; return p[w]; } };
+struct StateOut { float* M; float* M_b; float* ln_w; float* ln_b; static constexpr int kCount = 4; __host__ __device__ float* operator[](int w) const { float* const p[] = {M, M_b, ln_w, ln_b}; return p[w]; } };
+struct ForwardArgs { Shape shape; int C; Hyper hyper; Inputs in; StateIn state0; float* y; StateOut state; unsigned char* ws; };
+/** dy and the members of dstate may be NULL (= zero). */
+struct BackwardArgs { Shape shape; int C; Hyper hyper; Inputs in; StateIn state0; const float* dy; StateIn dstate; unsigned char* ws; Grads grad; StateOut dstate0; };
+int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes);
+int forward(const ForwardArgs& a);
+int backward(const BackwardArgs& a);
+/** Optional (docs/spec/kernel-abi.md#chunk-form): a source that defines it includes gen/ttt_linear_chunk_form.inc. */
+int chunk_form(int* kind, int* C);
+struct FrozenForwardArgs { Shape shape; Hyper hyper; const float* q; StateIn state; float* y; unsigned char* ws; };
+struct FrozenBackwardArgs { Shape shape; Hyper hyper; const float* q; StateIn state; const float* dy; unsigned char* ws; float* dq; StateOut dstate; };
+int frozen_workspace_bytes(const Shape& shape, const Hyper& hyper, size_t* bytes);
+int frozen_forward(const FrozenForwardArgs& a);
+int frozen_backward(const FrozenBackwardArgs& a);
+}  // namespace ttt_linear
+
+namespace titans_linear {
+struct Hyper { double eps; };
+struct Inputs { const float* k; const float* v; const float* q; const float* alpha; const float* theta; const float* eta; };
+struct Grads { float* dk; float* dv; float* dq; float* dalpha; float* dtheta; float* deta; };
+/** One pointer per state tensor ([B,H,r,c] each). */
+struct StateIn { const float* M; const float* S; const float* ln_w; const float* ln_b; static constexpr int kCount = 4; __host__ __device__ const float* operator[](int w) const { const float* const p[] = {M, S, ln_w, ln_b}; return p[w]; } };
+struct StateOut { float* M; float* S; float* ln_w; float* ln_b; static constexpr int kCount = 4; __host__ __device__ float* operator[](int w) const { float* const p[] = {M, S, ln_w, ln_b}; return p[w]; } };
+struct ForwardArgs { Shape shape; int C; Hyper hyper; Inputs in; StateIn state0; float* y; StateOut state; unsigned char* ws; };
+/** dy and the members of dstate may be NULL (= zero). */
+struct BackwardArgs { Shape shape; int C; Hyper hyper; Inputs in; StateIn state0; const float* dy; StateIn dstate; unsigned char* ws; Grads grad; StateOut dstate0; };
+int workspace_bytes(const Shape& shape, int C, const Hyper& hyper, size_t* bytes);
+int forward(const ForwardArgs& a);
+int backward(const BackwardArgs& a);
+/** Optional (docs/spec/kernel-abi.md#chunk-form): a source that defines it includes gen/titans_linear_chunk_form.inc. */
+int chunk_form(int* kind, int* C);
+struct FrozenForwardArgs { Shape shape; Hyper hyper; const float* q; StateIn state; float* y; unsigned char* ws; };
+struct FrozenBackwardArgs { Shape shape; Hyper hyper; const float* q; StateIn state; const float* dy; unsigned char* ws; float* dq; StateOut dstate; };
+int frozen_workspace_bytes(const Shape& shape, const Hyper& hyper, size_t* bytes);
+int frozen_forward(const FrozenForwardArgs& a);
+int frozen_backward(const FrozenBackwardArgs& a);
+}  // namespace titans_linear
+
 namespace swa {
 struct Hyper { int heads; int window; };
 struct Inputs { const float* k; const float* v; const float* q; };

@@ -622,6 +622,46 @@ def _trellis(k, v, q, x, g, omega, st, cfg):
     return torch.stack(ys), {"S_K": SK, "S_V": SV}
 
 
+def _ttt_inner_grad(z: Tensor, k: Tensor, v: Tensor, w: Tensor, b: Tensor, eps: float) -> Tensor:
+    """docs/spec/ttt.md#ttt-objective: du of l = 1/2 ||w LN(z) + b - (v - k)||^2 at z, by autograd,
+    kept in the graph (create_graph) so the outer gradients see its second order."""
+    outer = torch.is_grad_enabled()
+    zz = z if z.requires_grad else z.detach().requires_grad_(True)
+    with torch.enable_grad():
+        loss = 0.5 * ((w * F.layer_norm(zz, zz.shape, eps=eps) + b - (v - k)) ** 2).sum()
+        (u,) = torch.autograd.grad(loss, zz, create_graph=outer)
+    return u
+
+
+def _ttt_out(o: Tensor, w: Tensor, b: Tensor, eps: float) -> Tensor:
+    """Output LayerNorm with residual, the same w, b (docs/spec/ttt.md#ttt-linear)."""
+    return o + w * F.layer_norm(o, o.shape, eps=eps) + b
+
+
+def _ttt_linear(k, v, q, x, g, omega, st, cfg):
+    """docs/spec/ttt.md#ttt-linear, one token per mini-batch: M <- M - theta u k^T, m <- m - theta u."""
+    M, m, w, b, eps = st["M"], st["M_b"], st["ln_w"], st["ln_b"], float(cfg["eps"])
+    ys = []
+    for t in range(k.shape[0]):
+        u = _ttt_inner_grad(M @ k[t] + m, k[t], v[t], w, b, eps)
+        M = M - g["theta"][t] * torch.outer(u, k[t])
+        m = m - g["theta"][t] * u
+        ys.append(_ttt_out(M @ q[t] + m, w, b, eps))
+    return torch.stack(ys), {"M": M, "M_b": m, "ln_w": w, "ln_b": b}
+
+
+def _titans_linear(k, v, q, x, g, omega, st, cfg):
+    """docs/spec/ttt.md#titans-linear: l = ||w LN(M k) + b - (v - k)||^2 (no 1/2), EMA momentum, decay."""
+    M, S, w, b, eps = st["M"], st["S"], st["ln_w"], st["ln_b"], float(cfg["eps"])
+    ys = []
+    for t in range(k.shape[0]):
+        grad = 2 * torch.outer(_ttt_inner_grad(M @ k[t], k[t], v[t], w, b, eps), k[t])
+        S = g["eta"][t] * S - g["theta"][t] * grad
+        M = (1 - g["alpha"][t]) * M + S
+        ys.append(_ttt_out(M @ q[t], w, b, eps))
+    return torch.stack(ys), {"M": M, "S": S, "ln_w": w, "ln_b": b}
+
+
 INNER = {
     "delta": _delta, "titans": _titans, "hebbian": _hebbian, "atlas": _atlas, "moneta": _moneta,
     "yaad": _yaad, "memora": _memora, "lattice": _lattice, "trellis": _trellis, "gated_delta": _gated_delta,
@@ -629,6 +669,7 @@ INNER = {
     # the linear-attention family
     "gla": _gla, "rwkv6": _rwkv6,
     "gdn2": _gdn2, "gated_oja": _gated_oja,
+    "ttt_linear": _ttt_linear, "titans_linear": _titans_linear,
 }
 
 
@@ -651,6 +692,16 @@ def _trellis_frozen_read(q: Tensor, st: State, cfg: Config) -> Tensor:
     return torch.stack([st["S_V"] @ nsilu(st["S_K"] @ q[t]) for t in range(q.shape[0])])
 
 
+def _ttt_frozen_read(q: Tensor, st: State, cfg: Config) -> Tensor:
+    eps = float(cfg["eps"])
+    return torch.stack([_ttt_out(st["M"] @ q[t] + st["M_b"], st["ln_w"], st["ln_b"], eps) for t in range(q.shape[0])])
+
+
+def _titans_linear_frozen_read(q: Tensor, st: State, cfg: Config) -> Tensor:
+    eps = float(cfg["eps"])
+    return torch.stack([_ttt_out(st["M"] @ q[t], st["ln_w"], st["ln_b"], eps) for t in range(q.shape[0])])
+
+
 FROZEN = {
     "delta": _matrix_read, "titans": _matrix_read, "hebbian": _matrix_read, "atlas": _matrix_read,
     "gated_delta": _matrix_read, "moneta": _mlp_frozen_read, "yaad": _mlp_frozen_read, "memora": _mlp_frozen_read,
@@ -659,6 +710,7 @@ FROZEN = {
     # the linear-attention family
     "gla": _matrix_read, "rwkv6": _matrix_read,
     "gdn2": _matrix_read, "gated_oja": _matrix_read,
+    "ttt_linear": _ttt_frozen_read, "titans_linear": _titans_linear_frozen_read,
 }
 
 
@@ -689,7 +741,14 @@ def _lattice_init(cfg: Config) -> State:
     return {"S": torch.where(n > 1e-8, S / torch.where(n > 1e-8, n, torch.ones_like(n)), S)}
 
 
-INIT = {"moneta": _hash_mlp_init, "yaad": _hash_mlp_init, "memora": _memora_init, "lattice": _lattice_init}
+def _ttt_init(cfg: Config) -> State:
+    """docs/spec/decisions.md#ttt-init: M = I, ln_w = 1 (the other states zero); Titans-linear's too."""
+    d = int(cfg["d"])
+    return {"M": torch.eye(d, dtype=DT), "ln_w": torch.ones(d, dtype=DT)}
+
+
+INIT = {"moneta": _hash_mlp_init, "yaad": _hash_mlp_init, "memora": _memora_init, "lattice": _lattice_init,
+        "ttt_linear": _ttt_init, "titans_linear": _ttt_init}
 
 
 def init_state(key: str, cfg: Config) -> State:

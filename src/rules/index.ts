@@ -21,14 +21,18 @@ import { memora } from "./memora.ts";
 import { moneta } from "./moneta.ts";
 import { swa } from "./swa.ts";
 import { titans } from "./titans.ts";
+import { titans_linear } from "./titans_linear.ts";
 import { trellis } from "./trellis.ts";
+import { ttt_linear } from "./ttt_linear.ts";
 import { yaad } from "./yaad.ts";
 import type { RuleDecl } from "./types.ts";
 
 /** The memory rules: any of them can be a memory level of the model. */
 const MEMORY_RULE_DECLS = [delta, titans, hebbian, moneta, yaad, memora, lattice, trellis, atlas, gated_delta, kda, comba, dplr, gated_delta_product, gdn2, gated_oja,
   // the linear-attention family (docs/spec/linear-attention.md)
-  gla, rwkv6] as const;
+  gla, rwkv6,
+  // TTT-Linear and Titans-linear (docs/spec/ttt.md)
+  ttt_linear, titans_linear] as const;
 
 /** Every rule: the memory rules and sliding-window attention. */
 export const RULES: readonly RuleDecl[] = [...MEMORY_RULE_DECLS, swa];
