@@ -1,17 +1,16 @@
 """fla's chunked Gated DeltaProduct backward leaves a residue in dg where the decay is saturated.
 
 Claim (docs/spec/py-backend.md#fla-delta-product): with the log decay g = −60 at every token
-(exp(g) ≈ 9e-27: each token forgets the state), the exact dg is of the order of exp(g) · (something
-of order 1), i.e. ~1e-26. `chunk_gated_delta_product` returns dg of order 1e-8 there, while fla's
-chunked Gated DeltaNet, run on the same rows, gives dg of order 1e-27 on each token's first row:
-the DeltaProduct backward runs Gated DeltaNet's over the T·n_h rows (g at a token's first row, 0 at
-the others) and keeps the first row's dg.
+(exp(g) ≈ 9e-27: each token forgets the state), the exact dg is of the order of 1e-26;
+`chunk_gated_delta_product` returns dg some 1e18 times larger. The DeltaProduct backward runs fla's
+chunked Gated DeltaNet backward over the T·n_h rows (g at a token's first row, 0 at the others).
 
 What this script does, with torch and fla only (no nl-conformance code): B = H = 1, T = 8,
 K = V = 4, n_h = 2, bf16 q, k, v, f32 g = −60 and β; loss = sum(o · do) + sum(final · dfinal) with
 random do, dfinal; it prints max |dg| from `chunk_gated_delta_product`, from
 `chunk_gated_delta_rule` over the same T·n_h rows (g placed at each token's first row) on those first
-rows, and from the f64 PyTorch recurrence (the exact value, by autograd).
+rows, from the f64 PyTorch recurrence (the exact value, by autograd), and from
+`chunk_gated_delta_rule` on T tokens of one step each beside that case's exact dg.
 
 Run: /path/to/venv/bin/python repros/fla/delta_product_dg_residue.py   (CPU: Triton's interpreter is
 switched on when torch sees no GPU, with this repository's interpreter support for fla's chunked
