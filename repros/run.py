@@ -44,7 +44,8 @@ def main() -> int:
                   f"# exit status: {p.returncode}", *lines]
         with open(os.path.join(ROOT, "reports", "repros", name), "w") as f:
             f.write("\n".join(record) + "\n")
-        print(f"{script}: exit {p.returncode}; {lines[-1] if lines else '(no output)'}")
+        verdict = next((ln for ln in reversed(lines) if ln.startswith(("SHOWN", "NOT SHOWN"))), lines[-1] if lines else "(no output)")
+        print(f"{script}: exit {p.returncode}; {verdict}")
         if p.returncode != 0:
             bad.append(script)
     return 1 if bad else 0
