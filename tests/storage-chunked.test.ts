@@ -77,3 +77,54 @@ test.skipIf(!hasTorch)("the rules sent in chunked form are the ones the referenc
   expect(storedChunks("delta", null)).toEqual([undefined]);
   expect(storedChunks("kda", [64])).toEqual([undefined]);
 }, 120_000);
+
+/**
+ * The false alarm it removes: a correct chunked bf16 DeltaNet in chunks of 64 (deltanet_lowprec.py's
+ * chunk64_delta_bf16, storing where fla's chunk_delta_rule stores) at the saturated corner (β = 1 − 2⁻⁸
+ * on every token, T = 67, d = 4: the WY system's condition ≈ 40). Its dM₀ error is above twice the
+ * per-token stored yardstick's (the flash bound without the floor: a failure) and within twice the
+ * chunked one's; its y error equals the chunked yardstick's rounded to nearest, bit for bit (the same
+ * rounding points). Yardsticks: nearest and 4 stochastic runs, per element the farthest from f64.
+ */
+test.skipIf(!hasTorch)("at β ≈ 1 over a 64-token chunk the per-token yardstick fails a correct chunked bf16 kernel; the chunked one does not", () => {
+  const out = JSON.parse(py([
+    "import json, sys, torch",
+    "sys.path.insert(0, '../examples/py-kernels')",
+    "import deltanet_lowprec as lp",
+    "from nlc_torch.ref_inner import run_inner",
+    "res = {}",
+    "for seed in (1, 2):",
+    "    T, d = 67, 4",
+    "    g = torch.Generator().manual_seed(seed)",
+    "    bf = lambda x: x.to(torch.bfloat16)",
+    "    q, k = (bf(torch.nn.functional.normalize(torch.randn(1, T, 1, d, generator=g), dim=-1)) for _ in range(2))",
+    "    v, beta = bf(torch.randn(1, T, 1, d, generator=g)), bf(torch.full((1, T, 1), 1 - 2 ** -8))",
+    "    h0 = torch.randn(1, 1, d, d, generator=g)",
+    "    do, dht = bf(torch.randn(1, T, 1, d, generator=g)), torch.randn(1, 1, d, d, generator=g)",
+    "    leaves = [x.clone().requires_grad_(True) for x in (q, k, v, beta, h0)]",
+    "    o, ht = lp.chunk64_delta_bf16(*leaves[:4], scale=1.0, initial_state=leaves[4], output_final_state=True)",
+    "    torch.autograd.backward([o, ht], [do, dht])",
+    "    kern = {'y': o[0, :, 0].double(), 'grads.state.M': leaves[4].grad[0, 0].double().T}",
+    "    inp = {'k': k[0, :, 0].double()[None], 'v': v[0, :, 0].double()[None], 'q': q[0, :, 0].double()[None],",
+    "           'alpha': torch.zeros(1, T, dtype=torch.float64), 'theta': beta[0, :, 0].double()[None]}",
+    "    st, dy, ds = {'M': h0[0, 0].double().T[None]}, do[0, :, 0].double()[None], {'M': dht[0, 0].double().T[None]}",
+    "    cfg = {'d': d, 'seq_len': T}",
+    "    ref = run_inner('delta', cfg, 'f64', inp, st, dy, ds)",
+    "    f32 = lambda r: {a: b.float() for a, b in r.items()}",
+    "    def plain(chunk, runs):",
+    "        w = {n: 0.0 for n in kern}",
+    "        for rnd in ['nearest'] + list(range(1, runs + 1)):",
+    "            r = run_inner('delta', cfg, 'f32', f32(inp), f32(st), dy.float(), f32(ds), {'dtype': 'bf16', 'rounding': rnd, **({'chunk': chunk} if chunk else {})})",
+    "            for n in kern: w[n] = max(w[n], float((r[n][0].double() - ref[n][0]).abs().max()))",
+    "        return w",
+    "    err = {n: float((kern[n] - ref[n][0]).abs().max()) for n in kern}",
+    "    per_token, chunked, nearest = plain(None, 4), plain(64, 4), plain(64, 0)",
+    "    res[seed] = {'dM0_per_token': err['grads.state.M'] / (2 * per_token['grads.state.M']),",
+    "                 'dM0_chunked': err['grads.state.M'] / (2 * chunked['grads.state.M']), 'y_same': err['y'] == nearest['y']}",
+    "print(json.dumps(res))",
+  ])) as Record<string, { dM0_per_token: number; dM0_chunked: number; y_same: boolean }>;
+  for (const [seed, r] of Object.entries(out)) {
+    expect(`seed ${seed}: per-token ${r.dM0_per_token > 1 ? "fails" : "passes"}, chunked ${r.dM0_chunked <= 1 ? "passes" : "fails"}, y ${r.y_same}`)
+      .toBe(`seed ${seed}: per-token fails, chunked passes, y true`);
+  }
+}, 300_000);

@@ -122,3 +122,6 @@ recurrent_delta_bf16 = kernel(_recurrent, torch.bfloat16, "bf16")
 recurrent_delta_f16 = kernel(_recurrent, torch.float16, "f16")
 chunk_delta_bf16 = kernel(_chunked, torch.bfloat16, "bf16", chunk_size=CHUNK)
 chunk_delta_f16 = kernel(_chunked, torch.float16, "f16", chunk_size=CHUNK)
+# fla's chunk size: at β ≈ 1 on every token of a 64-token chunk the WY system is ill-conditioned
+# (condition ≈ 40), which only a chunked yardstick reproduces (docs/spec/precision.md#intermediates-chunked)
+chunk64_delta_bf16 = kernel(functools.partial(_chunked, C=64), torch.bfloat16, "bf16", chunk_size=64)
