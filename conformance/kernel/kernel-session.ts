@@ -115,7 +115,12 @@ export interface Exchange {
 export interface StoredIntermediates {
   readonly dtype: "bf16" | "f16";
   readonly rounding: "nearest" | number;
+  /** The rule in its exact chunked form, in chunks of this many tokens (docs/spec/precision.md#intermediates-chunked). */
+  readonly chunk?: number;
 }
+
+/** The rules the torch reference has a chunked stored form of (python/nlc_torch/chunk_stored.py, CHUNKED_RULES). */
+export const CHUNKED_STORED_RULES: readonly string[] = ["delta", "gated_delta"];
 
 /** Stochastic-rounding runs of the storage-intermediates yardstick, besides the one to nearest (measured choice: docs/spec/precision.md#intermediates). */
 export const STORAGE_RANDOM_RUNS = 16;
@@ -337,7 +342,9 @@ export class KernelSession {
    * rounded to the storage dtype, once to nearest and STORAGE_RANDOM_RUNS times stochastically,
    * per element the run farthest from ref64 (`r64`, required here). A kernel that normalises q and
    * k itself stores q̂, k̂, and its normalisation's backward may read them back as stored (fla's
-   * l2norm_bwd does) or recompute them: each run's gradients are mapped both ways.
+   * l2norm_bwd does) or recompute them: each run's gradients are mapped both ways. A kernel that
+   * declares a chunk size is measured against the rule's exact chunked form as a chunked kernel
+   * stores it, at each declared size, where the reference has that form (storedChunks).
    */
   private async storagePlainReference(c: PyCase, rule: string, p: Precision, keys: readonly TensorKey[], r64?: readonly SeqTensors[]): Promise<SeqTensors<Float64Array>[]> {
     if (r64 === undefined) throw new Error("the storage-intermediates yardstick needs ref64");
@@ -345,8 +352,15 @@ export class KernelSession {
     if (dtype === "f32") throw new Error("intermediates \"storage\" needs a bf16 or f16 storage dtype");
     const roundings: StoredIntermediates["rounding"][] = ["nearest", ...Array.from({ length: STORAGE_RANDOM_RUNS }, (_, i) => i + 1)];
     const vjps = c.conv.qk_l2norm ? [undefined, dtype] : [undefined];
+    // a chunked kernel is measured against the chunked form at each chunk size it declares (#intermediates-chunked)
+    const chunks: (number | undefined)[] = storedChunks(rule, this.info.chunk_sizes);
     const runs: SeqTensors<Float64Array>[][] = [];
-    for (const rounding of roundings) runs.push(...await this.grouped(c, (sub) => this.torchReference(sub, rule, "f32", { dtype, rounding }), p, keys, vjps));
+    for (const chunk of chunks) {
+      for (const rounding of roundings) {
+        const inter: StoredIntermediates = chunk === undefined ? { dtype, rounding } : { dtype, rounding, chunk };
+        runs.push(...await this.grouped(c, (sub) => this.torchReference(sub, rule, "f32", inter), p, keys, vjps));
+      }
+    }
     return c.seqs.map((_, n) => {
       const rec = emptySeq<Float64Array>();
       for (const [k, a] of entries(farthestSeq(r64[n]!, runs.map((r) => r[n]!)))) setAt(rec, k, Float64Array.from(a));
@@ -359,6 +373,14 @@ export class KernelSession {
     this.ref = null;
     await Promise.all([this.host.close(), ref?.then((r) => r.close(), () => undefined)]);
   }
+}
+
+/**
+ * The chunk sizes of the storage yardstick's runs: each declared one where the torch reference has
+ * the rule's chunked stored form, else one per-token run (`undefined`).
+ */
+export function storedChunks(rule: string, declared: readonly number[] | null | undefined): (number | undefined)[] {
+  return declared && declared.length > 0 && CHUNKED_STORED_RULES.includes(rule) ? [...declared] : [undefined];
 }
 
 function fault(e: unknown, what: string): KernelFault {

@@ -66,8 +66,9 @@ def _recurrent(q, k, v, beta, S, scale, low, read=lambda k: k):
     return torch.cat(outs, 2), S
 
 
-def _chunked(q, k, v, beta, S, scale, low, read=lambda k: k, C=CHUNK):
-    """As _recurrent; `read`: the keys K Kᵀ reads."""
+def _chunked(q, k, v, beta, S, scale, low, read=lambda k: k, C=CHUNK, handoff=1.0):
+    """As _recurrent; `read`: the keys K Kᵀ reads; `handoff`: a factor on the state handed to the
+    next chunk (1: none; deltanet_lowprec_planted.py plants another)."""
     B, H, T, K = k.shape
     pad = (-T) % C
     if pad:  # padded tokens have k = v = 0 and beta = 0: they leave the state as it is
@@ -89,6 +90,8 @@ def _chunked(q, k, v, beta, S, scale, low, read=lambda k: k, C=CHUNK):
         qk = (qc.float() @ kc.float().transpose(-1, -2)).masked_fill(~lower, 0).to(low)
         outs.append((scale * (qc.float() @ h.float() + qk.float() @ v_new.float())).to(low))
         S = S + kc.float().transpose(-1, -2) @ v_new.float()
+        if c0 + C < T + pad:
+            S = S * handoff
     return torch.cat(outs, 2)[:, :, :T], S
 
 
@@ -119,3 +122,6 @@ recurrent_delta_bf16 = kernel(_recurrent, torch.bfloat16, "bf16")
 recurrent_delta_f16 = kernel(_recurrent, torch.float16, "f16")
 chunk_delta_bf16 = kernel(_chunked, torch.bfloat16, "bf16", chunk_size=CHUNK)
 chunk_delta_f16 = kernel(_chunked, torch.float16, "f16", chunk_size=CHUNK)
+# fla's chunk size: at β ≈ 1 on every token of a 64-token chunk the WY system is ill-conditioned
+# (condition ≈ 40), which only a chunked yardstick reproduces (docs/spec/precision.md#intermediates-chunked)
+chunk64_delta_bf16 = kernel(functools.partial(_chunked, C=64), torch.bfloat16, "bf16", chunk_size=64)

@@ -15,6 +15,7 @@ from typing import Dict, List, Optional
 import torch
 
 from .rules import GATES, INNER, TOKEN_ROWS, InputError, _frozen_read, resolve_config
+from .chunk_stored import CHUNKED_RULES, run_chunked
 from .storage import STORING_RULES, storing
 
 GATE_NAMES = ("alpha", "theta", "eta")
@@ -27,7 +28,9 @@ def run_inner(key: str, cfg_in: dict, dtype: str, inputs: Dict[str, torch.Tensor
               intermediates: Optional[dict] = None) -> Dict[str, Dict[str, torch.Tensor]]:
     """inputs: k v q x omega [N, T, d] and gates [N, T]; state and d_state [N, r, c]; dy [N, T, d].
     `intermediates` {"dtype", "rounding"}: the values the rule marks as stored are held in that
-    dtype (docs/spec/precision.md#intermediates); None: the plain run."""
+    dtype (docs/spec/precision.md#intermediates); with "chunk": C, the rule runs in its exact
+    chunked form as a chunked kernel stores it (chunk_stored.py, #intermediates-chunked); None: the
+    plain run."""
     frozen = key.endswith(".frozen")
     if frozen:
         key = key[: -len(".frozen")]
@@ -39,6 +42,13 @@ def run_inner(key: str, cfg_in: dict, dtype: str, inputs: Dict[str, torch.Tensor
     if intermediates is not None and (frozen or key not in STORING_RULES):
         raise InputError(f"intermediates: the torch reference marks no stored values in {key}{'.frozen' if frozen else ''} "
                          f"(it does in: {', '.join(STORING_RULES)}); docs/spec/precision.md#intermediates")
+    chunk = None if intermediates is None else intermediates.get("chunk")
+    if chunk is not None:
+        if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+            raise InputError(f"intermediates.chunk: expected a positive integer chunk size, got {chunk!r}")
+        if key not in CHUNKED_RULES:
+            raise InputError(f"intermediates.chunk: the torch reference has no chunked stored form of {key} "
+                             f"(it has: {', '.join(CHUNKED_RULES)}); docs/spec/precision.md#intermediates-chunked")
     # an empty sequence (a packed batch's equal offsets, docs/spec/py-backend.md#edges): seq_len = 0 runs
     # no step; its final state is the initial state, so d(initial state) = d(final state)
     empty = isinstance(cfg_in, dict) and cfg_in.get("seq_len") == 0 and not isinstance(cfg_in.get("seq_len"), bool)
@@ -78,6 +88,8 @@ def run_inner(key: str, cfg_in: dict, dtype: str, inputs: Dict[str, torch.Tensor
                 y, final = q0.new_zeros(0, *(dy.shape[2:] if dy is not None else q0.shape[1:])) + tie, dict(st0)
             elif frozen:  # the read leaves the state unchanged
                 y, final = _frozen_read(key, leaves["q"], st0, cfg), dict(st0)
+            elif chunk is not None:  # the exact chunked form, stored as a chunked kernel stores
+                y, final = run_chunked(key, args["k"], args["v"], args["q"], gates, st0, chunk)
             else:
                 extra = {n: args[n] for n in ("p", "a", "b") if n in args}  # Comba's p, DPLR's a and b
                 y, final = INNER[key](args["k"], args.get("v"), args["q"], args.get("x"), gates, args.get("omega"), st0, cfg, **extra)
