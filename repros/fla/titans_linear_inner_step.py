@@ -3,7 +3,7 @@
 
 The stated inner loss is l(M) = ||w * LN(k M) + b - (v - k)||^2 (the step applies 2 * theta * k^T v_new,
 v_new meant as d l / d (k M) / 2). One token, alpha = eta = 0, theta = 1, from a random M_0:
-M_1 - M_0 must equal -grad_M l(M_0). Run: python fla_titans_inner_grad.py (needs fla-core, torch).
+M_1 - M_0 must equal -grad_M l(M_0). Run: python repros/fla/titans_linear_inner_step.py (needs fla-core, torch).
 Prints the step fla takes, the autograd gradient, and their largest difference.
 """
 import torch
@@ -26,11 +26,13 @@ z = k[0, 0] @ M[0, 0]                       # [1, D]: k M
 loss = ((w[0] * F.layer_norm(z, (D,), eps=eps) + b[0] - (v[0, 0] - k[0, 0])) ** 2).sum()
 (grad,) = torch.autograd.grad(loss, M)
 
+worst = {}
 for name, fn in (("titans_linear", titans_linear), ("chunk_titans_linear", chunk_titans_linear)):
     _, M1 = fn(q.clone(), k.clone(), v.clone(), w, b, theta, alpha, eta, eps, 1, M0.clone(), True)
     step = M1 - M0                             # = -theta * grad when the step is the gradient
     print(f"{name}: fla step\n{step[0, 0]}\n-grad l\n{-grad[0, 0]}")
     print(f"{name}: max |step + grad| = {(step + grad).abs().max().item():.3e}")
+    worst[name] = (step + grad).abs().max().item()
 
 # The step with fla's own commented-out expression, (D*g - sum g - x_hat*sum(g*x_hat)) / (rstd*D),
 # in place of the one it runs, D*g - sum g / (rstd*D) - x_hat*sum(g*x_hat) / (rstd*D):
@@ -42,3 +44,8 @@ g = w[0] * (w[0] * xh + b[0] - (v[0, 0] - k[0, 0]))
 v_new = (D * g - g.sum(-1, keepdim=True) - xh * (g * xh).sum(-1, keepdim=True)) / (rstd * D)
 step = -2 * k[0, 0].transpose(-1, -2) @ v_new
 print(f"parenthesised form: max |step + grad| = {(step + grad[0, 0]).abs().max().item():.3e}")
+fixed = (step + grad[0, 0]).abs().max().item()
+shown = min(worst.values()) > 1e-3 and fixed < 1e-9
+print(("SHOWN" if shown else "NOT SHOWN") + ": fla's titans_linear and chunk_titans_linear take a step that is not"
+      " -grad of their stated inner loss; the parenthesised form is")
+raise SystemExit(0 if shown else 1)

@@ -4,7 +4,7 @@ mini_batch_size, the returned final bias state includes an update from the zero 
 T = 3, mini_batch_size = 2 against the same three tokens run as a mini-batch of 2 then one of 1
 (the last mini-batch cut short at T). The outputs and the final matrix state agree exactly; the
 final bias state does not: a padded token has k = 0 (so it leaves h alone) but its LayerNorm
-gradient at z = h_b is not zero, and h_b takes it. Run: python fla_ttt_padded_bias.py.
+gradient at z = h_b is not zero, and h_b takes it. Run: python repros/fla/ttt_padded_bias.py.
 """
 import torch
 from fla.ops.ttt.naive import chunk_ttt_linear_ref
@@ -28,3 +28,9 @@ o_cut, h_cut, hb_cut = run(2, 3, 1, h_2, hb_2)    # token 2 alone: the mini-batc
 print("token 2 output, max |difference|:", (o_pad[:, 2] - o_cut[:, 0]).abs().max().item())
 print("final h, max |difference|:", (h_pad - h_cut).abs().max().item())
 print("final h_b, max |difference|:", (hb_pad - hb_cut).abs().max().item())
+d_o, d_h, d_hb = ((o_pad[:, 2] - o_cut[:, 0]).abs().max().item(), (h_pad - h_cut).abs().max().item(),
+                  (hb_pad - hb_cut).abs().max().item())
+shown = d_o == 0 and d_h == 0 and d_hb > 1e-6
+print(("SHOWN" if shown else "NOT SHOWN") + ": chunk_ttt_linear_ref lets the padding token into the final bias state"
+      " (outputs and final h as without it)")
+raise SystemExit(0 if shown else 1)
