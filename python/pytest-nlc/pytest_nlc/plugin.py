@@ -127,11 +127,11 @@ class NlcFile(pytest.File):
             return str(excinfo.value)
         return super().repr_failure(excinfo)
 
-    def results(self) -> "Run":
+    def results(self, items=None) -> "Run":
         """The run of this config's checks (started on first use), narrowed to the items selected."""
         if self.run is not None:
             return self.run
-        chosen = [i.name for i in self.session.items if type(i) is NlcItem and i.parent is self]
+        chosen = [i.name for i in (self.session.items if items is None else items) if type(i) is NlcItem and i.parent is self]
         filters = [] if len(chosen) == len(self.ids) else [a for c in chosen for a in ("--filter", c)]
         report_opt = self.config.getoption("nlc_report")
         report = (self.cwd / report_opt) if report_opt else Path(tempfile.mkdtemp(prefix="nlc-pytest-")) / "conformance.json"
@@ -157,6 +157,44 @@ class Run:
 
     def tail(self, lines=40) -> str:
         return "\n".join(self.out.strip().splitlines()[-lines:])
+
+
+UNDECLARED = re.compile(r"^backend \S+: does not implement (.+?) \(\d+ checks not run")
+
+
+def undeclared_rules(out: str) -> set[str]:
+    """The rules a run's kernels do not implement, from its lines `backend B: does not implement
+    k1, k2 (N checks not run; ...)` (docs/spec/conformance.md#undeclared), frozen variants as their rule."""
+    keys: set[str] = set()
+    for line in out.splitlines():
+        m = UNDECLARED.match(line.strip())
+        if m:
+            keys.update(k.strip().removesuffix(".frozen") for k in m.group(1).split(","))
+    return keys
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(session, config, items):
+    """After -k/-m: run each config's selected checks, and deselect the checks of rules its kernels
+    do not implement (they are no checks of the run, as in nlc's own report), so they appear neither
+    as passes nor as skips."""
+    files = []
+    for i in items:
+        if isinstance(i, NlcItem) and i.parent not in files:
+            files.append(i.parent)
+    dropped = []
+    for f in files:
+        run = f.results(items)
+        rules = undeclared_rules(run.out)
+        if not rules or run.report is None:
+            continue
+        for i in items:
+            if type(i) is NlcItem and i.parent is f and i.name not in run.checks and i.name.split("/")[2].removesuffix(".frozen") in rules:
+                dropped.append(i)
+    if dropped:
+        gone = set(map(id, dropped))
+        items[:] = [i for i in items if id(i) not in gone]
+        config.hook.pytest_deselected(items=dropped)
 
 
 class NlcCheckFailed(Exception):
