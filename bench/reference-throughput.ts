@@ -20,7 +20,7 @@
  * The nominal count is Delta's for every rule (the others do the same matrix-vector work per token
  * within a d² or two; Gated DeltaProduct does n_h delta steps per token, about twice Delta's work
  * at n_h = 2), so across rules too the GFLOP/s are inverse times.
- * Usage: npx bun bench/reference-throughput.ts [--quick] [--no-old] [--rules delta,kda,comba,dplr,gated_delta_product]
+ * Usage: npx bun bench/reference-throughput.ts [--quick] [--no-old] [--rules delta,kda,…] (default: every rule with a numpy loop)
  */
 import { PLAIN_RUNS, plainOrders, plainRuns, RANDOM_RUNS } from "../oracle/plain-reference.ts";
 import { withAccumulate } from "../src/precision.ts";
@@ -233,7 +233,8 @@ const gf = (d: number, T: number, t: Timing) => `${(flops(d, T) / t.wall / 1e9).
 const ratio = (a: Timing, b: Timing | string) => (typeof b === "string" ? "—" : `${(a.wall / b.wall).toFixed(2)}/${(a.cpu / b.cpu).toFixed(2)}`);
 
 const rulesArg = process.argv.indexOf("--rules");
-const RULES = (rulesArg < 0 ? "delta,kda,comba,dplr,gated_delta_product" : (process.argv[rulesArg + 1] ?? "")).split(",").filter((r) => r !== "");
+// default: every rule with a numpy loop (LOOPS)
+const RULES = (rulesArg < 0 ? Object.keys(LOOPS).join(",") : (process.argv[rulesArg + 1] ?? "")).split(",").filter((r) => r !== "");
 if (RULES.length === 0) {
   console.error(`reference-throughput: --rules needs a comma-separated list of rules (${Object.keys(LOOPS).join(",")})`);
   process.exit(2);

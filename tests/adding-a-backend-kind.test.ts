@@ -8,10 +8,10 @@
  * fails Delta's backward and passes its forward.
  */
 import { describe, expect, test } from "bun:test";
-import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ROOT } from "../paths.ts";
-import { treeFiles, copyTree, runIn, editIn } from "./tree-copy.ts";
+import { changedFiles, copyTree, runIn, editIn } from "./tree-copy.ts";
 import { RULES } from "../src/rules/index.ts";
 
 const GUIDE = readFileSync(join(ROOT, "docs", "contributing.md"), "utf8");
@@ -21,12 +21,6 @@ const STEPS = GUIDE.slice(START, GUIDE.indexOf("\n## ", START + 1));
 const BLOCKS = [...STEPS.matchAll(/^( *)```ts\n([\s\S]*?)^\1```$/gm)].map((m) => m[2]!.split("\n").map((l) => l.slice(m[1]!.length)).join("\n"));
 const BACKEND_FILE = "conformance/kernel/fast-pair-backend.ts";
 const KINDS_FILE = "conformance/backend-kinds.ts";
-
-/** Files of the copy that differ from the working tree, or are new. */
-function changedFiles(dir: string, written: readonly string[]): string[] {
-  const changed = treeFiles().filter((f) => readFileSync(join(dir, f), "utf8") !== readFileSync(join(ROOT, f), "utf8"));
-  return [...new Set([...changed, ...written.filter((f) => !existsSync(join(ROOT, f)))])].sort();
-}
 
 /** The rule variants of the registry, as check ids name them. */
 const VARIANTS = RULES.flatMap((r) => (r.frozen === null ? [r.key] : [r.key, `${r.key}.frozen`]));

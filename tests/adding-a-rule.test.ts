@@ -1,18 +1,20 @@
 /**
  * docs/contributing.md "Adding a rule", walked: in a temporary copy of the repository a throwaway memory rule
- * (`echo`, Hebbian under another key) is added step by step, and each step is shown to be needed
- * and sufficient: the generator names the files the declaration makes stale, then makes them
- * current; the catalogue grows the rule's checks; the registry test fails until names.md has its
- * rows; C9 errors that rule alone until its PyTorch forward exists, then passes. Also, for every
- * registered rule, the files, anchors and names the steps cite exist. The PyTorch parts are
- * skipped without python3 + torch.
+ * (`echo`, Hebbian under another key, with a kernel pair) is added step by step, and each step is
+ * shown to be needed and sufficient: the generator names the files the declaration makes stale,
+ * then makes them current; the catalogue grows the rule's checks; the registry test fails until
+ * names.md has its rows; C9 errors that rule alone until its PyTorch forward exists, then passes;
+ * its kernel pair compiles (g++, the cpu-emu way) into the extern "C" pair and frozen read with
+ * nothing left undefined; and the files edited by hand are the ones the guide names, as many as it
+ * says. Also, for every registered rule, the files, anchors and names the steps cite exist. The
+ * PyTorch runs are skipped without python3 + torch.
  */
 import { describe, expect, test } from "bun:test";
 import { readFileSync, rmSync, writeFileSync, existsSync } from "node:fs";
 import { join, relative } from "node:path";
 import { generatedFiles } from "../ffi/generate.ts";
 import { ROOT } from "../paths.ts";
-import { copyTree, runIn, editIn } from "./tree-copy.ts";
+import { changedFiles, copyTree, runIn, editIn } from "./tree-copy.ts";
 import { RULES, isMemoryRule } from "../src/rules/index.ts";
 import { probeTorchSync } from "../oracle/torch-bridge.ts";
 
@@ -21,6 +23,26 @@ const GUIDE = readFileSync(join(ROOT, "docs", "contributing.md"), "utf8");
 const hasKernelPair = (key: string): boolean => existsSync(join(ROOT, "cuda", `${key}.cu`));
 const STEPS = GUIDE.slice(GUIDE.indexOf("## Adding a rule\n"), GUIDE.indexOf("\n## ", GUIDE.indexOf("## Adding a rule\n") + 1));
 const torch = probeTorchSync();
+/** The file of the throwaway rule's math (its anchor exists only in the copy, so it is not written here as one citation). */
+const ECHO_SHEET = "docs/spec/titans-family.md";
+const NUMBERS: Record<string, number> = { four: 4, five: 5, six: 6, seven: 7, eight: 8, nine: 9 };
+/** The guide's count of files edited by hand, without and with a kernel pair, and the files it names. */
+const HAND = /Files edited by hand: (\w+) \(([^)]*)\); with a kernel pair, (\w+) \(and ([^)]*)\)/.exec(STEPS);
+const named = (list: string) => [...list.matchAll(/`([^`]+\.[a-z]+)`/g)].map((m) => m[1]!.replace(/<key>/g, "echo"));
+
+/** g++ -c of a .cu of dir as the cpu-emu build compiles it (ffi/build.ts), at -O0; the defined and undefined symbols. */
+function compileCu(dir: string, src: string): { code: number; out: string; defined: string[]; undefined: string[] } {
+  const obj = join(dir, `${src}.o`);
+  const cc = Bun.spawnSync({ cmd: ["g++", "-std=c++20", "-O0", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra", "-Werror", "-pthread", "-x", "c++", "-Icuda", "-c", src, "-o", obj], cwd: dir, stdout: "pipe", stderr: "pipe" });
+  if (cc.exitCode !== 0) return { code: cc.exitCode ?? -1, out: cc.stderr.toString().slice(-2000), defined: [], undefined: [] };
+  // nm -C: "<address> <type> <demangled name>", the name possibly with spaces
+  const symbols = (flag: string) => Bun.spawnSync({ cmd: ["nm", "-C", flag, obj], stdout: "pipe" }).stdout.toString().split("\n")
+    .map((l) => /^\s*[0-9a-f]*\s+(\w) (.+)$/.exec(l)).filter((m) => m !== null).map((m) => ({ type: m[1]!, name: m[2]! }));
+  const defined = symbols("--defined-only").filter((x) => x.type === "T").map((x) => x.name);
+  const undef = symbols("--undefined-only").map((x) => x.name);
+  rmSync(obj);
+  return { code: 0, out: "", defined, undefined: undef };
+}
 
 describe("docs/contributing.md \"Adding a rule\": what it cites", () => {
   test("every file it names exists, for every registered memory rule", () => {
@@ -81,7 +103,7 @@ describe("docs/contributing.md \"Adding a rule\": walked with a throwaway rule",
     try {
       // 1. declare it
       writeFileSync(join(dir, "src/rules/echo.ts"),
-        `import { hebbian } from "./hebbian.ts";\nimport type { RuleDecl } from "./types.ts";\n\nexport const echo: RuleDecl<"echo"> = { ...hebbian, key: "echo" };\n`);
+        `import { hebbian } from "./hebbian.ts";\nimport type { RuleDecl } from "./types.ts";\n\nexport const echo: RuleDecl<"echo"> = { ...hebbian, key: "echo", sheet: "${ECHO_SHEET}#echo" };\n`);
       // 2. register it
       editIn(dir, "src/rules/index.ts", (s) => s
         .replace('import { delta } from "./delta.ts";', 'import { delta } from "./delta.ts";\nimport { echo } from "./echo.ts";')
@@ -101,7 +123,8 @@ describe("docs/contributing.md \"Adding a rule\": walked with a throwaway rule",
       expect(existsSync(join(dir, "cuda/gen/echo_pair.inc"))).toBe(true);
       expect(JSON.parse(readFileSync(join(dir, "python/nlc_torch/rules_meta.json"), "utf8")).rules.map((r: { key: string }) => r.key)).toContain("echo");
 
-      // 3. names.md: the registry test fails until the rule's rows are there
+      // 3. its math (a section its sheet cites), and names.md: the registry test fails until the rule's rows are there
+      editIn(dir, ECHO_SHEET, (s) => `${s}\n<a id="echo"></a>\n## Echo\n\nThe Hebbian rule (§4) under another key.\n`);
       const registry = ["test", "tests/rule-registry.test.ts"];
       expect(runIn(dir, registry).code).not.toBe(0);
       editIn(dir, "docs/spec/names.md", (s) => s
@@ -111,16 +134,40 @@ describe("docs/contributing.md \"Adding a rule\": walked with a throwaway rule",
       const after = runIn(dir, registry);
       expect({ code: after.code, out: after.code === 0 ? "" : after.out.slice(-2000) }).toEqual({ code: 0, out: "" });
 
-      if (!torch.available) return;
       // 5. the PyTorch forward: without it C9 errors this rule alone, naming it; with it, C9 passes
       const cross = ["conformance/c9/cross-check.ts", "--rule", "echo,hebbian", "--cases", "1", "--no-model", "--no-fixtures"];
-      const missing = runIn(dir, cross);
-      expect(missing.code).toBe(1);
-      expect(missing.out).toContain("no forward of rule 'echo'");
-      expect(missing.out).not.toMatch(/hebbian\s+ERROR/);
+      if (torch.available) {
+        const missing = runIn(dir, cross);
+        expect(missing.code).toBe(1);
+        expect(missing.out).toContain("no forward of rule 'echo'");
+        expect(missing.out).not.toMatch(/hebbian\s+ERROR/);
+      }
       editIn(dir, "python/nlc_torch/rules.py", (s) => `${s}\nINNER["echo"] = _hebbian\nFROZEN["echo"] = _matrix_read\n`);
-      const present = runIn(dir, cross);
-      expect({ code: present.code, out: present.code === 0 ? "" : present.out.slice(-2000) }).toEqual({ code: 0, out: "" });
+      if (torch.available) {
+        const present = runIn(dir, cross);
+        expect({ code: present.code, out: present.code === 0 ? "" : present.out.slice(-2000) }).toEqual({ code: 0, out: "" });
+      }
+      const generated = new Set([...generatedFiles().keys()].map((p) => relative(ROOT, p)).filter((p) => p !== "docs/spec/names.md"));
+      const handEdited = () => changedFiles(dir, ["src/rules/echo.ts", "cuda/echo.cu"]).filter((f) => !generated.has(f));
+      expect(HAND).not.toBeNull();
+      const [, without, listed, withKernel, kernelListed] = HAND!;
+      expect(handEdited()).toEqual([...named(listed!), ECHO_SHEET].sort());
+      expect(handEdited().length).toBe(NUMBERS[without!] ?? -1);
+
+      // 6. its kernel pair: the .cu including gen/echo_pair.inc, its row in cuda/README.md; the frozen
+      // read is the shared matrix read, which the generated gen/matrix_frozen.inc already lists
+      expect(readFileSync(join(dir, "cuda/gen/matrix_frozen.inc"), "utf8")).toContain("NLK_MATRIX_FROZEN(echo, nullptr)");
+      writeFileSync(join(dir, "cuda/echo.cu"), readFileSync(join(dir, "cuda/hebbian.cu"), "utf8").replace(/hebbian/g, "echo").replace(/Hebbian/g, "Echo"));
+      editIn(dir, "cuda/README.md", (s) => s.replace(/^(\| `hebbian\.cu`.*)$/m, "$1\n| `echo.cu` (+ `matrix.cuh`) | Echo: the Hebbian pair under another key | ported |"));
+      const pair = compileCu(dir, "cuda/echo.cu"), frozen = compileCu(dir, "cuda/matrix_frozen.cu");
+      expect({ code: pair.code, out: pair.out }).toEqual({ code: 0, out: "" });
+      expect({ code: frozen.code, out: frozen.out }).toEqual({ code: 0, out: "" });
+      for (const f of ["nlk_echo_workspace_bytes", "nlk_echo_forward", "nlk_echo_backward"]) expect({ f, defined: pair.defined.includes(f) }).toEqual({ f, defined: true });
+      for (const f of ["nlk_echo_frozen_forward", "nlk_echo_frozen_backward"]) expect({ f, defined: frozen.defined.includes(f) }).toEqual({ f, defined: true });
+      // every launcher the wrappers call is defined in the .cu itself
+      expect(pair.undefined.filter((n) => n.includes("nlk::echo::"))).toEqual([]);
+      expect(handEdited()).toEqual([...named(listed!), ECHO_SHEET, ...named(kernelListed!)].sort());
+      expect(handEdited().length).toBe(NUMBERS[withKernel!] ?? -1);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

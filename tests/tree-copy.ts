@@ -25,6 +25,12 @@ export function copyTree(prefix: string): string {
   return dir;
 }
 
+/** Files of the copy that differ from the working tree, or are new among written (the files a walk wrote), sorted. */
+export function changedFiles(dir: string, written: readonly string[]): string[] {
+  const changed = treeFiles().filter((f) => readFileSync(join(dir, f), "utf8") !== readFileSync(join(ROOT, f), "utf8"));
+  return [...new Set([...changed, ...written.filter((f) => existsSync(join(dir, f)) && !existsSync(join(ROOT, f)))])].sort();
+}
+
 /** This Bun running args in dir, one check at a time (NLC_SERIAL); its exit code and its output. */
 export function runIn(dir: string, args: string[]): { code: number; out: string } {
   const p = Bun.spawnSync({ cmd: [process.execPath, ...args], cwd: dir, stdout: "pipe", stderr: "pipe", env: { ...process.env, NLC_SERIAL: "1" } });
