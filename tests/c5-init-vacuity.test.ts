@@ -4,8 +4,8 @@
  * backward with dy NULL, which has nothing to compare. Both are fixed in the cases, not the judge.
  */
 import { expect, test } from "bun:test";
-import { buildRuleCase } from "../cases/rule-case.ts";
-import { sampleOf, sampleRuleCaseSpecs } from "../cases/inner-case.ts";
+import { buildRuleCase, ruleCaseSpecArb } from "../cases/rule-case.ts";
+import { innerCase, sampleOf, sampleRuleCaseSpecs } from "../cases/inner-case.ts";
 import { caseArb, regimeBatchArb, sizesFor } from "../cases/kernel-batch.ts";
 import { tapeE2eExamples } from "../conformance/kernel/child-checks.ts";
 import { REGIMES } from "../cases/kernel-regimes.ts";
@@ -48,4 +48,19 @@ test("a frozen read's batches always give dy (its backward has no d(final state)
   // the active variants keep NULL dy (their d(final state) keeps the backward live): one case in five
   const active = sampleOf(caseArb(RULES.find((r) => r.key === "atlas")!, false, "quick", "abi"), 12, 200);
   expect(active.some((k) => k.dyNull)).toBe(true);
+});
+
+test("YAAD's kernel cases never draw d = 1, where its dv is often zero for the whole case (quick seed 9045)", () => {
+  const decl = RULES.find((r) => r.key === "yaad")!;
+  // the chunks check's sizes (T = 24, d from 1): every drawn case is at least the declared width
+  const ks = sampleOf(caseArb(decl, false, "quick", "abi", { d: [1, 8], seq_len: [24, 24] }), 9045, 200);
+  expect(Math.min(...ks.map((k) => k.base.d))).toBe(2);
+  // why: at d = 1 v never nears zero, so with a small δ every error is clipped and dv is zero
+  const unbounded = { ...decl, checkMinimums: undefined };
+  const dvMax = (d: number) => sampleOf(ruleCaseSpecArb(unbounded, { d: [d, d], seq_len: [24, 24] }), 7, 100).map((s) => {
+    const c = innerCase(decl, s, false);
+    return maxAbs(decl.inner.backward(decl.inner.forward(c.inputs, c.state, c.cfg).saved, c.inputs, c.dy, c.cfg, c.dFinal).dv!.data);
+  });
+  expect(dvMax(1).filter((m) => m <= EXERCISED).length).toBeGreaterThan(10);
+  expect(dvMax(2).filter((m) => m <= EXERCISED).length).toBeLessThanOrEqual(2);
 });

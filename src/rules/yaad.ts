@@ -50,6 +50,10 @@ export const yaad: RuleDecl<"yaad"> = {
   stateShapes: mlpStateShapes,
   init: hashInit,
   randomState: randomMlpState,
+  // d = 1: a token's value is v_t = w_v·x_t with |x_t| in [0.5, 1] (the cases' normalised rows), so v
+  // never nears zero; with δ below |w_v|/2 every error is clipped (ψ' = 0) and dv is zero for the
+  // whole case (docs/spec/miras-compression.md#yaad-hyper).
+  checkMinimums: { d: 2 },
   inner: {
     saved: ["w1States", "w2States"],
     forward({ k, v, q, alpha, theta }, state, cfg) {
