@@ -90,7 +90,7 @@ function dump(lib: KernelLib, rules: readonly string[] | null): Record_[] {
   };
   for (const a of ABI.filter((x) => rules === null || rules.includes(x.rule))) {
     const pair = lib.pair(a.rule);
-    if (typeof pair === "string") throw new Error(pair);
+    if (typeof pair === "string") continue; // a rule the library does not export: no calls (the other library's dump then differs by its keys)
     for (const s of SHAPES) {
       for (const [ci, cfg] of configsOf(a.rule, s).entries()) {
         const n = size(a, cfg, s);
