@@ -22,9 +22,11 @@ import { buildPyCase } from "../conformance/kernel/cases.ts";
 /**
  * The rules the digests were pinned with: the registry when the former generators were merged. A rule
  * added since had no former generator to agree with, so it is not part of the pin (and adding one
- * leaves the pin as it is).
+ * leaves the pin as it is). YAAD left the pin when its cases were redrawn at its declared minimum
+ * width d >= 2 (docs/spec/miras-compression.md#yaad): the other rules' digests were the same before and
+ * after that change (d100c8dc45b8ddaf, 3943c59ef054d046 over these fourteen, computed on both trees).
  */
-const PINNED = ["delta", "titans", "hebbian", "moneta", "yaad", "memora", "lattice", "trellis", "atlas", "gated_delta", "kda", "comba", "dplr", "gated_delta_product", "swa"];
+const PINNED = ["delta", "titans", "hebbian", "moneta", "memora", "lattice", "trellis", "atlas", "gated_delta", "kda", "comba", "dplr", "gated_delta_product", "swa"];
 
 /** The digest (harness/sweep.ts CaseDigester, as details.case_digest digests) of every pinned rule variant's cases of a form. */
 function formDigest(form: CaseForm): string {
@@ -43,11 +45,11 @@ function formDigest(form: CaseForm): string {
 }
 
 test("abi cases: the records the native generators drew", () => {
-  expect(formDigest("abi")).toBe("72d80634ff428b97");
+  expect(formDigest("abi")).toBe("d100c8dc45b8ddaf");
 });
 
 test("canonical cases: the records the py: generators drew", () => {
-  expect(formDigest("canonical")).toBe("6db88b12832484a7");
+  expect(formDigest("canonical")).toBe("3943c59ef054d046");
 });
 
 test("the forms' fields: an abi case has C and NULL flags and no d(final state) seed; a canonical case the reverse", () => {
