@@ -5,7 +5,7 @@
  * (docs/spec/conformance.md#partial-report).
  */
 import { existsSync, rmSync } from "node:fs";
-import { closingLine, failedPath, isGreen, notRunOf, readReportFile, runInfo, summarize, writeReport, type Report } from "../harness/report.ts";
+import { closingLine, failedPath, isGreen, notRunOf, readReportFile, runInfo, summarize, writeReport, type Report, type Unimplemented } from "../harness/report.ts";
 import { matchesFilter } from "./catalogue.ts";
 import { partialPath } from "../harness/interrupt.ts";
 import type { RunOutcome } from "./parallel.ts";
@@ -37,7 +37,7 @@ export function nothingRan(plan: RunPlan, outcome: RunOutcome): string[] {
   const req = plan.request;
   if (req.allowSkipped === true || outcome.interrupt !== null || plan.defs.length === 0) return [];
   const results = outcome.results.filter((r) => !isUndeclared(r));
-  const undeclared = undeclaredByBackend(outcome.results);
+  const undeclared = new Map([...unimplementedByBackend(outcome.results)].map(([b, u]) => [b, u.variants]));
   const out: string[] = [];
   const ran = (r: { status: string }) => r.status !== "skip";
   if (results.length === 0 && undeclared.size > 0) {
@@ -71,26 +71,26 @@ export function nothingRan(plan: RunPlan, outcome: RunOutcome): string[] {
 
 /**
  * Per backend, the rule variants of the run's skips that it does not implement (UNDECLARED_DETAILS,
- * docs/spec/conformance.md#undeclared), in the order the checks ran.
+ * docs/spec/conformance.md#undeclared), in the order the checks ran, and how many checks that was:
+ * the report's `run.backends[].unimplemented` and the line printed after the run.
  */
-export function undeclaredByBackend(results: readonly CheckResult[]): Map<string, string[]> {
-  const out = new Map<string, string[]>();
+export function unimplementedByBackend(results: readonly CheckResult[]): Map<string, Unimplemented> {
+  const out = new Map<string, Unimplemented>();
   for (const r of results) {
-    if (!isUndeclared(r) || r.subject.backend === undefined || r.subject.rule === undefined) continue;
-    const keys = out.get(r.subject.backend) ?? [];
-    const key = variantKey(r.subject.rule, r.subject.frozen === true);
-    if (!keys.includes(key)) keys.push(key);
-    out.set(r.subject.backend, keys);
+    if (!isUndeclared(r) || r.subject.backend === undefined) continue;
+    const mine = out.get(r.subject.backend) ?? { variants: [], checks: 0 };
+    mine.checks++;
+    const key = r.subject.rule === undefined ? undefined : variantKey(r.subject.rule, r.subject.frozen === true);
+    if (key !== undefined && !mine.variants.includes(key)) mine.variants.push(key);
+    out.set(r.subject.backend, mine);
   }
   return out;
 }
 
 /** One line per backend for the checks of rules it does not implement: none of them is a check of the run. */
 export function undeclaredLines(results: readonly CheckResult[]): string[] {
-  const counts = new Map<string, number>();
-  for (const r of results) if (isUndeclared(r) && r.subject.backend !== undefined) counts.set(r.subject.backend, (counts.get(r.subject.backend) ?? 0) + 1);
-  return [...undeclaredByBackend(results)].map(([backend, keys]) =>
-    `backend ${backend}: does not implement ${keys.join(", ")} (${counts.get(backend) ?? 0} checks not run; docs/spec/conformance.md#undeclared)`);
+  return [...unimplementedByBackend(results)].map(([backend, u]) =>
+    `backend ${backend}: does not implement ${u.variants.join(", ")} (${u.checks} checks not run; docs/spec/conformance.md#undeclared)`);
 }
 
 /** Whether `path` holds a complete report that passed, something having run (a failed or empty run must not replace it; a report of skips alone is replaced). */
@@ -107,7 +107,9 @@ export function runReport(plan: RunPlan, outcome: RunOutcome, started: Date): Re
   const req = plan.request;
   // the checks of rules a kernel does not implement are not the run's (undeclaredLines says so)
   const checks = outcome.results.filter((r) => !isUndeclared(r));
-  const run = runInfo(started, req.seed, req.profile, [...req.filters, ...(req.rule === undefined ? [] : [`rule=${req.rule}`])].join(",") || null, outcome.backends, req.shard, plan.defs.length);
+  const unimplemented = unimplementedByBackend(outcome.results);
+  const backends = outcome.backends.map((b) => (unimplemented.has(b.name) ? { ...b, unimplemented: unimplemented.get(b.name)! } : b));
+  const run = runInfo(started, req.seed, req.profile, [...req.filters, ...(req.rule === undefined ? [] : [`rule=${req.rule}`])].join(",") || null, backends, req.shard, plan.defs.length);
   return {
     format: "nlc-report/1",
     ...(outcome.interrupt !== null ? { partial: true as const } : {}),

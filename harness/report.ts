@@ -20,6 +20,16 @@ export const DEFAULT_REPORT = join(ROOT, "reports", "conformance.json");
 const SCHEMA = join(ROOT, "reports", "schema", "nlc-report.schema.json");
 
 
+/** The rule variants a kernel backend does not implement, and how many of the selected checks that left out (docs/spec/conformance.md#undeclared). */
+export interface Unimplemented {
+  /** Rule keys, `.frozen` for a frozen variant, in catalogue order. */
+  variants: string[];
+  checks: number;
+}
+
+/** A backend of the run as the report lists it: its probe, and what of the selection it does not implement. */
+export type ReportBackend = BackendInfo & { unimplemented?: Unimplemented };
+
 interface RunInfo {
   started: string;
   ended: string;
@@ -31,7 +41,7 @@ interface RunInfo {
   seed: number;
   profile: Profile;
   filter: string | null;
-  backends: BackendInfo[];
+  backends: ReportBackend[];
   /** Set when this run was one shard of the selection (`--shard i/n`, NLC_SHARD). */
   shard?: Shard;
   /** How many checks the run selected (a partial report holds fewer). */
@@ -100,7 +110,7 @@ function revision(): string | null {
   }
 }
 
-export function runInfo(started: Date, seed: number, profile: Profile, filter: string | null, backends: BackendInfo[], shard?: Shard, planned?: number): RunInfo {
+export function runInfo(started: Date, seed: number, profile: Profile, filter: string | null, backends: ReportBackend[], shard?: Shard, planned?: number): RunInfo {
   const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { version: string };
   return {
     started: started.toISOString(),

@@ -3,7 +3,8 @@
  * library's checks and not the suite's own (as a `py:` kernel's run does; docs/spec/decisions.md
  * D44), `lib:<path>@<name>` names its checks C5/lib-<name>/... in --list and in a run alike, and the
  * report lists only the backends the run named (not the reference, `ref`). A rule the library does
- * not implement is no check of the run: one line says so (docs/spec/conformance.md#undeclared).
+ * not implement is no check of the run: one line says so, and so does the report's entry of the
+ * backend, `unimplemented` (docs/spec/conformance.md#undeclared).
  */
 import { expect, test } from "bun:test";
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync } from "node:fs";
@@ -18,6 +19,7 @@ import { buildPlantedLibs } from "./planted-libs.ts";
 import { probeTorchSync } from "../oracle/torch-bridge.ts";
 import { paramGradName, tensorName } from "../cases/kernel-tensors.ts";
 import { elementAt } from "../oracle/kernel-judge.ts";
+import type { ReportBackend } from "../harness/report.ts";
 
 const CLI = join(ROOT, "conformance", "cli.ts");
 
@@ -94,9 +96,13 @@ test("rules a library does not implement: no skip per check in the log or the re
   expect(run.code).toBe(0);
   expect(run.out).not.toContain("not implemented by");
   expect(run.out).toContain(`backend ${named}: does not implement delta.frozen, titans, titans.frozen,`);
-  const doc = JSON.parse(readFileSync(report, "utf8")) as { checks: { id: string; status: string }[]; summary: { skip: number } };
+  const doc = JSON.parse(readFileSync(report, "utf8")) as { checks: { id: string; status: string }[]; summary: { skip: number }; run: { backends: ReportBackend[] } };
   expect(doc.checks.map((c) => c.id)).toEqual(["forward", "backward", "checkpoint", "chunks", "workspace", "tape-e2e"].map((k) => `C5/lib-delta_only/delta/${k}`));
   expect(doc.summary.skip).toBe(0);
+  // the report's backend says the same as the line
+  const mine = doc.run.backends.find((b) => b.name === named)?.unimplemented;
+  expect(mine?.variants.slice(0, 3)).toEqual(["delta.frozen", "titans", "titans.frozen"]);
+  expect(run.out).toContain(`backend ${named}: does not implement ${mine!.variants.join(", ")} (${mine!.checks} checks not run;`);
   // a selection of rules it implements none of: nothing ran, and the line says why
   const none = cli(["--backend", named, "--rule", "titans", "--report", report]);
   expect(none.code).toBe(1);
@@ -110,9 +116,12 @@ test.skipIf(!probeTorchSync().available)("rules a py: kernel does not declare: l
   expect(run.code === 0 ? 0 : run.out + run.err).toBe(0);
   expect(run.out).not.toContain("is not implemented by");
   expect(run.out).toContain(`backend ${named}: does not implement delta.frozen, titans,`);
-  const doc = JSON.parse(readFileSync(report, "utf8")) as { checks: { id: string; subject: { rule?: string } }[] };
+  const doc = JSON.parse(readFileSync(report, "utf8")) as { checks: { id: string; subject: { rule?: string } }[]; run: { backends: ReportBackend[] } };
   expect(doc.checks.length).toBeGreaterThan(0);
   for (const c of doc.checks) expect(c.subject.rule).toBe("delta");
+  const mine = doc.run.backends.find((b) => b.name === named)?.unimplemented;
+  expect(mine?.variants.slice(0, 2)).toEqual(["delta.frozen", "titans"]);
+  expect(run.out).toContain(`backend ${named}: does not implement ${mine!.variants.join(", ")} (${mine!.checks} checks not run;`);
 }, 180_000);
 
 test("a failing lib: check's message: the case by its sizes and seed (the replay line carries it), elements by index, names as ffi/nlk.h's", () => {

@@ -17,6 +17,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ROOT } from "../paths.ts";
 import { hasNpm, installTarball, kernelRepository, pack, sh } from "./installed.ts";
+import { UNDECLARED_DETAILS, type CheckDef } from "../harness/check.ts";
+import type { RunOutcome } from "../conformance/parallel.ts";
+import { CLI_NAMES, type RunPlan, type RunRequest } from "../conformance/plan.ts";
+import { runReport } from "../conformance/run-report.ts";
+import { check } from "./synthetic-report.ts";
 
 const PY = "/usr/bin/python3";
 const has = (mod: string) => Bun.spawnSync({ cmd: [PY, "-c", `import ${mod}`], stdout: "pipe", stderr: "pipe" }).exitCode === 0;
@@ -122,3 +127,48 @@ test.skipIf(missing.length > 0)("pytest collects a kernel repository's nlc confi
     rmSync(work, { recursive: true, force: true });
   }
 }, 600_000);
+
+/**
+ * The checks of rules a kernel does not implement are deselected as the report names them
+ * (run.backends[].unimplemented, docs/spec/conformance.md#undeclared), not from nlc's printed
+ * lines: the plugin from its source (-p), an `nlc` stand-in that lists three checks and, for the
+ * run, copies a report written by runReport (one check passed, two of a rule the kernel does not
+ * implement) and prints no `does not implement` line. Needs only pytest. Planted: the plugin
+ * parsing the printed line (as it did), seen to fail it (the two checks "not in the run's report").
+ */
+test.skipIf(!has("pytest"))("pytest deselects the checks of rules the kernel does not implement, as the report's backends name them", () => {
+  const work = mkdtempSync(join(tmpdir(), "nlc-pytest-unimpl-"));
+  try {
+    const PYB = "py:k.py:k";
+    const pass = check("C5/py-k/delta/forward", "pass", { subject: { rule: "delta", backend: PYB } });
+    const undeclared = (variant: string) => check(`C5/py-k/${variant}/forward`, "skip",
+      { subject: { rule: "titans", ...(variant.endsWith(".frozen") ? { frozen: true } : {}), backend: PYB }, message: "not declared", details: UNDECLARED_DETAILS });
+    const results = [pass, undeclared("titans"), undeclared("titans.frozen")];
+    const defs = results.map((r) => ({ id: r.id }) as CheckDef);
+    const request = { seed: 1, profile: "quick", filters: [], fixtureDirs: [], reportPath: null, names: CLI_NAMES } as RunRequest;
+    const plan = { request, catalogue: { checks: defs, backends: () => [] }, defs, selected: new Set(defs.map((d) => d.id)) } as unknown as RunPlan;
+    const outcome: RunOutcome = { results, backends: [{ name: PYB, available: true }], interrupt: null };
+    const report = join(work, "report.json");
+    writeFileSync(report, JSON.stringify(runReport(plan, outcome, new Date())));
+    const nlc = join(work, "nlc");
+    writeFileSync(nlc, [
+      `#!${PY}`, "import shutil, sys",
+      "args = sys.argv[1:]",
+      `if "--list" in args: print(${JSON.stringify(results.map((r) => r.id).join("\n"))})`,
+      `else: shutil.copyfile(${JSON.stringify(report)}, args[args.index("--report") + 1]); print("conformance: 1 passed, 0 failed (0 fail, 0 vacuous, 0 error, 0 skipped)")`,
+      "",
+    ].join("\n"), { mode: 0o755 });
+    const repo = join(work, "repo");
+    mkdirSync(repo);
+    writeFileSync(join(repo, "nlc.config.json"), JSON.stringify({ backends: [PYB] }));
+    const r = sh([PY, "-m", "pytest", "-p", "no:cacheprovider", "-p", "pytest_nlc.plugin", "--nlc-bin", nlc, "-v"], repo,
+      { PYTHONPATH: join(ROOT, "python", "pytest-nlc") });
+    expect(r.code === 0 ? 0 : r.out).toBe(0);
+    expect(r.out).toContain("nlc.config.json::C5/py-k/delta/forward PASSED");
+    expect(r.out).toContain("nlc.config.json::run PASSED");
+    expect(r.out).toMatch(/ 2 passed, 2 deselected /);
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}, 120_000);
+

@@ -151,33 +151,24 @@ class Run:
         failed = report.with_name(report.stem + ".failed.json")
         written = [p for p in (failed, report) if p.is_file() and p.stat().st_mtime >= started - 1]
         self.report = written[0] if written else None
-        self.checks = {}
+        self.checks, self.unimplemented = {}, set()
         if self.report is not None:
-            self.checks = {c["id"]: c for c in json.loads(self.report.read_text())["checks"]}
+            doc = json.loads(self.report.read_text())
+            self.checks = {c["id"]: c for c in doc["checks"]}
+            # the rules its kernels do not implement (docs/spec/conformance.md#undeclared), frozen variants as their rule
+            for backend in doc["run"]["backends"]:
+                variants = backend.get("unimplemented", {}).get("variants", [])
+                self.unimplemented.update(v.removesuffix(".frozen") for v in variants)
 
     def tail(self, lines=40) -> str:
         return "\n".join(self.out.strip().splitlines()[-lines:])
 
 
-UNDECLARED = re.compile(r"^backend \S+: does not implement (.+?) \(\d+ checks not run")
-
-
-def undeclared_rules(out: str) -> set[str]:
-    """The rules a run's kernels do not implement, from its lines `backend B: does not implement
-    k1, k2 (N checks not run; ...)` (docs/spec/conformance.md#undeclared), frozen variants as their rule."""
-    keys: set[str] = set()
-    for line in out.splitlines():
-        m = UNDECLARED.match(line.strip())
-        if m:
-            keys.update(k.strip().removesuffix(".frozen") for k in m.group(1).split(","))
-    return keys
-
-
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session, config, items):
     """After -k/-m: run each config's selected checks, and deselect the checks of rules its kernels
-    do not implement (they are no checks of the run, as in nlc's own report), so they appear neither
-    as passes nor as skips."""
+    do not implement (the report's run.backends[].unimplemented: they are no checks of the run), so
+    they appear neither as passes nor as skips."""
     files = []
     for i in items:
         if isinstance(i, NlcItem) and i.parent not in files:
@@ -185,11 +176,8 @@ def pytest_collection_modifyitems(session, config, items):
     dropped = []
     for f in files:
         run = f.results(items)
-        rules = undeclared_rules(run.out)
-        if not rules or run.report is None:
-            continue
         for i in items:
-            if type(i) is NlcItem and i.parent is f and i.name not in run.checks and i.name.split("/")[2].removesuffix(".frozen") in rules:
+            if type(i) is NlcItem and i.parent is f and i.name not in run.checks and i.name.split("/")[2].removesuffix(".frozen") in run.unimplemented:
                 dropped.append(i)
     if dropped:
         gone = set(map(id, dropped))
