@@ -226,6 +226,8 @@ export interface RunOutcome {
   results: CheckResult[];
   backends: BackendInfo[];
   interrupt: InterruptSignal | null;
+  /** What went wrong without changing a verdict, one line each (a worker lane that failed): the report's `run.warnings`. */
+  warnings: string[];
 }
 
 /** Runs a plan: in-process checks here, delegated batches in worker threads when that pays. */
@@ -260,6 +262,7 @@ export async function runPlan(plan: RunPlan, hooks: RunHooks = {}): Promise<RunO
   const active = new Set<LaneWorker>();
   const workerBackends: BackendInfo[][] = [];
   let workerInterrupt: InterruptSignal | null = null;
+  const warnings: string[] = [];
   let sharing = 1; // the threads working on the in-process checks: this one, and the lanes that took a share
   let batchesRunning = 0;
   const cores = availableParallelism();
@@ -277,7 +280,10 @@ export async function runPlan(plan: RunPlan, hooks: RunHooks = {}): Promise<RunO
         workerInterrupt ??= o.interrupt;
         return true;
       } catch (e) {
-        console.error(`conformance: ${e instanceof Error ? e.message : String(e)}; its checks run here instead`);
+        // one line: the failure's first line, and where its unreported checks go
+        const left = ids.filter((id) => slots[position.get(id)!] === undefined).length;
+        warnings.push(`${(e instanceof Error ? e.message : String(e)).split("\n")[0]}; its ${left} unreported of ${ids.length} checks run on the main thread`);
+        console.error(`conformance: ${warnings.at(-1)}`);
         active.delete(w);
         w = undefined;
         return false;
@@ -331,5 +337,6 @@ export async function runPlan(plan: RunPlan, hooks: RunHooks = {}): Promise<RunO
     results: slots.filter((r): r is CheckResult => r !== undefined),
     backends: mergeBackendInfo(plan.catalogue.backends(), workerBackends),
     interrupt: interruptedBy() ?? workerInterrupt,
+    warnings,
   };
 }

@@ -109,7 +109,10 @@ export function runReport(plan: RunPlan, outcome: RunOutcome, started: Date): Re
   const checks = outcome.results.filter((r) => !isUndeclared(r));
   const unimplemented = unimplementedByBackend(outcome.results);
   const backends = outcome.backends.map((b) => (unimplemented.has(b.name) ? { ...b, unimplemented: unimplemented.get(b.name)! } : b));
-  const run = runInfo(started, req.seed, req.profile, [...req.filters, ...(req.rule === undefined ? [] : [`rule=${req.rule}`])].join(",") || null, backends, req.shard, plan.defs.length);
+  const run = {
+    ...runInfo(started, req.seed, req.profile, [...req.filters, ...(req.rule === undefined ? [] : [`rule=${req.rule}`])].join(",") || null, backends, req.shard, plan.defs.length),
+    ...(outcome.warnings.length > 0 ? { warnings: outcome.warnings } : {}),
+  };
   return {
     format: "nlc-report/1",
     ...(outcome.interrupt !== null ? { partial: true as const } : {}),

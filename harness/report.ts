@@ -46,6 +46,8 @@ interface RunInfo {
   shard?: Shard;
   /** How many checks the run selected (a partial report holds fewer). */
   planned?: number;
+  /** What went wrong in the run without changing a verdict, one line each (a worker lane that failed, its checks run on the main thread); absent when nothing did. */
+  warnings?: string[];
 }
 
 /** The count per status and, when kernel checks recorded a detection power, the run's power summary. */

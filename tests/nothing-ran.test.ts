@@ -26,7 +26,7 @@ function planOf(results: CheckResult[], req: Partial<RunRequest> = {}): RunPlan 
   return { request, catalogue: { checks: defs, backends: () => [] }, defs, selected: new Set(defs.map((d) => d.id)) } as unknown as RunPlan;
 }
 
-const outcome = (results: CheckResult[], backends: RunOutcome["backends"] = []): RunOutcome => ({ results, backends, interrupt: null });
+const outcome = (results: CheckResult[], backends: RunOutcome["backends"] = []): RunOutcome => ({ results, backends, interrupt: null, warnings: [] });
 const PY = "py:kernel.py:k";
 const kernel = (rule: string, status: CheckResult["status"], message?: string) =>
   check(`C5/py-k/${rule}/forward`, status, { subject: { rule, backend: PY }, ...(message ? { message } : {}) });

@@ -147,7 +147,7 @@ test.skipIf(!has("pytest"))("pytest deselects the checks of rules the kernel doe
     const defs = results.map((r) => ({ id: r.id }) as CheckDef);
     const request = { seed: 1, profile: "quick", filters: [], fixtureDirs: [], reportPath: null, names: CLI_NAMES } as RunRequest;
     const plan = { request, catalogue: { checks: defs, backends: () => [] }, defs, selected: new Set(defs.map((d) => d.id)) } as unknown as RunPlan;
-    const outcome: RunOutcome = { results, backends: [{ name: PYB, available: true }], interrupt: null };
+    const outcome: RunOutcome = { results, backends: [{ name: PYB, available: true }], interrupt: null, warnings: [] };
     const report = join(work, "report.json");
     writeFileSync(report, JSON.stringify(runReport(plan, outcome, new Date())));
     const nlc = join(work, "nlc");
