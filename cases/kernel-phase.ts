@@ -22,14 +22,7 @@ import type { InnerInputs, RuleConfig, RuleDecl } from "../src/rules/types.ts";
 import type { KernelRun } from "./kernel-backend.ts";
 import type { KernelSeq } from "./kernel-seq.ts";
 import { comparedItems, isStateTensor, mapSeq, type KernelNames, type NameStyle } from "./kernel-tensors.ts";
-
-/** A value now, or its promise. */
-type Maybe<T> = T | Promise<T>;
-
-/** `f` on `x` now, or when its promise resolves. */
-function then<T, U>(x: Maybe<T>, f: (t: T) => Maybe<U>): Maybe<U> {
-  return x instanceof Promise ? x.then(f) : f(x);
-}
+import { then, type Maybe } from "./maybe.ts";
 
 /** The references of a case: ref64 and the yardstick, per sequence. */
 export interface PhaseReferences {
@@ -133,11 +126,9 @@ export function phaseVerdict(p: PhaseCase): Maybe<CaseVerdict> {
 
 /**
  * The judge's step of a phase case, on data: the run's tensors against the references, as items
- * named as the report names them, and the judge's verdict (before the check's own `judged`). A
- * caller that calls its backend and computes its references itself (a py: case, whose backend and
- * yardstick answer later, under several configurations) judges with this.
+ * named as the report names them, and the judge's verdict (before the check's own `judged`).
  */
-export function phaseJudgement(p: Pick<PhaseCase, "frozen" | "style" | "all" | "names" | "exercised" | "who" | "precision" | "options">, run: KernelRun,
+function phaseJudgement(p: Pick<PhaseCase, "frozen" | "style" | "all" | "names" | "exercised" | "who" | "precision" | "options">, run: KernelRun,
   r: PhaseReferences): { readonly items: Compared[]; readonly verdict: CaseVerdict } {
   const items = comparedItems(run.perSeq, r.r64, r.r32, p.frozen, p.style, p.all, p.names);
   return { items, verdict: flashCompare(items, p.exercised, p.who ?? run.who, p.precision, p.options) };

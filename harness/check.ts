@@ -91,6 +91,23 @@ export interface PropertyCheck<T> extends CheckBase {
   describe?(input: T): string;
 }
 
+/**
+ * A property check whose cases answer later (a kernel in another process): the same check run by
+ * the same runner (harness/run.ts), its cases awaited. Not in the catalogue: a kernel child
+ * (conformance/kernel/child.ts) runs it.
+ */
+export interface AsyncPropertyCheck<T> extends Omit<PropertyCheck<T>, "kind" | "run"> {
+  readonly kind: "async-property";
+  run(input: T): Promise<CaseOutcome>;
+}
+
+/**
+ * A case after which the check's subject cannot be called again (a kernel that raised, died, hung or
+ * broke its contract): the check ends as `error` at once, naming the case, instead of being shrunk
+ * through further calls into it.
+ */
+export class SubjectBroken extends Error {}
+
 /** One deterministic case. */
 export interface SingleCheck extends CheckBase {
   readonly kind: "single";

@@ -11,7 +11,7 @@
  * kernel's precision: the PyTorch reference run in f32 (forward and autograd backward), its outputs
  * rounded to the kernel's storage and state dtypes (docs/spec/py-backend.md#reference, #precision).
  */
-import type { CaseOutcome, Profile } from "../../harness/check.ts";
+import type { AsyncPropertyCheck, CaseOutcome, Profile } from "../../harness/check.ts";
 import {
   DEFAULT_KERNEL_CHUNKS, boundaryExample, caseArb, caseRegimes, oddKeyExample, regimeArb, withEnumExamples, type CanonicalCaseSpec,
 } from "../../cases/kernel-batch.ts";
@@ -21,7 +21,6 @@ import { buildPyCase, describeCase, pyPackedExample, toKernelGrads, type PyCase 
 import { pyEdgeExamples, pyEmptyExample } from "./edges.ts";
 import { NO_CONVENTIONS } from "./conventions.ts";
 import type { RuleEntry } from "./plan.ts";
-import type { AsyncPropertyCheck } from "./run-async.ts";
 import type { Precision } from "../../src/precision.ts";
 import type { RuleDecl } from "../../src/rules/types.ts";
 import { CaseDump } from "../../harness/dump.ts";
@@ -30,9 +29,8 @@ import { tensorName, type KernelNames, type TensorKey } from "../../cases/kernel
 import type { SeqTensors } from "../../oracle/kernel-case.ts";
 import { kernelNames, type Exchange, type KernelSession } from "./kernel-session.ts";
 import { backwardKeys, forwardKeys, pythonBackend, pythonDeclaration } from "./python-backend.ts";
-import { phaseJudgement, references64, type PhaseReferences } from "../../cases/kernel-phase.ts";
-import type { KernelRun } from "../../cases/kernel-backend.ts";
-import { hazardVerdict, type ProbeTally } from "../../ffi/hazards.ts";
+import { phaseVerdict, type PhaseReferences } from "../../cases/kernel-phase.ts";
+import type { ProbeTally } from "../../ffi/hazards.ts";
 import { listedConfigurations, underConfiguration } from "./configurations.ts";
 import type { ConfigTally, Judgement } from "../../harness/configurations.ts";
 import { withPlausibility } from "./plausible.ts";
@@ -93,48 +91,45 @@ function dumpCase(dump: CaseDump, c: PyCase, items: readonly Compared[]): void {
 /**
  * One phase of a case: the kernel's tensors `keys` against ref64, the plain reference as the
  * yardstick, under every configuration of the kernel (`configs` collects them), each call under the
- * hazard probes (`probes`; docs/spec/hazards.md). The steps of the phase case (cases/kernel-phase.ts)
- * are taken here in order, on data: the kernel's call, its hazards, the references (once per case,
- * after the kernel's first call: a kernel that fails at once never needs them), the judge.
+ * hazard probes (`probes`; docs/spec/hazards.md): the phase case every backend's case is
+ * (cases/kernel-phase.ts phaseVerdict), its call and yardstick answering later, its references
+ * computed once per case (after the kernel's first call: a kernel that fails at once never needs them).
  */
 async function pyPhaseCase(s: KernelSession, decl: RuleDecl, key: string, c: PyCase, exercised: Set<string>, p: Precision, which: "forward" | "backward",
   configs: ConfigTally, probes?: ProbeTally, dump?: CaseDump): Promise<CaseOutcome> {
   const keys = which === "forward" ? forwardKeys(c) : backwardKeys(c);
   const backend = pythonBackend(s);
-  const conv = s.info.conventions;
-  const names = kernelNames(c, conv);
-  const who = `${s.backend.module}:${s.backend.callable}`;
-  let refs: PhaseReferences | undefined;
+  const names = kernelNames(c, s.info.conventions);
+  const cache: { refs?: PhaseReferences } = {};
   const judge = async (configuration: string | null): Promise<Judgement> => {
     const dumping = dump !== undefined && configuration === null;
-    if (dumping) s.exchanges = [];
-    const t0 = performance.now();
-    let run: KernelRun, kernelMs: number;
-    try {
-      const batch = { c, rule: key, configuration };
-      run = which === "forward" ? await backend.forward(batch) : await backend.backward(batch);
-    } finally {
-      kernelMs = performance.now() - t0;
-      if (dumping) dumpExchanges(dump, s.exchanges ?? [], names);
-      s.exchanges = null;
-    }
-    // a read past an input's end, a write into an input, two runs that differ: named as such, before any comparison
-    const hazard = hazardVerdict(run.hazards, run.who);
-    if (hazard !== null) return { outcome: hazard, kernelMs };
-    probes?.add({ runs: run.runs ?? 0, ...(run.rerunMaxRel !== undefined ? { rerunMaxRel: run.rerunMaxRel } : {}) });
-    if (refs === undefined) {
+    let kernelMs = 0;
+    const outcome = await phaseVerdict({
+      decl, frozen: c.frozen, seqs: c.seqs, cfg: c.cfg, exercised, precision: p, style: "py", all: false, names, cache,
+      who: `${s.backend.module}:${s.backend.callable}`,
+      run: async () => {
+        if (dumping) s.exchanges = [];
+        const t0 = performance.now();
+        try {
+          const batch = { c, rule: key, configuration };
+          return which === "forward" ? await backend.forward(batch) : await backend.backward(batch);
+        } finally {
+          kernelMs = performance.now() - t0;
+          if (dumping) dumpExchanges(dump, s.exchanges ?? [], names);
+          s.exchanges = null;
+        }
+      },
+      afterRun: (run) => probes?.add({ runs: run.runs ?? 0, ...(run.rerunMaxRel !== undefined ? { rerunMaxRel: run.rerunMaxRel } : {}) }),
       // a packed batch's sequence is judged against the reference run on that sequence alone (docs/spec/py-backend.md#packed)
-      const r64 = references64({ decl, frozen: c.frozen, seqs: c.seqs, cfg: c.cfg, reference: { phases: "both" } }).map((r, n) => toKernelGrads(c, n, r));
-      refs = { r64, r32: await yardstick(s, decl, key, c, p, keys, which, r64) };
-    }
-    const { items, verdict } = phaseJudgement({
-      frozen: c.frozen, style: "py", all: false, names, exercised, who, precision: p,
+      reference: { phases: "both" }, toKernel: (n, r) => toKernelGrads(c, n, r),
+      yardstick: (r64) => yardstick(s, decl, key, c, p, keys, which, r64),
       // the shape-dependent output mutations assume sequences of one length T: none for a packed batch;
       // the output mutations (the judge's own power) once per case, under the default
       options: { ...(c.packed === null ? { layout: { B: c.B, H: c.H, T: c.T } } : {}), ...(configuration === null ? {} : { mutations: false }) },
-    }, run, refs);
-    if (dumping) dumpCase(dump, c, items);
-    return { outcome: withPlausibility(verdict, items, s.info.interpreted === true), kernelMs };
+      ...(dumping ? { onItems: (items: readonly Compared[]) => dumpCase(dump, c, items) } : {}),
+      judged: (v, items) => withPlausibility(v, items, s.info.interpreted === true),
+    });
+    return { outcome, kernelMs };
   };
   // the default first, then each configuration the host listed after that call, up to the first that fails
   const { outcome: first, kernelMs } = await judge(null);
@@ -164,7 +159,7 @@ async function yardstick(s: KernelSession, decl: RuleDecl, key: string, c: PyCas
 }
 
 /**
- * A py: check's definition, for the asynchronous runner (run-async.ts): its cases and how each is
+ * A py: check's definition, for the runner (harness/run.ts), its cases awaited: its cases and how each is
  * run and described. A check's cases: under the regime profile one batch of every shape regime per case, else the
  * generated batches after the declared boundary case (docs/spec/conformance.md#regime); a kernel
  * that takes `cu_seqlens` also gets a packed batch in each regime case and, in every profile, the
@@ -185,7 +180,7 @@ export function pyCheckDefinition(e: RuleEntry, s: KernelSession, profile: Profi
     for (const n of e.kind === "forward" ? forwardNames(c) : backwardNames(c)) names.add(n);
     return pyPhaseCase(s, e.decl, e.key, c, exercised, p, e.kind === "forward" ? "forward" : "backward", configs, probes, dump);
   };
-  const base = { kind: "property" as const, id: e.id, class: "C5" as const, subject: e.subject, spec: e.spec, tolerance: e.tolerance, runs: e.runs, replayArgs };
+  const base = { kind: "async-property" as const, id: e.id, class: "C5" as const, subject: e.subject, spec: e.spec, tolerance: e.tolerance, runs: e.runs, replayArgs };
   if (profile === "regime") {
     const order = caseRegimes(packed, e.decl);
     const shapeOf = (x: CanonicalCaseSpec, i: number) => {

@@ -20,6 +20,7 @@ import type { PyBackend } from "./py-plan.ts";
 import type { Toolchain } from "../../ffi/toolchain.ts";
 import { guardRequest, HAZARD_PLAN, probeRuns, type GuardedRun, type Hazard, type Poisoned } from "../../ffi/hazards.ts";
 import { environment } from "../../environment.ts";
+import { SubjectBroken } from "../../harness/check.ts";
 
 /** What the kernel declares (kernel_load's reply). */
 export interface KernelInfo {
@@ -62,8 +63,8 @@ export interface KernelReply {
   runs: number;
 }
 
-/** A kernel request failed: the kernel raised, broke its contract, died or timed out. */
-export class KernelFault extends Error {
+/** A kernel request failed: the kernel raised, broke its contract, died or timed out (the check ends at that case: harness/run.ts). */
+export class KernelFault extends SubjectBroken {
   constructor(readonly kind: string, message: string) {
     super(message);
     this.name = "KernelFault";

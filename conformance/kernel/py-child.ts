@@ -23,7 +23,7 @@ import { ruleEntryOf, type RulePart } from "./plan.ts";
 import { RULES } from "../../src/rules/index.ts";
 import { variantKey } from "../../src/rules/level.ts";
 import { suggestion } from "../../harness/nearest.ts";
-import { runAsyncCheck } from "./run-async.ts";
+import { runCheck } from "../../harness/run.ts";
 import { ConfigTally, configLimit, type ConfigLimit } from "../../harness/configurations.ts";
 import { resultLine, startLine, stubResult, type BatchRequest } from "../../harness/child-process.ts";
 import { UNDECLARED_DETAILS } from "../../harness/check.ts";
@@ -111,8 +111,8 @@ async function run(req: BatchRequest<RulePart>): Promise<void> {
       // the digest of the cases this check generated, for a sweep's evidence that its seeds differed (docs/spec/conformance.md#sweep-digests)
       const dg = new CaseDigester();
       const r0 = req.runSeed !== undefined
-        ? await runAsyncCheck(def, { seed: req.runSeed, profile: req.profile, onCase: dg.add })
-        : await runAsyncCheck(def, { seed: 0, profile: req.profile, replay: { seed, path: c.path ?? "" }, onCase: dg.add });
+        ? await runCheck(def, { seed: req.runSeed, profile: req.profile, onCase: dg.add })
+        : await runCheck(def, { seed: 0, profile: req.profile, replay: { seed, path: c.path ?? "" }, onCase: dg.add });
       const d = dg.result();
       const r = d.cases > 0 ? { ...r0, details: { ...r0.details, case_digest: d } } : r0;
       const device = `${session.info.device}${session.info.interpreted === true ? " (Triton interpreter)" : ""}, ${session.info.dtype} (state ${session.info.state_dtype}), backward by ${session.info.backward}`;
