@@ -3,7 +3,7 @@
  * sources) as a kernel backend (cases/kernel-backend.ts, docs/spec/kernel-abi.md#kernel-backends):
  * its declaration read from the library (nlk_dtypes, nlk_<rule>_chunk_form, which symbols it
  * exports), and forward and backward on a batch packed into the ABI's f32 tensors [B, T, H, w],
- * the outputs split per sequence. Its isolation is the C5 child process (native-child.ts, spawn.ts).
+ * the outputs split per sequence. Its isolation is the kernel child process (child.ts native, spawn.ts).
  */
 import { gradInput, symbolName, type GradName, type RuleAbi, type Shape } from "../../ffi/abi.ts";
 import type { Resolved } from "../../ffi/backends.ts";

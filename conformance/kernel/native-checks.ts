@@ -1,7 +1,7 @@
 /**
  * C5 on native libraries (docs/spec/conformance.md#c5; the precision rule of docs/spec/precision.md#flash):
  * what the native kind supplies to the one catalogue (checks.ts). Each backend's checks are the
- * plan's (plan.ts, with native-plan.ts's style) and run in a child process (spawn.ts, native-child.ts;
+ * plan's (plan.ts, with native-plan.ts's style) and run in a child process (spawn.ts, child.ts native;
  * harness/child-process.ts), after the backends are built and probed in a child; an unavailable
  * backend's checks are skipped, a broken one's are errors, without running. The checks of the
  * machinery itself (the ABI header, crash isolation: plan.ts parentPlan) run in this process.

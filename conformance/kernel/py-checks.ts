@@ -1,7 +1,7 @@
 /**
  * The py: kernel backends (docs/spec/py-backend.md): what the py: kind supplies to the one catalogue
  * (checks.ts) for each `--backend py:<module>:<callable>`: the plan's checks (plan.ts, with
- * py-plan.ts's style) run in a child process (py-child.ts; harness/child-process.ts), one for
+ * py-plan.ts's style) run in a child process (child.ts python; harness/child-process.ts), one for
  * every selected check of its backend; a child that dies or overruns its time limit turns the
  * check it was running into `error` with its stderr tail, and a fresh child runs the rest. What
  * the report lists under the backend (unavailable, or the toolchain) is read from its results.
@@ -15,7 +15,7 @@ import { kernelTimeoutMs, kernelTimeoutSetting, mayRunTriton } from "./kernel-se
 import type { Part } from "./plan.ts";
 import { parsePyBackend, pyBackendNames, pyIdCollision, pyPlanBackend } from "./py-plan.ts";
 
-const CHILD = `${import.meta.dir}/py-child.ts`;
+const CHILD = `${import.meta.dir}/child.ts`;
 /** The backends whose child ran, with the toolchain it reported. */
 const ran = new Map<string, Toolchain | null>();
 
@@ -29,14 +29,14 @@ function childTimeout(triton: boolean): ChildTimeout {
   return { baseMs: 120_000, perCheckMs: 2 * kernelTimeoutMs(triton) + 120_000 };
 }
 
-/** Backends whose child could not load the kernel: the reason, given once (py-child.ts). */
+/** Backends whose child could not load the kernel: the reason, given once (child-python.ts). */
 const unavailable = new Map<string, string>();
 
 /** A backend's batch in its child; the backend's unavailability and toolchain noted for the report. */
 function runPyBatch(req: BatchRequest<Part>) {
   const triton = mayRunTriton(parsePyBackend(req.backend));
   const r = runBatch({
-    cmd: [process.execPath, CHILD], who: `the child process running ${req.backend}`, timeout: childTimeout(triton),
+    cmd: [process.execPath, CHILD, "python"], who: `the child process running ${req.backend}`, timeout: childTimeout(triton),
     timeoutSetting: `2 x ${kernelTimeoutSetting(triton)} + 120 s a check`, replayArgs: ["--backend", req.backend],
   }, req);
   // the toolchain comes on every result; it belongs to the backend, not to each check

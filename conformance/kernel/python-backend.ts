@@ -4,7 +4,7 @@
  * kernel host read it (kernel_load's reply), and forward and backward are requests to the kernel
  * host in the canonical layout (python/PROTOCOL.md), each under the hazard probes, the reply split
  * per sequence. Its isolation is the kernel host process (restarted on the next request after a
- * death or a timeout; kernel-session.ts) inside the backend's child process (py-child.ts).
+ * death or a timeout; kernel-session.ts) inside the backend's child process (child.ts python).
  */
 import type { KernelBackend, KernelDeclaration, KernelRun } from "../../cases/kernel-backend.ts";
 import type { TensorKey } from "../../cases/kernel-tensors.ts";

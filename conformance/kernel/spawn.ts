@@ -1,5 +1,5 @@
 /**
- * Starting the C5 child process (conformance/kernel/native-child.ts) through harness/child-process.ts. Native
+ * Starting the native kind's child process (conformance/kernel/child.ts native) through harness/child-process.ts. Native
  * code never runs in the suite's process: probing builds and loads the backends in a child, and
  * each backend's checks run in a child; a crash, abort or hang of that child turns the check it was
  * running into `error` naming the kernel, the signal or the timeout and the case, and a fresh child
@@ -10,10 +10,10 @@ import { kernelBackendNames, type Resolved } from "../../ffi/backends.ts";
 import type { CheckResult, Profile } from "../../harness/check.ts";
 import { runBatch, spawnChild, tail, type ChildSpec, type ChildTimeout } from "../../harness/child-process.ts";
 import { ROOT } from "../../paths.ts";
-import { childArgs, parseProbeOutput, type ChildMode, type ChildRequest } from "./protocol.ts";
+import { parseProbeOutput, type ChildRequest } from "./protocol.ts";
 import { childEnvironment, environment, type Environment } from "../../environment.ts";
 
-const CHILD = join(import.meta.dir, "native-child.ts");
+const CHILD = join(import.meta.dir, "child.ts");
 
 /** The children's environment: NLC_KERNEL_PRELOAD becomes their LD_PRELOAD (e.g. the TSan runtime). */
 function childEnv(): Record<string, string | undefined> {
@@ -22,8 +22,8 @@ function childEnv(): Record<string, string | undefined> {
 }
 
 /** The child's command line; its progress (kernel builds) shows on this process's stderr while it runs. */
-function child(mode: ChildMode) {
-  return { cmd: [process.execPath, CHILD, ...childArgs(mode)], cwd: ROOT, env: childEnv(), progressFd: true };
+function child(args: readonly string[]) {
+  return { cmd: [process.execPath, CHILD, "native", ...args], cwd: ROOT, env: childEnv(), progressFd: true };
 }
 
 /**
@@ -46,7 +46,7 @@ export function batchTimeout(profile: Profile, ms?: number, env: Environment = e
 /** Runs a batch in children (a fresh one after each death); a check a child died in is `error` with the cause. */
 export function runChild(req: ChildRequest): Map<string, CheckResult> {
   const spec: ChildSpec = {
-    ...child({ kind: "run", backend: req.backend, profile: req.profile }),
+    ...child([]),
     who: `the child process running C5 on ${req.backend}`,
     timeout: batchTimeout(req.profile, req.timeoutMs),
     // a caller's own limit (the hang-isolation check's) is no setting of the user's
@@ -77,7 +77,7 @@ export function probeBackends(): Resolved[] {
   // Building is incremental, but a fresh checkout compiles every kernel (a minute with nvcc): say so.
   const t0 = performance.now();
   console.error(`kernel backends: building (if needed) and loading ${names.join(", ")} ...`);
-  const proc = spawnChild(child({ kind: "probe", backends: names }), 900_000);
+  const proc = spawnChild(child(["--probe", "--backends", names.join(",")]), 900_000);
   const report = parseProbeOutput(proc.stdout);
   if (proc.death === undefined && report !== undefined) {
     probed = report;
