@@ -12,7 +12,7 @@ import type { RuleCaseSpec } from "../cases/rule-case.ts";
 import { environment } from "../environment.ts";
 import type { CallWatchdog } from "./call-watchdog.ts";
 import { callLine, caseLine } from "./child-process.ts";
-import { CaseDigester, type CaseDigest } from "./sweep.ts";
+import { CaseDigester, type CaseDigest } from "./case-digest.ts";
 
 /** One protocol line on the child's stdout (harness/child-process.ts reads them), written at once. */
 export function emit(line: string): void {
