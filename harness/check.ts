@@ -62,7 +62,7 @@ export function runsFor(runs: ProfileRuns, profile: Profile): number {
 }
 
 /** What every check declares: its id, class, subject, the spec anchor it enforces and its tolerance. */
-interface CheckBase {
+export interface CheckBase {
   readonly id: string;
   readonly class: CheckClass;
   readonly subject: Subject;

@@ -13,9 +13,9 @@ import { SATURATED_LABEL } from "../../cases/edge-gates.ts";
 import { chunkExample } from "./batch.ts";
 import { coverage } from "../../oracle/kernel-judge.ts";
 import {
-  DEFAULT_KERNEL_CHUNKS, boundaryExample, caseArb, describeAbiCase, describeRuleCase, oddKeyExample, regimeArb, saturatedExample, sizesFor, withEnumExamples, type AbiCaseSpec, type Runs,
+  DEFAULT_KERNEL_CHUNKS, caseArb, describeAbiCase, describeRuleCase, saturatedExample, sizesFor, withEnumExamples, type AbiCaseSpec,
 } from "../../cases/kernel-batch.ts";
-import { regimeOutcome, regimesOf, untilFailure, withRegimesNotJudged } from "../../cases/kernel-regimes.ts";
+import { phaseCheck, plus } from "./phase-check.ts";
 import { ShapeTally, withShapes } from "../../cases/kernel-shapes.ts";
 import { expectedTensors } from "../../cases/kernel-tensors.ts";
 import { THREAD_MODE_RULE, plantedFault, raceDetector, syncMisuse, threadMode } from "./emu-selftest.ts";
@@ -32,12 +32,6 @@ export interface ChildCheck {
   def: CheckDef;
   /** Applied to the finished result (coverage: a tensor never exercised makes a pass vacuous). */
   after?: (r: CheckResult) => CheckResult;
-}
-
-/** Run counts with n fixed examples added on top (fast-check counts examples among numRuns). */
-function plus(runs: Runs, n: number): Runs {
-  if (n === 0) return runs;
-  return { quick: runs.quick + n, default: runs.default + n, deep: runs.deep + n, ...(runs.regime !== undefined ? { regime: runs.regime + n } : {}) };
 }
 
 function base(e: ChildEntry) {
@@ -102,26 +96,18 @@ function ruleCheck(e: RuleEntry, backend: KernelBackend<NativeBatch, true>, lib:
     return run(k);
   };
   // forward and backward run the regimes under the regime profile; every batch check runs the
-  // boundary case first (docs/spec/conformance.md#regime)
+  // declared cases (phase-check.ts), the saturated case (docs/spec/conformance.md#regime) after them
   const batches = (run: (k: AbiCaseSpec) => CaseOutcome, regimes = false): PropertyCheck<any> => {
     const one = tallied(run);
-    if (regimes && profile === "regime") {
-      return { ...base(e), kind: "property", runs, arb: regimeArb(decl, frozen, chunks, "abi"), describe: (ks: AbiCaseSpec[]) => ks.map(describeAbiCase).join("; "), run: (ks: AbiCaseSpec[]) => withRegimesNotJudged(regimeOutcome(untilFailure(ks, one), ks.map((k, i) => ({ regime: regimesOf(decl)[i], B: k.B, T: k.base.seq_len, H: k.H, d: k.base.d, C: k.C }))), decl) };
-    }
-    // the enum examples and the declared guard case (d = 5, docs/spec/hazards.md#odd-key) come on top
-    // of the generated cases, so those stay the same cases as before
-    // and the saturated case (docs/spec/conformance.md#regime) after them
     const saturated = saturatedExample(decl, frozen, Math.min(...chunks), "abi");
     // a failure of the saturated case names it
     const named = (k: AbiCaseSpec): CaseOutcome => {
       const o = one(k);
       return k.saturated === true && !o.ok ? { ...o, message: `case ${SATURATED_LABEL}: ${o.message ?? "failed"}` } : o;
     };
-    const examples = [...withEnumExamples(decl, frozen, boundaryExample(decl, frozen, Math.min(...chunks), "abi")), oddKeyExample(decl, frozen, Math.min(...chunks), "abi"),
-      ...(saturated === null ? [] : [saturated])];
-    return {
-      ...base(e), kind: "property", runs: plus({ ...runs, regime: runs.default }, examples.length - 1), arb: caseArb(decl, frozen, profile, "abi"), run: named, examples, describe: describeAbiCase,
-    };
+    return phaseCheck(e, base(e), {
+      form: "abi", answers: "now", chunks, one: named, describe: describeAbiCase, chunkOf: (k) => k.C, declared: { afterGuard: saturated === null ? [] : [saturated] },
+    }, profile, regimes) as PropertyCheck<any>;
   };
   // forward and backward run under each variant the pair exports (docs/spec/kernel-abi.md#variants)
   const variants = () => (frozen || lib === null ? null : lib.variants(decl.key));

@@ -12,10 +12,8 @@
  * rounded to the kernel's storage and state dtypes (docs/spec/py-backend.md#reference, #precision).
  */
 import type { AsyncPropertyCheck, CaseOutcome, Profile } from "../../harness/check.ts";
-import {
-  DEFAULT_KERNEL_CHUNKS, boundaryExample, caseArb, caseRegimes, oddKeyExample, regimeArb, withEnumExamples, type CanonicalCaseSpec,
-} from "../../cases/kernel-batch.ts";
-import { regimeOutcome, withRegimesNotJudged } from "../../cases/kernel-regimes.ts";
+import { DEFAULT_KERNEL_CHUNKS, type CanonicalCaseSpec } from "../../cases/kernel-batch.ts";
+import { phaseCheck } from "./phase-check.ts";
 import type { ShapeTally } from "../../cases/kernel-shapes.ts";
 import { buildPyCase, describeCase, pyPackedExample, toKernelGrads, type PyCase } from "./cases.ts";
 import { pyEdgeExamples, pyEmptyExample } from "./edges.ts";
@@ -159,12 +157,10 @@ async function yardstick(s: KernelSession, decl: RuleDecl, key: string, c: PyCas
 }
 
 /**
- * A py: check's definition, for the runner (harness/run.ts), its cases awaited: its cases and how each is
- * run and described. A check's cases: under the regime profile one batch of every shape regime per case, else the
- * generated batches after the declared boundary case (docs/spec/conformance.md#regime); a kernel
- * that takes `cu_seqlens` also gets a packed batch in each regime case and, in every profile, the
- * declared packed case (docs/spec/py-backend.md#packed). Every batch's shape goes into the tally
- * (details.shapes).
+ * A py: check's definition (phase-check.ts, its cases awaited): a kernel that takes `cu_seqlens` also
+ * gets a packed batch in each regime case and, in every profile, the declared packed case
+ * (docs/spec/py-backend.md#packed), and the edge cases after the guard case (edges.ts). Every batch's
+ * shape goes into the tally (details.shapes).
  */
 export function pyCheckDefinition(e: RuleEntry, s: KernelSession, profile: Profile, replayArgs: string[], exercised: Set<string>, names: Set<string>,
   tally: ShapeTally, configs: ConfigTally, probes: ProbeTally, dump?: CaseDump): AsyncPropertyCheck<any> {
@@ -180,38 +176,12 @@ export function pyCheckDefinition(e: RuleEntry, s: KernelSession, profile: Profi
     for (const n of e.kind === "forward" ? forwardNames(c) : backwardNames(c)) names.add(n);
     return pyPhaseCase(s, e.decl, e.key, c, exercised, p, e.kind === "forward" ? "forward" : "backward", configs, probes, dump);
   };
-  const base = { kind: "async-property" as const, id: e.id, class: "C5" as const, subject: e.subject, spec: e.spec, tolerance: e.tolerance, runs: e.runs, replayArgs };
-  if (profile === "regime") {
-    const order = caseRegimes(packed, e.decl);
-    const shapeOf = (x: CanonicalCaseSpec, i: number) => {
-      const regime = order[i]!;
-      return regime === "packed" ? { lengths: x.lengths!, H: x.H, d: x.base.d, C } : { regime, B: x.B, T: x.base.seq_len, H: x.H, d: x.base.d, C };
-    };
-    return {
-      ...base, arb: regimeArb(e.decl, e.frozen, chunks, "canonical", packed),
-      describe: (specs: CanonicalCaseSpec[]) => specs.map((x) => describeCase(buildPyCase(e.decl, x, e.frozen, p, s.info.conventions))).join("; "),
-      run: async (specs: CanonicalCaseSpec[]) => {
-        const outs: CaseOutcome[] = [];
-        // the regimes in order, up to the first that fails (shrinking then pays for the regimes before it only)
-        for (const x of specs) {
-          const o = await one(x);
-          outs.push(o);
-          if (!o.ok && o.vacuous !== true) break;
-        }
-        return withRegimesNotJudged(regimeOutcome(outs, specs.map(shapeOf)), e.decl);
-      },
-    };
-  }
-  // every value of an enumerated hyperparameter as an example of its own, on top of the generated
-  // cases (docs/spec/conformance.md#enum-examples); a frozen read writes nothing, so not there
-  const [boundary, ...enums] = withEnumExamples(e.decl, e.frozen, boundaryExample(e.decl, e.frozen, C, "canonical"));
-  // the declared guard case (d = 5) and the edge cases come last and on top, so the generated cases stay the same cases as before
+  // the edge cases (a frozen read writes nothing: none of the write edges) and, for a kernel taking cu_seqlens, the empty sequence
   const edges = [...pyEdgeExamples(e.decl, C, s.info.conventions ?? NO_CONVENTIONS, e.frozen, e.decl.gates), ...(packed ? [pyEmptyExample(e.decl, C)] : [])];
-  const more = enums.length + 1 + edges.length;
-  return {
-    ...base, runs: { quick: e.runs.quick + more, default: e.runs.default + more, deep: e.runs.deep + more, regime: e.runs.default + more }, arb: caseArb(e.decl, e.frozen, profile, "canonical"),
-    examples: [boundary, ...enums, ...(packed ? [pyPackedExample(e.decl, C)] : []), oddKeyExample(e.decl, e.frozen, C, "canonical"), ...edges],
-    describe: (spec: CanonicalCaseSpec) => describeCase(buildPyCase(e.decl, spec, e.frozen, p, s.info.conventions)),
-    run: one,
-  };
+  const base = { id: e.id, class: "C5" as const, subject: e.subject, spec: e.spec, tolerance: e.tolerance, replayArgs };
+  return phaseCheck(e, base, {
+    form: "canonical", answers: "later", chunks, packed, one, chunkOf: () => C,
+    describe: (spec) => describeCase(buildPyCase(e.decl, spec, e.frozen, p, s.info.conventions)),
+    declared: { beforeGuard: packed ? [pyPackedExample(e.decl, C)] : [], afterGuard: edges },
+  }, profile) as AsyncPropertyCheck<any>;
 }
