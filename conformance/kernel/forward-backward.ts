@@ -11,7 +11,7 @@ import type { CaseOutcome } from "../../harness/check.ts";
 import type { RuleDecl } from "../../src/rules/types.ts";
 import { sequencesOf } from "./batch.ts";
 import type { AbiCaseSpec } from "../../cases/kernel-batch.ts";
-import { abiPlainYardstick, phaseVerdictNow } from "../../cases/kernel-phase.ts";
+import { kernelYardstick, phaseVerdictNow } from "../../cases/kernel-phase.ts";
 import { nativeBackend, type NativeBatch } from "./native-backend.ts";
 import type { KernelBackend } from "../../cases/kernel-backend.ts";
 import type { ReferenceOptions } from "../../oracle/kernel-reference.ts";
@@ -63,7 +63,7 @@ export function phaseCase(which: "forward" | "backward", decl: RuleDecl, frozen:
     },
     reference,
     // the plain reference on the f32 copies (cases/kernel-phase.ts)
-    yardstick: abiPlainYardstick({ decl, frozen, seqs, cfg, reference, precision }),
+    yardstick: kernelYardstick({ decl, frozen, seqs, cfg, reference, precision }),
     options: { layout: { B: shape.B, H: shape.H, T: shape.T, C: k.C }, prefilled: true },
     judged: (v) => withForm(v, form),
   });

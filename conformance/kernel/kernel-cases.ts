@@ -27,12 +27,11 @@ import { tensorName, type KernelNames, type TensorKey } from "../../cases/kernel
 import type { SeqTensors } from "../../oracle/kernel-case.ts";
 import { kernelNames, type Exchange, type KernelSession } from "./kernel-session.ts";
 import { backwardKeys, forwardKeys, pythonBackend, pythonDeclaration } from "./python-backend.ts";
-import { phaseVerdict, type PhaseReferences } from "../../cases/kernel-phase.ts";
+import { kernelYardstick, phaseVerdict, type PhaseReferences } from "../../cases/kernel-phase.ts";
 import type { ProbeTally } from "../../ffi/hazards.ts";
 import { listedConfigurations, underConfiguration } from "./configurations.ts";
 import type { ConfigTally, Judgement } from "../../harness/configurations.ts";
 import { withPlausibility } from "./plausible.ts";
-import { tf32Yardstick } from "./tf32-yardstick.ts";
 
 const forwardNames = (c: PyCase): string[] => forwardKeys(c).map((k) => tensorName(k, c.frozen, "py"));
 const backwardNames = (c: PyCase): string[] => backwardKeys(c).map((k) => tensorName(k, c.frozen, "py"));
@@ -147,7 +146,10 @@ async function pyPhaseCase(s: KernelSession, decl: RuleDecl, key: string, c: PyC
 
 /** The yardstick the declaration names: the TF32 plain reference, else PyTorch's at the kernel's precision. */
 async function yardstick(s: KernelSession, decl: RuleDecl, key: string, c: PyCase, p: Precision, keys: TensorKey[], which: "forward" | "backward", r64: readonly SeqTensors[]) {
-  const r32 = p.accumulate === "tf32" ? tf32Yardstick(decl, c, p, r64) : await s.plainReference(c, key, p, keys, r64);
+  // TF32 products: the TypeScript plain reference (PyTorch's has no TF32 mode)
+  const r32 = p.accumulate === "tf32"
+    ? kernelYardstick({ decl, frozen: c.frozen, seqs: c.seqs, cfg: c.cfg, reference: { phases: "both" }, precision: p, toKernel: (n, r) => toKernelGrads(c, n, r) })(r64)
+    : await s.plainReference(c, key, p, keys, r64);
   if (which === "backward") {
     for (const k of keys) {
       if (k.part === "dState0" && r64[0]!.dState0[k.name] === undefined) throw new Error(`the reference backward of ${key} returns no gradient of the state ${k.name}`);

@@ -14,7 +14,7 @@ import { F32_STORE_F64_ACC } from "../../oracle/kernel-judge.ts";
 import { lengthGroups, seqState, seqTokens, stateLead, statesTensor, toKernelGrads, tokensTensor, type PyCase } from "./cases.ts";
 import { NO_CONVENTIONS, type Conventions } from "./conventions.ts";
 import { emptySeq, entries, isStateTensor, kernelLabel, nameOf, setAt, tensorName, type KernelNames, type TensorKey, type TensorNaming } from "../../cases/kernel-tensors.ts";
-import { farthestSeq } from "../../oracle/plain-reference.ts";
+import { plainYardstickOf } from "../../oracle/plain-reference.ts";
 import type { SeqTensors } from "../../oracle/kernel-case.ts";
 import type { PyBackend } from "./py-plan.ts";
 import type { Toolchain } from "../../ffi/toolchain.ts";
@@ -364,7 +364,7 @@ export class KernelSession {
     }
     return c.seqs.map((_, n) => {
       const rec = emptySeq<Float64Array>();
-      for (const [k, a] of entries(farthestSeq(r64[n]!, runs.map((r) => r[n]!)))) setAt(rec, k, Float64Array.from(a));
+      for (const [k, a] of entries(plainYardstickOf(r64[n]!, runs.map((r) => r[n]!)))) setAt(rec, k, Float64Array.from(a));
       return rec;
     });
   }
