@@ -89,7 +89,7 @@ export function asStored(rec: SeqTensors, p: Pick<Precision, "storage" | "state"
  * (TF32 products included) in every order plainRuns names, its outputs as the kernel stores them and
  * in the kernel's terms (`toKernel`), the runs combined per element (the value farthest from ref64).
  * A py: kernel summing in f32 or f64 is held to its PyTorch reference instead (its kind's yardstick,
- * conformance/kernel/kernel-session.ts plainReference), which the kind passes in its place.
+ * conformance/kernel/python/session.ts plainReference), which the kind passes in its place.
  */
 export function kernelYardstick(p: Pick<PhaseCase, "decl" | "frozen" | "seqs" | "cfg" | "reference" | "precision" | "toKernel">) {
   const { decl, frozen, precision } = p, { phases, options } = p.reference;

@@ -5,9 +5,9 @@
  * record is): for every rule variant of the registry as it was then (PINNED), the generated cases (default and deep), one
  * batch of every regime (and the packed regime, canonical), and the declared boundary, odd-key and
  * saturated cases, digested per form (harness/case-digest.ts CaseDigester). The pinned digests were computed with the former generators
- * (conformance/kernel/batch.ts batchArb, regimeBatchArb, boundaryExample, oddKeyExample,
- * saturatedExample; conformance/kernel/cases.ts pyCaseArb, pyRegimeArb, pyBoundaryExample,
- * pyOddKeyExample; conformance/kernel/edges.ts pySaturatedExample) at the same seeds.
+ * (conformance/kernel/native/abi-case.ts batchArb, regimeBatchArb, boundaryExample, oddKeyExample,
+ * saturatedExample; conformance/kernel/python/canonical-case.ts pyCaseArb, pyRegimeArb, pyBoundaryExample,
+ * pyOddKeyExample; conformance/kernel/python/edges.ts pySaturatedExample) at the same seeds.
  */
 import { expect, test } from "bun:test";
 import { sampleOf } from "../cases/inner-case.ts";
@@ -16,8 +16,8 @@ import { RULES } from "../src/rules/index.ts";
 import { boundaryExample, caseArb, oddKeyExample, regimeArb, regimeBatchArb, saturatedExample, type CaseForm } from "../cases/kernel-batch.ts";
 import { REGIMES } from "../cases/kernel-regimes.ts";
 import type { KernelSeq } from "../cases/kernel-seq.ts";
-import { sequencesOf } from "../conformance/kernel/batch.ts";
-import { buildPyCase } from "../conformance/kernel/cases.ts";
+import { sequencesOf } from "../conformance/kernel/native/abi-case.ts";
+import { buildPyCase } from "../conformance/kernel/python/canonical-case.ts";
 
 /**
  * The rules the digests were pinned with: the registry when the former generators were merged. A rule

@@ -23,7 +23,7 @@ import { BIAS } from "../oracle/precision-table.ts";
 import { caseArb, boundaryExample } from "../cases/kernel-batch.ts";
 import { independentDraws } from "../cases/model-arb.ts";
 import { kernelYardstick, references64 } from "../cases/kernel-phase.ts";
-import { buildPyCase, toKernelGrads } from "../conformance/kernel/cases.ts";
+import { buildPyCase, toKernelGrads } from "../conformance/kernel/python/canonical-case.ts";
 import type { SeqTensors } from "../oracle/kernel-case.ts";
 import { ruleByKey } from "../src/rules/index.ts";
 import type { Precision } from "../src/precision.ts";

@@ -31,8 +31,8 @@ export interface ChildKind {
 
 /** The kinds' modules, by the name the parent starts the child with. */
 export const CHILD_KINDS = {
-  native: async (): Promise<ChildKind> => (await import("./child-native.ts")).NATIVE_CHILD,
-  python: async (): Promise<ChildKind> => (await import("./child-python.ts")).PYTHON_CHILD,
+  native: async (): Promise<ChildKind> => (await import("./native/child.ts")).NATIVE_CHILD,
+  python: async (): Promise<ChildKind> => (await import("./python/child.ts")).PYTHON_CHILD,
 } as const;
 
 export type ChildKindName = keyof typeof CHILD_KINDS;

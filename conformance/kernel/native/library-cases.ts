@@ -3,21 +3,21 @@
  * (forward and backward with blocks sized as in the cuda build), and tape-e2e (the rule with the
  * kernel as its inner loop, one opaque block on the tape, against the reference rule).
  */
-import { kernelInnerPair } from "../../ffi/kernel-pair.ts";
-import type { KernelLib } from "../../ffi/lib-types.ts";
-import type { CaseOutcome } from "../../harness/check.ts";
-import { buildRuleCase, type RuleCase, type RuleCaseSpec } from "../../cases/rule-case.ts";
-import { paramNames, ruleForward, usedParams } from "../../src/rules/level.ts";
-import type { RuleDecl } from "../../src/rules/types.ts";
-import { withTape } from "../../src/tape.ts";
-import { Tensor, cast } from "../../src/tensor.ts";
-import type { AbiCaseSpec } from "../../cases/kernel-batch.ts";
+import { kernelInnerPair } from "../../../ffi/kernel-pair.ts";
+import type { KernelLib } from "../../../ffi/lib-types.ts";
+import type { CaseOutcome } from "../../../harness/check.ts";
+import { buildRuleCase, type RuleCase, type RuleCaseSpec } from "../../../cases/rule-case.ts";
+import { paramNames, ruleForward, usedParams } from "../../../src/rules/level.ts";
+import type { RuleDecl } from "../../../src/rules/types.ts";
+import { withTape } from "../../../src/tape.ts";
+import { Tensor, cast } from "../../../src/tensor.ts";
+import type { AbiCaseSpec } from "../../../cases/kernel-batch.ts";
 import { compareRuns, runAllKernels } from "./bitwise.ts";
-import { flashCompare, type Compared } from "../../oracle/kernel-judge.ts";
-import { paramGradName } from "../../cases/kernel-tensors.ts";
-import { backwardCase, forwardCase } from "./forward-backward.ts";
-import { declaredPrecision } from "./native-backend.ts";
-import { plainYardstick } from "../../oracle/plain-reference.ts";
+import { flashCompare, type Compared } from "../../../oracle/kernel-judge.ts";
+import { paramGradName } from "../../../cases/kernel-tensors.ts";
+import { backwardCase, forwardCase } from "./phase-case.ts";
+import { declaredPrecision } from "./backend.ts";
+import { plainYardstick } from "../../../oracle/plain-reference.ts";
 import { requireEmu, requirePair } from "./kernel-lib.ts";
 
 /** Every kernel of the variant in thread order 0..n-1 and n-1..0: the bits must agree. */

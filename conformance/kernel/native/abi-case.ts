@@ -6,16 +6,16 @@
  * [B, T, H, d] tensors (docs/spec/kernel-abi.md#shapes).
  */
 import * as fc from "fast-check";
-import type { RuleAbi, Shape } from "../../ffi/abi.ts";
-import { SATURATED_GATES, SATURATED_THETA, saturatedCorner, saturatedThetaTop } from "../../cases/edge-gates.ts";
-import type { Arrays } from "../../ffi/lib-types.ts";
-import { caseArb, type AbiCaseSpec } from "../../cases/kernel-batch.ts";
-import { packStates, packTokens, tokenWidth } from "../../cases/kernel-layout.ts";
-import { seqSpecs, type KernelSeq } from "../../cases/kernel-seq.ts";
-import { innerCase, type InnerCase } from "../../cases/inner-case.ts";
-import type { InnerInputs, RuleConfig, RuleDecl, State } from "../../src/rules/types.ts";
-import { Tensor, cast } from "../../src/tensor.ts";
-import { roundTo, type Precision, type StorageDType } from "../../src/precision.ts";
+import type { RuleAbi, Shape } from "../../../ffi/abi.ts";
+import { SATURATED_GATES, SATURATED_THETA, saturatedCorner, saturatedThetaTop } from "../../../cases/edge-gates.ts";
+import type { Arrays } from "../../../ffi/lib-types.ts";
+import { caseArb, type AbiCaseSpec } from "../../../cases/kernel-batch.ts";
+import { packStates, packTokens, tokenWidth } from "../../../cases/kernel-layout.ts";
+import { seqSpecs, type KernelSeq } from "../../../cases/kernel-seq.ts";
+import { innerCase, type InnerCase } from "../../../cases/inner-case.ts";
+import type { InnerInputs, RuleConfig, RuleDecl, State } from "../../../src/rules/types.ts";
+import { Tensor, cast } from "../../../src/tensor.ts";
+import { roundTo, type Precision, type StorageDType } from "../../../src/precision.ts";
 
 /** bench/ and fixtures/ name the abi case record so (cases/kernel-batch.ts AbiCaseSpec). */
 export type KSpec = AbiCaseSpec;

@@ -3,13 +3,13 @@
  * runs under the kernel's default (every autotuned Triton kernel at its first configuration, or the
  * first configuration a Python kernel declares), then once under each other configuration the
  * host's reply lists (python/nlc_torch/configurations.py; listedConfigurations), each judged as the
- * default is (the loop is the case's own: kernel-cases.ts). A case
+ * default is (the loop is the case's own: python/definitions.ts). A case
  * fails under the first configuration that fails, and the message names it. The check's
  * details.configurations name every configuration judged, with its cases and time; a limit
  * (NLC_KERNEL_CONFIGS=first) is stated there and in the message, never silent.
  */
-import type { CaseOutcome } from "../../harness/check.ts";
-import { DEFAULT_CONFIGURATION } from "../../harness/configurations.ts";
+import type { CaseOutcome } from "../../../harness/check.ts";
+import { DEFAULT_CONFIGURATION } from "../../../harness/configurations.ts";
 
 /**
  * What the host's reply to a case's first call (the default) says of the configurations

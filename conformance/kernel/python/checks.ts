@@ -1,19 +1,19 @@
 /**
  * The py: kernel backends (docs/spec/py-backend.md): what the py: kind supplies to the one catalogue
  * (checks.ts) for each `--backend py:<module>:<callable>`: the plan's checks (plan.ts, with
- * py-plan.ts's style) run in a child process (child.ts python; harness/child-process.ts), one for
+ * python/plan.ts's style) run in a child process (child.ts python; harness/child-process.ts), one for
  * every selected check of its backend; a child that dies or overruns its time limit turns the
  * check it was running into `error` with its stderr tail, and a fresh child runs the rest. What
  * the report lists under the backend (unavailable, or the toolchain) is read from its results.
  */
-import type { CheckDef } from "../../harness/check.ts";
-import { runBatch, type BatchRequest, type ChildTimeout } from "../../harness/child-process.ts";
-import type { BackendInfo } from "../../harness/report.ts";
-import type { Toolchain } from "../../ffi/toolchain.ts";
-import { kernelChecks, type KernelKind } from "./checks.ts";
-import { kernelTimeoutMs, kernelTimeoutSetting, mayRunTriton } from "./kernel-session.ts";
-import type { Part } from "./plan.ts";
-import { parsePyBackend, pyBackendNames, pyIdCollision, pyPlanBackend } from "./py-plan.ts";
+import type { CheckDef } from "../../../harness/check.ts";
+import { runBatch, type BatchRequest, type ChildTimeout } from "../../../harness/child-process.ts";
+import type { BackendInfo } from "../../../harness/report.ts";
+import type { Toolchain } from "../../../ffi/toolchain.ts";
+import { kernelChecks, type KernelKind } from "../checks.ts";
+import { kernelTimeoutMs, kernelTimeoutSetting, mayRunTriton } from "./session.ts";
+import type { Part } from "../plan.ts";
+import { parsePyBackend, pyBackendNames, pyIdCollision, pyPlanBackend } from "./plan.ts";
 
 const CHILD = `${import.meta.dir}/child.ts`;
 /** The backends whose child ran, with the toolchain it reported. */
@@ -29,7 +29,7 @@ function childTimeout(triton: boolean): ChildTimeout {
   return { baseMs: 120_000, perCheckMs: 2 * kernelTimeoutMs(triton) + 120_000 };
 }
 
-/** Backends whose child could not load the kernel: the reason, given once (child-python.ts). */
+/** Backends whose child could not load the kernel: the reason, given once (python/child.ts). */
 const unavailable = new Map<string, string>();
 
 /** A backend's batch in its child; the backend's unavailability and toolchain noted for the report. */

@@ -1,5 +1,5 @@
 /**
- * What only the native kind's child (child.ts native, child-native.ts) adds to the protocol:
+ * What only the native kind's child (child.ts native, native/child.ts) adds to the protocol:
  *
  *   bun conformance/kernel/child.ts native --probe --backends cpu-emu,cuda
  *       builds (if needed) and loads each backend; prints one line "@@nlc-probe <json>"
@@ -7,9 +7,9 @@
  *       runs the requested checks (ChildRequest) and prints the lines of harness/child-process.ts:
  *       each check's start and result, each case before it runs and each kernel call before it is made
  */
-import type { Resolved } from "../../ffi/backends.ts";
-import type { BatchRequest } from "../../harness/child-process.ts";
-import type { Part } from "./plan.ts";
+import type { Resolved } from "../../../ffi/backends.ts";
+import type { BatchRequest } from "../../../harness/child-process.ts";
+import type { Part } from "../plan.ts";
 
 /** A batch (harness/child-process.ts) of C5 plan parts, and what only C5's child takes. */
 export interface ChildRequest extends BatchRequest<Part> {

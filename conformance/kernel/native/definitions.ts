@@ -3,29 +3,29 @@
  * flash-attention checks the coverage rule applied to its result.
  */
 import * as fc from "fast-check";
-import type { KernelLib } from "../../ffi/lib-types.ts";
-import type { CaseOutcome, CheckDef, CheckResult, Profile, PropertyCheck } from "../../harness/check.ts";
-import { UNDECLARED_DETAILS } from "../../harness/check.ts";
-import { otherEnumValues, ruleCaseSpecArb, type RuleCaseSpec } from "../../cases/rule-case.ts";
-import { ruleByKey } from "../../src/rules/index.ts";
-import type { RuleDecl } from "../../src/rules/types.ts";
-import { SATURATED_LABEL } from "../../cases/edge-gates.ts";
-import { chunkExample } from "./batch.ts";
-import { coverage } from "../../oracle/kernel-judge.ts";
+import type { KernelLib } from "../../../ffi/lib-types.ts";
+import type { CaseOutcome, CheckDef, CheckResult, Profile, PropertyCheck } from "../../../harness/check.ts";
+import { UNDECLARED_DETAILS } from "../../../harness/check.ts";
+import { otherEnumValues, ruleCaseSpecArb, type RuleCaseSpec } from "../../../cases/rule-case.ts";
+import { ruleByKey } from "../../../src/rules/index.ts";
+import type { RuleDecl } from "../../../src/rules/types.ts";
+import { SATURATED_LABEL } from "../../../cases/edge-gates.ts";
+import { chunkExample } from "./abi-case.ts";
+import { coverage } from "../../../oracle/kernel-judge.ts";
 import {
   DEFAULT_KERNEL_CHUNKS, caseArb, describeAbiCase, describeRuleCase, saturatedExample, sizesFor, withEnumExamples, type AbiCaseSpec,
-} from "../../cases/kernel-batch.ts";
-import { phaseCheck, plus } from "./phase-check.ts";
-import { ShapeTally, withShapes } from "../../cases/kernel-shapes.ts";
-import { expectedTensors } from "../../cases/kernel-tensors.ts";
+} from "../../../cases/kernel-batch.ts";
+import { phaseCheck, plus } from "../phase-check.ts";
+import { ShapeTally, withShapes } from "../../../cases/kernel-shapes.ts";
+import { expectedTensors } from "../../../cases/kernel-tensors.ts";
 import { THREAD_MODE_RULE, plantedFault, raceDetector, syncMisuse, threadMode } from "./emu-selftest.ts";
-import { phaseCase } from "./forward-backward.ts";
-import { nativeBackend, type NativeBatch } from "./native-backend.ts";
-import type { KernelBackend, KernelDeclaration } from "../../cases/kernel-backend.ts";
-import { E2E_CHECKPOINT, e2eCase, gpuBlocksCase, raceCase } from "./phases.ts";
-import type { ChildEntry, RuleEntry } from "./plan.ts";
+import { phaseCase } from "./phase-case.ts";
+import { nativeBackend, type NativeBatch } from "./backend.ts";
+import type { KernelBackend, KernelDeclaration } from "../../../cases/kernel-backend.ts";
+import { E2E_CHECKPOINT, e2eCase, gpuBlocksCase, raceCase } from "./library-cases.ts";
+import type { ChildEntry, RuleEntry } from "../plan.ts";
 import { CHUNK_T, checkpointCase, chunkCase, workspaceBound } from "./checkpoint.ts";
-import { ConfigTally, configLimit } from "../../harness/configurations.ts";
+import { ConfigTally, configLimit } from "../../../harness/configurations.ts";
 import { acrossVariants, withVariants } from "./variants.ts";
 
 export interface ChildCheck {
@@ -212,7 +212,7 @@ export function needsTestLib(e: ChildEntry): boolean {
 
 /**
  * The forward or backward check of a rule entry on a backend that answers at once, run where it is
- * called (an in-process kernel, conformance/kernel/in-process.ts): its definition, and the coverage
+ * called (an in-process kernel, conformance/kernel/native/in-process.ts): its definition, and the coverage
  * rule applied to its result.
  */
 export function backendPhaseCheck(e: RuleEntry & { kind: "forward" | "backward" }, backend: KernelBackend<NativeBatch, true>, profile: Profile): ChildCheck {

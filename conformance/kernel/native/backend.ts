@@ -5,18 +5,18 @@
  * exports), and forward and backward on a batch packed into the ABI's f32 tensors [B, T, H, w],
  * the outputs split per sequence. Its isolation is the kernel child process (child.ts native, spawn.ts).
  */
-import { gradInput, symbolName, type GradName, type RuleAbi, type Shape } from "../../ffi/abi.ts";
-import type { Resolved } from "../../ffi/backends.ts";
-import { HazardError, type Arrays, type KernelLib } from "../../ffi/lib-types.ts";
-import { wireDType } from "../../ffi/lib-wire.ts";
-import type { KernelBackend, KernelDeclaration, KernelRun, Probe } from "../../cases/kernel-backend.ts";
-import { tokenWidth, unpackState, unpackTokens } from "../../cases/kernel-layout.ts";
-import type { SeqTensors } from "../../oracle/kernel-case.ts";
-import { F32_STORE_F64_ACC } from "../../oracle/kernel-judge.ts";
-import type { Precision } from "../../src/precision.ts";
-import type { RuleConfig, RuleDecl } from "../../src/rules/types.ts";
-import { batchDy, batchInputs, batchQ, batchState, type Seq } from "./batch.ts";
-import type { AbiCaseSpec } from "../../cases/kernel-batch.ts";
+import { gradInput, symbolName, type GradName, type RuleAbi, type Shape } from "../../../ffi/abi.ts";
+import type { Resolved } from "../../../ffi/backends.ts";
+import { HazardError, type Arrays, type KernelLib } from "../../../ffi/lib-types.ts";
+import { wireDType } from "../../../ffi/lib-wire.ts";
+import type { KernelBackend, KernelDeclaration, KernelRun, Probe } from "../../../cases/kernel-backend.ts";
+import { tokenWidth, unpackState, unpackTokens } from "../../../cases/kernel-layout.ts";
+import type { SeqTensors } from "../../../oracle/kernel-case.ts";
+import { F32_STORE_F64_ACC } from "../../../oracle/kernel-judge.ts";
+import type { Precision } from "../../../src/precision.ts";
+import type { RuleConfig, RuleDecl } from "../../../src/rules/types.ts";
+import { batchDy, batchInputs, batchQ, batchState, type Seq } from "./abi-case.ts";
+import type { AbiCaseSpec } from "../../../cases/kernel-batch.ts";
 import { requireFrozen, requirePair } from "./kernel-lib.ts";
 
 /** What a kernel run produced for one sequence. */

@@ -10,9 +10,9 @@
  * values in f64, so no rounding of the scaled, normalised or exponentiated value is ever counted as
  * the kernel's error. Absent inputs take their neutral value and are neither sent nor compared.
  */
-import { roundTo, type StorageDType } from "../../src/precision.ts";
-import { Rng } from "../../src/rng.ts";
-import { Tensor } from "../../src/tensor.ts";
+import { roundTo, type StorageDType } from "../../../src/precision.ts";
+import { Rng } from "../../../src/rng.ts";
+import { Tensor } from "../../../src/tensor.ts";
 
 /** What kernel_load reports of the declaration (python/nlc_torch/kernel_host.py Kernel.conventions). */
 export interface Conventions {

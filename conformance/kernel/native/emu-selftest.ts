@@ -4,13 +4,13 @@
  * __syncthreads() must be an error status (never a hang), and thread mode must give fiber mode's
  * bits. The planted fault (segv, abort, hang) is the kernel the parent's isolation checks request.
  */
-import type { KernelLib } from "../../ffi/lib-types.ts";
-import type { CaseOutcome } from "../../harness/check.ts";
-import { ruleByKey } from "../../src/rules/index.ts";
-import type { AbiCaseSpec } from "../../cases/kernel-batch.ts";
+import type { KernelLib } from "../../../ffi/lib-types.ts";
+import type { CaseOutcome } from "../../../harness/check.ts";
+import { ruleByKey } from "../../../src/rules/index.ts";
+import type { AbiCaseSpec } from "../../../cases/kernel-batch.ts";
 import { compareRuns, runAllKernels } from "./bitwise.ts";
 import { requireEmu, requirePair, requireTestSymbol } from "./kernel-lib.ts";
-import { FAULTS, type Fault } from "./plan.ts";
+import { FAULTS, type Fault } from "../plan.ts";
 
 /** The rule whose kernels thread mode runs. */
 export const THREAD_MODE_RULE = "delta";

@@ -5,11 +5,11 @@
  * the phase and the ABI's dtype, the spec texts of its checks, the judge's tolerance. An in-process
  * backend takes the native batch and so the same style, offering the contract alone.
  */
-import { backendSlug } from "../../ffi/backends.ts";
-import type { RuleDecl } from "../../src/rules/types.ts";
-import type { Capability } from "../../cases/kernel-backend.ts";
-import type { PlanBackend, PlanStyle, PlantedEntry, Fault } from "./plan.ts";
-import { TOLERANCE, TOL_CRASH } from "./tolerance.ts";
+import { backendSlug } from "../../../ffi/backends.ts";
+import type { RuleDecl } from "../../../src/rules/types.ts";
+import type { Capability } from "../../../cases/kernel-backend.ts";
+import type { PlanBackend, PlanStyle, PlantedEntry, Fault } from "../plan.ts";
+import { TOLERANCE, TOL_CRASH } from "../tolerance.ts";
 
 /** The citation every check of a rule variant starts with. */
 const sheet = (decl: RuleDecl, frozen: boolean) =>

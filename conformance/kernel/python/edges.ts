@@ -21,13 +21,13 @@
  * (conventions.ts referenceValue), so the reference sees what the kernel was given.
  */
 import * as fc from "fast-check";
-import { clampHyper, ruleCaseSpecArb } from "../../cases/rule-case.ts";
-import { saturatedExample, seqExtrasArb, type CanonicalCaseSpec, type KernelEdge } from "../../cases/kernel-batch.ts";
-import { SATURATED_GATES, SATURATED_LABEL, SATURATED_LOG_GATE, SATURATED_THETA, saturatedCorner, saturatedThetaTop } from "../../cases/edge-gates.ts";
-import { roundedCopy, type StorageDType } from "../../src/precision.ts";
-import { Rng } from "../../src/rng.ts";
-import { Tensor } from "../../src/tensor.ts";
-import type { RuleDecl, RuleConfig } from "../../src/rules/types.ts";
+import { clampHyper, ruleCaseSpecArb } from "../../../cases/rule-case.ts";
+import { saturatedExample, seqExtrasArb, type CanonicalCaseSpec, type KernelEdge } from "../../../cases/kernel-batch.ts";
+import { SATURATED_GATES, SATURATED_LABEL, SATURATED_LOG_GATE, SATURATED_THETA, saturatedCorner, saturatedThetaTop } from "../../../cases/edge-gates.ts";
+import { roundedCopy, type StorageDType } from "../../../src/precision.ts";
+import { Rng } from "../../../src/rng.ts";
+import { Tensor } from "../../../src/tensor.ts";
+import type { RuleDecl, RuleConfig } from "../../../src/rules/types.ts";
 import { referenceValue, type Conventions } from "./conventions.ts";
 
 /**

@@ -4,9 +4,9 @@
  * arithmetic (a dropped term, a wrong gate) by about its magnitude; an error a thousand times the
  * largest reference value means the kernel computed on data it misread.
  */
-import type { CaseOutcome } from "../../harness/check.ts";
-import type { Compared } from "../../oracle/kernel-judge.ts";
-import { PY } from "../../oracle/precision-table.ts";
+import type { CaseOutcome } from "../../../harness/check.ts";
+import type { Compared } from "../../../oracle/kernel-judge.ts";
+import { PY } from "../../../oracle/precision-table.ts";
 
 /** An error this many times the tensor's largest |ref64| (at least 1) is beyond any plausible range. */
 export const IMPLAUSIBLE = PY.implausible.value;

@@ -1,19 +1,19 @@
 /**
  * C5 on native libraries (docs/spec/conformance.md#c5; the precision rule of docs/spec/precision.md#flash):
  * what the native kind supplies to the one catalogue (checks.ts). Each backend's checks are the
- * plan's (plan.ts, with native-plan.ts's style) and run in a child process (spawn.ts, child.ts native;
+ * plan's (plan.ts, with native/plan.ts's style) and run in a child process (spawn.ts, child.ts native;
  * harness/child-process.ts), after the backends are built and probed in a child; an unavailable
  * backend's checks are skipped, a broken one's are errors, without running. The checks of the
  * machinery itself (the ABI header, crash isolation: plan.ts parentPlan) run in this process.
  */
-import { kernelBackendNames } from "../../ffi/backends.ts";
-import type { CheckDef, DelegatedResult } from "../../harness/check.ts";
-import type { BackendInfo } from "../../harness/report.ts";
-import { kernelChecks, type KernelKind } from "./checks.ts";
+import { kernelBackendNames } from "../../../ffi/backends.ts";
+import type { CheckDef, DelegatedResult } from "../../../harness/check.ts";
+import type { BackendInfo } from "../../../harness/report.ts";
+import { kernelChecks, type KernelKind } from "../checks.ts";
 import { abiHeaderCheck } from "./header.ts";
 import { crashIsolation } from "./isolation.ts";
-import { nativePlanBackend } from "./native-plan.ts";
-import { parentPlan, type IsolationEntry } from "./plan.ts";
+import { nativePlanBackend } from "./plan.ts";
+import { parentPlan, type IsolationEntry } from "../plan.ts";
 import { probeBackends, probedBackends, runChild } from "./spawn.ts";
 
 /**

@@ -6,14 +6,14 @@
  * runs the checks it had not reached.
  */
 import { join } from "node:path";
-import { kernelBackendNames, type Resolved } from "../../ffi/backends.ts";
-import type { CheckResult, Profile } from "../../harness/check.ts";
-import { runBatch, spawnChild, tail, type ChildSpec, type ChildTimeout } from "../../harness/child-process.ts";
-import { ROOT } from "../../paths.ts";
+import { kernelBackendNames, type Resolved } from "../../../ffi/backends.ts";
+import type { CheckResult, Profile } from "../../../harness/check.ts";
+import { runBatch, spawnChild, tail, type ChildSpec, type ChildTimeout } from "../../../harness/child-process.ts";
+import { ROOT } from "../../../paths.ts";
 import { parseProbeOutput, type ChildRequest } from "./protocol.ts";
-import { childEnvironment, environment, type Environment } from "../../environment.ts";
+import { childEnvironment, environment, type Environment } from "../../../environment.ts";
 
-const CHILD = join(import.meta.dir, "child.ts");
+const CHILD = join(import.meta.dir, "../child.ts");
 
 /** The children's environment: NLC_KERNEL_PRELOAD becomes their LD_PRELOAD (e.g. the TSan runtime). */
 function childEnv(): Record<string, string | undefined> {

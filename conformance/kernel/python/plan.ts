@@ -16,10 +16,10 @@
  */
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
-import { KERNEL_TOLERANCE } from "../../oracle/kernel-judge.ts";
-import { environment, type Environment } from "../../environment.ts";
-import type { PlanBackend, PlanStyle } from "./plan.ts";
-import type { CheckTolerance } from "./tolerance.ts";
+import { KERNEL_TOLERANCE } from "../../../oracle/kernel-judge.ts";
+import { environment, type Environment } from "../../../environment.ts";
+import type { PlanBackend, PlanStyle } from "../plan.ts";
+import type { CheckTolerance } from "../tolerance.ts";
 
 export const PY_PREFIX = "py:";
 /**

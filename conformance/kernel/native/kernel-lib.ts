@@ -1,5 +1,5 @@
 /** What the child's checks need from a loaded kernel library, or an error saying what is missing. */
-import type { EmuControls, FrozenKernel, KernelLib, RulePair } from "../../ffi/lib-types.ts";
+import type { EmuControls, FrozenKernel, KernelLib, RulePair } from "../../../ffi/lib-types.ts";
 
 /** The rule's kernel pair; a missing one is an error of the case (the checks test for it up front). */
 export function requirePair(lib: KernelLib, rule: string): RulePair {

@@ -5,12 +5,12 @@
  * report, and the one after it must run in a fresh child and pass.
  */
 import { join } from "node:path";
-import type { CaseOutcome, Profile } from "../../harness/check.ts";
-import { ROOT } from "../../paths.ts";
-import { variantKey } from "../../src/rules/level.ts";
-import { nativePlanBackend, plantedEntry } from "./native-plan.ts";
-import { kernelPlan, partOf, type Fault } from "./plan.ts";
-import { tail } from "../../harness/child-process.ts";
+import type { CaseOutcome, Profile } from "../../../harness/check.ts";
+import { ROOT } from "../../../paths.ts";
+import { variantKey } from "../../../src/rules/level.ts";
+import { nativePlanBackend, plantedEntry } from "./plan.ts";
+import { kernelPlan, partOf, type Fault } from "../plan.ts";
+import { tail } from "../../../harness/child-process.ts";
 import { runChild } from "./spawn.ts";
 
 const BEFORE = `C5/cpu-emu/${variantKey("hebbian", true)}/forward`;

@@ -2,13 +2,13 @@
  * Bitwise comparison of two runs of the same kernels on the same batch (race, thread mode):
  * any differing bit is a race between threads of a block.
  */
-import type { KernelLib } from "../../ffi/lib-types.ts";
-import type { CaseOutcome } from "../../harness/check.ts";
-import type { RuleDecl } from "../../src/rules/types.ts";
-import { entries, tensorName } from "../../cases/kernel-tensors.ts";
-import { sequencesOf } from "./batch.ts";
-import type { AbiCaseSpec } from "../../cases/kernel-batch.ts";
-import { runKernels } from "./native-backend.ts";
+import type { KernelLib } from "../../../ffi/lib-types.ts";
+import type { CaseOutcome } from "../../../harness/check.ts";
+import type { RuleDecl } from "../../../src/rules/types.ts";
+import { entries, tensorName } from "../../../cases/kernel-tensors.ts";
+import { sequencesOf } from "./abi-case.ts";
+import type { AbiCaseSpec } from "../../../cases/kernel-batch.ts";
+import { runKernels } from "./backend.ts";
 
 /** One output array of a kernel run: the function that wrote it, the tensor, and the sequence (if per sequence). */
 export interface RunOutput {

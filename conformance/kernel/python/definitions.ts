@@ -11,26 +11,26 @@
  * kernel's precision: the PyTorch reference run in f32 (forward and autograd backward), its outputs
  * rounded to the kernel's storage and state dtypes (docs/spec/py-backend.md#reference, #precision).
  */
-import type { AsyncPropertyCheck, CaseOutcome, Profile } from "../../harness/check.ts";
-import { DEFAULT_KERNEL_CHUNKS, type CanonicalCaseSpec } from "../../cases/kernel-batch.ts";
-import { phaseCheck } from "./phase-check.ts";
-import type { ShapeTally } from "../../cases/kernel-shapes.ts";
-import { buildPyCase, describeCase, pyPackedExample, toKernelGrads, type PyCase } from "./cases.ts";
+import type { AsyncPropertyCheck, CaseOutcome, Profile } from "../../../harness/check.ts";
+import { DEFAULT_KERNEL_CHUNKS, type CanonicalCaseSpec } from "../../../cases/kernel-batch.ts";
+import { phaseCheck } from "../phase-check.ts";
+import type { ShapeTally } from "../../../cases/kernel-shapes.ts";
+import { buildPyCase, describeCase, pyPackedExample, toKernelGrads, type PyCase } from "./canonical-case.ts";
 import { pyEdgeExamples, pyEmptyExample } from "./edges.ts";
 import { NO_CONVENTIONS } from "./conventions.ts";
-import type { RuleEntry } from "./plan.ts";
-import type { Precision } from "../../src/precision.ts";
-import type { RuleDecl } from "../../src/rules/types.ts";
-import { CaseDump } from "../../harness/dump.ts";
-import type { Compared } from "../../oracle/kernel-judge.ts";
-import { tensorName, type KernelNames, type TensorKey } from "../../cases/kernel-tensors.ts";
-import type { SeqTensors } from "../../oracle/kernel-case.ts";
-import { kernelNames, type Exchange, type KernelSession } from "./kernel-session.ts";
-import { backwardKeys, forwardKeys, pythonBackend, pythonDeclaration } from "./python-backend.ts";
-import { kernelYardstick, phaseVerdict, type PhaseReferences } from "../../cases/kernel-phase.ts";
-import type { ProbeTally } from "../../ffi/hazards.ts";
+import type { RuleEntry } from "../plan.ts";
+import type { Precision } from "../../../src/precision.ts";
+import type { RuleDecl } from "../../../src/rules/types.ts";
+import { CaseDump } from "../../../harness/dump.ts";
+import type { Compared } from "../../../oracle/kernel-judge.ts";
+import { tensorName, type KernelNames, type TensorKey } from "../../../cases/kernel-tensors.ts";
+import type { SeqTensors } from "../../../oracle/kernel-case.ts";
+import { kernelNames, type Exchange, type KernelSession } from "./session.ts";
+import { backwardKeys, forwardKeys, pythonBackend, pythonDeclaration } from "./backend.ts";
+import { kernelYardstick, phaseVerdict, type PhaseReferences } from "../../../cases/kernel-phase.ts";
+import type { ProbeTally } from "../../../ffi/hazards.ts";
 import { listedConfigurations, underConfiguration } from "./configurations.ts";
-import type { ConfigTally, Judgement } from "../../harness/configurations.ts";
+import type { ConfigTally, Judgement } from "../../../harness/configurations.ts";
 import { withPlausibility } from "./plausible.ts";
 
 const forwardNames = (c: PyCase): string[] => forwardKeys(c).map((k) => tensorName(k, c.frozen, "py"));
@@ -41,7 +41,7 @@ const fileName = (name: string) => name.replace(/[^A-Za-z0-9._-]+/g, "_");
 
 /**
  * A tensor of a request (`sent`) or a reply as the kernel calls it, from its wire name
- * (python/PROTOCOL.md, conformance/kernel/kernel-session.ts wire): in.alpha -> its keyword (g),
+ * (python/PROTOCOL.md, conformance/kernel/python/session.ts wire): in.alpha -> its keyword (g),
  * state.M -> its initial-state keyword (final state in a reply), dstate.M -> dfinal_state,
  * grads.alpha -> dg, grads.state.M -> dinitial_state; dy and y as they are.
  */

@@ -8,12 +8,12 @@
  *
  * Checked for a kernel that declares `varlen`; for any other it is a skip saying why.
  */
-import type { Precision } from "../../src/precision.ts";
-import type { RuleDecl } from "../../src/rules/types.ts";
-import { packedLabel } from "../../cases/kernel-regimes.ts";
-import { buildPyCase, pyPackedExample } from "./cases.ts";
+import type { Precision } from "../../../src/precision.ts";
+import type { RuleDecl } from "../../../src/rules/types.ts";
+import { packedLabel } from "../../../cases/kernel-regimes.ts";
+import { buildPyCase, pyPackedExample } from "./canonical-case.ts";
 import type { Conventions } from "./conventions.ts";
-import type { KernelSession } from "./kernel-session.ts";
+import type { KernelSession } from "./session.ts";
 
 /** The contract probe's name on the wire (python/nlc_torch/kernel_host.py CONTRACT_BATCHED_CU_SEQLENS). */
 export const CONTRACT_BATCHED_CU_SEQLENS = "batch_with_cu_seqlens";

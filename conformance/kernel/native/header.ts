@@ -3,8 +3,8 @@
  * ffi/nlk.h, the table ffi/abi.gen.ts and the wrappers under cuda/gen/ are exactly what
  * ffi/generate.ts makes from the rule declarations now.
  */
-import { staleFiles } from "../../ffi/generate.ts";
-import type { CaseOutcome } from "../../harness/check.ts";
+import { staleFiles } from "../../../ffi/generate.ts";
+import type { CaseOutcome } from "../../../harness/check.ts";
 
 export function abiHeaderCheck(): CaseOutcome {
   const stale = staleFiles();

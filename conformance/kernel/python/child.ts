@@ -1,30 +1,30 @@
 /**
  * The py: kind's part of the child program (child.ts; `jax:` too, through its adaptor): the
- * kernel's two Python processes (kernel-session.ts) opened for the batch, the kernel's declaration
- * read and checked once, and each check's definition (kernel-cases.ts), what it declares as not
+ * kernel's two Python processes (python/session.ts) opened for the batch, the kernel's declaration
+ * read and checked once, and each check's definition (python/definitions.ts), what it declares as not
  * judged, and what its result adds: shapes, coverage, configurations, the probes' tally, the
  * device line and (a replay with --dump) the case's tensors.
  */
-import { CaseDump } from "../../harness/dump.ts";
-import { DEFAULT_KERNEL_CHUNKS } from "../../cases/kernel-batch.ts";
-import { ShapeTally, withShapes } from "../../cases/kernel-shapes.ts";
-import { TorchBridgeError } from "../../oracle/torch-bridge.ts";
-import { coverage } from "../../oracle/kernel-judge.ts";
-import { HAZARD_PLAN, ProbeTally } from "../../ffi/hazards.ts";
-import { pyCheckDefinition } from "./kernel-cases.ts";
-import { KernelSession } from "./kernel-session.ts";
-import { pythonDeclaration } from "./python-backend.ts";
+import { CaseDump } from "../../../harness/dump.ts";
+import { DEFAULT_KERNEL_CHUNKS } from "../../../cases/kernel-batch.ts";
+import { ShapeTally, withShapes } from "../../../cases/kernel-shapes.ts";
+import { TorchBridgeError } from "../../../oracle/torch-bridge.ts";
+import { coverage } from "../../../oracle/kernel-judge.ts";
+import { HAZARD_PLAN, ProbeTally } from "../../../ffi/hazards.ts";
+import { pyCheckDefinition } from "./definitions.ts";
+import { KernelSession } from "./session.ts";
+import { pythonDeclaration } from "./backend.ts";
 import { absentInputs, NO_CONVENTIONS } from "./conventions.ts";
 import { batchedCuSeqlens } from "./contracts.ts";
-import { parsePyBackend } from "./py-plan.ts";
-import type { RuleEntry } from "./plan.ts";
-import { RULES } from "../../src/rules/index.ts";
-import { variantKey } from "../../src/rules/level.ts";
-import { suggestion } from "../../harness/nearest.ts";
-import { ConfigTally, configLimit } from "../../harness/configurations.ts";
-import { stubResult } from "../../harness/child-process.ts";
-import { UNDECLARED_DETAILS, type CheckResult } from "../../harness/check.ts";
-import type { ChildKind, Defined } from "./child-kind.ts";
+import { parsePyBackend } from "./plan.ts";
+import type { RuleEntry } from "../plan.ts";
+import { RULES } from "../../../src/rules/index.ts";
+import { variantKey } from "../../../src/rules/level.ts";
+import { suggestion } from "../../../harness/nearest.ts";
+import { ConfigTally, configLimit } from "../../../harness/configurations.ts";
+import { stubResult } from "../../../harness/child-process.ts";
+import { UNDECLARED_DETAILS, type CheckResult } from "../../../harness/check.ts";
+import type { ChildKind, Defined } from "../child-kind.ts";
 
 /** The rule keys a kernel may declare: every rule of the registry and its frozen read. */
 const RULE_KEYS = RULES.flatMap((d) => (d.frozen === null ? [d.key] : [d.key, variantKey(d.key, true)]));
@@ -43,7 +43,7 @@ export const PYTHON_CHILD: ChildKind = {
     const backend = parsePyBackend(req.backend);
     // A backend that cannot be loaded (no python or torch, a module that does not import, a
     // declaration that is wrong) is one reason, given once: the backend is unavailable with it
-    // (details.unavailable, read by py-checks.ts into the report's run.backends) and its checks are
+    // (details.unavailable, read by python/checks.ts into the report's run.backends) and its checks are
     // skipped; a run that named it then fails, since it ran nothing of it
     // (docs/spec/conformance.md#nothing-ran).
     const unavailable = (reason: string) => ({
@@ -102,7 +102,7 @@ export const PYTHON_CHILD: ChildKind = {
             names: "kernel/sent and kernel/returned: python/PROTOCOL.md's names, batched as on the wire; judged/<tensor>/seq<n>: per sequence n = b·H + h, the kernel's values, ref64 and the plain reference" });
           process.stderr.write(`dump: ${manifest}\n`);
         }
-        // the toolchain rides on each result to the parent, which lists it under the backend (py-checks.ts)
+        // the toolchain rides on each result to the parent, which lists it under the backend (python/checks.ts)
         const toolchain = session.info.toolchain !== undefined ? { toolchain: session.info.toolchain } : {};
         return { ...out, message: text, details: { ...out.details, absent, probes: probes.summary(), ...toolchain, ...(judged === undefined ? {} : { configurations: judged }) } };
       };

@@ -8,21 +8,21 @@
  * (docs/spec/py-backend.md#precision).
  */
 import * as fc from "fast-check";
-import { buildRuleCase, clampHyper, ruleCaseSpecArb, type RuleCaseSpec } from "../../cases/rule-case.ts";
-import { roundedCopy, type Precision, type StorageDType } from "../../src/precision.ts";
-import { Rng, uniformTensor } from "../../src/rng.ts";
-import { frozenForwardSaved, ruleForwardSaved } from "../../src/rules/level.ts";
-import { INNER_INPUT_NAMES, type InnerInputs, type RuleConfig, type RuleDecl } from "../../src/rules/types.ts";
-import { Tensor } from "../../src/tensor.ts";
-import { F32_STORE_F64_ACC } from "../../oracle/kernel-judge.ts";
-import type { SeqTensors } from "../../oracle/kernel-case.ts";
+import { buildRuleCase, clampHyper, ruleCaseSpecArb, type RuleCaseSpec } from "../../../cases/rule-case.ts";
+import { roundedCopy, type Precision, type StorageDType } from "../../../src/precision.ts";
+import { Rng, uniformTensor } from "../../../src/rng.ts";
+import { frozenForwardSaved, ruleForwardSaved } from "../../../src/rules/level.ts";
+import { INNER_INPUT_NAMES, type InnerInputs, type RuleConfig, type RuleDecl } from "../../../src/rules/types.ts";
+import { Tensor } from "../../../src/tensor.ts";
+import { F32_STORE_F64_ACC } from "../../../oracle/kernel-judge.ts";
+import type { SeqTensors } from "../../../oracle/kernel-case.ts";
 import { absentInputs, declaredHeadDim, kernelGradient, kernelValue, NO_CONVENTIONS, referenceValue, type Conventions } from "./conventions.ts";
-import { seqExtrasArb, type CanonicalCaseSpec } from "../../cases/kernel-batch.ts";
-import { packedLabel } from "../../cases/kernel-regimes.ts";
-import { cuSeqlens, packPackedTokens, packStates, packTokens, unpackPackedTokens, unpackState, unpackTokens } from "../../cases/kernel-layout.ts";
-import { fromInnerGrads } from "../../cases/kernel-tensors.ts";
-import { seqSpecs, type KernelSeq } from "../../cases/kernel-seq.ts";
-import { innerCase } from "../../cases/inner-case.ts";
+import { seqExtrasArb, type CanonicalCaseSpec } from "../../../cases/kernel-batch.ts";
+import { packedLabel } from "../../../cases/kernel-regimes.ts";
+import { cuSeqlens, packPackedTokens, packStates, packTokens, unpackPackedTokens, unpackState, unpackTokens } from "../../../cases/kernel-layout.ts";
+import { fromInnerGrads } from "../../../cases/kernel-tensors.ts";
+import { seqSpecs, type KernelSeq } from "../../../cases/kernel-seq.ts";
+import { innerCase } from "../../../cases/inner-case.ts";
 import { edgeConventions, edgeLabel, saturateGates } from "./edges.ts";
 
 /**
@@ -44,7 +44,7 @@ export type InnerName = (typeof INNER_INPUT_NAMES)[number];
 /**
  * One sequence of a canonical case: values rounded to the kernel's dtypes, held in f64 tensors.
  * `kin64` is what the kernel receives (in its own parametrisation, docs/spec/py-backend.md#conventions),
- * `in64` what ref32 and ref64 receive: the same values, mapped exactly in f64 (conformance/kernel/conventions.ts).
+ * `in64` what ref32 and ref64 receive: the same values, mapped exactly in f64 (conformance/kernel/python/conventions.ts).
  */
 export type PySeq = KernelSeq<"canonical">;
 

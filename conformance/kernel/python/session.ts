@@ -7,20 +7,20 @@
  */
 import { edgeScaleValue } from "./edges.ts";
 import { readFileSync } from "node:fs";
-import { TorchBridge, TorchBridgeError } from "../../oracle/torch-bridge.ts";
-import { roundedCopy, type Precision, type StorageDType } from "../../src/precision.ts";
-import { Tensor } from "../../src/tensor.ts";
-import { F32_STORE_F64_ACC } from "../../oracle/kernel-judge.ts";
-import { lengthGroups, seqState, seqTokens, stateLead, statesTensor, toKernelGrads, tokensTensor, type PyCase } from "./cases.ts";
+import { TorchBridge, TorchBridgeError } from "../../../oracle/torch-bridge.ts";
+import { roundedCopy, type Precision, type StorageDType } from "../../../src/precision.ts";
+import { Tensor } from "../../../src/tensor.ts";
+import { F32_STORE_F64_ACC } from "../../../oracle/kernel-judge.ts";
+import { lengthGroups, seqState, seqTokens, stateLead, statesTensor, toKernelGrads, tokensTensor, type PyCase } from "./canonical-case.ts";
 import { NO_CONVENTIONS, type Conventions } from "./conventions.ts";
-import { emptySeq, entries, isStateTensor, kernelLabel, nameOf, setAt, tensorName, type KernelNames, type TensorKey, type TensorNaming } from "../../cases/kernel-tensors.ts";
-import { plainYardstickOf } from "../../oracle/plain-reference.ts";
-import type { SeqTensors } from "../../oracle/kernel-case.ts";
-import type { PyBackend } from "./py-plan.ts";
-import type { Toolchain } from "../../ffi/toolchain.ts";
-import { guardRequest, HAZARD_PLAN, probeRuns, type GuardedRun, type Hazard, type Poisoned } from "../../ffi/hazards.ts";
-import { environment } from "../../environment.ts";
-import { SubjectBroken } from "../../harness/check.ts";
+import { emptySeq, entries, isStateTensor, kernelLabel, nameOf, setAt, tensorName, type KernelNames, type TensorKey, type TensorNaming } from "../../../cases/kernel-tensors.ts";
+import { plainYardstickOf } from "../../../oracle/plain-reference.ts";
+import type { SeqTensors } from "../../../oracle/kernel-case.ts";
+import type { PyBackend } from "./plan.ts";
+import type { Toolchain } from "../../../ffi/toolchain.ts";
+import { guardRequest, HAZARD_PLAN, probeRuns, type GuardedRun, type Hazard, type Poisoned } from "../../../ffi/hazards.ts";
+import { environment } from "../../../environment.ts";
+import { SubjectBroken } from "../../../harness/check.ts";
 
 /** What the kernel declares (kernel_load's reply). */
 export interface KernelInfo {

@@ -8,11 +8,11 @@
  * a py: kernel's configurations are (harness/configurations.ts). A library that exports neither
  * function is judged under its own dispatch only, and its results say nothing of variants.
  */
-import type { PairVariants } from "../../ffi/lib-types.ts";
-import type { CaseOutcome, CheckResult } from "../../harness/check.ts";
-import { DEFAULT_CONFIGURATION, type ConfigTally, type Judgement } from "../../harness/configurations.ts";
+import type { PairVariants } from "../../../ffi/lib-types.ts";
+import type { CaseOutcome, CheckResult } from "../../../harness/check.ts";
+import { DEFAULT_CONFIGURATION, type ConfigTally, type Judgement } from "../../../harness/configurations.ts";
 
-/** The kernel time of one case, filled in by the case (forward-backward.ts). */
+/** The kernel time of one case, filled in by the case (native/phase-case.ts). */
 export interface KernelTiming {
   kernelMs: number;
 }

@@ -4,12 +4,12 @@
  * kernel host read it (kernel_load's reply), and forward and backward are requests to the kernel
  * host in the canonical layout (python/PROTOCOL.md), each under the hazard probes, the reply split
  * per sequence. Its isolation is the kernel host process (restarted on the next request after a
- * death or a timeout; kernel-session.ts) inside the backend's child process (child.ts python).
+ * death or a timeout; python/session.ts) inside the backend's child process (child.ts python).
  */
-import type { KernelBackend, KernelDeclaration, KernelRun } from "../../cases/kernel-backend.ts";
-import type { TensorKey } from "../../cases/kernel-tensors.ts";
-import type { PyCase } from "./cases.ts";
-import { kernelPrecision, readReply, type KernelReply, type KernelSession } from "./kernel-session.ts";
+import type { KernelBackend, KernelDeclaration, KernelRun } from "../../../cases/kernel-backend.ts";
+import type { TensorKey } from "../../../cases/kernel-tensors.ts";
+import type { PyCase } from "./canonical-case.ts";
+import { kernelPrecision, readReply, type KernelReply, type KernelSession } from "./session.ts";
 
 /** One request: the case in the canonical layout, the rule, and the kernel configuration (null: its default; docs/spec/py-backend.md#configurations). */
 export interface PyBatch {

@@ -4,16 +4,16 @@
  * (harness/call-watchdog.ts); the cpu-test library loaded for the checks that call its planted kernels.
  */
 import { parseArgs } from "node:util";
-import { resolveBackend } from "../../ffi/backends.ts";
-import type { KernelLib } from "../../ffi/lib-types.ts";
-import type { CheckResult } from "../../harness/check.ts";
-import { stubResult } from "../../harness/child-process.ts";
-import { CallWatchdog } from "../../harness/call-watchdog.ts";
-import { ChildCalls, emit, progress } from "../../harness/child-announce.ts";
-import { childCheck, needsTestLib } from "./child-checks.ts";
-import { entryOf } from "./plan.ts";
+import { resolveBackend } from "../../../ffi/backends.ts";
+import type { KernelLib } from "../../../ffi/lib-types.ts";
+import type { CheckResult } from "../../../harness/check.ts";
+import { stubResult } from "../../../harness/child-process.ts";
+import { CallWatchdog } from "../../../harness/call-watchdog.ts";
+import { ChildCalls, emit, progress } from "../../../harness/child-announce.ts";
+import { childCheck, needsTestLib } from "./definitions.ts";
+import { entryOf } from "../plan.ts";
 import { probeLine, type ChildRequest, type Probed } from "./protocol.ts";
-import type { ChildKind } from "./child-kind.ts";
+import type { ChildKind } from "../child-kind.ts";
 
 /** A kernel that returns NLK_ERR_UNSUPPORTED (e.g. for a C it does not implement) is a skip that says so. */
 function unsupportedAsSkip(r: CheckResult): CheckResult {

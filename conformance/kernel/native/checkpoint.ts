@@ -8,24 +8,24 @@
  *               d(initial state) threaded back) against one call on the whole sequence
  *   workspace   the size query: workspace(C = 16) <= workspace(C = 1) / 8 at d = 64, T = 256
  */
-import type { RuleAbi, Shape } from "../../ffi/abi.ts";
-import type { Arrays, KernelLib, RulePair } from "../../ffi/lib-types.ts";
-import type { CaseOutcome } from "../../harness/check.ts";
-import { withDefaults } from "../../src/rules/level.ts";
-import type { InnerGrads, InnerInputs, RuleConfig, RuleDecl, State } from "../../src/rules/types.ts";
-import { concat } from "../../src/numeric.ts";
-import { Tensor } from "../../src/tensor.ts";
-import { batchDy, batchInputs, batchState, sequencesOf } from "./batch.ts";
-import { asStored } from "../../cases/kernel-phase.ts";
-import { CHECKPOINTS, type AbiCaseSpec } from "../../cases/kernel-batch.ts";
-import { tokenWidth } from "../../cases/kernel-layout.ts";
-import { comparedItems, entries, fromInnerGrads, isStateTensor, tensorAt, tensorName, type TensorKey } from "../../cases/kernel-tensors.ts";
-import { gradInput, type GradName } from "../../ffi/abi.ts";
+import type { RuleAbi, Shape } from "../../../ffi/abi.ts";
+import type { Arrays, KernelLib, RulePair } from "../../../ffi/lib-types.ts";
+import type { CaseOutcome } from "../../../harness/check.ts";
+import { withDefaults } from "../../../src/rules/level.ts";
+import type { InnerGrads, InnerInputs, RuleConfig, RuleDecl, State } from "../../../src/rules/types.ts";
+import { concat } from "../../../src/numeric.ts";
+import { Tensor } from "../../../src/tensor.ts";
+import { batchDy, batchInputs, batchState, sequencesOf } from "./abi-case.ts";
+import { asStored } from "../../../cases/kernel-phase.ts";
+import { CHECKPOINTS, type AbiCaseSpec } from "../../../cases/kernel-batch.ts";
+import { tokenWidth } from "../../../cases/kernel-layout.ts";
+import { comparedItems, entries, fromInnerGrads, isStateTensor, tensorAt, tensorName, type TensorKey } from "../../../cases/kernel-tensors.ts";
+import { gradInput, type GradName } from "../../../ffi/abi.ts";
 import { firstBitDiff } from "./bitwise.ts";
-import { elementAt, flashCompare } from "../../oracle/kernel-judge.ts";
-import { byInput, declaredPrecision, perSequence, runKernels, type PerSeq } from "./native-backend.ts";
-import { plainYardstickSeq } from "../../oracle/plain-reference.ts";
-import type { SeqTensors } from "../../oracle/kernel-case.ts";
+import { elementAt, flashCompare } from "../../../oracle/kernel-judge.ts";
+import { byInput, declaredPrecision, perSequence, runKernels, type PerSeq } from "./backend.ts";
+import { plainYardstickSeq } from "../../../oracle/plain-reference.ts";
+import type { SeqTensors } from "../../../oracle/kernel-case.ts";
 import { requirePair } from "./kernel-lib.ts";
 
 /** Element `i` of sequence `n`'s tensor `key` in the batch: (b, t, h, i) of a token tensor, (b, h, i, j) of a square state. */

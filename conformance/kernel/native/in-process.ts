@@ -3,19 +3,19 @@
  * contract (cases/kernel-backend.ts) that answers at once and takes the native batch, its kernels
  * TypeScript in the checking process, so it needs neither a library nor a child process. What the
  * in-process kind supplies to the one catalogue (checks.ts): the plan is told it offers the contract
- * alone and takes the native style (native-plan.ts: the same cases, precision rule, coverage and
+ * alone and takes the native style (native/plan.ts: the same cases, precision rule, coverage and
  * ids under the backend's slug), so its checks are forward and backward per rule of the registry
  * and its frozen read, each run where it is called; a rule the backend does not declare is skipped
  * with its reason.
  */
-import type { KernelBackend } from "../../cases/kernel-backend.ts";
-import type { CheckDef, DelegatedResult, DelegateOptions } from "../../harness/check.ts";
-import { runCheck } from "../../harness/run.ts";
-import { kernelChecks, type KernelKind } from "./checks.ts";
-import { backendPhaseCheck } from "./child-checks.ts";
-import type { NativeBatch } from "./native-backend.ts";
-import { NATIVE_STYLE } from "./native-plan.ts";
-import type { ChildEntry, RuleEntry } from "./plan.ts";
+import type { KernelBackend } from "../../../cases/kernel-backend.ts";
+import type { CheckDef, DelegatedResult, DelegateOptions } from "../../../harness/check.ts";
+import { runCheck } from "../../../harness/run.ts";
+import { kernelChecks, type KernelKind } from "../checks.ts";
+import { backendPhaseCheck } from "./definitions.ts";
+import type { NativeBatch } from "./backend.ts";
+import { NATIVE_STYLE } from "./plan.ts";
+import type { ChildEntry, RuleEntry } from "../plan.ts";
 
 /** An in-process backend: made on first use, once per catalogue. */
 export type InProcessFactory = () => KernelBackend<NativeBatch, true>;

@@ -6,17 +6,17 @@
  * case is (cases/kernel-phase.ts); a native or in-process backend's own parts are its batch, the
  * chunk form it declares and its yardstick, the reference in f32 on the f32 copies.
  */
-import type { ChunkForm, KernelLib } from "../../ffi/lib-types.ts";
-import type { CaseOutcome } from "../../harness/check.ts";
-import type { RuleDecl } from "../../src/rules/types.ts";
-import { sequencesOf } from "./batch.ts";
-import type { AbiCaseSpec } from "../../cases/kernel-batch.ts";
-import { kernelYardstick, phaseVerdictNow } from "../../cases/kernel-phase.ts";
-import { nativeBackend, type NativeBatch } from "./native-backend.ts";
-import type { KernelBackend } from "../../cases/kernel-backend.ts";
-import type { ReferenceOptions } from "../../oracle/kernel-reference.ts";
-import { chunkFormSymbol } from "../../ffi/abi.ts";
-import { hasChunkStartGd } from "../../src/rules/chunk-gd.ts";
+import type { ChunkForm, KernelLib } from "../../../ffi/lib-types.ts";
+import type { CaseOutcome } from "../../../harness/check.ts";
+import type { RuleDecl } from "../../../src/rules/types.ts";
+import { sequencesOf } from "./abi-case.ts";
+import type { AbiCaseSpec } from "../../../cases/kernel-batch.ts";
+import { kernelYardstick, phaseVerdictNow } from "../../../cases/kernel-phase.ts";
+import { nativeBackend, type NativeBatch } from "./backend.ts";
+import type { KernelBackend } from "../../../cases/kernel-backend.ts";
+import type { ReferenceOptions } from "../../../oracle/kernel-reference.ts";
+import { chunkFormSymbol } from "../../../ffi/abi.ts";
+import { hasChunkStartGd } from "../../../src/rules/chunk-gd.ts";
 import type { KernelTiming } from "./variants.ts";
 
 /**
