@@ -36,7 +36,7 @@ export function crossings(files: readonly { rel: string; text: string }[]): stri
       const theirs = kindOf(to);
       if (theirs === null || theirs === own) continue;
       // the child's table of kinds loads each kind's module in that kind's child only
-      if (rel === `${KERNEL}child-kind.ts` && dynamic) continue;
+      if (rel === `${KERNEL}child.ts` && dynamic) continue;
       out.push(`${rel} -> ${to}`);
     }
   }
@@ -59,11 +59,11 @@ test("planted: a pipeline module importing a kind's, a kind importing another's,
   expect(crossings([
     { rel: `${KERNEL}phase-check.ts`, text: 'import { pythonDeclaration } from "./python/backend.ts";\n' },
     { rel: `${KERNEL}python/definitions.ts`, text: 'import type { NativeBatch } from "../native/backend.ts";\n' },
-    { rel: `${KERNEL}child-kind.ts`, text: 'import { NATIVE_CHILD } from "./native/child.ts";\nconst p = () => import("./python/child.ts");\n' },
+    { rel: `${KERNEL}child.ts`, text: 'import { NATIVE_CHILD } from "./native/child.ts";\nconst p = () => import("./python/child.ts");\n' },
     { rel: `${KERNEL}native/checks.ts`, text: 'import { kernelChecks } from "../checks.ts";\nimport { runChild } from "./spawn.ts";\n' },
   ])).toEqual([
     `${KERNEL}phase-check.ts -> ${KERNEL}python/backend.ts`,
     `${KERNEL}python/definitions.ts -> ${KERNEL}native/backend.ts`,
-    `${KERNEL}child-kind.ts -> ${KERNEL}native/child.ts`,
+    `${KERNEL}child.ts -> ${KERNEL}native/child.ts`,
   ]);
 });

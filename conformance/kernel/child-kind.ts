@@ -1,8 +1,8 @@
 /**
  * What a kind of kernel backend supplies to the one child program (child.ts): how its backend is
  * opened for a batch, each check's definition on it, what is done around each check's run and what
- * its result adds, and (a kind that probes) the probe. The table names each kind's module, loaded
- * only by a child of that kind.
+ * its result adds, and (a kind that probes) the probe. The child's table of kinds (child.ts) names
+ * each kind's module, loaded only by a child of that kind.
  */
 import type { AsyncPropertyCheck, CheckDef, CheckResult } from "../../harness/check.ts";
 import type { BatchRequest, ChildCheckRequest } from "../../harness/child-process.ts";
@@ -28,11 +28,3 @@ export interface ChildKind {
   /** Prints the probe line of the backends named in the child's arguments (--backends a,b). */
   probe?(args: readonly string[]): Promise<void>;
 }
-
-/** The kinds' modules, by the name the parent starts the child with. */
-export const CHILD_KINDS = {
-  native: async (): Promise<ChildKind> => (await import("./native/child.ts")).NATIVE_CHILD,
-  python: async (): Promise<ChildKind> => (await import("./python/child.ts")).PYTHON_CHILD,
-} as const;
-
-export type ChildKindName = keyof typeof CHILD_KINDS;

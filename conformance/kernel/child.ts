@@ -17,7 +17,13 @@ import { checkSeed } from "../../harness/replay-command.ts";
 import { resultLine, startLine, stubResult, type BatchRequest } from "../../harness/child-process.ts";
 import { ChildCases, emit } from "../../harness/child-announce.ts";
 import { entryOf, type Part } from "./plan.ts";
-import { CHILD_KINDS, type ChildKindName, type ChildSession } from "./child-kind.ts";
+import type { ChildKind, ChildSession } from "./child-kind.ts";
+
+/** The kinds' modules, by the name the parent starts the child with: a child loads its own kind's only. */
+const CHILD_KINDS = {
+  native: async (): Promise<ChildKind> => (await import("./native/child.ts")).NATIVE_CHILD,
+  python: async (): Promise<ChildKind> => (await import("./python/child.ts")).PYTHON_CHILD,
+} as const;
 
 async function run(session: ChildSession, req: BatchRequest<Part>): Promise<void> {
   for (const c of req.checks) {
@@ -49,7 +55,7 @@ async function run(session: ChildSession, req: BatchRequest<Part>): Promise<void
 }
 
 const [name, ...args] = process.argv.slice(2);
-const load = CHILD_KINDS[name as ChildKindName];
+const load = CHILD_KINDS[name as keyof typeof CHILD_KINDS];
 if (load === undefined) throw new Error(`conformance/kernel/child.ts: unknown kind '${name}' (expected ${Object.keys(CHILD_KINDS).join(", ")})`);
 const kind = await load();
 if (args.includes("--probe")) {

@@ -6,6 +6,7 @@
  * check it was running into `error` with its stderr tail, and a fresh child runs the rest. What
  * the report lists under the backend (unavailable, or the toolchain) is read from its results.
  */
+import { join } from "node:path";
 import type { CheckDef } from "../../../harness/check.ts";
 import { runBatch, type BatchRequest, type ChildTimeout } from "../../../harness/child-process.ts";
 import type { BackendInfo } from "../../../harness/report.ts";
@@ -15,7 +16,7 @@ import { kernelTimeoutMs, kernelTimeoutSetting, mayRunTriton } from "./session.t
 import type { Part } from "../plan.ts";
 import { parsePyBackend, pyBackendNames, pyIdCollision, pyPlanBackend } from "./plan.ts";
 
-const CHILD = `${import.meta.dir}/child.ts`;
+const CHILD = join(import.meta.dir, "../child.ts");
 /** The backends whose child ran, with the toolchain it reported. */
 const ran = new Map<string, Toolchain | null>();
 

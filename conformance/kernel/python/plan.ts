@@ -28,7 +28,7 @@ export const PY_PREFIX = "py:";
  * `<adaptor>:<module>#<callable>` (docs/kernels.md#jax).
  */
 export const JAX_PREFIX = "jax:";
-const JAX_ADAPTOR = resolve(import.meta.dir, "../../python/nlc_jax.py");
+const JAX_ADAPTOR = resolve(import.meta.dir, "../../../python/nlc_jax.py");
 
 /** A parsed `py:` or `jax:` backend; `module` and `callable` are what the kernel host loads (`module`: a dotted name or a path to a .py file). */
 export interface PyBackend {
