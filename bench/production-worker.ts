@@ -10,7 +10,7 @@ import { stateShapesOf } from "../ffi/backends.ts";
 import { openKernelLib } from "../ffi/lib.ts";
 import { tokenWidth, unpackState, unpackTokens } from "../cases/kernel-layout.ts";
 import { comparedItems } from "../cases/kernel-tensors.ts";
-import { abiPlainYardstick } from "../cases/kernel-phase.ts";
+import { kernelYardstick } from "../cases/kernel-phase.ts";
 import { batchDy, batchInputs, batchState, byInput, declaredPrecision, requirePair, type Seq } from "../conformance/kernel-api.ts";
 import { referenceRun } from "../oracle/kernel-reference.ts";
 import type { PairCase, SeqTensors } from "../oracle/kernel-case.ts";
@@ -142,7 +142,7 @@ for (let h = 0; h < job.H; h++) {
   };
   const r64 = referenceRun(decl, false, c, cfg, "both");
   // the yardstick of a native kernel in C5 (cases/kernel-phase.ts): the plain reference on the f32 copies
-  const r32 = abiPlainYardstick({ decl, frozen: false, seqs: [s], cfg, reference: { phases: "both" }, precision })([r64])[0]!;
+  const r32 = kernelYardstick({ decl, frozen: false, seqs: [s], cfg, reference: { phases: "both" }, precision })([r64])[0]!;
   const n = job.b * job.H + h;
   const items = comparedItems([kern], [r64], [r32], false, "abi", true).map((it) => ({ ...it, seq: n }));
   seqs[h] = undefined as never;

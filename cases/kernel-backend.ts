@@ -1,8 +1,8 @@
 /**
  * The kernel backend contract (docs/spec/kernel-abi.md#kernel-backends): what every kind of kernel
  * backend gives the kernel checks, whatever runs its kernels — a native library through ffi/nlk.h
- * (`lib:`, cpu-emu and the other builds of our .cu sources; conformance/kernel/native-backend.ts) or a
- * PyTorch/Triton pair behind a Python process (`py:`; conformance/kernel/python-backend.ts).
+ * (`lib:`, cpu-emu and the other builds of our .cu sources; conformance/kernel/native/backend.ts) or a
+ * PyTorch/Triton pair behind a Python process (`py:`; conformance/kernel/python/backend.ts).
  *
  *   probe()                  available (with the device and toolchain), or the reason it is not
  *   declare(rule, frozen)    what it declares for one rule variant: whether it is judged, the

@@ -16,20 +16,13 @@ import type { CaseVerdict } from "../oracle/compare.ts";
 import type { SeqTensors } from "../oracle/kernel-case.ts";
 import { flashCompare, type Compared, type JudgeOptions } from "../oracle/kernel-judge.ts";
 import { referenceRun, type Phases, type ReferenceOptions } from "../oracle/kernel-reference.ts";
-import { plainOrders, plainRuns, plainYardstickOf } from "../oracle/plain-reference.ts";
+import { plainCase, plainOrders, plainRuns, plainYardstickOf } from "../oracle/plain-reference.ts";
 import { enterAccumulate, leaveAccumulate, roundedCopy, type Precision } from "../src/precision.ts";
 import type { InnerInputs, RuleConfig, RuleDecl } from "../src/rules/types.ts";
 import type { KernelRun } from "./kernel-backend.ts";
 import type { KernelSeq } from "./kernel-seq.ts";
 import { comparedItems, isStateTensor, mapSeq, type KernelNames, type NameStyle } from "./kernel-tensors.ts";
-
-/** A value now, or its promise. */
-type Maybe<T> = T | Promise<T>;
-
-/** `f` on `x` now, or when its promise resolves. */
-function then<T, U>(x: Maybe<T>, f: (t: T) => Maybe<U>): Maybe<U> {
-  return x instanceof Promise ? x.then(f) : f(x);
-}
+import { then, type Maybe } from "./maybe.ts";
 
 /** The references of a case: ref64 and the yardstick, per sequence. */
 export interface PhaseReferences {
@@ -90,24 +83,30 @@ export function asStored(rec: SeqTensors, p: Pick<Precision, "storage" | "state"
 }
 
 /**
- * The yardstick of an abi-form case (a native or in-process kernel, a kernel fixture): per
- * sequence, the plain reference (docs/spec/precision.md#plain) — the reference with the case's
- * phases and options on the sequence's f32 copies, summed in the declared accumulate dtype in
- * every order plainRuns names, its outputs as the kernel stores them.
+ * The yardstick of a kernel case, for every kind (docs/spec/precision.md#plain): per sequence, the
+ * plain reference — the reference with the case's phases and options on the sequence's inputs as the
+ * kernel stores them (oracle/plain-reference.ts plainCase), summed in the declared accumulate dtype
+ * (TF32 products included) in every order plainRuns names, its outputs as the kernel stores them and
+ * in the kernel's terms (`toKernel`), the runs combined per element (the value farthest from ref64).
+ * A py: kernel summing in f32 or f64 is held to its PyTorch reference instead (its kind's yardstick,
+ * conformance/kernel/python/session.ts plainReference), which the kind passes in its place.
  */
-export function abiPlainYardstick(p: Pick<PhaseCase, "decl" | "frozen" | "cfg" | "reference" | "precision"> & { readonly seqs: readonly KernelSeq<"abi">[] }) {
-  const { decl, frozen, cfg, precision } = p, { phases, options } = p.reference;
+export function kernelYardstick(p: Pick<PhaseCase, "decl" | "frozen" | "seqs" | "cfg" | "reference" | "precision" | "toKernel">) {
+  const { decl, frozen, precision } = p, { phases, options } = p.reference;
   const acc = precision.accumulate, orders = plainOrders(acc, plainRuns(decl));
   // each run made here, under its rounding, and the runs combined (oracle/plain-reference.ts plainYardstickOf)
-  const runOf = (s: KernelSeq<"abi">, order: (typeof orders)[number]): SeqTensors => {
+  const runOf = (s: KernelSeq, n: number, order: (typeof orders)[number]): SeqTensors => {
+    const cfg = s.T === p.cfg.seq_len ? p.cfg : { ...p.cfg, seq_len: s.T };
+    const c = plainCase({ inputs: s.in64 as unknown as InnerInputs, state: s.st64, dy: s.dy64, dFinal: s.dFinal64 }, precision);
     const before = enterAccumulate(acc, order);
     try {
-      return asStored(referenceRun(decl, frozen, { inputs: s.in32, state: s.st32, dy: s.dy32, dFinal: s.dFinal32 }, cfg, phases, options), precision);
+      const r = asStored(referenceRun(decl, frozen, c, cfg, phases, options), precision);
+      return p.toKernel === undefined ? r : p.toKernel(n, r);
     } finally {
       leaveAccumulate(before);
     }
   };
-  return (r64: readonly SeqTensors[]): SeqTensors[] => p.seqs.map((s, n) => plainYardstickOf(r64[n]!, orders.map((o) => runOf(s, o))));
+  return (r64: readonly SeqTensors[]): SeqTensors[] => p.seqs.map((s, n) => plainYardstickOf(r64[n]!, orders.map((o) => runOf(s, n, o))));
 }
 
 /** The phase case's verdict (module comment). */
@@ -133,11 +132,9 @@ export function phaseVerdict(p: PhaseCase): Maybe<CaseVerdict> {
 
 /**
  * The judge's step of a phase case, on data: the run's tensors against the references, as items
- * named as the report names them, and the judge's verdict (before the check's own `judged`). A
- * caller that calls its backend and computes its references itself (a py: case, whose backend and
- * yardstick answer later, under several configurations) judges with this.
+ * named as the report names them, and the judge's verdict (before the check's own `judged`).
  */
-export function phaseJudgement(p: Pick<PhaseCase, "frozen" | "style" | "all" | "names" | "exercised" | "who" | "precision" | "options">, run: KernelRun,
+function phaseJudgement(p: Pick<PhaseCase, "frozen" | "style" | "all" | "names" | "exercised" | "who" | "precision" | "options">, run: KernelRun,
   r: PhaseReferences): { readonly items: Compared[]; readonly verdict: CaseVerdict } {
   const items = comparedItems(run.perSeq, r.r64, r.r32, p.frozen, p.style, p.all, p.names);
   return { items, verdict: flashCompare(items, p.exercised, p.who ?? run.who, p.precision, p.options) };

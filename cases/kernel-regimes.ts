@@ -103,20 +103,6 @@ export function regimeOutcome(outs: readonly CaseVerdict[], shapes: readonly ((O
 export const packedLabel = (lengths: readonly number[]): string => `packed: {sequences: ${lengths.length}, lengths: [${lengths.join(", ")}]}`;
 
 /**
- * The regimes of a case run in order up to the first that fails: the verdict is that regime's, and
- * shrinking a failure pays for the regimes before it only (`long`, the costliest, comes last).
- */
-export function untilFailure<K>(ks: readonly K[], run: (k: K) => CaseVerdict): CaseVerdict[] {
-  const outs: CaseVerdict[] = [];
-  for (const k of ks) {
-    const o = run(k);
-    outs.push(o);
-    if (!o.ok && o.vacuous !== true) break;
-  }
-  return outs;
-}
-
-/**
  * A packed variable-length batch (docs/spec/py-backend.md#packed): B = 1, N sequences of different
  * lengths concatenated along T, with the offsets `cu_seqlens` = [0, L1, L1 + L2, ...] (the
  * convention of flash-linear-attention), one initial and one final state per sequence. Its

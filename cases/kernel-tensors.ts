@@ -56,7 +56,7 @@ function reportNaming(frozen: boolean, style: NameStyle): TensorNaming {
   };
 }
 
-/** What a py: kernel calls its tensors (conformance/kernel/conventions.ts Conventions). */
+/** What a py: kernel calls its tensors (conformance/kernel/python/conventions.ts Conventions). */
 export interface KernelNames {
   /** Our input -> the kernel's keyword, where they differ. */
   readonly keywords: Readonly<Record<string, string>>;

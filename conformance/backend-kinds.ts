@@ -10,11 +10,11 @@ import { resolve } from "node:path";
 import { backendSlug, kernelBackendNames, LIB_ID_NAME, NAMED_BACKENDS, parseLibBackend } from "../ffi/backends.ts";
 import type { CheckDef, Handover } from "../harness/check.ts";
 import type { BackendInfo } from "../harness/report.ts";
-import { kernelBackends, nativeKernelChecks } from "./kernel/native-checks.ts";
-import { adoptProbe, probeBackends, probedBackends } from "./kernel/spawn.ts";
-import { inProcessKernelChecks, type InProcessFactory } from "./kernel/in-process.ts";
-import { pyBackends, pyKernelChecks } from "./kernel/py-checks.ts";
-import { JAX_PREFIX, PY_PREFIX, parsePyBackend, parsePyBackendArg, pyIdCollision } from "./kernel/py-plan.ts";
+import { kernelBackends, nativeKernelChecks } from "./kernel/native/checks.ts";
+import { adoptProbe, probeBackends, probedBackends } from "./kernel/native/spawn.ts";
+import { inProcessKernelChecks, type InProcessFactory } from "./kernel/native/in-process.ts";
+import { pyBackends, pyKernelChecks } from "./kernel/python/checks.ts";
+import { JAX_PREFIX, PY_PREFIX, parsePyBackend, parsePyBackendArg, pyIdCollision } from "./kernel/python/plan.ts";
 import { environment, type EnvironmentVariable } from "../environment.ts";
 
 export interface BackendKindEntry {
@@ -56,7 +56,7 @@ export interface BackendKindEntry {
 
 const message = (e: unknown) => (e instanceof Error ? e.message : String(e));
 
-/** Native libraries through ffi/nlk.h: our builds by name (cpu-emu, cuda, ...) and lib:<path>; C5's own checks (kernel/native-checks.ts). */
+/** Native libraries through ffi/nlk.h: our builds by name (cpu-emu, cuda, ...) and lib:<path>; C5's own checks (kernel/native/checks.ts). */
 const NATIVE: BackendKindEntry = {
   owns: () => true,
   spelled: `${NAMED_BACKENDS.join(", ")}, lib:<path to a library implementing ffi/nlk.h>[@<name>]`,
@@ -114,7 +114,7 @@ const NATIVE: BackendKindEntry = {
 };
 
 /**
- * A kind whose kernels the Python kernel host runs (conformance/kernel/py-checks.ts): `py:` (a
+ * A kind whose kernels the Python kernel host runs (conformance/kernel/python/checks.ts): `py:` (a
  * PyTorch/Triton pair) and `jax:` (a JAX function or Pallas kernel through the adaptor
  * python/nlc_jax.py, docs/kernels.md#jax): one pipeline, told apart by prefix and variable.
  */
@@ -155,7 +155,7 @@ const IN_PROCESS_VARIABLE: EnvironmentVariable = "NLC_IN_PROCESS_BACKENDS";
 
 /**
  * A kind of in-process backend, `<prefix><name>`: kernels that run in the checking process and
- * answer at once (kernel/in-process.ts), by name. Its checks are C5's forward and backward, with ids
+ * answer at once (kernel/native/in-process.ts), by name. Its checks are C5's forward and backward, with ids
  * C5/<prefix without the colon>-<name>/...
  */
 export function inProcessKind(prefix: string, byName: Readonly<Record<string, InProcessFactory>>): BackendKindEntry {

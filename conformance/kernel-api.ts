@@ -5,7 +5,7 @@
  * never a check folder's modules (tests/layering.test.ts), so the check folders may be reorganised
  * behind this module without touching them.
  */
-export { batchDy, batchInputs, batchState, sequencesOf, type KSpec, type Seq } from "./kernel/batch.ts";
-export { byInput, declaredPrecision, runKernels } from "./kernel/native-backend.ts";
-export { requirePair } from "./kernel/kernel-lib.ts";
-export { backwardCase, forwardCase } from "./kernel/forward-backward.ts";
+export { batchDy, batchInputs, batchState, sequencesOf, type KSpec, type Seq } from "./kernel/native/abi-case.ts";
+export { byInput, declaredPrecision, runKernels } from "./kernel/native/backend.ts";
+export { requirePair } from "./kernel/native/kernel-lib.ts";
+export { backwardCase, forwardCase } from "./kernel/native/phase-case.ts";

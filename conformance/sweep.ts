@@ -21,8 +21,9 @@ import { parseShard, type Shard } from "../harness/shard.ts";
 import { environment, type Environment } from "../environment.ts";
 import {
   describeSeeds, formatSweep, mergeSweeps, NON_PASS, parseSeeds, readSweepFile, seedShard, sweepClean, SWEEP_FORMAT, SweepFileError, SweepTally, writeSweep,
-  type CaseDigest, type Sweep,
+  type Sweep,
 } from "../harness/sweep.ts";
+import type { CaseDigest } from "../harness/case-digest.ts";
 
 export const SWEEP_COMMANDS = ["sweep", "sweep-merge"] as const;
 export type SweepCommand = (typeof SWEEP_COMMANDS)[number];

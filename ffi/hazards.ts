@@ -177,7 +177,7 @@ function maxRel(a: GuardedRun, b: GuardedRun): number {
 
 /**
  * The runs of one probed call, as a generator: it yields which guards to poison and receives the
- * run's result (a py: kernel session makes each run as asked, conformance/kernel/kernel-session.ts;
+ * run's result (a py: kernel session makes each run as asked, conformance/kernel/python/session.ts;
  * a native library's call likewise, ffi/lib-call.ts invoke). Run 1: every guard poisoned (the judged run; writes end it). Run 2 (plan.rerun):
  * every guard finite; agreeing with run 1 ends it. Runs 3 and 4 repeat runs 1 and 2: if either
  * differs from its twin the kernel is not deterministic, else the guards' contents made the

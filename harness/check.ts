@@ -62,7 +62,7 @@ export function runsFor(runs: ProfileRuns, profile: Profile): number {
 }
 
 /** What every check declares: its id, class, subject, the spec anchor it enforces and its tolerance. */
-interface CheckBase {
+export interface CheckBase {
   readonly id: string;
   readonly class: CheckClass;
   readonly subject: Subject;
@@ -90,6 +90,23 @@ export interface PropertyCheck<T> extends CheckBase {
   /** How a failure message names a case (its sizes and seed; the replay line rebuilds it); default: the case as JSON. */
   describe?(input: T): string;
 }
+
+/**
+ * A property check whose cases answer later (a kernel in another process): the same check run by
+ * the same runner (harness/run.ts), its cases awaited. Not in the catalogue: a kernel child
+ * (conformance/kernel/child.ts) runs it.
+ */
+export interface AsyncPropertyCheck<T> extends Omit<PropertyCheck<T>, "kind" | "run"> {
+  readonly kind: "async-property";
+  run(input: T): Promise<CaseOutcome>;
+}
+
+/**
+ * A case after which the check's subject cannot be called again (a kernel that raised, died, hung or
+ * broke its contract): the check ends as `error` at once, naming the case, instead of being shrunk
+ * through further calls into it.
+ */
+export class SubjectBroken extends Error {}
 
 /** One deterministic case. */
 export interface SingleCheck extends CheckBase {

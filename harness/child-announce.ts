@@ -1,5 +1,5 @@
 /**
- * What a kernel child process announces (its protocol lines, `emit`: both children; the case and call lines: conformance/kernel/native-child.ts) on its stdout while a
+ * What a kernel child process announces (its protocol lines, `emit`: both children; the case and call lines: conformance/kernel/native/child.ts) on its stdout while a
  * check runs, written by the code that runs the case or the call: the runner's onCase hook
  * (harness/run.ts RunOptions.onCase) announces each case before it runs, a library's onCall hook
  * (ffi/lib-types.ts KernelLib.onCall) each kernel call before it is made and arms the call's
@@ -12,7 +12,7 @@ import type { RuleCaseSpec } from "../cases/rule-case.ts";
 import { environment } from "../environment.ts";
 import type { CallWatchdog } from "./call-watchdog.ts";
 import { callLine, caseLine } from "./child-process.ts";
-import { CaseDigester, type CaseDigest } from "./sweep.ts";
+import { CaseDigester, type CaseDigest } from "./case-digest.ts";
 
 /** One protocol line on the child's stdout (harness/child-process.ts reads them), written at once. */
 export function emit(line: string): void {

@@ -4,8 +4,9 @@
  */
 import * as fc from "fast-check";
 import { emptyWorst, type Worst } from "../oracle/compare.ts";
-import { runsFor, type CaseOutcome, type CheckDef, type CheckResult, type Profile } from "./check.ts";
+import { runsFor, SubjectBroken, type AsyncPropertyCheck, type CaseOutcome, type CheckDef, type CheckResult, type Profile, type PropertyCheck } from "./check.ts";
 import { checkSeed, replayArgsOf, replayCommand } from "./replay-command.ts";
+import { then, type Maybe } from "../cases/maybe.ts";
 
 export interface RunOptions {
   /** The run's seed; each check derives its own from it and its id, so filtering changes nothing. */
@@ -38,11 +39,11 @@ type Verdict = Pick<CheckResult, "status" | "runs" | "path" | "worst" | "message
 
 /**
  * What a property check keeps across its cases, and the verdict of its fast-check run — one
- * definition for runCheck and the asynchronous runner of the Python kernel backends. A case whose comparison
+ * definition for every property check (runCheck). A case whose comparison
  * is over near-zero values proves nothing: it is discarded (as a fast-check precondition) and
  * counted, and the check is vacuous when such cases are the majority.
  */
-export class CaseTally {
+class CaseTally {
   private worst: Worst = emptyWorst();
   // the measurements of the case with the worst error (a failure reports the shrunk case's)
   private worstDetails: CaseOutcome["details"];
@@ -97,7 +98,7 @@ export class CaseTally {
  * The verdict of a run with a counterexample: `fail` with the shrunk case's own worst error and
  * measurements (it is run once more for them), or `error` when the property threw something else.
  */
-export function counterexampleVerdict<Ts>(details: fc.RunDetails<Ts>, example: string, shrunk: CaseOutcome | undefined): Verdict {
+function counterexampleVerdict<Ts>(details: fc.RunDetails<Ts>, example: string, shrunk: CaseOutcome | undefined): Verdict {
   const path = details.counterexamplePath ?? "";
   const err = details.errorInstance;
   if (err instanceof CaseFailed) {
@@ -108,7 +109,14 @@ export function counterexampleVerdict<Ts>(details: fc.RunDetails<Ts>, example: s
   return { status: "error", runs: details.numRuns, path, message: `${what}${example}` };
 }
 
-export function runCheck<T>(def: CheckDef<T>, opts: RunOptions): CheckResult {
+/**
+ * Runs a check: one runner for every check, whether its cases answer at once (the catalogue's
+ * checks; the result then comes at once) or later (a kernel in another process: AsyncPropertyCheck,
+ * the result's promise). The same seeds, examples, shrinking, replay paths, vacuity rule and result.
+ */
+export function runCheck<T>(def: CheckDef<T>, opts: RunOptions): CheckResult;
+export function runCheck<T>(def: AsyncPropertyCheck<T>, opts: RunOptions): Promise<CheckResult>;
+export function runCheck<T>(def: CheckDef<T> | AsyncPropertyCheck<T>, opts: RunOptions): Maybe<CheckResult> {
   const seed = opts.replay?.seed ?? checkSeed(opts.seed, def.id);
   const base = { id: def.id, class: def.class, subject: def.subject, tolerance: def.tolerance, seed, spec: def.spec };
   const t0 = performance.now();
@@ -138,32 +146,70 @@ export function runCheck<T>(def: CheckDef<T>, opts: RunOptions): CheckResult {
     }
     return done({ status: statusOf(out), runs: 1, path: "", worst: out.worst, message: out.message, ...(out.details ? { details: out.details } : {}) });
   }
+  return then(runProperty<T>(def, seed, opts), done);
+}
 
+/** The verdict of a property check's fast-check run (runCheck's), at once or later as its cases answer. */
+function runProperty<T>(def: PropertyCheck<T> | AsyncPropertyCheck<T>, seed: number, opts: RunOptions): Maybe<Verdict> {
+  const run = def.run as (input: T) => Maybe<CaseOutcome>;
   const tally = new CaseTally();
-  const property = fc.property(def.arb, (input) => {
+  let calls = 0;
+  // a case after which the subject cannot be called again: no more calls (shrinking ends at once)
+  let broken: { error: SubjectBroken; input: T; index: number } | undefined;
+  const predicate = (input: T): Maybe<void> => {
+    if (broken !== undefined) return;
     opts.onCase?.(def.id, input);
-    return tally.record(def.run(input));
-  });
+    const index = calls++;
+    const noteBroken = (e: unknown): never => {
+      if (e instanceof SubjectBroken) broken = { error: e, input, index };
+      throw e;
+    };
+    let out: Maybe<CaseOutcome>;
+    try {
+      out = run(input);
+    } catch (e) {
+      return noteBroken(e);
+    }
+    return out instanceof Promise ? out.then((o) => tally.record(o), noteBroken) : tally.record(out);
+  };
   const numRuns = runsOf(runsFor(def.runs, opts.profile), opts.replay);
-  const details = fc.check(property, {
+  const params = {
     seed,
     numRuns,
-    ...(def.examples !== undefined ? { examples: def.examples.map((e) => [e] as [typeof e]) } : {}),
+    ...(def.examples !== undefined ? { examples: def.examples.map((e) => [e] as [T]) } : {}),
     path: opts.replay?.path || undefined,
     endOnFailure: false,
     maxSkipsPerRun: MAX_SKIPS_PER_RUN,
+  };
+  const checked: Maybe<fc.RunDetails<[T]>> = def.kind === "async-property"
+    ? fc.check(fc.asyncProperty(def.arb, predicate as (input: T) => Promise<void>), params)
+    : fc.check(fc.property(def.arb, predicate as (input: T) => void), params);
+  return then(checked, (details): Maybe<Verdict> => {
+    if (broken !== undefined) {
+      // the path of the case itself: a replay of run `index` (from the replayed path, if any)
+      const path = opts.replay?.path ? opts.replay.path : String(broken.index);
+      return { status: "error", runs: broken.index + 1, path, message: `case ${describeCase(def, broken.input)}: ${broken.error.message}` };
+    }
+    const settled = tally.settled(details, numRuns);
+    if (settled !== null) return settled;
+    const input = details.counterexample?.[0];
+    const example = details.counterexample === null ? "" : ` — case ${describeCase(def, input as T)}`;
+    // The worst error reported is the shrunk counterexample's own, so run it once more.
+    const verdict = (shrunk: CaseOutcome | undefined) => counterexampleVerdict(details, example, shrunk);
+    if (details.counterexample === null) return verdict(undefined);
+    let again: Maybe<CaseOutcome>;
+    try {
+      again = run(input as T);
+    } catch {
+      return verdict(undefined);
+    }
+    return again instanceof Promise ? again.then(verdict, () => verdict(undefined)) : verdict(again);
   });
-  const settled = tally.settled(details, numRuns);
-  if (settled !== null) return done(settled);
-  const example = details.counterexample === null ? "" : ` — case ${def.describe?.(details.counterexample[0]) ?? caseText(details.counterexample[0])}`;
-  // The worst error reported is the shrunk counterexample's own, so run it once more.
-  let shrunk: CaseOutcome | undefined;
-  try {
-    if (details.counterexample !== null) shrunk = def.run(details.counterexample[0]);
-  } catch {
-    shrunk = undefined;
-  }
-  return done(counterexampleVerdict(details, example, shrunk));
+}
+
+/** How a message names a case: the check's own description, else the case as JSON. */
+function describeCase<T>(def: { describe?(input: T): string }, input: T): string {
+  return def.describe?.(input) ?? caseText(input);
 }
 
 /**

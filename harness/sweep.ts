@@ -4,13 +4,12 @@
  * disjoint seed sets (shards of the seed list, other machines) merge into one.
  * What is here knows nothing of particular checks: the runner (conformance/sweep.ts) feeds it results.
  */
-import { createHash } from "node:crypto";
 import { readFileSync, renameSync, writeFileSync, mkdirSync } from "node:fs";
 import { dirname, resolve } from "node:path";
-import * as fc from "fast-check";
 import { isUndeclared, type CheckClass, type CheckDef, type CheckResult, type Profile, type Status } from "./check.ts";
 import { runCheck } from "./run.ts";
 import type { Shard } from "./shard.ts";
+import { CaseDigester, type CaseDigest } from "./case-digest.ts";
 
 export const SWEEP_FORMAT = "nlc-sweep/1";
 
@@ -59,10 +58,6 @@ interface SweepRun {
   case_digests?: Record<string, CaseDigest>;
 }
 
-export interface CaseDigest {
-  digest: string;
-  cases: number;
-}
 
 export interface Sweep {
   format: typeof SWEEP_FORMAT;
@@ -99,25 +94,6 @@ export function seedShard(seeds: readonly number[], shard: Shard): number[] {
   return seeds.filter((_, i) => i % shard.count === shard.index - 1);
 }
 
-/**
- * A digest of generated cases (docs/spec/conformance.md#sweep-digests): every case as its check id
- * and fc.stringify, or a child process's own digest of a check's cases (`details.case_digest`).
- */
-export class CaseDigester {
-  private readonly hash = createHash("sha256");
-  private cases = 0;
-  readonly add = (id: string, input: unknown): void => {
-    this.hash.update(`${id}\n${fc.stringify(input)}\n`);
-    this.cases++;
-  };
-  addDigest(id: string, d: CaseDigest): void {
-    this.hash.update(`${id}\n#${d.digest}\n`);
-    this.cases += d.cases;
-  }
-  result(): CaseDigest {
-    return { digest: this.hash.digest("hex").slice(0, 16), cases: this.cases };
-  }
-}
 
 /**
  * One seed of a sweep: every check run at it, and the digest of every case its property checks

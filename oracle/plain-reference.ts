@@ -53,6 +53,11 @@ function mapCase(c: PairCase, dtype: DType, storage: Rounding, state: Rounding):
   return { inputs: inputs as unknown as InnerInputs, state: st, dy: mapTensor(c.dy, dtype, storage), ...(dFinal ? { dFinal } : {}) };
 }
 
+/** The case as a plain run reads it: every ABI tensor rounded to the precision's storage dtype and the state to its state dtype, in f32 (exact: every storage dtype is at most f32 wide). */
+export function plainCase(c: PairCase, p: Pick<Precision, "storage" | "state">): PairCase {
+  return mapCase(c, "f32", p.storage, p.state);
+}
+
 /** The case with every ABI tensor rounded to the precision's storage dtype and the state to its state dtype (as f64). */
 export function roundCase(c: PairCase, p: Precision): PairCase {
   return mapCase(c, "f64", p.storage, p.state);
@@ -167,19 +172,3 @@ function farthest(first: ArrayLike<number>, others: readonly (ArrayLike<number> 
   return far;
 }
 
-/**
- * Per tensor and element, the value of `runs` farthest from ref64 (a yardstick from several runs
- * made elsewhere, e.g. the storage-intermediates runs of the PyTorch reference,
- * docs/spec/precision.md#intermediates). Names ref64 lacks are taken from the first run.
- */
-export function farthestSeq(ref64: SeqTensors, runs: readonly SeqTensors[]): SeqTensors {
-  const [first, ...rest] = runs;
-  if (first === undefined) throw new Error("farthestSeq: no run");
-  const part = (p: "state" | "grads" | "dState0"): Record<string, ArrayLike<number>> => {
-    const out = { ...first[p] };
-    for (const name of Object.keys(out)) out[name] = farthest(out[name]!, rest.map((r) => r[p][name]), ref64[p][name]);
-    return out;
-  };
-  const y = first.y === undefined ? undefined : farthest(first.y, rest.map((r) => r.y), ref64.y);
-  return { ...(y !== undefined ? { y } : {}), state: part("state"), grads: part("grads"), dState0: part("dState0") };
-}

@@ -143,7 +143,7 @@ export const C9 = {
 
 /** py: kernels (docs/spec/py-backend.md#implausible). */
 export const PY = {
-  implausible: entry(1e3, "conformance/kernel/plausible.ts",
+  implausible: entry(1e3, "conformance/kernel/python/plausible.ts",
     "an error this many times the tensor's largest |ref64| (at least 1) is beyond any plausible range: the message says what is likely wrong",
     "rounding moves a value by a fraction of its magnitude and a slip in the arithmetic by about its magnitude; a thousand times means misread data"),
 } as const;

@@ -19,7 +19,7 @@ const START = GUIDE.indexOf("## Adding a backend kind\n");
 const STEPS = GUIDE.slice(START, GUIDE.indexOf("\n## ", START + 1));
 /** The guide's code blocks in the section, in order, unindented. */
 const BLOCKS = [...STEPS.matchAll(/^( *)```ts\n([\s\S]*?)^\1```$/gm)].map((m) => m[2]!.split("\n").map((l) => l.slice(m[1]!.length)).join("\n"));
-const BACKEND_FILE = "conformance/kernel/fast-pair-backend.ts";
+const BACKEND_FILE = "conformance/kernel/native/fast-pair-backend.ts";
 const KINDS_FILE = "conformance/backend-kinds.ts";
 
 /** The rule variants of the registry, as check ids name them. */
@@ -30,7 +30,7 @@ describe("docs/contributing.md \"Adding a backend kind\": what it cites", () => 
     expect(BLOCKS.length).toBe(2);
     expect(STEPS).toContain("`fast-pair-backend.ts`");
     expect(BLOCKS[0]).toContain("export function fastPairBackend(): KernelBackend<NativeBatch, true>");
-    expect(BLOCKS[1]).toContain('import { fastPairBackend } from "./kernel/fast-pair-backend.ts";');
+    expect(BLOCKS[1]).toContain('import { fastPairBackend } from "./kernel/native/fast-pair-backend.ts";');
     expect(readFileSync(join(ROOT, KINDS_FILE), "utf8")).toMatch(/^export const KINDS: readonly BackendKindEntry\[\] = \[NATIVE, PYTHON, JAX\];$/m);
   });
 });
@@ -48,7 +48,7 @@ describe("docs/contributing.md \"Adding a backend kind\": walked with the refere
       // 2. its entry in the table
       const [importLine, kindsLine] = BLOCKS[1]!.trim().split("\n");
       editIn(dir, KINDS_FILE, (s) => s
-        .replace(/^(import .* from "\.\/kernel\/in-process\.ts";)$/m, `${importLine}\n$1`)
+        .replace(/^(import .* from "\.\/kernel\/native\/in-process\.ts";)$/m, `${importLine}\n$1`)
         .replace(/^export const KINDS: readonly BackendKindEntry\[\] = \[NATIVE, PYTHON, JAX\];$/m, kindsLine!));
       expect(changedFiles(dir, [BACKEND_FILE])).toEqual([KINDS_FILE, BACKEND_FILE].sort());
       const typed = runIn(dir, ["node_modules/typescript/bin/tsc", "--noEmit"]);
@@ -71,10 +71,10 @@ describe("docs/contributing.md \"Adding a backend kind\": walked with the refere
       expect(checks.filter((c) => c.status !== "pass")).toEqual([]);
 
       // 4. a twin whose backward scales dk by 1.01 fails Delta's backward; its forward still passes
-      writeFileSync(join(dir, "conformance/kernel/fast-pair-twin.ts"), [
-        'import type { KernelBackend } from "../../cases/kernel-backend.ts";',
+      writeFileSync(join(dir, "conformance/kernel/native/fast-pair-twin.ts"), [
+        'import type { KernelBackend } from "../../../cases/kernel-backend.ts";',
         'import { fastPairBackend } from "./fast-pair-backend.ts";',
-        'import type { NativeBatch } from "./native-backend.ts";',
+        'import type { NativeBatch } from "./backend.ts";',
         "export function scaledTwin(): KernelBackend<NativeBatch, true> {",
         "  const b = fastPairBackend();",
         "  return { ...b, name: \"inproc:twin\", backward: (batch) => {",
@@ -85,7 +85,7 @@ describe("docs/contributing.md \"Adding a backend kind\": walked with the refere
         "",
       ].join("\n"));
       editIn(dir, KINDS_FILE, (s) => s
-        .replace('import { fastPairBackend } from "./kernel/fast-pair-backend.ts";', 'import { fastPairBackend } from "./kernel/fast-pair-backend.ts";\nimport { scaledTwin } from "./kernel/fast-pair-twin.ts";')
+        .replace('import { fastPairBackend } from "./kernel/native/fast-pair-backend.ts";', 'import { fastPairBackend } from "./kernel/native/fast-pair-backend.ts";\nimport { scaledTwin } from "./kernel/native/fast-pair-twin.ts";')
         .replace("{ fast: fastPairBackend }", "{ fast: fastPairBackend, twin: scaledTwin }"));
       const twinReport = join(dir, "inproc-twin.json");
       const twin = runIn(dir, ["conformance/cli.ts", "--backend", "inproc:twin", "--filter", "C5/inproc-twin/delta/", "--seed", "1", "--report", twinReport]);

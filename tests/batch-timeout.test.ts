@@ -1,10 +1,10 @@
 /**
- * A C5 batch's time limit grows with the profile (conformance/kernel/spawn.ts): the regime profile's 83
+ * A C5 batch's time limit grows with the profile (conformance/kernel/native/spawn.ts): the regime profile's 83
  * checks of the pure-f32 build took up to 600 s on a shared two-core machine, and the limit the
  * default allowance gave them (309 s) ended them as false `error`s (regime sweep, seeds 4 and 5).
  */
 import { expect, test } from "bun:test";
-import { batchTimeout } from "../conformance/kernel/spawn.ts";
+import { batchTimeout } from "../conformance/kernel/native/spawn.ts";
 import { limitMs } from "../harness/child-process.ts";
 import type { Profile } from "../harness/check.ts";
 import type { Environment } from "../environment.ts";

@@ -7,7 +7,7 @@ import { expect, test } from "bun:test";
 import { buildRuleCase, ruleCaseSpecArb } from "../cases/rule-case.ts";
 import { innerCase, sampleOf, sampleRuleCaseSpecs } from "../cases/inner-case.ts";
 import { caseArb, regimeBatchArb, sizesFor } from "../cases/kernel-batch.ts";
-import { tapeE2eExamples } from "../conformance/kernel/child-checks.ts";
+import { tapeE2eExamples } from "../conformance/kernel/native/definitions.ts";
 import { REGIMES } from "../cases/kernel-regimes.ts";
 import { EXERCISED } from "../oracle/kernel-judge.ts";
 import { maxAbs } from "../src/numeric.ts";

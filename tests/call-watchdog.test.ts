@@ -8,8 +8,8 @@
 import { expect, test } from "bun:test";
 import { join } from "node:path";
 import { ROOT } from "../paths.ts";
-import { plantedEntry } from "../conformance/kernel/native-plan.ts";
-import { runChild } from "../conformance/kernel/spawn.ts";
+import { plantedEntry } from "../conformance/kernel/native/plan.ts";
+import { runChild } from "../conformance/kernel/native/spawn.ts";
 
 test("a planted hang is killed 300 ms after its call starts, whatever the child's start-up took", () => {
   const build = Bun.spawnSync({ cmd: [process.execPath, join(ROOT, "ffi", "build.ts"), "cpu", "cpu-test"], cwd: ROOT, stdout: "pipe", stderr: "pipe" });

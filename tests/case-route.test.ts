@@ -1,14 +1,14 @@
 /**
  * The steps of a case's route that take and give data (docs/spec/kernel-abi.md#route-of-a-case):
  * the sequences' rule case specs both case forms build from (cases/kernel-seq.ts seqSpecs), what a
- * kernel host's reply says of its configurations (conformance/kernel/configurations.ts), and the
+ * kernel host's reply says of its configurations (conformance/kernel/python/configurations.ts), and the
  * parent's kept results of a kernel child's batch (harness/child-process.ts ChildResults).
  */
 import { expect, test } from "bun:test";
 import { seqSpecs } from "../cases/kernel-seq.ts";
 import type { SeqExtra } from "../cases/kernel-batch.ts";
 import type { RuleCaseSpec } from "../cases/rule-case.ts";
-import { listedConfigurations, underConfiguration } from "../conformance/kernel/configurations.ts";
+import { listedConfigurations, underConfiguration } from "../conformance/kernel/python/configurations.ts";
 import { DEFAULT_CONFIGURATION } from "../harness/configurations.ts";
 import { ChildResults, limitMs, stubResult, type BatchEntry } from "../harness/child-process.ts";
 import type { DelegateOptions } from "../harness/check.ts";

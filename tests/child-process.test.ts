@@ -58,7 +58,7 @@ test("a segfaulting backward: one error per check that calls it, the rest run, u
 test("Bun's crash banner is reduced to the line that says what happened", () => {
   const banner = [
     "loading the library", "============================================================", "Bun v1.4.5 (a7733435c) Linux x64",
-    "Args: \"bun\" \"conformance/kernel/native-child.ts\"", "panic(main thread): Segmentation fault at address 0x0",
+    "Args: \"bun\" \"conformance/kernel/child.ts\" \"native\"", "panic(main thread): Segmentation fault at address 0x0",
     "oh no: Bun has crashed. This indicates a bug in Bun, not your code.", "", " https://bun.report/1.4.5/abc",
   ].join("\n");
   expect(childStderr(banner)).toBe("loading the library\npanic: Segmentation fault at address 0x0 (a fault in native kernel code; Bun's crash handler reports it as its own)");

@@ -11,7 +11,7 @@ import { CHUNK_GD_BUILD_C, buildLib } from "../ffi/build.ts";
 import { openKernelLib } from "../ffi/lib.ts";
 import type { KernelLib } from "../ffi/lib-types.ts";
 import type { AbiCaseSpec } from "../cases/kernel-batch.ts";
-import { backwardCase, forwardCase } from "../conformance/kernel/forward-backward.ts";
+import { backwardCase, forwardCase } from "../conformance/kernel/native/phase-case.ts";
 import { ruleByKey } from "../src/rules/index.ts";
 
 const delta = ruleByKey("delta");

@@ -1,6 +1,6 @@
 /**
  * Every configuration of a kernel judged (docs/spec/py-backend.md#configurations;
- * conformance/kernel/configurations.ts): a kernel wrong in exactly one of its configurations fails
+ * conformance/kernel/python/configurations.ts): a kernel wrong in exactly one of its configurations fails
  * naming it, passes when only the default is judged (NLC_KERNEL_CONFIGS=first), and that limit is
  * said in the message and the details. Planted: tests/py-kernels/configurations_planted.py.
  * The Triton variant (an autotuned Triton kernel of our own) runs where NLC_FLA_PYTHON names a

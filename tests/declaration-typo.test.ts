@@ -1,6 +1,6 @@
 /**
  * A typo in a `py:` kernel's declaration, without the packed install of tests/install.test.ts: a
- * rule name outside the registry (the child's check, conformance/kernel/py-child.ts) and an
+ * rule name outside the registry (the child's check, conformance/kernel/python/child.ts) and an
  * unknown declaration key (the kernel host's) each make the backend unavailable with one reason
  * naming the nearest right spelling, its checks skipped, and the run fails: it ran nothing of a
  * backend it named (docs/spec/conformance.md#nothing-ran). Skipped without PyTorch.

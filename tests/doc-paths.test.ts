@@ -2,7 +2,7 @@
  * Every path and link the documentation writes exists (docs/spec/README.md#citing): markdown links
  * `[text](path#anchor)` in every tracked `.md` file resolve to a file of the repository and, for a
  * markdown target with an anchor, to an explicit `<a id>` or a heading of that file; repository
- * paths written in backticks (`conformance/kernel/native-plan.ts`) exist; and the `spec` text and tolerance
+ * paths written in backticks (`conformance/kernel/native/plan.ts`) exist; and the `spec` text and tolerance
  * kind of every check name only files that exist.
  */
 import { expect, test } from "bun:test";

@@ -18,8 +18,8 @@ import { probeTorchSync } from "../oracle/torch-bridge.ts";
 import { defaultPython } from "../oracle/torch-process.ts";
 import { ROOT } from "../paths.ts";
 import { RULES } from "../src/rules/index.ts";
-import { buildPyCase } from "../conformance/kernel/cases.ts";
-import { EMPTY_LABEL, emptyLengths, pyEmptyExample } from "../conformance/kernel/edges.ts";
+import { buildPyCase } from "../conformance/kernel/python/canonical-case.ts";
+import { EMPTY_LABEL, emptyLengths, pyEmptyExample } from "../conformance/kernel/python/edges.ts";
 import { cuSeqlens } from "../cases/kernel-layout.ts";
 
 const FILE = "tests/py-kernels/empty_planted.py";

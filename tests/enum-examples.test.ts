@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { sampleRuleCaseSpecs } from "../cases/inner-case.ts";
 import { otherEnumValues } from "../cases/rule-case.ts";
-import { chunkExample } from "../conformance/kernel/batch.ts";
+import { chunkExample } from "../conformance/kernel/native/abi-case.ts";
 import { withEnumExamples } from "../cases/kernel-batch.ts";
 import { ruleByKey } from "../src/rules/index.ts";
 import { runEnv } from "./run-env.ts";

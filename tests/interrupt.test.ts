@@ -96,7 +96,7 @@ test("SIGINT reaching only the kernel child: the run is interrupted, not 'crashe
   writeFileSync(report, COMPLETE);
   const run = startRun("C5/cpu-emu", report);
   // The probe child or the batch child, whichever is running: both are the kernel child.
-  const child = await until("a C5 child process", () => descendants(run.proc.pid, "kernel/native-child.ts")[0]);
+  const child = await until("a C5 child process", () => descendants(run.proc.pid, "kernel/child.ts")[0]);
   process.kill(child, "SIGINT");
   expect(await run.proc.exited).toBe(130);
   expect(run.out()).toContain("interrupted by SIGINT");

@@ -4,20 +4,20 @@
  * details.case_digest, is the fast-check text of its record; reports stay identical only if every
  * record is): for every rule variant of the registry as it was then (PINNED), the generated cases (default and deep), one
  * batch of every regime (and the packed regime, canonical), and the declared boundary, odd-key and
- * saturated cases, digested per form (harness/sweep.ts CaseDigester). The pinned digests were computed with the former generators
- * (conformance/kernel/batch.ts batchArb, regimeBatchArb, boundaryExample, oddKeyExample,
- * saturatedExample; conformance/kernel/cases.ts pyCaseArb, pyRegimeArb, pyBoundaryExample,
- * pyOddKeyExample; conformance/kernel/edges.ts pySaturatedExample) at the same seeds.
+ * saturated cases, digested per form (harness/case-digest.ts CaseDigester). The pinned digests were computed with the former generators
+ * (conformance/kernel/native/abi-case.ts batchArb, regimeBatchArb, boundaryExample, oddKeyExample,
+ * saturatedExample; conformance/kernel/python/canonical-case.ts pyCaseArb, pyRegimeArb, pyBoundaryExample,
+ * pyOddKeyExample; conformance/kernel/python/edges.ts pySaturatedExample) at the same seeds.
  */
 import { expect, test } from "bun:test";
 import { sampleOf } from "../cases/inner-case.ts";
-import { CaseDigester } from "../harness/sweep.ts";
+import { CaseDigester } from "../harness/case-digest.ts";
 import { RULES } from "../src/rules/index.ts";
 import { boundaryExample, caseArb, oddKeyExample, regimeArb, regimeBatchArb, saturatedExample, type CaseForm } from "../cases/kernel-batch.ts";
 import { REGIMES } from "../cases/kernel-regimes.ts";
 import type { KernelSeq } from "../cases/kernel-seq.ts";
-import { sequencesOf } from "../conformance/kernel/batch.ts";
-import { buildPyCase } from "../conformance/kernel/cases.ts";
+import { sequencesOf } from "../conformance/kernel/native/abi-case.ts";
+import { buildPyCase } from "../conformance/kernel/python/canonical-case.ts";
 
 /**
  * The rules the digests were pinned with: the registry when the former generators were merged. A rule
@@ -28,7 +28,7 @@ import { buildPyCase } from "../conformance/kernel/cases.ts";
  */
 const PINNED = ["delta", "titans", "hebbian", "moneta", "memora", "lattice", "trellis", "atlas", "gated_delta", "kda", "comba", "dplr", "gated_delta_product", "swa"];
 
-/** The digest (harness/sweep.ts CaseDigester, as details.case_digest digests) of every pinned rule variant's cases of a form. */
+/** The digest (harness/case-digest.ts CaseDigester, as details.case_digest digests) of every pinned rule variant's cases of a form. */
 function formDigest(form: CaseForm): string {
   const dg = new CaseDigester();
   for (const d of RULES.filter((r) => PINNED.includes(r.key))) {

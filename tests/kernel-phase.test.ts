@@ -12,7 +12,7 @@ import { caseArb } from "../cases/kernel-batch.ts";
 import type { KernelRun } from "../cases/kernel-backend.ts";
 import { phaseVerdict, phaseVerdictNow, references64 } from "../cases/kernel-phase.ts";
 import { mapSeq } from "../cases/kernel-tensors.ts";
-import { sequencesOf } from "../conformance/kernel/batch.ts";
+import { sequencesOf } from "../conformance/kernel/native/abi-case.ts";
 import type { SeqTensors } from "../oracle/kernel-case.ts";
 import { F32_STORE_F64_ACC } from "../oracle/kernel-judge.ts";
 import { referenceRun } from "../oracle/kernel-reference.ts";

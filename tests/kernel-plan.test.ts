@@ -14,8 +14,8 @@ import { variantKey } from "../src/rules/level.ts";
 import type { Capability } from "../cases/kernel-backend.ts";
 import { kernelPlan, entryOf, partOf, type ChildEntry, type Part, type PlanStyle, type RuleEntry } from "../conformance/kernel/plan.ts";
 import { kernelChecks, type KernelKind } from "../conformance/kernel/checks.ts";
-import { NATIVE_STYLE, nativePlanBackend } from "../conformance/kernel/native-plan.ts";
-import { PY_STYLE, PY_TOLERANCE, parsePyBackend, pyPlanBackend } from "../conformance/kernel/py-plan.ts";
+import { NATIVE_STYLE, nativePlanBackend } from "../conformance/kernel/native/plan.ts";
+import { PY_STYLE, PY_TOLERANCE, parsePyBackend, pyPlanBackend } from "../conformance/kernel/python/plan.ts";
 import { TOLERANCE } from "../conformance/kernel/tolerance.ts";
 
 const VARIANTS = RULES.flatMap((r) => (r.frozen === null ? [[r, false] as const] : [[r, false] as const, [r, true] as const]));

@@ -12,7 +12,7 @@ import type { CheckResult } from "../harness/check.ts";
 import type { CheckPower } from "../oracle/kernel-power.ts";
 import { probeTorchSync } from "../oracle/torch-bridge.ts";
 import { ROOT } from "../paths.ts";
-import { parsePyBackend } from "../conformance/kernel/py-plan.ts";
+import { parsePyBackend } from "../conformance/kernel/python/plan.ts";
 
 const torch = probeTorchSync();
 const GOOD = "py:examples/py-kernels/naive_delta.py:naive_delta";

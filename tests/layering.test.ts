@@ -155,13 +155,13 @@ test("layering: the test catches a check folder importing another, and an import
     "conformance/c6/x.ts imports conformance/kernel/compare.ts: the check folder conformance/c6 imports another check folder, conformance/kernel",
   ]);
   const outside = [
-    { rel: "bench/x.ts", text: 'import type { KSpec } from "../conformance/kernel/batch.ts";\nimport { forwardCase } from "../conformance/kernel-api.ts";\n' },
-    { rel: "fixtures/y.ts", text: 'import { parsePyBackend } from "../conformance/kernel/py-plan.ts";\n' },
-    { rel: "tests/z.test.ts", text: 'import { parsePyBackend } from "../conformance/kernel/py-plan.ts";\n' },
+    { rel: "bench/x.ts", text: 'import type { KSpec } from "../conformance/kernel/native/abi-case.ts";\nimport { forwardCase } from "../conformance/kernel-api.ts";\n' },
+    { rel: "fixtures/y.ts", text: 'import { parsePyBackend } from "../conformance/kernel/python/plan.ts";\n' },
+    { rel: "tests/z.test.ts", text: 'import { parsePyBackend } from "../conformance/kernel/python/plan.ts";\n' },
   ];
   expect(layeringViolations(outside)).toEqual([
-    "bench/x.ts imports conformance/kernel/batch.ts: bench/ uses the checks' public modules (conformance/kernel-api.ts, conformance/chunk-api.ts), not the check folder conformance/kernel",
-    "fixtures/y.ts imports conformance/kernel/py-plan.ts: fixtures/ uses the checks' public modules (conformance/kernel-api.ts, conformance/chunk-api.ts), not the check folder conformance/kernel",
+    "bench/x.ts imports conformance/kernel/native/abi-case.ts: bench/ uses the checks' public modules (conformance/kernel-api.ts, conformance/chunk-api.ts), not the check folder conformance/kernel",
+    "fixtures/y.ts imports conformance/kernel/python/plan.ts: fixtures/ uses the checks' public modules (conformance/kernel-api.ts, conformance/chunk-api.ts), not the check folder conformance/kernel",
   ]);
   const cyclic = [
     { rel: "oracle/a.ts", text: 'import type { B } from "./b.ts";\n' },

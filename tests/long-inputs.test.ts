@@ -6,7 +6,7 @@
  * the shaper the same cases grow past f32: the bound is what keeps them judgeable.
  */
 import { describe, expect, test } from "bun:test";
-import { sequencesOf } from "../conformance/kernel/batch.ts";
+import { sequencesOf } from "../conformance/kernel/native/abi-case.ts";
 import { regimeBatchArb } from "../cases/kernel-batch.ts";
 import { sampleOf } from "../cases/inner-case.ts";
 import { combaMargin, dplrMargin, pullToward } from "../src/rules/long-inputs.ts";

@@ -77,7 +77,7 @@ test("the scan catches a class, a kind's prefix, a named build and a check folde
     { rel: "harness/report-power.ts", text: "const named = [\"cpu-emu\", \"cuda\"];\nconst ok = \"cuda-like\";\n" },
     { rel: "conformance/catalogue.ts", text: "import { c5 } from \"./kernel/native-checks.ts\";\nconst only = f === \"C10\";\n" },
     { rel: "conformance/sweep.ts", text: "import { c9SkipReason } from \"./c9/checks.ts\";\n" },
-    { rel: "conformance/kernel/native-checks.ts", text: "const c = \"C5\";\n" },
+    { rel: "conformance/kernel/native/checks.ts", text: "const c = \"C5\";\n" },
     { rel: "conformance/backend-kinds.ts", text: "const p = \"py:\";\n" },
   ];
   expect(namings(planted)).toEqual([

@@ -13,7 +13,7 @@ import { MATERIAL, SCALE_EPS } from "../oracle/kernel-power.ts";
 import { TOL_FD, TOL_ULP, VACUITY_FACTOR, flashRule } from "../oracle/compare.ts";
 import { ORDER_FACTOR, SPREAD_CAP } from "../conformance/c9/compare.ts";
 import { FD_ATOL, FD_RTOL } from "../conformance/c9/rule-cases.ts";
-import { IMPLAUSIBLE } from "../conformance/kernel/plausible.ts";
+import { IMPLAUSIBLE } from "../conformance/kernel/python/plausible.ts";
 import { unitRoundoff } from "../src/precision.ts";
 
 /** The text between precision.md's table markers. */

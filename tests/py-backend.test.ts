@@ -7,7 +7,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { probeTorchSync } from "../oracle/torch-bridge.ts";
-import { parsePyBackend } from "../conformance/kernel/py-plan.ts";
+import { parsePyBackend } from "../conformance/kernel/python/plan.ts";
 import { cli, expectStatus, pyRun } from "./py-run.ts";
 
 const torch = probeTorchSync();

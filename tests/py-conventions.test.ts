@@ -5,14 +5,14 @@
  * input a kernel does not take or ignores is an error naming it (docs/spec/py-backend.md#absent).
  * One suite run with every backend (the Python hosts are slow to start). Skipped without python3 + torch.
  *
- * The convention maps themselves (conformance/kernel/conventions.ts) are checked in f64 without Python:
+ * The convention maps themselves (conformance/kernel/python/conventions.ts) are checked in f64 without Python:
  * the kernel-side gradient is the transpose of the map to the reference's inputs.
  */
 import { describe, expect, test } from "bun:test";
 import { probeTorchSync } from "../oracle/torch-bridge.ts";
 import { cli, expectStatus, pyRun } from "./py-run.ts";
-import { absentInputs, kernelGradient, kernelValue, NO_CONVENTIONS, referenceValue, type Conventions } from "../conformance/kernel/conventions.ts";
-import { kernelPrecision } from "../conformance/kernel/kernel-session.ts";
+import { absentInputs, kernelGradient, kernelValue, NO_CONVENTIONS, referenceValue, type Conventions } from "../conformance/kernel/python/conventions.ts";
+import { kernelPrecision } from "../conformance/kernel/python/session.ts";
 import { Rng } from "../src/rng.ts";
 import { Tensor } from "../src/tensor.ts";
 

@@ -1,5 +1,5 @@
 /**
- * The py: edge cases' generator (conformance/kernel/edges.ts, docs/spec/py-backend.md#edges): the
+ * The py: edge cases' generator (conformance/kernel/python/edges.ts, docs/spec/py-backend.md#edges): the
  * saturated case puts every sequence's gates at its corner, in the kernel's parametrisation and
  * exactly in its dtype, and the reference's gradients there still carry values well above the
  * judge's near-zero line (a check of near-zero numbers is vacuous, not a pass). The scale case
@@ -8,11 +8,11 @@
 import { expect, test } from "bun:test";
 import { RULES } from "../src/rules/index.ts";
 import type { InnerInputs, State } from "../src/rules/types.ts";
-import { buildPyCase, toKernelGrads } from "../conformance/kernel/cases.ts";
+import { buildPyCase, toKernelGrads } from "../conformance/kernel/python/canonical-case.ts";
 import { fromInnerGrads } from "../cases/kernel-tensors.ts";
 import { EXERCISED } from "../oracle/kernel-judge.ts";
-import { NO_CONVENTIONS, type Conventions } from "../conformance/kernel/conventions.ts";
-import { edgeScaleValue, otherScale, pyEdgeExamples } from "../conformance/kernel/edges.ts";
+import { NO_CONVENTIONS, type Conventions } from "../conformance/kernel/python/conventions.ts";
+import { edgeScaleValue, otherScale, pyEdgeExamples } from "../conformance/kernel/python/edges.ts";
 import { saturatedExample } from "../cases/kernel-batch.ts";
 import { saturatedCorner, SATURATED_LOG_GATE, SATURATED_THETA, SATURATED_TAIL } from "../cases/edge-gates.ts";
 import { F32_STORE_F64_ACC } from "../oracle/kernel-judge.ts";

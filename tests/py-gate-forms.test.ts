@@ -5,7 +5,7 @@
  * is the transpose of that map (central differences), per head and per channel.
  */
 import { describe, expect, test } from "bun:test";
-import { declaredHeadDim, gateParams, kernelGradient, kernelValue, NO_CONVENTIONS, referenceValue, type Conventions } from "../conformance/kernel/conventions.ts";
+import { declaredHeadDim, gateParams, kernelGradient, kernelValue, NO_CONVENTIONS, referenceValue, type Conventions } from "../conformance/kernel/python/conventions.ts";
 import { Rng } from "../src/rng.ts";
 import { Tensor } from "../src/tensor.ts";
 

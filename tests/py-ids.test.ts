@@ -9,7 +9,7 @@ import { copyFileSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { probeTorchSync } from "../oracle/torch-bridge.ts";
-import { parsePyBackend, pyIdCollision } from "../conformance/kernel/py-plan.ts";
+import { parsePyBackend, pyIdCollision } from "../conformance/kernel/python/plan.ts";
 import { cli } from "./py-run.ts";
 
 const GOOD = "py:examples/py-kernels/naive_delta.py:naive_delta";

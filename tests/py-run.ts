@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { CheckResult } from "../harness/check.ts";
 import { ROOT } from "../paths.ts";
-import { parsePyBackend } from "../conformance/kernel/py-plan.ts";
+import { parsePyBackend } from "../conformance/kernel/python/plan.ts";
 
 /** `npm run conformance -- ARGS` in the repository root, with extra environment. */
 export function cli(args: string[], env: Record<string, string> = {}) {

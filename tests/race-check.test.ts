@@ -1,6 +1,6 @@
 /**
  * The race and thread-mode checks compare two runs of every kernel output bit for bit
- * (conformance/kernel/bitwise.ts): the runs must hold every output of the forward and the backward,
+ * (conformance/kernel/native/bitwise.ts): the runs must hold every output of the forward and the backward,
  * per sequence, as arrays; one flipped bit in any of them fails naming the function, tensor and
  * sequence; a run that produced nothing fails instead of passing.
  */
@@ -9,7 +9,7 @@ import { stateShapesOf } from "../ffi/backends.ts";
 import { buildLib } from "../ffi/build.ts";
 import { openKernelLib } from "../ffi/lib.ts";
 import type { AbiCaseSpec } from "../cases/kernel-batch.ts";
-import { compareRuns, runAllKernels } from "../conformance/kernel/bitwise.ts";
+import { compareRuns, runAllKernels } from "../conformance/kernel/native/bitwise.ts";
 import { ruleByKey } from "../src/rules/index.ts";
 
 const k: AbiCaseSpec = {

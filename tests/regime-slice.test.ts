@@ -15,7 +15,7 @@ import { stateShapesOf } from "../ffi/backends.ts";
 import { buildLib } from "../ffi/build.ts";
 import { openKernelLib } from "../ffi/lib.ts";
 import type { AbiCaseSpec } from "../cases/kernel-batch.ts";
-import { backwardCase, forwardCase } from "../conformance/kernel/forward-backward.ts";
+import { backwardCase, forwardCase } from "../conformance/kernel/native/phase-case.ts";
 import { DEFAULT_KERNEL_CHUNKS } from "../cases/kernel-batch.ts";
 import { ruleByKey } from "../src/rules/index.ts";
 

@@ -10,7 +10,7 @@ import { ROOT } from "../paths.ts";
 import { adoptEnvironment, childEnvironment, environment, ENVIRONMENT_VARIABLES, readEnvironment } from "../environment.ts";
 import { kernelBackendNames } from "../ffi/backends.ts";
 import { planRun, CLI_NAMES } from "../conformance/plan.ts";
-import { pyBackendNames } from "../conformance/kernel/py-plan.ts";
+import { pyBackendNames } from "../conformance/kernel/python/plan.ts";
 
 /** The modules that may read the environment, each with its reason. Tests (tests/, *.test.ts) aside: they set up the processes they start. */
 const READERS: Readonly<Record<string, string>> = {
@@ -52,14 +52,14 @@ test("process.env is read only in environment.ts (and the launcher, bin/nlc.js)"
 
 test("the scan catches a read, a write and Bun.env outside the settings module, not a comment", () => {
   const planted = [
-    { rel: "conformance/kernel/spawn.ts", text: "const t = Number(process.env.NLC_KERNEL_TIMEOUT);\n" },
+    { rel: "conformance/kernel/native/spawn.ts", text: "const t = Number(process.env.NLC_KERNEL_TIMEOUT);\n" },
     { rel: "conformance/plan.ts", text: "// process.env is not written\nfunction f() {\n  process.env[\"NLC_BACKENDS\"] = \"ref\";\n}\n" },
     { rel: "harness/x.ts", text: "/* process.env */ const a = Bun.env.HOME;\n" },
     { rel: "oracle/y.ts", text: "const e = { ...process[\"env\"] };\n" },
     { rel: "tests/z.test.ts", text: "process.env.NLC_SEED = \"1\";\n" },
     { rel: "environment.ts", text: "readEnvironment(process.env);\n" },
   ];
-  expect(environmentReads(planted)).toEqual(["conformance/kernel/spawn.ts:1", "conformance/plan.ts:3", "harness/x.ts:1", "oracle/y.ts:1"]);
+  expect(environmentReads(planted)).toEqual(["conformance/kernel/native/spawn.ts:1", "conformance/plan.ts:3", "harness/x.ts:1", "oracle/y.ts:1"]);
 });
 
 test("the record holds the known variables only; a child process gets it as its environment", () => {

@@ -11,7 +11,7 @@ import { expect, test } from "bun:test";
 import { join } from "node:path";
 import { ROOT } from "../paths.ts";
 import { probeTorchSync } from "../oracle/torch-bridge.ts";
-import { CHUNKED_STORED_RULES, storedChunks } from "../conformance/kernel/kernel-session.ts";
+import { CHUNKED_STORED_RULES, storedChunks } from "../conformance/kernel/python/session.ts";
 
 const hasTorch = probeTorchSync().available;
 

@@ -7,7 +7,7 @@
  *   whose every matrix product has TF32 operands, forward and backward): declared tf32 it passes;
  *   so does its twin that rounds its operands to nearest; the same kernel declared f32 fails; planted
  *   1 % scale errors of y and dg (our dα), declared tf32, fail. Skipped without PyTorch.
- * - The yardstick itself (conformance/kernel/tf32-yardstick.ts): its plain error against ref64 is
+ * - The yardstick itself (cases/kernel-phase.ts kernelYardstick at accumulate tf32): its plain error against ref64 is
  *   TF32's, far above a plain f32 run's; one computed without TF32 products would otherwise pass the
  *   kernel tests above, carried by the TF32 floors.
  */
@@ -22,9 +22,8 @@ import { GROUP_FLOOR, floorRel, groupFloor } from "../oracle/kernel-judge.ts";
 import { BIAS } from "../oracle/precision-table.ts";
 import { caseArb, boundaryExample } from "../cases/kernel-batch.ts";
 import { independentDraws } from "../cases/model-arb.ts";
-import { references64 } from "../cases/kernel-phase.ts";
-import { buildPyCase, toKernelGrads } from "../conformance/kernel/cases.ts";
-import { tf32Yardstick } from "../conformance/kernel/tf32-yardstick.ts";
+import { kernelYardstick, references64 } from "../cases/kernel-phase.ts";
+import { buildPyCase, toKernelGrads } from "../conformance/kernel/python/canonical-case.ts";
 import type { SeqTensors } from "../oracle/kernel-case.ts";
 import { ruleByKey } from "../src/rules/index.ts";
 import type { Precision } from "../src/precision.ts";
@@ -136,7 +135,8 @@ test("the TF32 yardstick's plain error is TF32's: over 100x a plain f32 run's, o
     for (const spec of specs) {
       const c = buildPyCase(decl, spec, false, TF32_P);
       const r64 = references64({ decl, frozen: false, seqs: c.seqs, cfg: c.cfg, reference: { phases: "both" } }).map((r, n) => toKernelGrads(c, n, r));
-      const yt = tf32Yardstick(decl, c, TF32_P, r64), yf = tf32Yardstick(decl, c, F32_P, r64);
+      const tf32Of = (p: Precision) => kernelYardstick({ decl, frozen: false, seqs: c.seqs, cfg: c.cfg, reference: { phases: "both" }, precision: p, toKernel: (n, r) => toKernelGrads(c, n, r) })(r64);
+      const yt = tf32Of(TF32_P), yf = tf32Of(F32_P);
       r64.forEach((r, n) => {
         tf32 = Math.max(tf32, relErr(yt[n]!, r));
         f32 = Math.max(f32, relErr(yf[n]!, r));

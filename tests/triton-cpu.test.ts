@@ -7,8 +7,8 @@
  */
 import { expect, test } from "bun:test";
 import { ROOT } from "../paths.ts";
-import { IMPLAUSIBLE, farthest, withPlausibility } from "../conformance/kernel/plausible.ts";
-import { INTERPRETED_TIMEOUT_S, kernelTimeoutMs, mayRunTriton } from "../conformance/kernel/kernel-session.ts";
+import { IMPLAUSIBLE, farthest, withPlausibility } from "../conformance/kernel/python/plausible.ts";
+import { INTERPRETED_TIMEOUT_S, kernelTimeoutMs, mayRunTriton } from "../conformance/kernel/python/session.ts";
 import type { Compared } from "../oracle/kernel-judge.ts";
 import { adoptEnvironment, environment } from "../environment.ts";
 

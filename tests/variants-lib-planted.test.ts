@@ -16,7 +16,7 @@ import { ROOT } from "../paths.ts";
 import { buildPlantedLibs } from "./planted-libs.ts";
 import type { CaseOutcome, CheckResult } from "../harness/check.ts";
 import { ConfigTally } from "../harness/configurations.ts";
-import { acrossVariants } from "../conformance/kernel/variants.ts";
+import { acrossVariants } from "../conformance/kernel/native/variants.ts";
 import type { PairVariants } from "../ffi/lib-types.ts";
 
 const PLANTS = ["plain", "variants", "variant_grad", "variants_half"] as const;

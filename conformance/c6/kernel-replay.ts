@@ -11,7 +11,7 @@ import type { CaseOutcome } from "../../harness/check.ts";
 import type { KernelFixture, KernelTensor } from "../../cases/fixtures/kernel-load.ts";
 import { DEFAULT_KERNEL_CHUNKS } from "../../cases/kernel-batch.ts";
 import { unpackState, unpackTokens } from "../../cases/kernel-layout.ts";
-import { abiPlainYardstick, phaseVerdictNow, type PhaseCase } from "../../cases/kernel-phase.ts";
+import { kernelYardstick, phaseVerdictNow, type PhaseCase } from "../../cases/kernel-phase.ts";
 import type { KernelSeq } from "../../cases/kernel-seq.ts";
 import { ShapeTally, withShapes } from "../../cases/kernel-shapes.ts";
 import { emptySeq, entries, kernelGradKeys, tensorName } from "../../cases/kernel-tensors.ts";
@@ -110,7 +110,7 @@ export function replayKernelFixture(fx: KernelFixture): CaseOutcome {
   const judged = phaseVerdictNow({
     ...phase,
     run: () => ({ perSeq: kernel, hazards: [], who }),
-    yardstick: abiPlainYardstick(phase),
+    yardstick: kernelYardstick(phase),
     onItems: (items) => { names = [...new Set(items.map((i) => i.name))]; },
   });
   if (names.length === 0) return { ok: false, vacuous: true, message: "the fixture has no expected values" };

@@ -173,7 +173,7 @@ class Kernel:
     def _conventions(self, spec: str, decl: dict) -> None:
         """The declared conventions (docs/spec/py-backend.md#conventions). The host only calls the
         kernel by them (keywords, flags); the values on the wire are already in the kernel's
-        parametrisation (raw q and k, g = log(1 - alpha)), made by the harness (conformance/kernel/conventions.ts)."""
+        parametrisation (raw q and k, g = log(1 - alpha)), made by the harness (conformance/kernel/python/conventions.ts)."""
         scale = decl.get("scale")
         if isinstance(scale, dict):
             kw, value = scale.get("keyword"), scale.get("value", "rsqrt_dk")
@@ -351,7 +351,7 @@ class Kernel:
         return self.log_gates.get(name) or self.names.get(name, name)
 
     def conventions(self) -> dict:
-        """What the harness needs to generate the kernel's inputs and map the references (conformance/kernel/conventions.ts)."""
+        """What the harness needs to generate the kernel's inputs and map the references (conformance/kernel/python/conventions.ts)."""
         s = self.scale
         if isinstance(s, dict):
             scale = {"value": s["value"], "keyword": s["keyword"]}
@@ -496,7 +496,7 @@ def _kernel_inputs(k: Kernel, rule: str, inputs: Dict[str, torch.Tensor], factor
 
 def gate_params(H: int, d: int) -> Tuple[torch.Tensor, torch.Tensor]:
     """A softplus gate's per-head parameters (docs/spec/py-backend.md#gate-forms; the harness maps with
-    the same values, conformance/kernel/conventions.ts gateParams): A_log[h] = (h mod 4)/4 - 1/4,
+    the same values, conformance/kernel/python/conventions.ts gateParams): A_log[h] = (h mod 4)/4 - 1/4,
     dt_bias[h, i] = ((h + i) mod 5 - 2)/8, f32 [H] and [H * d]; multiples of 1/8, exact in every dtype."""
     h = torch.arange(H, dtype=torch.float64)
     i = torch.arange(d, dtype=torch.float64)

@@ -1,0 +1,81 @@
+/**
+ * The py: kernel backends (docs/spec/py-backend.md): what the py: kind supplies to the one catalogue
+ * (checks.ts) for each `--backend py:<module>:<callable>`: the plan's checks (plan.ts, with
+ * python/plan.ts's style) run in a child process (child.ts python; harness/child-process.ts), one for
+ * every selected check of its backend; a child that dies or overruns its time limit turns the
+ * check it was running into `error` with its stderr tail, and a fresh child runs the rest. What
+ * the report lists under the backend (unavailable, or the toolchain) is read from its results.
+ */
+import { join } from "node:path";
+import type { CheckDef } from "../../../harness/check.ts";
+import { runBatch, type BatchRequest, type ChildTimeout } from "../../../harness/child-process.ts";
+import type { BackendInfo } from "../../../harness/report.ts";
+import type { Toolchain } from "../../../ffi/toolchain.ts";
+import { kernelChecks, type KernelKind } from "../checks.ts";
+import { kernelTimeoutMs, kernelTimeoutSetting, mayRunTriton } from "./session.ts";
+import type { Part } from "../plan.ts";
+import { parsePyBackend, pyBackendNames, pyIdCollision, pyPlanBackend } from "./plan.ts";
+
+const CHILD = join(import.meta.dir, "../child.ts");
+/** The backends whose child ran, with the toolchain it reported. */
+const ran = new Map<string, Toolchain | null>();
+
+/**
+ * The child's time limit: each check may spend a kernel timeout (a hang is one request, then the
+ * check ends) plus its cases; generous, since a slow CPU kernel is not a fault. A module that may
+ * run Triton kernels (its source names triton or fla) gets the interpreted kernels' timeout, since
+ * without a GPU they are interpreted (docs/spec/py-backend.md#triton-cpu).
+ */
+function childTimeout(triton: boolean): ChildTimeout {
+  return { baseMs: 120_000, perCheckMs: 2 * kernelTimeoutMs(triton) + 120_000 };
+}
+
+/** Backends whose child could not load the kernel: the reason, given once (python/child.ts). */
+const unavailable = new Map<string, string>();
+
+/** A backend's batch in its child; the backend's unavailability and toolchain noted for the report. */
+function runPyBatch(req: BatchRequest<Part>) {
+  const triton = mayRunTriton(parsePyBackend(req.backend));
+  const r = runBatch({
+    cmd: [process.execPath, CHILD, "python"], who: `the child process running ${req.backend}`, timeout: childTimeout(triton),
+    timeoutSetting: `2 x ${kernelTimeoutSetting(triton)} + 120 s a check`, replayArgs: ["--backend", req.backend],
+  }, req);
+  // the toolchain comes on every result; it belongs to the backend, not to each check
+  let toolchain: Toolchain | null = ran.get(req.backend) ?? null;
+  for (const [id, res] of r) {
+    const why = res.details?.unavailable;
+    if (typeof why === "string") unavailable.set(req.backend, why);
+    const { toolchain: t, ...details } = (res.details ?? {}) as { toolchain?: Toolchain };
+    if (t !== undefined) {
+      toolchain = t;
+      r.set(id, { ...res, details });
+    }
+  }
+  ran.set(req.backend, toolchain);
+  return r;
+}
+
+const PY_KIND: KernelKind = {
+  plan: (name) => pyPlanBackend(parsePyBackend(name)),
+  runs: { batch: runPyBatch },
+  needs: (name) => ({ child: `C5 ${name}` }), // one Python host per backend, beside the others
+  replayArgs: (name) => ["--backend", name],
+};
+
+/** Every check of every configured py: backend (none unless --backend py:... is given), or of the jax: ones (`variable`). */
+export function pyKernelChecks(variable: "NLC_PY_BACKENDS" | "NLC_JAX_BACKENDS" = "NLC_PY_BACKENDS"): CheckDef[] {
+  const names = pyBackendNames(undefined, variable);
+  const collision = pyIdCollision(names, variable);
+  if (collision !== null) throw new Error(collision);
+  return kernelChecks(PY_KIND, names);
+}
+
+/** The py: (or jax:) backends for the report. */
+export function pyBackends(variable: "NLC_PY_BACKENDS" | "NLC_JAX_BACKENDS" = "NLC_PY_BACKENDS",
+  device = "PyTorch kernel host (python/nlc_torch/kernel_host.py)"): BackendInfo[] {
+  return pyBackendNames(undefined, variable).map((name) => unavailable.has(name)
+    ? { name, available: false, reason: unavailable.get(name)! }
+    : ran.has(name)
+    ? { name, available: true, device, ...(ran.get(name) ? { toolchain: ran.get(name)! } : {}) }
+    : { name, available: false, reason: "not run: no check of this backend ran" });
+}
