@@ -20,14 +20,8 @@ import { c8Checks } from "./c8/invariants.ts";
 import { c9Checks } from "./c9/checks.ts";
 import { chunkFormChecks } from "./chunk/checks.ts";
 import { KINDS } from "./backend-kinds.ts";
+import type { CatalogueSettings } from "./catalogue-settings.ts";
 import { c9Handover } from "./c9/checks.ts";
-
-interface CatalogueOptions {
-  /** Extra fixture directories (C6), besides fixtures/. */
-  readonly fixtureDirs: readonly string[];
-  /** Whether the run named `ref` as a backend: the report lists it then only (it is the oracle, not a backend under test). */
-  readonly namesReference?: boolean;
-}
 
 export interface Catalogue {
   readonly checks: CheckDef<any>[];
@@ -38,19 +32,20 @@ export interface Catalogue {
   backends(): BackendInfo[];
 }
 
-export function buildCatalogue(opts: CatalogueOptions): Catalogue {
+/** Every check the run's settings give (catalogue-settings.ts, made once at start-up by the plan). */
+export function buildCatalogue(settings: CatalogueSettings): Catalogue {
   const checks: CheckDef<any>[] = [
     ...c0OpChecks(), ...c0TapeChecks(), ...c1Checks(), ...c2RuleChecks(), ...c8Checks(),
-    ...c2ModelChecks(), ...c3Checks(), ...c4Checks(), ...c7Checks(), ...fixtureChecks([join(ROOT, "fixtures"), ...opts.fixtureDirs]),
-    ...KINDS.flatMap((k) => k.checks()), ...c9Checks(), ...chunkFormChecks(),
+    ...c2ModelChecks(), ...c3Checks(), ...c4Checks(), ...c7Checks(), ...fixtureChecks([join(ROOT, "fixtures"), ...settings.fixtureDirs]),
+    ...KINDS.flatMap((k) => k.checks(settings)), ...c9Checks(), ...chunkFormChecks(),
   ];
   const ids = new Set<string>();
   for (const c of checks) {
     if (ids.has(c.id)) throw new Error(`duplicate check id ${c.id}`);
     ids.add(c.id);
   }
-  const reference: BackendInfo[] = opts.namesReference === true ? [{ name: "ref", available: true }] : [];
-  return { checks, backends: () => [...reference, ...KINDS.flatMap((k) => k.backends())] };
+  const reference: BackendInfo[] = settings.namesReference ? [{ name: "ref", available: true }] : [];
+  return { checks, backends: () => [...reference, ...KINDS.flatMap((k) => k.backends(settings))] };
 }
 
 /** What the main thread learnt that worker threads adopt (harness/check.ts Handover): each backend kind's, and the check folders'. */

@@ -3,7 +3,7 @@
  * after job — a batch of delegated checks (C5's kernel children, C9's cross-check process, a
  * crash-isolation check), then shares of the in-process checks — beside the main thread, so every
  * core works and a child's waiting (the hang-isolation timeout) overlaps other checks. Its
- * catalogue is built once, for the first job.
+ * catalogue is built once, for the first job, from the settings the job carries (the plan's).
  * Each check's seed comes from the run seed and its id, so the results are those of a serial run.
  */
 import { adoptHandovers, buildCatalogue, type Catalogue } from "./catalogue.ts";
@@ -19,9 +19,10 @@ let catalogue: { cat: Catalogue; byId: Map<string, CheckDef> } | undefined;
 
 function catalogueFor(job: WorkerJob): { cat: Catalogue; byId: Map<string, CheckDef> } {
   if (catalogue !== undefined) return catalogue;
+  // the main thread's start-up record, before anything here reads it; nothing writes it afterwards
   adoptEnvironment(job.environment);
   adoptHandovers(job.handovers);
-  const cat = buildCatalogue({ fixtureDirs: job.fixtureDirs });
+  const cat = buildCatalogue(job.settings);
   catalogue = { cat, byId: new Map(cat.checks.map((c) => [c.id, c])) };
   return catalogue;
 }

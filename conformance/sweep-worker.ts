@@ -1,5 +1,6 @@
 /**
- * A worker thread of `npm run conformance -- sweep`: builds the catalogue once, then runs the
+ * A worker thread of `npm run conformance -- sweep`: builds the catalogue once, from the settings
+ * its first message carries (the plan's), then runs the
  * selected checks at each seed the main thread hands it, so a seed costs its checks only, not a
  * process start. Results go back one seed at a time.
  */
@@ -17,10 +18,11 @@ self.onmessage = (ev: MessageEvent<SweepWorkerInit | { kind: "seed"; seed: numbe
   const job = ev.data;
   try {
     if (job.kind === "init") {
+      // the main thread's start-up record, before anything here reads it; nothing writes it afterwards
       adoptEnvironment(job.environment);
       adoptHandovers(job.handovers);
       const ids = new Set(job.ids);
-      const defs = buildCatalogue({ fixtureDirs: [] }).checks.filter((c) => ids.has(c.id));
+      const defs = buildCatalogue(job.settings).checks.filter((c) => ids.has(c.id));
       const selected = new Set(defs.map((d) => d.id));
       // every generated case goes into the seed's digest: the evidence that the seeds ran different cases
       run = (seed) => post({ kind: "seed", seed, ...sweepSeed(defs, seed, job.profile, selected) });

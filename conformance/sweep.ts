@@ -15,6 +15,7 @@ import { planRun } from "./plan.ts";
 import { UsageError } from "../harness/usage-error.ts";
 import { absoluteBackend, CONFIG_FILE, configNames, kernelOnlyFilters, readConfig } from "./settings.ts";
 import { takeHandovers } from "./catalogue.ts";
+import type { CatalogueSettings } from "./catalogue-settings.ts";
 import { PROFILES, type Profile, type Status } from "../harness/check.ts";
 import { runInfo } from "../harness/report.ts";
 import { parseShard, type Shard } from "../harness/shard.ts";
@@ -53,7 +54,9 @@ export interface SweepWorkerInit {
   kind: "init";
   /** The selected checks, by id, as the main thread's plan chose them. */
   ids: string[];
-  /** The main thread's settings from the environment (the --backend values in them), adopted before the catalogue is built. */
+  /** What the worker builds its catalogue from: the plan's (catalogue-settings.ts), as data. */
+  settings: CatalogueSettings;
+  /** The main thread's environment record as read at start-up (never written after), adopted before anything reads it. */
   environment: Environment;
   profile: Profile;
   /** What the main thread learnt for these checks (catalogue.ts takeHandovers: whether C9 can run here), adopted before the catalogue is built. */
@@ -121,12 +124,12 @@ async function sweep(argv: string[]): Promise<number> {
   const backends = (args.backend ?? config.backends)?.map((b) => absoluteBackend(b, process.cwd()));
   filters.push(...kernelOnlyFilters(filters, backends));
   // the selection as a run makes it (conformance/plan.ts), and handed to the workers as ids
-  let defs;
+  let defs, settings;
   try {
-    defs = planRun({
+    ({ defs, settings } = planRun({
       seed: 0, profile, filters, rule, fixtureDirs: [], backends, reportPath: null, minPower: null,
       names: { ...configNames(args, config, args.config ?? CONFIG_FILE), report: "--out" },
-    }).defs;
+    }));
   } catch (e) {
     if (e instanceof UsageError) usage(e.message);
     throw e;
@@ -151,7 +154,7 @@ async function sweep(argv: string[]): Promise<number> {
   const queue = [...seeds];
   let done = 0;
   const init: SweepWorkerInit = {
-    kind: "init", ids: defs.map((d) => d.id), profile,
+    kind: "init", ids: defs.map((d) => d.id), profile, settings,
     environment: environment(), handovers: takeHandovers(defs),
   };
   const workers = Array.from({ length: Math.min(jobs, seeds.length) }, () => new Promise<void>((resolve, reject) => {
