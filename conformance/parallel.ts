@@ -21,7 +21,7 @@ import { runCheck } from "../harness/run.ts";
 import type { RunPlan } from "./plan.ts";
 import type { CatalogueSettings } from "./catalogue-settings.ts";
 import { availableParallelism } from "node:os";
-import { takeHandovers } from "./catalogue.ts";
+import { takeHandovers, type GeneratorKey } from "./catalogue.ts";
 import { estimates, loadTimes } from "../harness/shard.ts";
 import { environment, type Environment } from "../environment.ts";
 
@@ -29,8 +29,10 @@ export interface WorkerJob {
   ids: string[];
   seed: number;
   profile: Profile;
-  /** What the worker builds its catalogue from: the plan's (catalogue-settings.ts), as data. */
+  /** What the worker builds the checks from: the plan's settings (catalogue-settings.ts), as data. */
   settings: CatalogueSettings;
+  /** The catalogue's generators that made the checks `ids` (catalogue.ts): the worker builds those alone. */
+  generators: GeneratorKey[];
   selected: string[];
   /** What the main thread learnt (the kernel backends' probe, catalogue.ts takeHandovers), so a worker does not learn it again. */
   handovers: unknown[];
@@ -269,7 +271,8 @@ export async function runPlan(plan: RunPlan, hooks: RunHooks = {}): Promise<RunO
   const going = () => !stopped && interruptedBy() === null && workerInterrupt === null;
   const lane = async (): Promise<void> => {
     let w: LaneWorker | undefined;
-    const job = (ids: string[]): WorkerJob => ({ ids, seed, profile, settings: plan.settings, selected: [...selected], handovers: takeHandovers(),
+    const job = (ids: string[]): WorkerJob => ({ ids, seed, profile, settings: plan.settings,
+      generators: plan.catalogue.generatorsOf(ids), selected: [...selected], handovers: takeHandovers(),
       environment: environment() });
     const runJob = async (ids: string[]): Promise<boolean> => {
       if (w === undefined) active.add(w = new LaneWorker(record));

@@ -23,6 +23,22 @@ test("delegated checks are batched by their own batch, else class (py: backends 
   expect([...batches.values()].flat().length).toBe(defs.filter((d) => d.kind === "delegated").length);
 });
 
+test("a worker builds only the generators of its job's checks: they make every one of them, and fewer than the catalogue", () => {
+  const settings = catalogueSettings({ fixtureDirs: [], names: ENV_NAMES });
+  const full = buildCatalogue(settings);
+  const batches = delegatedBatches(full.checks);
+  expect(batches.size).toBeGreaterThan(1);
+  for (const ids of batches.values()) {
+    const part = new Set(buildCatalogue(settings, full.generatorsOf(ids)).checks.map((c) => c.id));
+    expect(ids.filter((id) => !part.has(id))).toEqual([]);
+    expect(part.size).toBeLessThan(full.checks.length);
+  }
+  // the generators partition the catalogue, in its order
+  const keys = full.generatorsOf(full.checks.map((c) => c.id));
+  expect(keys.flatMap((k) => buildCatalogue(settings, [k]).checks.map((c) => c.id))).toEqual(full.checks.map((c) => c.id));
+  expect(() => full.generatorsOf(["no/such/check"])).toThrow("no check no/such/check in the catalogue");
+});
+
 test("a single lane of work (one batch, nothing in-process) runs without a worker thread", () => {
   const defs = buildCatalogue(catalogueSettings({ fixtureDirs: [], names: ENV_NAMES })).checks;
   const kernel = defs.filter((d) => d.id.startsWith("C5/cpu-emu/delta/"));
