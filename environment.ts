@@ -3,17 +3,19 @@
  * holds every other module to that). Each variable the suite understands is a key of the typed
  * record `Environment`; a process takes its record from its own environment at its edge (the CLI,
  * `bun test`, a child process started by the suite), or from the thread that started it (a worker
- * thread adopts the record its first message carries). Settings that the command line changes
- * (--backend) change the record, never `process.env`; a child process gets the record as its
- * environment (`childEnvironment`). Layer 0: the reference's neighbours (ffi/) read it too.
+ * thread adopts the record its first message carries, before anything reads it). The record is
+ * frozen and nothing writes it after start-up: what the command line sets (--backend) goes into the
+ * run's settings (conformance/catalogue-settings.ts), passed as an argument. A child process gets
+ * the record as its environment (`childEnvironment`). Layer 0: the reference's neighbours (ffi/)
+ * read it too.
  */
 
 /** Every variable the suite reads, with what it sets (docs/running.md#environment, docs/spec/conformance.md). */
 export const ENVIRONMENT_VARIABLES = {
-  NLC_BACKENDS: "kernel backends of C5 (comma-separated); --backend sets it for the run",
-  NLC_PY_BACKENDS: "py:<module>:<callable> kernel backends (comma-separated); --backend sets it for the run",
-  NLC_JAX_BACKENDS: "jax:<module>:<callable> kernel backends (comma-separated); --backend sets it for the run",
-  NLC_IN_PROCESS_BACKENDS: "in-process kernel backends (docs/contributing.md \"Adding a backend kind\"; comma-separated); --backend sets it for the run",
+  NLC_BACKENDS: "kernel backends of C5 (comma-separated); --backend, when given, names the run's instead",
+  NLC_PY_BACKENDS: "py:<module>:<callable> kernel backends (comma-separated); --backend, when given, names the run's instead",
+  NLC_JAX_BACKENDS: "jax:<module>:<callable> kernel backends (comma-separated); --backend, when given, names the run's instead",
+  NLC_IN_PROCESS_BACKENDS: "in-process kernel backends (docs/contributing.md \"Adding a backend kind\"; comma-separated); --backend, when given, names the run's instead",
   NLC_KERNEL_TIMEOUT: "seconds a batch of native kernel checks may take",
   NLC_KERNEL_PRELOAD: "LD_PRELOAD of the native kernel children (e.g. a sanitizer runtime)",
   NLC_PY_KERNEL_TIMEOUT: "seconds one request to a py: kernel host may take",
@@ -56,17 +58,18 @@ export function readEnvironment(source: Readonly<Record<string, string | undefin
 
 let current: Environment | undefined;
 
-/** This process's (or worker thread's) record: read from the environment on first use unless adopted. */
+/** This process's (or worker thread's) record, frozen: read from the environment on first use unless adopted. */
 export function environment(): Environment {
-  return (current ??= readEnvironment(process.env));
+  return (current ??= Object.freeze(readEnvironment(process.env)));
 }
 
 /**
- * Makes `env` this thread's record: a worker thread adopts the record its first message carries,
- * and the plan adopts the record with the --backend values in it.
+ * Makes `env` this thread's record: a worker thread adopts the start-up record its first message
+ * carries, before anything reads it (tests set up their own). Nothing else calls it: a setting
+ * made at start-up travels in the run's settings, never as a write into the record.
  */
 export function adoptEnvironment(env: Environment): void {
-  current = readEnvironment(env);
+  current = Object.freeze(readEnvironment(env));
 }
 
 /**

@@ -1,7 +1,8 @@
 /**
  * The kinds of kernel backend (docs/spec/kernel-abi.md#backend-kinds): one entry per kind, saying
- * which --backend values are its, what is wrong with a value, where its values travel to worker
- * threads and children, the checks it generates for them and how the report lists them. The plan
+ * which --backend values are its, what is wrong with a value, which environment variable names its
+ * backends where --backend does not, the checks it generates for the run's settings
+ * (catalogue-settings.ts) and how the report lists them. The plan
  * (plan.ts) and the catalogue (catalogue.ts) go through this table and name no kind; a new kind of
  * backend is one entry here and the module that implements the contract (cases/kernel-backend.ts),
  * as docs/contributing.md "Adding a backend kind" walks.
@@ -14,8 +15,9 @@ import { kernelBackends, nativeKernelChecks } from "./kernel/native/checks.ts";
 import { adoptProbe, probeBackends, probedBackends } from "./kernel/native/spawn.ts";
 import { inProcessKernelChecks, type InProcessFactory } from "./kernel/native/in-process.ts";
 import { pyBackends, pyKernelChecks } from "./kernel/python/checks.ts";
-import { JAX_PREFIX, PY_PREFIX, parsePyBackend, parsePyBackendArg, pyIdCollision } from "./kernel/python/plan.ts";
-import { environment, type EnvironmentVariable } from "../environment.ts";
+import { JAX_PREFIX, PY_PREFIX, parsePyBackend, parsePyBackendArg, pyBackendNames, pyIdCollision } from "./kernel/python/plan.ts";
+import type { Environment, EnvironmentVariable } from "../environment.ts";
+import type { CatalogueSettings } from "./catalogue-settings.ts";
 
 export interface BackendKindEntry {
   /** Whether a --backend value is of this kind (the native kind takes every value no other kind takes). */
@@ -26,13 +28,14 @@ export interface BackendKindEntry {
   problem(name: string, flag: string): string | null;
   /** Why this kind's values cannot be used together, or null. */
   together(names: readonly string[], flag: string): string | null;
-  /** The environment variable its values travel in to worker threads and child processes, and the value for them. */
+  /** The environment variable that names its backends where --backend (or the config file) does not; read once, at start-up. */
   readonly variable: EnvironmentVariable;
-  encode(names: readonly string[]): string;
-  /** The checks of its configured backends. */
-  checks(): CheckDef[];
-  /** Its configured backends for the report, asked for after the checks ran. */
-  backends(): BackendInfo[];
+  /** Its backends as the environment record names them (its variable, its default where unset); throws on a value it cannot take. */
+  fromEnvironment(env: Environment): string[];
+  /** The checks of its backends among the run's (`settings.backends`). */
+  checks(settings: CatalogueSettings): CheckDef[];
+  /** Its backends among the run's, for the report, asked for after the checks ran. */
+  backends(settings: CatalogueSettings): BackendInfo[];
   /** A value as the run's settings keep it: paths in it made absolute against `cwd` (its child runs elsewhere; the replay line then runs anywhere). */
   absolute?(name: string, cwd: string): string;
   /**
@@ -42,14 +45,14 @@ export interface BackendKindEntry {
    */
   ownFilter?(name: string): string | null;
   /** Its backends the environment names as explicitly as --backend does (each must run a check). */
-  namedByEnvironment?(): string[];
-  /** What is wrong with its values as the environment sets them (no --backend given), or null. */
-  environmentProblem?(): string | null;
+  namedByEnvironment?(env: Environment): string[];
+  /** What is wrong with its values as the environment record sets them (no --backend given), or null. */
+  environmentProblem?(env: Environment): string | null;
   /**
-   * Before the first check of `defs` runs: why one of its configured backends cannot be used at
+   * Before the first check of `defs` runs: why one of its backends among the run's cannot be used at
    * all (one usage error naming it and `flag`, not an error per check), or null.
    */
-  preflight?(defs: readonly CheckDef[], flag: string): string | null;
+  preflight?(defs: readonly CheckDef[], flag: string, settings: CatalogueSettings): string | null;
   /** What the main thread learnt about its backends (a probe) that a worker thread adopts. */
   readonly handover?: Handover;
 }
@@ -79,9 +82,9 @@ const NATIVE: BackendKindEntry = {
     }
     return null;
   },
-  // none named: the reference alone (an empty NLC_BACKENDS is the default builds)
-  variable: "NLC_BACKENDS", encode: (names) => (names.length > 0 ? names.join(",") : "ref"),
-  checks: nativeKernelChecks, backends: kernelBackends,
+  // unset or empty: the default builds; "ref": the reference alone
+  variable: "NLC_BACKENDS", fromEnvironment: (env) => kernelBackendNames(env),
+  checks: (s) => nativeKernelChecks(nativeOf(s), s.configLimit), backends: (s) => kernelBackends(nativeOf(s)),
   // a library of the user's (lib:<path>) selects its own checks, as a py: kernel does; the suite's own builds select none
   ownFilter: (b) => (b.startsWith("lib:") && b.length > 4 ? `C5/${backendSlug(b)}/` : null),
   absolute: (b, cwd) => {
@@ -89,9 +92,9 @@ const NATIVE: BackendKindEntry = {
     const lib = parseLibBackend(b);
     return `lib:${resolve(cwd, lib.path)}${lib.declared !== undefined ? `@${lib.declared}` : ""}`;
   },
-  environmentProblem: () => {
+  environmentProblem: (env) => {
     try {
-      kernelBackendNames();
+      kernelBackendNames(env);
       return null;
     } catch (e) {
       return `${message(e)}; or py:<module>:<callable> in NLC_PY_BACKENDS`;
@@ -100,10 +103,11 @@ const NATIVE: BackendKindEntry = {
   // A library backend (lib:<path>) that cannot be loaded or speaks another ABI version
   // (docs/spec/kernel-abi.md#external), when a check of it is to run. Probed in a child process,
   // like every native load; the probe is kept, so its checks do not load the backends again.
-  preflight: (defs, flag) => {
-    const libs = kernelBackendNames().filter((b) => b.startsWith("lib:") && defs.some((d) => d.subject.backend === b));
+  preflight: (defs, flag, s) => {
+    const names = nativeOf(s);
+    const libs = names.filter((b) => b.startsWith("lib:") && defs.some((d) => d.subject.backend === b));
     if (libs.length === 0) return null;
-    const probed = probeBackends();
+    const probed = probeBackends(names);
     for (const name of libs) {
       const p = probed.find((x) => x.info.name === name);
       if (p !== undefined && p.problem === "broken") return `${flag} ${name}: ${p.info.reason}`;
@@ -131,8 +135,9 @@ function hostedKind(prefix: string, variable: "NLC_PY_BACKENDS" | "NLC_JAX_BACKE
       }
     },
     together: (names, flag) => pyIdCollision([...names], flag),
-    variable, encode: (names) => names.join(","),
-    checks: () => pyKernelChecks(variable), backends: () => pyBackends(variable, device),
+    variable, fromEnvironment: (env) => pyBackendNames(env, variable),
+    checks: (s) => pyKernelChecks(s.backends.filter((b) => b.startsWith(prefix)), s.configLimit),
+    backends: (s) => pyBackends(s.backends.filter((b) => b.startsWith(prefix)), device),
     ownFilter: (b) => {
       try {
         return `C5/${parsePyBackend(b).slug}/`;
@@ -140,7 +145,7 @@ function hostedKind(prefix: string, variable: "NLC_PY_BACKENDS" | "NLC_JAX_BACKE
         return null; // a malformed name: the plan reports it
       }
     },
-    namedByEnvironment: () => (environment()[variable] ?? "").split(",").map((b) => b.trim()).filter((b) => b !== ""),
+    namedByEnvironment: (env) => (env[variable] ?? "").split(",").map((b) => b.trim()).filter((b) => b !== ""),
   };
 }
 
@@ -160,17 +165,23 @@ const IN_PROCESS_VARIABLE: EnvironmentVariable = "NLC_IN_PROCESS_BACKENDS";
  */
 export function inProcessKind(prefix: string, byName: Readonly<Record<string, InProcessFactory>>): BackendKindEntry {
   const spelled = `${prefix}<${Object.keys(byName).join("|")}>`;
-  const configured = () => (environment()[IN_PROCESS_VARIABLE] ?? "").split(",").map((b) => b.trim()).filter((b) => b.startsWith(prefix));
+  const mine = (s: CatalogueSettings) => s.backends.filter((b) => b.startsWith(prefix));
   const slug = (b: string) => `${prefix.replace(/:$/, "")}-${b.slice(prefix.length)}`;
   return {
     owns: (b) => b.startsWith(prefix),
     spelled,
     problem: (b, flag) => (Object.hasOwn(byName, b.slice(prefix.length)) ? null : `${flag} '${b}': no in-process backend '${b.slice(prefix.length)}' (expected ${spelled})`),
     together: () => null,
-    variable: IN_PROCESS_VARIABLE, encode: (names) => names.join(","),
-    checks: () => [...new Set(configured())].flatMap((b) => inProcessKernelChecks(b, slug(b), byName[b.slice(prefix.length)]!)),
-    backends: () => [...new Set(configured())].map((b) => ({ name: b, available: true, device: "in process (TypeScript)" })),
+    variable: IN_PROCESS_VARIABLE,
+    fromEnvironment: (env) => [...new Set((env[IN_PROCESS_VARIABLE] ?? "").split(",").map((b) => b.trim()).filter((b) => b.startsWith(prefix)))],
+    checks: (s) => mine(s).flatMap((b) => inProcessKernelChecks(b, slug(b), byName[b.slice(prefix.length)]!)),
+    backends: (s) => mine(s).map((b) => ({ name: b, available: true, device: "in process (TypeScript)" })),
   };
+}
+
+/** The native backends among the run's: the values no other kind takes. */
+function nativeOf(s: CatalogueSettings): string[] {
+  return s.backends.filter((b) => kindOf(b) === NATIVE);
 }
 
 /** Every kind, in catalogue order; the native kind first (it takes what no other takes). */

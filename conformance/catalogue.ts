@@ -20,14 +20,33 @@ import { c8Checks } from "./c8/invariants.ts";
 import { c9Checks } from "./c9/checks.ts";
 import { chunkFormChecks } from "./chunk/checks.ts";
 import { KINDS } from "./backend-kinds.ts";
+import type { CatalogueSettings } from "./catalogue-settings.ts";
 import { c9Handover } from "./c9/checks.ts";
 
-interface CatalogueOptions {
-  /** Extra fixture directories (C6), besides fixtures/. */
-  readonly fixtureDirs: readonly string[];
-  /** Whether the run named `ref` as a backend: the report lists it then only (it is the oracle, not a backend under test). */
-  readonly namesReference?: boolean;
-}
+/**
+ * The catalogue's generators, in catalogue order, by key: each makes its checks from the run's
+ * settings. A worker thread builds only the generators of its job's checks (`generatorsOf`).
+ */
+const GENERATORS = {
+  c0Ops: () => c0OpChecks(),
+  c0Tape: () => c0TapeChecks(),
+  c1: () => c1Checks(),
+  c2Rule: () => c2RuleChecks(),
+  c8: () => c8Checks(),
+  c2Model: () => c2ModelChecks(),
+  c3: () => c3Checks(),
+  c4: () => c4Checks(),
+  c7: () => c7Checks(),
+  fixtures: (s) => fixtureChecks([join(ROOT, "fixtures"), ...s.fixtureDirs]),
+  kernels: (s) => KINDS.flatMap((k) => k.checks(s)),
+  c9: () => c9Checks(),
+  chunkForms: () => chunkFormChecks(),
+} as const satisfies Record<string, (settings: CatalogueSettings) => CheckDef<any>[]>;
+
+/** A generator of the catalogue, as a worker job names it. */
+export type GeneratorKey = keyof typeof GENERATORS;
+
+const KEYS = Object.keys(GENERATORS) as GeneratorKey[];
 
 export interface Catalogue {
   readonly checks: CheckDef<any>[];
@@ -36,21 +55,39 @@ export interface Catalogue {
    * built) only when a C5 check needs them.
    */
   backends(): BackendInfo[];
+  /** The generators that made checks `ids`, in catalogue order: what a worker running them builds. */
+  generatorsOf(ids: Iterable<string>): GeneratorKey[];
 }
 
-export function buildCatalogue(opts: CatalogueOptions): Catalogue {
-  const checks: CheckDef<any>[] = [
-    ...c0OpChecks(), ...c0TapeChecks(), ...c1Checks(), ...c2RuleChecks(), ...c8Checks(),
-    ...c2ModelChecks(), ...c3Checks(), ...c4Checks(), ...c7Checks(), ...fixtureChecks([join(ROOT, "fixtures"), ...opts.fixtureDirs]),
-    ...KINDS.flatMap((k) => k.checks()), ...c9Checks(), ...chunkFormChecks(),
-  ];
-  const ids = new Set<string>();
-  for (const c of checks) {
-    if (ids.has(c.id)) throw new Error(`duplicate check id ${c.id}`);
-    ids.add(c.id);
+/**
+ * Every check the run's settings give (catalogue-settings.ts, made once at start-up by the plan),
+ * or those of the generators `only` (a worker thread's job).
+ */
+export function buildCatalogue(settings: CatalogueSettings, only?: readonly GeneratorKey[]): Catalogue {
+  const checks: CheckDef<any>[] = [];
+  const from = new Map<string, GeneratorKey>();
+  for (const key of KEYS) {
+    if (only !== undefined && !only.includes(key)) continue;
+    for (const c of GENERATORS[key](settings)) {
+      if (from.has(c.id)) throw new Error(`duplicate check id ${c.id}`);
+      from.set(c.id, key);
+      checks.push(c);
+    }
   }
-  const reference: BackendInfo[] = opts.namesReference === true ? [{ name: "ref", available: true }] : [];
-  return { checks, backends: () => [...reference, ...KINDS.flatMap((k) => k.backends())] };
+  const reference: BackendInfo[] = settings.namesReference ? [{ name: "ref", available: true }] : [];
+  return {
+    checks,
+    backends: () => [...reference, ...KINDS.flatMap((k) => k.backends(settings))],
+    generatorsOf: (ids) => {
+      const keys = new Set<GeneratorKey>();
+      for (const id of ids) {
+        const key = from.get(id);
+        if (key === undefined) throw new Error(`no check ${id} in the catalogue`);
+        keys.add(key);
+      }
+      return KEYS.filter((k) => keys.has(k));
+    },
+  };
 }
 
 /** What the main thread learnt that worker threads adopt (harness/check.ts Handover): each backend kind's, and the check folders'. */

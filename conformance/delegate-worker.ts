@@ -2,11 +2,12 @@
  * A worker thread of `npm run conformance`, one per lane (conformance/parallel.ts): it runs job
  * after job — a batch of delegated checks (C5's kernel children, C9's cross-check process, a
  * crash-isolation check), then shares of the in-process checks — beside the main thread, so every
- * core works and a child's waiting (the hang-isolation timeout) overlaps other checks. Its
- * catalogue is built once, for the first job.
+ * core works and a child's waiting (the hang-isolation timeout) overlaps other checks. It builds
+ * the checks of a job from the settings the job carries (the plan's), and only the catalogue's
+ * generators that made them (`WorkerJob.generators`), each once.
  * Each check's seed comes from the run seed and its id, so the results are those of a serial run.
  */
-import { adoptHandovers, buildCatalogue, type Catalogue } from "./catalogue.ts";
+import { adoptHandovers, buildCatalogue, type Catalogue, type GeneratorKey } from "./catalogue.ts";
 import { interruptedBy } from "../harness/interrupt.ts";
 import { runCheck } from "../harness/run.ts";
 import type { CheckDef } from "../harness/check.ts";
@@ -15,22 +16,29 @@ import { adoptEnvironment } from "../environment.ts";
 
 declare const self: Worker;
 
-let catalogue: { cat: Catalogue; byId: Map<string, CheckDef> } | undefined;
+/** What this worker has built: the checks by id, the generators they came from, the report's backends. */
+let built: { byId: Map<string, CheckDef>; generators: Set<GeneratorKey>; backends: Catalogue["backends"] } | undefined;
 
-function catalogueFor(job: WorkerJob): { cat: Catalogue; byId: Map<string, CheckDef> } {
-  if (catalogue !== undefined) return catalogue;
-  adoptEnvironment(job.environment);
-  adoptHandovers(job.handovers);
-  const cat = buildCatalogue({ fixtureDirs: job.fixtureDirs });
-  catalogue = { cat, byId: new Map(cat.checks.map((c) => [c.id, c])) };
-  return catalogue;
+function checksFor(job: WorkerJob): NonNullable<typeof built> {
+  if (built === undefined) {
+    // the main thread's start-up record, before anything here reads it; nothing writes it afterwards
+    adoptEnvironment(job.environment);
+    adoptHandovers(job.handovers);
+  }
+  const missing = job.generators.filter((g) => built?.generators.has(g) !== true);
+  if (missing.length === 0) return built!;
+  const cat = buildCatalogue(job.settings, missing);
+  built ??= { byId: new Map(), generators: new Set(), backends: cat.backends };
+  for (const c of cat.checks) built.byId.set(c.id, c);
+  for (const g of missing) built.generators.add(g);
+  return built;
 }
 
 self.onmessage = (ev: MessageEvent<WorkerJob>) => {
   const job = ev.data;
   const post = (m: WorkerMessage) => self.postMessage(m);
   try {
-    const { cat, byId } = catalogueFor(job);
+    const { byId, backends } = checksFor(job);
     const selected = new Set(job.selected);
     for (const id of job.ids) {
       const def = byId.get(id);
@@ -40,7 +48,7 @@ self.onmessage = (ev: MessageEvent<WorkerJob>) => {
       if (interruptedBy() !== null) break;
       post({ kind: "result", result: r });
     }
-    post({ kind: "done", backends: cat.backends(), interrupt: interruptedBy() });
+    post({ kind: "done", backends: backends(), interrupt: interruptedBy() });
   } catch (e) {
     post({ kind: "failed", message: e instanceof Error ? e.stack ?? e.message : String(e) });
   }

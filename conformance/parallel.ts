@@ -19,8 +19,9 @@ import type { InterruptSignal } from "../oracle/child-signals.ts";
 import { interruptedBy } from "../harness/interrupt.ts";
 import { runCheck } from "../harness/run.ts";
 import type { RunPlan } from "./plan.ts";
+import type { CatalogueSettings } from "./catalogue-settings.ts";
 import { availableParallelism } from "node:os";
-import { takeHandovers } from "./catalogue.ts";
+import { takeHandovers, type GeneratorKey } from "./catalogue.ts";
 import { estimates, loadTimes } from "../harness/shard.ts";
 import { environment, type Environment } from "../environment.ts";
 
@@ -28,13 +29,16 @@ export interface WorkerJob {
   ids: string[];
   seed: number;
   profile: Profile;
-  fixtureDirs: string[];
+  /** What the worker builds the checks from: the plan's settings (catalogue-settings.ts), as data. */
+  settings: CatalogueSettings;
+  /** The catalogue's generators that made the checks `ids` (catalogue.ts): the worker builds those alone. */
+  generators: GeneratorKey[];
   selected: string[];
   /** What the main thread learnt (the kernel backends' probe, catalogue.ts takeHandovers), so a worker does not learn it again. */
   handovers: unknown[];
   /**
-   * The main thread's settings from the environment, with the --backend values in them: the
-   * worker adopts them before it builds its catalogue (environment.ts).
+   * The main thread's environment record as it was read at start-up (never written after): the
+   * worker adopts it before its first check, for what its children inherit (environment.ts).
    */
   environment: Environment;
 }
@@ -270,7 +274,8 @@ export async function runPlan(plan: RunPlan, hooks: RunHooks = {}): Promise<RunO
   const going = () => !stopped && interruptedBy() === null && workerInterrupt === null;
   const lane = async (): Promise<void> => {
     let w: LaneWorker | undefined;
-    const job = (ids: string[]): WorkerJob => ({ ids, seed, profile, fixtureDirs: request.fixtureDirs, selected: [...selected], handovers: takeHandovers(),
+    const job = (ids: string[]): WorkerJob => ({ ids, seed, profile, settings: plan.settings,
+      generators: plan.catalogue.generatorsOf(ids), selected: [...selected], handovers: takeHandovers(),
       environment: environment() });
     const runJob = async (ids: string[]): Promise<boolean> => {
       if (w === undefined) active.add(w = new LaneWorker(record));

@@ -12,10 +12,11 @@ import { selectShard, type Shard } from "../harness/shard.ts";
 import { nearest } from "../harness/nearest.ts";
 import { buildCatalogue, matchesFilter, type Catalogue } from "./catalogue.ts";
 import { variantKey } from "../src/rules/level.ts";
-import { kindOf, KINDS, type BackendKindEntry } from "./backend-kinds.ts";
-import { configLimit } from "../harness/configurations.ts";
+import { kindOf, KINDS } from "./backend-kinds.ts";
+import { configLimit, type ConfigLimit } from "../harness/configurations.ts";
 import { UsageError } from "../harness/usage-error.ts";
-import { adoptEnvironment, environment, type EnvironmentVariable } from "../environment.ts";
+import { environment, type Environment } from "../environment.ts";
+import type { CatalogueSettings } from "./catalogue-settings.ts";
 
 /** A setting that cannot be used (exit status 2); the message names the setting (harness/usage-error.ts). */
 export { UsageError };
@@ -31,7 +32,7 @@ export interface RunRequest {
   /** Re-run one case exactly. */
   replay?: { id: string; seed: number; path: string; dump?: string };
   fixtureDirs: string[];
-  /** --backend values; undefined keeps NLC_BACKENDS / NLC_PY_BACKENDS as they are. */
+  /** --backend values; undefined: each kind's variable of the environment names its backends (backend-kinds.ts). */
   backends?: string[];
   shard?: Shard;
   /** Where the report goes; null writes none (a replay without --report). */
@@ -52,6 +53,8 @@ export interface RunRequest {
 
 export interface RunPlan {
   readonly request: RunRequest;
+  /** What the catalogue was built from, made once here; worker threads get it as data (catalogue-settings.ts). */
+  readonly settings: CatalogueSettings;
   readonly catalogue: Catalogue;
   /** The checks to run, in catalogue order. */
   readonly defs: readonly CheckDef[];
@@ -64,27 +67,46 @@ export const ENV_NAMES: RunRequest["names"] = { filter: "NLC_FILTER", backend: "
 const message = (e: unknown) => (e instanceof Error ? e.message : String(e));
 
 /**
- * The kernel backends are settings of the environment record (each kind's variable,
- * backend-kinds.ts; environment.ts), which the worker threads adopt and the child processes get as
- * their environment: --backend values go into the record (process.env is left as it is).
+ * The settings the catalogue is built from, made once, at start-up (catalogue-settings.ts): the
+ * kernel backends from --backend (or the config file), else from each kind's variable of the
+ * environment record (`env`, read, never written), and the configuration limit. Each value is
+ * checked by its kind (backend-kinds.ts); what is wrong is a UsageError naming the setting.
  */
-function applyBackends(values: readonly string[], flag: string): void {
-  for (const b of values) {
-    const problem = kindOf(b).problem(b, flag);
-    if (problem !== null) throw new UsageError(problem);
+export function catalogueSettings(req: Pick<RunRequest, "backends" | "fixtureDirs" | "names">, env: Environment = environment()): CatalogueSettings {
+  const flag = req.names.backend;
+  const backends: string[] = [];
+  if (req.backends !== undefined) {
+    for (const b of req.backends) {
+      const problem = kindOf(b).problem(b, flag);
+      if (problem !== null) throw new UsageError(problem);
+    }
+    for (const kind of KINDS) {
+      const problem = kind.together(req.backends.filter((b) => kindOf(b) === kind), flag);
+      if (problem !== null) throw new UsageError(problem);
+    }
+    backends.push(...req.backends.filter((b) => b !== "ref"));
+  } else {
+    for (const kind of KINDS) {
+      const problem = kind.environmentProblem?.(env) ?? null;
+      if (problem !== null) throw new UsageError(problem);
+      let names: string[];
+      try {
+        names = kind.fromEnvironment(env);
+      } catch (e) {
+        throw new UsageError(message(e));
+      }
+      const together = kind.together(names, kind.variable);
+      if (together !== null) throw new UsageError(together);
+      backends.push(...names);
+    }
   }
-  const byVariable = new Map<EnvironmentVariable, { kind: BackendKindEntry; names: string[] }>();
-  for (const kind of KINDS) {
-    const names = values.filter((b) => kindOf(b) === kind);
-    const problem = kind.together(names, flag);
-    if (problem !== null) throw new UsageError(problem);
-    const v = byVariable.get(kind.variable);
-    if (v === undefined) byVariable.set(kind.variable, { kind, names });
-    else v.names.push(...names);
+  let limit: ConfigLimit;
+  try {
+    limit = configLimit(env); // NLC_KERNEL_CONFIGS (docs/spec/py-backend.md#configurations, kernel-abi.md#variants)
+  } catch (e) {
+    throw new UsageError(message(e));
   }
-  const update: Partial<Record<EnvironmentVariable, string>> = {};
-  for (const [variable, { kind, names }] of byVariable) update[variable] = kind.encode(names);
-  adoptEnvironment({ ...environment(), ...update });
+  return { backends: [...new Set(backends)], namesReference: req.backends?.includes("ref") === true, fixtureDirs: [...req.fixtureDirs], configLimit: limit };
 }
 
 /** Why a report cannot be written at `path` (asked before the run, so no result is lost), or null. */
@@ -107,21 +129,10 @@ function unwritable(path: string): string | null {
 /** Turns the settings into the checks to run; throws UsageError on anything that cannot run. */
 export function planRun(req: RunRequest): RunPlan {
   const n = req.names;
-  if (req.backends !== undefined) applyBackends(req.backends, n.backend);
-  else {
-    for (const kind of KINDS) {
-      const problem = kind.environmentProblem?.() ?? null;
-      if (problem !== null) throw new UsageError(problem);
-    }
-  }
-  try {
-    configLimit(); // NLC_KERNEL_CONFIGS, read by the kernel checks' children (docs/spec/py-backend.md#configurations, kernel-abi.md#variants)
-  } catch (e) {
-    throw new UsageError(message(e));
-  }
+  const settings = catalogueSettings(req);
   let catalogue: Catalogue;
   try {
-    catalogue = buildCatalogue({ fixtureDirs: req.fixtureDirs, namesReference: req.backends?.includes("ref") === true });
+    catalogue = buildCatalogue(settings);
   } catch (e) {
     throw new UsageError(message(e));
   }
@@ -153,7 +164,7 @@ export function planRun(req: RunRequest): RunPlan {
     const problem = unwritable(req.reportPath);
     if (problem !== null) throw new UsageError(`${n.report} ${req.reportPath}: ${problem}`);
   }
-  return { request: req, catalogue, defs, selected: new Set(defs.map((d) => d.id)) };
+  return { request: req, settings, catalogue, defs, selected: new Set(defs.map((d) => d.id)) };
 }
 
 /**
@@ -172,7 +183,7 @@ export function byTestName(plan: RunPlan, pattern: RegExp): RunPlan {
  */
 export function preflightBackends(plan: RunPlan): void {
   for (const kind of KINDS) {
-    const problem = kind.preflight?.(plan.defs, plan.request.names.backend) ?? null;
+    const problem = kind.preflight?.(plan.defs, plan.request.names.backend, plan.settings) ?? null;
     if (problem !== null) throw new UsageError(problem);
   }
 }

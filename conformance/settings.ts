@@ -19,6 +19,7 @@ import { parseShard, type Shard } from "../harness/shard.ts";
 import { ROOT } from "../paths.ts";
 import { CLI_NAMES, UsageError, type RunRequest } from "./plan.ts";
 import { kindOf, KINDS } from "./backend-kinds.ts";
+import { environment } from "../environment.ts";
 
 /** The config file a run reads from the directory it runs in, when present. */
 export const CONFIG_FILE = "nlc.config.json";
@@ -162,7 +163,7 @@ export function runSettings(args: Args["values"], cwd = process.cwd()): RunReque
   return {
     seed, profile, filters, rule: args.rule ?? c.rule, replay, fixtureDirs: args.fixtures ?? c.fixtures ?? [],
     backends: backends?.map((b) => absoluteBackend(b, cwd)), shard, reportPath, names, minPower,
-    explicitBackends: backends?.map((b) => absoluteBackend(b, cwd)) ?? KINDS.flatMap((k) => k.namedByEnvironment?.() ?? []),
+    explicitBackends: backends?.map((b) => absoluteBackend(b, cwd)) ?? KINDS.flatMap((k) => k.namedByEnvironment?.(environment()) ?? []),
     require: replay === undefined ? c.require ?? [] : [],
     allowSkipped: args["allow-skipped"] ?? c["allow-skipped"] ?? false,
     ...(loaded !== null ? { configPath: loaded.path } : {}),

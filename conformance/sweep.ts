@@ -14,7 +14,8 @@ import { mergeArgs } from "./report-commands.ts";
 import { planRun } from "./plan.ts";
 import { UsageError } from "../harness/usage-error.ts";
 import { absoluteBackend, CONFIG_FILE, configNames, kernelOnlyFilters, readConfig } from "./settings.ts";
-import { takeHandovers } from "./catalogue.ts";
+import { takeHandovers, type GeneratorKey } from "./catalogue.ts";
+import type { CatalogueSettings } from "./catalogue-settings.ts";
 import { PROFILES, type Profile, type Status } from "../harness/check.ts";
 import { runInfo } from "../harness/report.ts";
 import { parseShard, type Shard } from "../harness/shard.ts";
@@ -54,7 +55,11 @@ export interface SweepWorkerInit {
   kind: "init";
   /** The selected checks, by id, as the main thread's plan chose them. */
   ids: string[];
-  /** The main thread's settings from the environment (the --backend values in them), adopted before the catalogue is built. */
+  /** What the worker builds the checks from: the plan's settings (catalogue-settings.ts), as data. */
+  settings: CatalogueSettings;
+  /** The catalogue's generators that made the checks `ids` (catalogue.ts): the worker builds those alone. */
+  generators: GeneratorKey[];
+  /** The main thread's environment record as read at start-up (never written after), adopted before anything reads it. */
   environment: Environment;
   profile: Profile;
   /** What the main thread learnt for these checks (catalogue.ts takeHandovers: whether C9 can run here), adopted before the catalogue is built. */
@@ -122,12 +127,12 @@ async function sweep(argv: string[]): Promise<number> {
   const backends = (args.backend ?? config.backends)?.map((b) => absoluteBackend(b, process.cwd()));
   filters.push(...kernelOnlyFilters(filters, backends));
   // the selection as a run makes it (conformance/plan.ts), and handed to the workers as ids
-  let defs;
+  let defs, settings, catalogue;
   try {
-    defs = planRun({
+    ({ defs, settings, catalogue } = planRun({
       seed: 0, profile, filters, rule, fixtureDirs: [], backends, reportPath: null, minPower: null,
       names: { ...configNames(args, config, args.config ?? CONFIG_FILE), report: "--out" },
-    }).defs;
+    }));
   } catch (e) {
     if (e instanceof UsageError) usage(e.message);
     throw e;
@@ -152,7 +157,7 @@ async function sweep(argv: string[]): Promise<number> {
   const queue = [...seeds];
   let done = 0;
   const init: SweepWorkerInit = {
-    kind: "init", ids: defs.map((d) => d.id), profile,
+    kind: "init", ids: defs.map((d) => d.id), profile, settings, generators: catalogue.generatorsOf(defs.map((d) => d.id)),
     environment: environment(), handovers: takeHandovers(defs),
   };
   const workers = Array.from({ length: Math.min(jobs, seeds.length) }, () => new Promise<void>((resolve, reject) => {

@@ -13,7 +13,7 @@ import { BuildError, buildLib, gpuPresent, isCudaKind, type LibKind } from "./bu
 import { libToolchain, type Toolchain } from "./toolchain.ts";
 import { openKernelLib } from "./lib.ts";
 import { LibraryError, type KernelLib } from "./lib-types.ts";
-import { environment, type Environment } from "../environment.ts";
+import type { Environment } from "../environment.ts";
 
 /** A kernel backend as the report lists it. */
 export interface BackendInfo {
@@ -36,8 +36,8 @@ const BUILT_BACKENDS: Readonly<Record<string, LibKind>> = {
 /** The names NLC_BACKENDS (and --backend) accept besides lib:<path>. */
 export const NAMED_BACKENDS = ["cpu-emu", "cuda", "cpu-f32", "cuda-f32", "cpu-bf16", "cuda-bf16"] as const;
 
-/** NLC_BACKENDS=cpu-emu,cuda,cpu-bf16,lib:/path/libx.so (comma-separated); `ref` is always there. */
-export function kernelBackendNames(env: Environment = environment()): string[] {
+/** NLC_BACKENDS=cpu-emu,cuda,cpu-bf16,lib:/path/libx.so (comma-separated) of `env`, the start-up record; `ref` is always there. */
+export function kernelBackendNames(env: Environment): string[] {
   const raw = env.NLC_BACKENDS;
   if (raw === undefined || raw.trim() === "") return [...DEFAULT_KERNEL_BACKENDS];
   const names = raw.split(",").map((s) => s.trim()).filter((s) => s !== "" && s !== "ref");

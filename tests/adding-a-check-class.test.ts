@@ -64,7 +64,7 @@ describe("docs/contributing.md \"Adding a check class\"", () => {
       // 2. register it
       editIn(dir, "conformance/catalogue.ts", (s) => s
         .replace('import { c9Checks } from "./c9/checks.ts";', 'import { c9Checks } from "./c9/checks.ts";\nimport { c10Checks } from "./c10/checks.ts";')
-        .replace("...c9Checks(),", "...c9Checks(), ...c10Checks(),"));
+        .replace("  c9: () => c9Checks(),\n", "  c9: () => c9Checks(),\n  c10: () => c10Checks(),\n"));
       const list = runIn(dir, ["conformance/cli.ts", "--list", "--filter", "C10"]);
       expect(list.code).toBe(0);
       const ids = list.out.split("\n").filter((l) => l.startsWith("C10/"));

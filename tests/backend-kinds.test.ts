@@ -2,29 +2,31 @@
  * The table of backend kinds (conformance/backend-kinds.ts, docs/spec/kernel-abi.md#backend-kinds):
  * each --backend value goes to one kind, the native and py: kinds keep their messages and
  * variables, and an in-process kind's entry takes its own values, says what is wrong with another
- * and generates C5 forward and backward for every rule variant from the variable it reads. What
+ * and generates C5 forward and backward for every rule variant from the settings it is given. What
  * the settings and the plan need of a kind (paths made absolute, a kind's own filter, the names the
  * environment gives, a library's preflight) is asked of its entry, not dispatched by prefix.
  */
-import { afterEach, expect, test } from "bun:test";
+import { expect, test } from "bun:test";
 import { inProcessKind, kindOf, KINDS, backendKindsSpelled } from "../conformance/backend-kinds.ts";
 import { RULES } from "../src/rules/index.ts";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { absoluteBackend, kernelOnlyFilters } from "../conformance/settings.ts";
-import { CLI_NAMES, planRun, preflightBackends, UsageError } from "../conformance/plan.ts";
-import { adoptEnvironment, environment } from "../environment.ts";
+import { catalogueSettings, CLI_NAMES, ENV_NAMES, planRun, preflightBackends, UsageError } from "../conformance/plan.ts";
+import type { CatalogueSettings } from "../conformance/catalogue-settings.ts";
 
-const saved = environment();
-afterEach(() => adoptEnvironment(saved));
+/** The settings of a run configuring `backends`. */
+const settings = (backends: string[]): CatalogueSettings => ({ backends, namesReference: false, fixtureDirs: [], configLimit: "all" });
 
-test("each value goes to one kind, in the variable the children read", () => {
+test("each value goes to one kind, with the variable that names the kind's backends in the environment", () => {
   expect(KINDS.length).toBe(3);
   expect(kindOf("py:examples/py-kernels/naive_delta.py:naive_delta").variable).toBe("NLC_PY_BACKENDS");
   expect(kindOf("jax:examples/jax-kernels/delta_jax.py:delta_jax").variable).toBe("NLC_JAX_BACKENDS");
   for (const b of ["cpu-emu", "cuda", "lib:/x/libnlk.so", "ref", "nonsense"]) expect(kindOf(b).variable).toBe("NLC_BACKENDS");
-  expect(kindOf("cpu-emu").encode([])).toBe("ref");
+  // NLC_BACKENDS unset or empty: the default builds; "ref": none of them
+  expect(kindOf("cpu-emu").fromEnvironment({})).toEqual(["cpu-emu", "cuda"]);
+  expect(kindOf("cpu-emu").fromEnvironment({ NLC_BACKENDS: "ref" })).toEqual([]);
   expect(kindOf("nonsense").problem("nonsense", "--backend")).toBe(`--backend 'nonsense': unknown backend (expected ${backendKindsSpelled()})`);
   expect(backendKindsSpelled()).toBe("cpu-emu, cuda, cpu-f32, cuda-f32, cpu-bf16, cuda-bf16, lib:<path to a library implementing ffi/nlk.h>[@<name>], py:<module>:<callable>[@<name>], or jax:<module>:<callable>[@<name>]");
   expect(kindOf("lib:").problem("lib:", "--backend")).toContain("a library backend needs a path");
@@ -40,14 +42,15 @@ test("an in-process kind takes its prefix, names what it lacks, and generates fo
   expect(kind.owns("t:a") && kind.owns("t:b") && !kind.owns("py:a:b")).toBe(true);
   expect(kind.problem("t:a", "--backend")).toBeNull();
   expect(kind.problem("t:b", "--backend")).toBe("--backend 't:b': no in-process backend 'b' (expected t:<a>)");
-  adoptEnvironment({ ...environment(), NLC_IN_PROCESS_BACKENDS: "" });
-  expect(kind.checks()).toEqual([]);
-  adoptEnvironment({ ...environment(), NLC_IN_PROCESS_BACKENDS: "other:x,t:a" });
-  const ids = kind.checks().map((c) => c.id).sort();
+  expect(kind.fromEnvironment({ NLC_IN_PROCESS_BACKENDS: "" })).toEqual([]);
+  expect(kind.fromEnvironment({ NLC_IN_PROCESS_BACKENDS: "other:x, t:a,t:a" })).toEqual(["t:a"]);
+  expect(kind.checks(settings([]))).toEqual([]);
+  const s = settings(["other:x", "t:a"]);
+  const ids = kind.checks(s).map((c) => c.id).sort();
   const variants = RULES.flatMap((r) => (r.frozen === null ? [r.key] : [r.key, `${r.key}.frozen`]));
   expect(ids).toEqual(variants.flatMap((v) => [`C5/t-a/${v}/backward`, `C5/t-a/${v}/forward`]).sort());
-  expect(kind.checks().every((c) => c.kind === "delegated" && c.needs.child === "C5 t:a" && c.replayArgs?.join(" ") === "--backend t:a" && c.subject.backend === "t:a")).toBe(true);
-  expect(kind.backends()).toEqual([{ name: "t:a", available: true, device: "in process (TypeScript)" }]);
+  expect(kind.checks(s).every((c) => c.kind === "delegated" && c.needs.child === "C5 t:a" && c.replayArgs?.join(" ") === "--backend t:a" && c.subject.backend === "t:a")).toBe(true);
+  expect(kind.backends(s)).toEqual([{ name: "t:a", available: true, device: "in process (TypeScript)" }]);
 });
 
 test("what the settings and the plan ask of a kind is on its entry: paths, its own filter, the environment's names, the preflight", () => {
@@ -61,10 +64,10 @@ test("what the settings and the plan ask of a kind is on its entry: paths, its o
   expect(kernelOnlyFilters([], [py, "cpu-emu"])).toEqual([]);
   expect(kernelOnlyFilters(["C1"], [py])).toEqual([]);
   expect(kernelOnlyFilters([], undefined)).toEqual([]);
-  adoptEnvironment({ ...environment(), NLC_PY_BACKENDS: ` ${py} ,`, NLC_BACKENDS: "cpu-emu" });
-  expect(KINDS.flatMap((k) => k.namedByEnvironment?.() ?? [])).toEqual([py]);
-  adoptEnvironment({ ...environment(), NLC_BACKENDS: "nonsense" });
-  const problem = KINDS.map((k) => k.environmentProblem?.() ?? null).find((p) => p !== null);
+  const env = { NLC_PY_BACKENDS: ` ${py} ,`, NLC_BACKENDS: "cpu-emu" };
+  expect(KINDS.flatMap((k) => k.namedByEnvironment?.(env) ?? [])).toEqual([py]);
+  expect(catalogueSettings({ fixtureDirs: [], names: ENV_NAMES }, env).backends).toEqual(["cpu-emu", py]);
+  const problem = KINDS.map((k) => k.environmentProblem?.({ NLC_BACKENDS: "nonsense" }) ?? null).find((p) => p !== null);
   expect(problem).toContain("; or py:<module>:<callable> in NLC_PY_BACKENDS");
   // where py: backends go, said once (the native kind's own message names the native backends only)
   expect(problem!.split("NLC_PY_BACKENDS").length - 1).toBe(1);

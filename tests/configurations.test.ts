@@ -11,6 +11,9 @@ import type { CheckResult } from "../harness/check.ts";
 import { ConfigTally, configLimit, NO_AUTOTUNED } from "../harness/configurations.ts";
 import { cli, expectStatus, pyRun } from "./py-run.ts";
 import { probeTorchSync } from "../oracle/torch-bridge.ts";
+import { pyKernelChecks } from "../conformance/kernel/python/checks.ts";
+import { runCheck } from "../harness/run.ts";
+import { environment } from "../environment.ts";
 
 const hasTorch = probeTorchSync().available;
 const FILE = "tests/py-kernels/configurations_planted.py";
@@ -97,3 +100,11 @@ test.skipIf(noTriton !== null)("an autotuned Triton kernel wrong in one configur
   expect(ok.message).toContain("1 of 3 configurations judged (NLC_KERNEL_CONFIGS=first");
   expect(configurations(ok)!.not_judged).toEqual(["scaled_copy#2 (BLOCK=32, num_warps=2, num_stages=3)", "scaled_copy#4 (BLOCK=64, num_warps=2, num_stages=3)"]);
 }, 1_800_000);
+
+test.skipIf(!hasTorch)("the child judges the limit of the run's settings (conformance/catalogue-settings.ts), not one the record would give it", () => {
+  expect(environment().NLC_KERNEL_CONFIGS).toBeUndefined();
+  const def = pyKernelChecks([K("declared_planted")], "first").find((d) => d.id === "C5/py-declared_planted/delta/forward")!;
+  const r = runCheck(def, { seed: 1, profile: "quick", selected: new Set([def.id]) });
+  expectStatus(r, "pass");
+  expect(r.message).toContain("1 of 3 configurations judged (NLC_KERNEL_CONFIGS=first");
+}, 600_000);

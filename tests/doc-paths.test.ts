@@ -10,6 +10,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { dirname, join, normalize } from "node:path";
 import { ROOT } from "../paths.ts";
 import { buildCatalogue } from "../conformance/catalogue.ts";
+import { catalogueSettings, ENV_NAMES } from "../conformance/plan.ts";
 
 function tracked(pattern: RegExp): string[] {
   const out = Bun.spawnSync({ cmd: ["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd: ROOT });
@@ -74,7 +75,7 @@ test("doc paths: every link and repository path in the documentation exists", ()
 });
 
 test("doc paths: every check's spec text and tolerance kind name existing files", () => {
-  const { checks } = buildCatalogue({ fixtureDirs: [] });
+  const { checks } = buildCatalogue(catalogueSettings({ fixtureDirs: [], names: ENV_NAMES }));
   const bad: string[] = [];
   const FILE = /\b((?:docs|conformance|oracle|cases|harness|src|ffi|cuda|python)\/[\w./-]+\.(?:md|ts|py|cu|cuh|h))\b/g;
   for (const c of checks) {

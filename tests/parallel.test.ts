@@ -7,12 +7,13 @@ import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { buildCatalogue } from "../conformance/catalogue.ts";
+import { catalogueSettings, ENV_NAMES } from "../conformance/plan.ts";
 import { batchOf, delegatedBatches, InlineWork, mergeBackendInfo, workersPay } from "../conformance/parallel.ts";
 import { ROOT } from "../paths.ts";
 import { probeTorchSync } from "../oracle/torch-bridge.ts";
 
 test("delegated checks are batched by their own batch, else class (py: backends one each), in catalogue order; nothing else is", () => {
-  const defs = buildCatalogue({ fixtureDirs: [] }).checks;
+  const defs = buildCatalogue(catalogueSettings({ fixtureDirs: [], names: ENV_NAMES })).checks;
   const batches = delegatedBatches(defs);
   for (const [key, ids] of batches) {
     expect(ids).toEqual(defs.filter((d) => d.kind === "delegated" && batchOf(d) === key).map((d) => d.id));
@@ -22,8 +23,24 @@ test("delegated checks are batched by their own batch, else class (py: backends 
   expect([...batches.values()].flat().length).toBe(defs.filter((d) => d.kind === "delegated").length);
 });
 
+test("a worker builds only the generators of its job's checks: they make every one of them, and fewer than the catalogue", () => {
+  const settings = catalogueSettings({ fixtureDirs: [], names: ENV_NAMES });
+  const full = buildCatalogue(settings);
+  const batches = delegatedBatches(full.checks);
+  expect(batches.size).toBeGreaterThan(1);
+  for (const ids of batches.values()) {
+    const part = new Set(buildCatalogue(settings, full.generatorsOf(ids)).checks.map((c) => c.id));
+    expect(ids.filter((id) => !part.has(id))).toEqual([]);
+    expect(part.size).toBeLessThan(full.checks.length);
+  }
+  // the generators partition the catalogue, in its order
+  const keys = full.generatorsOf(full.checks.map((c) => c.id));
+  expect(keys.flatMap((k) => buildCatalogue(settings, [k]).checks.map((c) => c.id))).toEqual(full.checks.map((c) => c.id));
+  expect(() => full.generatorsOf(["no/such/check"])).toThrow("no check no/such/check in the catalogue");
+});
+
 test("a single lane of work (one batch, nothing in-process) runs without a worker thread", () => {
-  const defs = buildCatalogue({ fixtureDirs: [] }).checks;
+  const defs = buildCatalogue(catalogueSettings({ fixtureDirs: [], names: ENV_NAMES })).checks;
   const kernel = defs.filter((d) => d.id.startsWith("C5/cpu-emu/delta/"));
   expect(workersPay(kernel, delegatedBatches(kernel))).toBe(false);
   const mixed = defs.filter((d) => d.id.startsWith("C5/cpu-emu/delta/") || d.id.startsWith("C8/delta"));
@@ -58,7 +75,7 @@ test("with worker threads the report is the serial run's, apart from timings", (
 }, 300_000);
 
 test("in-process checks are shared from the back by estimated time: half an equal split, at least one check, none below the minimum", () => {
-  const defs = buildCatalogue({ fixtureDirs: [] }).checks.filter((d) => d.kind !== "delegated").slice(0, 10);
+  const defs = buildCatalogue(catalogueSettings({ fixtureDirs: [], names: ENV_NAMES })).checks.filter((d) => d.kind !== "delegated").slice(0, 10);
   const est = new Map(defs.map((d, i) => [d.id, i === 9 ? 500 : 100]));
   const work = new InlineWork(defs, est);
   expect(work.remainingMs()).toBe(1400);

@@ -4,10 +4,11 @@
  */
 import { expect, test } from "bun:test";
 import { buildCatalogue } from "../conformance/catalogue.ts";
+import { catalogueSettings, ENV_NAMES } from "../conformance/plan.ts";
 import { fromComparison } from "../harness/check.ts";
 import { compareTensors, TOL_FD } from "../oracle/compare.ts";
 
-const checks = buildCatalogue({ fixtureDirs: [] }).checks;
+const checks = buildCatalogue(catalogueSettings({ fixtureDirs: [], names: ENV_NAMES })).checks;
 const MODEL_ID = /^(C2\/model|C3|C4)\/[^/]+\/k\d\/([^/]+)$/;
 
 test("subject: model checks name their level pattern in `levels`, never in `frozen`", () => {

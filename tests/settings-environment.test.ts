@@ -1,16 +1,15 @@
 /**
  * The environment is read in one module (environment.ts) into one typed record; no other module
  * reads or writes `process.env` (docs/spec/decisions.md#one-settings-record). The record travels
- * to worker threads in their first message and to child processes as their environment.
+ * to worker threads in their first message and to child processes as their environment; nothing
+ * writes it after start-up: --backend goes into the plan's settings (docs/spec/decisions.md#settings-argument).
  */
 import { expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { ROOT } from "../paths.ts";
 import { adoptEnvironment, childEnvironment, environment, ENVIRONMENT_VARIABLES, readEnvironment } from "../environment.ts";
-import { kernelBackendNames } from "../ffi/backends.ts";
-import { planRun, CLI_NAMES } from "../conformance/plan.ts";
-import { pyBackendNames } from "../conformance/kernel/python/plan.ts";
+import { catalogueSettings, planRun, preflightBackends, CLI_NAMES, ENV_NAMES } from "../conformance/plan.ts";
 
 /** The modules that may read the environment, each with its reason. Tests (tests/, *.test.ts) aside: they set up the processes they start. */
 const READERS: Readonly<Record<string, string>> = {
@@ -78,17 +77,57 @@ test("the record holds the known variables only; a child process gets it as its 
   }
 });
 
-test("--backend goes into the record, not into process.env; the backend lists read the record", () => {
-  const saved = environment();
-  const before = { ...process.env };
-  try {
-    planRun({ seed: 1, profile: "quick", filters: ["C5/cpu-emu/"], fixtureDirs: [], reportPath: null, names: CLI_NAMES,
-      backends: ["cpu-emu", "py:examples/py-kernels/naive_delta.py:forward"] });
-    expect(kernelBackendNames()).toEqual(["cpu-emu"]);
-    expect(pyBackendNames()).toEqual(["py:examples/py-kernels/naive_delta.py:forward"]);
-    expect(childEnvironment().NLC_BACKENDS).toBe("cpu-emu");
-    expect({ ...process.env }).toEqual(before);
-  } finally {
-    adoptEnvironment(saved);
+/** The modules that may call adoptEnvironment, each with its reason (tests aside: they set up their own record). */
+const ADOPTERS: Readonly<Record<string, string>> = {
+  "environment.ts": "where it is defined",
+  "conformance/delegate-worker.ts": "a worker thread adopts the main thread's start-up record from its first job, before anything reads it",
+  "conformance/sweep-worker.ts": "a sweep worker adopts the main thread's start-up record from its first message, before anything reads it",
+};
+
+/** The files outside the tests that call adoptEnvironment where they may not, as `file:line`. */
+export function recordWriters(files: readonly { rel: string; text: string }[]): string[] {
+  const out: string[] = [];
+  for (const { rel, text } of files) {
+    if (rel in ADOPTERS || rel.startsWith("tests/") || /\.test\.ts$/.test(rel)) continue;
+    code(text).split("\n").forEach((line, i) => {
+      if (/\badoptEnvironment\b/.test(line)) out.push(`${rel}:${i + 1}`);
+    });
   }
+  return out;
+}
+
+test("nothing writes the environment record after start-up: adoptEnvironment only where a worker thread starts", () => {
+  const files = sources();
+  expect(recordWriters(files)).toEqual([]);
+  for (const rel of Object.keys(ADOPTERS)) expect(files.find((f) => f.rel === rel)!.text).toContain("adoptEnvironment(");
+  // the scan catches a call planted in the plan, not a comment
+  expect(recordWriters([
+    { rel: "conformance/plan.ts", text: "// adoptEnvironment is not called here\nfunction f() {\n  adoptEnvironment({ ...environment(), NLC_BACKENDS: \"cpu-emu\" });\n}\n" },
+    { rel: "conformance/sweep-worker.ts", text: "adoptEnvironment(job.environment);\n" },
+  ])).toEqual(["conformance/plan.ts:3"]);
+});
+
+test("--backend goes into the plan's settings, never into the record or process.env; the record is frozen", () => {
+  const record = environment();
+  const snapshot = { ...record };
+  const before = { ...process.env };
+  const py = "py:examples/py-kernels/naive_delta.py:forward";
+  const plan = planRun({ seed: 1, profile: "quick", filters: ["C5/cpu-emu/"], fixtureDirs: [], reportPath: null, names: CLI_NAMES,
+    backends: ["cpu-emu", py, "ref"] });
+  expect(plan.settings).toEqual({ backends: ["cpu-emu", py], namesReference: true, fixtureDirs: [], configLimit: "all" });
+  expect(plan.catalogue.backends().map((b) => b.name)).toEqual(["ref", "cpu-emu", py]);
+  preflightBackends(plan);
+  // the record is the one read at start-up: the same object, unchanged, and it cannot be changed in place
+  expect(environment()).toBe(record);
+  expect({ ...environment() }).toEqual(snapshot);
+  expect(Object.isFrozen(record)).toBe(true);
+  expect(() => {
+    (record as Record<string, string>).NLC_BACKENDS = "cpu-emu";
+  }).toThrow();
+  expect(childEnvironment().NLC_BACKENDS).toBe(snapshot.NLC_BACKENDS);
+  expect({ ...process.env }).toEqual(before);
+  // without --backend, each kind's variable of the record names the run's backends
+  expect(catalogueSettings({ fixtureDirs: [], names: ENV_NAMES }, { NLC_BACKENDS: "cpu-f32", NLC_PY_BACKENDS: py, NLC_KERNEL_CONFIGS: "first" }))
+    .toEqual({ backends: ["cpu-f32", py], namesReference: false, fixtureDirs: [], configLimit: "first" });
+  expect(() => catalogueSettings({ fixtureDirs: [], names: ENV_NAMES }, { NLC_KERNEL_CONFIGS: "some" })).toThrow('NLC_KERNEL_CONFIGS="some"');
 });

@@ -4,6 +4,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { buildCatalogue } from "../conformance/catalogue.ts";
+import { catalogueSettings, ENV_NAMES } from "../conformance/plan.ts";
 import { envOptions } from "../harness/collect.ts";
 import { mergeReports } from "../harness/report-merge.ts";
 import { validateReport } from "../harness/report.ts";
@@ -11,7 +12,7 @@ import { assignShards, estimates, loadTimes, parseShard } from "../harness/shard
 import { ROOT } from "../paths.ts";
 import { check, report } from "./synthetic-report.ts";
 
-const defs = buildCatalogue({ fixtureDirs: [] }).checks;
+const defs = buildCatalogue(catalogueSettings({ fixtureDirs: [], names: ENV_NAMES })).checks;
 const table = loadTimes();
 
 test("parseShard: i/n with 1 <= i <= n; anything else names the text", () => {

@@ -10,13 +10,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ROOT } from "../paths.ts";
 import { buildCatalogue, matchesFilter } from "../conformance/catalogue.ts";
+import { catalogueSettings, ENV_NAMES } from "../conformance/plan.ts";
 import { probeTorchSync } from "../oracle/torch-bridge.ts";
 import { formatSweep, mergeSweeps, repeatedSeeds, sweepClean, sweepSeed, SWEEP_FORMAT, SweepTally, type Sweep } from "../harness/sweep.ts";
 
 const FILTER = ["C0/op/Add", "C0/op/Mul"];
 
 function sweepOf(seedRan: (asked: number) => number, asked: number[]): Sweep {
-  const defs = buildCatalogue({ fixtureDirs: [] }).checks.filter((c) => matchesFilter(c, FILTER));
+  const defs = buildCatalogue(catalogueSettings({ fixtureDirs: [], names: ENV_NAMES })).checks.filter((c) => matchesFilter(c, FILTER));
   const selected = new Set(defs.map((d) => d.id));
   const tally = new SweepTally(defs);
   for (const seed of asked) {

@@ -9,6 +9,7 @@ import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { ROOT } from "../paths.ts";
 import { buildCatalogue } from "../conformance/catalogue.ts";
+import { catalogueSettings, ENV_NAMES } from "../conformance/plan.ts";
 
 const DOC = readFileSync(join(ROOT, "docs/spec/tolerances.md"), "utf8");
 
@@ -50,7 +51,7 @@ function matches(row: Row, d: Declared): boolean {
 describe("tolerance overrides", () => {
   const rows = overrideRows();
   const all: Declared[] = [];
-  for (const c of buildCatalogue({ fixtureDirs: [] }).checks) declared(c.class, c.tolerance as Record<string, unknown>, all);
+  for (const c of buildCatalogue(catalogueSettings({ fixtureDirs: [], names: ENV_NAMES })).checks) declared(c.class, c.tolerance as Record<string, unknown>, all);
 
   test("every declared departure (a tolerance with a reason) has its row, with its bound", () => {
     expect(rows.length).toBeGreaterThan(5);

@@ -6,24 +6,28 @@
  * runs the checks it had not reached.
  */
 import { join } from "node:path";
-import { kernelBackendNames, type Resolved } from "../../../ffi/backends.ts";
+import type { Resolved } from "../../../ffi/backends.ts";
 import type { CheckResult, Profile } from "../../../harness/check.ts";
 import { runBatch, spawnChild, tail, type ChildSpec, type ChildTimeout } from "../../../harness/child-process.ts";
 import { ROOT } from "../../../paths.ts";
 import { parseProbeOutput, type ChildRequest } from "./protocol.ts";
 import { childEnvironment, environment, type Environment } from "../../../environment.ts";
+import { CONFIG_LIMIT_ENV, type ConfigLimit } from "../../../harness/configurations.ts";
 
 const CHILD = join(import.meta.dir, "../child.ts");
 
-/** The children's environment: NLC_KERNEL_PRELOAD becomes their LD_PRELOAD (e.g. the TSan runtime). */
-function childEnv(): Record<string, string | undefined> {
+/**
+ * The children's environment: NLC_KERNEL_PRELOAD becomes their LD_PRELOAD (e.g. the TSan runtime);
+ * the run's configuration limit (`limit`, catalogue-settings.ts) is their NLC_KERNEL_CONFIGS.
+ */
+function childEnv(limit?: ConfigLimit): Record<string, string | undefined> {
   const preload = environment().NLC_KERNEL_PRELOAD;
-  return preload ? childEnvironment({ LD_PRELOAD: preload }) : childEnvironment();
+  return childEnvironment({ ...(preload ? { LD_PRELOAD: preload } : {}), ...(limit !== undefined ? { [CONFIG_LIMIT_ENV]: limit } : {}) });
 }
 
 /** The child's command line; its progress (kernel builds) shows on this process's stderr while it runs. */
-function child(args: readonly string[]) {
-  return { cmd: [process.execPath, CHILD, "native", ...args], cwd: ROOT, env: childEnv(), progressFd: true };
+function child(args: readonly string[], limit?: ConfigLimit) {
+  return { cmd: [process.execPath, CHILD, "native", ...args], cwd: ROOT, env: childEnv(limit), progressFd: true };
 }
 
 /**
@@ -43,10 +47,14 @@ export function batchTimeout(profile: Profile, ms?: number, env: Environment = e
   return { baseMs: 60_000, perCheckMs: PER_CHECK_MS[profile] };
 }
 
-/** Runs a batch in children (a fresh one after each death); a check a child died in is `error` with the cause. */
-export function runChild(req: ChildRequest): Map<string, CheckResult> {
+/**
+ * Runs a batch in children (a fresh one after each death); a check a child died in is `error` with
+ * the cause. `limit`: the configurations (variants) its checks judge; unset, the child's own
+ * environment says.
+ */
+export function runChild(req: ChildRequest, limit?: ConfigLimit): Map<string, CheckResult> {
   const spec: ChildSpec = {
-    ...child([]),
+    ...child([], limit),
     who: `the child process running C5 on ${req.backend}`,
     timeout: batchTimeout(req.profile, req.timeoutMs),
     // a caller's own limit (the hang-isolation check's) is no setting of the user's
@@ -70,10 +78,9 @@ export function adoptProbe(results: Resolved[] | undefined): void {
   if (results !== undefined) probed ??= results;
 }
 
-/** Builds and loads every configured backend in a child process (never in this one), once. */
-export function probeBackends(): Resolved[] {
+/** Builds and loads the run's native backends (`names`) in a child process (never in this one), once. */
+export function probeBackends(names: readonly string[]): Resolved[] {
   if (probed !== undefined) return probed;
-  const names = kernelBackendNames();
   // Building is incremental, but a fresh checkout compiles every kernel (a minute with nvcc): say so.
   const t0 = performance.now();
   console.error(`kernel backends: building (if needed) and loading ${names.join(", ")} ...`);

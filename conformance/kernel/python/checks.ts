@@ -14,7 +14,9 @@ import type { Toolchain } from "../../../ffi/toolchain.ts";
 import { kernelChecks, type KernelKind } from "../checks.ts";
 import { kernelTimeoutMs, kernelTimeoutSetting, mayRunTriton } from "./session.ts";
 import type { Part } from "../plan.ts";
-import { parsePyBackend, pyBackendNames, pyIdCollision, pyPlanBackend } from "./plan.ts";
+import { parsePyBackend, pyPlanBackend } from "./plan.ts";
+import { CONFIG_LIMIT_ENV, type ConfigLimit } from "../../../harness/configurations.ts";
+import { childEnvironment } from "../../../environment.ts";
 
 const CHILD = join(import.meta.dir, "../child.ts");
 /** The backends whose child ran, with the toolchain it reported. */
@@ -33,11 +35,14 @@ function childTimeout(triton: boolean): ChildTimeout {
 /** Backends whose child could not load the kernel: the reason, given once (python/child.ts). */
 const unavailable = new Map<string, string>();
 
-/** A backend's batch in its child; the backend's unavailability and toolchain noted for the report. */
-function runPyBatch(req: BatchRequest<Part>) {
+/**
+ * A backend's batch in its child, which judges the run's configuration limit (`limit`); the
+ * backend's unavailability and toolchain noted for the report.
+ */
+function runPyBatch(req: BatchRequest<Part>, limit: ConfigLimit) {
   const triton = mayRunTriton(parsePyBackend(req.backend));
   const r = runBatch({
-    cmd: [process.execPath, CHILD, "python"], who: `the child process running ${req.backend}`, timeout: childTimeout(triton),
+    cmd: [process.execPath, CHILD, "python"], env: childEnvironment({ [CONFIG_LIMIT_ENV]: limit }), who: `the child process running ${req.backend}`, timeout: childTimeout(triton),
     timeoutSetting: `2 x ${kernelTimeoutSetting(triton)} + 120 s a check`, replayArgs: ["--backend", req.backend],
   }, req);
   // the toolchain comes on every result; it belongs to the backend, not to each check
@@ -55,25 +60,21 @@ function runPyBatch(req: BatchRequest<Part>) {
   return r;
 }
 
-const PY_KIND: KernelKind = {
+const pyKind = (limit: ConfigLimit): KernelKind => ({
   plan: (name) => pyPlanBackend(parsePyBackend(name)),
-  runs: { batch: runPyBatch },
+  runs: { batch: (req) => runPyBatch(req, limit) },
   needs: (name) => ({ child: `C5 ${name}` }), // one Python host per backend, beside the others
   replayArgs: (name) => ["--backend", name],
-};
+});
 
-/** Every check of every configured py: backend (none unless --backend py:... is given), or of the jax: ones (`variable`). */
-export function pyKernelChecks(variable: "NLC_PY_BACKENDS" | "NLC_JAX_BACKENDS" = "NLC_PY_BACKENDS"): CheckDef[] {
-  const names = pyBackendNames(undefined, variable);
-  const collision = pyIdCollision(names, variable);
-  if (collision !== null) throw new Error(collision);
-  return kernelChecks(PY_KIND, names);
+/** Every check of the run's py: backends (`names`; none unless --backend py:... is given), or of its jax: ones; `limit`: the configurations they judge. */
+export function pyKernelChecks(names: readonly string[], limit: ConfigLimit): CheckDef[] {
+  return kernelChecks(pyKind(limit), [...names]);
 }
 
-/** The py: (or jax:) backends for the report. */
-export function pyBackends(variable: "NLC_PY_BACKENDS" | "NLC_JAX_BACKENDS" = "NLC_PY_BACKENDS",
-  device = "PyTorch kernel host (python/nlc_torch/kernel_host.py)"): BackendInfo[] {
-  return pyBackendNames(undefined, variable).map((name) => unavailable.has(name)
+/** The run's py: (or jax:) backends (`names`) for the report. */
+export function pyBackends(names: readonly string[], device = "PyTorch kernel host (python/nlc_torch/kernel_host.py)"): BackendInfo[] {
+  return names.map((name) => unavailable.has(name)
     ? { name, available: false, reason: unavailable.get(name)! }
     : ran.has(name)
     ? { name, available: true, device, ...(ran.get(name) ? { toolchain: ran.get(name)! } : {}) }

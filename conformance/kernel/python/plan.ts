@@ -17,7 +17,7 @@
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { KERNEL_TOLERANCE } from "../../../oracle/kernel-judge.ts";
-import { environment, type Environment } from "../../../environment.ts";
+import type { Environment } from "../../../environment.ts";
 import type { PlanBackend, PlanStyle } from "../plan.ts";
 import type { CheckTolerance } from "../tolerance.ts";
 
@@ -103,8 +103,8 @@ export function parsePyBackendArg(name: string): PyBackend {
 
 const isFileModule = (module: string) => module.endsWith(".py") || module.includes("/");
 
-/** The py: backends among the --backend values (NLC_PY_BACKENDS, comma-separated; the jax: ones: NLC_JAX_BACKENDS). */
-export function pyBackendNames(env: Environment = environment(), variable: "NLC_PY_BACKENDS" | "NLC_JAX_BACKENDS" = "NLC_PY_BACKENDS"): string[] {
+/** The py: backends the start-up record `env` names (NLC_PY_BACKENDS, comma-separated; the jax: ones: NLC_JAX_BACKENDS). */
+export function pyBackendNames(env: Environment, variable: "NLC_PY_BACKENDS" | "NLC_JAX_BACKENDS"): string[] {
   const raw = env[variable] ?? "";
   return [...new Set(raw.split(",").map((s) => s.trim()).filter((s) => s !== ""))];
 }
