@@ -13,13 +13,15 @@ import { UNDECLARED_DETAILS, type CheckDef, type CheckResult } from "../harness/
 import { validateReport } from "../harness/report.ts";
 import { adoptEnvironment, environment } from "../environment.ts";
 import { runPlan, type RunOutcome } from "../conformance/parallel.ts";
-import { CLI_NAMES, type RunPlan, type RunRequest } from "../conformance/plan.ts";
+import { catalogueSettings, CLI_NAMES, type RunPlan, type RunRequest } from "../conformance/plan.ts";
 import { runReport, undeclaredLines } from "../conformance/run-report.ts";
 import { check } from "./synthetic-report.ts";
 
 function planOf(defs: readonly CheckDef[]): RunPlan {
   const request = { seed: 1, profile: "quick", filters: [], fixtureDirs: [], reportPath: null, names: CLI_NAMES } as RunRequest;
-  return { request, catalogue: { checks: defs, backends: () => [] }, defs, selected: new Set(defs.map((d) => d.id)) } as unknown as RunPlan;
+  // a worker builds the generators the catalogue names for its job: here one that holds none of these checks
+  const catalogue = { checks: defs, backends: () => [], generatorsOf: () => ["c0Ops"] };
+  return { request, settings: catalogueSettings(request), catalogue, defs, selected: new Set(defs.map((d) => d.id)) } as unknown as RunPlan;
 }
 
 const PY = "py:kernel.py:k";
