@@ -119,6 +119,8 @@ async function run(req: BatchRequest<RulePart>): Promise<void> {
       const out = withShapes(coverage(r, [...names], exercised), tally);
       // the inputs this check generated at their neutral value and did not compare (docs/spec/py-backend.md#absent)
       const absent = e.frozen ? [] : session.info.conventions.absent.filter((n) => (e.decl.gates as readonly string[]).includes(n));
+      // the gates taken once per head: generated equal over a head's tokens and sequences, their gradient not compared (#per-head)
+      const perHead = e.frozen ? [] : (session.info.conventions.per_head ?? []).filter((n) => (e.decl.gates as readonly string[]).includes(n));
       // every configuration judged, or the limit said (docs/spec/py-backend.md#configurations)
       const judged = configs.details(), note = configs.note();
       const message = [out.message, note === null ? null : `(${note})`, `[${device}]`].filter((x) => x).join(" ");
@@ -129,7 +131,7 @@ async function run(req: BatchRequest<RulePart>): Promise<void> {
       }
       // the toolchain rides on each result to the parent, which lists it under the backend (py-checks.ts)
       const toolchain = session.info.toolchain !== undefined ? { toolchain: session.info.toolchain } : {};
-      emit(resultLine({ ...out, message, details: { ...out.details, absent, probes: probes.summary(), ...toolchain, ...(judged === undefined ? {} : { configurations: judged }) } }));
+      emit(resultLine({ ...out, message, details: { ...out.details, absent, ...(perHead.length > 0 ? { per_head: perHead } : {}), probes: probes.summary(), ...toolchain, ...(judged === undefined ? {} : { configurations: judged }) } }));
     }
   } finally {
     await session.close();
