@@ -7,13 +7,17 @@ tensor it gets wrong (tests/fla-linear-attention.test.ts):
 * GLA: the per-channel decays applied to reversed key channels (g flipped along K).
 * linear attention: the initial state read transposed ([K, V] taken as [V, K]: a layout slip; K = V
   in every case, so the shapes agree).
+* simple GLA with one decay per head (g_gamma): each head decayed by another head's (g_gamma reversed
+  over the heads).
+* RWKV-6: the bonus u applied to reversed key channels (u flipped along K).
 """
 import functools
 
 import torch
 
-from fla_linear_attention import (FLA_CHUNK, GLA, LINEAR_ATTN, SIMPLE_GLA, _chunk_gla, _chunk_linear_attn, _chunk_simple_gla,
-                                  _fused_recurrent_gla, _fused_recurrent_linear_attn, _fused_recurrent_simple_gla)
+from fla_linear_attention import (FLA_CHUNK, GLA, LINEAR_ATTN, RWKV6, SIMPLE_GLA, SIMPLE_GLA_GAMMA, _chunk_gla, _chunk_linear_attn,
+                                  _chunk_rwkv6, _chunk_simple_gla, _fused_recurrent_gla, _fused_recurrent_linear_attn,
+                                  _fused_recurrent_rwkv6, _fused_recurrent_simple_gla)
 
 from nlc_torch import declared
 
@@ -72,3 +76,32 @@ chunk_simple_gla_decay_late = declared(_chunk_simple_gla_decay_late, **SIMPLE_GL
 chunk_gla_reversed_channels = declared(_chunk_gla_reversed_channels, **GLA, chunk_size=FLA_CHUNK)
 chunk_linear_attn_state_transposed = declared(_chunk_linear_attn_state_transposed, **LINEAR_ATTN, chunk_size=FLA_CHUNK,
                                               constants={"normalize": False})
+
+
+# the per-head inputs (`per_head`): another head's decay, the bonus on reversed channels
+
+
+@functools.wraps(_fused_recurrent_simple_gla)
+def _simple_gla_gamma_other_head(q, k, v, g=None, g_gamma=None, **kw):
+    return _fused_recurrent_simple_gla(q, k, v, g_gamma=g_gamma.flip(0), **kw)
+
+
+@functools.wraps(_chunk_simple_gla)
+def _chunk_simple_gla_gamma_other_head(q, k, v, g=None, g_gamma=None, **kw):
+    return _chunk_simple_gla(q, k, v, g_gamma=g_gamma.flip(0), **kw)
+
+
+@functools.wraps(_fused_recurrent_rwkv6)
+def _rwkv6_bonus_reversed(r, k, v, w, u, **kw):
+    return _fused_recurrent_rwkv6(r, k, v, w, u.flip(-1), **kw)
+
+
+@functools.wraps(_chunk_rwkv6)
+def _chunk_rwkv6_bonus_reversed(r, k, v, w, u, **kw):
+    return _chunk_rwkv6(r, k, v, w, u.flip(-1), **kw)
+
+
+simple_gla_gamma_other_head = declared(_simple_gla_gamma_other_head, **SIMPLE_GLA_GAMMA)
+chunk_simple_gla_gamma_other_head = declared(_chunk_simple_gla_gamma_other_head, **SIMPLE_GLA_GAMMA, chunk_size=FLA_CHUNK)
+rwkv6_bonus_reversed = declared(_rwkv6_bonus_reversed, **RWKV6)
+chunk_rwkv6_bonus_reversed = declared(_chunk_rwkv6_bonus_reversed, **RWKV6, chunk_size=FLA_CHUNK)
