@@ -2,8 +2,8 @@
  * flash-linear-attention's simple GLA, GLA, linear-attention and RWKV-6 kernels
  * (examples/py-kernels/fla_linear_attention.py), judged as they ship, by declaration only
  * (docs/spec/py-backend.md#fla-linear-attention), and the plants of fla_linear_attention_planted.py,
- * each of which must fail naming the tensor it gets wrong: recurrent (a few minutes in Triton's
- * interpreter) and chunked (longer). Runs when NLC_FLA_PYTHON names a Python with `fla-core`, torch
+ * each of which must fail naming the tensor it gets wrong: recurrent (373 s in Triton's interpreter
+ * on 2 shared cores) and chunked (720 s there), ten kernels each. Runs when NLC_FLA_PYTHON names a Python with `fla-core`, torch
  * and triton (a CPU build runs the Triton kernels in Triton's interpreter), skipped with the reason
  * otherwise. CI does not install fla.
  */
