@@ -100,6 +100,18 @@ if has fla; then
   NLC_KERNEL_CONFIGS=first run fla-delta-product bun conformance/cli.ts --filter C5/py- --report "$out/fla-delta-product-gpu.json" \
     --backend "$g:naive_recurrent_gated_delta_product" --backend "$g:chunk_gated_delta_product" --backend "$g:chunk_gated_delta_product_no_gate" \
     --backend "$gp:naive_step_dropped" --backend "$gp:chunk_step_dropped"
+  # the linear-attention family (docs/spec/py-backend.md#fla-linear-attention): simple GLA (per token and
+  # per head), GLA, linear attention, RWKV-6, recurrent and chunked; the f32 chunked ones also declared
+  # TF32 (fla_tf32.py). Expected not to pass: the plants, fused_recurrent_rwkv6's backward (dht dropped),
+  # chunk_simple_gla_gamma's forward (NaN final state), and on compute capability 8+ the f32 chunked ones
+  l="py:$ours/fla_linear_attention.py" lp="py:$ours/fla_linear_attention_planted.py"
+  NLC_KERNEL_CONFIGS=first run fla-linear-attention bun conformance/cli.ts --filter C5/py- --report "$out/fla-linear-attention-gpu.json" \
+    --backend "$l:fused_recurrent_simple_gla" --backend "$l:chunk_simple_gla" --backend "$l:fused_recurrent_simple_gla_gamma" \
+    --backend "$l:chunk_simple_gla_gamma" --backend "$l:fused_recurrent_gla" --backend "$l:chunk_gla" \
+    --backend "$l:fused_recurrent_linear_attn" --backend "$l:chunk_linear_attn" --backend "$l:fused_recurrent_rwkv6" --backend "$l:chunk_rwkv6" \
+    --backend "$t:chunk_simple_gla_tf32" --backend "$t:chunk_gla_tf32" --backend "$t:chunk_linear_attn_tf32" --backend "$t:chunk_rwkv6_tf32" \
+    --backend "$lp:simple_gla_decay_late" --backend "$lp:gla_reversed_channels" --backend "$lp:linear_attn_state_transposed" \
+    --backend "$lp:rwkv6_bonus_reversed" --backend "$lp:chunk_rwkv6_bonus_reversed" --backend "$lp:chunk_gla_reversed_channels"
 fi
 has default && run default bun conformance/cli.ts --report "$out/default.json"
 printf '\n== [%4d s] done: %d step(s) did not pass\n' $((SECONDS - t0)) "$bad"

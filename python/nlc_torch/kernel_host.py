@@ -44,7 +44,7 @@ LAYOUTS = ("BTHD", "BHTD")
 DECLARATION_KEYS = ("rules", "dtype", "state_dtype", "layout", "state_layout", "names", "initial_state", "state_dict",
                     "output_final_state", "chunk_size", "forward_only", "varlen", "scale", "absent", "log_gates",
                     "bounded", "qk_l2norm", "accumulate", "intermediates", "nondeterministic", "configurations",
-                    "gate_forms", "constants", "input_dtypes", "head_dims", "token_rows", "outputs")
+                    "gate_forms", "constants", "input_dtypes", "head_dims", "token_rows", "outputs", "per_head")
 # A gate the kernel computes from a raw input (docs/spec/py-backend.md#gate-forms): the forms, the gates each may stand for
 GATE_FORMS = {"softplus": ("alpha",), "sigmoid": ("theta",), "sigmoid2": ("theta",)}
 STATE_LAYOUTS = ("ours", "transposed")
@@ -219,6 +219,14 @@ class Kernel:
                               f"{decl.get('dtype', 'f32')!r} (docs/spec/precision.md#intermediates)")
         self.intermediates = inter
         self._gate_forms(spec, decl)
+        # gates the kernel takes once per head (docs/spec/py-backend.md#per-head): the harness sends them per
+        # token, equal over the tokens and sequences of a head, and the kernel gets the first token's, [H] or [H, d]
+        per_head = decl.get("per_head", [])
+        if not isinstance(per_head, (list, tuple)) or not all(g in GATE_NAMES and g not in self.absent and g not in self.gate_forms
+                                                             for g in per_head):
+            raise KernelError(f"{spec}.nlc['per_head']: expected a list of gates ({', '.join(GATE_NAMES)}) neither absent nor "
+                              f"in nlc['gate_forms'], e.g. ['theta'], got {per_head!r}")
+        self.per_head = list(per_head)
         consts = decl.get("constants", {})
         # None: a keyword the kernel requires (no default) for what the harness does not use, e.g. fla's naive cu_seqlens
         if not isinstance(consts, dict) or not all(isinstance(c, str) and (v is None or isinstance(v, (bool, int, float, str)))
@@ -367,7 +375,7 @@ class Kernel:
                 "keywords": {**self.names, **self.log_gates}, "initial_state": self.initial_state_kw, "outputs": self.outputs,
                 "state_dict": self.state_dict,
                 "gate_forms": forms, "constants": self.constants, "input_dtypes": self.input_dtypes, "head_dims": self.head_dims,
-                "token_rows": self.token_rows}
+                "token_rows": self.token_rows, "per_head": self.per_head}
 
     @staticmethod
     def _import(module: str, path: Optional[str]):
@@ -486,6 +494,10 @@ def _kernel_inputs(k: Kernel, rule: str, inputs: Dict[str, torch.Tensor], factor
             raise KernelError(f"{k.spec} does not take the input {name} (keyword {key!r}) that {rule} reads; "
                               f"declare it in nlc['absent'] if the kernel has no such input, or its keyword in "
                               f"nlc['names'] if the kernel takes it under another name (docs/spec/py-backend.md#absent)")
+        if name in k.per_head:
+            # equal over the tokens and sequences of a head: the first token's, one per head (none: zeros)
+            kw[key] = t[0, 0] if t.shape[1] > 0 else t.new_zeros(t.shape[2:])
+            continue
         if name == "q" and factor != 1.0:
             t = t / factor  # the kernel multiplies q by `factor`; ours does not
         if k.token_rows is not None:

@@ -23,9 +23,9 @@ export function forwardKeys(c: PyCase): TensorKey[] {
   return [{ part: "y" }, ...(c.frozen ? [] : c.stateNames.map((name): TensorKey => ({ part: "state", name })))];
 }
 
-/** The tensors a backward returns and a backward check compares: every input's gradient and the state's. */
+/** The tensors a backward returns and a backward check compares: every input's gradient (but a per-head gate's) and the state's. */
 export function backwardKeys(c: PyCase): TensorKey[] {
-  return [...c.kernelInputs.map((name): TensorKey => ({ part: "grad", name })), ...c.stateNames.map((name): TensorKey => ({ part: "dState0", name }))];
+  return [...c.kernelInputs.filter((n) => !c.perHead.includes(n)).map((name): TensorKey => ({ part: "grad", name })), ...c.stateNames.map((name): TensorKey => ({ part: "dState0", name }))];
 }
 
 /** What the kernel declares for a rule variant (a py: kernel declares one precision and no chunk form: it is judged as the sequential rule). */

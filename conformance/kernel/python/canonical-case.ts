@@ -66,6 +66,8 @@ export interface PyCase {
   kernelInputs: InnerName[];
   /** The inputs the kernel declares absent (generated at their neutral value). */
   absent: InnerName[];
+  /** The gates the kernel takes once per head: sent, equal over a head's tokens and sequences, their gradient not compared. */
+  perHead: InnerName[];
   conv: Conventions;
   stateNames: string[];
   /** A frozen read: inputs q, the state it reads, no final state. */
@@ -144,12 +146,35 @@ export function buildPyCase(decl: RuleDecl, spec: CanonicalCaseSpec, frozen = fa
   const seqs = seqSpecs(base, spec.extra.map(st), count, seqLengths).map((s, n) => pySequence(decl, s, inputs, frozen, rng, p, conv, n % spec.H));
   for (const q of seqs) for (const n of Object.keys(q.st64)) if (!states.includes(n)) delete q.st64[n];
   const cfg = buildRuleCase(decl, base, "f64").cfg;
-  if (spec.edge?.kind === "saturated") saturateGates(seqs, decl, cfg, conv, inputs.filter((n) => !absent.includes(n)), p.storage, base.seed);
+  const perHead = inputs.filter((n) => conv.per_head?.includes(n) === true && !absent.includes(n));
+  if (spec.edge?.kind === "saturated") saturateGates(seqs, decl, cfg, conv, inputs.filter((n) => !absent.includes(n) && !perHead.includes(n)), p.storage, base.seed);
+  for (const n of perHead) perHeadGate(seqs, n, spec.H);
   return {
     spec, cfg, B: spec.B, T: lengths === null ? cfg.seq_len : lengths.reduce((a, b) => a + b, 0), H: spec.H, seqs, inputs,
-    packed: lengths === null ? null : { lengths: [...lengths], cu: cuSeqlens(lengths) }, kernelInputs: inputs.filter((n) => !absent.includes(n)), absent, conv,
+    packed: lengths === null ? null : { lengths: [...lengths], cu: cuSeqlens(lengths) }, kernelInputs: inputs.filter((n) => !absent.includes(n)), absent, perHead, conv,
     stateNames: states, frozen,
   };
+}
+
+/**
+ * Gate `n` taken once per head (docs/spec/py-backend.md#per-head): every token of every sequence of
+ * head h gets the first token of the first non-empty sequence of that head (the rule's own draw), in
+ * the kernel's values and the reference's alike.
+ */
+function perHeadGate(seqs: PySeq[], n: InnerName, H: number): void {
+  for (let h = 0; h < H; h++) {
+    const own = seqs.filter((_, i) => i % H === h);
+    const first = own.find((s) => s.T > 0);
+    if (first === undefined) continue;
+    for (const s of own) {
+      for (const part of [s.kin64, s.in64]) {
+        const src = part === s.kin64 ? first.kin64[n]! : first.in64[n]!;
+        const w = src.size / first.T, out = new Tensor("f64", [...part[n]!.shape]);
+        for (let t = 0; t < s.T; t++) for (let i = 0; i < w; i++) out.data[t * w + i] = src.data[i]!;
+        part[n] = out;
+      }
+    }
+  }
 }
 
 /** Per-sequence tensors [T, ...] (one per sequence of the case, in its order) -> canonical [B, T, H, ...] (a packed batch: [1, ΣL, H, ...]; f64 values, already rounded). */
@@ -218,7 +243,7 @@ export function describeCase(c: PyCase): string {
 export function toKernelGrads<A extends ArrayLike<number>>(c: PyCase, n: number, r: SeqTensors<A>, stored?: StorageDType): SeqTensors<ArrayLike<number>> {
   const grads: Record<string, ArrayLike<number>> = {};
   for (const [name, g] of Object.entries(r.grads)) {
-    if (c.absent.includes(name as InnerName)) continue;
+    if (c.absent.includes(name as InnerName) || c.perHead.includes(name as InnerName)) continue;
     const kin = c.seqs[n]!.kin64[name];
     grads[name] = kin === undefined ? g : kernelGradient(c.conv, name, kin.data, g, c.cfg.d, stored, c.seqs[n]!.h, kin.shape.length > 1 ? kin.shape[kin.shape.length - 1]! : 1);
   }

@@ -94,6 +94,8 @@ export const PYTHON_CHILD: ChildKind = {
         const out = withShapes(coverage(r, [...names], exercised), tally);
         // the inputs this check generated at their neutral value and did not compare (docs/spec/py-backend.md#absent)
         const absent = e.frozen ? [] : conventions.absent.filter((n) => (e.decl.gates as readonly string[]).includes(n));
+        // the gates taken once per head: generated equal over a head's tokens and sequences, their gradient not compared (#per-head)
+        const perHead = e.frozen ? [] : (conventions.per_head ?? []).filter((n) => (e.decl.gates as readonly string[]).includes(n));
         // every configuration judged, or the limit said (docs/spec/py-backend.md#configurations)
         const judged = configs.details(), note = configs.note();
         const text = [out.message, note === null ? null : `(${note})`, `[${device}]`].filter((x) => x).join(" ");
@@ -104,7 +106,7 @@ export const PYTHON_CHILD: ChildKind = {
         }
         // the toolchain rides on each result to the parent, which lists it under the backend (python/checks.ts)
         const toolchain = session.info.toolchain !== undefined ? { toolchain: session.info.toolchain } : {};
-        return { ...out, message: text, details: { ...out.details, absent, probes: probes.summary(), ...toolchain, ...(judged === undefined ? {} : { configurations: judged }) } };
+        return { ...out, message: text, details: { ...out.details, absent, ...(perHead.length > 0 ? { per_head: perHead } : {}), probes: probes.summary(), ...toolchain, ...(judged === undefined ? {} : { configurations: judged }) } };
       };
       return { def, after };
     };

@@ -54,6 +54,11 @@ export interface Conventions {
    * rounded down to one (docs/spec/py-backend.md#head-dims). Absent from older hosts.
    */
   readonly head_dims?: "pow2" | null;
+  /**
+   * Gates the kernel takes once per head, [H] or [H, d] (docs/spec/py-backend.md#per-head): generated
+   * equal over the tokens and sequences of a head, their gradient not compared. Absent from older hosts.
+   */
+  readonly per_head?: readonly string[];
 }
 
 /** The head dimension a generated d becomes under the kernel's declared `head_dims`. */

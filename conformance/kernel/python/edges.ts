@@ -32,10 +32,11 @@ import { referenceValue, type Conventions } from "./conventions.ts";
 
 /**
  * The gates a saturated case can set for a kernel: α and θ among its inputs, less those it computes
- * itself from a raw input (gate_forms: the raw value that saturates them is the form's, not ours).
+ * itself from a raw input (gate_forms: the raw value that saturates them is the form's, not ours) and
+ * those it takes once per head (per_head: one value per head, not one per sequence).
  */
 export function saturableGates(conv: Conventions, inputs: readonly string[]): string[] {
-  return SATURATED_GATES.filter((g) => inputs.includes(g) && conv.gate_forms?.[g] === undefined);
+  return SATURATED_GATES.filter((g) => inputs.includes(g) && conv.gate_forms?.[g] === undefined && conv.per_head?.includes(g) !== true);
 }
 
 /** The sequence of a case an edge rewrites: its kernel inputs and the reference's, by name. */
