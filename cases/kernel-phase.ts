@@ -85,7 +85,8 @@ export function asStored(rec: SeqTensors, p: Pick<Precision, "storage" | "state"
 /**
  * The yardstick of a kernel case, for every kind (docs/spec/precision.md#plain): per sequence, the
  * plain reference — the reference with the case's phases and options on the sequence's inputs as the
- * kernel stores them (oracle/plain-reference.ts plainCase), summed in the declared accumulate dtype
+ * kernel stores them (an abi sequence's f32 copies; a canonical one's values through
+ * oracle/plain-reference.ts plainCase), summed in the declared accumulate dtype
  * (TF32 products included) in every order plainRuns names, its outputs as the kernel stores them and
  * in the kernel's terms (`toKernel`), the runs combined per element (the value farthest from ref64).
  * A py: kernel summing in f32 or f64 is held to its PyTorch reference instead (its kind's yardstick,
@@ -97,7 +98,9 @@ export function kernelYardstick(p: Pick<PhaseCase, "decl" | "frozen" | "seqs" | 
   // each run made here, under its rounding, and the runs combined (oracle/plain-reference.ts plainYardstickOf)
   const runOf = (s: KernelSeq, n: number, order: (typeof orders)[number]): SeqTensors => {
     const cfg = s.T === p.cfg.seq_len ? p.cfg : { ...p.cfg, seq_len: s.T };
-    const c = plainCase({ inputs: s.in64 as unknown as InnerInputs, state: s.st64, dy: s.dy64, dFinal: s.dFinal64 }, precision);
+    // an abi sequence's f32 copies are its stored values already (a bench's sequences carry only those)
+    const c = "in32" in s && s.in32 !== undefined ? { inputs: s.in32, state: s.st32, dy: s.dy32, dFinal: s.dFinal32 }
+      : plainCase({ inputs: s.in64 as unknown as InnerInputs, state: s.st64, dy: s.dy64, dFinal: s.dFinal64 }, precision);
     const before = enterAccumulate(acc, order);
     try {
       const r = asStored(referenceRun(decl, frozen, c, cfg, phases, options), precision);
