@@ -44,13 +44,14 @@ test("the declared empty-sequence case: equal offsets at cu_seqlens' start, midd
 test.skipIf(!hasTorch)("the kernel host accepts equal offsets and refuses decreasing ones, naming cu_seqlens; the torch reference at T = 0 hands the state through", () => {
   const script = [
     "import types, torch",
-    "from nlc_torch.kernel_host import _cu_seqlens, KernelError",
+    "from nlc_torch.kernel_calls import packed_offsets",
+    "from nlc_torch.kernel_declaration import KernelError",
     "from nlc_torch.ref_inner import run_inner",
     "k = types.SimpleNamespace(varlen='cu_seqlens', spec='py:x:y', device='cpu')",
     "q = torch.zeros(1, 3, 2, 4)",
     "st = {'M': torch.zeros(5, 2, 4, 4)}",
-    "print(_cu_seqlens(k, [0, 0, 2, 2, 3, 3], q, st).tolist())",
-    "try:\n    _cu_seqlens(k, [0, 2, 1, 3, 3, 3], q, st)\nexcept KernelError as e:\n    print(e)",
+    "print(packed_offsets(k, [0, 0, 2, 2, 3, 3], q, st).tolist())",
+    "try:\n    packed_offsets(k, [0, 2, 1, 3, 3, 3], q, st)\nexcept KernelError as e:\n    print(e)",
     "M0, dM = torch.randn(2, 4, 4, dtype=torch.float64), torch.randn(2, 4, 4, dtype=torch.float64)",
     "z = lambda *s: torch.zeros(2, 0, *s, dtype=torch.float64)",
     "r = run_inner('delta', {'d': 4, 'seq_len': 0}, 'f64', {'k': z(4), 'v': z(4), 'q': z(4), 'alpha': z(), 'theta': z()}, {'M': M0}, z(4), {'M': dM})",

@@ -24,7 +24,8 @@ function python(lines: string[]): string[] {
 
 const SETUP = [
   "import torch",
-  "from nlc_torch.kernel_host import Kernel, KernelError, _probe_ignored",
+  "from nlc_torch.kernel_declaration import Kernel, KernelError",
+  "from nlc_torch.kernel_probes import probe_ignored",
   "g = torch.Generator().manual_seed(3)",
   "r = lambda *s: torch.rand(*s, generator=g) * 0.5 + 0.25",
   "inputs = {n: r(1, 3, 2, 4) for n in ('k', 'v', 'q')}",
@@ -37,7 +38,7 @@ test.skipIf(!hasTorch)("the probe works on copies: a kernel writing an input lea
     "kern = Kernel('tests/py-kernels/hazards_planted.py:scratch_input', None)",
     "before = {n: t.clone() for n, t in inputs.items()}",
     "writes = []",
-    "print(_probe_ignored(kern, 'delta', {'d': 4}, inputs, state, None, writes))",
+    "print(probe_ignored(kern, 'delta', {'d': 4}, inputs, state, None, writes))",
     "print(all(torch.equal(before[n], inputs[n]) for n in inputs))",
     "print(writes)",
   ]);
@@ -49,7 +50,7 @@ test.skipIf(!hasTorch)("the probe works on copies: a kernel writing an input lea
 test.skipIf(!hasTorch)("an input the kernel takes and ignores: the error names both causes", () => {
   const out = python([...SETUP,
     "kern = Kernel('examples/py-kernels/fla_deltanet_planted.py:deltanet_ignores_alpha', None)",
-    "try:\n    _probe_ignored(kern, 'delta', {'d': 4}, inputs, state, None)\nexcept KernelError as e:\n    print(e)",
+    "try:\n    probe_ignored(kern, 'delta', {'d': 4}, inputs, state, None)\nexcept KernelError as e:\n    print(e)",
   ]);
   expect(out[0]).toContain("accepts the input alpha (keyword 'alpha') but ignores it: y and the final state are bitwise unchanged when alpha is redrawn");
   expect(out[0]).toContain("Either the rule's operation truly does not read alpha: declare it in nlc['absent']");
@@ -76,7 +77,7 @@ test("an unwritten output ends the probes at the judged run: no rerun, no input 
 test.skipIf(!hasTorch)("nlc['outputs'] names what the kernel returns, for messages; a name that is not y or one of its rules' states is an error naming it", () => {
   const out = python([
     "import sys; sys.path.insert(0, 'examples/py-kernels')",
-    "from nlc_torch.kernel_host import Kernel, KernelError",
+    "from nlc_torch.kernel_declaration import Kernel, KernelError",
     "from fla_deltanet import DELTANET, fused_recurrent_delta_rule",
     "print(Kernel('examples/py-kernels/fla_deltanet.py:fused_recurrent_delta_rule', None).conventions()['outputs'])",
     "import fla_deltanet",

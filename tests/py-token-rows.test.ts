@@ -36,17 +36,18 @@ test.skipIf(!torch.available)("the host's row moves: ours [B, T, H, n·d] to tim
   const script = [
     "import torch, sys",
     "sys.path.insert(0, 'python')",
-    "from nlc_torch.kernel_host import Kernel",
+    "from nlc_torch.kernel_declaration import Kernel",
+    "from nlc_torch.kernel_layout import from_kernel_rows, rows_shape, to_kernel_rows",
     "k = Kernel.__new__(Kernel); k.token_rows = {'layout': 'time', 'count': 'num_householder'}",
     "B, T, H, n, d = 2, 3, 2, 3, 4",
     "x = torch.arange(B * T * H * n * d, dtype=torch.float64).reshape(B, T, H, n * d)",
     "g = torch.arange(B * T * H * n, dtype=torch.float64).reshape(B, T, H, n)",
-    "kx, kg = k.to_kernel_rows(x, n, False), k.to_kernel_rows(g, n, True)",
+    "kx, kg = to_kernel_rows(k, x, n, False), to_kernel_rows(k, g, n, True)",
     "assert list(kx.shape) == [B, T * n, H, d] and list(kg.shape) == [B, T * n, H]",
     "ok = all(torch.equal(kx[b, t * n + j, h], x[b, t, h, j * d:(j + 1) * d]) and kg[b, t * n + j, h] == g[b, t, h, j]",
     "         for b in range(B) for t in range(T) for h in range(H) for j in range(n))",
-    "assert ok and torch.equal(k.from_kernel_rows(kx, n, False), x) and torch.equal(k.from_kernel_rows(kg, n, True), g)",
-    "assert k.to_kernel_rows(x, None, False) is x and k.rows_shape([B, T, H, n * d], n, False) == [B, T * n, H, d]",
+    "assert ok and torch.equal(from_kernel_rows(k, kx, n, False), x) and torch.equal(from_kernel_rows(k, kg, n, True), g)",
+    "assert to_kernel_rows(k, x, None, False) is x and rows_shape(k, [B, T, H, n * d], n, False) == [B, T * n, H, d]",
     "print('ok')",
   ].join("\n");
   const p = Bun.spawnSync({ cmd: [process.env.NLC_TORCH_PYTHON ?? "/usr/bin/python3", "-c", script], cwd: ROOT, stdout: "pipe", stderr: "pipe" });

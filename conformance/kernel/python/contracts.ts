@@ -15,7 +15,7 @@ import { buildPyCase, pyPackedExample } from "./canonical-case.ts";
 import type { Conventions } from "./conventions.ts";
 import type { KernelSession } from "./session.ts";
 
-/** The contract probe's name on the wire (python/nlc_torch/kernel_host.py CONTRACT_BATCHED_CU_SEQLENS). */
+/** The contract probe's name on the wire (python/nlc_torch/kernel_calls.py CONTRACT_BATCHED_CU_SEQLENS). */
 export const CONTRACT_BATCHED_CU_SEQLENS = "batch_with_cu_seqlens";
 
 /** The batch size the probe sends with cu_seqlens. */

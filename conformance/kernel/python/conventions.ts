@@ -14,7 +14,7 @@ import { roundTo, type StorageDType } from "../../../src/precision.ts";
 import { Rng } from "../../../src/rng.ts";
 import { Tensor } from "../../../src/tensor.ts";
 
-/** What kernel_load reports of the declaration (python/nlc_torch/kernel_host.py Kernel.conventions). */
+/** What kernel_load reports of the declaration (python/nlc_torch/kernel_declaration.py Kernel.conventions). */
 export interface Conventions {
   /** Inputs the kernel does not take: generated at their neutral value, not sent, not compared. */
   readonly absent: readonly string[];
@@ -82,7 +82,7 @@ export type GateForm =
   | { readonly form: "sigmoid" | "sigmoid2" };
 
 /**
- * A softplus gate's per-head parameters (python/nlc_torch/kernel_host.py makes the same values):
+ * A softplus gate's per-head parameters (python/nlc_torch/kernel_calls.py gate_params makes the same values):
  * A_log[h] = (h mod 4)/4 − 1/4, dt_bias[h, i] = ((h + i) mod 5 − 2)/8; multiples of 1/8, exact in bf16.
  */
 export function gateParams(h: number, i: number): { A_log: number; dt_bias: number } {
