@@ -15,6 +15,7 @@ from typing import Dict, List, Optional, Tuple
 import torch
 
 from .hazards import FillUnwritten, Guards
+from .kernel_declaration import as_shipped
 from .kernel_declaration import GATE_NAMES, Kernel, KernelError, tb_tail
 from .kernel_layout import (check_tensor, from_kernel_rows, from_kernel_state, from_kernel_token, row_count, rows_shape,
                             to_kernel_rows, to_kernel_state, to_kernel_token)
@@ -133,7 +134,7 @@ def call_forward(k: Kernel, rule: str, cfg: dict, inputs: Dict[str, torch.Tensor
     if k.configurations is not None:
         kw["configuration"] = k.configuration or k.configurations[0]
     try:
-        with FillUnwritten():
+        with as_shipped(), FillUnwritten():
             out = k.fn(**kw)
     except Exception as e:
         sys.stderr.write(traceback.format_exc())
@@ -174,7 +175,7 @@ def call_backward(k: Kernel, rule, cfg, inputs, state, dy, d_state, cu, guards,
                 loss = loss + (final[n] * g).sum()
             order = list(leaves.items()) + [(f"state.{n}", t) for n, t in st0.items()]
             try:
-                with FillUnwritten():  # an autograd Function's backward allocates here
+                with as_shipped(), FillUnwritten():  # an autograd Function's backward allocates here
                     gs = torch.autograd.grad(loss, [t for _, t in order], allow_unused=True)
             except Exception as e:
                 sys.stderr.write(traceback.format_exc())
@@ -208,7 +209,7 @@ def explicit_backward(k: Kernel, rule, cfg, inputs, state, dy, d_state, cu_seqle
         labels.update({"dy": "dy", "d_final_state": f"dstate.{next(iter(state))}" if single else "dstate"})
         guards.wrap_all(kw, labels)
     try:
-        with FillUnwritten():
+        with as_shipped(), FillUnwritten():
             out = k.backward(**kw)
     except Exception as e:
         sys.stderr.write(traceback.format_exc())

@@ -7,6 +7,7 @@ kernel_calls.py.
 """
 from __future__ import annotations
 
+import contextlib
 import difflib
 import importlib
 import importlib.util
@@ -23,6 +24,20 @@ from . import configurations as configs
 from . import triton_cpu
 
 GATE_NAMES = ("alpha", "theta", "eta")
+
+
+@contextlib.contextmanager
+def as_shipped():
+    """The kernel's own code (its module's import, its calls) runs as in a user's program: torch's
+    default dtype float32, where the host itself runs in float64 (python/nlc_torch/bridge.py); restored
+    after (docs/spec/py-backend.md#default-dtype). Without it a kernel allocating without a dtype mixes
+    float64 into its f32 work and raises, or runs in float64: a verdict whose cause is the host."""
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float32)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)
 # our inner input names (src/rules/types.ts INNER_INPUT_NAMES), as requests carry them (in.<name>)
 INPUT_NAMES = ("k", "v", "q", "x", "p", "a", "b", "alpha", "theta", "eta", "omega")
 DTYPES = {"f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16, "f16": torch.float16}
@@ -348,13 +363,15 @@ class Kernel:
             spec = importlib.util.spec_from_file_location(name, file)
             mod = importlib.util.module_from_spec(spec)
             sys.modules[name] = mod
-            spec.loader.exec_module(mod)
+            with as_shipped():
+                spec.loader.exec_module(mod)
             return mod
         if path:
             for p in reversed(path.split(os.pathsep)):
                 if p and p not in sys.path:
                     sys.path.insert(0, p)
-        return importlib.import_module(module)
+        with as_shipped():
+            return importlib.import_module(module)
 
     def accepts_fn(self, kw: str) -> bool:
         try:
