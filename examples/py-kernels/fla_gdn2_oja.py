@@ -15,7 +15,10 @@ gated Oja kernels take it through **kwargs). fla's recurrent kernels for both ru
 (GDN2's returns tensors outside autograd, gated Oja's raises NotImplementedError): declared
 forward-only; the backward is judged through the chunked kernels (chunks of 64, fla's default).
 fla's recurrent GDN2 reads g past its end where K is not a power of two
-(repros/fla/gdn2_unmasked_gate_load.py): declared for powers of two (`head_dims`).
+(repros/fla/gdn2_unmasked_gate_load.py): declared for powers of two (`head_dims`); it leaves the
+final state of an empty packed sequence unwritten (repros/fla/gdn2_empty_sequence_final_state.py):
+declared without packed batches. fla's chunked gated Oja backward returns NaN where the decay is
+saturated (repros/fla/gated_oja_saturated_backward.py): it fails as shipped.
 """
 import fla_real  # noqa: F401  (Triton's interpreter without a GPU)
 
@@ -34,9 +37,13 @@ GATED_OJA = {**COMMON, "rules": ["gated_oja"], "names": {"theta": "beta"}, "log_
 
 FLA_CHUNK = 64
 # fla's recurrent GDN2 loads g as its recurrent KDA does, unmasked (next_power_of_2(K) channels):
-# declared for powers of two (`head_dims`); `_all_dims` is the same kernel at every d
-fused_recurrent_gdn2 = declared(_fused_recurrent_gdn2, **GDN2, forward_only=True, head_dims="pow2")
-fused_recurrent_gdn2_all_dims = declared(_fused_recurrent_gdn2, **GDN2, forward_only=True)
+# declared for powers of two (`head_dims`); `_all_dims` is the same kernel at every d. With packed
+# batches it leaves an empty sequence's final state unwritten: declared without them (`varlen`);
+# `_varlen` declares them
+NO_VARLEN = {k: v for k, v in GDN2.items() if k != "varlen"}
+fused_recurrent_gdn2 = declared(_fused_recurrent_gdn2, **NO_VARLEN, forward_only=True, head_dims="pow2")
+fused_recurrent_gdn2_varlen = declared(_fused_recurrent_gdn2, **GDN2, forward_only=True, head_dims="pow2")
+fused_recurrent_gdn2_all_dims = declared(_fused_recurrent_gdn2, **NO_VARLEN, forward_only=True)
 chunk_gdn2 = declared(_chunk_gdn2, **GDN2, chunk_size=FLA_CHUNK)
 fused_recurrent_gated_oja_rule = declared(_fused_recurrent_gated_oja_rule, **GATED_OJA, forward_only=True)
 chunk_gated_oja_rule = declared(_chunk_gated_oja_rule, **GATED_OJA, chunk_size=FLA_CHUNK)

@@ -73,8 +73,8 @@ def ttt_per_head(op, chunk_size):
         B, T, H, d = q.shape
         st = initial_state
         with default_f32():
-            o, h, hb = op(fold(q), fold(k), fold(v), st["ln_w"].reshape(B * H, d), st["ln_b"].reshape(B * H, d),
-                          fold(theta).unsqueeze(-1), scale=scale, eps=config["eps"], chunk_size=chunk_size,
+            o, h, hb = op(q=fold(q), k=fold(k), v=fold(v), w=st["ln_w"].reshape(B * H, d), b=st["ln_b"].reshape(B * H, d),
+                          eta=fold(theta).unsqueeze(-1), scale=scale, eps=config["eps"], chunk_size=chunk_size,
                           initial_state=st["M"].transpose(-1, -2).reshape(1, B * H, d, d),
                           initial_state_bias=st["M_b"].reshape(1, B * H, 1, d), output_final_state=True)
         return unfold(o, B, H), {"M": h.reshape(B, H, d, d).transpose(-1, -2), "M_b": hb.reshape(B, H, d),
