@@ -32,7 +32,7 @@ function expectFailNaming(r: ReturnType<ReturnType<typeof pyRun>["get"]>, tensor
 
 // the recurrent kernels (Triton's interpreter) and fla's PyTorch Titans-linear: a few minutes
 const recurrent = pyRun(() => [
-  ...["fused_recurrent_gdn2", "fused_recurrent_gdn2_all_dims", "fused_recurrent_gated_oja_rule"].map(GDN2_OJA),
+  ...["fused_recurrent_gdn2", "fused_recurrent_gdn2_all_dims", "fused_recurrent_gdn2_varlen", "fused_recurrent_gated_oja_rule"].map(GDN2_OJA),
   ...["titans_linear", "chunk_titans_linear"].map(TTT),
   ...["gdn2_reversed_channels", "oja_late_decay"].map(PLANTED),
 ], ENV, 1);
@@ -51,6 +51,13 @@ test.skipIf(reason !== null)("fla's recurrent GDN2 at every head dimension reads
   expectStatus(r, "fail");
   expect(r.message).toContain("input alpha (keyword 'g')");
   expect(r.message).toContain("read past its end");
+}, 3_600_000);
+
+test.skipIf(reason !== null)("fla's recurrent GDN2 with packed batches leaves an empty sequence's final state unwritten (repros/fla/gdn2_empty_sequence_final_state.py)", () => {
+  const r = recurrent.get(GDN2_OJA("fused_recurrent_gdn2_varlen"), "gdn2", "forward");
+  expectStatus(r, "fail");
+  expect(r.message).toContain("left final_state [state M]");
+  expect(r.message).toContain("unwritten");
 }, 3_600_000);
 
 test.skipIf(reason !== null)("fla's Titans-linear fails as shipped, forward and backward, naming y and the memory (repros/fla/titans_linear_inner_step.py)", () => {

@@ -1,5 +1,5 @@
 """flash-linear-attention's GDN2 and gated Oja kernels (fla-core 0.5.2), each declared and nothing
-else (docs/spec/py-backend.md#fla-gdn2-oja):
+else (docs/spec/py-backend.md#fla-ttt):
 
     NLC_TORCH_PYTHON=/path/to/venv/bin/python npx nlc --backend py:examples/py-kernels/fla_gdn2_oja.py:chunk_gdn2 --rule gdn2
 

@@ -44,6 +44,7 @@ def exact(q, k, v, gv, beta, h0, do, dht):
     """fla's recurrence in f64; o, final state and the gradients by autograd."""
     xs = [x.double().detach().requires_grad_(True) for x in (q, k, v, gv, beta, h0)]
     q, k, v, gv, beta, h = xs
+    h = h[0, 0]
     outs = []
     for t in range(T):
         h = h * gv[0, t, 0].exp()[None, :]

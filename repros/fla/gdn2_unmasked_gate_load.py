@@ -1,7 +1,7 @@
 """fla's fused recurrent GDN2 loads its per-channel decay g without a mask: where K is not a power of
 two it reads past the end of g.
 
-Claim (docs/spec/py-backend.md#fla-gdn2-oja): `fused_recurrent_gdn2_fwd_kernel` (fla-core 0.5.2,
+Claim (docs/spec/py-backend.md#fla-ttt): `fused_recurrent_gdn2_fwd_kernel` (fla-core 0.5.2,
 fla/ops/gdn2/fused_recurrent.py) loads `next_power_of_2(K)` channels of g per token with an
 unmasked `tl.load(p_g)`, where its loads of q, k, b are masked by `o_k < K`. The channels past K
 decay state rows that are zero, so the read changes nothing unless exp of what it reads is
