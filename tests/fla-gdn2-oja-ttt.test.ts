@@ -78,11 +78,18 @@ const chunked = pyRun(() => [
   ...["chunk_gdn2_reversed_channels", "chunk_oja_late_decay", "fused_chunk_ttt_linear_stale", "chunk_ttt_linear_ln_w_detached"].map(PLANTED),
 ], ENV, 1);
 
-test.skipIf(chunkedReason !== null)("fla's chunked GDN2, gated Oja and TTT-Linear (at the rule's chunk size, 1) pass forward and backward", () => {
-  for (const [b, rule] of [[GDN2_OJA("chunk_gdn2"), "gdn2"], [GDN2_OJA("chunk_gated_oja_rule"), "gated_oja"], [TTT("chunk_ttt_linear"), "ttt_linear"],
-    [TTT("fused_chunk_ttt_linear"), "ttt_linear"]] as const) {
+test.skipIf(chunkedReason !== null)("fla's chunked GDN2 and TTT-Linear (at the rule's chunk size, 1) pass forward and backward; gated Oja forward", () => {
+  for (const [b, rule] of [[GDN2_OJA("chunk_gdn2"), "gdn2"], [TTT("chunk_ttt_linear"), "ttt_linear"], [TTT("fused_chunk_ttt_linear"), "ttt_linear"]] as const) {
     for (const kind of ["forward", "backward"]) expectStatus(chunked.get(b, rule, kind), "pass");
   }
+  expectStatus(chunked.get(GDN2_OJA("chunk_gated_oja_rule"), "gated_oja", "forward"), "pass");
+}, 14_400_000);
+
+test.skipIf(chunkedReason !== null)("fla's chunked gated Oja backward is NaN in dv where the decay is saturated (repros/fla/gated_oja_saturated_backward.py)", () => {
+  const r = chunked.get(GDN2_OJA("chunk_gated_oja_rule"), "gated_oja", "backward");
+  expectStatus(r, "fail");
+  expect(r.message).toContain("saturated gates");
+  expect(r.message).toMatch(/dv \(sequence \d+\) at .* is NaN/);
 }, 14_400_000);
 
 test.skipIf(chunkedReason !== null)("planted in the chunked kernels: each fails naming the tensor", () => {

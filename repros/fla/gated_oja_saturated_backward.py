@@ -3,7 +3,7 @@
 Claim (docs/spec/py-backend.md#fla-ttt): `chunk_gated_oja_rule` (fla-core 0.5.2,
 fla/ops/gated_oja_rule) with the log decay gv = G at every token and channel (G = −30 and −80:
 each token forgets the state almost entirely) returns a finite o and final state, but NaN in dv and
-dgv from the second chunk on; the exact gradients (the recurrence in f64, by autograd) are finite.
+dgv (here at the tokens of the last, partial chunk); the exact gradients (the recurrence in f64, by autograd) are finite.
 At G = −5 it has no NaN (the control).
 
 What this script does, with torch and fla only: B = H = 1, T = 67 (two chunks of 64 and a partial
