@@ -33,7 +33,7 @@ function expectFailNaming(r: ReturnType<ReturnType<typeof pyRun>["get"]>, tensor
 // the recurrent kernels (Triton's interpreter) and fla's PyTorch Titans-linear: a few minutes
 const recurrent = pyRun(() => [
   ...["fused_recurrent_gdn2", "fused_recurrent_gdn2_all_dims", "fused_recurrent_gdn2_varlen", "fused_recurrent_gated_oja_rule"].map(GDN2_OJA),
-  ...["titans_linear", "chunk_titans_linear"].map(TTT),
+  ...["titans_linear", "chunk_titans_linear", "chunk_ttt_linear_ref"].map(TTT),
   ...["gdn2_reversed_channels", "oja_late_decay"].map(PLANTED),
 ], ENV, 1);
 
@@ -64,6 +64,14 @@ test.skipIf(reason !== null)("fla's Titans-linear fails as shipped, forward and 
   for (const k of ["titans_linear", "chunk_titans_linear"]) {
     expectFailNaming(recurrent.get(TTT(k), "titans_linear", "forward"), ["o [y]", "final_state [state M]", "final state S [state S]"]);
     expectFailNaming(recurrent.get(TTT(k), "titans_linear", "backward"), ["dk", "dq", "dv", "dalpha", "dtheta", "deta", "(initial state)"]);
+  }
+}, 3_600_000);
+
+test.skipIf(reason !== null)("fla's chunk_ttt_linear_ref writes into its f32 q (repros/fla/ttt_ref_scales_q_in_place.py)", () => {
+  for (const kind of ["forward", "backward"]) {
+    const r = recurrent.get(TTT("chunk_ttt_linear_ref"), "ttt_linear", kind);
+    expectStatus(r, "fail");
+    expect(r.message).toContain("wrote into input q");
   }
 }, 3_600_000);
 

@@ -15,7 +15,8 @@ as the final state's `ln_w`, `ln_b`. ε is the rule's hyperparameter (`config`).
   every gradient of a mini-batch at its first state (docs/spec/ttt.md#ttt-linear); the rule is the
   per-token form, C = 1 (decisions.md#ttt-per-token), so they are called with `chunk_size=1`.
   fla's default, 16, computes the mini-batch form, which the `py:` backend has no reference for
-  (py-backend.md#fla-ttt).
+  (py-backend.md#fla-ttt). fla's PyTorch reference of the op, `chunk_ttt_linear_ref`, scales its
+  caller's f32 q in place (repros/fla/ttt_ref_scales_q_in_place.py): it fails as shipped.
 * Titans-linear (`titans_linear`): fla ships it as PyTorch (`fla.ops.titans.naive`), `[B, H, T, d]`,
   with the gates `[B, H, T, 1]`; `chunk_titans_linear` (its chunked form) and `titans_linear` (per
   token), each at chunk size 1, the rule's. fla starts the momentum S from 0 and returns only M; the
@@ -33,6 +34,7 @@ from fla.ops.titans.naive import chunk_titans_linear as _chunk_titans_linear
 from fla.ops.titans.naive import titans_linear as _titans_linear
 from fla.ops.ttt import chunk_ttt_linear as _chunk_ttt_linear
 from fla.ops.ttt import fused_chunk_ttt_linear as _fused_chunk_ttt_linear
+from fla.ops.ttt.naive import chunk_ttt_linear_ref as _chunk_ttt_linear_ref
 
 from fla_deltanet import declared
 
@@ -67,14 +69,15 @@ def named(fn, op):
     return fn
 
 
-def ttt_per_head(op, chunk_size):
-    """fla's TTT-Linear op `op` in the rule's calling convention (BTHD, state a dict, ours)."""
+def ttt_per_head(op, chunk_size, chunk_keyword="chunk_size"):
+    """fla's TTT-Linear op `op` in the rule's calling convention (BTHD, state a dict, ours); the
+    op takes its mini-batch size under `chunk_keyword`."""
     def ttt_linear(q, k, v, theta, initial_state, config, scale=None):
         B, T, H, d = q.shape
         st = initial_state
         with default_f32():
             o, h, hb = op(q=fold(q), k=fold(k), v=fold(v), w=st["ln_w"].reshape(B * H, d), b=st["ln_b"].reshape(B * H, d),
-                          eta=fold(theta).unsqueeze(-1), scale=scale, eps=config["eps"], chunk_size=chunk_size,
+                          eta=fold(theta).unsqueeze(-1), scale=scale, eps=config["eps"], **{chunk_keyword: chunk_size},
                           initial_state=st["M"].transpose(-1, -2).reshape(1, B * H, d, d),
                           initial_state_bias=st["M_b"].reshape(1, B * H, 1, d), output_final_state=True)
         return unfold(o, B, H), {"M": h.reshape(B, H, d, d).transpose(-1, -2), "M_b": hb.reshape(B, H, d),
@@ -112,5 +115,7 @@ TITANS = {"rules": ["titans_linear"], "layout": "BHTD", "outputs": {"y": "o", "M
 RULE_CHUNK = 1
 chunk_ttt_linear = declared(ttt_per_head(_chunk_ttt_linear, RULE_CHUNK), **TTT, chunk_size=RULE_CHUNK)
 fused_chunk_ttt_linear = declared(ttt_per_head(_fused_chunk_ttt_linear, RULE_CHUNK), **TTT, chunk_size=RULE_CHUNK)
+# fla's PyTorch reference of the op (its mini-batch size keyword is `mini_batch_size`)
+chunk_ttt_linear_ref = declared(ttt_per_head(_chunk_ttt_linear_ref, RULE_CHUNK, "mini_batch_size"), **TTT, chunk_size=RULE_CHUNK)
 chunk_titans_linear = declared(titans_per_head(_chunk_titans_linear, RULE_CHUNK), **TITANS, chunk_size=RULE_CHUNK)
 titans_linear = declared(titans_per_head(_titans_linear, RULE_CHUNK), **TITANS)
