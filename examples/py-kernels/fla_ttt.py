@@ -5,8 +5,8 @@
 
 Not a declaration alone: fla takes the LayerNorm's γ, β (`w`, `b`) once per head, `[H, d]`, where
 the rules carry them in the state, one vector per sequence and head (decisions.md#ttt-ln-state), and
-it takes the state's parts under separate keywords. So each op is called through `_per_head`,
-which moves data and does no arithmetic: the B sequences become B·H heads of one sequence (each
+it takes the state's parts under separate keywords. So each op is called through `ttt_per_head`
+or `titans_per_head`, which move data (docs/spec/decisions.md#fla-ttt-adaptor): the B sequences become B·H heads of one sequence (each
 (sequence, head) its own γ, β), the state dict becomes fla's keywords (h = Mᵀ, `[N, H, K, V]`; the
 bias state `[N, H, 1, V]`), θ gets fla's trailing axis `[B, T, H, 1]`, and γ, β come back unchanged
 as the final state's `ln_w`, `ln_b`. ε is the rule's hyperparameter (`config`).
