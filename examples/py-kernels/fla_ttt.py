@@ -25,7 +25,6 @@ as the final state's `ln_w`, `ln_b`. ε is the rule's hyperparameter (`config`).
   inner step is not the gradient of its stated loss (repros/fla/titans_linear_inner_step.py): both
   fail as shipped.
 """
-import contextlib
 
 import fla_real  # noqa: F401  (Triton's interpreter without a GPU)
 import torch
@@ -51,18 +50,6 @@ def unfold(t, B, H):
     return t.squeeze(0).reshape(T, B, H, *t.shape[3:]).transpose(0, 1)
 
 
-@contextlib.contextmanager
-def default_f32():
-    """torch's own default dtype, f32, around fla's PyTorch ops: the kernel host runs with f64 as the
-    default, and fla's chunk_titans_linear allocates a tensor without a dtype (log_impl.cal_G_log)."""
-    was = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float32)
-    try:
-        yield
-    finally:
-        torch.set_default_dtype(was)
-
-
 def named(fn, op):
     """fn under the name of the fla op it calls (its own signature kept: not functools.wraps)."""
     fn.__name__ = fn.__qualname__ = op.__name__
@@ -75,11 +62,10 @@ def ttt_per_head(op, chunk_size, chunk_keyword="chunk_size"):
     def ttt_linear(q, k, v, theta, initial_state, config, scale=None):
         B, T, H, d = q.shape
         st = initial_state
-        with default_f32():
-            o, h, hb = op(q=fold(q), k=fold(k), v=fold(v), w=st["ln_w"].reshape(B * H, d), b=st["ln_b"].reshape(B * H, d),
-                          eta=fold(theta).unsqueeze(-1), scale=scale, eps=config["eps"], **{chunk_keyword: chunk_size},
-                          initial_state=st["M"].transpose(-1, -2).reshape(1, B * H, d, d),
-                          initial_state_bias=st["M_b"].reshape(1, B * H, 1, d), output_final_state=True)
+        o, h, hb = op(q=fold(q), k=fold(k), v=fold(v), w=st["ln_w"].reshape(B * H, d), b=st["ln_b"].reshape(B * H, d),
+                      eta=fold(theta).unsqueeze(-1), scale=scale, eps=config["eps"], **{chunk_keyword: chunk_size},
+                      initial_state=st["M"].transpose(-1, -2).reshape(1, B * H, d, d),
+                      initial_state_bias=st["M_b"].reshape(1, B * H, 1, d), output_final_state=True)
         return unfold(o, B, H), {"M": h.reshape(B, H, d, d).transpose(-1, -2), "M_b": hb.reshape(B, H, d),
                                  "ln_w": st["ln_w"].clone(), "ln_b": st["ln_b"].clone()}
     return named(ttt_linear, op)
@@ -96,9 +82,8 @@ def titans_per_head(op, chunk_size):
         M0 = hf(st["M"].transpose(-1, -2))
 
         def run(n):
-            with default_f32():
-                return op(hf(q)[:, :, :n], hf(k)[:, :, :n], hf(v)[:, :, :n], w, b, *[g[:, :, :n] for g in gates], config["eps"],
-                          chunk_size, M0, True)
+            return op(hf(q)[:, :, :n], hf(k)[:, :, :n], hf(v)[:, :, :n], w, b, *[g[:, :, :n] for g in gates], config["eps"],
+                      chunk_size, M0, True)
         o, hT = run(T)
         hP = run(T - 1)[1] if T > 1 else M0
         MT, MP = hT.reshape(B, H, d, d).transpose(-1, -2), hP.reshape(B, H, d, d).transpose(-1, -2)
