@@ -22,10 +22,14 @@ import { delta } from "../src/rules/delta.ts";
 import { dplr } from "../src/rules/dplr.ts";
 import { gated_delta } from "../src/rules/gated_delta.ts";
 import { gated_delta_product } from "../src/rules/gated_delta_product.ts";
+import { gla } from "../src/rules/gla.ts";
+import { hebbian } from "../src/rules/hebbian.ts";
 import { kda } from "../src/rules/kda.ts";
 import { COMBA_FORM } from "./fast-pairs/comba.ts";
 import { DPLR_FORM } from "./fast-pairs/dplr.ts";
 import { GDP_FORM } from "./fast-pairs/gated-delta-product.ts";
+import { GLA_FORM } from "./fast-pairs/gla.ts";
+import { HEBBIAN_FORM } from "./fast-pairs/hebbian.ts";
 import { KDA_FORM } from "./fast-pairs/kda.ts";
 import { auxFastPair } from "./fast-pairs/skeleton.ts";
 import type { InnerInputs, InnerPair, RuleDecl, State } from "../src/rules/types.ts";
@@ -338,7 +342,7 @@ function fastPair(decl: RuleDecl, form: Form): InnerPair<string> {
   };
 }
 
-/** The fast pairs, by the declaration they reproduce (KDA, Comba, DPLR, Gated DeltaProduct: oracle/fast-pairs/). */
+/** The fast pairs, by the declaration they reproduce (KDA, Comba, DPLR, Gated DeltaProduct, Hebbian, GLA: oracle/fast-pairs/). */
 const FAST: ReadonlyMap<RuleDecl, InnerPair<string>> = new Map<RuleDecl, InnerPair<string>>([
   [delta, fastPair(delta, "delta")],
   [gated_delta, fastPair(gated_delta, "gated")],
@@ -346,12 +350,17 @@ const FAST: ReadonlyMap<RuleDecl, InnerPair<string>> = new Map<RuleDecl, InnerPa
   [comba, auxFastPair(comba, COMBA_FORM)],
   [dplr, auxFastPair(dplr, DPLR_FORM)],
   [gated_delta_product, auxFastPair(gated_delta_product, GDP_FORM)],
+  [hebbian, auxFastPair(hebbian, HEBBIAN_FORM)],
+  [gla, auxFastPair(gla, GLA_FORM)],
 ]);
 
 /** The pair the kernel judge runs for a rule: its fast pair where it has one, else the reference pair itself. */
 export function judgePair(decl: RuleDecl): InnerPair<string> {
   return FAST.get(decl) ?? decl.inner;
 }
+
+/** The rules the judge runs a fast pair for, by key (the reports' tolerance text names them). */
+export const FAST_PAIR_RULES: readonly string[] = [...FAST.keys()].map((r) => r.key);
 
 /** Whether the judge runs a fast pair for this rule. */
 export function hasFastPair(decl: RuleDecl): boolean {
