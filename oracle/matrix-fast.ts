@@ -25,12 +25,14 @@ import { gated_delta_product } from "../src/rules/gated_delta_product.ts";
 import { gla } from "../src/rules/gla.ts";
 import { hebbian } from "../src/rules/hebbian.ts";
 import { kda } from "../src/rules/kda.ts";
+import { rwkv6 } from "../src/rules/rwkv6.ts";
 import { COMBA_FORM } from "./fast-pairs/comba.ts";
 import { DPLR_FORM } from "./fast-pairs/dplr.ts";
 import { GDP_FORM } from "./fast-pairs/gated-delta-product.ts";
 import { GLA_FORM } from "./fast-pairs/gla.ts";
 import { HEBBIAN_FORM } from "./fast-pairs/hebbian.ts";
 import { KDA_FORM } from "./fast-pairs/kda.ts";
+import { RWKV6_FORM } from "./fast-pairs/rwkv6.ts";
 import { auxFastPair } from "./fast-pairs/skeleton.ts";
 import type { InnerInputs, InnerPair, RuleDecl, State } from "../src/rules/types.ts";
 import { Tensor, alloc, type Data } from "../src/tensor.ts";
@@ -342,7 +344,7 @@ function fastPair(decl: RuleDecl, form: Form): InnerPair<string> {
   };
 }
 
-/** The fast pairs, by the declaration they reproduce (KDA, Comba, DPLR, Gated DeltaProduct, Hebbian, GLA: oracle/fast-pairs/). */
+/** The fast pairs, by the declaration they reproduce (KDA, Comba, DPLR, Gated DeltaProduct, Hebbian, GLA, RWKV-6: oracle/fast-pairs/). */
 const FAST: ReadonlyMap<RuleDecl, InnerPair<string>> = new Map<RuleDecl, InnerPair<string>>([
   [delta, fastPair(delta, "delta")],
   [gated_delta, fastPair(gated_delta, "gated")],
@@ -352,6 +354,7 @@ const FAST: ReadonlyMap<RuleDecl, InnerPair<string>> = new Map<RuleDecl, InnerPa
   [gated_delta_product, auxFastPair(gated_delta_product, GDP_FORM)],
   [hebbian, auxFastPair(hebbian, HEBBIAN_FORM)],
   [gla, auxFastPair(gla, GLA_FORM)],
+  [rwkv6, auxFastPair(rwkv6, RWKV6_FORM)],
 ]);
 
 /** The pair the kernel judge runs for a rule: its fast pair where it has one, else the reference pair itself. */
