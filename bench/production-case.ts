@@ -20,7 +20,9 @@
  *          [--T 4096] [--H 16] [--d 128] [--seed 1] [--judge H]
  */
 import { Worker } from "node:worker_threads";
+import { stateShapesOf } from "../ffi/backends.ts";
 import { buildLib, type LibKind } from "../ffi/build.ts";
+import { openKernelLib } from "../ffi/lib.ts";
 import { ALPHA_LEVELS, THETA_LEVELS } from "../cases/rule-case.ts";
 import { hasFastPair } from "../oracle/matrix-fast.ts";
 import { plainOrders, plainRuns } from "../oracle/plain-reference.ts";
@@ -61,6 +63,11 @@ if (judged > H) usage(`--judge ${judged}: at most --H (${H}) sequences per batch
 const C = 16;
 
 const lib = (await buildLib(kind)).path;
+// a rule without a kernel pair in the library (TTT-Linear, Titans-linear) has no production case: said up front
+{
+  const pair = openKernelLib(lib, stateShapesOf).pair(rule);
+  if (typeof pair === "string") usage(`--rule ${rule}: no kernel pair in ${backend}, so no production case (${pair})`);
+}
 const alphas = Object.values(ALPHA_LEVELS), thetas = Object.values(THETA_LEVELS);
 /** Sequence n: its own seed, gate levels (the case generator's) and a random initial state. */
 const spec = (n: number): WorkerJob["specs"][number] => ({ d, seq_len: T, alpha: alphas[n % alphas.length]!, theta: thetas[n % thetas.length]!, seed: seed * 100_003 + n });
