@@ -1,5 +1,5 @@
 /**
- * The judge's fast KDA, Comba, DPLR, Gated DeltaProduct (n_h = 1, 2, 3), Hebbian, GLA, RWKV-6 and GDN2 pairs (oracle/fast-pairs/,
+ * The judge's fast KDA, Comba, DPLR, Gated DeltaProduct (n_h = 1, 2, 3), Hebbian, GLA, RWKV-6, GDN2 and gated Oja pairs (oracle/fast-pairs/,
  * docs/spec/precision.md#fast-pair-new-rules) against the reference pairs they replace, bit for
  * bit: y, the final state, every input gradient and d(initial state), on random cases of several
  * shapes (d not a power of two, odd d, T = 1, T across the checkpoint interval), f64 and f32
@@ -14,6 +14,7 @@ import { CHECKPOINT_EVERY, hasFastPair, judgePair } from "../oracle/matrix-fast.
 import { COMBA_FORM } from "../oracle/fast-pairs/comba.ts";
 import { DPLR_FORM } from "../oracle/fast-pairs/dplr.ts";
 import { GDP_FORM } from "../oracle/fast-pairs/gated-delta-product.ts";
+import { GATED_OJA_FORM } from "../oracle/fast-pairs/gated-oja.ts";
 import { GDN2_FORM } from "../oracle/fast-pairs/gdn2.ts";
 import { GLA_FORM } from "../oracle/fast-pairs/gla.ts";
 import { HEBBIAN_FORM } from "../oracle/fast-pairs/hebbian.ts";
@@ -24,6 +25,7 @@ import { withAccumulate, type AccumulateDType, type SumRounding } from "../src/p
 import { comba } from "../src/rules/comba.ts";
 import { dplr } from "../src/rules/dplr.ts";
 import { gated_delta_product } from "../src/rules/gated_delta_product.ts";
+import { gated_oja } from "../src/rules/gated_oja.ts";
 import { gdn2 } from "../src/rules/gdn2.ts";
 import { gla } from "../src/rules/gla.ts";
 import { hebbian } from "../src/rules/hebbian.ts";
@@ -93,7 +95,7 @@ const MODES: { acc: AccumulateDType; rounding: SumRounding }[] = [
   { acc: "tf32", rounding: "natural" },
 ];
 const SHAPES: [number, number][] = [[1, 1], [2, 3], [3, 1], [5, 7], [7, 4], [16, 9], [33, 5], [12, 20], [3, 70], [4, 64], [6, 33]];
-const RULES: [RuleDecl, FastForm][] = [[kda, KDA_FORM], [comba, COMBA_FORM], [dplr, DPLR_FORM], [gated_delta_product, GDP_FORM], [hebbian, HEBBIAN_FORM], [gla, GLA_FORM], [rwkv6, RWKV6_FORM], [gdn2, GDN2_FORM]];
+const RULES: [RuleDecl, FastForm][] = [[kda, KDA_FORM], [comba, COMBA_FORM], [dplr, DPLR_FORM], [gated_delta_product, GDP_FORM], [hebbian, HEBBIAN_FORM], [gla, GLA_FORM], [rwkv6, RWKV6_FORM], [gdn2, GDN2_FORM], [gated_oja, GATED_OJA_FORM]];
 /** The steps per token swept: every n_h Gated DeltaProduct allows (one for the other rules). */
 const stepsOf = (decl: RuleDecl): number[] => (decl.tokenRows !== undefined ? [1, 2, 3] : [1]);
 
@@ -142,7 +144,8 @@ for (const [decl] of RULES) {
  * and, apart, the backward reading the replay's kept P_h one row too far on (n_h ≥ 2 only); Hebbian:
  * dα read from M_{t+1} instead of M_t; GLA: the adjoint's decay on the row's channel (W[i]) instead
  * of the column's (W[j]); RWKV-6: dq's bonus term without the bonus weight u; GDN2: the gated read's
- * gradient g = diag(a) M_tᵀ de without the decay a.
+ * gradient g = diag(a) M_tᵀ de without the decay a; gated Oja: dv's reconstruction term diag(a) M_t de
+ * without the decay a.
  */
 const PLANTS: [RuleDecl, FastForm, string, string][] = [
   [kda, KDA_FORM, "dk[o + j]! += W[j]! * accK[j]!", "dk[o + j]! += accK[j]!"],
@@ -154,6 +157,7 @@ const PLANTS: [RuleDecl, FastForm, string, string][] = [
   [gla, GLA_FORM, "D[r + j] = Dj * W[j]!", "D[r + j] = Dj * W[i]!"],
   [rwkv6, RWKV6_FORM, "dq[o + j] = accQ[j]! + c * U[o + j]! * K[o + j]!", "dq[o + j] = accQ[j]! + c * K[o + j]!"],
   [gdn2, GDN2_FORM, "const g = A[j]! * accK[j]!;", "const g = accK[j]!;"],
+  [gated_oja, GATED_OJA_FORM, "dv[o + i]! += a * tmp[i]!;", "dv[o + i]! += tmp[i]!;"],
 ];
 for (const [decl, form, from, to] of PLANTS) {
   test(`${decl.key}: a fast pair with one term wrong fails the comparison (${to})`, () => {

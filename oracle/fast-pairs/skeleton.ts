@@ -1,6 +1,6 @@
 /**
  * The skeleton of the judge's fast pairs of the rules after Delta (docs/spec/precision.md#fast-pair-new-rules):
- * KDA, Comba, DPLR, Gated DeltaProduct, Hebbian, GLA and RWKV-6, each a rule's fused row loops in a module of its own
+ * KDA, Comba, DPLR, Gated DeltaProduct, Hebbian, GLA, RWKV-6, GDN2 and gated Oja, each a rule's fused row loops in a module of its own
  * (oracle/fast-pairs/<rule>.ts), run here over flat typed arrays as oracle/matrix-fast.ts runs Delta's
  * and Gated Delta's. The same contract: not a second reference, but the reference pair bit for bit —
  * every sum in the reference's order (natural or reversed), every store into an array of the
@@ -16,7 +16,7 @@
  * decay's column sums (KDA's and DPLR's dα), which the reference sums over the rows in the natural
  * order whatever the summation order: in the reversed order they take a second pass. The state
  * history is kept as checkpoints every CHECKPOINT_EVERY_AUX tokens and replayed stretch by stretch
- * from the saved errors (KDA, Comba, Gated DeltaProduct: e_t) or reads (DPLR: u_t = M_t a_t), which
+ * from the saved errors (KDA, Comba, Gated DeltaProduct, GDN2, gated Oja: e_t) or reads (DPLR: u_t = M_t a_t), which
  * need no sum, so the replay is exact; the linear-attention writes v_t k_tᵀ need nothing saved.
  */
 import { accumulatesInF32, productsInTF32, roundsRandomly, sumsReversed } from "../../src/precision.ts";
