@@ -29,6 +29,8 @@ export interface WorkerJob {
   H: number;
   d: number;
   C: number;
+  /** The sequences judged: the first `judged` of the H (the kernel runs on all of them). */
+  judged: number;
   /** Per sequence: its seed and gate levels (α_t, θ_t are drawn within ±50% of them). */
   specs: { d: number; seq_len: number; seed: number; alpha: number; theta: number }[];
 }
@@ -74,15 +76,17 @@ function drawSequence(spec: WorkerJob["specs"][number], n: number): Seq {
     }
     return t;
   };
-  // every ABI input of the rule, by its declaration: keys (k, q and the auxiliary inputs p, a, b)
-  // on the unit sphere, v in U(−1, 1), each gate per token or per key channel (gateShape), each
-  // input with its declared rows per token
+  // every ABI input of the rule, by its declaration: keys (k, q, the auxiliary inputs p, a, b and
+  // Trellis's level input row x, which S_K reads as a key) on the unit sphere; v and Atlas's ω in
+  // U(−1, 1), as the chunk cases draw ω (cases/chunk-case.ts); each gate per token or per key
+  // channel (gateShape); each input with its declared rows per token. (x in U(−1, 1) at d = 128 has
+  // |x|² ≈ 43, so Trellis's step θ|x|² on S_K passed 2 and the sequence diverged, reference to 1e51.)
   const level: Record<string, number> = { alpha: spec.alpha, theta: spec.theta, eta: 0.6 };
   const in32: Record<string, Tensor> = {};
   // k, q, v first (Delta's draws stay those of the Delta-only bench), then the rest in ABI order
   for (const n of [...new Set(["k", "q", "v", ...pair.abi.inputs])].filter((x) => (pair.abi.inputs as readonly string[]).includes(x))) {
-    if (n === "v") in32[n] = t32([T, rows(n) * d], () => rng.uniform(-1, 1));
-    else if (n === "k" || n === "q" || (AUX_INPUT_NAMES as readonly string[]).includes(n)) in32[n] = unitRows(rows(n));
+    if (n === "v" || n === "omega") in32[n] = t32([T, rows(n) * d], () => rng.uniform(-1, 1));
+    else if (n === "k" || n === "q" || n === "x" || (AUX_INPUT_NAMES as readonly string[]).includes(n)) in32[n] = unitRows(rows(n));
     else if (n === "alpha" || n === "theta" || n === "eta") {
       const g = level[n]!;
       in32[n] = t32(gateShape(decl, n) === "channel" ? [T, d] : rows(n) > 1 ? [T, rows(n)] : [T], () => g * rng.uniform(0.5, 1.5));
@@ -130,7 +134,7 @@ post({ kind: "kernel", b: job.b, seconds: (performance.now() - t0) / 1000 });
 await new Promise<void>((resolve) => parentPort!.once("message", () => resolve()));
 
 const f64 = (r: Readonly<Record<string, Tensor>>) => Object.fromEntries(Object.entries(r).map(([k, t]) => [k, cast(t, "f64")]));
-for (let h = 0; h < job.H; h++) {
+for (let h = 0; h < job.judged; h++) {
   const t1 = performance.now();
   const s = seqs[h]!;
   const c: PairCase = { inputs: f64(s.in32 as unknown as Record<string, Tensor>) as never, state: f64(s.st32), dy: cast(s.dy32, "f64"), dFinal: f64(s.dFinal32) };

@@ -14,6 +14,7 @@ import {
 import { flashRule, type CaseVerdict, type Worst } from "./compare.ts";
 import { concat, maxAbs } from "../src/numeric.ts";
 import type { Precision } from "../src/precision.ts";
+import { FAST_PAIR_RULES } from "./matrix-fast.ts";
 import { KERNEL } from "./precision-table.ts";
 
 /** Relative floor of the flash-attention bound, per tensor and sequence, for a kernel that sums in f64 (oracle/precision-table.ts). */
@@ -33,7 +34,7 @@ export const KERNEL_TOLERANCE: Readonly<Record<string, unknown>> = {
   bound: "per tensor and sequence: max|kernel - ref64| <= 2 * max|ref32 - ref64| + floor",
   ref32: "the TypeScript reference run on f32 tensors (same inputs, rounded to the kernel's storage dtype once), summed in the kernel's accumulate dtype; " +
     "for a kernel summing in f32, per element the farthest from ref64 of ten runs (natural order, reversed, eight with random rounding; docs/spec/precision.md#orders); " +
-    "for the rules with a fast pair (Delta, Gated Delta, KDA, Comba, DPLR) the natural order alone (docs/spec/precision.md#orders-matrix)",
+    `for the rules with a fast pair (${FAST_PAIR_RULES.join(", ")}) the natural order alone (docs/spec/precision.md#orders-matrix)`,
   floor: `${FLOOR_REL} * max|ref64| (a kernel summing in f32: ${FLOOR_REL_F32_ACC} * max|ref64|)`,
   floor_reason:
     "on tiny cases (s = 1, d = 1) the f32 reference can be exact, while a kernel that sums in another order (threads, " +

@@ -22,11 +22,21 @@ import { delta } from "../src/rules/delta.ts";
 import { dplr } from "../src/rules/dplr.ts";
 import { gated_delta } from "../src/rules/gated_delta.ts";
 import { gated_delta_product } from "../src/rules/gated_delta_product.ts";
+import { gated_oja } from "../src/rules/gated_oja.ts";
+import { gdn2 } from "../src/rules/gdn2.ts";
+import { gla } from "../src/rules/gla.ts";
+import { hebbian } from "../src/rules/hebbian.ts";
 import { kda } from "../src/rules/kda.ts";
+import { rwkv6 } from "../src/rules/rwkv6.ts";
 import { COMBA_FORM } from "./fast-pairs/comba.ts";
 import { DPLR_FORM } from "./fast-pairs/dplr.ts";
 import { GDP_FORM } from "./fast-pairs/gated-delta-product.ts";
+import { GATED_OJA_FORM } from "./fast-pairs/gated-oja.ts";
+import { GDN2_FORM } from "./fast-pairs/gdn2.ts";
+import { GLA_FORM } from "./fast-pairs/gla.ts";
+import { HEBBIAN_FORM } from "./fast-pairs/hebbian.ts";
 import { KDA_FORM } from "./fast-pairs/kda.ts";
+import { RWKV6_FORM } from "./fast-pairs/rwkv6.ts";
 import { auxFastPair } from "./fast-pairs/skeleton.ts";
 import type { InnerInputs, InnerPair, RuleDecl, State } from "../src/rules/types.ts";
 import { Tensor, alloc, type Data } from "../src/tensor.ts";
@@ -338,7 +348,7 @@ function fastPair(decl: RuleDecl, form: Form): InnerPair<string> {
   };
 }
 
-/** The fast pairs, by the declaration they reproduce (KDA, Comba, DPLR, Gated DeltaProduct: oracle/fast-pairs/). */
+/** The fast pairs, by the declaration they reproduce (KDA, Comba, DPLR, Gated DeltaProduct, Hebbian, GLA, RWKV-6, GDN2, gated Oja: oracle/fast-pairs/). */
 const FAST: ReadonlyMap<RuleDecl, InnerPair<string>> = new Map<RuleDecl, InnerPair<string>>([
   [delta, fastPair(delta, "delta")],
   [gated_delta, fastPair(gated_delta, "gated")],
@@ -346,12 +356,20 @@ const FAST: ReadonlyMap<RuleDecl, InnerPair<string>> = new Map<RuleDecl, InnerPa
   [comba, auxFastPair(comba, COMBA_FORM)],
   [dplr, auxFastPair(dplr, DPLR_FORM)],
   [gated_delta_product, auxFastPair(gated_delta_product, GDP_FORM)],
+  [hebbian, auxFastPair(hebbian, HEBBIAN_FORM)],
+  [gla, auxFastPair(gla, GLA_FORM)],
+  [rwkv6, auxFastPair(rwkv6, RWKV6_FORM)],
+  [gdn2, auxFastPair(gdn2, GDN2_FORM)],
+  [gated_oja, auxFastPair(gated_oja, GATED_OJA_FORM)],
 ]);
 
 /** The pair the kernel judge runs for a rule: its fast pair where it has one, else the reference pair itself. */
 export function judgePair(decl: RuleDecl): InnerPair<string> {
   return FAST.get(decl) ?? decl.inner;
 }
+
+/** The rules the judge runs a fast pair for, by key (the reports' tolerance text names them). */
+export const FAST_PAIR_RULES: readonly string[] = [...FAST.keys()].map((r) => r.key);
 
 /** Whether the judge runs a fast pair for this rule. */
 export function hasFastPair(decl: RuleDecl): boolean {

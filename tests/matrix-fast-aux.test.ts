@@ -1,25 +1,36 @@
 /**
- * The judge's fast KDA, Comba, DPLR and Gated DeltaProduct (n_h = 1, 2, 3) pairs (oracle/fast-pairs/,
+ * The judge's fast KDA, Comba, DPLR, Gated DeltaProduct (n_h = 1, 2, 3), Hebbian, GLA, RWKV-6, GDN2 and gated Oja pairs (oracle/fast-pairs/,
  * docs/spec/precision.md#fast-pair-new-rules) against the reference pairs they replace, bit for
  * bit: y, the final state, every input gradient and d(initial state), on random cases of several
  * shapes (d not a power of two, odd d, T = 1, T across the checkpoint interval), f64 and f32
  * storage, f64 and f32 sums in the natural and the reversed order, with zero entries (the reference
- * skips zero terms) and with and without d(final state); under random rounding the fast pair hands
- * over to the reference, which is checked too. Seeds: the SEEDS list below.
- * Planted: a copy of each fast pair with one term wrong fails the same comparison.
+ * skips zero terms) and with and without d(final state); under random rounding and TF32 products the
+ * fast pair hands over to the reference, which is checked too. Seeds: the SEEDS list below.
+ * Planted: a copy of each fast pair with one term wrong fails the same comparison; the TF32 mode
+ * fails KDA's, Comba's and DPLR's pairs handing over under TF32 only when they have steps (as they did).
  */
 import { expect, test } from "bun:test";
 import { CHECKPOINT_EVERY, hasFastPair, judgePair } from "../oracle/matrix-fast.ts";
 import { COMBA_FORM } from "../oracle/fast-pairs/comba.ts";
 import { DPLR_FORM } from "../oracle/fast-pairs/dplr.ts";
 import { GDP_FORM } from "../oracle/fast-pairs/gated-delta-product.ts";
+import { GATED_OJA_FORM } from "../oracle/fast-pairs/gated-oja.ts";
+import { GDN2_FORM } from "../oracle/fast-pairs/gdn2.ts";
+import { GLA_FORM } from "../oracle/fast-pairs/gla.ts";
+import { HEBBIAN_FORM } from "../oracle/fast-pairs/hebbian.ts";
 import { KDA_FORM } from "../oracle/fast-pairs/kda.ts";
+import { RWKV6_FORM } from "../oracle/fast-pairs/rwkv6.ts";
 import { CHECKPOINT_EVERY_AUX, auxFastPair, type FastForm } from "../oracle/fast-pairs/skeleton.ts";
 import { withAccumulate, type AccumulateDType, type SumRounding } from "../src/precision.ts";
 import { comba } from "../src/rules/comba.ts";
 import { dplr } from "../src/rules/dplr.ts";
 import { gated_delta_product } from "../src/rules/gated_delta_product.ts";
+import { gated_oja } from "../src/rules/gated_oja.ts";
+import { gdn2 } from "../src/rules/gdn2.ts";
+import { gla } from "../src/rules/gla.ts";
+import { hebbian } from "../src/rules/hebbian.ts";
 import { kda } from "../src/rules/kda.ts";
+import { rwkv6 } from "../src/rules/rwkv6.ts";
 import { Rng } from "../src/rng.ts";
 import { gateShape, type InnerInputs, type InnerPair, type RuleDecl, type State } from "../src/rules/types.ts";
 import { Tensor, type DType } from "../src/tensor.ts";
@@ -80,9 +91,11 @@ function firstDifference(a: Record<string, ArrayLike<number>>, b: Record<string,
 const MODES: { acc: AccumulateDType; rounding: SumRounding }[] = [
   { acc: "f64", rounding: "natural" }, { acc: "f64", rounding: "reversed" },
   { acc: "f32", rounding: "natural" }, { acc: "f32", rounding: "reversed" }, { acc: "f32", rounding: { random: 3 } },
+  // TF32 products (the TF32 yardstick, docs/spec/precision.md#tf32): the fast pair hands over too
+  { acc: "tf32", rounding: "natural" },
 ];
 const SHAPES: [number, number][] = [[1, 1], [2, 3], [3, 1], [5, 7], [7, 4], [16, 9], [33, 5], [12, 20], [3, 70], [4, 64], [6, 33]];
-const RULES: [RuleDecl, FastForm][] = [[kda, KDA_FORM], [comba, COMBA_FORM], [dplr, DPLR_FORM], [gated_delta_product, GDP_FORM]];
+const RULES: [RuleDecl, FastForm][] = [[kda, KDA_FORM], [comba, COMBA_FORM], [dplr, DPLR_FORM], [gated_delta_product, GDP_FORM], [hebbian, HEBBIAN_FORM], [gla, GLA_FORM], [rwkv6, RWKV6_FORM], [gdn2, GDN2_FORM], [gated_oja, GATED_OJA_FORM]];
 /** The steps per token swept: every n_h Gated DeltaProduct allows (one for the other rules). */
 const stepsOf = (decl: RuleDecl): number[] => (decl.tokenRows !== undefined ? [1, 2, 3] : [1]);
 
@@ -128,7 +141,11 @@ for (const [decl] of RULES) {
  * KDA: dk's second term without the channel decay w; Comba: dp read from M_{t+1} instead of M_t;
  * DPLR: the decay's column sum dα with the wrong sign; Gated DeltaProduct: dk's term through the
  * states between the steps (P_hᵀ de, h ≥ 1) scaled by the decay as if read through P_0 (n_h ≥ 2 only),
- * and, apart, the backward reading the replay's kept P_h one row too far on (n_h ≥ 2 only).
+ * and, apart, the backward reading the replay's kept P_h one row too far on (n_h ≥ 2 only); Hebbian:
+ * dα read from M_{t+1} instead of M_t; GLA: the adjoint's decay on the row's channel (W[i]) instead
+ * of the column's (W[j]); RWKV-6: dq's bonus term without the bonus weight u; GDN2: the gated read's
+ * gradient g = diag(a) M_tᵀ de without the decay a; gated Oja: dv's reconstruction term diag(a) M_t de
+ * without the decay a.
  */
 const PLANTS: [RuleDecl, FastForm, string, string][] = [
   [kda, KDA_FORM, "dk[o + j]! += W[j]! * accK[j]!", "dk[o + j]! += accK[j]!"],
@@ -136,6 +153,11 @@ const PLANTS: [RuleDecl, FastForm, string, string][] = [
   [dplr, DPLR_FORM, "dalpha[o + j] = -col[j]!", "dalpha[o + j] = col[j]!"],
   [gated_delta_product, GDP_FORM, "dk[o + j]! += accK[p + j]!", "dk[o + j]! += decay * accK[p + j]!"],
   [gated_delta_product, GDP_FORM, "b0 = ((t - t0) * (nh - 1) + h - 1) * dd + r0,", "b0 = ((t - t0) * (nh - 1) + h - 1) * dd + r0 + d,"],
+  [hebbian, HEBBIAN_FORM, "fa + Dj * M[mt + r + j]!", "fa + Dj * M[mn + r + j]!"],
+  [gla, GLA_FORM, "D[r + j] = Dj * W[j]!", "D[r + j] = Dj * W[i]!"],
+  [rwkv6, RWKV6_FORM, "dq[o + j] = accQ[j]! + c * U[o + j]! * K[o + j]!", "dq[o + j] = accQ[j]! + c * K[o + j]!"],
+  [gdn2, GDN2_FORM, "const g = A[j]! * accK[j]!;", "const g = accK[j]!;"],
+  [gated_oja, GATED_OJA_FORM, "dv[o + i]! += a * tmp[i]!;", "dv[o + i]! += tmp[i]!;"],
 ];
 for (const [decl, form, from, to] of PLANTS) {
   test(`${decl.key}: a fast pair with one term wrong fails the comparison (${to})`, () => {

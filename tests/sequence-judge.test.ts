@@ -57,8 +57,8 @@ test("streamVerdict agrees with flashCompare: correct cases pass, a planted scal
   }
 });
 
-test("the plain reference's runs: one for the rules with a fast pair (Delta, Gated Delta, KDA, Comba, DPLR, Gated DeltaProduct), ten for every other rule with f32 sums, one with f64 sums", () => {
-  const withFastPair = ["delta", "gated_delta", "kda", "comba", "dplr", "gated_delta_product"];
+test("the plain reference's runs: one for the rules with a fast pair (Delta, Gated Delta, KDA, Comba, DPLR, Gated DeltaProduct, Hebbian, GLA, RWKV-6, GDN2, gated Oja), ten for every other rule with f32 sums, one with f64 sums", () => {
+  const withFastPair = ["delta", "gated_delta", "kda", "comba", "dplr", "gated_delta_product", "hebbian", "gla", "rwkv6", "gdn2", "gated_oja"];
   for (const decl of RULES) {
     const fast = withFastPair.includes(decl.key);
     expect(plainRuns(decl).random).toBe(fast ? 0 : RANDOM_RUNS);

@@ -1,11 +1,12 @@
 /**
  * The skeleton of the judge's fast pairs of the rules after Delta (docs/spec/precision.md#fast-pair-new-rules):
- * KDA, Comba, DPLR and Gated DeltaProduct, each a rule's fused row loops in a module of its own
+ * KDA, Comba, DPLR, Gated DeltaProduct, Hebbian, GLA, RWKV-6, GDN2 and gated Oja, each a rule's fused row loops in a module of its own
  * (oracle/fast-pairs/<rule>.ts), run here over flat typed arrays as oracle/matrix-fast.ts runs Delta's
  * and Gated Delta's. The same contract: not a second reference, but the reference pair bit for bit —
  * every sum in the reference's order (natural or reversed), every store into an array of the
  * reference's dtype (the storage dtype, or the accumulator's: f32 under f32 sums), every zero term the
- * reference skips skipped. Under random rounding they hand the call to the reference pair.
+ * reference skips skipped. Under random rounding and TF32 products (the reference's products take TF32
+ * operands there, these loops do not) they hand the call to the reference pair.
  * tests/matrix-fast-aux.test.ts compares them bitwise on random cases and plants one wrong term in each.
  *
  * A rule's loops are compiled once per storage dtype and summation mode from their source text, the
@@ -15,8 +16,8 @@
  * decay's column sums (KDA's and DPLR's dα), which the reference sums over the rows in the natural
  * order whatever the summation order: in the reversed order they take a second pass. The state
  * history is kept as checkpoints every CHECKPOINT_EVERY_AUX tokens and replayed stretch by stretch
- * from the saved errors (KDA, Comba, Gated DeltaProduct: e_t) or reads (DPLR: u_t = M_t a_t), which
- * need no sum, so the replay is exact.
+ * from the saved errors (KDA, Comba, Gated DeltaProduct, GDN2, gated Oja: e_t) or reads (DPLR: u_t = M_t a_t), which
+ * need no sum, so the replay is exact; the linear-attention writes v_t k_tᵀ need nothing saved.
  */
 import { accumulatesInF32, productsInTF32, roundsRandomly, sumsReversed } from "../../src/precision.ts";
 import type { InnerGrads, InnerInputs, InnerPair, RuleConfig, RuleDecl, State } from "../../src/rules/types.ts";
@@ -37,7 +38,7 @@ export interface Loops {
 
 /**
  * What a fast pair is made of: the loops' source, the inputs in the order the loops take them, the
- * vector the forward saves for the replay, and the gradients in the order the loops write them,
+ * vector the forward saves for the replay (none where the write needs no sum), and the gradients in the order the loops write them,
  * each with its length in tokens (token: [s]), token rows (row: [s, d]) or, for a rule with n_h
  * steps per token (`steps`), step values (step: [s, n_h]) and step rows (stepRow: [s, n_h·d]).
  */
@@ -45,7 +46,7 @@ export interface FastForm {
   readonly name: string;
   readonly loops: () => Loops;
   readonly inputs: readonly (keyof InnerInputs)[];
-  readonly saved: "e" | "u";
+  readonly saved?: "e" | "u";
   readonly grads: readonly (readonly [keyof InnerGrads, GradWidth])[];
   /** The steps per token, from the rule's config (Gated DeltaProduct's n_h); absent: one. */
   readonly steps?: (cfg: RuleConfig) => number;
@@ -83,9 +84,9 @@ export function auxFastPair(decl: RuleDecl, form: FastForm, edit: (source: strin
   });
   return {
     // not the reference's saved tensors: handing them to the reference pair fails loudly
-    saved: ["checkpoints", form.saved],
+    saved: ["checkpoints", ...(form.saved === undefined ? [] : [form.saved])],
     forward(inp: InnerInputs, state: State, cfg) {
-      if (roundsRandomly() || (form.steps !== undefined && productsInTF32())) return decl.inner.forward(inp, state, cfg);
+      if (roundsRandomly() || productsInTF32()) return decl.inner.forward(inp, state, cfg);
       const { d, seq_len: s } = cfg;
       const dt = inp.k.dtype, dd = d * d, C = CHECKPOINT_EVERY_AUX, nh = form.steps?.(cfg) ?? 1;
       const loops = loopsFor(dt, d), X = data(inp);
@@ -93,7 +94,7 @@ export function auxFastPair(decl: RuleDecl, form: FastForm, edit: (source: strin
       const checkpoints = alloc(dt, segments * dd);
       const work = alloc(dt, (Math.min(C, s) + 1) * dd);
       work.set(state.M!.data);
-      const sv = alloc(dt, s * nh * d), y = alloc(dt, s * d);
+      const sv = alloc(dt, form.saved === undefined ? 0 : s * nh * d), y = alloc(dt, s * d);
       for (let g = 0; g < segments; g++) {
         const t0 = g * C, t1 = Math.min(s, t0 + C);
         checkpoints.set(work.subarray(0, dd), g * dd);
@@ -103,11 +104,11 @@ export function auxFastPair(decl: RuleDecl, form: FastForm, edit: (source: strin
       return {
         y: new Tensor(dt, [s, d], y),
         finalState: { M: new Tensor(dt, [d, d], work.slice(0, dd)) },
-        saved: { checkpoints: new Tensor(dt, [segments, d, d], checkpoints), [form.saved]: new Tensor(dt, [s, nh * d], sv) },
+        saved: { checkpoints: new Tensor(dt, [segments, d, d], checkpoints), ...(form.saved === undefined ? {} : { [form.saved]: new Tensor(dt, [s, nh * d], sv) }) },
       };
     },
     backward(saved, inp, dy, cfg, dFinal) {
-      if (roundsRandomly() || (form.steps !== undefined && productsInTF32())) return decl.inner.backward(saved, inp, dy, cfg, dFinal);
+      if (roundsRandomly() || productsInTF32()) return decl.inner.backward(saved, inp, dy, cfg, dFinal);
       const { d, seq_len: s } = cfg;
       const dt = inp.k.dtype, dd = d * d, C = CHECKPOINT_EVERY_AUX, nh = form.steps?.(cfg) ?? 1;
       const shapeOf = (w: GradWidth): number[] => (w === "token" ? [s] : w === "row" ? [s, d] : w === "step" ? [s, nh] : [s, nh * d]);
@@ -119,7 +120,7 @@ export function auxFastPair(decl: RuleDecl, form: FastForm, edit: (source: strin
         if (g0.size !== dd) throw new Error(`dFinal.M: ${g0.size} elements, the state has ${dd}`);
         D.set(g0.data);
       }
-      const cp = saved.checkpoints!.data, sv = saved[form.saved]!.data;
+      const cp = saved.checkpoints!.data, sv = form.saved === undefined ? alloc(dt, 0) : saved[form.saved]!.data;
       const segments = cp.length / dd;
       const work = alloc(dt, (Math.min(C, s) + 1) * dd);
       // a segment's states between the steps (n_h ≥ 2), kept by the replay for the backward
