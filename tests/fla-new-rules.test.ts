@@ -27,7 +27,7 @@ const GOOD = {
 const PLANTS = { kda_reversed_channels: "kda", comba_reads_k: "comba", dplr_decayed_read: "dplr" } as const;
 
 // a kernel call in Triton's interpreter takes seconds, and ten hosts import fla at once on a small machine
-const run = pyRun(() => [...Object.keys(GOOD).map(FLA), ...Object.keys(PLANTS).map(PLANTED)],
+const run = pyRun(() => [...Object.keys(GOOD).map(FLA), FLA("fused_recurrent_kda_varlen"), ...Object.keys(PLANTS).map(PLANTED)],
   { NLC_TORCH_PYTHON: PY ?? "", NLC_PY_KERNEL_TIMEOUT: process.env.NLC_PY_KERNEL_TIMEOUT ?? "900" }, 1);
 
 test.skipIf(reason !== null)("fla's recurrent KDA, Comba and DPLR pass by declaration alone (f32, quick profile), the in-kernel gate forms and the value-first state included", () => {
@@ -38,6 +38,13 @@ test.skipIf(reason !== null)("fla's recurrent KDA, Comba and DPLR pass by declar
     expectStatus(bw, "skip");
     expect(bw.message).toContain("forward-only");
   }
+}, 3_600_000);
+
+test.skipIf(reason !== null)("fla's recurrent KDA with packed batches fails at the empty-sequence case, naming the final state it leaves unwritten", () => {
+  // repros/fla/kda_empty_sequence_final_state.py; docs/spec/py-backend.md#fla-new-rules-gpu
+  const r = run.get(FLA("fused_recurrent_kda_varlen"), "kda", "forward");
+  expectStatus(r, "fail");
+  expect(r.message).toMatch(/left final_state .* unwritten/);
 }, 3_600_000);
 
 test.skipIf(reason !== null)("planted: KDA's decays on reversed channels and DPLR's low-rank read from the decayed state fail; Comba's correction read with k is an error naming the p it ignores", () => {

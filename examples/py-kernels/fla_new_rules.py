@@ -50,7 +50,12 @@ KDA = {**COMMON, "rules": ["kda"], "names": {"theta": "beta"}, "bounded": ["thet
 COMBA = {**COMMON, "rules": ["comba"], "names": {"theta": "beta"}, "bounded": ["theta"], "log_gates": {"alpha": "g"}}
 DPLR = {**COMMON, "rules": ["dplr"], "log_gates": {"alpha": "gk"}}
 
-fused_recurrent_kda = declared(_fused_recurrent_kda, **KDA, forward_only=True, head_dims="pow2")
+# fla's recurrent KDA leaves the final state of an empty packed sequence unwritten
+# (repros/fla/kda_empty_sequence_final_state.py): declared without packed batches, as shipped with
+# them in `fused_recurrent_kda_varlen` (which fails at the empty-sequence case)
+KDA_RECURRENT = {k: v for k, v in KDA.items() if k != "varlen"}
+fused_recurrent_kda = declared(_fused_recurrent_kda, **KDA_RECURRENT, forward_only=True, head_dims="pow2")
+fused_recurrent_kda_varlen = declared(_fused_recurrent_kda, **KDA, forward_only=True, head_dims="pow2")
 fused_recurrent_comba = declared(_fused_recurrent_comba, **COMBA, forward_only=True)
 fused_recurrent_dplr_delta_rule = declared(_fused_recurrent_dplr, **DPLR, forward_only=True)
 # fla's fused recurrent Gated DeltaNet with a decay per key channel (`gk` [B, T, H, K], g not passed)
@@ -59,7 +64,7 @@ fused_recurrent_gated_delta_rule_gk = declared(_fused_recurrent_gated_delta_rule
                                                forward_only=True, head_dims="pow2")
 
 # KDA's in-kernel gate and beta: the kernel receives raw values and the per-head A_log, dt_bias
-KDA_IN_KERNEL = {**{k: v for k, v in KDA.items() if k not in ("log_gates", "bounded")}, "names": {"theta": "beta", "alpha": "g"},
+KDA_IN_KERNEL = {**{k: v for k, v in KDA.items() if k not in ("log_gates", "bounded", "varlen")}, "names": {"theta": "beta", "alpha": "g"},
                  "gate_forms": {"alpha": {"form": "softplus", "flag": "use_gate_in_kernel", "A_log": "A_log", "dt_bias": "dt_bias"},
                                 "theta": {"form": "sigmoid", "flag": "use_beta_sigmoid_in_kernel"}}}
 fused_recurrent_kda_gate_in_kernel = declared(_fused_recurrent_kda, **KDA_IN_KERNEL, forward_only=True, head_dims="pow2")
@@ -67,7 +72,7 @@ KDA_NEG_EIGVAL = {**KDA_IN_KERNEL, "gate_forms": {**KDA_IN_KERNEL["gate_forms"],
                                                   "theta": {"form": "sigmoid2", "flag": ["use_beta_sigmoid_in_kernel", "allow_neg_eigval"]}}}
 fused_recurrent_kda_neg_eigval = declared(_fused_recurrent_kda, **KDA_NEG_EIGVAL, forward_only=True, head_dims="pow2")
 # the state stored value-first: [N, H, V, K] is our M's own layout
-fused_recurrent_kda_v_first = declared(_fused_recurrent_kda, **{**KDA, "state_layout": "ours"}, constants={"state_v_first": True},
+fused_recurrent_kda_v_first = declared(_fused_recurrent_kda, **{**KDA_RECURRENT, "state_layout": "ours"}, constants={"state_v_first": True},
                                        forward_only=True, head_dims="pow2")
 
 # fla's chunked kernels (chunks of 64 tokens), forward and backward: f32 and, with
@@ -75,7 +80,7 @@ fused_recurrent_kda_v_first = declared(_fused_recurrent_kda, **{**KDA, "state_la
 FLA_CHUNK = 64
 chunk_kda = declared(_chunk_kda, **KDA, chunk_size=FLA_CHUNK)
 chunk_kda_bf16 = declared(_chunk_kda, **KDA, dtype="bf16", input_dtypes={"alpha": "f32", "theta": "f32"}, chunk_size=FLA_CHUNK)
-chunk_kda_gate_in_kernel = declared(_chunk_kda, **KDA_IN_KERNEL, chunk_size=FLA_CHUNK)
+chunk_kda_gate_in_kernel = declared(_chunk_kda, **KDA_IN_KERNEL, varlen="cu_seqlens", chunk_size=FLA_CHUNK)
 chunk_comba = declared(_chunk_comba, **COMBA, chunk_size=FLA_CHUNK)
 # fla's chunked DPLR takes its chunk size as a keyword: passed through (`constants`), and declared where the boundaries are
 chunk_dplr_delta_rule = declared(_chunk_dplr, **DPLR, chunk_size=FLA_CHUNK, constants={"chunk_size": FLA_CHUNK})
@@ -103,4 +108,4 @@ fused_recurrent_rwkv7 = declared(_fused_recurrent_rwkv7, **RWKV7, forward_only=T
 chunk_rwkv7 = declared(_chunk_rwkv7, **RWKV7, chunk_size=16)
 
 # the same kernel at every head dimension: NaN where K is not a power of two and the memory after g is large (see above)
-fused_recurrent_kda_all_dims = declared(_fused_recurrent_kda, **KDA, forward_only=True)
+fused_recurrent_kda_all_dims = declared(_fused_recurrent_kda, **KDA_RECURRENT, forward_only=True)
