@@ -11,10 +11,10 @@ import { SATURATED_GATES, SATURATED_THETA, saturatedCorner, saturatedThetaTop } 
 import type { Arrays } from "../../../ffi/lib-types.ts";
 import { caseArb, type AbiCaseSpec } from "../../../cases/kernel-batch.ts";
 import { packStates, packTokens, tokenWidth } from "../../../cases/kernel-layout.ts";
-import { seqSpecs, type KernelSeq } from "../../../cases/kernel-seq.ts";
-import { innerCase, type InnerCase } from "../../../cases/inner-case.ts";
-import type { InnerInputs, RuleConfig, RuleDecl, State } from "../../../src/rules/types.ts";
-import { Tensor, cast } from "../../../src/tensor.ts";
+import { kernelSequence, seqSpecs, type KernelSeq } from "../../../cases/kernel-seq.ts";
+import { innerCase } from "../../../cases/inner-case.ts";
+import type { RuleConfig, RuleDecl, State } from "../../../src/rules/types.ts";
+import type { Tensor } from "../../../src/tensor.ts";
 import { roundTo, type Precision, type StorageDType } from "../../../src/precision.ts";
 
 /** bench/ and fixtures/ name the abi case record so (cases/kernel-batch.ts AbiCaseSpec). */
@@ -41,41 +41,19 @@ export function chunkExample(decl: RuleDecl, T: number): AbiCaseSpec {
   return { ...k!, B: 1, H: 2, C: 4, dyNull: false, dFinalNull: false };
 }
 
-/**
- * Rounded once to the kernel's dtype (f32, or the bf16/f16 it declares; docs/spec/precision.md#plain),
- * held in f32, and the same values in f64: kernel, plain reference and ref64 all see identical inputs.
- */
-function pairOf(t: Tensor, dtype: StorageDType): { t32: Tensor; t64: Tensor } {
-  const t32 = cast(t, "f32");
-  if (dtype !== "f32") for (let i = 0; i < t32.data.length; i++) t32.data[i] = roundTo(dtype, t32.data[i]!);
-  return { t32, t64: cast(t32, "f64") };
-}
-
 /** One sequence of an abi case: the inner inputs (or q, frozen), the state, dy and d(final state), in f32 and f64. */
 export type Seq = KernelSeq<"abi">;
-
-function pairs(rec: Readonly<Record<string, Tensor>>, dtype: StorageDType): { r32: Record<string, Tensor>; r64: Record<string, Tensor> } {
-  const r32: Record<string, Tensor> = {}, r64: Record<string, Tensor> = {};
-  for (const [n, t] of Object.entries(rec)) ({ t32: r32[n]!, t64: r64[n]! } = pairOf(t, dtype));
-  return { r32, r64 };
-}
 
 /** The f32 kernel precision: what a caller that names none gets. */
 const F32: Pick<Precision, "storage" | "state"> = { storage: "f32", state: "f32" };
 
-/** Sequence n's values in the abi form: its rule case's values (`h`: its head, n mod H) rounded to the kernel's dtypes, in f32 and f64. */
-function abiSequence(c: InnerCase, h: number, p: Pick<Precision, "storage" | "state"> = F32): Seq {
-  const inp = pairs(c.inputs as unknown as Record<string, Tensor>, p.storage), st = pairs(c.state, p.state), dF = pairs(c.dFinal ?? {}, p.state);
-  const dy = pairOf(c.dy, p.storage);
-  return {
-    T: c.cfg.seq_len, h, cfg: c.cfg, in32: inp.r32 as unknown as InnerInputs, in64: inp.r64 as Record<string, Tensor> & InnerInputs, st32: st.r32, st64: st.r64,
-    dy32: dy.t32, dy64: dy.t64, dFinal32: dF.r32, dFinal64: dF.r64,
-  };
-}
-
 /** The batch's B·H sequences (one config: the extras change seeds, gates and state only). */
 export function sequencesOf(decl: RuleDecl, k: AbiCaseSpec, frozen: boolean, p?: Pick<Precision, "storage" | "state">): { seqs: Seq[]; cfg: RuleConfig; shape: Shape } {
-  const seqs = seqSpecs(k.base, k.extra, k.B * k.H).map((s, n) => abiSequence(innerCase(decl, s, frozen), n % k.H, p));
+  // sequence n's values: its rule case's (`h`: its head, n mod H), rounded through f32 to the kernel's dtypes, in f32 and f64
+  const seqs = seqSpecs(k.base, k.extra, k.B * k.H).map((s, n) => {
+    const c = innerCase(decl, s, frozen);
+    return kernelSequence("abi", c, n % k.H, p ?? F32, { inputs: c.inputs as unknown as Record<string, Tensor>, dFinal: c.dFinal ?? {} });
+  });
   const cfg = seqs[0]!.cfg;
   if (k.saturated === true) saturateSeqs(decl, seqs, cfg, p?.storage ?? "f32");
   return { seqs, cfg, shape: { B: k.B, T: cfg.seq_len, H: k.H, d: cfg.d } };

@@ -9,7 +9,7 @@
  */
 import * as fc from "fast-check";
 import { buildRuleCase, clampHyper, ruleCaseSpecArb, type RuleCaseSpec } from "../../../cases/rule-case.ts";
-import { roundedCopy, type Precision, type StorageDType } from "../../../src/precision.ts";
+import type { Precision, StorageDType } from "../../../src/precision.ts";
 import { Rng, uniformTensor } from "../../../src/rng.ts";
 import { frozenForwardSaved, ruleForwardSaved } from "../../../src/rules/level.ts";
 import { INNER_INPUT_NAMES, type InnerInputs, type RuleConfig, type RuleDecl } from "../../../src/rules/types.ts";
@@ -21,7 +21,7 @@ import { seqExtrasArb, type CanonicalCaseSpec } from "../../../cases/kernel-batc
 import { packedLabel } from "../../../cases/kernel-regimes.ts";
 import { cuSeqlens, packPackedTokens, packStates, packTokens, unpackPackedTokens, unpackState, unpackTokens } from "../../../cases/kernel-layout.ts";
 import { fromInnerGrads } from "../../../cases/kernel-tensors.ts";
-import { seqSpecs, type KernelSeq } from "../../../cases/kernel-seq.ts";
+import { kernelSequence, seqSpecs, type KernelSeq } from "../../../cases/kernel-seq.ts";
 import { innerCase } from "../../../cases/inner-case.ts";
 import { edgeConventions, edgeLabel, saturateGates } from "./edges.ts";
 
@@ -74,33 +74,21 @@ export interface PyCase {
   frozen: boolean;
 }
 
-/** Rounded to the dtype once, held in f64. */
-function rounded(dtype: StorageDType, t: Tensor): Tensor {
-  const out = new Tensor("f64", [...t.shape]);
-  out.data.set(roundedCopy(dtype, t.data));
-  return out;
-}
-
 /**
  * Sequence n's values in the canonical form: its rule case's values (`spec`'s; `h`: its head, n mod
- * H) in the kernel's parametrisation and the references', rounded to the kernel's dtypes.
+ * H) in the kernel's parametrisation and the references', rounded once from f64 to the kernel's dtypes.
  */
 function pySequence(decl: RuleDecl, spec: RuleCaseSpec, inputs: readonly InnerName[], frozen: boolean, dFinalRng: Rng, p: Precision, conv: Conventions, h: number): PySeq {
   const c = innerCase(decl, spec, frozen);
-  const s: PySeq = { T: c.cfg.seq_len, h, in64: {}, kin64: {}, st64: {}, dy64: rounded(p.storage, c.dy), dFinal64: {} };
   const rawRng = new Rng(spec.seed ^ 0x2c1b3c6d);
   const raw = c.inputs as unknown as Readonly<Record<string, Tensor>>;
-  for (const n of inputs) {
+  const sent = Object.fromEntries(inputs.map((n) => [n, kernelValue(conv, n, raw[n]!, rawRng, h)]));
+  // a frozen read leaves the state unchanged: there is no final state to take a gradient
+  const dFinal = frozen ? {} : Object.fromEntries(Object.entries(c.state).map(([n, t]) => [n, uniformTensor("f64", t.shape, dFinalRng, -1, 1)]));
+  return kernelSequence("canonical", c, h, p, {
     // an input declared in its own dtype (input_dtypes) is rounded to that one
-    s.kin64[n] = rounded(conv.input_dtypes?.[n] ?? p.storage, kernelValue(conv, n, raw[n]!, rawRng, h));
-    s.in64[n] = referenceValue(conv, n, s.kin64[n]!, c.cfg.d, h);
-  }
-  for (const [n, t] of Object.entries(c.state)) {
-    s.st64[n] = rounded(p.state, t);
-    // a frozen read leaves the state unchanged: there is no final state to take a gradient
-    if (!frozen) s.dFinal64[n] = rounded(p.state, uniformTensor("f64", t.shape, dFinalRng, -1, 1));
-  }
-  return s;
+    inputs: sent, dtypeOf: (n) => conv.input_dtypes?.[n] ?? p.storage, toReference: (n, t) => referenceValue(conv, n, t, c.cfg.d, h), dFinal,
+  });
 }
 
 /**
