@@ -208,6 +208,15 @@ function biasAndDetails(items: Compared[], p: Precision, slack: number, ledger: 
  */
 export function flashCompare(all: Compared[], exercised: Set<string>, who: string, precision: Precision = F32_STORE_F64_ACC, opts: JudgeOptions = {}): CaseVerdict {
   const slack = opts.slack ?? 1;
+  // a case whose f64 reference is itself not finite lies outside the rule's range: no verdict on the
+  // kernel can be drawn from it (docs/spec/precision.md#reference-not-finite)
+  const broken = all.find((it) => !allFinite(it.ref64));
+  if (broken !== undefined) {
+    return {
+      ok: false, vacuous: true,
+      message: `the f64 reference is not finite in ${broken.label ?? broken.name} (sequence ${broken.seq}): the case overflows the rule's range, not judged (docs/spec/precision.md#reference-not-finite)`,
+    };
+  }
   // tensors whose plain reference is itself far from ref64 are not judged (docs/spec/precision.md#ill-conditioned)
   const ill: { tensor: string; seq: number; plain_rel: number }[] = [];
   const items = all.filter((it) => {
@@ -404,4 +413,10 @@ export function withLedger<R extends { status: string; details?: Readonly<Record
   const add = r.status === "pass" && signatures !== undefined ? { ...always, signatures, blind_spots } : always;
   if (Object.keys(add).length === 0) return r;
   return { ...r, details: { ...(r.details ?? {}), ...add } };
+}
+
+/** Whether every value of `a` is finite. */
+export function allFinite(a: ArrayLike<number>): boolean {
+  for (let i = 0; i < a.length; i++) if (!Number.isFinite(a[i]!)) return false;
+  return true;
 }

@@ -13,7 +13,7 @@
  */
 import { BIAS_K, biasFloor } from "./bias.ts";
 import { flashRule } from "./compare.ts";
-import { EXERCISED, floorRel, groupFloor, headline, isIllConditioned, type Compared, type Failing } from "./kernel-judge.ts";
+import { allFinite, EXERCISED, floorRel, groupFloor, headline, isIllConditioned, type Compared, type Failing } from "./kernel-judge.ts";
 import { maxAbs } from "../src/numeric.ts";
 import type { Precision } from "../src/precision.ts";
 import { BIAS, KERNEL } from "./precision-table.ts";
@@ -25,6 +25,8 @@ export interface SeqSummary {
   seq: number;
   /** Why the tensor fails whatever its bound (missing, wrong length, non-finite), or null. */
   broken: string | null;
+  /** Whether its f64 reference is finite (docs/spec/precision.md#reference-not-finite). */
+  refFinite: boolean;
   err: number;
   at: number;
   errRef: number;
@@ -38,7 +40,7 @@ export interface SeqSummary {
 
 /** The summary of one compared tensor of one sequence. */
 export function summarise(it: Compared): SeqSummary {
-  const base = { name: it.name, group: it.group, seq: it.seq, err: 0, at: 0, errRef: 0, refMax: maxAbs(it.ref64), rr: 0, re: 0, ee: 0, pp: 0, n: 0 };
+  const base = { name: it.name, group: it.group, seq: it.seq, refFinite: allFinite(it.ref64), err: 0, at: 0, errRef: 0, refMax: maxAbs(it.ref64), rr: 0, re: 0, ee: 0, pp: 0, n: 0 };
   const where = `${it.name} (sequence ${it.seq})`;
   if (it.kernel === undefined) return { ...base, broken: `the kernel does not return ${it.name}, which the reference computes` };
   if (it.kernel.length !== it.ref64.length) return { ...base, broken: `${where}: kernel gave ${it.kernel.length} values, reference ${it.ref64.length}` };
@@ -68,6 +70,11 @@ export interface StreamVerdict {
 
 /** The verdict of a case from its summaries: flashCompare's bound per tensor and sequence, then the bias test per tensor. */
 export function streamVerdict(summaries: readonly SeqSummary[], p: Precision): StreamVerdict {
+  // as flashCompare: a case whose f64 reference is not finite is not judged
+  const over = summaries.find((s) => !s.refFinite);
+  if (over !== undefined) {
+    return { ok: false, vacuous: true, message: `the f64 reference is not finite in ${over.name} (sequence ${over.seq}): the case overflows the rule's range, not judged (docs/spec/precision.md#reference-not-finite)`, tensors: {}, illConditioned: [] };
+  }
   // as flashCompare: a tensor of a sequence whose plain reference is itself far from ref64 is not judged
   const ill = (s: SeqSummary) => s.broken === null && isIllConditioned(s.errRef, s.refMax, p.storage);
   const illConditioned = summaries.filter(ill).map((s) => ({ tensor: s.name, seq: s.seq, plain_rel: s.errRef / s.refMax }));

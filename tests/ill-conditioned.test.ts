@@ -78,3 +78,23 @@ test("the seed-6 case (plain reference 9.7e-4 of the scale, the kernel 1.06 time
 test("the default run's cancelling sums stay judged: MEMORA's dα at 2e-3 of its scale is well inside the threshold", () => {
   expect(ILL_CONDITIONED.f32).toBeGreaterThanOrEqual(4 * 2.1e-3);
 });
+
+test("a case whose f64 reference is not finite is vacuous, named; a non-finite kernel against a finite reference still fails", () => {
+  // gated Oja's production case at d = 128 with values in U(-1, 1): the f64 run overflowed
+  const over = flashCompare([
+    { name: "y", group: "out", seq: 1, kernel: [Number.NaN, 1], ref64: [Number.POSITIVE_INFINITY, 1], ref32: [Number.NaN, 1] },
+    { name: "dv", group: "grad", seq: 0, kernel: [1, 2], ref64: [1, 2], ref32: [1, 2] },
+  ], new Set(), "the kernel", F32);
+  expect(over.ok).toBe(false);
+  expect(over.vacuous).toBe(true);
+  expect(over.message).toContain("the f64 reference is not finite in y (sequence 1)");
+  const nan = flashCompare([{ name: "y", group: "out", seq: 0, kernel: [Number.NaN, 1, 2], ref64: [0.5, 1, 2], ref32: [0.5, 1, 2] }], new Set(), "the kernel", F32);
+  expect(nan.ok).toBe(false);
+  expect(nan.vacuous).not.toBe(true);
+});
+
+test("the judge of one sequence at a time: the same vacuous verdict for a reference that is not finite", () => {
+  const v = streamVerdict([summarise({ name: "y", group: "out", seq: 1, kernel: [Number.NaN, 1], ref64: [Number.NaN, 1], ref32: [Number.NaN, 1] })], F32);
+  expect(v.vacuous).toBe(true);
+  expect(v.message).toContain("the f64 reference is not finite in y (sequence 1)");
+});
