@@ -20,7 +20,7 @@ struct Frozen {
 };
 
 /** f64 sums per sequence: dM [d,d], dm, dγ, dβ [d]. */
-size_t sums_per_seq(int d) { return static_cast<size_t>(d) * d + 3 * static_cast<size_t>(d); }
+__host__ __device__ inline size_t sums_per_seq(int d) { return static_cast<size_t>(d) * d + 3 * static_cast<size_t>(d); }
 
 __global__ void ln_frozen_kernel(nlk::Shape s, acc_t eps, const float* Q, Frozen f, float* Y, unsigned char* ws, bool backward) {
   const nlk::Seq sq(s, blockIdx.x);
