@@ -26,7 +26,8 @@ __global__ void ln_frozen_kernel(nlk::Shape s, acc_t eps, const float* Q, Frozen
   const nlk::Seq sq(s, blockIdx.x);
   const int d = s.d, tid = threadIdx.x, nt = blockDim.x;
   const size_t dd = sq.d * sq.d;
-  const TokSmem sm = nlk::carve_shared<TokSmem>(d, nt);
+  TokSmem sm = nlk::carve_shared<TokSmem>(d, nt);
+  sm.saved_f32 = false;  // the reference's frozen read keeps N(o) and σ in f64
   const float* M = f.M + sq.state(dd);
   const float* m = f.m == nullptr ? nullptr : f.m + sq.state(sq.d);
   nlk::load_vec(sm.W, f.W + sq.state(sq.d), d);

@@ -4,7 +4,7 @@
  * ℓ = ½‖γ ⊙ N(z) + β − (v − k)‖², the output LayerNorm with residual y = o + γ ⊙ N(o) + β, and the
  * VJPs of both (the inner one with its second-order term). The O(d) LayerNorm work of a token is
  * done by thread 0 in index order (so no result depends on scheduling); the O(d²) work by rows or
- * columns in the rule's source. N(·) and u are rounded to f32 as the reference stores them.
+ * columns in the rule's source. N(z), u, N(o) and σ are rounded to f32 where the reference saves them (D69).
  */
 #pragma once
 
@@ -14,12 +14,14 @@ namespace nlk::ln {
 
 /** One token: k, v, q, γ, β, dy staged; z, o and the LayerNorm quantities; the backward's vectors. */
 struct TokSmem {
-  float *k, *v, *q, *W, *B, *dy, *xh, *u, *oh;
-  acc_t *z, *o, *sig, *dO, *du, *dz, *dr, *red;
+  float *k, *v, *q, *W, *B, *dy, *xh, *u;
+  acc_t *oh, *z, *o, *sig, *dO, *du, *dz, *dr, *red;
+  /** Rounds N(o) and, for the VJPs, σ to f32 as the rules' saved tensors are (the frozen read keeps f64). */
+  bool saved_f32 = true;
   __host__ __device__ TokSmem() {}
   __host__ __device__ TokSmem(Carver& c, int d, int nt)
       : k(c.take<float>(d)), v(c.take<float>(d)), q(c.take<float>(d)), W(c.take<float>(d)), B(c.take<float>(d)), dy(c.take<float>(d)),
-        xh(c.take<float>(d)), u(c.take<float>(d)), oh(c.take<float>(d)), z(c.take<acc_t>(d)), o(c.take<acc_t>(d)), sig(c.take<acc_t>(2)),
+        xh(c.take<float>(d)), u(c.take<float>(d)), oh(c.take<acc_t>(d)), z(c.take<acc_t>(d)), o(c.take<acc_t>(d)), sig(c.take<acc_t>(2)),
         dO(c.take<acc_t>(d)), du(c.take<acc_t>(d)), dz(c.take<acc_t>(d)), dr(c.take<acc_t>(d)), red(c.take<acc_t>(3 * static_cast<size_t>(nt))) {}
   /** Token t's k, v, q and the state's γ, β (no barrier). */
   __device__ void load(const Seq& sq, int t, const float* kk, const float* vv, const float* qq, const float* lnw, const float* lnb) const {
@@ -33,20 +35,21 @@ struct TokSmem {
   }
 };
 
-/** N(x) into xh (f32), returns σ = √(var x + ε) (biased variance). Serial. */
-__device__ inline acc_t normalize(const acc_t* x, int d, acc_t eps, float* xh) {
+/** N(x) into xh (rounded to its type), returns σ = √(var x + ε) (biased variance). Serial. */
+template <class X>
+__device__ inline acc_t normalize(const acc_t* x, int d, acc_t eps, X* xh, bool f32 = true) {
   acc_t mu = 0, vr = 0;
   for (int i = 0; i < d; i++) mu += x[i];
   mu /= d;
   for (int i = 0; i < d; i++) vr += (x[i] - mu) * (x[i] - mu);
   const acc_t sig = sqrt(vr / d + eps);
-  for (int i = 0; i < d; i++) xh[i] = static_cast<float>((x[i] - mu) / sig);
+  for (int i = 0; i < d; i++) xh[i] = f32 ? static_cast<X>(static_cast<float>((x[i] - mu) / sig)) : static_cast<X>((x[i] - mu) / sig);
   return sig;
 }
 
 /** The VJP of N at (xh, σ): out = (a − mean(a) − xh · mean(a ⊙ xh)) / σ; a(i) gives entry i. Serial. */
-template <class A>
-__device__ inline void norm_vjp(const float* xh, acc_t sig, A a, int d, acc_t* out) {
+template <class X, class A>
+__device__ inline void norm_vjp(const X* xh, acc_t sig, A a, int d, acc_t* out) {
   acc_t ma = 0, max = 0;
   for (int i = 0; i < d; i++) {
     ma += a(i);
@@ -56,6 +59,9 @@ __device__ inline void norm_vjp(const float* xh, acc_t sig, A a, int d, acc_t* o
   max /= d;
   for (int i = 0; i < d; i++) out[i] = (a(i) - ma - xh[i] * max) / sig;
 }
+
+/** σ as the VJPs read it: rounded to f32 where the rule saves it so (sig[0]: z's, sig[1]: o's). */
+__device__ inline acc_t saved_sig(const TokSmem& sm, int i) { return sm.saved_f32 ? static_cast<acc_t>(static_cast<float>(sm.sig[i])) : sm.sig[i]; }
 
 /** u = ∂ℓ/∂z at sm.z: N(z) into sm.xh, σ into sm.sig[0], u into sm.u (f32). Thread 0; barriers around it are the caller's. */
 __device__ inline void inner_grad(const TokSmem& sm, int d, acc_t eps) {
@@ -71,7 +77,7 @@ __device__ inline void inner_grad(const TokSmem& sm, int d, acc_t eps) {
 /** y = o + γ ⊙ N(o) + β at sm.o: N(o) into sm.oh, σ_o into sm.sig[1], y (global) when given. Thread 0. */
 __device__ inline void out_ln(const TokSmem& sm, int d, acc_t eps, float* y) {
   if (threadIdx.x != 0) return;
-  sm.sig[1] = normalize(sm.o, d, eps, sm.oh);
+  sm.sig[1] = normalize(sm.o, d, eps, sm.oh, sm.saved_f32);
   if (y != nullptr)
     for (int i = 0; i < d; i++) y[i] = static_cast<float>(sm.o[i] + static_cast<acc_t>(sm.W[i]) * sm.oh[i] + sm.B[i]);
 }
@@ -79,7 +85,7 @@ __device__ inline void out_ln(const TokSmem& sm, int d, acc_t eps, float* y) {
 /** Its VJP: dO = dy + Nᵀ(o; γ ⊙ dy) into sm.dO; dW += dy ⊙ N(o), dB += dy. Thread 0. */
 __device__ inline void out_ln_vjp(const TokSmem& sm, int d, adj_t* dW, adj_t* dB) {
   if (threadIdx.x != 0) return;
-  norm_vjp(sm.oh, sm.sig[1], [&](int i) { return static_cast<acc_t>(sm.W[i]) * sm.dy[i]; }, d, sm.dO);
+  norm_vjp(sm.oh, saved_sig(sm, 1), [&](int i) { return static_cast<acc_t>(sm.W[i]) * sm.dy[i]; }, d, sm.dO);
   for (int i = 0; i < d; i++) {
     sm.dO[i] += sm.dy[i];
     dW[i] += static_cast<adj_t>(sm.dy[i]) * sm.oh[i];
@@ -95,7 +101,7 @@ __device__ inline void out_ln_vjp(const TokSmem& sm, int d, adj_t* dW, adj_t* dB
 __device__ inline void recon_vjp(const TokSmem& sm, int d, adj_t* dW, adj_t* dB, float* dv) {
   if (threadIdx.x != 0) return;
   const float* xh = sm.xh;
-  const acc_t sig = sm.sig[0];
+  const acc_t sig = saved_sig(sm, 0);
   acc_t* dg = sm.o;
   // the g path (N's Jacobian is symmetric)
   norm_vjp(xh, sig, [&](int i) { return sm.du[i]; }, d, dg);
