@@ -63,7 +63,7 @@ if (judged > H) usage(`--judge ${judged}: at most --H (${H}) sequences per batch
 const C = 16;
 
 const lib = (await buildLib(kind)).path;
-// a rule without a kernel pair in the library (TTT-Linear, Titans-linear) has no production case: said up front
+// a rule without a kernel pair in the library has no production case: said up front
 {
   const pair = openKernelLib(lib, stateShapesOf).pair(rule);
   if (typeof pair === "string") usage(`--rule ${rule}: no kernel pair in ${backend}, so no production case (${pair})`);
