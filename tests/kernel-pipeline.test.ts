@@ -67,3 +67,42 @@ test("planted: a pipeline module importing a kind's, a kind importing another's,
     `${KERNEL}child.ts -> ${KERNEL}native/child.ts`,
   ]);
 });
+
+/**
+ * The modules of each kind's folder missing from the table of docs/spec/kernel-abi.md#per-kind (its
+ * column for that kind), and the table's entries naming no module (D70): a kind's module names the
+ * concern it serves.
+ */
+export function unlisted(files: readonly string[], doc: string): string[] {
+  const start = doc.indexOf('<a id="per-kind"></a>');
+  const rows = doc.slice(start, doc.indexOf("\n\n", doc.indexOf("| concern |", start))).split("\n").filter((l) => l.startsWith("| ") && !l.startsWith("| concern") && !l.startsWith("|---"));
+  const listed = new Map<string, Set<string>>([["native", new Set()], ["python", new Set()]]);
+  for (const row of rows) {
+    const [, native = "", python = ""] = row.split("|").slice(1).map((c) => c.trim());
+    for (const [kind, cell] of [["native", native], ["python", python]] as const) {
+      for (const m of cell.matchAll(/`([a-z0-9-]+\.ts)`/g)) listed.get(kind)!.add(m[1]!);
+    }
+  }
+  const out: string[] = [];
+  for (const f of files) {
+    const kind = kindOf(f);
+    if (kind === null) continue;
+    const name = f.slice(`${KERNEL}${kind}/`.length);
+    if (!listed.get(kind)?.has(name)) out.push(`${f}: not in docs/spec/kernel-abi.md#per-kind`);
+  }
+  for (const [kind, names] of listed) {
+    for (const n of names) if (!files.includes(`${KERNEL}${kind}/${n}`)) out.push(`docs/spec/kernel-abi.md#per-kind lists ${kind}/${n}, which does not exist`);
+  }
+  return out;
+}
+
+test("every module of a kind's folder names its concern in docs/spec/kernel-abi.md#per-kind", () => {
+  const doc = readFileSync(join(ROOT, "docs/spec/kernel-abi.md"), "utf8");
+  const files = sources().map((f) => f.rel);
+  expect(unlisted(files, doc)).toEqual([]);
+  // planted: a new module of the python folder, and the table listing one that is gone
+  expect(unlisted([...files, `${KERNEL}python/second-session.ts`].filter((f) => f !== `${KERNEL}native/spawn.ts`), doc)).toEqual([
+    `${KERNEL}python/second-session.ts: not in docs/spec/kernel-abi.md#per-kind`,
+    "docs/spec/kernel-abi.md#per-kind lists native/spawn.ts, which does not exist",
+  ]);
+});

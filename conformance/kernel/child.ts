@@ -17,13 +17,13 @@ import { checkSeed } from "../../harness/replay-command.ts";
 import { resultLine, startLine, stubResult, type BatchRequest } from "../../harness/child-process.ts";
 import { ChildCases, emit } from "../../harness/child-announce.ts";
 import { entryOf, type Part } from "./plan.ts";
-import type { ChildKind, ChildSession } from "./child-kind.ts";
+import type { ChildKind, ChildKindName, ChildSession } from "./child-kind.ts";
 
 /** The kinds' modules, by the name the parent starts the child with: a child loads its own kind's only. */
-const CHILD_KINDS = {
-  native: async (): Promise<ChildKind> => (await import("./native/child.ts")).NATIVE_CHILD,
-  python: async (): Promise<ChildKind> => (await import("./python/child.ts")).PYTHON_CHILD,
-} as const;
+const CHILD_KINDS: Record<ChildKindName, () => Promise<ChildKind>> = {
+  native: async () => (await import("./native/child.ts")).NATIVE_CHILD,
+  python: async () => (await import("./python/child.ts")).PYTHON_CHILD,
+};
 
 async function run(session: ChildSession, req: BatchRequest<Part>): Promise<void> {
   for (const c of req.checks) {

@@ -5,29 +5,22 @@
  * running into `error` naming the kernel, the signal or the timeout and the case, and a fresh child
  * runs the checks it had not reached.
  */
-import { join } from "node:path";
 import type { Resolved } from "../../../ffi/backends.ts";
 import type { CheckResult, Profile } from "../../../harness/check.ts";
 import { runBatch, spawnChild, tail, type ChildSpec, type ChildTimeout } from "../../../harness/child-process.ts";
 import { ROOT } from "../../../paths.ts";
 import { parseProbeOutput, type ChildRequest } from "./protocol.ts";
-import { childEnvironment, environment, type Environment } from "../../../environment.ts";
-import { CONFIG_LIMIT_ENV, type ConfigLimit } from "../../../harness/configurations.ts";
-
-const CHILD = join(import.meta.dir, "../child.ts");
+import { environment, type Environment } from "../../../environment.ts";
+import type { ConfigLimit } from "../../../harness/configurations.ts";
+import { childCommand } from "../child-kind.ts";
 
 /**
- * The children's environment: NLC_KERNEL_PRELOAD becomes their LD_PRELOAD (e.g. the TSan runtime);
- * the run's configuration limit (`limit`, catalogue-settings.ts) is their NLC_KERNEL_CONFIGS.
+ * The native child (child-kind.ts childCommand): NLC_KERNEL_PRELOAD becomes its LD_PRELOAD (e.g.
+ * the TSan runtime); its progress (kernel builds) shows on this process's stderr while it runs.
  */
-function childEnv(limit?: ConfigLimit): Record<string, string | undefined> {
-  const preload = environment().NLC_KERNEL_PRELOAD;
-  return childEnvironment({ ...(preload ? { LD_PRELOAD: preload } : {}), ...(limit !== undefined ? { [CONFIG_LIMIT_ENV]: limit } : {}) });
-}
-
-/** The child's command line; its progress (kernel builds) shows on this process's stderr while it runs. */
 function child(args: readonly string[], limit?: ConfigLimit) {
-  return { cmd: [process.execPath, CHILD, "native", ...args], cwd: ROOT, env: childEnv(limit), progressFd: true };
+  const preload = environment().NLC_KERNEL_PRELOAD;
+  return { ...childCommand("native", args, limit, preload ? { LD_PRELOAD: preload } : {}), cwd: ROOT, progressFd: true };
 }
 
 /**

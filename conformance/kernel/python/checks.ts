@@ -6,7 +6,6 @@
  * check it was running into `error` with its stderr tail, and a fresh child runs the rest. What
  * the report lists under the backend (unavailable, or the toolchain) is read from its results.
  */
-import { join } from "node:path";
 import type { CheckDef } from "../../../harness/check.ts";
 import { runBatch, type BatchRequest, type ChildTimeout } from "../../../harness/child-process.ts";
 import type { BackendInfo } from "../../../harness/report.ts";
@@ -15,10 +14,9 @@ import { kernelChecks, type KernelKind } from "../checks.ts";
 import { kernelTimeoutMs, kernelTimeoutSetting, mayRunTriton } from "./session.ts";
 import type { Part } from "../plan.ts";
 import { parsePyBackend, pyPlanBackend } from "./plan.ts";
-import { CONFIG_LIMIT_ENV, type ConfigLimit } from "../../../harness/configurations.ts";
-import { childEnvironment } from "../../../environment.ts";
+import type { ConfigLimit } from "../../../harness/configurations.ts";
+import { childCommand } from "../child-kind.ts";
 
-const CHILD = join(import.meta.dir, "../child.ts");
 /** The backends whose child ran, with the toolchain it reported. */
 const ran = new Map<string, Toolchain | null>();
 
@@ -42,7 +40,7 @@ const unavailable = new Map<string, string>();
 function runPyBatch(req: BatchRequest<Part>, limit: ConfigLimit) {
   const triton = mayRunTriton(parsePyBackend(req.backend));
   const r = runBatch({
-    cmd: [process.execPath, CHILD, "python"], env: childEnvironment({ [CONFIG_LIMIT_ENV]: limit }), who: `the child process running ${req.backend}`, timeout: childTimeout(triton),
+    ...childCommand("python", [], limit), who: `the child process running ${req.backend}`, timeout: childTimeout(triton),
     timeoutSetting: `2 x ${kernelTimeoutSetting(triton)} + 120 s a check`, replayArgs: ["--backend", req.backend],
   }, req);
   // the toolchain comes on every result; it belongs to the backend, not to each check
