@@ -108,6 +108,30 @@ def guard_labels(k: Kernel, inputs: Dict[str, torch.Tensor], state: Dict[str, to
     return labels
 
 
+def call_keywords(k: Kernel, rule: str, cfg: dict, inputs: Dict[str, torch.Tensor], state: Dict[str, torch.Tensor],
+                  cu_seqlens: Optional[torch.Tensor], output_final_state: bool) -> Tuple[Dict[str, object], bool, float]:
+    """The keywords of every call of the kernel, its forward and its own backward alike: the inputs
+    in its parametrisation, the initial state, output_final_state (a forward that returns it), the
+    flags and constants, the rule (a kernel of several), a packed batch's offsets and the
+    configuration. Returns them, whether the state travels as one tensor, and the query's scale factor."""
+    d_k = inputs["q"].shape[-1]
+    factor = query_scale(k, d_k)[2]
+    kw: Dict[str, object] = dict(kernel_inputs(k, rule, inputs, factor, cfg))
+    single = len(state) == 1 and not k.state_dict
+    st = {n: to_kernel_state(k, t) for n, t in state.items()}
+    kw[k.initial_state_kw] = next(iter(st.values())) if single else st
+    if output_final_state and k.output_final_state_kw:
+        kw[k.output_final_state_kw] = True
+    add_flags(k, kw, d_k, inputs["q"].shape[2], rule, cfg)
+    if len(k.rules) > 1:
+        kw["rule"] = rule
+    if cu_seqlens is not None:
+        kw[k.varlen] = cu_seqlens
+    if k.configurations is not None:
+        kw["configuration"] = k.configuration or k.configurations[0]
+    return kw, single, factor
+
+
 def call_forward(k: Kernel, rule: str, cfg: dict, inputs: Dict[str, torch.Tensor], state: Dict[str, torch.Tensor],
                  cu_seqlens: Optional[torch.Tensor] = None, guards: Optional[Guards] = None):
     """Runs the forward on canonical-layout tensors (already on the device, in the kernel's
@@ -115,24 +139,11 @@ def call_forward(k: Kernel, rule: str, cfg: dict, inputs: Dict[str, torch.Tensor
     read (`<rule>.frozen`) returns y alone; its state is unchanged, so the final state is None.
     `cu_seqlens`: a packed batch's offsets, passed under the kernel's `varlen` keyword."""
     frozen = rule.endswith(".frozen")
-    d_k = inputs["q"].shape[-1]
-    kw: Dict[str, object] = dict(kernel_inputs(k, rule, inputs, query_scale(k, d_k)[2], cfg))
-    single = len(state) == 1 and not k.state_dict
-    st = {n: to_kernel_state(k, t) for n, t in state.items()}
-    kw[k.initial_state_kw] = next(iter(st.values())) if single else st
-    if k.output_final_state_kw and not frozen:
-        kw[k.output_final_state_kw] = True
-    add_flags(k, kw, d_k, inputs["q"].shape[2], rule, cfg)
-    if len(k.rules) > 1:
-        kw["rule"] = rule
-    if cu_seqlens is not None:
-        kw[k.varlen] = cu_seqlens
+    kw, single, _ = call_keywords(k, rule, cfg, inputs, state, cu_seqlens, output_final_state=not frozen)
     if k.accepts("config"):
         kw["config"] = dict(cfg)
     if guards is not None:
         guards.wrap_all(kw, guard_labels(k, inputs, state, single))
-    if k.configurations is not None:
-        kw["configuration"] = k.configuration or k.configurations[0]
     try:
         with as_shipped(), FillUnwritten():
             out = k.fn(**kw)
@@ -188,19 +199,7 @@ def explicit_backward(k: Kernel, rule, cfg, inputs, state, dy, d_state, cu_seqle
                       guards: Optional[Guards] = None) -> Dict[str, torch.Tensor]:
     """The kernel's own backward: called with the forward's keywords plus `dy` and `d_final_state`;
     returns a dict of gradients by the kernel's keyword names (initial state under its keyword)."""
-    d_k = inputs["q"].shape[-1]
-    factor = query_scale(k, d_k)[2]
-    kw: Dict[str, object] = dict(kernel_inputs(k, rule, inputs, factor, cfg))
-    single = len(state) == 1 and not k.state_dict
-    st = {n: to_kernel_state(k, t) for n, t in state.items()}
-    kw[k.initial_state_kw] = next(iter(st.values())) if single else st
-    add_flags(k, kw, d_k, inputs["q"].shape[2], rule, cfg)
-    if len(k.rules) > 1:
-        kw["rule"] = rule
-    if cu_seqlens is not None:
-        kw[k.varlen] = cu_seqlens
-    if k.configurations is not None:
-        kw["configuration"] = k.configuration or k.configurations[0]
+    kw, single, factor = call_keywords(k, rule, cfg, inputs, state, cu_seqlens, output_final_state=False)
     kw["dy"] = to_kernel_token(k, dy) if dy is not None else None
     ds = {n: to_kernel_state(k, t) for n, t in d_state.items()}
     kw["d_final_state"] = (next(iter(ds.values())) if ds else None) if single else (ds or None)
