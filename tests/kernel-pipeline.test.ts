@@ -76,12 +76,14 @@ test("planted: a pipeline module importing a kind's, a kind importing another's,
 export function unlisted(files: readonly string[], doc: string): string[] {
   const start = doc.indexOf('<a id="per-kind"></a>');
   const rows = doc.slice(start, doc.indexOf("\n\n", doc.indexOf("| concern |", start))).split("\n").filter((l) => l.startsWith("| ") && !l.startsWith("| concern") && !l.startsWith("|---"));
-  const listed = new Map<string, Set<string>>([["native", new Set()], ["python", new Set()]]);
+  // the table's columns after `concern`, one per kind folder
+  const columns = ["native", "python"];
+  const listed = new Map(columns.map((kind) => [kind, new Set<string>()]));
   for (const row of rows) {
-    const [, native = "", python = ""] = row.split("|").slice(1).map((c) => c.trim());
-    for (const [kind, cell] of [["native", native], ["python", python]] as const) {
-      for (const m of cell.matchAll(/`([a-z0-9-]+\.ts)`/g)) listed.get(kind)!.add(m[1]!);
-    }
+    const cells = row.split("|").slice(2);
+    columns.forEach((kind, i) => {
+      for (const m of (cells[i] ?? "").matchAll(/`([a-z0-9-]+\.ts)`/g)) listed.get(kind)!.add(m[1]!);
+    });
   }
   const out: string[] = [];
   for (const f of files) {
